@@ -1,0 +1,31 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="wyjax",
+    version="0.1.0",
+    description="JAX/Flax language models for classical Chinese (文言文): pretraining, "
+                "WYWEB fine-tuning and Hugging Face export.",
+    packages=find_packages(include=["wyjax", "wyjax.*"]),
+    python_requires=">=3.11",
+    install_requires=[
+        "jax",
+        "flax",
+        "optax",
+        "orbax-checkpoint",
+        "ml-collections",
+        "absl-py",
+        "transformers",
+        "tokenizers",
+        "safetensors",
+        "huggingface_hub",
+        "opencc",
+        "tensorflow-datasets",
+        "importlib_resources",
+        "grain",
+        "numpy",
+    ],
+    extras_require={
+        # torch first and pinned: this exact version is a CPU wheel; others pull CUDA.
+        "test": ["torch==2.13.0", "pytest"],
+    },
+)

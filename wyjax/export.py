@@ -1,0 +1,89 @@
+"""Export a wyjax checkpoint (or re-export a transformers folder) as a transformers folder.
+
+    python -m wyjax.export --checkpoint=WORKDIR --out=HF_DIR [--verify] [--push_to_hub=ORG/NAME]
+    python -m wyjax.export --random_init=configs/pretrain/deberta_base.py --out=HF_DIR --verify
+
+--verify reloads the folder with transformers (PyTorch) and compares its MLM logits with
+wyjax's on a padded batch. --push_to_hub reads HF_TOKEN (and HF_ENDPOINT) from the environment.
+"""
+import json
+import logging
+
+import jax
+import numpy as np
+from absl import app, flags
+from ml_collections import config_flags
+
+from wyjax.data import tokenizer as tokenizer_lib
+from wyjax.hf import export as export_lib
+from wyjax.hf import hub, loading
+from wyjax.models import EncoderConfig
+
+_CHECKPOINT = flags.DEFINE_string("checkpoint", None, "wyjax workdir (or one step) or transformers folder.")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Same as --checkpoint.")
+_RANDOM_INIT = config_flags.DEFINE_config_file(
+    "random_init", None, "A config whose `model` describes a randomly initialised model to export.")
+_OUT = flags.DEFINE_string("out", None, "Output folder.", required=True)
+_LEGACY = flags.DEFINE_enum("legacy", "auto", ["auto", "true", "false"],
+                            "DeBERTa MLM head layout: cls.predictions (true) or lm_predictions (false).")
+_NAME = flags.DEFINE_string("name", None, "Model name in the card (default: the Hub repo or folder name).")
+_LICENSE = flags.DEFINE_string("license", "apache-2.0", "Licence in the model card.")
+_RESULTS = flags.DEFINE_string("results", None, "leaderboard.json whose scores go into the card.")
+_VERIFY = flags.DEFINE_bool("verify", False, "Reload with transformers and compare logits.")
+_PUSH = flags.DEFINE_string("push_to_hub", None, "Upload to this Hub repo (ORG/NAME).")
+_PRIVATE = flags.DEFINE_bool("private", False, "Create the Hub repo as private.")
+
+
+def random_model(config) -> loading.Model:
+  """A random model with a placeholder vocabulary: the first CJK Unified Ideographs."""
+  model_config = EncoderConfig(**config.model.to_dict())
+  n_chars = model_config.vocab_size - len(tokenizer_lib.SPECIAL_TOKENS)
+  vocab = list(tokenizer_lib.SPECIAL_TOKENS) + [chr(0x4E00 + i) for i in range(n_chars)]
+  params = loading.init_params(model_config, jax.random.key(config.get("seed", 0)))
+  return loading.Model(model_config, params, tokenizer_lib.Tokenizer(vocab))
+
+
+def verify(model: loading.Model, folder) -> float:
+  """Max |logit difference| between wyjax and transformers on a padded batch of real tokens."""
+  import torch
+  import transformers
+  hf_model = transformers.AutoModelForMaskedLM.from_pretrained(folder).eval()
+  tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+  batch = tokenizer(["學而時習之，不亦說乎？", "有朋自遠方來"], padding=True, return_tensors="np")
+  with torch.no_grad():
+    theirs = hf_model(input_ids=torch.tensor(batch["input_ids"]),
+                      attention_mask=torch.tensor(batch["attention_mask"])).logits.numpy()
+  ours = model.mlm_logits(batch["input_ids"], batch["attention_mask"])
+  real = batch["attention_mask"].astype(bool)
+  return float(np.abs(theirs[real] - ours[real]).max())
+
+
+def main(argv):
+  del argv
+  path = _CHECKPOINT.value or _WORKDIR.value
+  if (path is None) == (_RANDOM_INIT.value is None):
+    raise app.UsageError("give exactly one of --checkpoint (or --workdir) and --random_init")
+  model = random_model(_RANDOM_INIT.value) if path is None else loading.load(path)
+  results = None
+  if _RESULTS.value:
+    with open(_RESULTS.value) as f:
+      results = json.load(f)
+  legacy = None if _LEGACY.value == "auto" else _LEGACY.value == "true"
+  name = _NAME.value or _PUSH.value or _OUT.value.rstrip("/").split("/")[-1]
+  out = export_lib.export(model, _OUT.value, legacy=legacy, name=name, license=_LICENSE.value,
+                          results=results)
+  logging.info("wrote %s", out)
+  print(f"exported {model.config.model_type} ({model.config.num_hidden_layers} layers, "
+        f"hidden {model.config.hidden_size}) to {out}")
+  if _VERIFY.value:
+    diff = verify(model, out)
+    print(f"transformers reload: max |logit difference| = {diff:.2e}")
+    if diff > 1e-4:
+      raise SystemExit(f"verification failed: logits differ by {diff:.2e} (> 1e-4)")
+  if _PUSH.value:
+    commit = hub.push(out, _PUSH.value, private=_PRIVATE.value)
+    print(f"pushed to {_PUSH.value}: {commit}")
+
+
+if __name__ == "__main__":
+  app.run(main)

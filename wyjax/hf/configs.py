@@ -1,0 +1,103 @@
+"""transformers `config.json` ↔ `EncoderConfig`.
+
+Only architectures wyjax can reproduce exactly are accepted; everything else is a clear
+error rather than a silently different model.
+"""
+from wyjax.models.config import MODEL_TYPES, EncoderConfig
+
+ARCHITECTURES = {
+    "deberta-v2": "DebertaV2ForMaskedLM",
+    "bert": "BertForMaskedLM",
+    "roberta": "RobertaForMaskedLM",
+}
+# transformers' per-model defaults where they differ from EncoderConfig's.
+_DEFAULTS = {
+    "deberta-v2": dict(type_vocab_size=0, layer_norm_eps=1e-7, pad_token_id=0),
+    "bert": dict(type_vocab_size=2, layer_norm_eps=1e-12, pad_token_id=0),
+    "roberta": dict(type_vocab_size=2, layer_norm_eps=1e-12, pad_token_id=1),
+}
+_SHARED_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                  "intermediate_size", "hidden_act", "hidden_dropout_prob",
+                  "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
+                  "layer_norm_eps", "pad_token_id", "initializer_range")
+_DEBERTA_FIELDS = ("embedding_size", "relative_attention", "max_relative_positions",
+                   "position_buckets", "pos_att_type", "share_att_key", "norm_rel_ebd",
+                   "position_biased_input")
+
+
+class UnsupportedConfigError(ValueError):
+  pass
+
+
+def from_hf(hf: dict, source: str = "config.json") -> EncoderConfig:
+  model_type = hf.get("model_type")
+  if model_type not in MODEL_TYPES:
+    raise UnsupportedConfigError(
+        f"{source}: model_type {model_type!r} is not supported; wyjax reads {', '.join(MODEL_TYPES)}")
+  fields = {"model_type": model_type, **_DEFAULTS[model_type]}
+  fields.update({k: hf[k] for k in _SHARED_FIELDS if hf.get(k) is not None})
+  if model_type == "deberta-v2":
+    if hf.get("conv_kernel_size", 0) > 0:
+      raise UnsupportedConfigError(
+          f"{source}: conv_kernel_size={hf['conv_kernel_size']} (the ConvLayer of DeBERTa-v2 "
+          "xlarge/xxlarge) is not supported")
+    head_size = hf.get("attention_head_size")
+    if head_size is not None and head_size * hf["num_attention_heads"] != hf["hidden_size"]:
+      raise UnsupportedConfigError(
+          f"{source}: attention_head_size={head_size} × num_attention_heads != hidden_size is not supported")
+    fields.update({k: hf[k] for k in _DEBERTA_FIELDS if hf.get(k) is not None})
+    if fields.get("embedding_size") == fields.get("hidden_size", 768):
+      fields["embedding_size"] = None
+  else:
+    position_type = hf.get("position_embedding_type", "absolute")
+    if position_type != "absolute":
+      raise UnsupportedConfigError(
+          f"{source}: position_embedding_type={position_type!r} is not supported (only 'absolute')")
+    fields.update(relative_attention=False, position_biased_input=True)
+  try:
+    return EncoderConfig(**fields)
+  except ValueError as e:
+    raise UnsupportedConfigError(f"{source}: {e}") from e
+
+
+def to_hf(config: EncoderConfig, *, legacy: bool | None = None) -> dict:
+  """A config.json that transformers loads as the MLM model, every switch written out.
+
+  DeBERTa's `relative_attention` defaults to False in transformers' code although its
+  docstring says True, so nothing is left to defaults.
+  """
+  hf = {
+      "model_type": config.model_type,
+      "architectures": [ARCHITECTURES[config.model_type]],
+      **{k: getattr(config, k) for k in _SHARED_FIELDS},
+      "tie_word_embeddings": True,
+      "dtype": "float32",
+  }
+  if config.model_type == "deberta-v2":
+    hf.update(
+        embedding_size=config.embed_dim,
+        relative_attention=config.relative_attention,
+        max_relative_positions=config.max_relative_positions,
+        position_buckets=config.position_buckets,
+        pos_att_type=list(config.pos_att_type),
+        share_att_key=config.share_att_key,
+        norm_rel_ebd=config.norm_rel_ebd,
+        position_biased_input=config.position_biased_input,
+        conv_kernel_size=0,
+        legacy=default_legacy(config) if legacy is None else legacy,
+        pooler_hidden_size=config.hidden_size,
+        pooler_dropout=0.0,
+        pooler_hidden_act=config.hidden_act,
+    )
+  else:
+    hf["position_embedding_type"] = "absolute"
+  return hf
+
+
+def default_legacy(config: EncoderConfig) -> bool:
+  """Microsoft's `lm_predictions` head (legacy=False) where it can hold the model.
+
+  transformers' non-legacy head maps hidden→hidden before the tied decoder, so it only
+  works when embedding_size == hidden_size; otherwise the legacy head is the only exact one.
+  """
+  return config.embed_dim != config.hidden_size

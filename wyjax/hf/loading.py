@@ -1,0 +1,114 @@
+"""`wyjax.hf.load(path)`: one handle over a transformers folder or a wyjax checkpoint."""
+import functools
+import json
+import logging
+import pathlib
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from wyjax.data.tokenizer import Tokenizer
+from wyjax.hf import configs, weights
+from wyjax.models import EncoderConfig, MaskedLM, encoder_class
+
+log = logging.getLogger(__name__)
+
+
+def init_params(config: EncoderConfig, rng: jax.Array, *, mlm: bool = True) -> dict:
+  """Randomly initialised params (unboxed), {'encoder': ...[, 'mlm_head': ...]}."""
+  ids = jnp.zeros((1, 8), jnp.int32)
+  if mlm:
+    return nn.unbox(MaskedLM(config).init(rng, ids)["params"])
+  return {"encoder": nn.unbox(encoder_class(config)(config).init(rng, ids)["params"])}
+
+
+def param_shapes(config: EncoderConfig, *, mlm: bool) -> dict:
+  shapes = jax.eval_shape(functools.partial(init_params, config, mlm=mlm), jax.random.key(0))
+  return jax.tree_util.tree_map(lambda s: s.shape, shapes)
+
+
+class Model:
+  """An encoder (and MLM head, when the checkpoint has one) with numpy in, numpy out."""
+
+  def __init__(self, config: EncoderConfig, params: dict, tokenizer: Tokenizer | None = None):
+    self.config = config
+    self.params = jax.tree_util.tree_map(jnp.asarray, params)
+    self.tokenizer = tokenizer
+    encoder = encoder_class(config)(config)
+    self._encode = jax.jit(lambda p, ids, mask, types: encoder.apply(
+        {"params": p}, ids, mask, types))
+    self._mlm = jax.jit(lambda p, ids, mask, types: MaskedLM(config).apply(
+        {"params": p}, ids, mask, types))
+
+  @property
+  def has_mlm(self) -> bool:
+    return "mlm_head" in self.params
+
+  @staticmethod
+  def _inputs(input_ids, attention_mask, token_type_ids):
+    input_ids = np.asarray(input_ids, dtype=np.int32)
+    mask = np.ones_like(input_ids) if attention_mask is None else np.asarray(attention_mask, np.int32)
+    types = np.zeros_like(input_ids) if token_type_ids is None else np.asarray(token_type_ids, np.int32)
+    return input_ids, mask, types
+
+  def encode(self, input_ids, attention_mask=None, token_type_ids=None) -> np.ndarray:
+    """Last hidden state [batch, length, hidden]."""
+    inputs = self._inputs(input_ids, attention_mask, token_type_ids)
+    return np.asarray(self._encode(self.params["encoder"], *inputs))
+
+  def mlm_logits(self, input_ids, attention_mask=None, token_type_ids=None) -> np.ndarray:
+    """MLM logits [batch, length, vocab]."""
+    if not self.has_mlm:
+      raise ValueError("this checkpoint has no MLM head")
+    return np.asarray(self._mlm(self.params, *self._inputs(input_ids, attention_mask, token_type_ids)))
+
+
+def read_state_dict(folder: pathlib.Path) -> tuple[dict[str, np.ndarray], str]:
+  """model.safetensors, else pytorch_model.bin (needs torch); float32 numpy arrays."""
+  safetensors_file = folder / "model.safetensors"
+  if safetensors_file.exists():
+    from safetensors.numpy import load_file
+    try:
+      return load_file(safetensors_file), str(safetensors_file)
+    except TypeError:  # bfloat16 tensors have no numpy dtype: go through torch.
+      pass
+  torch_file = folder / "pytorch_model.bin"
+  if not safetensors_file.exists() and not torch_file.exists():
+    raise FileNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin")
+  try:
+    import torch
+  except ImportError as e:
+    raise ImportError(f"reading {torch_file} needs PyTorch (pip install torch==2.13.0)") from e
+  if safetensors_file.exists():
+    from safetensors.torch import load_file as torch_load_file
+    tensors, source = torch_load_file(safetensors_file), safetensors_file
+  else:
+    tensors, source = torch.load(torch_file, map_location="cpu", weights_only=True), torch_file
+  return {k: v.float().numpy() for k, v in tensors.items()}, str(source)
+
+
+def load_hf(folder) -> Model:
+  folder = pathlib.Path(folder)
+  config_file = folder / "config.json"
+  config = configs.from_hf(json.loads(config_file.read_text()), source=str(config_file))
+  state_dict, source = read_state_dict(folder)
+  has_mlm = weights.detect_mlm_layout(state_dict) is not None
+  params, unused = weights.from_hf(state_dict, config, param_shapes(config, mlm=has_mlm), source=source)
+  if unused:
+    log.warning("%s: %d tensors not used by wyjax: %s", source, len(unused), ", ".join(unused[:10]))
+  tokenizer = Tokenizer.load(folder) if (folder / "vocab.txt").exists() else None
+  return Model(config, params, tokenizer)
+
+
+def load(path) -> Model:
+  """A transformers folder (deberta-v2, bert, roberta) or a wyjax checkpoint (a workdir)."""
+  path = pathlib.Path(path)
+  if (path / "config.json").exists():
+    return load_hf(path)
+  from wyjax.train import checkpoints
+  config, params = checkpoints.restore_model(path)
+  tokenizer_dir = checkpoints.tokenizer_dir(path)
+  tokenizer = Tokenizer.load(tokenizer_dir) if (tokenizer_dir / "vocab.txt").exists() else None
+  return Model(config, params, tokenizer)

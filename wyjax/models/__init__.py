@@ -1,0 +1,5 @@
+"""Flax encoders (DeBERTa-v2, BERT, RoBERTa) and their heads."""
+from wyjax.models.bert import Bert
+from wyjax.models.config import EncoderConfig
+from wyjax.models.deberta_v2 import DebertaV2
+from wyjax.models.heads import MaskedLM, MlmHead, Pooler, encoder_class

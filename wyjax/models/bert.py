@@ -1,0 +1,100 @@
+"""BERT and RoBERTa encoders (absolute positions, token types, tanh pooler).
+
+RoBERTa differs only in its position ids: they count non-pad tokens and start after
+`pad_token_id` (transformers' `create_position_ids_from_input_ids`).
+"""
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from wyjax.models import layers
+from wyjax.models.config import EncoderConfig
+
+
+def roberta_position_ids(input_ids, pad_token_id: int):
+  not_pad = (input_ids != pad_token_id).astype(jnp.int32)
+  return jnp.cumsum(not_pad, axis=-1) * not_pad + pad_token_id
+
+
+class Embeddings(nn.Module):
+  config: EncoderConfig
+
+  def setup(self):
+    cfg = self.config
+    self.word_embeddings = layers.embed(cfg, cfg.vocab_size, cfg.hidden_size, ("vocab", "embed"),
+                                        name="word_embeddings")
+    self.position_embeddings = layers.embed(cfg, cfg.max_position_embeddings, cfg.hidden_size,
+                                            (None, "embed"), name="position_embeddings")
+    if cfg.type_vocab_size > 0:
+      self.token_type_embeddings = layers.embed(cfg, cfg.type_vocab_size, cfg.hidden_size,
+                                                (None, "embed"), name="token_type_embeddings")
+    self.norm = layers.LayerNorm(cfg)
+    self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
+
+  def __call__(self, input_ids, token_type_ids, position_ids, deterministic):
+    x = self.word_embeddings(input_ids) + self.position_embeddings(position_ids)
+    if self.config.type_vocab_size > 0:
+      x = x + self.token_type_embeddings(token_type_ids)
+    return self.dropout(self.norm(x), deterministic=deterministic)
+
+
+class SelfAttention(nn.Module):
+  config: EncoderConfig
+
+  @nn.compact
+  def __call__(self, x, mask, deterministic):
+    cfg = self.config
+    heads = (cfg.num_attention_heads, cfg.head_dim)
+    qkv_axes = ("embed", "heads", "kv")
+    q = layers.dense(cfg, heads, qkv_axes, name="query")(x)
+    k = layers.dense(cfg, heads, qkv_axes, name="key")(x)
+    v = layers.dense(cfg, heads, qkv_axes, name="value")(x)
+    scores = jnp.einsum("bqnd,bknd->bnqk", q * cfg.head_dim**-0.5, k)
+    context = layers.masked_softmax_attention(
+        scores, mask, v, dropout_rate=cfg.attention_probs_dropout_prob,
+        deterministic=deterministic, dtype=jnp.dtype(cfg.dtype))
+    return layers.dense(cfg, cfg.hidden_size, ("heads", "kv", "embed"), axis=(-2, -1),
+                        name="out")(context)
+
+
+class Layer(nn.Module):
+  config: EncoderConfig
+
+  @nn.compact
+  def __call__(self, x, mask, deterministic):
+    cfg = self.config
+    dropout = nn.Dropout(cfg.hidden_dropout_prob)
+    a = SelfAttention(cfg, name="attention")(x, mask, deterministic)
+    x = layers.LayerNorm(cfg, name="attention_norm")(dropout(a, deterministic=deterministic) + x)
+    h = layers.FeedForward(cfg, name="mlp")(x)
+    return layers.LayerNorm(cfg, name="mlp_norm")(dropout(h, deterministic=deterministic) + x)
+
+
+class Bert(nn.Module):
+  """BERT or RoBERTa (by `config.model_type`); returns the last hidden state."""
+  config: EncoderConfig
+
+  def setup(self):
+    self.embeddings = Embeddings(self.config)
+    self.layers = [Layer(self.config, name=f"layer_{i}") for i in range(self.config.num_hidden_layers)]
+
+  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
+               deterministic: bool = True):
+    cfg = self.config
+    if attention_mask is None:
+      attention_mask = jnp.ones_like(input_ids)
+    if token_type_ids is None:
+      token_type_ids = jnp.zeros_like(input_ids)
+    if position_ids is None:
+      if cfg.model_type == "roberta":
+        position_ids = roberta_position_ids(input_ids, cfg.pad_token_id)
+      else:
+        position_ids = jnp.broadcast_to(jnp.arange(input_ids.shape[-1]), input_ids.shape)
+    x = self.embeddings(input_ids, token_type_ids, position_ids, deterministic)
+    mask = layers.expand_mask(attention_mask)
+    for layer in self.layers:
+      x = layer(x, mask, deterministic)
+    return x
+
+  def word_embedding_table(self) -> jax.Array:
+    return self.embeddings.word_embeddings.embedding

@@ -1,0 +1,110 @@
+"""The one config that describes every encoder wyjax builds.
+
+Field names and defaults follow transformers' `DebertaV2Config` / `BertConfig`, so a
+`config.json` maps onto it field by field (see `wyjax.hf.configs`).
+"""
+import dataclasses
+
+MODEL_TYPES = ("deberta-v2", "bert", "roberta")
+POS_ATT_TYPES = ("c2p", "p2c")
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderConfig:
+  """Architecture of a DeBERTa-v2, BERT or RoBERTa encoder.
+
+  The DeBERTa-only fields (`relative_attention` … `position_biased_input`) are ignored by
+  BERT and RoBERTa, which always add absolute positions.
+  """
+  vocab_size: int
+  model_type: str = "deberta-v2"
+  hidden_size: int = 768
+  num_hidden_layers: int = 12
+  num_attention_heads: int = 12
+  intermediate_size: int = 3072
+  hidden_act: str = "gelu"
+  hidden_dropout_prob: float = 0.1
+  attention_probs_dropout_prob: float = 0.1
+  max_position_embeddings: int = 512
+  type_vocab_size: int = 0
+  layer_norm_eps: float = 1e-7
+  pad_token_id: int = 0
+  initializer_range: float = 0.02
+  # Width of the token embeddings; None means hidden_size (no embed_proj).
+  embedding_size: int | None = None
+  relative_attention: bool = False
+  # < 1 means max_position_embeddings.
+  max_relative_positions: int = -1
+  # <= 0 means raw (unbucketed) relative positions.
+  position_buckets: int = -1
+  # Any subset of ("c2p", "p2c"); a "p2c|c2p" string is accepted.
+  pos_att_type: tuple[str, ...] = ()
+  share_att_key: bool = False
+  # "none" or "layer_norm" (LayerNorm on the relative embeddings).
+  norm_rel_ebd: str = "none"
+  position_biased_input: bool = True
+  # Activation dtype; parameters are always float32.
+  dtype: str = "float32"
+
+  def __post_init__(self):
+    if self.model_type not in MODEL_TYPES:
+      raise ValueError(
+          f"model_type {self.model_type!r} is not supported; expected one of {MODEL_TYPES}")
+    if self.hidden_size % self.num_attention_heads:
+      raise ValueError(
+          f"hidden_size {self.hidden_size} is not a multiple of "
+          f"num_attention_heads {self.num_attention_heads}")
+    pos_att_type = self.pos_att_type
+    if isinstance(pos_att_type, str):
+      pos_att_type = [t for t in pos_att_type.lower().split("|") if t.strip()]
+    pos_att_type = tuple(t.strip().lower() for t in pos_att_type or ())
+    unknown = set(pos_att_type) - set(POS_ATT_TYPES)
+    if unknown:
+      raise ValueError(f"pos_att_type has unknown entries {sorted(unknown)}; allowed: {POS_ATT_TYPES}")
+    object.__setattr__(self, "pos_att_type", pos_att_type)
+    norms = {n.strip() for n in self.norm_rel_ebd.lower().split("|")}
+    if not norms <= {"none", "layer_norm"}:
+      raise ValueError(f"norm_rel_ebd {self.norm_rel_ebd!r} is not supported; use 'none' or 'layer_norm'")
+
+  @property
+  def head_dim(self) -> int:
+    return self.hidden_size // self.num_attention_heads
+
+  @property
+  def embed_dim(self) -> int:
+    """Width of the word embeddings (and of the MLM head's output transform)."""
+    return self.embedding_size or self.hidden_size
+
+  @property
+  def relative_span(self) -> int:
+    """S: the relative embedding table has 2S rows (transformers' `pos_ebd_size`)."""
+    if self.position_buckets > 0:
+      return self.position_buckets
+    return self.max_relative_positions if self.max_relative_positions >= 1 else self.max_position_embeddings
+
+  @property
+  def max_relative_distance(self) -> int:
+    """M: the distance the log buckets are scaled to."""
+    if self.max_relative_positions >= 1:
+      return self.max_relative_positions
+    return self.max_position_embeddings
+
+  @property
+  def layer_norm_rel_embeddings(self) -> bool:
+    return "layer_norm" in self.norm_rel_ebd.lower()
+
+  def replace(self, **changes) -> "EncoderConfig":
+    return dataclasses.replace(self, **changes)
+
+  def to_dict(self) -> dict:
+    d = dataclasses.asdict(self)
+    d["pos_att_type"] = list(self.pos_att_type)
+    return d
+
+  @classmethod
+  def from_dict(cls, d: dict) -> "EncoderConfig":
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(d) - fields
+    if unknown:
+      raise ValueError(f"unknown EncoderConfig fields: {sorted(unknown)}")
+    return cls(**d)

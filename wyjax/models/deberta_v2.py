@@ -1,0 +1,171 @@
+"""DeBERTa-v2 encoder: disentangled attention over log-bucketed relative positions.
+
+Numerically equal to transformers' `DebertaV2Model` (tests/models/parity_test.py); the
+math, with its pitfalls, is written out in docs/models.md.
+"""
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from wyjax.models import layers
+from wyjax.models.config import EncoderConfig
+
+
+def log_bucket_position(relative_pos: np.ndarray, bucket_size: int, max_position: int) -> np.ndarray:
+  """transformers' `make_log_bucket_position`: exact inside ±bucket_size/2, log-spaced beyond."""
+  relative_pos = np.asarray(relative_pos, dtype=np.int64)
+  mid = bucket_size // 2
+  sign = np.sign(relative_pos)
+  abs_pos = np.where((relative_pos < mid) & (relative_pos > -mid), mid - 1, np.abs(relative_pos))
+  log_pos = np.ceil(
+      np.log(abs_pos / mid) / np.log((max_position - 1) / mid) * (mid - 1)) + mid
+  return np.where(abs_pos <= mid, relative_pos, log_pos * sign).astype(np.int64)
+
+
+def relative_position_index(query_positions: np.ndarray, key_positions: np.ndarray,
+                            config: EncoderConfig) -> np.ndarray:
+  """[q, k] row index into the 2S relative embeddings for query i attending key j.
+
+  c2p and p2c share this table: bucket(i - j) is odd in (i - j), so transformers'
+  transposed p2c gather reads the same rows.
+  """
+  relative = np.asarray(query_positions)[:, None] - np.asarray(key_positions)[None, :]
+  if config.position_buckets > 0:
+    relative = log_bucket_position(relative, config.position_buckets, config.max_relative_distance)
+  span = config.relative_span
+  return np.clip(relative + span, 0, 2 * span - 1).astype(np.int32)
+
+
+class Embeddings(nn.Module):
+  config: EncoderConfig
+
+  def setup(self):
+    cfg = self.config
+    self.word_embeddings = layers.embed(cfg, cfg.vocab_size, cfg.embed_dim, ("vocab", "embed"),
+                                        name="word_embeddings")
+    if cfg.position_biased_input:
+      self.position_embeddings = layers.embed(cfg, cfg.max_position_embeddings, cfg.embed_dim,
+                                              (None, "embed"), name="position_embeddings")
+    if cfg.type_vocab_size > 0:
+      self.token_type_embeddings = layers.embed(cfg, cfg.type_vocab_size, cfg.embed_dim,
+                                                (None, "embed"), name="token_type_embeddings")
+    if cfg.embed_dim != cfg.hidden_size:
+      self.embed_proj = layers.dense(cfg, cfg.hidden_size, (None, "embed"), use_bias=False,
+                                     name="embed_proj")
+    self.norm = layers.LayerNorm(cfg)
+    self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
+
+  def __call__(self, input_ids, token_type_ids, position_ids, padding_mask, deterministic):
+    cfg = self.config
+    x = self.word_embeddings(input_ids)
+    if cfg.position_biased_input:
+      x = x + self.position_embeddings(position_ids)
+    if cfg.type_vocab_size > 0:
+      x = x + self.token_type_embeddings(token_type_ids)
+    if cfg.embed_dim != cfg.hidden_size:
+      x = self.embed_proj(x)
+    x = self.norm(x)
+    x = x * padding_mask[..., None].astype(x.dtype)
+    return self.dropout(x, deterministic=deterministic)
+
+
+class DisentangledAttention(nn.Module):
+  """Content-to-content plus c2p/p2c relative terms, all scaled by sqrt(d · (1 + #terms))."""
+  config: EncoderConfig
+
+  @nn.compact
+  def __call__(self, x, mask, rel_embeddings, rel_index, deterministic):
+    cfg = self.config
+    heads = (cfg.num_attention_heads, cfg.head_dim)
+    qkv_axes = ("embed", "heads", "kv")
+    query_proj = layers.dense(cfg, heads, qkv_axes, name="query")
+    key_proj = layers.dense(cfg, heads, qkv_axes, name="key")
+    q, k = query_proj(x), key_proj(x)
+    v = layers.dense(cfg, heads, qkv_axes, name="value")(x)
+
+    scale = np.sqrt(cfg.head_dim * (1 + len(cfg.pos_att_type))).astype(np.float32)
+    scores = jnp.einsum("bqnd,bknd->bnqk", q, k / scale.astype(k.dtype))
+    if cfg.relative_attention:
+      rel = nn.Dropout(cfg.hidden_dropout_prob)(rel_embeddings, deterministic=deterministic)
+      batch, heads_, q_len, k_len = scores.shape
+      if "c2p" in cfg.pos_att_type:
+        pos_key = key_proj(rel) if cfg.share_att_key else layers.dense(
+            cfg, heads, qkv_axes, name="pos_key")(rel)
+        c2p = jnp.einsum("bqnd,rnd->bnqr", q, pos_key)
+        index = jnp.broadcast_to(rel_index, (batch, heads_, q_len, k_len))
+        scores = scores + jnp.take_along_axis(c2p, index, axis=-1) / scale.astype(c2p.dtype)
+      if "p2c" in cfg.pos_att_type:
+        pos_query = query_proj(rel) if cfg.share_att_key else layers.dense(
+            cfg, heads, qkv_axes, name="pos_query")(rel)
+        p2c = jnp.einsum("bknd,rnd->bnkr", k, pos_query)
+        index = jnp.broadcast_to(rel_index.T, (batch, heads_, k_len, q_len))
+        p2c = jnp.take_along_axis(p2c, index, axis=-1).swapaxes(-1, -2)
+        scores = scores + p2c / scale.astype(p2c.dtype)
+
+    context = layers.masked_softmax_attention(
+        scores, mask, v, dropout_rate=cfg.attention_probs_dropout_prob,
+        deterministic=deterministic, dtype=jnp.dtype(cfg.dtype))
+    return layers.dense(cfg, cfg.hidden_size, ("heads", "kv", "embed"), axis=(-2, -1),
+                        name="out")(context)
+
+
+class Layer(nn.Module):
+  """Post-LN transformer layer, as in BERT."""
+  config: EncoderConfig
+
+  @nn.compact
+  def __call__(self, x, mask, rel_embeddings, rel_index, deterministic):
+    cfg = self.config
+    dropout = nn.Dropout(cfg.hidden_dropout_prob)
+    a = DisentangledAttention(cfg, name="attention")(x, mask, rel_embeddings, rel_index, deterministic)
+    x = layers.LayerNorm(cfg, name="attention_norm")(dropout(a, deterministic=deterministic) + x)
+    h = layers.FeedForward(cfg, name="mlp")(x)
+    return layers.LayerNorm(cfg, name="mlp_norm")(dropout(h, deterministic=deterministic) + x)
+
+
+class DebertaV2(nn.Module):
+  """Returns the last hidden state [batch, length, hidden]."""
+  config: EncoderConfig
+
+  def setup(self):
+    cfg = self.config
+    self.embeddings = Embeddings(cfg)
+    if cfg.relative_attention:
+      self.rel_embeddings = layers.embed(cfg, 2 * cfg.relative_span, cfg.hidden_size, (None, "embed"),
+                                         name="rel_embeddings")
+      if cfg.layer_norm_rel_embeddings:
+        self.rel_norm = layers.LayerNorm(cfg)
+    self.layers = [Layer(cfg, name=f"layer_{i}") for i in range(cfg.num_hidden_layers)]
+
+  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
+               deterministic: bool = True):
+    """attention_mask: [batch, key] padding mask or a [batch, query, key] mask (prefix LM).
+
+    With a 3-D mask the embedding output is zeroed where input_ids == pad_token_id.
+    """
+    cfg = self.config
+    length = input_ids.shape[-1]
+    if attention_mask is None:
+      attention_mask = jnp.ones_like(input_ids)
+    if token_type_ids is None:
+      token_type_ids = jnp.zeros_like(input_ids)
+    if position_ids is None:
+      position_ids = jnp.broadcast_to(jnp.arange(length), input_ids.shape)
+    padding_mask = attention_mask if attention_mask.ndim == 2 else input_ids != cfg.pad_token_id
+
+    x = self.embeddings(input_ids, token_type_ids, position_ids, padding_mask, deterministic)
+    mask = layers.expand_mask(attention_mask)
+    rel_embeddings = rel_index = None
+    if cfg.relative_attention:
+      rel_embeddings = self.rel_embeddings.embedding.astype(jnp.dtype(cfg.dtype))
+      if cfg.layer_norm_rel_embeddings:
+        rel_embeddings = self.rel_norm(rel_embeddings)
+      positions = np.arange(length)
+      rel_index = jnp.asarray(relative_position_index(positions, positions, cfg))
+    for layer in self.layers:
+      x = layer(x, mask, rel_embeddings, rel_index, deterministic)
+    return x
+
+  def word_embedding_table(self) -> jax.Array:
+    return self.embeddings.word_embeddings.embedding

@@ -1,0 +1,65 @@
+"""Heads that sit on an encoder. The task heads of fine-tuning join them here."""
+import flax.linen as nn
+import jax.numpy as jnp
+
+from wyjax.models import layers
+from wyjax.models.bert import Bert
+from wyjax.models.config import EncoderConfig
+from wyjax.models.deberta_v2 import DebertaV2
+
+
+def encoder_class(config: EncoderConfig) -> type[nn.Module]:
+  return DebertaV2 if config.model_type == "deberta-v2" else Bert
+
+
+class MlmHead(nn.Module):
+  """dense → act → LayerNorm → tied word embeddings + bias.
+
+  One module for all four transformers layouts: DeBERTa-v2 `cls.predictions` (legacy) and
+  `lm_predictions.lm_head`, BERT `cls.predictions`, RoBERTa `lm_head` (which always uses
+  exact gelu, whatever hidden_act says).
+  """
+  config: EncoderConfig
+
+  @nn.compact
+  def __call__(self, hidden, word_embeddings):
+    cfg = self.config
+    act = "gelu" if cfg.model_type == "roberta" else cfg.hidden_act
+    x = layers.dense(cfg, cfg.embed_dim, ("embed", None), name="dense")(hidden)
+    x = layers.LayerNorm(cfg, axis_name=None, name="norm")(layers.activation(act)(x))
+    bias = self.param("bias", nn.with_logical_partitioning(nn.initializers.zeros_init(), ("vocab",)),
+                      (cfg.vocab_size,), jnp.float32)
+    logits = jnp.einsum("bld,vd->blv", x, word_embeddings.astype(x.dtype))
+    return logits.astype(jnp.float32) + bias
+
+
+class MaskedLM(nn.Module):
+  """Encoder + tied MLM head; params are {'encoder': ..., 'mlm_head': ...}."""
+  config: EncoderConfig
+
+  def setup(self):
+    self.encoder = encoder_class(self.config)(self.config)
+    self.mlm_head = MlmHead(self.config)
+
+  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
+               deterministic: bool = True):
+    hidden = self.encoder(input_ids, attention_mask, token_type_ids, position_ids,
+                          deterministic=deterministic)
+    return self.mlm_head(hidden, self.encoder.word_embedding_table())
+
+
+class Pooler(nn.Module):
+  """First token → dropout → dense → activation.
+
+  BERT's pooler (tanh, no dropout) and DeBERTa's ContextPooler (pooler_hidden_act,
+  pooler_dropout) are this module with different arguments.
+  """
+  config: EncoderConfig
+  act: str = "tanh"
+  dropout_rate: float = 0.0
+
+  @nn.compact
+  def __call__(self, hidden, *, deterministic: bool = True):
+    x = nn.Dropout(self.dropout_rate)(hidden[:, 0], deterministic=deterministic)
+    x = layers.dense(self.config, self.config.hidden_size, ("embed", None), name="dense")(x)
+    return layers.activation(self.act)(x)
