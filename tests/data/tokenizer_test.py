@@ -1,0 +1,154 @@
+import json
+import pathlib
+import unicodedata
+
+import numpy as np
+import pytest
+import transformers
+
+from wyjax.data import tokenizer as tk
+from wyjax.data.normalize import to_simplified
+
+
+def _texts(path: pathlib.Path) -> list[str]:
+  """Every text field of a WYWEB file: TSV columns, or every string in JSON / JSON Lines."""
+  raw = path.read_text(encoding="utf-8")
+  if path.suffix == ".tsv":
+    return [field for line in raw.split("\n") for field in line.split("\t") if field.strip()]
+  docs = [json.loads(line) for line in raw.splitlines() if line.strip()] if path.suffix == ".jsonl" else [json.loads(raw)]
+  out = []
+
+  def walk(x):
+    if isinstance(x, str):
+      out.append(x) if x.strip() else None
+    elif isinstance(x, dict):
+      for v in x.values():
+        walk(v)
+    elif isinstance(x, list):
+      for v in x:
+        walk(v)
+  for doc in docs:
+    walk(doc)
+  return out
+
+
+def _visible(c: str) -> bool:
+  """Not whitespace and not an invisible control/format character (glyphs, PUA included)."""
+  return not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf")
+
+
+@pytest.fixture(scope="module")
+def wyweb_files(shared_data):
+  files = sorted(p for p in (shared_data / "wyweb").rglob("*") if p.suffix in (".tsv", ".json", ".jsonl"))
+  assert len(files) == 14
+  return {f"{p.parent.name}/{p.name}": _texts(p) for p in files}
+
+
+@pytest.fixture(scope="module")
+def tokenizer(wyweb_files):
+  train = [t for name, texts in wyweb_files.items() if "train" in name for t in texts]
+  return tk.Tokenizer(tk.build_vocab(train, min_count=2))
+
+
+@pytest.mark.parametrize("t2s", [True, False])
+def test_ids_equal_autotokenizer_on_every_wyweb_text(wyweb_files, tokenizer, t2s, tmp_path, capsys):
+  ours = tk.Tokenizer(tokenizer.vocab, t2s=t2s)
+  ours.save(tmp_path)
+  theirs = transformers.AutoTokenizer.from_pretrained(tmp_path)
+  assert theirs.is_fast and type(theirs).__name__ in ("BertTokenizer", "BertTokenizerFast")
+  total = 0
+  for name, texts in wyweb_files.items():
+    expected = theirs([ours.normalize(t) for t in texts])["input_ids"]
+    got = [e.ids for e in ours.encode_batch(texts)]
+    mismatches = [i for i, (a, b) in enumerate(zip(got, expected)) if a != b]
+    assert not mismatches, f"{name}: {len(mismatches)} texts differ, first {texts[mismatches[0]]!r}"
+    total += len(texts)
+    if t2s:
+      with capsys.disabled():
+        print(f"\n  UNK rate {name}: {ours.unk_rate(texts):.4%} of {sum(len(t) for t in texts):,} chars", end="")
+  assert total > 100_000
+
+
+def test_offsets_point_at_the_original_characters(wyweb_files, tokenizer):
+  checked = 0
+  for texts in wyweb_files.values():
+    for text, enc in zip(texts, tokenizer.encode_batch(texts, add_special_tokens=False)):
+      normalized = tokenizer.normalize(text)
+      assert len(normalized) == len(text)
+      covered = np.zeros(len(text), bool)
+      for token_id, (start, end) in zip(enc.ids, enc.offsets):
+        token = tokenizer.vocab[token_id]
+        if token_id != tokenizer.unk_id:
+          assert normalized[start:end] == token.removeprefix("##")
+        covered[start:end] = True
+      # Every character without a token is whitespace or an invisible control character.
+      uncovered = {text[i] for i in np.flatnonzero(~covered)}
+      assert not any(_visible(c) for c in uncovered), uncovered
+      checked += 1
+  assert checked > 100_000
+
+
+def test_encode_chars_gives_one_token_per_visible_character(wyweb_files, tokenizer):
+  for texts in wyweb_files.values():
+    for text in texts[:2000]:
+      ids, index = tokenizer.encode_chars(text)
+      visible = [i for i, c in enumerate(text) if _visible(c)]
+      assert index.tolist() == visible
+      normalized = tokenizer.normalize(text)
+      for token_id, i in zip(ids, index):
+        assert token_id == tokenizer.token_to_id.get(normalized[i], tokenizer.unk_id)
+
+
+def test_whitespace_never_shifts_offsets():
+  tokenizer = tk.Tokenizer(tk.build_vocab(["天下大勢，分久必合"]))
+  text = "天下 大勢\u3000，分\t久必合 "
+  enc = tokenizer.encode(text, add_special_tokens=False)
+  assert [text[s:e] for s, e in enc.offsets] == ["天", "下", "大", "勢", "，", "分", "久", "必", "合"]
+  ids, index = tokenizer.encode_chars(text)
+  assert "".join(text[i] for i in index) == "天下大勢，分久必合"
+  assert ids.tolist() == enc.ids
+
+
+def test_private_use_glyphs_become_unk_instead_of_vanishing():
+  tokenizer = tk.Tokenizer(tk.build_vocab(["之乎者也"]))
+  text = "之\ue3ab乎\U000f2cf4者"
+  enc = tokenizer.encode(text, add_special_tokens=False)
+  assert enc.ids == [tokenizer.token_to_id["之"], tokenizer.unk_id, tokenizer.token_to_id["乎"],
+                     tokenizer.unk_id, tokenizer.token_to_id["者"]]
+  assert [s for s, _ in enc.offsets] == [0, 1, 2, 3, 4]
+
+
+def test_t2s_is_default_and_switchable():
+  vocab = tk.build_vocab(["学而时习之"])
+  assert tk.Tokenizer(vocab).encode("學而時習之", add_special_tokens=False).ids == \
+      tk.Tokenizer(vocab).encode("学而时习之", add_special_tokens=False).ids
+  assert tk.Tokenizer(vocab, t2s=False).encode("學", add_special_tokens=False).ids == [1]
+
+
+def test_to_simplified_preserves_length_on_phrases():
+  for text in ["乾隆皇帝", "後來於是", "髮鬚", "學而時習之，不亦說乎？"]:
+    assert len(to_simplified(text)) == len(text)
+
+
+def test_build_vocab_min_count_and_max_size():
+  texts = ["甲甲甲乙乙丙", "ab a"]
+  vocab = tk.build_vocab(texts, min_count=2)
+  assert vocab[:5] == list(tk.SPECIAL_TOKENS)
+  assert vocab[5:] == ["甲", "a", "乙", "##a"]  # by count, then code point; ## twins last
+  # A "word" character needs two slots (itself and its twin); less frequent ones never jump it.
+  assert tk.build_vocab(texts, max_size=8)[5:] == ["甲", "a", "##a"]
+  assert tk.build_vocab(texts, max_size=7)[5:] == ["甲"]
+
+
+def test_pair_encoding_has_token_types():
+  tokenizer = tk.Tokenizer(tk.build_vocab(["子曰学而"]))
+  enc = tokenizer.encode("子曰", "学而")
+  assert enc.ids[0] == tokenizer.cls_id and enc.ids.count(tokenizer.sep_id) == 2
+  assert enc.type_ids == [0, 0, 0, 0, 1, 1, 1]
+
+
+def test_save_load_round_trip(tmp_path):
+  tokenizer = tk.Tokenizer(tk.build_vocab(["子曰学而时习之 abc"]), t2s=False)
+  tokenizer.save(tmp_path)
+  loaded = tk.Tokenizer.load(tmp_path)
+  assert loaded.vocab == tokenizer.vocab and loaded.t2s is False

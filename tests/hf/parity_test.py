@@ -1,0 +1,100 @@
+"""wyjax vs transformers (PyTorch): HF → wyjax, and wyjax → export → from_pretrained."""
+import numpy as np
+import pytest
+import transformers
+
+from tests.hf import tiny_models
+from wyjax.data.tokenizer import SPECIAL_TOKENS, Tokenizer
+from wyjax.hf import configs, export, loading, weights
+
+TOL = 1e-5
+CASES = [("deberta", layout, legacy) for layout in tiny_models.DEBERTA_LAYOUTS
+         for legacy in ((True,) if layout == "embed_proj" else (True, False))]
+CASES += [("bert", None, True), ("roberta", None, True)]
+
+
+def _hf_model(family, layout, legacy):
+  if family == "deberta":
+    return tiny_models.deberta(layout, legacy=legacy)
+  return getattr(tiny_models, family)()
+
+
+def _inputs(config):
+  ids, mask = tiny_models.padded_batch(config.vocab_size, pad_id=config.pad_token_id)
+  types = None
+  if config.type_vocab_size > 1:
+    types = np.broadcast_to((np.arange(ids.shape[1]) >= 12).astype(np.int64), ids.shape) * mask
+  return ids, mask, types
+
+
+def _converted(hf_model) -> loading.Model:
+  config = configs.from_hf(hf_model.config.to_dict())
+  state_dict = {k: v.numpy() for k, v in hf_model.state_dict().items()}
+  params, unused = weights.from_hf(state_dict, config, loading.param_shapes(config, mlm=True))
+  assert unused == []
+  vocab = list(SPECIAL_TOKENS) + [chr(0x4E00 + i) for i in range(config.vocab_size - len(SPECIAL_TOKENS))]
+  if config.pad_token_id != 0:  # RoBERTa: pad is id 1; keep the tokenizer consistent.
+    vocab[0], vocab[1] = vocab[1], vocab[0]
+  return loading.Model(config, params, Tokenizer(vocab))
+
+
+def _assert_close(theirs, ours, mask, what):
+  real = mask.astype(bool)
+  diff = np.abs(theirs[real] - ours[real]).max()
+  assert diff < TOL, f"{what}: max |diff| {diff:.2e} on non-pad positions"
+
+
+@pytest.mark.parametrize("family,layout,legacy", CASES)
+def test_hf_to_wyjax(family, layout, legacy):
+  hf_model = _hf_model(family, layout, legacy)
+  model = _converted(hf_model)
+  ids, mask, types = _inputs(model.config)
+  hidden, logits = tiny_models.torch_outputs(hf_model, ids, mask, types)
+  _assert_close(hidden, model.encode(ids, mask, types), mask, "last hidden state")
+  _assert_close(logits, model.mlm_logits(ids, mask, types), mask, "MLM logits")
+
+
+@pytest.mark.parametrize("family,layout,legacy", CASES)
+def test_wyjax_export_to_transformers(family, layout, legacy, tmp_path):
+  model = _converted(_hf_model(family, layout, legacy))
+  out = export.export(model, tmp_path / "hf", legacy=legacy)
+  reloaded = transformers.AutoModelForMaskedLM.from_pretrained(out).eval()
+  expected_class = configs.ARCHITECTURES[model.config.model_type]
+  assert type(reloaded).__name__ == expected_class
+  ids, mask, types = _inputs(model.config)
+  hidden, logits = tiny_models.torch_outputs(reloaded, ids, mask, types)
+  _assert_close(hidden, model.encode(ids, mask, types), mask, "last hidden state after export")
+  _assert_close(logits, model.mlm_logits(ids, mask, types), mask, "MLM logits after export")
+
+
+def test_export_writes_every_relative_attention_field(tmp_path):
+  model = _converted(tiny_models.deberta("bozhou", legacy=False))
+  import json
+  config = json.loads((export.export(model, tmp_path / "hf") / "config.json").read_text())
+  for field in ("relative_attention", "max_relative_positions", "position_buckets", "pos_att_type",
+                "share_att_key", "norm_rel_ebd", "position_biased_input", "legacy", "type_vocab_size"):
+    assert field in config, field
+  assert config["legacy"] is False and config["relative_attention"] is True
+  assert config["position_buckets"] == 16 and sorted(config["pos_att_type"]) == ["c2p", "p2c"]
+
+
+def test_three_d_mask_equals_broadcast_two_d_mask():
+  model = _converted(tiny_models.deberta("bozhou"))
+  ids, mask, _ = _inputs(model.config)
+  mask3d = np.broadcast_to(mask[:, None, :], (mask.shape[0], mask.shape[1], mask.shape[1]))
+  hidden2d = model.encode(ids, mask)
+  hidden3d = model.encode(ids, mask3d)
+  np.testing.assert_array_equal(hidden2d[mask.astype(bool)], hidden3d[mask.astype(bool)])
+
+
+def test_prefix_mask_blocks_future_tokens():
+  """A [batch, q, k] causal mask: changing a later token leaves earlier outputs unchanged."""
+  model = _converted(tiny_models.deberta("bozhou"))
+  length = 12
+  ids = np.arange(5, 5 + length)[None]
+  causal = np.tril(np.ones((length, length), np.int32))[None]
+  changed = ids.copy()
+  changed[0, -1] += 1
+  a, b = model.encode(ids, causal), model.encode(changed, causal)
+  np.testing.assert_allclose(a[0, :-1], b[0, :-1], atol=1e-6)
+  assert np.abs(a[0, -1] - b[0, -1]).max() > 1e-3
