@@ -69,6 +69,14 @@ def test_ids_equal_autotokenizer_on_every_wyweb_text(wyweb_files, tokenizer, t2s
   assert total > 100_000
 
 
+def test_fast_corpus_path_equals_the_bert_pipeline(wyweb_files, tokenizer):
+  extra = ["子曰 abc 〇〇一 [MASK] x\ue3ab y", "學\U000f2cf4而", "ⅠⅡ 12:30 ＡＢ", "\x00\u200b天",
+           "a\x00b 天", "ab€c 之", "a" * 100 + " " + "b" * 101 + "之", "01ⅰⅰ02ⅱⅱ03ⅴⅲ", "Hello, 世界 HT"]
+  for texts in [*wyweb_files.values(), extra]:
+    for text, enc in zip(texts, tokenizer.encode_batch(texts, add_special_tokens=False)):
+      assert tokenizer.encode_ids(text).tolist() == enc.ids, text
+
+
 def test_offsets_point_at_the_original_characters(wyweb_files, tokenizer):
   checked = 0
   for texts in wyweb_files.values():

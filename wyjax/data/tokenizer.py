@@ -54,39 +54,59 @@ def _bert_pipeline(vocab: dict[str, int] | None) -> tokenizers.Tokenizer:
   return tk
 
 
+_KINDS = ("space", "control", "glyph", "word", "single")
+_UNKNOWN = 255
+
+
 class _CharClasses:
-  """What BERT's pipeline does with each character, asked of the pipeline itself."""
+  """What BERT's pipeline does with each character, asked of the pipeline itself.
+
+  Kinds: 'space' and 'control' (no token), 'glyph' (deleted although visible: private-use or
+  unassigned), 'word' (joins neighbouring word characters into one WordPiece word) and
+  'single' (always its own token: CJK ideographs, punctuation).
+  """
 
   def __init__(self):
     self._pipeline = _bert_pipeline(None)
-    self._cache: dict[str, str] = {}
+    self.table = np.full(0x110000, _UNKNOWN, np.uint8)  # code point → index in _KINDS
+
+  def _classify(self, c: str) -> str:
+    normalized = self._pipeline.normalizer.normalize_str(c)
+    if not normalized:
+      return "control" if unicodedata.category(c) in ("Cc", "Cf") else "glyph"
+    if not normalized.strip():
+      return "space"
+    pieces = self._pipeline.pre_tokenizer.pre_tokenize_str(self._pipeline.normalizer.normalize_str(c + c))
+    return "word" if len(pieces) == 1 else "single"
+
+  def of_codepoints(self, codepoints: np.ndarray) -> np.ndarray:
+    kinds = self.table[codepoints]
+    if (kinds == _UNKNOWN).any():
+      for cp in np.unique(codepoints[kinds == _UNKNOWN]):
+        self.table[cp] = _KINDS.index(self._classify(chr(cp)))
+      kinds = self.table[codepoints]
+    return kinds
 
   def __call__(self, c: str) -> str:
-    """'space', 'control' (deleted, invisible), 'glyph' (deleted, visible), 'word' or 'single'."""
-    kind = self._cache.get(c)
-    if kind is None:
-      normalized = self._pipeline.normalizer.normalize_str(c)
-      if not normalized:
-        kind = "control" if unicodedata.category(c) in ("Cc", "Cf") else "glyph"
-      elif not normalized.strip():
-        kind = "space"
-      else:
-        pieces = self._pipeline.pre_tokenizer.pre_tokenize_str(
-            self._pipeline.normalizer.normalize_str(c + c))
-        kind = "word" if len(pieces) == 1 else "single"
-      self._cache[c] = kind
-    return kind
+    return _KINDS[self.of_codepoints(np.array([ord(c)]))[0]]
 
 
 _char_classes = _CharClasses()
+_CONTROL, _GLYPH, _WORD, _SINGLE = (_KINDS.index(k) for k in ("control", "glyph", "word", "single"))
+_MAX_WORD_CHARS = 100  # WordPiece's max_input_chars_per_word
+
+
+def _codepoints(text: str) -> np.ndarray:
+  return np.frombuffer(text.encode("utf-32-le"), np.uint32)
 
 
 def replace_deleted_glyphs(text: str) -> str:
   """Private-use/unassigned code points → UNKNOWN_GLYPH (same length)."""
-  glyphs = {c for c in set(text) if _char_classes(c) == "glyph"}
-  if not glyphs:
+  codepoints = _codepoints(text)
+  glyphs = np.unique(codepoints[_char_classes.of_codepoints(codepoints) == _GLYPH])
+  if not glyphs.size:
     return text
-  return text.translate({ord(c): UNKNOWN_GLYPH for c in glyphs})
+  return text.translate({int(cp): UNKNOWN_GLYPH for cp in glyphs})
 
 
 def normalize(text: str, *, t2s: bool = True) -> str:
@@ -141,6 +161,15 @@ class Tokenizer:
     self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
         self.token_to_id[t] for t in SPECIAL_TOKENS)
     self._backend = _bert_pipeline(self.token_to_id)
+    # code point → id of the token "c" and of its twin "##c" (-1 when absent): the fast path.
+    self._char_ids = np.full(0x110000, -1, np.int32)
+    self._twin_ids = np.full(0x110000, -1, np.int32)
+    for token, i in self.token_to_id.items():
+      char = token.removeprefix("##")
+      if len(char) == 1 and char != UNKNOWN_GLYPH and _char_classes(char) in ("word", "single"):
+        (self._twin_ids if token.startswith("##") else self._char_ids)[ord(char)] = i
+    # The fast path is exact when every non-special token is one character or its twin.
+    self._char_level = all(len(t.removeprefix("##")) == 1 for t in self.vocab if t not in SPECIAL_TOKENS)
     self._backend.post_processor = processors.TemplateProcessing(
         single=f"{CLS}:0 $A:0 {SEP}:0",
         pair=f"{CLS}:0 $A:0 {SEP}:0 $B:1 {SEP}:1",
@@ -172,10 +201,35 @@ class Tokenizer:
     return [self._encoding(e) for e in
             self._backend.encode_batch(normalized, add_special_tokens=add_special_tokens)]
 
-  def encode_ids_batch(self, texts: Sequence[str]) -> list[list[int]]:
-    """Token ids without special tokens: the corpus-preparation fast path."""
-    normalized = [self.normalize(t) for t in texts]
-    return [e.ids for e in self._backend.encode_batch_fast(normalized, add_special_tokens=False)]
+  def encode_ids(self, text: str) -> np.ndarray:
+    """`encode(text, add_special_tokens=False).ids` as int32, computed in numpy: the corpus path.
+
+    Reproduces BERT's rules per code point: CJK and punctuation are single tokens; a run of
+    "word" characters is the token of its first character then `##` twins, or one [UNK] if
+    any of them is missing or the run exceeds 100 characters. Texts holding special-token
+    strings, or vocabularies with multi-character tokens, go through the BERT pipeline.
+    """
+    if not self._char_level or ("[" in text and any(t in text for t in SPECIAL_TOKENS)):
+      return np.asarray(self.encode(text, add_special_tokens=False).ids, np.int32)
+    codepoints = _codepoints(to_simplified(text) if self.t2s else text)
+    kinds = _char_classes.of_codepoints(codepoints)
+    visible = kinds != _CONTROL  # BERT deletes controls before splitting words
+    codepoints, kinds = codepoints[visible], kinds[visible]
+    is_word = kinds == _WORD
+    continues = is_word & np.concatenate([[False], is_word[:-1]])
+    ids = np.where(continues, self._twin_ids[codepoints], self._char_ids[codepoints])
+    ids[kinds == _GLYPH] = self.unk_id
+    token = kinds >= _GLYPH
+    if is_word.any():
+      word = np.cumsum(is_word & ~continues) - 1
+      bad = np.bincount(word[is_word & (ids < 0)], minlength=word.max() + 1) > 0
+      bad |= np.bincount(word[is_word], minlength=word.max() + 1) > _MAX_WORD_CHARS
+      in_bad_word = is_word & bad[np.maximum(word, 0)]
+      ids[in_bad_word] = self.unk_id
+      token &= ~(in_bad_word & continues)  # one [UNK] per bad word
+    ids = ids[token]
+    ids[ids < 0] = self.unk_id
+    return ids
 
   def encode_chars(self, text: str) -> tuple[np.ndarray, np.ndarray]:
     """One token per visible character, for character-labelled tasks (PUNC, NER).
@@ -184,20 +238,15 @@ class Tokenizer:
     Whitespace and invisible control characters get no token.
     """
     normalized = self.normalize(text)
-    ids, index = [], []
-    for i, c in enumerate(normalized):
-      if _char_classes(c) in ("space", "control"):
-        continue
-      ids.append(self.token_to_id.get(c, self.unk_id))
-      index.append(i)
-    return np.asarray(ids, np.int32), np.asarray(index, np.int32)
+    codepoints = _codepoints(normalized)
+    index = np.flatnonzero(_char_classes.of_codepoints(codepoints) >= _GLYPH).astype(np.int32)
+    ids = self._char_ids[codepoints[index]]
+    return np.where(ids < 0, self.unk_id, ids).astype(np.int32), index
 
   def unk_rate(self, texts: Iterable[str]) -> float:
-    total = unknown = 0
-    for enc in self.encode_batch(list(texts), add_special_tokens=False):
-      total += len(enc.ids)
-      unknown += sum(i == self.unk_id for i in enc.ids)
-    return unknown / max(total, 1)
+    ids = [self.encode_ids(t) for t in texts]
+    total = sum(map(len, ids))
+    return sum(int((i == self.unk_id).sum()) for i in ids) / max(total, 1)
 
   # --- files -------------------------------------------------------------------------------
 
