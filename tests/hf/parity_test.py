@@ -1,8 +1,10 @@
 """wyjax vs transformers (PyTorch): HF → wyjax, and wyjax → export → from_pretrained."""
 import numpy as np
 import pytest
+import torch
 import transformers
 
+import wyjax.hf
 from tests.hf import tiny_models
 from wyjax.data.tokenizer import SPECIAL_TOKENS, Tokenizer
 from wyjax.hf import configs, export, loading, weights
@@ -98,3 +100,19 @@ def test_prefix_mask_blocks_future_tokens():
   a, b = model.encode(ids, causal), model.encode(changed, causal)
   np.testing.assert_allclose(a[0, :-1], b[0, :-1], atol=1e-6)
   assert np.abs(a[0, -1] - b[0, -1]).max() > 1e-3
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_base_model_with_pooler(family, tmp_path):
+  """A bare BertModel/RobertaModel folder (no prefix, with pooler) loads and matches."""
+  base = tiny_models._randomize(transformers.AutoModel.from_config(getattr(tiny_models, family)().config), 3)
+  assert base.pooler is not None
+  base.save_pretrained(tmp_path)
+  model = wyjax.hf.load(tmp_path)
+  assert not model.has_mlm
+  ids, mask, _ = _inputs(model.config)
+  with torch.no_grad():
+    out = base(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask))
+  _assert_close(out.last_hidden_state.numpy(), model.encode(ids, mask), mask, "last hidden state")
+  diff = np.abs(out.pooler_output.numpy() - model.pooled(ids, mask)).max()
+  assert diff < TOL, f"pooler output differs by {diff:.2e}"

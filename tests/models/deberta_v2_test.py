@@ -37,3 +37,24 @@ def test_config_accepts_string_and_list_pos_att_type():
   a = EncoderConfig(vocab_size=10, pos_att_type="p2c|c2p")
   b = EncoderConfig(vocab_size=10, pos_att_type=["P2C", "c2p"])
   assert a.pos_att_type == b.pos_att_type == ("p2c", "c2p")
+
+
+def test_bfloat16_activations_track_float32():
+  """dtype=bfloat16 runs matmuls in bf16 (params, LayerNorm, softmax, logits stay fp32)."""
+  import jax
+  import jax.numpy as jnp
+
+  from wyjax.hf import init_params
+  from wyjax.models import MaskedLM
+  config = EncoderConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=64, relative_attention=True, position_buckets=8,
+                         pos_att_type="p2c|c2p", share_att_key=True, norm_rel_ebd="layer_norm",
+                         position_biased_input=False)
+  params = init_params(config, jax.random.key(0))
+  ids = jax.random.randint(jax.random.key(1), (2, 24), 5, 64)
+  fp32 = MaskedLM(config).apply({"params": params}, ids)
+  bf16 = MaskedLM(config.replace(dtype="bfloat16")).apply({"params": params}, ids)
+  assert bf16.dtype == jnp.float32 and bool(jnp.isfinite(bf16).all())
+  relative = jnp.linalg.norm(bf16 - fp32) / jnp.linalg.norm(fp32)
+  assert relative < 3e-2, relative
+  assert float(jnp.mean(jnp.argmax(bf16, -1) == jnp.argmax(fp32, -1))) > 0.9

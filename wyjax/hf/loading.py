@@ -11,21 +11,27 @@ import numpy as np
 
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.hf import configs, weights
-from wyjax.models import EncoderConfig, MaskedLM, encoder_class
+from wyjax.models import EncoderConfig, MaskedLM, Pooler, encoder_class
 
 log = logging.getLogger(__name__)
 
 
-def init_params(config: EncoderConfig, rng: jax.Array, *, mlm: bool = True) -> dict:
-  """Randomly initialised params (unboxed), {'encoder': ...[, 'mlm_head': ...]}."""
+def init_params(config: EncoderConfig, rng: jax.Array, *, mlm: bool = True, pooler: bool = False) -> dict:
+  """Randomly initialised params (unboxed), {'encoder': ...[, 'mlm_head': ...][, 'pooler': ...]}."""
   ids = jnp.zeros((1, 8), jnp.int32)
+  encoder_rng, pooler_rng = jax.random.split(rng)
   if mlm:
-    return nn.unbox(MaskedLM(config).init(rng, ids)["params"])
-  return {"encoder": nn.unbox(encoder_class(config)(config).init(rng, ids)["params"])}
+    params = nn.unbox(MaskedLM(config).init(encoder_rng, ids)["params"])
+  else:
+    params = {"encoder": nn.unbox(encoder_class(config)(config).init(encoder_rng, ids)["params"])}
+  if pooler:
+    hidden = jnp.zeros((1, 8, config.hidden_size), jnp.float32)
+    params["pooler"] = nn.unbox(Pooler(config).init(pooler_rng, hidden)["params"])
+  return params
 
 
-def param_shapes(config: EncoderConfig, *, mlm: bool) -> dict:
-  shapes = jax.eval_shape(functools.partial(init_params, config, mlm=mlm), jax.random.key(0))
+def param_shapes(config: EncoderConfig, *, mlm: bool, pooler: bool = False) -> dict:
+  shapes = jax.eval_shape(functools.partial(init_params, config, mlm=mlm, pooler=pooler), jax.random.key(0))
   return jax.tree_util.tree_map(lambda s: s.shape, shapes)
 
 
@@ -57,6 +63,13 @@ class Model:
     """Last hidden state [batch, length, hidden]."""
     inputs = self._inputs(input_ids, attention_mask, token_type_ids)
     return np.asarray(self._encode(self.params["encoder"], *inputs))
+
+  def pooled(self, input_ids, attention_mask=None, token_type_ids=None) -> np.ndarray:
+    """BERT's pooler output [batch, hidden] (first token → dense → tanh), when loaded."""
+    if "pooler" not in self.params:
+      raise ValueError("this checkpoint has no pooler")
+    hidden = self._encode(self.params["encoder"], *self._inputs(input_ids, attention_mask, token_type_ids))
+    return np.asarray(Pooler(self.config).apply({"params": self.params["pooler"]}, hidden))
 
   def mlm_logits(self, input_ids, attention_mask=None, token_type_ids=None) -> np.ndarray:
     """MLM logits [batch, length, vocab]."""
@@ -95,7 +108,8 @@ def load_hf(folder) -> Model:
   config = configs.from_hf(json.loads(config_file.read_text()), source=str(config_file))
   state_dict, source = read_state_dict(folder)
   has_mlm = weights.detect_mlm_layout(state_dict) is not None
-  params, unused = weights.from_hf(state_dict, config, param_shapes(config, mlm=has_mlm), source=source)
+  shapes = param_shapes(config, mlm=has_mlm, pooler=weights.has_pooler(config, state_dict))
+  params, unused = weights.from_hf(state_dict, config, shapes, source=source)
   if unused:
     log.warning("%s: %d tensors not used by wyjax: %s", source, len(unused), ", ".join(unused[:10]))
   tokenizer = Tokenizer.load(folder) if (folder / "vocab.txt").exists() else None

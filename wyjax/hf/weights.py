@@ -83,6 +83,11 @@ def mlm_entries(layout: str) -> Iterator[Entry]:
   yield f"{hf}.bias", h + ("bias",), None
 
 
+def pooler_entries(config: EncoderConfig, prefix: str) -> Iterator[Entry]:
+  """BERT/RoBERTa base models carry a tanh pooler (`bert.pooler.dense`)."""
+  yield from _dense(f"{prefix}pooler.dense", ("pooler", "dense"))
+
+
 def mlm_layout(config: EncoderConfig, legacy: bool) -> str:
   """The head layout transformers' *ForMaskedLM of this model type expects."""
   if config.model_type == "roberta":
@@ -90,6 +95,10 @@ def mlm_layout(config: EncoderConfig, legacy: bool) -> str:
   if config.model_type == "deberta-v2" and not legacy:
     return "lm_predictions"
   return "cls"
+
+
+def has_pooler(config: EncoderConfig, keys) -> bool:
+  return config.model_type != "deberta-v2" and f"{encoder_prefix(config, keys)}pooler.dense.weight" in keys
 
 
 def detect_mlm_layout(keys) -> str | None:
@@ -130,7 +139,10 @@ def from_hf(state_dict: Mapping[str, np.ndarray], config: EncoderConfig, target_
             *, source: str = "state dict") -> tuple[dict, list[str]]:
   """Returns (params, unused transformers keys). target_shapes: a params tree of shapes."""
   keys = set(state_dict)
-  entries = list(encoder_entries(config, encoder_prefix(config, keys)))
+  prefix = encoder_prefix(config, keys)
+  entries = list(encoder_entries(config, prefix))
+  if "pooler" in target_shapes:
+    entries += pooler_entries(config, prefix)
   if "mlm_head" in target_shapes:
     layout = detect_mlm_layout(keys)
     if layout is None:
@@ -174,11 +186,14 @@ def _check_tied(state_dict: Mapping, entries: list[Entry], source: str) -> set[s
 
 
 def to_hf(params: Mapping, config: EncoderConfig, *, legacy: bool = False) -> dict[str, np.ndarray]:
-  """transformers *ForMaskedLM (or base model, without an MLM head) state dict."""
+  """transformers *ForMaskedLM state dict, or a base model's (encoder and pooler) without
+  an MLM head. *ForMaskedLM has no pooler, so a pooler is written for base models only."""
   has_mlm = "mlm_head" in params
   entries = list(encoder_entries(config, PREFIXES[config.model_type] if has_mlm else ""))
   if has_mlm:
     entries += mlm_entries(mlm_layout(config, legacy))
+  elif "pooler" in params:
+    entries += pooler_entries(config, "")
   state_dict = {}
   for key, path, n_in in entries:
     value = np.asarray(_get(params, path), dtype=np.float32)
