@@ -209,12 +209,17 @@ class Tokenizer:
     any of them is missing or the run exceeds 100 characters. Texts holding special-token
     strings, or vocabularies with multi-character tokens, go through the BERT pipeline.
     """
+    return self.encode_ids_with_positions(text)[0]
+
+  def encode_ids_with_positions(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+    """encode_ids and, per token, the position in `text` of its first character."""
     if not self._char_level or ("[" in text and any(t in text for t in SPECIAL_TOKENS)):
-      return np.asarray(self.encode(text, add_special_tokens=False).ids, np.int32)
+      enc = self.encode(text, add_special_tokens=False)
+      return np.asarray(enc.ids, np.int32), np.asarray([s for s, _ in enc.offsets], np.int64)
     codepoints = _codepoints(to_simplified(text) if self.t2s else text)
     kinds = _char_classes.of_codepoints(codepoints)
-    visible = kinds != _CONTROL  # BERT deletes controls before splitting words
-    codepoints, kinds = codepoints[visible], kinds[visible]
+    positions = np.flatnonzero(kinds != _CONTROL)  # BERT deletes controls before splitting words
+    codepoints, kinds = codepoints[positions], kinds[positions]
     is_word = kinds == _WORD
     continues = is_word & np.concatenate([[False], is_word[:-1]])
     ids = np.where(continues, self._twin_ids[codepoints], self._char_ids[codepoints])
@@ -227,9 +232,9 @@ class Tokenizer:
       in_bad_word = is_word & bad[np.maximum(word, 0)]
       ids[in_bad_word] = self.unk_id
       token &= ~(in_bad_word & continues)  # one [UNK] per bad word
-    ids = ids[token]
+    ids, positions = ids[token], positions[token]
     ids[ids < 0] = self.unk_id
-    return ids
+    return ids, positions
 
   def encode_chars(self, text: str) -> tuple[np.ndarray, np.ndarray]:
     """One token per visible character, for character-labelled tasks (PUNC, NER).

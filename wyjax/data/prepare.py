@@ -1,0 +1,285 @@
+"""Corpus → vocabulary → packed fixed-length sequences in ArrayRecord shards.
+
+    python -m wyjax.data prepare-corpus --source=daizhige:DIR|poetry|text:PATH --out=DIR
+
+Output folder:
+    tokenizer/                        the vocabulary (built here, or copied from --vocab)
+    train-00000.array_record …        sequences of `sequence_length` token ids (dtype in the
+    valid-00000.array_record …        manifest): [CLS] then the token stream, in which every
+                                      document ends with [SEP]; the last one padded with [PAD]
+    manifest.json                     counts, shards, vocab hash; written last
+
+Work units (files) are read, cleaned and tokenised in worker processes; the main process
+de-duplicates paragraphs exactly (a set of 64-bit hashes: ~70 bytes per unique paragraph, the
+only memory that grows with the corpus), splits documents by hash (no sequence mixes train
+and validation) and streams sequences into shards. A finished folder whose manifest matches
+the options is left as is; an unfinished one is rebuilt.
+"""
+import collections
+import dataclasses
+import hashlib
+import json
+import multiprocessing
+import pathlib
+import shutil
+import sys
+import time
+
+import numpy as np
+import tqdm
+from array_record.python.array_record_module import ArrayRecordWriter
+
+from wyjax.data import corpus
+from wyjax.data import tokenizer as tokenizer_lib
+
+SPLITS = ("train", "valid")
+MANIFEST = "manifest.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  source: str
+  sequence_length: int = 512
+  valid_fraction: float = 0.01
+  t2s: bool = True
+  char_filter: str = "none"
+  min_count: int = 1
+  max_vocab: int | None = None
+  shard_sequences: int = 65536
+
+
+# --- worker side -------------------------------------------------------------------------------
+
+_worker = {}
+
+
+def _init_worker(source: str, options: Options, vocab: list[str] | None):
+  _worker["reader"] = corpus.reader_for(source)
+  _worker["options"] = options
+  # Text is already t2s-converted by cleaning; the tokenizer must not convert again.
+  _worker["tokenizer"] = tokenizer_lib.Tokenizer(vocab, t2s=False) if vocab else None
+
+
+def _clean_documents(unit: str):
+  options = _worker["options"]
+  for doc in _worker["reader"].read(unit):
+    raw_chars = sum(corpus.non_space_chars(p) for p in doc.paragraphs)
+    paragraphs = corpus.clean_paragraphs(doc.paragraphs, t2s=options.t2s, char_filter=options.char_filter)
+    yield doc, paragraphs, raw_chars
+
+
+def _count_unit(unit: str) -> collections.Counter:
+  counts = collections.Counter()
+  for _, paragraphs, _ in _clean_documents(unit):
+    for p in paragraphs:
+      counts.update(p)
+  return counts
+
+
+def _tokenize_unit(unit: str) -> list[tuple]:
+  """[(document id, raw chars, kept chars, paragraph hashes, ids, paragraph token starts)].
+
+  One tokenizer call per document: paragraphs are joined by newlines, which never join
+  words, and split back by the token positions.
+  """
+  tokenizer = _worker["tokenizer"]
+  out = []
+  for doc, paragraphs, raw_chars in _clean_documents(unit):
+    text = "\n".join(paragraphs)
+    ids, positions = tokenizer.encode_ids_with_positions(text)
+    starts = np.cumsum([0] + [len(p) + 1 for p in paragraphs[:-1]])
+    hashes = np.array([corpus.paragraph_hash(p) for p in paragraphs], np.uint64)
+    out.append((doc.id, raw_chars, corpus.non_space_chars(text), hashes, ids,
+                np.searchsorted(positions, starts)))
+  return out
+
+
+# --- main side ---------------------------------------------------------------------------------
+
+class _ShardWriter:
+  def __init__(self, out: pathlib.Path, split: str, per_shard: int, dtype):
+    self.out, self.split, self.per_shard, self.dtype = out, split, per_shard, dtype
+    self.names, self._writer, self._in_shard, self.sequences = [], None, 0, 0
+
+  def write(self, sequence: np.ndarray):
+    if self._writer is None or self._in_shard == self.per_shard:
+      self.close()
+      name = f"{self.split}-{len(self.names):05d}.array_record"
+      self._writer = ArrayRecordWriter(str(self.out / name), "group_size:1")
+      self.names.append(name)
+      self._in_shard = 0
+    self._writer.write(sequence.astype(self.dtype).tobytes())
+    self._in_shard += 1
+    self.sequences += 1
+
+  def close(self):
+    if self._writer is not None:
+      self._writer.close()
+      self._writer = None
+
+
+class _Packer:
+  """[CLS] + the next length-1 tokens of a stream of documents, each ending with [SEP]."""
+
+  def __init__(self, writer: _ShardWriter, length: int, tokenizer):
+    self.writer, self.length, self.tk = writer, length, tokenizer
+    self._pending: list[np.ndarray] = []
+    self._count = 0
+    self.tokens = 0
+
+  def add_document(self, ids: np.ndarray):
+    self._pending += [ids, np.array([self.tk.sep_id], np.int32)]
+    self._count += len(ids) + 1
+    self.tokens += len(ids) + 1
+    body = self.length - 1
+    if self._count >= body:
+      stream = np.concatenate(self._pending)
+      full = len(stream) // body
+      for i in range(full):
+        self._emit(stream[i * body:(i + 1) * body])
+      rest = stream[full * body:]
+      self._pending, self._count = [rest], len(rest)
+
+  def _emit(self, body: np.ndarray):
+    sequence = np.full(self.length, self.tk.pad_id, np.int32)
+    sequence[0] = self.tk.cls_id
+    sequence[1:1 + len(body)] = body
+    self.writer.write(sequence)
+
+  def finish(self):
+    if self._count:
+      self._emit(np.concatenate(self._pending))
+    self._pending, self._count = [], 0
+    self.writer.close()
+
+
+def _map(pool, fn, units, progress: bool, what: str):
+  bar = tqdm.tqdm(total=len(units), desc=what, unit="file", disable=not progress, file=sys.stderr)
+  results = pool.imap(fn, units, chunksize=1) if pool else map(fn, units)
+  for result in results:
+    bar.update()
+    yield result
+  bar.close()
+
+
+def _fingerprint(source: str, options: Options, vocab: list[str] | None) -> str:
+  payload = json.dumps({"source": source, "options": dataclasses.asdict(options),
+                        "vocab": hashlib.sha256("\n".join(vocab).encode()).hexdigest() if vocab else None},
+                       sort_keys=True)
+  return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def vocab_hash(tokenizer) -> str:
+  return hashlib.sha256("".join(t + "\n" for t in tokenizer.vocab).encode()).hexdigest()
+
+
+def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None = None,
+                   progress: bool | None = None, log=print) -> dict:
+  """Builds (or finds up to date) the prepared corpus in `out`; returns its manifest."""
+  out = pathlib.Path(out)
+  kind, _, arg = options.source.partition(":")
+  # Resolve the poetry download once here, not in every worker.
+  source = f"poetry:{corpus.fetch_poetry()}" if kind == "poetry" and not arg else options.source
+  given_vocab = tokenizer_lib.Tokenizer.load(vocab_dir).vocab if vocab_dir else None
+  fingerprint = _fingerprint(options.source, options, given_vocab)
+  manifest_file = out / MANIFEST
+  if manifest_file.exists():
+    manifest = json.loads(manifest_file.read_text())
+    if manifest.get("fingerprint") == fingerprint:
+      log(f"{out}: already prepared ({manifest['sequences']} sequences); nothing to do")
+      return manifest
+  if out.exists():
+    for stale in list(out.glob("*.array_record")) + [out / "tokenizer", manifest_file]:
+      shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
+  out.mkdir(parents=True, exist_ok=True)
+  progress = sys.stderr.isatty() if progress is None else progress
+  start = time.perf_counter()
+  units = corpus.reader_for(source).units()
+  workers = workers or multiprocessing.cpu_count()
+
+  def pool_for(vocab):
+    if workers == 1:
+      _init_worker(source, options, vocab)
+      return None
+    return multiprocessing.get_context("spawn").Pool(workers, _init_worker, (source, options, vocab))
+
+  if given_vocab is None:
+    counts = collections.Counter()
+    pool = pool_for(None)
+    for unit_counts in _map(pool, _count_unit, units, progress, "counting characters"):
+      counts.update(unit_counts)
+    if pool:
+      pool.close()
+    vocab = tokenizer_lib.build_vocab(counts=counts, min_count=options.min_count,
+                                      max_size=options.max_vocab, t2s=False)
+  else:
+    vocab = given_vocab
+  tokenizer = tokenizer_lib.Tokenizer(vocab, t2s=options.t2s, model_max_length=options.sequence_length)
+  tokenizer.save(out / "tokenizer")
+  dtype = np.uint16 if len(vocab) <= np.iinfo(np.uint16).max + 1 else np.int32
+  packers = {s: _Packer(_ShardWriter(out, s, options.shard_sequences, dtype), options.sequence_length,
+                        tokenizer) for s in SPLITS}
+  seen: set[int] = set()
+  stats = collections.Counter()
+  pool = pool_for(vocab)
+  for documents in _map(pool, _tokenize_unit, units, progress, "tokenising"):
+    for doc_id, raw_chars, kept_chars, hashes, ids, starts in documents:
+      stats["raw_characters"] += raw_chars
+      stats["characters"] += kept_chars
+      stats["paragraphs"] += len(hashes)
+      bounds = np.append(starts, len(ids))
+      unique = []
+      for i, h in enumerate(hashes.tolist()):
+        if h in seen:
+          stats["duplicate_paragraphs"] += 1
+          continue
+        seen.add(h)
+        unique.append(ids[bounds[i]:bounds[i + 1]])
+      unique = [u for u in unique if len(u)]
+      stats["unk_tokens"] += sum(int((u == tokenizer.unk_id).sum()) for u in unique)
+      split = "valid" if corpus.is_validation(doc_id, options.valid_fraction) else "train"
+      if not unique:
+        stats["empty_documents"] += 1
+        continue
+      stats[f"{split}_documents"] += 1
+      packers[split].add_document(np.concatenate(unique))
+  if pool:
+    pool.close()
+  for packer in packers.values():
+    packer.finish()
+  seconds = time.perf_counter() - start
+  manifest = {
+      "fingerprint": fingerprint,
+      "source": options.source,
+      "options": dataclasses.asdict(options),
+      "sequence_length": options.sequence_length,
+      "dtype": np.dtype(dtype).name,
+      "vocab_size": len(vocab),
+      "vocab_hash": vocab_hash(tokenizer),
+      "documents": {s: stats[f"{s}_documents"] for s in SPLITS},
+      "empty_documents": stats["empty_documents"],
+      "paragraphs": stats["paragraphs"],
+      "duplicate_paragraphs": stats["duplicate_paragraphs"],
+      "raw_characters": stats["raw_characters"],
+      "characters": stats["characters"],
+      "unk_tokens": stats["unk_tokens"],
+      "tokens": {s: packers[s].tokens for s in SPLITS},
+      "sequences": {s: packers[s].writer.sequences for s in SPLITS},
+      "shards": {s: packers[s].writer.names for s in SPLITS},
+      "seconds": round(seconds, 2),
+      "characters_per_second": round(stats["raw_characters"] / seconds),
+      "workers": workers,
+  }
+  partial = out / (MANIFEST + ".partial")
+  partial.write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
+  partial.rename(manifest_file)
+  log(f"{out}: {manifest['raw_characters']:,} characters, {sum(manifest['sequences'].values()):,} "
+      f"sequences of {options.sequence_length} in {seconds:.1f} s ({manifest['characters_per_second']:,} chars/s)")
+  return manifest
+
+
+def read_manifest(data_dir) -> dict:
+  manifest_file = pathlib.Path(data_dir) / MANIFEST
+  if not manifest_file.exists():
+    raise FileNotFoundError(f"{manifest_file} missing: run `python -m wyjax.data prepare-corpus` first")
+  return json.loads(manifest_file.read_text())
