@@ -23,6 +23,8 @@ setup(
         "importlib_resources",
         "grain",
         "numpy",
+        "tensorboardX",
+        "tqdm",
     ],
     extras_require={
         # torch first and pinned: this exact version is a CPU wheel; others pull CUDA.

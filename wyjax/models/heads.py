@@ -42,9 +42,13 @@ class MaskedLM(nn.Module):
     self.mlm_head = MlmHead(self.config)
 
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
-               deterministic: bool = True):
+               deterministic: bool = True, predict_positions=None):
+    """Logits [batch, length, vocab], or [batch, K, vocab] at predict_positions [batch, K]
+    (pretraining scores only the masked positions: the head is the costliest part)."""
     hidden = self.encoder(input_ids, attention_mask, token_type_ids, position_ids,
                           deterministic=deterministic)
+    if predict_positions is not None:
+      hidden = jnp.take_along_axis(hidden, predict_positions[..., None], axis=1)
     return self.mlm_head(hidden, self.encoder.word_embedding_table())
 
 

@@ -1,0 +1,86 @@
+import json
+
+import numpy as np
+
+from wyjax.data import pipeline, prepare
+from wyjax.data import tokenizer as tk
+
+
+def _options(shared_data, **kw):
+  return prepare.Options(**{"source": f"daizhige:{shared_data / 'daizhige_sample'}", "sequence_length": 64,
+                            "valid_fraction": 0.2, **kw})
+
+
+def test_prepare_corpus_manifest_and_sequences(shared_data, tmp_path):
+  manifest = prepare.prepare_corpus(tmp_path, _options(shared_data), workers=2, progress=False, log=lambda *_: None)
+  assert manifest["documents"]["train"] + manifest["documents"]["valid"] == 12
+  assert manifest["raw_characters"] == manifest["characters"] > 100_000
+  assert manifest["duplicate_paragraphs"] > 0
+  tokenizer = tk.Tokenizer.load(tmp_path / "tokenizer")
+  assert manifest["vocab_hash"] == prepare.vocab_hash(tokenizer)
+  ds, dtype = pipeline._source(tmp_path, "train")
+  rows = np.stack([np.frombuffer(ds[i], dtype) for i in range(len(ds))])
+  assert rows.shape == (manifest["sequences"]["train"], 64)
+  assert (rows[:, 0] == tokenizer.cls_id).all()
+  content = rows[:, 1:].ravel()
+  assert (content != tokenizer.pad_id).sum() == manifest["tokens"]["train"]
+  assert (content == tokenizer.sep_id).sum() == manifest["documents"]["train"]  # one [SEP] per document
+
+
+def test_no_sequence_mixes_train_and_validation(shared_data, tmp_path):
+  prepare.prepare_corpus(tmp_path, _options(shared_data), workers=1, progress=False, log=lambda *_: None)
+  tokenizer = tk.Tokenizer.load(tmp_path / "tokenizer")
+  from wyjax.data import corpus
+  reader = corpus.DaizhigeReader(shared_data / "daizhige_sample")
+  valid_text = set()
+  for unit in reader.units():
+    (doc,) = reader.read(unit)
+    if corpus.is_validation(doc.id, 0.2):
+      valid_text.update(p for p in corpus.clean_paragraphs(doc.paragraphs) if len(p) > 30)
+  assert valid_text
+  ds, dtype = pipeline._source(tmp_path, "train")
+  train_text = "".join(tokenizer.vocab[i] for r in range(len(ds)) for i in np.frombuffer(ds[r], dtype))
+  assert not any(p[:30] in train_text for p in valid_text)
+
+
+def test_prepare_is_idempotent_and_rebuilds_on_change(shared_data, tmp_path):
+  messages = []
+  first = prepare.prepare_corpus(tmp_path, _options(shared_data), workers=1, progress=False, log=messages.append)
+  second = prepare.prepare_corpus(tmp_path, _options(shared_data), workers=1, progress=False, log=messages.append)
+  assert first == second and "nothing to do" in messages[-1]
+  (tmp_path / "manifest.json").unlink()  # an interrupted run: rebuilt, same result
+  third = prepare.prepare_corpus(tmp_path, _options(shared_data), workers=1, progress=False, log=messages.append)
+  assert {k: v for k, v in third.items() if k not in ("seconds", "characters_per_second", "workers")} == \
+      {k: v for k, v in first.items() if k not in ("seconds", "characters_per_second", "workers")}
+  longer = prepare.prepare_corpus(tmp_path, _options(shared_data, sequence_length=128), workers=1,
+                                  progress=False, log=messages.append)
+  assert longer["sequence_length"] == 128 and json.loads((tmp_path / "manifest.json").read_text()) == longer
+
+
+def test_reusing_a_vocabulary(shared_data, tmp_path):
+  first = prepare.prepare_corpus(tmp_path / "a", _options(shared_data), workers=1, progress=False, log=lambda *_: None)
+  second = prepare.prepare_corpus(tmp_path / "b", _options(shared_data, sequence_length=32),
+                                  vocab_dir=tmp_path / "a" / "tokenizer", workers=1, progress=False, log=lambda *_: None)
+  assert second["vocab_hash"] == first["vocab_hash"]
+
+
+def test_train_batches_are_the_same_for_any_process_count(shared_data, tmp_path):
+  prepare.prepare_corpus(tmp_path, _options(shared_data), workers=1, progress=False, log=lambda *_: None)
+  single = iter(pipeline.train_dataset(tmp_path, global_batch_size=8, seed=3))
+  halves = [iter(pipeline.train_dataset(tmp_path, global_batch_size=8, seed=3, process_index=p, process_count=2))
+            for p in range(2)]
+  for _ in range(5):
+    np.testing.assert_array_equal(next(single), np.concatenate([next(h) for h in halves]))
+
+
+def test_iterator_state_restores_position(shared_data, tmp_path):
+  prepare.prepare_corpus(tmp_path, _options(shared_data), workers=1, progress=False, log=lambda *_: None)
+  it = iter(pipeline.train_dataset(tmp_path, global_batch_size=4, seed=0))
+  for _ in range(3):
+    next(it)
+  state = it.get_state()
+  expected = [next(it) for _ in range(3)]
+  again = iter(pipeline.train_dataset(tmp_path, global_batch_size=4, seed=0))
+  again.set_state(state)
+  for e in expected:
+    np.testing.assert_array_equal(next(again), e)

@@ -1,0 +1,74 @@
+"""metrics.jsonl + TensorBoard, and the FLOP count behind MFU."""
+import json
+import pathlib
+
+import jax
+from tensorboardX import SummaryWriter
+
+from wyjax.models import EncoderConfig
+
+# Dense bf16 peak FLOP/s per device, for MFU; override with config.peak_flops_per_device.
+PEAK_FLOPS = {
+    "H100": 989e12, "H200": 989e12, "A100": 312e12, "L4": 121e12,
+    "TPU v4": 275e12, "TPU v5 lite": 197e12, "TPU v5e": 197e12, "TPU v5p": 459e12, "TPU v6 lite": 918e12,
+}
+
+
+def peak_flops_per_device(override: float | None = None) -> float | None:
+  if override:
+    return override
+  kind = jax.devices()[0].device_kind
+  matches = [flops for name, flops in PEAK_FLOPS.items() if name.lower() in kind.lower()]
+  return max(matches) if matches else None
+
+
+def forward_flops_per_token(config: EncoderConfig, length: int, predicted_fraction: float = 1.0) -> float:
+  """Forward FLOPs per token of the encoder and the MLM head (2 per multiply-add).
+
+  Per layer: Q, K, V and output projections 8H²; feed-forward 4HI; attention scores and the
+  weighted sum 4LH, counted in full (an encoder attends to every position, no causal halving);
+  DeBERTa's c2p/p2c scores 4SH per term against the 2S relative rows, plus their projections
+  of the relative table (2S rows × H² per term, amortised over the length L). Embedding
+  projection 2EH; MLM head 2HE + 2EV for the `predicted_fraction` of positions it scores.
+  """
+  h, i, e, v = config.hidden_size, config.intermediate_size, config.embed_dim, config.vocab_size
+  layer = 8 * h * h + 4 * h * i + 4 * length * h
+  if config.relative_attention:
+    terms = len(config.pos_att_type)
+    span = config.relative_span
+    layer += terms * (4 * span * h + 2 * 2 * span * h * h / length)
+  flops = config.num_hidden_layers * layer + predicted_fraction * (2 * h * e + 2 * e * v)
+  if e != h:
+    flops += 2 * e * h
+  return float(flops)
+
+
+class MetricWriter:
+  """One JSON object per line in metrics.jsonl, and the same scalars in TensorBoard."""
+
+  def __init__(self, workdir, *, enabled: bool = True):
+    self.enabled = enabled
+    if enabled:
+      workdir = pathlib.Path(workdir)
+      workdir.mkdir(parents=True, exist_ok=True)
+      self._file = open(workdir / "metrics.jsonl", "a")
+      self._tb = SummaryWriter(str(workdir / "tensorboard"))
+
+  def write(self, step: int, metrics: dict) -> None:
+    if not self.enabled:
+      return
+    record = {"step": int(step), **{k: float(v) for k, v in metrics.items()}}
+    self._file.write(json.dumps(record) + "\n")
+    self._file.flush()
+    for name, value in metrics.items():
+      self._tb.add_scalar(name, float(value), int(step))
+
+  def close(self) -> None:
+    if self.enabled:
+      self._file.close()
+      self._tb.close()
+
+
+def read_metrics(workdir) -> list[dict]:
+  path = pathlib.Path(workdir) / "metrics.jsonl"
+  return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

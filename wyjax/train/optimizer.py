@@ -1,0 +1,29 @@
+"""AdamW with the WYWEB paper's defaults: β (0.9, 0.999), ε 1e-6, weight decay 0.01 on all
+but biases and LayerNorm parameters, global-norm clipping 1.0, linear warm-up then linear
+decay to zero."""
+import jax
+import optax
+
+
+def learning_rate_schedule(peak: float, warmup_steps: int, total_steps: int) -> optax.Schedule:
+  return optax.join_schedules([
+      optax.linear_schedule(0.0, peak, max(warmup_steps, 1)),
+      optax.linear_schedule(peak, 0.0, max(total_steps - warmup_steps, 1)),
+  ], [max(warmup_steps, 1)])
+
+
+def decay_mask(params):
+  """False for biases and LayerNorm scales/biases (leaves named 'bias' or 'scale')."""
+  return jax.tree_util.tree_map_with_path(
+      lambda path, _: getattr(path[-1], "key", None) not in ("bias", "scale"), params)
+
+
+def adamw(*, learning_rate: float, warmup_steps: int, total_steps: int, b1: float = 0.9,
+          b2: float = 0.999, eps: float = 1e-6, weight_decay: float = 0.01,
+          max_grad_norm: float = 1.0) -> tuple[optax.GradientTransformation, optax.Schedule]:
+  schedule = learning_rate_schedule(learning_rate, warmup_steps, total_steps)
+  tx = optax.chain(
+      optax.clip_by_global_norm(max_grad_norm),
+      optax.adamw(schedule, b1=b1, b2=b2, eps=eps, weight_decay=weight_decay, mask=decay_mask),
+  )
+  return tx, schedule
