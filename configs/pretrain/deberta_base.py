@@ -1,34 +1,44 @@
-"""The WYWEB DeBERTa-base architecture (bozhou/DeBERTa-base): 12 layers, 768 hidden, 12 heads,
-3072 FFN, relative attention with 128 log buckets, shared keys, LayerNorm'ed relative
-embeddings, p2c|c2p, no absolute positions, no token types, a char vocabulary of 22,669.
+"""DeBERTa-base as WYWEB pretrained it on Daizhige (bozhou/DeBERTa-base's architecture): 12 layers,
+768 hidden, 12 heads, 3072 FFN, relative attention with 128 log buckets, shared keys,
+LayerNorm'ed relative embeddings, p2c|c2p, no absolute positions, no token types, length 512,
+n-gram masking.
 
-Export it randomly initialised and check transformers reproduces its logits:
+A real run (the released checkpoint was saved at step 500,000):
+
+    python -m wyjax.data prepare-corpus --source=daizhige:/data/daizhigev20 --out=/data/daizhige-512
+    python -m wyjax.pretrain --config=configs/pretrain/deberta_base.py --workdir=/ckpt/deberta-base \\
+        --config.data_dir=/data/daizhige-512
+
+Global batch 256 × 512 tokens, 500k steps, peak lr 1e-4 after 10k warm-up steps, bf16.
+That is 65.5 B tokens, about 20 epochs of Daizhige's 3.3 B characters. On one H100 at the
+measured throughput (docs/benchmarks.md) budget several days; on a v4-32 use data parallelism
+(docs/distributed.md).
+
+The same file describes the architecture for a randomly initialised export:
 
     python -m wyjax.export --random_init=configs/pretrain/deberta_base.py --out=/tmp/deberta-base --verify
 """
-import ml_collections
+from wyjax.train.pretrain import base_config
 
 
 def get_config():
-  config = ml_collections.ConfigDict()
-  config.seed = 0
+  config = base_config()
   config.model = dict(
-      model_type="deberta-v2",
-      vocab_size=22669,
-      hidden_size=768,
-      num_hidden_layers=12,
-      num_attention_heads=12,
-      intermediate_size=3072,
-      hidden_act="gelu",
-      max_position_embeddings=512,
-      type_vocab_size=0,
-      layer_norm_eps=1e-7,
-      relative_attention=True,
-      max_relative_positions=-1,
-      position_buckets=128,
-      pos_att_type="p2c|c2p",
-      share_att_key=True,
-      norm_rel_ebd="layer_norm",
-      position_biased_input=False,
-  )
+      model_type="deberta-v2", vocab_size=22669, hidden_size=768, num_hidden_layers=12,
+      num_attention_heads=12, intermediate_size=3072, hidden_act="gelu", max_position_embeddings=512,
+      type_vocab_size=0, layer_norm_eps=1e-7, relative_attention=True, max_relative_positions=-1,
+      position_buckets=128, pos_att_type="p2c|c2p", share_att_key=True, norm_rel_ebd="layer_norm",
+      position_biased_input=False)
+  config.corpus.source = "daizhige:/data/daizhigev20"
+  config.corpus.sequence_length = 512
+  config.corpus.max_vocab = 22669
+  config.masking.max_ngram = 3
+  config.batch_size = 256
+  config.num_train_steps = 500_000
+  config.warmup_steps = 10_000
+  config.learning_rate = 1e-4
+  config.dtype = "bfloat16"
+  config.log_every = 100
+  config.eval_every = 5000
+  config.checkpoint_every = 5000
   return config

@@ -12,17 +12,18 @@ from wyjax.train.pretrain import base_config
 def get_config():
   config = base_config()
   config.model = dict(
-      model_type="deberta-v2", hidden_size=128, num_hidden_layers=4, num_attention_heads=4,
-      intermediate_size=512, max_position_embeddings=128, type_vocab_size=0, relative_attention=True,
+      model_type="deberta-v2", hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+      intermediate_size=256, max_position_embeddings=128, type_vocab_size=0, relative_attention=True,
       position_buckets=32, pos_att_type="p2c|c2p", share_att_key=True, norm_rel_ebd="layer_norm",
       position_biased_input=False, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
   config.corpus.source = "poetry"
   config.corpus.sequence_length = 128
-  config.batch_size = 32
-  config.num_train_steps = 3000
-  config.warmup_steps = 300
-  config.learning_rate = 1e-3
+  config.batch_size = 16
+  config.num_train_steps = 1500
+  config.warmup_steps = 150
+  config.learning_rate = 2e-3
   config.log_every = 50
-  config.eval_every = 500
+  config.eval_every = 250
+  config.eval_batches = 40
   config.checkpoint_every = 500
   return config

@@ -62,12 +62,8 @@ class Layer(nn.Module):
 
   @nn.compact
   def __call__(self, x, mask, deterministic):
-    cfg = self.config
-    dropout = nn.Dropout(cfg.hidden_dropout_prob)
-    a = SelfAttention(cfg, name="attention")(x, mask, deterministic)
-    x = layers.LayerNorm(cfg, name="attention_norm")(dropout(a, deterministic=deterministic) + x)
-    h = layers.FeedForward(cfg, name="mlp")(x)
-    return layers.LayerNorm(cfg, name="mlp_norm")(dropout(h, deterministic=deterministic) + x)
+    attention = SelfAttention(self.config, name="attention")(x, mask, deterministic)
+    return layers.post_ln_residuals(self.config, x, attention, deterministic)
 
 
 class Bert(nn.Module):

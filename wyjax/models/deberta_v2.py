@@ -116,12 +116,9 @@ class Layer(nn.Module):
 
   @nn.compact
   def __call__(self, x, mask, rel_embeddings, rel_index, deterministic):
-    cfg = self.config
-    dropout = nn.Dropout(cfg.hidden_dropout_prob)
-    a = DisentangledAttention(cfg, name="attention")(x, mask, rel_embeddings, rel_index, deterministic)
-    x = layers.LayerNorm(cfg, name="attention_norm")(dropout(a, deterministic=deterministic) + x)
-    h = layers.FeedForward(cfg, name="mlp")(x)
-    return layers.LayerNorm(cfg, name="mlp_norm")(dropout(h, deterministic=deterministic) + x)
+    attention = DisentangledAttention(self.config, name="attention")(x, mask, rel_embeddings, rel_index,
+                                                                     deterministic)
+    return layers.post_ln_residuals(self.config, x, attention, deterministic)
 
 
 class DebertaV2(nn.Module):

@@ -95,6 +95,18 @@ class FeedForward(nn.Module):
     return dense(cfg, cfg.hidden_size, ("mlp", "embed"), name="wo")(h)
 
 
+def post_ln_residuals(config: EncoderConfig, x, attention_output, deterministic: bool):
+  """BERT's post-LN layer around an attention output: LN(x + attn), then LN(· + FFN(·)).
+
+  Called inside a layer's compact __call__, so its modules (attention_norm, mlp, mlp_norm)
+  are that layer's children.
+  """
+  dropout = nn.Dropout(config.hidden_dropout_prob)
+  x = LayerNorm(config, name="attention_norm")(dropout(attention_output, deterministic=deterministic) + x)
+  h = FeedForward(config, name="mlp")(x)
+  return LayerNorm(config, name="mlp_norm")(dropout(h, deterministic=deterministic) + x)
+
+
 def expand_mask(attention_mask: jax.Array) -> jax.Array:
   """A [batch, key] padding mask or a [batch, query, key] mask → boolean [batch, 1, q, k].
 

@@ -1,0 +1,29 @@
+"""BERT-base (absolute positions, token types, per-character masking) on Daizhige, the
+architecture of SIKU-BERT and guwenbert, for comparison with DeBERTa-base.
+
+    python -m wyjax.pretrain --config=configs/pretrain/bert_base.py --workdir=/ckpt/bert-base \\
+        --config.data_dir=/data/daizhige-512
+
+Global batch 256 × 512, 500k steps, peak lr 1e-4, bf16.
+"""
+from wyjax.train.pretrain import base_config
+
+
+def get_config():
+  config = base_config()
+  config.model = dict(
+      model_type="bert", vocab_size=22669, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+      intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12)
+  config.corpus.source = "daizhige:/data/daizhigev20"
+  config.corpus.sequence_length = 512
+  config.corpus.max_vocab = 22669
+  config.masking.max_ngram = 1
+  config.batch_size = 256
+  config.num_train_steps = 500_000
+  config.warmup_steps = 10_000
+  config.learning_rate = 1e-4
+  config.dtype = "bfloat16"
+  config.log_every = 100
+  config.eval_every = 5000
+  config.checkpoint_every = 5000
+  return config

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Run one wyjax command on every worker of a TPU VM pod slice (v4-32, v5p-128, …).
+#
+#   launch/tpu_pod.sh TPU_NAME ZONE "python -m wyjax.pretrain --config=configs/pretrain/deberta_base.py \
+#       --workdir=gs://bucket/deberta-base --config.data_dir=/data/daizhige-512"
+#
+# Every worker runs the same command; jax.distributed.initialize() finds the pod from the TPU
+# environment (no flags). The repository and the prepared corpus must be on each worker (or
+# the corpus on a shared file system / bucket mount); this script syncs the repository first.
+set -euo pipefail
+if [[ $# -lt 3 ]]; then
+  echo "usage: $0 TPU_NAME ZONE COMMAND" >&2
+  exit 2
+fi
+tpu=$1 zone=$2 command=$3
+repo=$(cd "$(dirname "$0")/.." && pwd)
+
+gcloud compute tpus tpu-vm scp --recurse --zone="$zone" --worker=all "$repo" "$tpu":~/ --quiet
+gcloud compute tpus tpu-vm ssh "$tpu" --zone="$zone" --worker=all --command="
+  set -e
+  cd ~/$(basename "$repo")
+  python3 -m venv .venv && source .venv/bin/activate
+  pip install -q -U 'jax[tpu]' && pip install -q -e .
+  $command"
