@@ -84,3 +84,17 @@ def test_iterator_state_restores_position(shared_data, tmp_path):
   again.set_state(state)
   for e in expected:
     np.testing.assert_array_equal(next(again), e)
+
+
+def test_plain_text_corpus(tmp_path):
+  texts = tmp_path / "texts"
+  (texts / "sub").mkdir(parents=True)
+  (texts / "a.txt").write_text("學而時習之，不亦說乎？\n\n有朋自遠方來，不亦樂乎？\n" * 3, encoding="utf-8")
+  (texts / "sub" / "b.txt").write_text("\u3000\u3000人不知而不慍，不亦君子乎？\n", encoding="utf-8")
+  manifest = prepare.prepare_corpus(tmp_path / "out", prepare.Options(source=f"text:{texts}", sequence_length=16,
+                                                                      valid_fraction=0.0),
+                                    workers=1, progress=False, log=lambda *_: None)
+  assert manifest["documents"]["train"] == 2 and manifest["duplicate_paragraphs"] == 4
+  tokenizer = tk.Tokenizer.load(tmp_path / "out" / "tokenizer")
+  assert "学" in tokenizer.token_to_id and "學" not in tokenizer.token_to_id  # t2s by default
+  assert manifest["tokens"]["train"] == len("学而时习之，不亦说乎？有朋自远方来，不亦乐乎？人不知而不愠，不亦君子乎？") + 2
