@@ -115,13 +115,3 @@ def test_poetry_integrity_check(tmp_path):
   import hashlib
   good = "sha512-" + base64.b64encode(hashlib.sha512(tarball.read_bytes()).digest()).decode()
   corpus.check_integrity(tarball, good)
-
-
-def test_real_poetry_package_when_cached():
-  """The real npm package (fetched by the embedded default) has every collection we map."""
-  folder = corpus.cache_dir() / "chinese-poetry-2.0.1" / "package"
-  if not folder.is_dir():
-    pytest.skip("chinese-poetry not fetched on this machine")
-  reader = corpus.PoetryReader(folder)
-  seen = {corpus.poetry_collection(u)[0] for u in reader.units()}
-  assert {c for _, c, _ in corpus.POETRY_COLLECTIONS} == seen
