@@ -121,3 +121,21 @@ def test_two_processes_match_one_process_with_two_devices(tiny_corpus, tmp_path)
     assert p.returncode == 0, err[-3000:]
   np.testing.assert_allclose([losses(workdir)[s] for s in (1, 2, 3)], [losses(single)[s] for s in (1, 2, 3)],
                              atol=1e-5, rtol=0)
+
+
+def test_pretrained_workdir_exports_to_transformers(tiny_corpus, tmp_path):
+  import torch
+  import transformers
+
+  import wyjax.hf
+  from wyjax.hf import export
+  workdir = tmp_path / "run"
+  run_pretrain(workdir, tiny_corpus, "--config.num_train_steps=2")
+  model = wyjax.hf.load(workdir)
+  out = export.export(model, tmp_path / "hf")
+  reloaded = transformers.AutoModelForMaskedLM.from_pretrained(out).eval()
+  enc = model.tokenizer.encode("子曰学而时习之")
+  ids = np.asarray([enc.ids])
+  with torch.no_grad():
+    theirs = reloaded(input_ids=torch.tensor(ids)).logits.numpy()
+  np.testing.assert_allclose(theirs, model.mlm_logits(ids), atol=1e-5)
