@@ -139,3 +139,12 @@ def test_pretrained_workdir_exports_to_transformers(tiny_corpus, tmp_path):
   with torch.no_grad():
     theirs = reloaded(input_ids=torch.tensor(ids)).logits.numpy()
   np.testing.assert_allclose(theirs, model.mlm_logits(ids), atol=1e-5)
+
+
+def test_gradient_accumulation_matches_the_full_batch(tiny_corpus, tmp_path):
+  no_dropout = ["--config.model.hidden_dropout_prob=0", "--config.model.attention_probs_dropout_prob=0",
+                "--config.num_train_steps=3"]
+  run_pretrain(tmp_path / "full", tiny_corpus, *no_dropout)
+  run_pretrain(tmp_path / "accum", tiny_corpus, *no_dropout, "--config.grad_accum_steps=2")
+  full, accum = losses(tmp_path / "full"), losses(tmp_path / "accum")
+  np.testing.assert_allclose([accum[s] for s in (1, 2, 3)], [full[s] for s in (1, 2, 3)], atol=1e-5, rtol=0)
