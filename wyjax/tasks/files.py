@@ -1,0 +1,102 @@
+"""Reading task files exactly as published, with errors that name the file and line.
+
+WYWEB files mix CRLF and LF endings and usually lack a final newline; a trailing '\\r' is
+line-ending residue and is removed, nothing else is altered.
+"""
+import json
+import pathlib
+from collections.abc import Iterator, Sequence
+
+
+class FormatError(ValueError):
+  """A malformed record: the message starts with `file:line:`."""
+
+  def __init__(self, path, line: int, message: str):
+    super().__init__(f"{path}:{line}: {message}")
+
+
+def find_split(data_dir, split: str, extensions: Sequence[str]) -> pathlib.Path | None:
+  """data_dir/<split>.<ext> for the first extension present, or None."""
+  for ext in extensions:
+    path = pathlib.Path(data_dir) / f"{split}.{ext}"
+    if path.exists():
+      return path
+  return None
+
+
+def read_text(path) -> str:
+  data = pathlib.Path(path).read_bytes()
+  try:
+    return data.decode("utf-8-sig")
+  except UnicodeDecodeError as e:
+    raise FormatError(path, data[:e.start].count(b"\n") + 1, f"not valid UTF-8 ({e.reason})") from e
+
+
+def tsv_rows(path, columns: int) -> Iterator[tuple[int, list[str]]]:
+  """(line number, fields) of every line; a final empty line is allowed, other empty lines
+  and lines with another number of columns are errors."""
+  lines = read_text(path).split("\n")
+  if lines and lines[-1] == "":
+    lines.pop()
+  for number, line in enumerate(lines, 1):
+    line = line.removesuffix("\r")
+    fields = line.split("\t")
+    if len(fields) != columns:
+      found = "an empty line" if not line.strip() else f"{len(fields)} tab-separated fields"
+      raise FormatError(path, number, f"expected {columns} tab-separated fields, found {found}")
+    yield number, fields
+
+
+def json_records(path) -> Iterator[tuple[int, dict]]:
+  """(line number, object) from a JSON array file or a JSON Lines file."""
+  text = read_text(path)
+  stripped = text.lstrip()
+  if pathlib.Path(path).suffix == ".jsonl" or not stripped.startswith("["):
+    for number, line in enumerate(text.split("\n"), 1):
+      if not line.strip():
+        continue
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError as e:
+        raise FormatError(path, number, f"invalid JSON ({e.msg})") from e
+      yield number, _object(path, number, record)
+    return
+  decoder = json.JSONDecoder()
+  index = text.index("[") + 1
+  while True:
+    index = _skip_space(text, index)
+    if index < len(text) and text[index] == "]":
+      return
+    line = text.count("\n", 0, index) + 1
+    try:
+      record, index = decoder.raw_decode(text, index)
+    except json.JSONDecodeError as e:
+      raise FormatError(path, e.lineno, f"invalid JSON ({e.msg})") from e
+    yield line, _object(path, line, record)
+    index = _skip_space(text, index)
+    if index < len(text) and text[index] == ",":
+      index += 1
+    elif index >= len(text) or text[index] != "]":
+      raise FormatError(path, text.count("\n", 0, index) + 1, "expected ',' or ']' between records")
+
+
+def _skip_space(text: str, index: int) -> int:
+  while index < len(text) and text[index] in " \t\r\n":
+    index += 1
+  return index
+
+
+def _object(path, line: int, record) -> dict:
+  if not isinstance(record, dict):
+    raise FormatError(path, line, f"expected a JSON object, found {type(record).__name__}")
+  return record
+
+
+def field(path, line: int, record: dict, key: str, kind: type):
+  """record[key], checked to exist and be of `kind`."""
+  if key not in record:
+    raise FormatError(path, line, f"missing field {key!r}")
+  value = record[key]
+  if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+    raise FormatError(path, line, f"field {key!r} should be {kind.__name__}, found {type(value).__name__}")
+  return value
