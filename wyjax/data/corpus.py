@@ -202,7 +202,8 @@ def fetch_poetry(cache=None) -> pathlib.Path:
   check_integrity(tarball)
   partial = folder / "chinese-poetry-2.0.1.partial"
   with tarfile.open(tarball) as tar:
-    tar.extractall(partial, filter="data")
+    # The "data" filter (no absolute paths or links outside) exists from Python 3.11.4 on.
+    tar.extractall(partial, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
   partial.rename(unpacked)
   return unpacked / "package"
 

@@ -66,8 +66,11 @@ def base_config() -> ml_collections.ConfigDict:
 
 
 def prepared_data_dir(config) -> pathlib.Path:
-  """The prepared corpus, built by process 0 if missing (idempotent)."""
+  """config.data_dir when it holds a prepared corpus (used as is); otherwise config.corpus is
+  prepared into it, or into <cache>/corpora/<source>-<length> (idempotent), by process 0."""
   corpus = config.corpus
+  if config.data_dir and (pathlib.Path(config.data_dir) / prepare.MANIFEST).exists():
+    return pathlib.Path(config.data_dir)
   name = f"{corpus.source.replace(':', '-').replace('/', '_')}-{corpus.sequence_length}"
   data_dir = pathlib.Path(config.data_dir or cache_dir() / "corpora" / name)
   if jax.process_index() == 0:
