@@ -28,6 +28,7 @@ setup(
     ],
     extras_require={
         # torch first and pinned: this exact version is a CPU wheel; others pull CUDA.
-        "test": ["torch==2.13.0", "pytest"],
+        # seqeval and scikit-learn only cross-check wyjax's own metrics in the tests.
+        "test": ["torch==2.13.0", "pytest", "seqeval", "scikit-learn"],
     },
 )

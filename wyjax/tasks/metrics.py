@@ -1,0 +1,83 @@
+"""Task metrics as the WYWEB paper computes them, written out so they need no extra package
+(tests/tasks/metrics_test.py checks them against seqeval and scikit-learn).
+
+- accuracy, and macro-F1 over the task's label set;
+- entity-level micro precision/recall/F1 over BIO/BIOES chunks with seqeval's default
+  (conlleval-compatible) rules: an I-X after O or after another type starts a chunk;
+- PUNC F1: micro over positions whose label is not O (every PUNC tag is a one-character S-
+  chunk, so this equals seqeval's F1 there).
+"""
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def accuracy(predictions, labels) -> float:
+  predictions, labels = np.asarray(predictions), np.asarray(labels)
+  return float((predictions == labels).mean()) if labels.size else 0.0
+
+
+def macro_f1(predictions, labels, num_classes: int) -> float:
+  """Mean over all classes of one-vs-rest F1 (0 for a class never predicted nor present)."""
+  predictions, labels = np.asarray(predictions), np.asarray(labels)
+  scores = []
+  for c in range(num_classes):
+    tp = np.sum((predictions == c) & (labels == c))
+    fp = np.sum((predictions == c) & (labels != c))
+    fn = np.sum((predictions != c) & (labels == c))
+    scores.append(2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
+  return float(np.mean(scores))
+
+
+def chunks(tags: Sequence[str]) -> set[tuple[str, int, int]]:
+  """(type, start, end inclusive) of each chunk in one tag sequence, seqeval's default rules."""
+  found, start, kind = set(), None, None
+  for i, tag in enumerate(list(tags) + ["O"]):
+    prefix, _, tag_type = tag.partition("-")
+    ends = start is not None and (
+        prefix in ("B", "S", "O") or tag_type != kind or prefix not in ("I", "E"))
+    if ends:
+      found.add((kind, start, i - 1))
+      start = kind = None
+    if prefix in ("B", "S") or (prefix in ("I", "E") and start is None):
+      start, kind = i, tag_type
+    if prefix in ("S", "E") and start is not None:
+      found.add((kind, start, i))
+      start = kind = None
+  return found
+
+
+def entity_scores(predictions: Sequence[Sequence[str]], labels: Sequence[Sequence[str]]) -> dict:
+  """Micro precision, recall, F1 over chunks, and F1 per entity type."""
+  tp = n_pred = n_gold = 0
+  per_type = {}
+  for pred, gold in zip(predictions, labels, strict=True):
+    p, g = chunks(pred), chunks(gold)
+    tp += len(p & g)
+    n_pred += len(p)
+    n_gold += len(g)
+    for kind in {c[0] for c in p | g}:
+      counts = per_type.setdefault(kind, [0, 0, 0])
+      counts[0] += len({c for c in p & g if c[0] == kind})
+      counts[1] += len({c for c in p if c[0] == kind})
+      counts[2] += len({c for c in g if c[0] == kind})
+
+  def prf(tp, n_pred, n_gold):
+    precision = tp / n_pred if n_pred else 0.0
+    recall = tp / n_gold if n_gold else 0.0
+    return precision, recall, (2 * precision * recall / (precision + recall) if precision + recall else 0.0)
+
+  precision, recall, f1 = prf(tp, n_pred, n_gold)
+  return {"precision": precision, "recall": recall, "f1": f1,
+          **{f"f1_{kind}": prf(*counts)[2] for kind, counts in sorted(per_type.items())}}
+
+
+def punctuation_f1(predictions, labels, outside: int = 0) -> dict:
+  """Micro precision/recall/F1 over positions whose label is not `outside` (O)."""
+  predictions, labels = np.asarray(predictions), np.asarray(labels)
+  tp = np.sum((predictions == labels) & (labels != outside))
+  n_pred, n_gold = np.sum(predictions != outside), np.sum(labels != outside)
+  precision = tp / n_pred if n_pred else 0.0
+  recall = tp / n_gold if n_gold else 0.0
+  f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+  return {"precision": float(precision), "recall": float(recall), "f1": float(f1)}
