@@ -1,5 +1,7 @@
 """Data commands.
 
+    python -m wyjax.data build-punc --daizhige=DIR --out=DIR [--collections=史藏] [--max_length=510]
+
     python -m wyjax.data prepare-corpus --source=daizhige:DIR|poetry|text:PATH --out=DIR
         [--sequence_length=512] [--vocab=TOKENIZER_DIR] [--valid_fraction=0.01] [--workers=N]
         [--no_t2s] [--char_filter=none|no_ascii_alnum|no_private_use] [--min_count=1] [--max_vocab=N]
@@ -7,7 +9,7 @@
 import argparse
 import sys
 
-from wyjax.data import corpus, prepare
+from wyjax.data import corpus, prepare, punc
 
 
 def main(argv=None):
@@ -25,7 +27,22 @@ def main(argv=None):
   p.add_argument("--max_vocab", type=int)
   p.add_argument("--shard_sequences", type=int, default=65536)
   p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
+  b = commands.add_parser("build-punc", help="WYWEB PUNC files from a punctuated Daizhige tree")
+  b.add_argument("--daizhige", required=True)
+  b.add_argument("--out", required=True)
+  b.add_argument("--collections", default="史藏", help="comma-separated collections (default: history)")
+  b.add_argument("--dev_fraction", type=float, default=0.05)
+  b.add_argument("--test_fraction", type=float, default=0.05)
+  b.add_argument("--min_length", type=int, default=8)
+  b.add_argument("--max_length", type=int, default=510)
+  b.add_argument("--no_t2s", action="store_true")
   args = parser.parse_args(argv)
+  if args.command == "build-punc":
+    summary = punc.build_punc(args.daizhige, args.out, collections_=tuple(args.collections.split(",")),
+                              dev_fraction=args.dev_fraction, test_fraction=args.test_fraction,
+                              min_length=args.min_length, max_length=args.max_length, t2s=not args.no_t2s)
+    print(f"{args.out}: {summary}")
+    return
   options = prepare.Options(
       source=args.source, sequence_length=args.sequence_length, valid_fraction=args.valid_fraction,
       t2s=not args.no_t2s, char_filter=args.char_filter, min_count=args.min_count,
