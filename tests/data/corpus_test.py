@@ -1,7 +1,6 @@
 """Corpus readers on the real Daizhige sample, and the poetry reader on a package built here."""
 import collections
 import json
-import re
 import tarfile
 
 import pytest

@@ -1,14 +1,10 @@
 """End-to-end pretraining runs of `python -m wyjax.pretrain` on the real Daizhige sample."""
-import json
-import os
 import pathlib
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
-import pytest
 
 from tests.train.conftest import REPO_ROOT, losses, pretrain_command, pretrain_env, run_pretrain
 

@@ -289,11 +289,6 @@ def reader_for(source: str):
   raise ValueError(f"unknown corpus source {source!r}; use daizhige:DIR, poetry or text:PATH")
 
 
-def iter_documents(reader) -> Iterator[Document]:
-  for unit in reader.units():
-    yield from reader.read(unit)
-
-
 _NOT_COUNTED = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
 
 

@@ -67,8 +67,3 @@ class MetricWriter:
     if self.enabled:
       self._file.close()
       self._tb.close()
-
-
-def read_metrics(workdir) -> list[dict]:
-  path = pathlib.Path(workdir) / "metrics.jsonl"
-  return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

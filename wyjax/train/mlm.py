@@ -3,8 +3,6 @@
 Masking runs inside the jitted step on the global batch, from fold_in(seed, step): it is
 deterministic in (seed, step) and independent of how the batch is sharded or loaded.
 """
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -93,8 +91,3 @@ def loss_sums(logits, targets, weights) -> dict:
   correct = (jnp.argmax(logits, -1) == targets).astype(jnp.float32)
   return {"loss_sum": jnp.sum(nll * weights), "correct": jnp.sum(correct * weights),
           "weight": jnp.sum(weights)}
-
-
-mask_tokens_jit = functools.partial(jax.jit, static_argnames=(
-    "mask_id", "vocab_size", "special_ids", "rate", "max_ngram", "ngram_distribution",
-    "mask_prob", "random_prob"))(mask_tokens)

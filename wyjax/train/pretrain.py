@@ -4,7 +4,6 @@
 the sharded state, resume from the workdir's latest readable checkpoint, train, evaluate,
 checkpoint every N steps, at the end and on SIGTERM/SIGINT.
 """
-import functools
 import logging
 import pathlib
 import signal
