@@ -1,0 +1,55 @@
+"""Character tagging features (PUNC, GLNER): one token per visible character, so labels can
+never shift — the published toolkit loses alignment after every whitespace character.
+
+A text becomes [CLS] + one token per visible character + [SEP]; `char_index[t]` is the
+character token t stands for (-1 for the specials). Whitespace has no token and no label:
+an entity's text is recovered as text[char_index[first]:char_index[last] + 1].
+"""
+import dataclasses
+
+import numpy as np
+
+from wyjax.data.tokenizer import Tokenizer
+from wyjax.tasks import metrics
+
+IGNORE = -100  # label of positions without a character ([CLS], [SEP], padding)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaggingFeatures:
+  input_ids: np.ndarray  # [n] int32
+  labels: np.ndarray  # [n] int32, IGNORE where no character
+  char_index: np.ndarray  # [n] int32, -1 where no character
+  truncated_chars: int  # visible characters cut by max_length (reported, never silent)
+
+
+def bio_tags(length: int, spans, label_ids: dict[str, int]) -> np.ndarray:
+  """Per-character BIO label ids from (start, end exclusive, type) spans."""
+  tags = np.full(length, label_ids["O"], np.int32)
+  for start, end, kind in spans:
+    tags[start] = label_ids[f"B-{kind}"]
+    tags[start + 1:end] = label_ids[f"I-{kind}"]
+  return tags
+
+
+def tagging_features(tokenizer: Tokenizer, text: str, char_labels: np.ndarray,
+                     max_length: int) -> TaggingFeatures:
+  """char_labels: one label id per character of text (whitespace characters' labels unused)."""
+  if len(char_labels) != len(text):
+    raise ValueError(f"{len(char_labels)} labels for {len(text)} characters")
+  ids, index = tokenizer.encode_chars(text)
+  room = max_length - 2
+  truncated = max(0, len(ids) - room)
+  ids, index = ids[:room], index[:room]
+  input_ids = np.concatenate([[tokenizer.cls_id], ids, [tokenizer.sep_id]]).astype(np.int32)
+  char_index = np.concatenate([[-1], index, [-1]]).astype(np.int32)
+  labels = np.concatenate([[IGNORE], np.asarray(char_labels, np.int32)[index], [IGNORE]]).astype(np.int32)
+  return TaggingFeatures(input_ids, labels, char_index, truncated)
+
+
+def spans_from_tags(tags: list[str], char_index: np.ndarray) -> list[tuple[int, int, str]]:
+  """(start char, end char exclusive, type) of each BIO chunk over the tokens with a character."""
+  real = np.flatnonzero(char_index >= 0)
+  token_tags = [tags[t] for t in real]
+  return sorted((int(char_index[real[s]]), int(char_index[real[e]]) + 1, kind)
+                for kind, s, e in metrics.chunks(token_tags))
