@@ -84,8 +84,9 @@ def mlm_entries(layout: str) -> Iterator[Entry]:
 
 
 def pooler_entries(config: EncoderConfig, prefix: str) -> Iterator[Entry]:
-  """BERT/RoBERTa base models carry a tanh pooler (`bert.pooler.dense`)."""
-  yield from _dense(f"{prefix}pooler.dense", ("pooler", "dense"))
+  """BERT's pooler sits in the base model (`bert.pooler.dense`); DeBERTa's ContextPooler
+  belongs to the task model (`pooler.dense`)."""
+  yield from _dense(f"{'' if config.model_type == 'deberta-v2' else prefix}pooler.dense", ("pooler", "dense"))
 
 
 def mlm_layout(config: EncoderConfig, legacy: bool) -> str:
@@ -143,6 +144,8 @@ def from_hf(state_dict: Mapping[str, np.ndarray], config: EncoderConfig, target_
   entries = list(encoder_entries(config, prefix))
   if "pooler" in target_shapes:
     entries += pooler_entries(config, prefix)
+  if "classifier" in target_shapes:
+    entries += _dense("classifier", ("classifier",))
   if "mlm_head" in target_shapes:
     layout = detect_mlm_layout(keys)
     if layout is None:

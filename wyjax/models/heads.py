@@ -67,3 +67,55 @@ class Pooler(nn.Module):
     x = nn.Dropout(self.dropout_rate)(hidden[:, 0], deterministic=deterministic)
     x = layers.dense(self.config, self.config.hidden_size, ("embed", None), name="dense")(x)
     return layers.activation(self.act)(x)
+
+
+def pooler_activation(config: EncoderConfig) -> str:
+  """BERT and RoBERTa pool with tanh; DeBERTa's ContextPooler uses pooler_hidden_act (= hidden_act)."""
+  return config.hidden_act if config.model_type == "deberta-v2" else "tanh"
+
+
+class SequenceClassifier(nn.Module):
+  """Encoder → pooler → dropout → dense: transformers' *ForSequenceClassification (DeBERTa-v2,
+  BERT). Params: {'encoder', 'pooler', 'classifier'}."""
+  config: EncoderConfig
+  num_labels: int
+  dropout_rate: float | None = None  # None: hidden_dropout_prob (transformers' cls_dropout default)
+
+  def setup(self):
+    self.encoder = encoder_class(self.config)(self.config)
+    self.pooler = Pooler(self.config, act=pooler_activation(self.config))
+    self.classifier = layers.dense(self.config, self.num_labels, ("embed", None), name="classifier")
+    self.dropout = nn.Dropout(self.config.hidden_dropout_prob if self.dropout_rate is None else self.dropout_rate)
+
+  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, *, deterministic: bool = True):
+    hidden = self.encoder(input_ids, attention_mask, token_type_ids, deterministic=deterministic)
+    pooled = self.pooler(hidden, deterministic=deterministic)
+    return self.classifier(self.dropout(pooled, deterministic=deterministic)).astype(jnp.float32)
+
+
+class MultipleChoice(nn.Module):
+  """[batch, choices, length] → one score per choice via a one-label SequenceClassifier
+  (transformers' *ForMultipleChoice). Params: {'encoder', 'pooler', 'classifier'}."""
+  config: EncoderConfig
+
+  @nn.compact
+  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, *, deterministic: bool = True):
+    batch, choices, length = input_ids.shape
+    flat = lambda x: None if x is None else x.reshape(batch * choices, length)
+    scores = SequenceClassifier(self.config, 1, name="scorer")(
+        flat(input_ids), flat(attention_mask), flat(token_type_ids), deterministic=deterministic)
+    return scores.reshape(batch, choices)
+
+
+class TokenClassifier(nn.Module):
+  """Encoder → dropout → dense per token (transformers' *ForTokenClassification).
+  Params: {'encoder', 'classifier'}."""
+  config: EncoderConfig
+  num_labels: int
+
+  @nn.compact
+  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, *, deterministic: bool = True):
+    hidden = encoder_class(self.config)(self.config, name="encoder")(
+        input_ids, attention_mask, token_type_ids, deterministic=deterministic)
+    hidden = nn.Dropout(self.config.hidden_dropout_prob)(hidden, deterministic=deterministic)
+    return layers.dense(self.config, self.num_labels, ("embed", None), name="classifier")(hidden).astype(jnp.float32)
