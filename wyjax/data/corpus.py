@@ -67,10 +67,14 @@ def paragraph_hash(paragraph: str) -> int:
   return int.from_bytes(hashlib.blake2b(paragraph.encode(), digest_size=8).digest(), "little")
 
 
+def document_fraction(document_id: str) -> float:
+  """A stable number in [0, 1) from a document id: splits are decided by hash, not by order
+  or a random draw."""
+  return int.from_bytes(hashlib.sha256(document_id.encode()).digest()[:8], "little") % 1_000_000 / 1_000_000
+
+
 def is_validation(document_id: str, valid_fraction: float) -> bool:
-  """Deterministic document-level split: a hash of the id, not an order or a random draw."""
-  bucket = int.from_bytes(hashlib.sha256(document_id.encode()).digest()[:8], "little") % 1_000_000
-  return bucket < valid_fraction * 1_000_000
+  return document_fraction(document_id) < valid_fraction
 
 
 # --- Daizhige --------------------------------------------------------------------------------
@@ -106,9 +110,9 @@ class DaizhigeReader:
     return [Document(id=f"daizhige:{unit}", paragraphs=text.splitlines(), meta=meta)]
 
 
-def read_text(path: pathlib.Path) -> str:
+def read_text(path) -> str:
   """UTF-8 (a BOM is dropped); undecodable bytes are an error naming the file and line."""
-  data = path.read_bytes()
+  data = pathlib.Path(path).read_bytes()
   try:
     return data.decode("utf-8-sig")
   except UnicodeDecodeError as e:

@@ -65,7 +65,7 @@ def build_punc(daizhige_dir, out, *, collections_=("史藏",), dev_fraction: flo
     if unit.split("/")[0] not in collections_:
       continue
     for doc in reader.read(unit):
-      h = corpus.paragraph_hash(doc.id) % 1_000_000 / 1_000_000
+      h = corpus.document_fraction(doc.id)
       split = "test" if h < test_fraction else "dev" if h < test_fraction + dev_fraction else "train"
       for paragraph in corpus.clean_paragraphs(doc.paragraphs, t2s=t2s):
         key = corpus.paragraph_hash(paragraph)

@@ -242,8 +242,8 @@ class Tokenizer:
     Returns (ids, char_index): char_index[t] is the position in `text` of token t.
     Whitespace and invisible control characters get no token.
     """
-    normalized = self.normalize(text)
-    codepoints = _codepoints(normalized)
+    # Glyphs BERT would delete have no entry in _char_ids, so they map to [UNK] here directly.
+    codepoints = _codepoints(to_simplified(text) if self.t2s else text)
     index = np.flatnonzero(_char_classes.of_codepoints(codepoints) >= _GLYPH).astype(np.int32)
     ids = self._char_ids[codepoints[index]]
     return np.where(ids < 0, self.unk_id, ids).astype(np.int32), index

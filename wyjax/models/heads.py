@@ -95,7 +95,7 @@ class SequenceClassifier(nn.Module):
 
 class MultipleChoice(nn.Module):
   """[batch, choices, length] → one score per choice via a one-label SequenceClassifier
-  (transformers' *ForMultipleChoice). Params: {'encoder', 'pooler', 'classifier'}."""
+  (transformers' *ForMultipleChoice). Params: {'scorer': {'encoder', 'pooler', 'classifier'}}."""
   config: EncoderConfig
 
   @nn.compact

@@ -7,6 +7,8 @@ import json
 import pathlib
 from collections.abc import Iterator, Sequence
 
+from wyjax.data.corpus import read_text
+
 
 class FormatError(ValueError):
   """A malformed record: the message starts with `file:line:`."""
@@ -22,14 +24,6 @@ def find_split(data_dir, split: str, extensions: Sequence[str]) -> pathlib.Path 
     if path.exists():
       return path
   return None
-
-
-def read_text(path) -> str:
-  data = pathlib.Path(path).read_bytes()
-  try:
-    return data.decode("utf-8-sig")
-  except UnicodeDecodeError as e:
-    raise FormatError(path, data[:e.start].count(b"\n") + 1, f"not valid UTF-8 ({e.reason})") from e
 
 
 def tsv_rows(path, columns: int) -> Iterator[tuple[int, list[str]]]:

@@ -258,10 +258,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   def global_batch(local):
     return jax.make_array_from_process_local_data(data_sharding, local)
 
+  entropy = unigram_entropy(eval_batches, tokenizer)
+  eval_arrays = [global_batch(b) for b in eval_batches]  # on device once, reused at every evaluation
+
   def evaluate(params) -> dict:
     totals = {"loss_sum": 0.0, "correct": 0.0, "weight": 0.0}
-    for i, batch in enumerate(eval_batches):
-      sums = jax.device_get(jit_eval(params, global_batch(batch), i))
+    for i, batch in enumerate(eval_arrays):
+      sums = jax.device_get(jit_eval(params, batch, i))
       totals = {k: totals[k] + float(sums[k]) for k in totals}
     loss = totals["loss_sum"] / max(totals["weight"], 1.0)
     return {"valid_loss": loss, "valid_accuracy": totals["correct"] / max(totals["weight"], 1.0),
@@ -269,7 +272,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
 
   # --- loop ---------------------------------------------------------------------------------------
   writer = metrics.MetricWriter(workdir, enabled=is_main)
-  entropy = unigram_entropy(eval_batches, tokenizer)
   tokens_per_step = config.batch_size * length
   peak = metrics.peak_flops_per_device(config.peak_flops_per_device or None)
   predicted_fraction = mlm.max_predictions(length, config.masking.rate) / length
