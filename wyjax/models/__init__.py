@@ -3,7 +3,7 @@ from wyjax.models.bert import Bert
 from wyjax.models.config import EncoderConfig
 from wyjax.models.deberta_v2 import DebertaV2
 from wyjax.models.heads import (MaskedLM, MlmHead, MultipleChoice, Pooler, SequenceClassifier,
-                                TokenClassifier, encoder_class)
+                                SpanPairClassifier, TokenClassifier, encoder_class)
 
 __all__ = ["Bert", "DebertaV2", "EncoderConfig", "MaskedLM", "MlmHead", "MultipleChoice", "Pooler",
-           "SequenceClassifier", "TokenClassifier", "encoder_class"]
+           "SequenceClassifier", "SpanPairClassifier", "TokenClassifier", "encoder_class"]

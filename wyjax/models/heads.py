@@ -119,3 +119,25 @@ class TokenClassifier(nn.Module):
         input_ids, attention_mask, token_type_ids, deterministic=deterministic)
     hidden = nn.Dropout(self.config.hidden_dropout_prob)(hidden, deterministic=deterministic)
     return layers.dense(self.config, self.num_labels, ("embed", None), name="classifier")(hidden).astype(jnp.float32)
+
+
+class SpanPairClassifier(nn.Module):
+  """XuCi's siamese head: both sentences [batch, 2, length] through the encoder in one pass;
+  u and v are the mean last-layer vectors over each sentence's target word (span_mask),
+  [u; v; |u − v|] → dropout → dense without bias. Params: {'encoder', 'classifier'}."""
+  config: EncoderConfig
+  num_labels: int = 2
+
+  @nn.compact
+  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, *, span_mask,
+               deterministic: bool = True):
+    batch, sentences, length = input_ids.shape
+    flat = lambda x: None if x is None else x.reshape(batch * sentences, length)
+    hidden = encoder_class(self.config)(self.config, name="encoder")(
+        flat(input_ids), flat(attention_mask), flat(token_type_ids), deterministic=deterministic)
+    hidden = hidden.reshape(batch, sentences, length, -1).astype(jnp.float32)
+    weights = span_mask / jnp.maximum(span_mask.sum(-1, keepdims=True), 1.0)
+    u, v = jnp.unstack(jnp.einsum("bsl,bsld->bsd", weights, hidden), axis=1)
+    x = nn.Dropout(self.config.hidden_dropout_prob)(jnp.concatenate([u, v, jnp.abs(u - v)], -1),
+                                                    deterministic=deterministic)
+    return layers.dense(self.config, self.num_labels, (None, None), use_bias=False, name="classifier")(x)

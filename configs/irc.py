@@ -1,0 +1,18 @@
+"""IRC: the right explanation of an idiom among four.
+
+    python -m wyjax.finetune --config=configs/irc.py --workdir=/tmp/irc \\
+        --config.data_dir=WYWEB/irc --config.init=MODEL [--config.seeds=3]
+
+Hyper-parameters: the WYWEB scripts' batch size and learning rate, Table 15's schedule
+(warm-up 0.1, linear decay, weight decay 0.01, eps 1e-6, clip 1.0, at most 10 epochs).
+Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
+from wyjax.train.finetune import base_config
+
+
+def get_config():
+  config = base_config()
+  config.task = "irc"
+  config.batch_size = 64
+  config.num_epochs = 6
+  config.learning_rate = 1e-05
+  return config

@@ -1,0 +1,18 @@
+"""TLC: period and dynasty of a passage (3 and 7 classes); the head predicts the dynasty.
+
+    python -m wyjax.finetune --config=configs/tlc.py --workdir=/tmp/tlc \\
+        --config.data_dir=WYWEB/tlc --config.init=MODEL [--config.seeds=3]
+
+Hyper-parameters: the WYWEB scripts' batch size and learning rate, Table 15's schedule
+(warm-up 0.1, linear decay, weight decay 0.01, eps 1e-6, clip 1.0, at most 10 epochs).
+Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
+from wyjax.train.finetune import base_config
+
+
+def get_config():
+  config = base_config()
+  config.task = "tlc"
+  config.batch_size = 32
+  config.num_epochs = 10
+  config.learning_rate = 2e-05
+  return config

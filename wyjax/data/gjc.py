@@ -1,0 +1,86 @@
+"""Build the WYWEB GJC task (古籍分类, which collection a passage comes from) from Daizhige.
+
+Each example is `<collection>\\t<passage>` labelled with its collection (藏). A passage is a
+cleaned paragraph (punctuation kept); consecutive short paragraphs of a book (verse lines) are
+joined until `min_length`, and longer ones are cut after a sentence-ending mark. The WYWEB paper's class proportions and length limits are not public,
+so these are wyjax's documented choices (docs/finetuning.md):
+
+- passages of `min_length` (16) to `max_length` (510) characters;
+- at most `per_collection` (10,000) passages per collection — the big collections (史藏, 集藏)
+  would otherwise swamp the small ones (易藏, 艺藏) — chosen as the passages with the smallest
+  content hashes: a uniform, deterministic sample of the whole collection, not its first books;
+- exact duplicates removed across the whole corpus (counted);
+- train/dev/test decided per book by the same document hash as the pretraining split.
+"""
+import collections
+import heapq
+import json
+import pathlib
+
+from wyjax.data import corpus
+from wyjax.data.punc import SENTENCE_END
+
+
+def passages(paragraphs: list[str], min_length: int, max_length: int):
+  """Paragraphs joined while shorter than min_length, then cut to at most max_length."""
+  pending = ""
+  for paragraph in paragraphs:
+    pending += paragraph
+    if len(pending) >= min_length:
+      yield from pieces(pending, max_length)
+      pending = ""
+  if pending:
+    yield pending
+
+
+def pieces(paragraph: str, max_length: int) -> list[str]:
+  """The paragraph, or consecutive pieces of at most max_length characters cut after a
+  sentence end where there is one."""
+  out = []
+  while len(paragraph) > max_length:
+    cut = max((i for i in range(max_length) if paragraph[i] in SENTENCE_END), default=max_length - 1) + 1
+    out.append(paragraph[:cut])
+    paragraph = paragraph[cut:]
+  return out + [paragraph] if paragraph else out
+
+
+def build_gjc(daizhige_dir, out, *, per_collection: int = 10_000, dev_fraction: float = 0.05,
+              test_fraction: float = 0.05, min_length: int = 16, max_length: int = 510,
+              t2s: bool = True) -> dict:
+  reader = corpus.DaizhigeReader(daizhige_dir)
+  counts, seen = collections.Counter(), set()
+  # Per collection, a max-heap (by negated hash) of the per_collection smallest-hash passages.
+  samples = collections.defaultdict(list)
+  for unit in reader.units():
+    collection = pathlib.PurePath(unit).parts[0]
+    for doc in reader.read(unit):
+      h = corpus.document_fraction(doc.id)
+      split = "test" if h < test_fraction else "dev" if h < test_fraction + dev_fraction else "train"
+      for passage in passages(corpus.clean_paragraphs(doc.paragraphs, t2s=t2s), min_length, max_length):
+        if len(passage) < min_length:  # a book's short tail
+          counts["skipped_short"] += 1
+          continue
+        key = corpus.paragraph_hash(passage)
+        if key in seen:
+          counts["duplicate_passages"] += 1
+          continue
+        seen.add(key)
+        counts[f"available {collection}"] += 1
+        heap = samples[collection]
+        heapq.heappush(heap, (-key, passage, split))
+        if len(heap) > per_collection:
+          heapq.heappop(heap)
+  rows = {"train": [], "dev": [], "test": []}
+  for collection, heap in samples.items():
+    for negated_key, passage, split in heap:
+      rows[split].append((-negated_key, collection, passage))
+  out = pathlib.Path(out)
+  out.mkdir(parents=True, exist_ok=True)
+  for split, split_rows in rows.items():
+    split_rows.sort()  # hash order: collections interleaved
+    (out / f"{split}.tsv").write_text("".join(f"{c}\t{p}\n" for _, c, p in split_rows), encoding="utf-8")
+    counts[f"{split}_examples"] = len(split_rows)
+    counts.update(f"{split} {c}" for _, c, _ in split_rows)
+  summary = dict(sorted(counts.items()))
+  (out / "summary.json").write_text(json.dumps(summary, ensure_ascii=False, indent=2))
+  return summary

@@ -1,0 +1,67 @@
+"""Batches of task features through grain, padded to a few bucket lengths.
+
+Each batch is padded to the smallest bucket that holds its longest sequence, so a task
+compiles at most one step per bucket instead of one per batch. Batches always have
+`batch_size` rows: the evaluation's last batch is filled with padding rows of weight 0.
+"""
+import functools
+
+import grain
+import numpy as np
+
+from wyjax.tasks.tagging import IGNORE
+
+# Feature → padding value ('label' and 'labels' padding is ignored by the loss and metrics).
+_PAD_VALUES = {"labels": IGNORE, "label": IGNORE, "char_index": -1}
+
+
+def buckets(max_length: int) -> tuple[int, ...]:
+  """32, 48, 64, 96, 128, 192, 256, 384, 512, … (1 and 1.5 times each power of two)
+  below max_length, then max_length: at most ~2 log2(max_length) shapes, ≤ 50% padding."""
+  out, length = [], 32
+  while length < max_length:
+    out.append(length)
+    power = 1 << (length.bit_length() - 1)
+    length = length + power // 2 if length == power else 2 * power
+  return (*out, max_length)
+
+
+def _pad_to(array: np.ndarray, length: int, value) -> np.ndarray:
+  widths = [(0, 0)] * (array.ndim - 1) + [(0, length - array.shape[-1])]
+  return np.pad(array, widths, constant_values=value)
+
+
+def collate(items: list[dict], *, batch_size: int, lengths: tuple[int, ...], pad_id: int) -> dict:
+  """Stacks items, pads the sequence (last) axis to a bucket and the batch to batch_size.
+  Adds 'weight' (1 real row, 0 padding row)."""
+  longest = max(item["input_ids"].shape[-1] for item in items)
+  length = next((b for b in lengths if b >= longest), None)
+  if length is None:
+    raise ValueError(f"a sequence of {longest} tokens is longer than the largest bucket {lengths[-1]}")
+  batch = {}
+  for key in items[0]:
+    value = pad_id if key == "input_ids" else _PAD_VALUES.get(key, 0)
+    rows = [_pad_to(item[key], length, value) if item[key].ndim else item[key] for item in items]
+    filler = np.full_like(rows[0], value)
+    batch[key] = np.stack(rows + [filler] * (batch_size - len(rows)))
+  batch["weight"] = (np.arange(batch_size) < len(items)).astype(np.float32)
+  return batch
+
+
+def train_batches(features: list[dict], *, batch_size: int, max_length: int, pad_id: int, seed: int):
+  """Endless iterator of shuffled batches, reshuffled every epoch (full batches only)."""
+  if len(features) < batch_size:
+    raise ValueError(f"{len(features)} training examples are fewer than one batch of {batch_size}")
+  batch_fn = functools.partial(collate, batch_size=batch_size, lengths=buckets(max_length), pad_id=pad_id)
+  ds = grain.MapDataset.source(features).seed(seed).shuffle().repeat(None)
+  ds = ds.batch(batch_size, drop_remainder=True, batch_fn=batch_fn)
+  return iter(ds.to_iter_dataset(grain.ReadOptions(num_threads=2, prefetch_buffer_size=8)))
+
+
+def eval_batches(features: list[dict], *, batch_size: int, max_length: int, pad_id: int):
+  """(indices into features, batch) in order of length, so each batch pads little."""
+  order = np.argsort([f["input_ids"].shape[-1] for f in features], kind="stable")
+  lengths = buckets(max_length)
+  for start in range(0, len(order), batch_size):
+    indices = order[start:start + batch_size]
+    yield indices, collate([features[i] for i in indices], batch_size=batch_size, lengths=lengths, pad_id=pad_id)

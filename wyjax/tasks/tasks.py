@@ -1,0 +1,293 @@
+"""The eight WYWEB fine-tuning tasks as the training loop sees them.
+
+A Task turns one example into model inputs (numpy, unpadded), one example's logits into a
+prediction, predictions into the paper's metrics, and a prediction into a submission line
+in the task's own format (docs/finetuning.md). Every text is encoded one token per visible
+character (`Tokenizer.encode_chars`), so spans and tags stay aligned with the text.
+
+Heads: 'sequence' (pooled [CLS] classifier), 'token' (per-token classifier), 'choice'
+(one score per option), 'pair' (XuCi: [u; v; |u − v|] over span vectors).
+"""
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from wyjax.data.tokenizer import Tokenizer
+from wyjax.tasks import metrics, tagging, wyweb
+
+Features = dict[str, np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+  name: str
+  head: str
+  labels: tuple[str, ...]  # the head's output classes (choice: the option indices)
+  max_length: int  # the paper's max_seq_len
+  # (example, tokenizer, max_length) → (features, characters cut by truncation)
+  featurize: Callable[..., tuple[Features, int]]
+  # (example, features, logits of that example) → prediction
+  decode: Callable
+  # (examples, predictions) → metrics; `main_metric` among them selects checkpoints
+  score: Callable[[Sequence, Sequence], dict]
+  main_metric: str
+  submission_format: str  # "tsv" or "jsonl"
+  # (example, prediction) → one line of the submission file
+  submission_line: Callable[..., str]
+
+
+def _with_specials(tokenizer: Tokenizer, ids: np.ndarray) -> np.ndarray:
+  return np.concatenate([[tokenizer.cls_id], ids, [tokenizer.sep_id]]).astype(np.int32)
+
+
+def _single(tokenizer: Tokenizer, text: str, max_length: int) -> tuple[Features, int]:
+  ids = tokenizer.encode_chars(text)[0]
+  room = max_length - 2
+  return {"input_ids": _with_specials(tokenizer, ids[:room])}, max(0, len(ids) - room)
+
+
+def _argmax(logits) -> int:
+  return int(np.argmax(logits))
+
+
+def _json(record: dict) -> str:
+  return json.dumps(record, ensure_ascii=False)
+
+
+# --- sequence classification: TLC, GJC, FSPC -----------------------------------------------------------
+
+def _classification_scores(predictions, gold, num_classes: int) -> dict:
+  return {"accuracy": metrics.accuracy(predictions, gold), "macro_f1": metrics.macro_f1(predictions, gold, num_classes)}
+
+
+def _tlc_featurize(example: wyweb.TlcExample, tokenizer, max_length):
+  features, cut = _single(tokenizer, example.text, max_length)
+  return {**features, "label": np.int32(wyweb.TLC_DYNASTIES.index(example.dynasty))}, cut
+
+
+def _tlc_decode(example, features, logits) -> tuple[str, str]:
+  """(period, dynasty): the head predicts the dynasty, whose period follows (strict hierarchy),
+  so a submission always passes the TLC reader."""
+  dynasty = wyweb.TLC_DYNASTIES[_argmax(logits)]
+  return wyweb.TLC_PERIOD_OF[dynasty], dynasty
+
+
+def _tlc_score(examples, predictions) -> dict:
+  dynasty = _classification_scores([wyweb.TLC_DYNASTIES.index(p[1]) for p in predictions],
+                                   [wyweb.TLC_DYNASTIES.index(e.dynasty) for e in examples], len(wyweb.TLC_DYNASTIES))
+  period = _classification_scores([wyweb.TLC_PERIODS.index(p[0]) for p in predictions],
+                                  [wyweb.TLC_PERIODS.index(e.period) for e in examples], len(wyweb.TLC_PERIODS))
+  return {**dynasty, **{f"period_{k}": v for k, v in period.items()}}
+
+
+TLC = Task(
+    "tlc", "sequence", wyweb.TLC_DYNASTIES, 512, _tlc_featurize, _tlc_decode, _tlc_score, "accuracy", "tsv",
+    lambda e, p: f"{p[0]}\t{p[1]}\t{e.text}")
+
+
+def _gjc_featurize(example: wyweb.GjcExample, tokenizer, max_length):
+  features, cut = _single(tokenizer, example.text, max_length)
+  return {**features, "label": np.int32(wyweb.GJC_COLLECTIONS.index(example.collection))}, cut
+
+
+GJC = Task(
+    "gjc", "sequence", wyweb.GJC_COLLECTIONS, 512, _gjc_featurize,
+    lambda e, f, logits: wyweb.GJC_COLLECTIONS[_argmax(logits)],
+    lambda examples, predictions: _classification_scores(
+        [wyweb.GJC_COLLECTIONS.index(p) for p in predictions],
+        [wyweb.GJC_COLLECTIONS.index(e.collection) for e in examples], len(wyweb.GJC_COLLECTIONS)),
+    "accuracy", "tsv", lambda e, p: f"{p}\t{e.text}")
+
+
+def fspc_line_examples(example: wyweb.FspcExample) -> list[wyweb.FspcExample]:
+  """The toolkit's per-line examples: each verse line with its own sentiment."""
+  return [dataclasses.replace(example, lines=(line,), holistic=sentiment, line_sentiments=())
+          for line, sentiment in zip(example.lines, example.line_sentiments)]
+
+
+def _fspc_featurize(example: wyweb.FspcExample, tokenizer, max_length):
+  # The whole poem as the toolkit writes it: lines joined by '，', closed by '。'.
+  text = "，".join(example.lines) + ("。" if len(example.lines) > 1 else "")
+  features, cut = _single(tokenizer, text, max_length)
+  return {**features, "label": np.int32(wyweb.FSPC_SENTIMENTS.index(example.holistic))}, cut
+
+
+def _fspc_score(examples, predictions) -> dict:
+  """Holistic (whole-poem) accuracy is the primary metric; with per-line examples the toolkit's
+  mixed accuracy over poems and lines is reported beside it."""
+  ids = lambda labels: [wyweb.FSPC_SENTIMENTS.index(x) for x in labels]
+  poems = [i for i, e in enumerate(examples) if len(e.lines) > 1]
+  scores = _classification_scores(ids([predictions[i] for i in poems]), ids([examples[i].holistic for i in poems]),
+                                  len(wyweb.FSPC_SENTIMENTS))
+  if len(poems) < len(examples):
+    scores["accuracy_with_lines"] = metrics.accuracy(ids(predictions), ids([e.holistic for e in examples]))
+  return scores
+
+
+FSPC = Task(
+    "fspc", "sequence", wyweb.FSPC_SENTIMENTS, 48, _fspc_featurize,
+    lambda e, f, logits: wyweb.FSPC_SENTIMENTS[_argmax(logits)], _fspc_score, "accuracy", "jsonl",
+    lambda e, p: _json({"poem": "|".join(e.lines), "title": e.title, "poet": e.poet, "dynasty": e.dynasty,
+                        "sentiments": {"holistic": p}}))
+
+
+# --- token classification: PUNC, GLNER ------------------------------------------------------------------
+
+_PUNC_IDS = {label: i for i, label in enumerate(wyweb.PUNC_LABELS)}
+_GLNER_IDS = {label: i for i, label in enumerate(wyweb.GLNER_LABELS)}
+
+
+def _tagging(tokenizer, text, char_labels, max_length) -> tuple[Features, int]:
+  f = tagging.tagging_features(tokenizer, text, char_labels, max_length)
+  return {"input_ids": f.input_ids, "labels": f.labels, "char_index": f.char_index}, f.truncated_chars
+
+
+def _char_tags(labels: tuple[str, ...], features: Features, logits) -> list[str]:
+  """One predicted tag per character of the text ('O' where there is no token)."""
+  tags = ["O"] * (int(features["char_index"].max()) + 1)
+  for token, char in enumerate(features["char_index"]):
+    if char >= 0:
+      tags[char] = labels[_argmax(logits[token])]
+  return tags
+
+
+def _punc_decode(example: wyweb.PuncExample, features, logits) -> list[str]:
+  tags = _char_tags(wyweb.PUNC_LABELS, features, logits)
+  return tags + ["O"] * (len(example.text) - len(tags))
+
+
+def _punc_score(examples, predictions) -> dict:
+  ids = lambda tags: [_PUNC_IDS[t] for t in tags]
+  return metrics.punctuation_f1(np.concatenate([ids(p) for p in predictions]),
+                                np.concatenate([ids(e.labels) for e in examples]))
+
+
+PUNC = Task(
+    "punc", "token", wyweb.PUNC_LABELS, 512,
+    lambda e, tokenizer, max_length: _tagging(tokenizer, e.text, [_PUNC_IDS[t] for t in e.labels], max_length),
+    _punc_decode, _punc_score, "f1", "tsv",
+    lambda e, p: f"{e.text}\t{''.join('O' if t == 'O' else t[2:] for t in p)}")
+
+
+def _glner_decode(example: wyweb.GlnerExample, features, logits) -> tuple[tuple[int, int, str], ...]:
+  token_tags = ["O" if c < 0 else wyweb.GLNER_LABELS[_argmax(row)] for c, row in zip(features["char_index"], logits)]
+  return tuple(tagging.spans_from_tags(token_tags, features["char_index"]))
+
+
+def _glner_score(examples, predictions) -> dict:
+  def tags(text, spans):
+    return [wyweb.GLNER_LABELS[i] for i in tagging.bio_tags(len(text), spans, _GLNER_IDS)]
+  return metrics.entity_scores([tags(e.text, p) for e, p in zip(examples, predictions)],
+                               [tags(e.text, e.spans) for e in examples])
+
+
+GLNER = Task(
+    "glner", "token", wyweb.GLNER_LABELS, 512,
+    lambda e, tokenizer, max_length: _tagging(tokenizer, e.text, tagging.bio_tags(len(e.text), e.spans, _GLNER_IDS),
+                                              max_length),
+    _glner_decode, _glner_score, "f1", "jsonl",
+    lambda e, p: _json({"text": e.text, "label": [list(span) for span in p]}))
+
+
+# --- multiple choice: IRC, WYWRC --------------------------------------------------------------------------
+
+def _choice_featurize(example: wyweb.ChoiceExample, tokenizer: Tokenizer, max_length: int, *, cut: str):
+  """One row per option: [CLS] context [SEP] question [SEP] option [SEP] (token types 0 | 1).
+
+  Truncation (WYWEB's rule): the `cut` part keeps its beginning and gets what the longest
+  option, the other part and the four specials leave of max_length, the same for every option.
+  """
+  context, question = (tokenizer.encode_chars(t)[0] for t in (example.context, example.question))
+  options = [tokenizer.encode_chars(o)[0] for o in example.options]
+  longest = max(len(o) for o in options)
+  kept = context if cut == "context" else question
+  budget = max(0, max_length - 4 - longest - len(question if cut == "context" else context))
+  truncated = max(0, len(kept) - budget)
+  if cut == "context":
+    context = context[:budget]
+  else:
+    question = question[:budget]
+  first = _with_specials(tokenizer, context)
+  rows = [np.concatenate([first, question, [tokenizer.sep_id], o, [tokenizer.sep_id]])[:max_length]
+          for o in options]
+  truncated += sum(len(first) + len(question) + len(o) + 2 - len(r) for o, r in zip(options, rows))
+  width = max(len(r) for r in rows)
+  input_ids = np.full((len(rows), width), tokenizer.pad_id, np.int32)
+  token_types = np.zeros((len(rows), width), np.int32)
+  for i, row in enumerate(rows):
+    input_ids[i, :len(row)] = row
+    token_types[i, len(first):len(row)] = 1
+  return {"input_ids": input_ids, "token_type_ids": token_types, "label": np.int32(example.label)}, truncated
+
+
+def _choice_score(examples, predictions) -> dict:
+  return {"accuracy": metrics.accuracy(predictions, [e.label for e in examples])}
+
+
+_OPTIONS = ("0", "1", "2", "3")
+IRC = Task(
+    "irc", "choice", _OPTIONS, 256,
+    lambda e, tokenizer, max_length: _choice_featurize(e, tokenizer, max_length, cut="question"),
+    lambda e, f, logits: _argmax(logits), _choice_score, "accuracy", "jsonl",
+    lambda e, p: _json({"idiom": e.context, "origin": e.question, "options": list(e.options), "label": p}))
+WYWRC = Task(
+    "wywrc", "choice", _OPTIONS, 512,
+    lambda e, tokenizer, max_length: _choice_featurize(e, tokenizer, max_length, cut="context"),
+    lambda e, f, logits: _argmax(logits), _choice_score, "accuracy", "jsonl",
+    lambda e, p: _json({"article": e.context, "question": e.question,
+                        **{f"option{i}": o for i, o in enumerate(e.options)}, "answer": str(p),
+                        **({} if e.kind is None else {"type": e.kind})}))
+
+
+# --- XuCi: the same function word in two sentences, same usage or not ---------------------------------------
+
+def _xuci_featurize(example: wyweb.XuciExample, tokenizer: Tokenizer, max_length: int):
+  rows, masks = [], []
+  for text, (start, end) in ((example.text_a, example.span_a), (example.text_b, example.span_b)):
+    ids, char_index = tokenizer.encode_chars(text)
+    ids, char_index = ids[:max_length - 2], char_index[:max_length - 2]
+    in_span = (char_index >= start) & (char_index <= end)
+    if not in_span.any():
+      raise ValueError(f"the word at characters {start}..{end} of {text!r} has no token within {max_length} tokens")
+    rows.append(_with_specials(tokenizer, ids))
+    masks.append(np.concatenate([[0.0], in_span, [0.0]]).astype(np.float32))
+  width = max(len(r) for r in rows)
+  input_ids = np.full((2, width), tokenizer.pad_id, np.int32)
+  span_mask = np.zeros((2, width), np.float32)
+  for i, (row, mask) in enumerate(zip(rows, masks)):
+    input_ids[i, :len(row)] = row
+    span_mask[i, :len(mask)] = mask
+  return {"input_ids": input_ids, "span_mask": span_mask, "label": np.int32(example.same_usage)}, 0
+
+
+XUCI = Task(
+    "xuci", "pair", ("f", "t"), 96, _xuci_featurize, lambda e, f, logits: bool(_argmax(logits)),
+    lambda examples, predictions: _classification_scores(
+        [int(p) for p in predictions], [int(e.same_usage) for e in examples], 2),
+    "accuracy", "tsv",
+    lambda e, p: "\t".join([e.text_a, e.text_b, "%d, %d" % e.span_a, "%d, %d" % e.span_b, "t" if p else "f"]))
+
+
+TASKS = {t.name: t for t in (TLC, GJC, FSPC, PUNC, GLNER, IRC, WYWRC, XUCI)}
+
+
+def majority_baseline(task: Task, train, dev) -> dict:
+  """The dev metrics of always predicting the train split's most frequent label (PUNC and
+  GLNER: every character 'O', which scores F1 0)."""
+  def most_common(values):
+    values = list(values)
+    return max(set(values), key=values.count)
+
+  if task.name == "punc":
+    return task.score(dev, [["O"] * len(e.text) for e in dev])
+  if task.name == "glner":
+    return task.score(dev, [() for _ in dev])
+  if task.name == "tlc":
+    prediction = (most_common(e.period for e in train), most_common(e.dynasty for e in train))
+  else:
+    label_of = {"gjc": lambda e: e.collection, "fspc": lambda e: e.holistic, "irc": lambda e: e.label,
+                "wywrc": lambda e: e.label, "xuci": lambda e: e.same_usage}[task.name]
+    prediction = most_common(label_of(e) for e in train)
+  return task.score(dev, [prediction] * len(dev))
