@@ -50,7 +50,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.init = ""  # transformers folder or wyjax workdir; empty: a fresh tiny model (with a warning)
   c.max_length = 0  # 0: the task's max_seq_len from the paper's scripts
   c.batch_size = 32
-  c.eval_batch_size = 64
+  c.eval_batch_size = 64  # sequences: a multiple-choice example counts as its options
   c.num_epochs = 10
   c.num_train_steps = 0  # > 0: train this many steps instead of num_epochs epochs
   c.learning_rate = 2e-5
@@ -93,13 +93,14 @@ def _texts(example):
 
 
 def load_init(config, train_examples) -> tuple[EncoderConfig, dict, tokenizer_lib.Tokenizer]:
-  """(encoder config, pretrained params or {}, tokenizer) from config.init, or a fresh tiny
-  model with a vocabulary of the train split's characters."""
+  """(encoder config, pretrained params, tokenizer) from config.init, or a fresh tiny model
+  with a vocabulary of the train split's characters (and no pretrained params)."""
   if config.init:
     model = loading.load(config.init)
     if model.tokenizer is None:
       raise FileNotFoundError(f"{config.init}: no tokenizer (vocab.txt) beside the model")
-    pretrained = {k: v for k, v in model.params.items() if k in ("encoder", "pooler")}
+    params = model.params.get("scorer", model.params)  # a multiple-choice run keeps its model under 'scorer'
+    pretrained = {k: v for k, v in params.items() if k in ("encoder", "pooler", "classifier")}
     return model.config, pretrained, model.tokenizer
   logging.warning("no --config.init: fine-tuning a FRESH, RANDOMLY INITIALISED tiny model; scores "
                   "will be far below a pretrained model's (pretrain one with python -m wyjax.pretrain)")
@@ -121,17 +122,20 @@ def featurize(task: Task, examples, tokenizer, max_length: int, path) -> tuple[l
 
 
 def graft(params: dict, pretrained: dict, task: Task) -> dict:
-  """The head's freshly initialised params with the pretrained encoder (and pooler) put in."""
+  """The model's freshly initialised params with the pretrained parts put in: the encoder
+  always, the pooler and classifier when the init has them in the same shapes (continuing
+  from a run of the same task); a new task's head starts fresh."""
   params = jax.tree_util.tree_map(np.asarray, params)
   target = params["scorer"] if task.head == "choice" else params
   for name, tree in pretrained.items():
-    if name not in target:
-      continue
-    want = jax.tree_util.tree_map(np.shape, target[name])
-    have = jax.tree_util.tree_map(np.shape, tree)
-    if want != have:
-      raise ValueError(f"pretrained {name} params do not fit the model: {have} vs {want}")
-    target[name] = jax.tree_util.tree_map(np.asarray, tree)
+    fits = name in target and jax.tree_util.tree_map(np.shape, target[name]) == jax.tree_util.tree_map(np.shape, tree)
+    if fits:
+      target[name] = jax.tree_util.tree_map(np.asarray, tree)
+    elif name == "encoder":
+      raise ValueError("the pretrained encoder's params do not fit the model's: "
+                       f"{jax.tree_util.tree_map(np.shape, tree)} vs {jax.tree_util.tree_map(np.shape, target[name])}")
+    else:
+      logging.info("init's %s does not fit this task's head: initialised fresh", name)
   return params
 
 
@@ -151,6 +155,7 @@ class Run:
   dev: dict
   test: dict | None
   stopped_early: bool
+  dev_confusion: list  # [gold][predicted] counts over the head's classes
 
 
 class _Trainer:
@@ -207,7 +212,9 @@ class _Trainer:
   def predict(self, params, features: list[dict]) -> list[np.ndarray]:
     """Logits of each example, trimmed to its own length (token tasks)."""
     out = [None] * len(features)
-    for indices, batch in batching.eval_batches(features, batch_size=self.config.eval_batch_size,
+    rows = features[0]["input_ids"].shape[0] if features[0]["input_ids"].ndim == 2 else 1  # options, sentences
+    batch_size = max(1, self.config.eval_batch_size // rows)
+    for indices, batch in batching.eval_batches(features, batch_size=batch_size,
                                                 max_length=self.max_length, pad_id=self.pad_id):
       logits = np.asarray(self._predict(params, jax.device_put(_model_inputs(batch), self.data_sharding)))
       for row, i in enumerate(indices):
@@ -223,10 +230,16 @@ def _init_kwargs(inputs: dict) -> dict:
   return kwargs
 
 
-def evaluate(task: Task, trainer: _Trainer, params, examples, features) -> tuple[dict, list]:
+def evaluate(task: Task, trainer: _Trainer, params, examples, features) -> tuple[dict, list, np.ndarray]:
+  """(metrics, predictions, confusion matrix [gold, predicted] over the head's classes)."""
   logits = trainer.predict(params, features)
   predictions = [task.decode(e, f, l) for e, f, l in zip(examples, features, logits)]
-  return task.score(examples, predictions), predictions
+  confusion = np.zeros((len(task.labels),) * 2, np.int64)
+  for f, l in zip(features, logits):
+    gold = np.atleast_1d(f["labels"] if "labels" in f else f["label"])
+    predicted = np.atleast_1d(np.argmax(l, -1))
+    np.add.at(confusion, (gold[gold != IGNORE], predicted[gold != IGNORE]), 1)
+  return task.score(examples, predictions), predictions, confusion
 
 
 def write_predictions(task: Task, path: pathlib.Path, examples, predictions) -> None:
@@ -267,7 +280,7 @@ def train_one(task: Task, config, data: dict, model_config: EncoderConfig, pretr
         last_time = time.perf_counter()
       if step % config.eval_every and step % steps_per_epoch and step != total_steps:
         continue
-      scores, _ = evaluate(task, trainer, state["params"], dev_examples, dev_features)
+      scores, _, _ = evaluate(task, trainer, state["params"], dev_examples, dev_features)
       writer.write(step, {f"dev_{k}": v for k, v in scores.items()} | {"epoch": step / steps_per_epoch})
       logging.info("seed %d step %d: dev %s", seed, step, scores)
       if scores[task.main_metric] > best:
@@ -285,14 +298,14 @@ def train_one(task: Task, config, data: dict, model_config: EncoderConfig, pretr
 
   _, params = checkpoints.restore_model(workdir)
   params = jax.tree_util.tree_map(jnp.asarray, params)
-  dev, predictions = evaluate(task, trainer, params, dev_examples, dev_features)
+  dev, predictions, confusion = evaluate(task, trainer, params, dev_examples, dev_features)
   write_predictions(task, workdir / f"dev_predictions.{task.submission_format}", dev_examples, predictions)
   test = None
   if "test" in data:
     test_examples, test_features = data["test"]
-    test, predictions = evaluate(task, trainer, params, test_examples, test_features)
+    test, predictions, _ = evaluate(task, trainer, params, test_examples, test_features)
     write_predictions(task, workdir / f"test_predictions.{task.submission_format}", test_examples, predictions)
-  return Run(seed, workdir, best_step, dev, test, stopped_early)
+  return Run(seed, workdir, best_step, dev, test, stopped_early, confusion.tolist())
 
 
 def load_task_data(task: Task, config, tokenizer, model_config: EncoderConfig, splits: dict) -> dict:
@@ -337,7 +350,8 @@ def finetune(config: ml_collections.ConfigDict, workdir) -> dict:
   results = {
       "task": task.name, "main_metric": task.main_metric, "init": config.init or "fresh tiny model",
       "dev_mean": float(dev_scores.mean()), "dev_std": float(dev_scores.std()),
-      "best_seed": best_run.seed, "dev": best_run.dev, "test": best_run.test,
+      "best_seed": best_run.seed, "best_run": str(best_run.workdir), "dev": best_run.dev, "test": best_run.test,
+      "labels": list(task.labels), "dev_confusion": best_run.dev_confusion,
       "majority_baseline": majority_baseline(task, splits["train"], splits["dev"]),
       "truncated_characters": data["truncated"],
       "runs": [{"seed": r.seed, "best_step": r.best_step, "stopped_early": r.stopped_early, "dev": r.dev,

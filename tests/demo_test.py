@@ -1,0 +1,70 @@
+"""`python -m wyjax.demo` end to end at test size: pretraining, the two derived tasks,
+fine-tuning, export and leaderboard, on a chinese-poetry-shaped package of real text."""
+import collections
+import json
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import transformers
+
+from tests.train.conftest import REPO_ROOT, pretrain_env
+from wyjax.tasks import wyweb
+
+# Where chinese-poetry files a dynasty's poems (folders the reader maps back to the dynasty).
+POETRY_FILES = {"先秦": "shijing/shijing.json", "唐": "quantangshi/poet.tang.0.json", "宋": "songci/ci.song.0.json",
+                "元明": "yuanqu/yuanqu.json", "清": "nalanxingde/nalanxingde.json"}
+
+
+def _poetry_package(shared_data, root, per_dynasty: int = 150):
+  """Real TLC passages, each filed as a 'poem' under its dynasty's collection."""
+  poems = collections.defaultdict(list)
+  for e in wyweb.read_split("tlc", shared_data / "wyweb" / "tlc", "train"):
+    if e.dynasty in POETRY_FILES and len(poems[e.dynasty]) < per_dynasty:
+      poems[e.dynasty].append({"title": f"tlc {e.line}", "author": "", "paragraphs": [e.text]})
+  for dynasty, records in poems.items():
+    path = root / "package" / "dist" / POETRY_FILES[dynasty]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(records, ensure_ascii=False), encoding="utf-8")
+  return root / "package"
+
+
+def test_demo_runs_end_to_end(shared_data, tmp_path):
+  package = _poetry_package(shared_data, tmp_path)
+  workdir = tmp_path / "demo"
+  result = subprocess.run(
+      [sys.executable, "-m", "wyjax.demo", f"--workdir={workdir}", f"--poetry_package={package}",
+       "--pretrain_config.num_train_steps=30", "--pretrain_config.warmup_steps=5",
+       "--pretrain_config.eval_every=30", "--pretrain_config.checkpoint_every=30",
+       "--pretrain_config.eval_batches=2", "--pretrain_config.batch_size=8",
+       "--pretrain_config.corpus.valid_fraction=0.1", "--pretrain_config.corpus.workers=1",
+       "--finetune_steps=20", "--per_dynasty=150", "--punc_examples=400"],
+      cwd=REPO_ROOT, env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")), capture_output=True, text=True)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "| Model | Avg. | PUNC | TLC |" in result.stdout and "| majority class |" in result.stdout
+
+  results = workdir / "results"
+  board = json.loads((results / "leaderboard.json").read_text())
+  assert set(board["tasks"]) == {"punc", "tlc"}
+  tlc = json.loads((results / "tlc" / "results.json").read_text())
+  assert board["tasks"]["tlc"]["accuracy"] == tlc["dev"]["accuracy"]
+  # The dynasty task holds the five dynasties the package files poems under, in TLC format.
+  dev = wyweb.read_split("tlc", workdir / "tasks" / "tlc", "dev")
+  assert {e.dynasty for e in dev} <= set(POETRY_FILES) and len({e.dynasty for e in dev}) >= 3
+  for task in ("punc", "tlc"):
+    assert wyweb.READERS[task](results / task / "submission" / f"{task}.tsv")  # test predictions parse
+    for plot in (f"{task}_confusion.png", f"{task}_curve.png"):
+      assert (results / "plots" / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+  # The exported pretrained model loads in transformers and predicts like the wyjax workdir.
+  hf_model = transformers.AutoModelForMaskedLM.from_pretrained(workdir / "hf").eval()
+  tokenizer = transformers.AutoTokenizer.from_pretrained(workdir / "hf")
+  batch = tokenizer(["床前明月光", "关关雎鸠在河之洲"], padding=True, return_tensors="np")
+  with torch.no_grad():
+    theirs = hf_model(input_ids=torch.tensor(batch["input_ids"]),
+                      attention_mask=torch.tensor(batch["attention_mask"])).logits.numpy()
+  from wyjax.hf import loading
+  ours = loading.load(workdir / "pretrain").mlm_logits(batch["input_ids"], batch["attention_mask"])
+  real = batch["attention_mask"].astype(bool)
+  np.testing.assert_allclose(theirs[real], ours[real], atol=1e-4)

@@ -1,0 +1,46 @@
+"""Fine-tune and evaluate one model on every WYWEB task that has data; write the leaderboard.
+
+    python -m wyjax.benchmark --init=MODEL --data_root=WYWEB_TASKS --out=DIR [--tasks=tlc,glner]
+        [--learning_rate=…] [--num_epochs=…] [--seeds=3]
+
+data_root holds one folder per task (tlc/, glner/, …) in WYWEB's formats; tasks without a
+folder are skipped. Each task runs with configs/<task>.py plus the overrides given here.
+Writes DIR/<task>/ (runs, results.json, submission), DIR/leaderboard.{md,json} and
+DIR/plots/<task>_{confusion,curve}.png (wyjax/train/benchmark.py).
+"""
+import json
+import pathlib
+
+from absl import app, flags
+from absl import logging as absl_logging
+
+from wyjax.tasks import leaderboard
+from wyjax.tasks.tasks import TASKS
+from wyjax.train import benchmark
+
+_INIT = flags.DEFINE_string("init", "", "transformers folder or wyjax workdir (empty: fresh tiny model).")
+_DATA_ROOT = flags.DEFINE_string("data_root", None, "Folder with one subfolder per task.", required=True)
+_OUT = flags.DEFINE_string("out", None, "Output folder.", required=True)
+_TASKS = flags.DEFINE_list("tasks", [t for t in leaderboard.COLUMNS if t in TASKS], "Tasks to run (those with data).")
+_NAME = flags.DEFINE_string("name", None, "Model name in the table (default: the init folder's name).")
+_LR = flags.DEFINE_float("learning_rate", None, "Override every task's learning rate.")
+_EPOCHS = flags.DEFINE_integer("num_epochs", None, "Override every task's number of epochs.")
+_STEPS = flags.DEFINE_integer("num_train_steps", None, "Train this many steps per task instead of epochs.")
+_EVAL_EVERY = flags.DEFINE_integer("eval_every", None, "Override the evaluation interval (steps).")
+_SEEDS = flags.DEFINE_integer("seeds", None, "Seeds per task.")
+_BATCH = flags.DEFINE_integer("batch_size", None, "Override every task's batch size.")
+
+
+def main(argv):
+  del argv
+  absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every save at INFO
+  name = _NAME.value or (pathlib.Path(_INIT.value).name if _INIT.value else "fresh tiny model")
+  benchmark.run(init=_INIT.value, data_root=_DATA_ROOT.value, out=_OUT.value, tasks=_TASKS.value, name=name,
+                learning_rate=_LR.value, num_epochs=_EPOCHS.value, num_train_steps=_STEPS.value,
+                eval_every=_EVAL_EVERY.value, seeds=_SEEDS.value, batch_size=_BATCH.value)
+  print((pathlib.Path(_OUT.value) / "leaderboard.md").read_text(encoding="utf-8"))
+  print(json.dumps({"written": str(pathlib.Path(_OUT.value).resolve())}))
+
+
+if __name__ == "__main__":
+  app.run(main)
