@@ -25,6 +25,7 @@ setup(
         "numpy",
         "tensorboardX",
         "tqdm",
+        "matplotlib",
     ],
     extras_require={
         # torch first and pinned: this exact version is a CPU wheel; others pull CUDA.

@@ -114,7 +114,7 @@ def test_pretrained_encoder_is_grafted_into_every_head(shared_data, tmp_path, ta
   file, slicer, init = HEAD_TASKS[task]
   data_dir = slicer(shared_data / "wyweb" / file, tmp_path / task, {"train": slice(0, 16), "dev": slice(16, 24)})
   texts = [text for split in ("train", "dev") for e in wyweb.read_split(task, data_dir, split)
-           for text in finetune._texts(e)]
+           for text in finetune.example_texts(e)]
   params = _tiny_checkpoint(tmp_path, texts)
   # Learning rate 0: the run's best checkpoint must hold exactly the pretrained encoder.
   config = benchmark.task_config(task, data_dir=str(data_dir), init=str(tmp_path / init), num_train_steps=2,

@@ -81,7 +81,8 @@ def head_model(task: Task, config: EncoderConfig) -> nn.Module:
   return SpanPairClassifier(config, len(task.labels))
 
 
-def _texts(example):
+def example_texts(example):
+  """Every string in an example (for a fresh vocabulary)."""
   for value in dataclasses.astuple(example):
     stack = [value]
     while stack:
@@ -104,7 +105,7 @@ def load_init(config, train_examples) -> tuple[EncoderConfig, dict, tokenizer_li
     return model.config, pretrained, model.tokenizer
   logging.warning("no --config.init: fine-tuning a FRESH, RANDOMLY INITIALISED tiny model; scores "
                   "will be far below a pretrained model's (pretrain one with python -m wyjax.pretrain)")
-  vocab = tokenizer_lib.build_vocab(text for e in train_examples for text in _texts(e))
+  vocab = tokenizer_lib.build_vocab(text for e in train_examples for text in example_texts(e))
   return EncoderConfig(**FRESH_TINY_MODEL, vocab_size=len(vocab)), {}, tokenizer_lib.Tokenizer(vocab)
 
 
@@ -170,6 +171,10 @@ class _Trainer:
         total_steps=total_steps, b1=config.b1, b2=config.b2, eps=config.eps,
         weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm)
     self.mesh = partitioning.make_mesh(config.mesh.to_dict())
+    shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
+    if config.batch_size % shards or config.eval_batch_size % shards:
+      raise ValueError(f"batch_size {config.batch_size} and eval_batch_size {config.eval_batch_size} must be "
+                       f"multiples of the {shards} data shards of the mesh {dict(self.mesh.shape)}")
     self.data_sharding = partitioning.batch_sharding(self.mesh)
     self._train = jax.jit(self._train_step, donate_argnums=(0,))
     self._predict = jax.jit(self._logits)
