@@ -44,7 +44,7 @@ def test_tiny_model_beats_the_majority_class_on_real_tlc(shared_data, tmp_path):
   workdir = tmp_path / "tlc"
   result = subprocess.run(
       [sys.executable, "-m", "wyjax.finetune", "--config=configs/tlc.py", f"--workdir={workdir}",
-       f"--config.data_dir={shared_data / 'wyweb' / 'tlc'}", "--config.num_train_steps=300",
+       f"--config.data_dir={shared_data / 'wyweb' / 'tlc'}", "--config.num_train_steps=200",
        "--config.eval_every=100", "--config.learning_rate=1e-3"],
       cwd=REPO_ROOT, env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")), capture_output=True, text=True)
   assert result.returncode == 0, result.stderr[-3000:]
@@ -66,7 +66,7 @@ def test_early_stopping_restores_the_best_dev_checkpoint(shared_data, tmp_path):
   data_dir = _slice_tsv(shared_data / "wyweb" / "tlc" / "train.tsv", tmp_path / "data",
                         {"train": slice(0, 2400), "dev": slice(2400, 2560), "test": slice(2560, 2624)})
   trained = finetune.finetune(benchmark.task_config(
-      "tlc", data_dir=str(data_dir), num_train_steps=200, eval_every=100, learning_rate=1e-3), tmp_path / "trained")
+      "tlc", data_dir=str(data_dir), num_train_steps=150, eval_every=150, learning_rate=1e-3), tmp_path / "trained")
   assert trained["dev"]["accuracy"] > trained["majority_baseline"]["accuracy"] + 0.05
   # Continue from that run (same head) with a negative learning rate: the loss climbs, so the
   # first evaluation (step 1, where the schedule's rate is still 0) is the best and every later
