@@ -28,7 +28,7 @@ from wyjax.train import benchmark, checkpoints, pretrain
 _PRETRAIN = config_flags.DEFINE_config_file(
     "pretrain_config", str(benchmark.CONFIGS / "pretrain" / "deberta_tiny.py"), "Pretraining config.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output folder (default: <cache>/demo).")
-_STEPS = flags.DEFINE_integer("finetune_steps", 400, "Fine-tuning steps per task.")
+_STEPS = flags.DEFINE_integer("finetune_steps", 250, "Fine-tuning steps per task.")
 _LR = flags.DEFINE_float("learning_rate", 1e-3, "Fine-tuning learning rate (tiny model).")
 _PER_DYNASTY = flags.DEFINE_integer("per_dynasty", 1200, "Poems per dynasty in the dynasty task.")
 _PUNC_EXAMPLES = flags.DEFINE_integer("punc_examples", 5000, "Poems in the punctuation task.")

@@ -58,7 +58,7 @@ def write(out, model_name: str, results: dict[str, dict]) -> dict:
                                                              f"{100 * r['dev']['period_accuracy']:.2f})"
                                                              if t == "tlc" else "")
                     for t, r in ordered.items())
-  (out / "leaderboard.md").write_text(f"# {model_name}: WYWEB dev scores (×100)\n\n{markdown}\n{notes}\n",
+  (out / "leaderboard.md").write_text(f"# {model_name}: dev scores (×100)\n\n{markdown}\n{notes}\n",
                                       encoding="utf-8")
   (out / "leaderboard.json").write_text(json.dumps(board, indent=2, ensure_ascii=False), encoding="utf-8")
   return board
