@@ -11,7 +11,8 @@
 4. exports the pretrained model as a transformers folder (DIR/hf);
 5. prints the leaderboard with majority-class baselines beside the scores.
 
-About 15 minutes on 2 CPU cores from a fresh machine; minutes when the pretraining is cached.
+14.5 minutes on 2 CPU cores from a fresh cache, about 7 when the pretraining is cached
+(docs/benchmarks.md).
 """
 import pathlib
 import time
