@@ -17,8 +17,7 @@ import heapq
 import json
 import pathlib
 
-from wyjax.data import corpus
-from wyjax.data.punc import SENTENCE_END
+from wyjax.data import corpus, punc
 
 
 def passages(paragraphs: list[str], min_length: int, max_length: int):
@@ -35,13 +34,8 @@ def passages(paragraphs: list[str], min_length: int, max_length: int):
 
 def pieces(paragraph: str, max_length: int) -> list[str]:
   """The paragraph, or consecutive pieces of at most max_length characters cut after a
-  sentence end where there is one."""
-  out = []
-  while len(paragraph) > max_length:
-    cut = max((i for i in range(max_length) if paragraph[i] in SENTENCE_END), default=max_length - 1) + 1
-    out.append(paragraph[:cut])
-    paragraph = paragraph[cut:]
-  return out + [paragraph] if paragraph else out
+  sentence end where there is one (PUNC's rule, with the text as its own tag string)."""
+  return [text for text, _ in punc.split_long(paragraph, paragraph, max_length)]
 
 
 def build_gjc(daizhige_dir, out, *, per_collection: int = 10_000, dev_fraction: float = 0.05,
