@@ -42,13 +42,15 @@ class SelfAttention(nn.Module):
   config: EncoderConfig
 
   @nn.compact
-  def __call__(self, x, mask, deterministic):
+  def __call__(self, x, mask, deterministic, cache_start=None):
     cfg = self.config
     heads = (cfg.num_attention_heads, cfg.head_dim)
     qkv_axes = ("embed", "heads", "kv")
     q = layers.dense(cfg, heads, qkv_axes, name="query")(x)
     k = layers.dense(cfg, heads, qkv_axes, name="key")(x)
     v = layers.dense(cfg, heads, qkv_axes, name="value")(x)
+    if cache_start is not None:
+      k, v = layers.cached_keys_values(self, k, v, cache_start, mask.shape[-1])
     scores = jnp.einsum("bqnd,bknd->bnqk", q * cfg.head_dim**-0.5, k)
     context = layers.masked_softmax_attention(
         scores, mask, v, dropout_rate=cfg.attention_probs_dropout_prob,
@@ -61,8 +63,8 @@ class Layer(nn.Module):
   config: EncoderConfig
 
   @nn.compact
-  def __call__(self, x, mask, deterministic):
-    attention = SelfAttention(self.config, name="attention")(x, mask, deterministic)
+  def __call__(self, x, mask, deterministic, cache_start=None):
+    attention = SelfAttention(self.config, name="attention")(x, mask, deterministic, cache_start)
     return layers.post_ln_residuals(self.config, x, attention, deterministic)
 
 
@@ -75,7 +77,8 @@ class Bert(nn.Module):
     self.layers = [Layer(self.config, name=f"layer_{i}") for i in range(self.config.num_hidden_layers)]
 
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
-               deterministic: bool = True):
+               deterministic: bool = True, cache_start=None):
+    """cache_start: incremental decoding, as in `DebertaV2.__call__`."""
     cfg = self.config
     if attention_mask is None:
       attention_mask = jnp.ones_like(input_ids)
@@ -83,13 +86,16 @@ class Bert(nn.Module):
       token_type_ids = jnp.zeros_like(input_ids)
     if position_ids is None:
       if cfg.model_type == "roberta":
+        if cache_start is not None:
+          raise ValueError("RoBERTa counts positions over the whole sequence: pass position_ids when decoding")
         position_ids = roberta_position_ids(input_ids, cfg.pad_token_id)
       else:
-        position_ids = jnp.broadcast_to(jnp.arange(input_ids.shape[-1]), input_ids.shape)
+        start = 0 if cache_start is None else cache_start
+        position_ids = jnp.broadcast_to(start + jnp.arange(input_ids.shape[-1]), input_ids.shape)
     x = self.embeddings(input_ids, token_type_ids, position_ids, deterministic)
     mask = layers.expand_mask(attention_mask)
     for layer in self.layers:
-      x = layer(x, mask, deterministic)
+      x = layer(x, mask, deterministic, cache_start)
     return x
 
   def word_embedding_table(self) -> jax.Array:

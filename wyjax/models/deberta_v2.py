@@ -71,11 +71,16 @@ class Embeddings(nn.Module):
 
 
 class DisentangledAttention(nn.Module):
-  """Content-to-content plus c2p/p2c relative terms, all scaled by sqrt(d · (1 + #terms))."""
+  """Content-to-content plus c2p/p2c relative terms, all scaled by sqrt(d · (1 + #terms)).
+
+  With cache_start (incremental decoding) the keys and values of all positions come from the
+  'cache' collection, and the relative projections of the layer are computed once, when the
+  cache is created, and read back at every later step.
+  """
   config: EncoderConfig
 
   @nn.compact
-  def __call__(self, x, mask, rel_embeddings, rel_index, deterministic):
+  def __call__(self, x, mask, rel_embeddings, rel_index, deterministic, cache_start=None):
     cfg = self.config
     heads = (cfg.num_attention_heads, cfg.head_dim)
     qkv_axes = ("embed", "heads", "kv")
@@ -83,24 +88,34 @@ class DisentangledAttention(nn.Module):
     key_proj = layers.dense(cfg, heads, qkv_axes, name="key")
     q, k = query_proj(x), key_proj(x)
     v = layers.dense(cfg, heads, qkv_axes, name="value")(x)
+    if cache_start is not None:
+      k, v = layers.cached_keys_values(self, k, v, cache_start, mask.shape[-1])
 
     scale = np.sqrt(cfg.head_dim * (1 + len(cfg.pos_att_type))).astype(np.float32)
     scores = jnp.einsum("bqnd,bknd->bnqk", q, k / scale.astype(k.dtype))
     if cfg.relative_attention:
       rel = nn.Dropout(cfg.hidden_dropout_prob)(rel_embeddings, deterministic=deterministic)
+
+      def relative_projection(name, shared_proj):
+        project = lambda: shared_proj(rel) if cfg.share_att_key else layers.dense(
+            cfg, heads, qkv_axes, name=name)(rel)
+        if cache_start is None:
+          return project()
+        return self.variable("cache", f"cached_{name}", project).value
+
       batch, heads_, q_len, k_len = scores.shape
       if "c2p" in cfg.pos_att_type:
-        pos_key = key_proj(rel) if cfg.share_att_key else layers.dense(
-            cfg, heads, qkv_axes, name="pos_key")(rel)
-        c2p = jnp.einsum("bqnd,rnd->bnqr", q, pos_key)
+        c2p = jnp.einsum("bqnd,rnd->bnqr", q, relative_projection("pos_key", key_proj))
         index = jnp.broadcast_to(rel_index, (batch, heads_, q_len, k_len))
         scores = scores + jnp.take_along_axis(c2p, index, axis=-1) / scale.astype(c2p.dtype)
       if "p2c" in cfg.pos_att_type:
-        pos_query = query_proj(rel) if cfg.share_att_key else layers.dense(
-            cfg, heads, qkv_axes, name="pos_query")(rel)
-        p2c = jnp.einsum("bknd,rnd->bnkr", k, pos_query)
-        index = jnp.broadcast_to(rel_index.T, (batch, heads_, k_len, q_len))
-        p2c = jnp.take_along_axis(p2c, index, axis=-1).swapaxes(-1, -2)
+        pos_query = relative_projection("pos_query", query_proj)
+        if q_len == 1:  # a decoding step: gather its row's relative queries, not all 2S per key
+          p2c = jnp.einsum("bknd,qknd->bnqk", k, pos_query[rel_index])
+        else:
+          p2c = jnp.einsum("bknd,rnd->bnkr", k, pos_query)
+          index = jnp.broadcast_to(rel_index.T, (batch, heads_, k_len, q_len))
+          p2c = jnp.take_along_axis(p2c, index, axis=-1).swapaxes(-1, -2)
         scores = scores + p2c / scale.astype(p2c.dtype)
 
     context = layers.masked_softmax_attention(
@@ -115,9 +130,9 @@ class Layer(nn.Module):
   config: EncoderConfig
 
   @nn.compact
-  def __call__(self, x, mask, rel_embeddings, rel_index, deterministic):
+  def __call__(self, x, mask, rel_embeddings, rel_index, deterministic, cache_start=None):
     attention = DisentangledAttention(self.config, name="attention")(x, mask, rel_embeddings, rel_index,
-                                                                     deterministic)
+                                                                     deterministic, cache_start)
     return layers.post_ln_residuals(self.config, x, attention, deterministic)
 
 
@@ -136,19 +151,25 @@ class DebertaV2(nn.Module):
     self.layers = [Layer(cfg, name=f"layer_{i}") for i in range(cfg.num_hidden_layers)]
 
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
-               deterministic: bool = True):
+               deterministic: bool = True, cache_start=None):
     """attention_mask: [batch, key] padding mask or a [batch, query, key] mask (prefix LM).
 
     With a 3-D mask the embedding output is zeroed where input_ids == pad_token_id.
+
+    cache_start (incremental decoding, with the 'cache' collection mutable): the tokens are at
+    positions cache_start, cache_start + 1, … of a cache as long as attention_mask's last axis
+    ([batch, query, cache]); their keys and values are written there, and they attend to every
+    cached position the mask allows. The first call creates the cache.
     """
     cfg = self.config
     length = input_ids.shape[-1]
+    start = 0 if cache_start is None else cache_start
     if attention_mask is None:
       attention_mask = jnp.ones_like(input_ids)
     if token_type_ids is None:
       token_type_ids = jnp.zeros_like(input_ids)
     if position_ids is None:
-      position_ids = jnp.broadcast_to(jnp.arange(length), input_ids.shape)
+      position_ids = jnp.broadcast_to(start + jnp.arange(length), input_ids.shape)
     padding_mask = attention_mask if attention_mask.ndim == 2 else input_ids != cfg.pad_token_id
 
     x = self.embeddings(input_ids, token_type_ids, position_ids, padding_mask, deterministic)
@@ -158,10 +179,12 @@ class DebertaV2(nn.Module):
       rel_embeddings = self.rel_embeddings.embedding.astype(jnp.dtype(cfg.dtype))
       if cfg.layer_norm_rel_embeddings:
         rel_embeddings = self.rel_norm(rel_embeddings)
-      positions = np.arange(length)
-      rel_index = jnp.asarray(relative_position_index(positions, positions, cfg))
+      keys = np.arange(attention_mask.shape[-1])
+      rel_index = jnp.asarray(relative_position_index(keys, keys, cfg))
+      if cache_start is not None:  # the rows of this block's positions
+        rel_index = jax.lax.dynamic_slice_in_dim(rel_index, cache_start, length, axis=0)
     for layer in self.layers:
-      x = layer(x, mask, rel_embeddings, rel_index, deterministic)
+      x = layer(x, mask, rel_embeddings, rel_index, deterministic, cache_start)
     return x
 
   def word_embedding_table(self) -> jax.Array:

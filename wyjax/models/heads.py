@@ -42,11 +42,12 @@ class MaskedLM(nn.Module):
     self.mlm_head = MlmHead(self.config)
 
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
-               deterministic: bool = True, predict_positions=None):
+               deterministic: bool = True, predict_positions=None, cache_start=None):
     """Logits [batch, length, vocab], or [batch, K, vocab] at predict_positions [batch, K]
-    (pretraining scores only the masked positions: the head is the costliest part)."""
+    (pretraining scores only the masked positions: the head is the costliest part).
+    cache_start: incremental decoding (wyjax.models.prefix_lm)."""
     hidden = self.encoder(input_ids, attention_mask, token_type_ids, position_ids,
-                          deterministic=deterministic)
+                          deterministic=deterministic, cache_start=cache_start)
     if predict_positions is not None:
       hidden = jnp.take_along_axis(hidden, predict_positions[..., None], axis=1)
     return self.mlm_head(hidden, self.encoder.word_embedding_table())

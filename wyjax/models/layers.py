@@ -120,6 +120,18 @@ def expand_mask(attention_mask: jax.Array) -> jax.Array:
   raise ValueError(f"attention_mask must be [batch, key] or [batch, query, key], got shape {attention_mask.shape}")
 
 
+def cached_keys_values(module: nn.Module, key, value, start, length: int) -> tuple[jax.Array, jax.Array]:
+  """Writes this block's keys and values [batch, block, heads, d] at position `start` of the
+  module's 'cache' collection (allocated as zeros of `length` positions on the first call) and
+  returns all cached keys and values [batch, length, heads, d]."""
+  shape = (key.shape[0], length) + key.shape[2:]
+  cached_key = module.variable("cache", "cached_key", jnp.zeros, shape, key.dtype)
+  cached_value = module.variable("cache", "cached_value", jnp.zeros, shape, value.dtype)
+  cached_key.value = jax.lax.dynamic_update_slice_in_dim(cached_key.value, key, start, axis=1)
+  cached_value.value = jax.lax.dynamic_update_slice_in_dim(cached_value.value, value, start, axis=1)
+  return cached_key.value, cached_value.value
+
+
 def masked_softmax_attention(scores, mask, value, *, dropout_rate: float, deterministic: bool,
                              dtype) -> jax.Array:
   """softmax(scores masked) @ value, with the softmax in float32.
