@@ -248,6 +248,10 @@ class Tokenizer:
     ids = self._char_ids[codepoints[index]]
     return np.where(ids < 0, self.unk_id, ids).astype(np.int32), index
 
+  def decode(self, ids) -> str:
+    """The text of token ids without special tokens; a '##' twin joins the word before it."""
+    return "".join(self.vocab[i].removeprefix("##") for i in ids if self.vocab[i] not in SPECIAL_TOKENS)
+
   def unk_rate(self, texts: Iterable[str]) -> float:
     ids = [self.encode_ids(t) for t in texts]
     total = sum(map(len, ids))

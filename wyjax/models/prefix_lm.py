@@ -90,10 +90,13 @@ def _map_rows(fn, state: dict) -> dict:
 
 
 def _constrain(logits, t, limits, sep_id: int, banned_ids: tuple[int, ...]):
-  """No special token but [SEP]; only [SEP] as a row's limits-th token."""
+  """No special token but [SEP]; [SEP] not first (a translation is never empty, unless its
+  limit is 1) and the only choice as a row's limits-th token."""
   logits = logits.at[:, jnp.asarray(banned_ids, jnp.int32)].set(-jnp.inf)
-  must_end = (t + 1 >= limits)[:, None] & (jnp.arange(logits.shape[-1]) != sep_id)
-  return jnp.where(must_end, -jnp.inf, logits)
+  is_sep = jnp.arange(logits.shape[-1]) == sep_id
+  must_end = (t + 1 >= limits)[:, None]
+  too_soon = ((t == 0) & (limits > 1))[:, None]
+  return jnp.where((must_end & ~is_sep) | (too_soon & is_sep), -jnp.inf, logits)
 
 
 def _greedy(step, logits, state, limits, *, max_new: int, sep_id: int, pad_id: int, banned_ids):
@@ -160,8 +163,9 @@ def _beam_search(step, logits, state, limits, *, max_new: int, sep_id: int, pad_
                                              "length_penalty", "use_cache"))
 def generate(model: MaskedLM, params, prefix, limits, *, max_new: int, sep_id: int, banned_ids: tuple[int, ...],
              beam_size: int = 1, length_penalty: float = 0.6, use_cache: bool = True):
-  """Target tokens [batch, max_new] for a left-padded prefix block [batch, P]: each row ends
-  with [SEP] (forced as its limits[row]-th token) and is padded after it. beam_size 1: greedy."""
+  """Target tokens [batch, max_new] for a left-padded prefix block [batch, P]: each row has at
+  least one token before [SEP], ends with [SEP] (forced as its limits[row]-th token) and is
+  padded after it. beam_size 1: greedy."""
   prefix_length = prefix.shape[1]
   logits, state = encode_prefix(model, params, prefix, max_new, use_cache=use_cache)
   step = lambda state, token, t: decode_step(model, params, state, token, prefix_length + t, prefix_length)
@@ -197,7 +201,7 @@ def translate(model: MaskedLM, params, tokenizer, sources: Sequence[np.ndarray],
     prefix_length = _round_up(max(map(len, rows)), 32)
     max_new = _round_up(max(limits), 32)
     prefix = np.full((batch_size, prefix_length), tokenizer.pad_id, np.int32)
-    prefix[:, -2:] = [tokenizer.cls_id, tokenizer.sep_id]  # filler rows: an empty source, one token
+    prefix[:, -2:] = [tokenizer.cls_id, tokenizer.sep_id]  # filler rows: an empty source, limit 1
     for row, ids in enumerate(rows):
       prefix[row, prefix_length - len(ids):] = ids
     limits = np.array(limits + [1] * (batch_size - len(rows)), np.int32)

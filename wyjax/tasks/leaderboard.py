@@ -53,7 +53,8 @@ def write(out, model_name: str, results: dict[str, dict]) -> dict:
       "test": {t: r["test"] for t, r in ordered.items() if r["test"] is not None},
       "majority_baseline": {t: r["majority_baseline"] for t, r in ordered.items()},
   }
-  markdown = table({model_name: main, "majority class": majority})
+  baseline = "majority class" + (" (WYWMT: copy the source)" if "wywmt" in ordered else "")
+  markdown = table({model_name: main, baseline: majority})
   notes = "\n".join(f"- {t.upper()}: {r['main_metric']}" + (" (dynasty, 7 classes; period accuracy "
                                                              f"{100 * r['dev']['period_accuracy']:.2f})"
                                                              if t == "tlc" else "")

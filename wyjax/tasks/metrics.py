@@ -1,5 +1,6 @@
-"""Task metrics as the WYWEB paper computes them, written out so they need no extra package
-(tests/tasks/metrics_test.py checks them against seqeval and scikit-learn).
+"""Task metrics as the WYWEB paper computes them. The classification and tagging metrics are
+written out (tests/tasks/metrics_test.py checks them against seqeval and scikit-learn); the
+translation metrics are sacrebleu's and rouge-score's.
 
 - accuracy, and macro-F1 over the task's label set;
 - entity-level micro precision/recall/F1 over BIO/BIOES chunks with seqeval's default
@@ -10,6 +11,8 @@
 from collections.abc import Sequence
 
 import numpy as np
+import sacrebleu
+from rouge_score import rouge_scorer
 
 
 def accuracy(predictions, labels) -> float:
@@ -81,3 +84,31 @@ def punctuation_f1(predictions, labels, outside: int = 0) -> dict:
   recall = tp / n_gold if n_gold else 0.0
   f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
   return {"precision": float(precision), "recall": float(recall), "f1": float(f1)}
+
+
+class _Characters:
+  """rouge-score tokenizer: every non-space character is a token."""
+
+  def tokenize(self, text: str) -> list[str]:
+    return [c for c in text if not c.isspace()]
+
+
+def translation_scores(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
+  """Corpus BLEU (sacrebleu, tokenize='zh': one token per CJK character), chrF2 and TER over
+  characters (TER splits on spaces, so characters are spaced first), and the mean per-sentence
+  ROUGE-1/2/L F1 over characters; all divided by 100 like every wyjax score (TER: lower is
+  better)."""
+  hypotheses, references = list(hypotheses), list(references)
+  if len(hypotheses) != len(references):
+    raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
+  spaced = lambda texts: [" ".join(_Characters().tokenize(t)) for t in texts]
+  scores = {
+      "bleu": sacrebleu.BLEU(tokenize="zh").corpus_score(hypotheses, [references]).score / 100,
+      "chrf": sacrebleu.CHRF().corpus_score(hypotheses, [references]).score / 100,
+      "ter": sacrebleu.TER().corpus_score(spaced(hypotheses), [spaced(references)]).score / 100,
+  }
+  scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], tokenizer=_Characters())
+  per_sentence = [scorer.score(r, h) for h, r in zip(hypotheses, references)]
+  for name in ("rouge1", "rouge2", "rougeL"):
+    scores[name] = float(np.mean([s[name].fmeasure for s in per_sentence])) if per_sentence else 0.0
+  return scores

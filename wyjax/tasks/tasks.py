@@ -6,7 +6,8 @@ in the task's own format (docs/finetuning.md). Every text is encoded one token p
 character (`Tokenizer.encode_chars`), so spans and tags stay aligned with the text.
 
 Heads: 'sequence' (pooled [CLS] classifier), 'token' (per-token classifier), 'choice'
-(one score per option), 'pair' (XuCi: [u; v; |u − v|] over span vectors).
+(one score per option), 'pair' (XuCi: [u; v; |u − v|] over span vectors), 'prefix_lm'
+(WYWMT: the MLM head predicts the next token; predictions are generated text).
 """
 import dataclasses
 import json
@@ -16,6 +17,7 @@ import numpy as np
 
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import metrics, tagging, wyweb
+from wyjax.tasks.tagging import IGNORE
 
 Features = dict[str, np.ndarray]
 
@@ -270,12 +272,42 @@ XUCI = Task(
     lambda e, p: "\t".join([e.text_a, e.text_b, "%d, %d" % e.span_a, "%d, %d" % e.span_b, "t" if p else "f"]))
 
 
-TASKS = {t.name: t for t in (TLC, GJC, FSPC, PUNC, GLNER, IRC, WYWRC, XUCI)}
+# --- WYWMT: classical → modern Chinese translation with a prefix LM ---------------------------------------------
+
+def _wywmt_featurize(example: wyweb.MtExample, tokenizer: Tokenizer, max_length: int):
+  """[CLS] source [SEP] target [SEP] (token types 0 | 1, wyjax.models.prefix_lm); labels: the
+  next token from the source's [SEP] to the last target token, IGNORE elsewhere. A pair that
+  does not fit loses characters from the end of its longer side, one at a time (the toolkit's
+  rule; it also drops pairs over 510 characters, wyjax keeps them trimmed)."""
+  source, target = (tokenizer.encode_chars(t)[0] for t in (example.source, example.target))
+  kept_source, kept_target = len(source), len(target)
+  while kept_source + kept_target > max_length - 3:
+    if kept_source > kept_target:
+      kept_source -= 1
+    else:
+      kept_target -= 1
+  first = _with_specials(tokenizer, source[:kept_source])
+  input_ids = np.concatenate([first, target[:kept_target], [tokenizer.sep_id]]).astype(np.int32)
+  token_type_ids = (np.arange(len(input_ids)) >= len(first)).astype(np.int32)
+  labels = np.full(len(input_ids), IGNORE, np.int32)
+  labels[len(first) - 1:-1] = input_ids[len(first):]
+  cut = len(source) - kept_source + len(target) - kept_target
+  return {"input_ids": input_ids, "token_type_ids": token_type_ids, "labels": labels}, cut
+
+
+WYWMT = Task(
+    "wywmt", "prefix_lm", (), 512, _wywmt_featurize, lambda e, f, text: text,
+    lambda examples, predictions: metrics.translation_scores(predictions, [e.target for e in examples]),
+    "bleu", "tsv", lambda e, p: f"{e.source}\t{p}")
+
+
+TASKS = {t.name: t for t in (TLC, GJC, FSPC, PUNC, GLNER, IRC, WYWRC, XUCI, WYWMT)}
 
 
 def majority_baseline(task: Task, train, dev) -> dict:
   """The dev metrics of always predicting the train split's most frequent label (PUNC and
-  GLNER: every character 'O', which scores F1 0)."""
+  GLNER: every character 'O', which scores F1 0; WYWMT: copying the source, a floor well above
+  zero since classical and modern Chinese share many characters)."""
   def most_common(values):
     values = list(values)
     return max(set(values), key=values.count)
@@ -284,6 +316,8 @@ def majority_baseline(task: Task, train, dev) -> dict:
     return task.score(dev, [["O"] * len(e.text) for e in dev])
   if task.name == "glner":
     return task.score(dev, [() for _ in dev])
+  if task.name == "wywmt":
+    return task.score(dev, [e.source for e in dev])
   if task.name == "tlc":
     prediction = (most_common(e.period for e in train), most_common(e.dynasty for e in train))
   else:

@@ -47,8 +47,9 @@ def run(*, init: str, data_root, out, tasks, name: str, **overrides) -> dict:
   plots = out / "plots"
   plots.mkdir(exist_ok=True)
   for task, r in results.items():
-    leaderboard.plot_confusion(plots / f"{task}_confusion.png", r["labels"], r["dev_confusion"],
-                               f"{task.upper()} dev (seed {r['best_seed']})")
+    if r["labels"]:  # WYWMT generates text: no classes
+      leaderboard.plot_confusion(plots / f"{task}_confusion.png", r["labels"], r["dev_confusion"],
+                                 f"{task.upper()} dev (seed {r['best_seed']})")
     leaderboard.plot_curves(plots / f"{task}_curve.png", pathlib.Path(r["best_run"]) / "metrics.jsonl",
                             r["main_metric"], f"{task.upper()} (seed {r['best_seed']})")
   return board

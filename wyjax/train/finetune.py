@@ -28,8 +28,10 @@ import tqdm
 
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.hf import loading
-from wyjax.models import EncoderConfig, MultipleChoice, SequenceClassifier, SpanPairClassifier, TokenClassifier
+from wyjax.models import (EncoderConfig, MaskedLM, MultipleChoice, SequenceClassifier, SpanPairClassifier,
+                          TokenClassifier, prefix_lm)
 from wyjax.tasks import batching, datasets
+from wyjax.tasks import metrics as metrics_lib
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.tasks import TASKS, Task, fspc_line_examples, majority_baseline
@@ -78,6 +80,8 @@ def head_model(task: Task, config: EncoderConfig) -> nn.Module:
     return TokenClassifier(config, len(task.labels))
   if task.head == "choice":
     return MultipleChoice(config)
+  if task.head == "prefix_lm":
+    return MaskedLM(config)
   return SpanPairClassifier(config, len(task.labels))
 
 
@@ -101,7 +105,7 @@ def load_init(config, train_examples) -> tuple[EncoderConfig, dict, tokenizer_li
     if model.tokenizer is None:
       raise FileNotFoundError(f"{config.init}: no tokenizer (vocab.txt) beside the model")
     params = model.params.get("scorer", model.params)  # a multiple-choice run keeps its model under 'scorer'
-    pretrained = {k: v for k, v in params.items() if k in ("encoder", "pooler", "classifier")}
+    pretrained = {k: v for k, v in params.items() if k in ("encoder", "pooler", "classifier", "mlm_head")}
     return model.config, pretrained, model.tokenizer
   logging.warning("no --config.init: fine-tuning a FRESH, RANDOMLY INITIALISED tiny model; scores "
                   "will be far below a pretrained model's (pretrain one with python -m wyjax.pretrain)")
@@ -124,8 +128,9 @@ def featurize(task: Task, examples, tokenizer, max_length: int, path) -> tuple[l
 
 def graft(params: dict, pretrained: dict, task: Task) -> dict:
   """The model's freshly initialised params with the pretrained parts put in: the encoder
-  always, the pooler and classifier when the init has them in the same shapes (continuing
-  from a run of the same task); a new task's head starts fresh."""
+  always, the pooler, classifier and MLM head when the model has them in the same shapes (the
+  MLM head: the prefix LM's; pooler and classifier: continuing a run of the same task); a new
+  task's head starts fresh."""
   params = jax.tree_util.tree_map(np.asarray, params)
   target = params["scorer"] if task.head == "choice" else params
   for name, tree in pretrained.items():
@@ -164,7 +169,8 @@ class _Trainer:
 
   def __init__(self, task: Task, model_config: EncoderConfig, tokenizer, config, total_steps: int,
                max_length: int):
-    self.task, self.config, self.pad_id, self.max_length = task, config, tokenizer.pad_id, max_length
+    self.task, self.config, self.tokenizer, self.max_length = task, config, tokenizer, max_length
+    self.pad_id = tokenizer.pad_id
     self.model = head_model(task, model_config)
     self.tx, self.schedule = optimizer.adamw(
         learning_rate=config.learning_rate, warmup_steps=int(config.warmup_fraction * total_steps),
@@ -177,14 +183,22 @@ class _Trainer:
                        f"multiples of the {shards} data shards of the mesh {dict(self.mesh.shape)}")
     self.data_sharding = partitioning.batch_sharding(self.mesh)
     self._train = jax.jit(self._train_step, donate_argnums=(0,))
-    self._predict = jax.jit(self._logits)
+    self._predict = jax.jit(self._predictions)
 
   def _logits(self, params, inputs, *, rng=None):
     ids = inputs["input_ids"]
+    mask = (ids != self.pad_id).astype(jnp.int32)
+    if self.task.head == "prefix_lm":
+      mask = prefix_lm.attention_mask(inputs["token_type_ids"], mask)
     kwargs = {"span_mask": inputs["span_mask"]} if "span_mask" in inputs else {}
     return self.model.apply(
-        {"params": params}, ids, (ids != self.pad_id).astype(jnp.int32), inputs.get("token_type_ids"),
+        {"params": params}, ids, mask, inputs.get("token_type_ids"),
         deterministic=rng is None, rngs=None if rng is None else {"dropout": rng}, **kwargs)
+
+  def _predictions(self, params, inputs):
+    """Logits, or for the prefix LM the argmax token at every position (teacher-forced)."""
+    logits = self._logits(params, inputs)
+    return jnp.argmax(logits, -1) if self.task.head == "prefix_lm" else logits
 
   def _train_step(self, state, inputs, labels, rng):
     def loss_fn(params):
@@ -215,7 +229,8 @@ class _Trainer:
     return self._train(state, inputs, jax.device_put(_labels(batch), self.data_sharding), rng)
 
   def predict(self, params, features: list[dict]) -> list[np.ndarray]:
-    """Logits of each example, trimmed to its own length (token tasks)."""
+    """Logits of each example (prefix LM: argmax tokens), trimmed to its own length (token and
+    prefix-LM tasks)."""
     out = [None] * len(features)
     rows = features[0]["input_ids"].shape[0] if features[0]["input_ids"].ndim == 2 else 1  # options, sentences
     batch_size = max(1, self.config.eval_batch_size // rows)
@@ -223,8 +238,19 @@ class _Trainer:
                                                 max_length=self.max_length, pad_id=self.pad_id):
       logits = np.asarray(self._predict(params, jax.device_put(_model_inputs(batch), self.data_sharding)))
       for row, i in enumerate(indices):
-        out[i] = logits[row, :features[i]["input_ids"].shape[-1]] if self.task.head == "token" else logits[row]
+        per_token = self.task.head in ("token", "prefix_lm")
+        out[i] = logits[row, :features[i]["input_ids"].shape[-1]] if per_token else logits[row]
     return out
+
+  def translate(self, params, features: list[dict], beam_size: int) -> list[str]:
+    """Generated target text for each example's source (config.decoding)."""
+    sources = [f["input_ids"][1:int((f["token_type_ids"] == 0).sum()) - 1] for f in features]
+    decoding = self.config.decoding
+    targets = prefix_lm.translate(
+        self.model, params, self.tokenizer, sources, max_length=self.max_length, max_ratio=decoding.max_ratio,
+        max_extra=decoding.max_extra, batch_size=max(1, self.config.eval_batch_size // beam_size),
+        beam_size=beam_size, length_penalty=decoding.length_penalty)
+    return [self.tokenizer.decode(t) for t in targets]
 
 
 def _init_kwargs(inputs: dict) -> dict:
@@ -235,9 +261,29 @@ def _init_kwargs(inputs: dict) -> dict:
   return kwargs
 
 
-def evaluate(task: Task, trainer: _Trainer, params, examples, features) -> tuple[dict, list, np.ndarray]:
-  """(metrics, predictions, confusion matrix [gold, predicted] over the head's classes)."""
+def _teacher_forced_scores(tokenizer, features, predicted) -> dict:
+  """The WYWEB toolkit's WYWMT score, for comparison with the paper: the argmax at each target
+  position given the gold prefix, tokens (with the closing [SEP]) joined by spaces, against
+  the gold tokens likewise. Its outputs have the reference's length by construction."""
+  as_text = lambda ids: " ".join(tokenizer.vocab[i] for i in ids)
+  scored = [f["labels"] != IGNORE for f in features]
+  scores = metrics_lib.translation_scores([as_text(p[s]) for p, s in zip(predicted, scored)],
+                                          [as_text(f["labels"][s]) for f, s in zip(features, scored)])
+  return {f"teacher_forced_{k}": v for k, v in scores.items()}
+
+
+def evaluate(task: Task, trainer: _Trainer, params, examples, features, *,
+             beam_size: int = 1) -> tuple[dict, list, np.ndarray]:
+  """(metrics, predictions, confusion matrix [gold, predicted] over the head's classes).
+
+  The prefix LM's predictions are generated (beam_size 1: greedy) and scored; the toolkit's
+  teacher-forced scores join them as teacher_forced_*.
+  """
   logits = trainer.predict(params, features)
+  if task.head == "prefix_lm":
+    predictions = trainer.translate(params, features, beam_size)
+    scores = {**task.score(examples, predictions), **_teacher_forced_scores(trainer.tokenizer, features, logits)}
+    return scores, predictions, np.zeros((0, 0), np.int64)
   predictions = [task.decode(e, f, l) for e, f, l in zip(examples, features, logits)]
   confusion = np.zeros((len(task.labels),) * 2, np.int64)
   for f, l in zip(features, logits):
@@ -303,12 +349,14 @@ def train_one(task: Task, config, data: dict, model_config: EncoderConfig, pretr
 
   _, params = checkpoints.restore_model(workdir)
   params = jax.tree_util.tree_map(jnp.asarray, params)
-  dev, predictions, confusion = evaluate(task, trainer, params, dev_examples, dev_features)
+  # Checkpoints are chosen on greedy translations; the final ones use the configured beam.
+  beam_size = config.decoding.beam_size if task.head == "prefix_lm" else 1
+  dev, predictions, confusion = evaluate(task, trainer, params, dev_examples, dev_features, beam_size=beam_size)
   write_predictions(task, workdir / f"dev_predictions.{task.submission_format}", dev_examples, predictions)
   test = None
   if "test" in data:
     test_examples, test_features = data["test"]
-    test, predictions, _ = evaluate(task, trainer, params, test_examples, test_features)
+    test, predictions, _ = evaluate(task, trainer, params, test_examples, test_features, beam_size=beam_size)
     write_predictions(task, workdir / f"test_predictions.{task.submission_format}", test_examples, predictions)
   return Run(seed, workdir, best_step, dev, test, stopped_early, confusion.tolist())
 

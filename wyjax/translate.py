@@ -1,0 +1,85 @@
+"""Translate classical Chinese to modern Chinese, one sentence per line, with a WYWMT model.
+
+    python -m wyjax.translate --init=WORKDIR [--beam=4] < classical.txt > modern.txt
+
+--init is a WYWMT fine-tuning workdir (its best-dev run is used), one of its seed_<k> runs,
+or a transformers folder with an MLM head. Empty and over-long lines are errors that name
+their line; with --skip_bad_lines they are reported, counted and left empty in the output,
+so output line k still translates input line k.
+"""
+import json
+import pathlib
+import sys
+
+import jax
+from absl import app, flags, logging
+
+from wyjax.hf import loading
+from wyjax.models import MaskedLM, prefix_lm
+
+_INIT = flags.DEFINE_string("init", None, "WYWMT fine-tuning workdir, seed run or transformers folder.",
+                            required=True)
+_INPUT = flags.DEFINE_string("input", "-", "Input file, one classical sentence per line ('-': stdin).")
+_BEAM = flags.DEFINE_integer("beam", 4, "Beam size (1: greedy).")
+_LENGTH_PENALTY = flags.DEFINE_float("length_penalty", 0.6, "GNMT length penalty exponent.")
+_MAX_RATIO = flags.DEFINE_float("max_ratio", 2.0, "At most max_ratio × source + max_extra target characters.")
+_MAX_EXTRA = flags.DEFINE_integer("max_extra", 32, "See --max_ratio.")
+_MAX_LENGTH = flags.DEFINE_integer("max_length", 512, "Tokens of [CLS] source [SEP] target [SEP].")
+_BATCH_SIZE = flags.DEFINE_integer("batch_size", 32, "Sentences per batch.")
+_SKIP_BAD_LINES = flags.DEFINE_bool("skip_bad_lines", False, "Report bad lines and leave them empty.")
+
+
+def _model_dir(init: pathlib.Path) -> pathlib.Path:
+  results = init / "results.json"
+  if results.exists():  # a fine-tuning workdir: its best-dev run
+    return pathlib.Path(json.loads(results.read_text())["best_run"])
+  return init
+
+
+def _max_length(model: loading.Model) -> int:
+  cfg = model.config
+  if cfg.model_type != "deberta-v2" or cfg.position_biased_input:
+    return min(_MAX_LENGTH.value, cfg.max_position_embeddings)
+  return _MAX_LENGTH.value
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)
+  model = loading.load(_model_dir(pathlib.Path(_INIT.value)))
+  if "mlm_head" not in model.params or model.tokenizer is None:
+    raise SystemExit(f"{_INIT.value}: needs an MLM head and a tokenizer; fine-tune one with "
+                     "python -m wyjax.finetune --config=configs/wywmt.py")
+  name = "stdin" if _INPUT.value == "-" else _INPUT.value
+  stream = sys.stdin if _INPUT.value == "-" else open(_INPUT.value, encoding="utf-8")
+  with stream:
+    lines = [line.rstrip("\r\n") for line in stream]
+  max_length = _max_length(model)
+  sources, bad = [], {}
+  for number, line in enumerate(lines, 1):
+    ids = model.tokenizer.encode_chars(line)[0]
+    if not len(ids):
+      bad[number] = "empty line"
+    elif len(ids) + 3 > max_length:
+      bad[number] = f"{len(ids)} characters; at most {max_length - 3} fit (--max_length {max_length})"
+    sources.append(ids)
+  for number, reason in bad.items():
+    print(f"{name}:{number}: {reason}", file=sys.stderr)
+  if bad and not _SKIP_BAD_LINES.value:
+    raise SystemExit(f"{len(bad)} bad line(s) of {len(lines)}; fix them or pass --skip_bad_lines")
+  good = [i for i in range(len(lines)) if i + 1 not in bad]
+  params = jax.tree_util.tree_map(jax.numpy.asarray, model.params)
+  targets = prefix_lm.translate(
+      MaskedLM(model.config), params, model.tokenizer, [sources[i] for i in good], max_length=max_length,
+      max_ratio=_MAX_RATIO.value, max_extra=_MAX_EXTRA.value, batch_size=_BATCH_SIZE.value,
+      beam_size=_BEAM.value, length_penalty=_LENGTH_PENALTY.value)
+  out = [""] * len(lines)
+  for i, target in zip(good, targets):
+    out[i] = model.tokenizer.decode(target)
+  sys.stdout.write("".join(line + "\n" for line in out))
+  if bad:
+    print(f"{len(bad)} bad line(s) left empty, {len(good)} translated", file=sys.stderr)
+
+
+if __name__ == "__main__":
+  app.run(main)
