@@ -26,6 +26,8 @@ setup(
         "tensorboardX",
         "tqdm",
         "matplotlib",
+        "sacrebleu",
+        "rouge-score",
     ],
     extras_require={
         # torch first and pinned: this exact version is a CPU wheel; others pull CUDA.

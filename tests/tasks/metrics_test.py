@@ -49,3 +49,27 @@ def test_accuracy_and_macro_f1_equal_scikit_learn():
   assert metrics.accuracy(pred, gold) == pytest.approx(accuracy_score(gold, pred))
   assert metrics.macro_f1(pred, gold, 7) == pytest.approx(
       f1_score(gold, pred, average="macro", labels=list(range(7)), zero_division=0))
+
+
+def test_translation_scores_count_characters():
+  """Hand-counted: hypothesis 我们走吧 against reference 咱们走吧。 shares 3 of its 4 characters
+  with the reference's 5, 2 of its 3 bigrams with the reference's 4, and the LCS 们走吧 (3);
+  TER: one substitution and one insertion over 5 reference characters."""
+  scores = metrics.translation_scores(["我们走吧"], ["咱们走吧。"])
+  f1 = lambda p, r: 2 * p * r / (p + r)
+  assert scores["rouge1"] == pytest.approx(f1(3 / 4, 3 / 5))
+  assert scores["rouge2"] == pytest.approx(f1(2 / 3, 2 / 4))
+  assert scores["rougeL"] == pytest.approx(f1(3 / 4, 3 / 5))
+  assert scores["ter"] == pytest.approx(2 / 5)
+  # BLEU over characters: 3/4 unigrams, 2/3 bigrams, 1/2 trigrams, no 4-gram (sacrebleu's
+  # 'exp' smoothing halves it: 1/2 of 1 count over 1), brevity penalty exp(1 - 5/4).
+  precisions = [3 / 4, 2 / 3, 1 / 2, 1 / 2]
+  expected = np.exp(1 - 5 / 4) * np.exp(np.mean(np.log(precisions)))
+  assert scores["bleu"] == pytest.approx(expected, rel=1e-6)
+  perfect = metrics.translation_scores(["你不要再说了。", "走"], ["你不要再说了。", "走"])
+  assert perfect["bleu"] == pytest.approx(1.0) and perfect["chrf"] == pytest.approx(1.0) and perfect["ter"] == 0
+
+
+def test_translation_scores_reject_unequal_lengths():
+  with pytest.raises(ValueError, match="2 hypotheses for 1 references"):
+    metrics.translation_scores(["a", "b"], ["a"])

@@ -80,8 +80,7 @@ def test_tlc_majority_baseline_matches_the_published_numbers(shared_data):
 
 def test_wywrc_truncation_keeps_question_and_options(shared_data):
   examples = datasets.load_splits("wywrc", shared_data / "wyweb" / "wywrc")["dev"]
-  t2s = name != "wywmt"  # WYWMT's oracle must write the reference's own characters back
-  tokenizer = tk.Tokenizer(tk.build_vocab((t for e in examples for t in _strings(e)), t2s=t2s), t2s=t2s)
+  tokenizer = tk.Tokenizer(tk.build_vocab(t for e in examples for t in _strings(e)))
   cut_any = False
   for e in examples:
     features, truncated = tasks.WYWRC.featurize(e, tokenizer, 512)
@@ -101,8 +100,7 @@ def test_wywrc_truncation_keeps_question_and_options(shared_data):
 
 def test_xuci_span_vectors_point_at_the_target_word(shared_data):
   examples = datasets.load_splits("xuci", shared_data / "wyweb" / "xuci")["dev"]
-  t2s = name != "wywmt"  # WYWMT's oracle must write the reference's own characters back
-  tokenizer = tk.Tokenizer(tk.build_vocab((t for e in examples for t in _strings(e)), t2s=t2s), t2s=t2s)
+  tokenizer = tk.Tokenizer(tk.build_vocab(t for e in examples for t in _strings(e)))
   for e in examples:
     features, _ = tasks.XUCI.featurize(e, tokenizer, 96)
     for row, mask, text, (start, end) in zip(features["input_ids"], features["span_mask"],
@@ -118,3 +116,29 @@ def test_collate_pads_to_buckets_and_fills_the_batch():
   assert (batch["labels"][0, 3:] == IGNORE).all() and (batch["labels"][2:] == IGNORE).all()
   assert list(batch["weight"]) == [1, 1, 0, 0]
   assert batching.buckets(512) == (32, 48, 64, 96, 128, 192, 256, 384, 512)
+
+
+def test_wywmt_features_are_the_prefix_lm_layout(shared_data):
+  examples = datasets.load_splits("wywmt", shared_data / "wyweb" / "wywmt")["dev"][:200]
+  tokenizer = tk.Tokenizer(tk.build_vocab(t for e in examples for t in _strings(e)))
+  for e in examples:
+    source, target = tokenizer.encode_chars(e.source)[0], tokenizer.encode_chars(e.target)[0]
+    features, cut = tasks.WYWMT.featurize(e, tokenizer, 512)
+    ids, types, labels = features["input_ids"], features["token_type_ids"], features["labels"]
+    assert cut == 0
+    assert list(ids) == [tokenizer.cls_id, *source, tokenizer.sep_id, *target, tokenizer.sep_id]
+    assert list(types) == [0] * (len(source) + 2) + [1] * (len(target) + 1)
+    # Predicted: the target and its [SEP], each from the token before it.
+    assert list(labels[labels != IGNORE]) == [*target, tokenizer.sep_id]
+    assert (labels[:len(source) + 1] == IGNORE).all() and labels[-1] == IGNORE
+
+
+def test_wywmt_truncation_trims_the_longer_side():
+  example = wyweb.MtExample(1, "天" * 30, "地" * 5)
+  tokenizer = tk.Tokenizer(tk.build_vocab(["天地"]))
+  features, cut = tasks.WYWMT.featurize(example, tokenizer, 20)
+  ids = list(features["input_ids"])
+  assert len(ids) == 20 and cut == 18
+  assert ids.count(tokenizer.token_to_id["天"]) == 12 and ids.count(tokenizer.token_to_id["地"]) == 5
+  features, cut = tasks.WYWMT.featurize(wyweb.MtExample(1, "天" * 12, "地" * 12), tokenizer, 20)
+  assert cut == 7 and list(features["input_ids"]).count(tokenizer.token_to_id["天"]) == 9

@@ -242,14 +242,21 @@ class _Trainer:
         out[i] = logits[row, :features[i]["input_ids"].shape[-1]] if per_token else logits[row]
     return out
 
-  def translate(self, params, features: list[dict], beam_size: int) -> list[str]:
-    """Generated target text for each example's source (config.decoding)."""
-    sources = [f["input_ids"][1:int((f["token_type_ids"] == 0).sum()) - 1] for f in features]
+  def translate(self, params, examples, beam_size: int) -> list[str]:
+    """Generated target text for each example's source (config.decoding). The source alone is
+    encoded, never cut to make room for the reference: only one longer than max_length − 4
+    (room for one target token) loses its tail, with a warning."""
+    room = self.max_length - 4
+    sources = [self.tokenizer.encode_chars(e.source)[0] for e in examples]
+    cut = sum(max(0, len(s) - room) for s in sources)
+    if cut:
+      logging.warning("sources longer than %d tokens lose %d characters before decoding", room, cut)
     decoding = self.config.decoding
     targets = prefix_lm.translate(
-        self.model, params, self.tokenizer, sources, max_length=self.max_length, max_ratio=decoding.max_ratio,
-        max_extra=decoding.max_extra, batch_size=max(1, self.config.eval_batch_size // beam_size),
-        beam_size=beam_size, length_penalty=decoding.length_penalty)
+        self.model, params, self.tokenizer, [s[:room] for s in sources], max_length=self.max_length,
+        max_ratio=decoding.max_ratio, max_extra=decoding.max_extra,
+        batch_size=max(1, self.config.eval_batch_size // beam_size), beam_size=beam_size,
+        length_penalty=decoding.length_penalty)
     return [self.tokenizer.decode(t) for t in targets]
 
 
@@ -281,7 +288,7 @@ def evaluate(task: Task, trainer: _Trainer, params, examples, features, *,
   """
   logits = trainer.predict(params, features)
   if task.head == "prefix_lm":
-    predictions = trainer.translate(params, features, beam_size)
+    predictions = trainer.translate(params, examples, beam_size)
     scores = {**task.score(examples, predictions), **_teacher_forced_scores(trainer.tokenizer, features, logits)}
     return scores, predictions, np.zeros((0, 0), np.int64)
   predictions = [task.decode(e, f, l) for e, f, l in zip(examples, features, logits)]

@@ -1,0 +1,89 @@
+"""WYWMT end to end on real pairs: `python -m wyjax.finetune --config=configs/wywmt.py`, its
+generated dev translations and scores, then `python -m wyjax.translate` on the run."""
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import sacrebleu
+
+from tests.train.conftest import REPO_ROOT, pretrain_env
+from wyjax.hf import export, loading
+from wyjax.tasks import wyweb
+
+DECODING = ["--config.decoding.beam_size=2", "--config.decoding.max_ratio=1.0", "--config.decoding.max_extra=8"]
+
+
+@pytest.fixture(scope="module")
+def run(shared_data, tmp_path_factory):
+  """A fresh tiny model trained 60 steps (less than an epoch: one dev evaluation) on 1000 real
+  pairs; dev: the next 24."""
+  root = tmp_path_factory.mktemp("wywmt")
+  lines = (shared_data / "wyweb" / "wywmt" / "train.tsv").read_bytes().split(b"\n")
+  data = root / "data"
+  data.mkdir()
+  (data / "train.tsv").write_bytes(b"\n".join(lines[:1000]))
+  (data / "dev.tsv").write_bytes(b"\n".join(lines[1000:1024]))
+  workdir = root / "run"
+  result = subprocess.run(
+      [sys.executable, "-m", "wyjax.finetune", "--config=configs/wywmt.py", f"--workdir={workdir}",
+       f"--config.data_dir={data}", "--config.num_train_steps=60", "--config.batch_size=16",
+       "--config.learning_rate=1e-3", "--config.log_every=10", "--config.max_length=64", *DECODING],
+      cwd=REPO_ROOT, env=pretrain_env(WYJAX_CACHE=str(root / "cache")), capture_output=True, text=True)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return data, workdir
+
+
+def test_dev_translations_are_generated_scored_and_written(run):
+  data, workdir = run
+  results = json.loads((workdir / "results.json").read_text())
+  dev = wyweb.read_wywmt(data / "dev.tsv")
+  predictions = wyweb.read_wywmt(workdir / "seed_0" / "dev_predictions.tsv")  # never empty: it parses
+  assert [p.source for p in predictions] == [e.source for e in dev]
+  for p in predictions:
+    assert len(p.target) <= math.ceil(1.0 * len(p.source)) + 8
+  # The reported scores are those of the written translations.
+  bleu = sacrebleu.BLEU(tokenize="zh").corpus_score([p.target for p in predictions], [[e.target for e in dev]])
+  assert results["dev"]["bleu"] == pytest.approx(bleu.score / 100)
+  assert {"chrf", "ter", "rouge1", "rouge2", "rougeL", "teacher_forced_bleu"} <= set(results["dev"])
+  # Copying the source is the baseline row.
+  copy = sacrebleu.BLEU(tokenize="zh").corpus_score([e.source for e in dev], [[e.target for e in dev]])
+  assert results["majority_baseline"]["bleu"] == pytest.approx(copy.score / 100)
+  losses = [r["loss"] for r in map(json.loads, (workdir / "seed_0" / "metrics.jsonl").read_text().splitlines())
+            if "loss" in r]
+  assert len(losses) == 6 and losses[-1] < losses[0] - 1.0, losses
+
+
+def _translate(workdir, text: str, *flags):
+  return subprocess.run(
+      [sys.executable, "-m", "wyjax.translate", f"--init={workdir}", "--beam=2", "--max_ratio=1.0",
+       "--max_extra=8", "--max_length=64", *flags],
+      input=text, cwd=REPO_ROOT, env=pretrain_env(), capture_output=True, text=True)
+
+
+def test_translate_cli_matches_the_runs_dev_translations(run, tmp_path):
+  """From the workdir and from its transformers export: the run's own dev translations."""
+  data, workdir = run
+  dev = wyweb.read_wywmt(data / "dev.tsv")[:6]
+  expected = [p.target for p in wyweb.read_wywmt(workdir / "seed_0" / "dev_predictions.tsv")[:6]]
+  export.export(loading.load(workdir / "seed_0"), tmp_path / "hf")
+  for init in (workdir, tmp_path / "hf"):
+    result = _translate(init, "".join(e.source + "\n" for e in dev))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines() == expected, init
+
+
+def test_translate_cli_reports_bad_lines_and_never_drops_them(run):
+  _, workdir = run
+  text = "子曰學而時習之\n   \n" + "天" * 70 + "\n不亦說乎\n"
+  strict = _translate(workdir, text)
+  assert strict.returncode != 0 and strict.stdout == ""
+  assert "stdin:2: empty line" in strict.stderr
+  assert "stdin:3: 70 characters; at most 61 fit (--max_length 64)" in strict.stderr
+  lenient = _translate(workdir, text, "--skip_bad_lines")
+  assert lenient.returncode == 0, lenient.stderr[-3000:]
+  out = lenient.stdout.split("\n")
+  assert len(out) == 5 and out[4] == ""  # four lines, each ended by a newline
+  assert out[0] and out[1] == "" and out[2] == "" and out[3]
+  assert "2 bad line(s) left empty, 2 translated" in lenient.stderr
