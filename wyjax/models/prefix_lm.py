@@ -100,6 +100,7 @@ def _constrain(logits, t, limits, sep_id: int, banned_ids: tuple[int, ...]):
 
 
 def _greedy(step, logits, state, limits, *, max_new: int, sep_id: int, pad_id: int, banned_ids):
+  """The most probable token at each step, until every row has its [SEP]."""
   batch = logits.shape[0]
 
   def body(carry):
