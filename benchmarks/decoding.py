@@ -74,7 +74,7 @@ def main():
       run = lambda use_cache: prefix_lm.generate(model, params, prefix, limits, max_new=length, sep_id=-1,
                                                  banned_ids=(0, 1, 2, 3, 4), use_cache=use_cache)
       cached, uncached = seconds(lambda: run(True), args.repeats), seconds(lambda: run(False), args.repeats)
-      rate = lambda s: f"{args.batch / s:.1f} | {args.batch * length / s:.0f}"
+      rate = lambda s: f"{args.batch / s:.2f} | {args.batch * length / s:.0f}"
       print(f"| {name} | {length} | {rate(cached)} | {rate(uncached)} | {uncached / cached:.1f}× |", flush=True)
 
 
