@@ -37,9 +37,8 @@ def _model_dir(init: pathlib.Path) -> pathlib.Path:
 
 
 def _max_length(model: loading.Model) -> int:
-  cfg = model.config
-  if cfg.model_type != "deberta-v2" or cfg.position_biased_input:
-    return min(_MAX_LENGTH.value, cfg.max_position_embeddings)
+  if model.config.absolute_positions:
+    return min(_MAX_LENGTH.value, model.config.max_position_embeddings)
   return _MAX_LENGTH.value
 
 

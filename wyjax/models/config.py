@@ -93,6 +93,12 @@ class EncoderConfig:
   def layer_norm_rel_embeddings(self) -> bool:
     return "layer_norm" in self.norm_rel_ebd.lower()
 
+  @property
+  def absolute_positions(self) -> bool:
+    """Whether inputs are capped at max_position_embeddings (BERT, RoBERTa, DeBERTa with
+    position_biased_input); relative-only DeBERTa takes any length."""
+    return self.model_type != "deberta-v2" or self.position_biased_input
+
   def replace(self, **changes) -> "EncoderConfig":
     return dataclasses.replace(self, **changes)
 

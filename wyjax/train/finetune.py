@@ -134,8 +134,9 @@ def graft(params: dict, pretrained: dict, task: Task) -> dict:
   params = jax.tree_util.tree_map(np.asarray, params)
   target = params["scorer"] if task.head == "choice" else params
   for name, tree in pretrained.items():
-    fits = name in target and jax.tree_util.tree_map(np.shape, target[name]) == jax.tree_util.tree_map(np.shape, tree)
-    if fits:
+    if name not in target:  # e.g. the MLM head of a pretrained model, for a classifier
+      continue
+    if jax.tree_util.tree_map(np.shape, target[name]) == jax.tree_util.tree_map(np.shape, tree):
       target[name] = jax.tree_util.tree_map(np.asarray, tree)
     elif name == "encoder":
       raise ValueError("the pretrained encoder's params do not fit the model's: "
@@ -288,7 +289,8 @@ def evaluate(task: Task, trainer: _Trainer, params, examples, features, *,
   """
   logits = trainer.predict(params, features)
   if task.head == "prefix_lm":
-    predictions = trainer.translate(params, examples, beam_size)
+    texts = trainer.translate(params, examples, beam_size)
+    predictions = [task.decode(e, f, t) for e, f, t in zip(examples, features, texts)]
     scores = {**task.score(examples, predictions), **_teacher_forced_scores(trainer.tokenizer, features, logits)}
     return scores, predictions, np.zeros((0, 0), np.int64)
   predictions = [task.decode(e, f, l) for e, f, l in zip(examples, features, logits)]
@@ -371,11 +373,10 @@ def train_one(task: Task, config, data: dict, model_config: EncoderConfig, pretr
 def load_task_data(task: Task, config, tokenizer, model_config: EncoderConfig, splits: dict) -> dict:
   """{'train'|'dev'|'test': (examples, features), 'max_length': n, 'truncated': {split: chars}}."""
   max_length = config.max_length or task.max_length
-  if model_config.model_type != "deberta-v2" or model_config.position_biased_input:
-    if max_length > model_config.max_position_embeddings:
-      logging.warning("max_length %d exceeds the model's %d absolute positions; using %d",
-                      max_length, model_config.max_position_embeddings, model_config.max_position_embeddings)
-      max_length = model_config.max_position_embeddings
+  if model_config.absolute_positions and max_length > model_config.max_position_embeddings:
+    logging.warning("max_length %d exceeds the model's %d absolute positions; using %d",
+                    max_length, model_config.max_position_embeddings, model_config.max_position_embeddings)
+    max_length = model_config.max_position_embeddings
   data = {"max_length": max_length, "truncated": {}}
   for split, examples in splits.items():
     path = datasets.file_of(task.name, config.data_dir, split)
