@@ -1,10 +1,11 @@
-"""Fine-tune and evaluate one model on every WYWEB task that has data; write the leaderboard.
+"""Fine-tune and evaluate one model on every task that has data; write the leaderboard.
 
-    python -m wyjax.benchmark --init=MODEL --data_root=WYWEB_TASKS --out=DIR [--tasks=tlc,glner]
+    python -m wyjax.benchmark --init=MODEL --data_root=TASKS --out=DIR [--tasks=tlc,glner]
         [--learning_rate=…] [--num_epochs=…] [--seeds=3]
 
-data_root holds one folder per task (tlc/, glner/, …) in WYWEB's formats; tasks without a
-folder are skipped. Each task runs with configs/<task>.py plus the overrides given here.
+data_root holds one folder per dataset in its original format: the WYWEB tasks (tlc/, glner/,
+…), ccpm/ (both CCPM models), cclue_ner/, cclue_re/ and aceval/ (dev/ and test/ CSVs); tasks
+without a folder are skipped. Each task runs with configs/<task>.py plus the overrides given here.
 Writes DIR/<task>/ (runs, results.json, submission), DIR/leaderboard.{md,json} and
 DIR/plots/<task>_{confusion,curve}.png (wyjax/train/benchmark.py).
 """
@@ -21,7 +22,8 @@ from wyjax.train import benchmark
 _INIT = flags.DEFINE_string("init", "", "transformers folder or wyjax workdir (empty: fresh tiny model).")
 _DATA_ROOT = flags.DEFINE_string("data_root", None, "Folder with one subfolder per task.", required=True)
 _OUT = flags.DEFINE_string("out", None, "Output folder.", required=True)
-_TASKS = flags.DEFINE_list("tasks", [t for t in leaderboard.COLUMNS if t in TASKS], "Tasks to run (those with data).")
+_TASKS = flags.DEFINE_list("tasks", [t for t in leaderboard.COLUMNS + leaderboard.CLASSICAL_COLUMNS if t in TASKS],
+                           "Tasks to run (those with data).")
 _NAME = flags.DEFINE_string("name", None, "Model name in the table (default: the init folder's name).")
 _LR = flags.DEFINE_float("learning_rate", None, "Override every task's learning rate.")
 _EPOCHS = flags.DEFINE_integer("num_epochs", None, "Override every task's number of epochs.")

@@ -1,10 +1,11 @@
-"""The XuCi span-pair head computes [u; v; |u − v|] · W over mean span vectors, per sentence."""
+"""Heads on top of the encoder: XuCi's span pair ([u; v; |u − v|] · W over mean span vectors)
+and CCPM's Match (cosine of mean-pooled vectors)."""
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from wyjax.models import EncoderConfig, SpanPairClassifier, encoder_class
+from wyjax.models import CosineMatch, EncoderConfig, SpanPairClassifier, encoder_class
 
 
 def test_span_pair_logits_from_mean_span_vectors():
@@ -29,3 +30,25 @@ def test_span_pair_logits_from_mean_span_vectors():
   assert "bias" not in params["classifier"]
   np.testing.assert_allclose(logits, np.concatenate([u, v, np.abs(u - v)], -1) @ kernel, atol=1e-5)
   assert logits.shape == (3, 2) and jnp.isfinite(logits).all()
+
+
+def test_cosine_match_scores_mean_pooled_cosines_and_ignores_padding():
+  config = EncoderConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=32, relative_attention=True, position_buckets=8,
+                         pos_att_type="p2c|c2p", position_biased_input=False)
+  rng = np.random.default_rng(0)
+  ids = rng.integers(5, 50, size=(2, 5, 12)).astype(np.int32)
+  mask = np.ones_like(ids)
+  mask[:, 2, 6:] = 0  # a short candidate, padded
+  head = CosineMatch(config)
+  params = nn.unbox(head.init(jax.random.key(0), ids, mask)["params"])
+  scores = np.asarray(head.apply({"params": params}, ids, mask))
+
+  hidden = np.asarray(encoder_class(config)(config).apply({"params": params["encoder"]}, ids.reshape(10, 12),
+                                                          mask.reshape(10, 12))).reshape(2, 5, 12, 16)
+  pooled = (hidden * mask[..., None]).sum(2) / mask.sum(-1, keepdims=True)
+  unit = pooled / np.linalg.norm(pooled, axis=-1, keepdims=True)
+  np.testing.assert_allclose(scores, 20.0 * np.einsum("bd,bkd->bk", unit[:, 0], unit[:, 1:]), atol=1e-4)
+  # More padding after a row changes nothing.
+  wider_ids, wider_mask = np.pad(ids, ((0, 0), (0, 0), (0, 4))), np.pad(mask, ((0, 0), (0, 0), (0, 4)))
+  np.testing.assert_allclose(head.apply({"params": params}, wider_ids, wider_mask), scores, atol=1e-4)

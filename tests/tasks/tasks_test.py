@@ -9,15 +9,18 @@ import numpy as np
 import pytest
 
 from wyjax.data import tokenizer as tk
-from wyjax.tasks import batching, datasets, tasks, wyweb
+from wyjax.tasks import aceval, batching, cclue, ccpm, datasets, tasks, wyweb
 from wyjax.tasks.tagging import IGNORE
+from wyjax.train.aceval import folds
 from wyjax.train.finetune import featurize, write_predictions
 
 
 @pytest.fixture(scope="module")
-def task_dirs(shared_data, tmp_path_factory):
-  """The seven shared WYWEB tasks, and GJC and PUNC built from the Daizhige sample."""
+def task_dirs(shared_data, classical_dirs, tmp_path_factory):
+  """The seven shared WYWEB tasks, GJC and PUNC built from the Daizhige sample, the others'
+  folders (tests/conftest.py)."""
   dirs = {t: shared_data / "wyweb" / t for t in ("tlc", "glner", "fspc", "xuci", "irc", "wywrc", "wywmt")}
+  dirs.update(classical_dirs)
   built = tmp_path_factory.mktemp("built")
   for task in ("gjc", "punc"):
     subprocess.run([sys.executable, "-m", "wyjax.data", f"build-{task}",
@@ -36,9 +39,12 @@ def _oracle_logits(task: tasks.Task, features: dict) -> np.ndarray:
 @pytest.mark.parametrize("name", sorted(tasks.TASKS))
 def test_oracle_logits_score_perfectly_and_submissions_parse_back(task_dirs, name, tmp_path):
   task = tasks.TASKS[name]
-  examples = datasets.load_splits(name, task_dirs[name])["dev"][:300]
+  splits = datasets.load_splits(task.data, task_dirs[task.data])
+  task = tasks.for_data(task, splits)
+  examples = splits["dev"][:300]
   t2s = name != "wywmt"  # WYWMT's oracle must write the reference's own characters back
-  tokenizer = tk.Tokenizer(tk.build_vocab((t for e in examples for t in _strings(e)), t2s=t2s), t2s=t2s)
+  texts = [t for e in examples for t in _strings(e)] + [task.inserted_text]
+  tokenizer = tk.Tokenizer(tk.build_vocab(texts, t2s=t2s), t2s=t2s)
   features, truncated = featurize(task, examples, tokenizer, task.max_length, "dev")
   if task.head == "prefix_lm":  # the oracle generates exactly the next-token labels
     outputs = [tokenizer.decode(f["labels"][f["labels"] != IGNORE]) for f in features]
@@ -54,7 +60,15 @@ def test_oracle_logits_score_perfectly_and_submissions_parse_back(task_dirs, nam
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     assert [r["sentiments"]["holistic"] for r in records] == [e.holistic for e in examples]
     return
-  reread = wyweb.READERS[name](path)
+  if name == "aceval":  # one {subject, id, answer} per question; aceval.json is assembled from them
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert [(r["subject"], r["id"], r["answer"]) for r in records] == [(e.subject, e.row_id, e.answer)
+                                                                       for e in examples]
+    return
+  readers = {**wyweb.READERS, "ccpm": ccpm.read_ccpm, "ccpm_match": ccpm.read_ccpm,
+             "cclue_re": cclue.read_relations,
+             "cclue_ner": lambda labels: cclue.read_ner(task_dirs["cclue_ner"] / "dev.txt", labels)[:len(examples)]}
+  reread = readers[name](path)
   if name == "wywmt":
     assert [(e.source, e.target) for e in reread] == [(e.source, p) for e, p in zip(examples, predictions)]
     return
@@ -142,3 +156,79 @@ def test_wywmt_truncation_trims_the_longer_side():
   assert ids.count(tokenizer.token_to_id["天"]) == 12 and ids.count(tokenizer.token_to_id["地"]) == 5
   features, cut = tasks.WYWMT.featurize(wyweb.MtExample(1, "天" * 12, "地" * 12), tokenizer, 20)
   assert cut == 7 and list(features["input_ids"]).count(tokenizer.token_to_id["天"]) == 9
+
+
+def _chars_tokenizer(*texts) -> tk.Tokenizer:
+  return tk.Tokenizer(tk.build_vocab(texts))
+
+
+def test_aceval_truncation_keeps_the_question_ends_and_the_options():
+  passage = "".join(chr(0x4E00 + i % 400) for i in range(1500))
+  question = f"阅读下文\n{passage}\n下列理解不正确的一项是（）"
+  options = ("甲" * 10, "乙" * 12, "丙" * 300, "丁")
+  example = aceval.Question(2, "translation", "0", question, options, "C", "")
+  tokenizer = _chars_tokenizer(question, *options)
+  features, cut = tasks.ACEVAL.featurize(example, tokenizer, 512)
+  ids = features["input_ids"]
+  assert ids.shape == (4, 512) and features["label"] == 2
+  kept_option = (512 - 3) // 2  # an option keeps at most half of the content tokens
+  room = 512 - 3 - kept_option
+  q = tokenizer.encode_chars(question)[0]
+  expected_question = list(q[:room - 64]) + list(q[-64:])  # its beginning and its last 64 tokens
+  for row, option in zip(ids, options):
+    real = list(row[row != tokenizer.pad_id])
+    assert real[0] == tokenizer.cls_id and real[1:room + 1] == expected_question and real[room + 1] == tokenizer.sep_id
+    assert real[room + 2:-1] == list(tokenizer.encode_chars(option)[0][:kept_option])
+  assert tokenizer.decode(expected_question[-16:]).endswith("下列理解不正确的一项是（）")
+  assert cut == (len(q) - room) + (300 - kept_option)
+  assert (features["token_type_ids"][:, room + 2] == 1).all() and (features["token_type_ids"][:, :room + 2] == 0).all()
+
+
+def test_relation_marks_the_pair_and_keeps_it_when_cut():
+  example = cclue.RelationExample(1, "司马宣王围公孙渊於襄平，传渊首于京都", "渊", "PER", "公孙渊", "PER", "同名于")
+  assert tasks._marked(example) == "司马宣王围『公孙渊』於襄平，传「渊」首于京都"  # 渊 outside 公孙渊
+  inside = cclue.RelationExample(1, "围公孙渊", "渊", "PER", "公孙渊", "PER", "同名于")
+  with pytest.raises(ValueError, match="no occurrence of the subject '渊' outside the object '公孙渊'"):
+    tasks._marked(inside)
+
+  far = cclue.RelationExample(1, "杨虔" + "之" * 100 + "为刺史", "杨虔", "PER", "刺史", "JOB", "任职")
+  task = tasks.relation_task(("任职", "父"))
+  tokenizer = _chars_tokenizer(far.text, tasks.RELATION_MARKERS)
+  features, cut = task.featurize(far, tokenizer, 32)
+  text = tokenizer.decode(features["input_ids"])
+  assert len(features["input_ids"]) == 32 and cut == 105 + 4 - 30 and features["label"] == 0
+  assert text.startswith("「杨虔」") and text.endswith("『刺史』")  # the middle is cut, both entities stay
+  near = cclue.RelationExample(1, "之" * 100 + "杨虔为刺史", "杨虔", "PER", "刺史", "JOB", "")
+  features, _ = task.featurize(near, tokenizer, 32)
+  assert tokenizer.decode(features["input_ids"]).endswith("「杨虔」为『刺史』") and features["label"] == IGNORE
+
+
+def test_cclue_ner_majority_tag_baseline_by_hand():
+  example = lambda text, spans: cclue.NerExample(1, text, spans, True)
+  train = [example("秦王至", ((0, 2, "PER"),)), example("秦王", ((0, 2, "PER"),)), example("秦人", ((0, 1, "LOC"),))]
+  dev = [example("秦王人", ((0, 2, "PER"),)), example("王秦", ())]
+  # 秦 → B-PER (2 of 3), 王 → I-PER, 人 → O: dev predicts 秦王 (right), then 王 and 秦 as two PER
+  # chunks (a chunk may start with I-): precision 1/3, recall 1/1.
+  scores = tasks.majority_baseline(tasks.CCLUE_NER, train, dev)
+  assert scores["precision"] == pytest.approx(1 / 3) and scores["recall"] == 1.0 and scores["f1"] == pytest.approx(0.5)
+
+
+def test_unlabelled_splits_get_ignored_labels(classical_dirs):
+  test = datasets.read_split("ccpm", classical_dirs["ccpm"], "test")
+  tokenizer = _chars_tokenizer(*(t for e in test for t in _strings(e)))
+  for task in (tasks.CCPM, tasks.CCPM_MATCH):
+    features, _ = featurize(task, test, tokenizer, 64, "test")
+    assert all(f["label"] == IGNORE for f in features)
+  assert features[0]["input_ids"].shape[0] == 5  # Match: the translation and its four lines apart
+  untagged = cclue.NerExample(1, "秦王", (), False)
+  features, _ = tasks.CCLUE_NER.featurize(untagged, _chars_tokenizer("秦王"), 16)
+  assert (features["labels"] == IGNORE).all()
+
+
+def test_aceval_folds_hold_out_each_question_once_one_per_subject(classical_dirs):
+  dev = datasets.read_split("aceval", classical_dirs["aceval"], "dev")
+  fold_of = folds(dev, 5)
+  for fold in range(5):
+    held = [q for q, f in zip(dev, fold_of) if f == fold]
+    assert sorted(q.subject for q in held) == sorted(aceval.SUBJECTS)  # one question of each subject
+  assert [f for q, f in zip(dev, fold_of) if q.subject == "geography"] == [0, 1, 2, 3, 4]

@@ -9,13 +9,17 @@ from wyjax.data.tokenizer import Tokenizer
 from wyjax.hf import configs, weights
 from wyjax.hf.loading import Model
 
-# WYWEB tasks as Hub model-index task types.
+# Benchmark tasks as Hub model-index task types.
 TASK_TYPES = {
     "punc": "token-classification", "glner": "token-classification",
     "gjc": "text-classification", "tlc": "text-classification", "fspc": "text-classification",
     "xuci": "text-classification", "irc": "multiple-choice", "wywrc": "multiple-choice",
-    "wywmt": "translation",
+    "wywmt": "translation", "ccpm": "multiple-choice", "ccpm_match": "multiple-choice",
+    "cclue_ner": "token-classification", "cclue_re": "text-classification", "aceval": "multiple-choice",
 }
+# (name, type) of the datasets outside WYWEB.
+DATASETS = {"ccpm": ("CCPM", "ccpm"), "ccpm_match": ("CCPM", "ccpm"), "cclue_ner": ("C-CLUE NER", "c-clue-ner"),
+            "cclue_re": ("C-CLUE relations", "c-clue-re"), "aceval": ("AC-EVAL", "ac-eval")}
 
 
 def export(model: Model, out, *, legacy: bool | None = None, name: str = "wyjax-model",
@@ -92,9 +96,10 @@ def _model_index(results: dict) -> list[dict]:
   split = results.get("split", "dev")
   entries = []
   for task, metrics in results["tasks"].items():
+    name, kind = DATASETS.get(task, (f"WYWEB {task.upper()}", f"wyweb-{task}"))
     entries.append({
         "task": {"type": TASK_TYPES.get(task, "other"), "name": task.upper()},
-        "dataset": {"name": f"WYWEB {task.upper()}", "type": f"wyweb-{task}", "split": split},
+        "dataset": {"name": name, "type": kind, "split": split},
         "metrics": [{"type": metric, "value": float(value)} for metric, value in metrics.items()],
     })
   return entries

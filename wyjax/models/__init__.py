@@ -2,8 +2,8 @@
 from wyjax.models.bert import Bert
 from wyjax.models.config import EncoderConfig
 from wyjax.models.deberta_v2 import DebertaV2
-from wyjax.models.heads import (MaskedLM, MlmHead, MultipleChoice, Pooler, SequenceClassifier,
+from wyjax.models.heads import (CosineMatch, MaskedLM, MlmHead, MultipleChoice, Pooler, SequenceClassifier,
                                 SpanPairClassifier, TokenClassifier, encoder_class)
 
-__all__ = ["Bert", "DebertaV2", "EncoderConfig", "MaskedLM", "MlmHead", "MultipleChoice", "Pooler",
+__all__ = ["Bert", "CosineMatch", "DebertaV2", "EncoderConfig", "MaskedLM", "MlmHead", "MultipleChoice", "Pooler",
            "SequenceClassifier", "SpanPairClassifier", "TokenClassifier", "encoder_class"]

@@ -108,6 +108,27 @@ class MultipleChoice(nn.Module):
     return scores.reshape(batch, choices)
 
 
+class CosineMatch(nn.Module):
+  """CCPM's Match model: a query (row 0) and candidates (rows 1..) encoded separately, each
+  mean-pooled over its tokens; one score per candidate, the cosine similarity with the query
+  times `scale` (the softmax temperature: cosines alone span only [-1, 1]).
+  [batch, 1 + candidates, length] → [batch, candidates]. Params: {'encoder'}."""
+  config: EncoderConfig
+  scale: float = 20.0
+
+  @nn.compact
+  def __call__(self, input_ids, attention_mask, token_type_ids=None, *, deterministic: bool = True):
+    batch, rows, length = input_ids.shape
+    flat = lambda x: x.reshape(batch * rows, length)
+    hidden = encoder_class(self.config)(self.config, name="encoder")(
+        flat(input_ids), flat(attention_mask), deterministic=deterministic).astype(jnp.float32)
+    weights = flat(attention_mask).astype(jnp.float32)
+    pooled = jnp.einsum("nl,nld->nd", weights, hidden) / jnp.maximum(weights.sum(-1, keepdims=True), 1.0)
+    pooled = pooled / jnp.maximum(jnp.linalg.norm(pooled, axis=-1, keepdims=True), 1e-6)
+    pooled = pooled.reshape(batch, rows, -1)
+    return self.scale * jnp.einsum("bd,bkd->bk", pooled[:, 0], pooled[:, 1:])
+
+
 class TokenClassifier(nn.Module):
   """Encoder → dropout → dense per token (transformers' *ForTokenClassification).
   Params: {'encoder', 'classifier'}."""

@@ -1,10 +1,10 @@
-"""WYWEB task files as TFDS datasets (ArrayRecord, no TensorFlow), read back through grain.
+"""Task files as TFDS datasets (ArrayRecord, no TensorFlow), read back through grain.
 
-The builder reads a task folder exactly as WYWEB publishes it (its manual directory) with the
-strict readers of `wyweb.py`, so a malformed line fails the build with `file:line`. Records
-keep the example's fields, typed, and its line number; file order is kept. Builds are cached
-under <cache>/tfds keyed by the files' SHA-256, so edited files are rebuilt and unchanged ones
-are read from disk.
+The builder reads a task folder exactly as its benchmark publishes it (its manual directory)
+with the strict readers of wyweb.py, ccpm.py, cclue.py and aceval.py, so a malformed line fails
+the build with `file:line`. Records keep the example's fields, typed, and its line number; file
+order is kept. Builds are cached under <cache>/tfds keyed by the files' SHA-256, so edited files
+are rebuilt and unchanged ones are read from disk.
 """
 import dataclasses
 import hashlib
@@ -17,14 +17,44 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from wyjax.data.corpus import cache_dir
-from wyjax.tasks import files, wyweb
+from wyjax.tasks import aceval, cclue, ccpm, files, wyweb
 
 SPLITS = ("train", "dev", "test")
 EXAMPLE_TYPES = {
     "tlc": wyweb.TlcExample, "gjc": wyweb.GjcExample, "punc": wyweb.PuncExample, "glner": wyweb.GlnerExample,
     "fspc": wyweb.FspcExample, "xuci": wyweb.XuciExample, "irc": wyweb.ChoiceExample,
-    "wywrc": wyweb.ChoiceExample, "wywmt": wyweb.MtExample,
+    "wywrc": wyweb.ChoiceExample, "wywmt": wyweb.MtExample, "ccpm": ccpm.CcpmExample,
+    "cclue_ner": cclue.NerExample, "cclue_re": cclue.RelationExample, "aceval": aceval.Question,
 }
+# How each dataset's train split is named in its folder (for errors).
+TRAIN_FILES = {**{task: f"train.{{{','.join(ext)}}}" for task, ext in wyweb.EXTENSIONS.items()},
+               "ccpm": "train.jsonl", "cclue_ner": "train.txt and train-label.txt", "cclue_re": "train_data.json",
+               "aceval": "dev/<subject>.csv"}
+
+
+def split_files(dataset: str, data_dir, split: str) -> list[pathlib.Path]:
+  """The files that hold one split of a dataset folder (none: the split is absent)."""
+  if dataset in wyweb.EXTENSIONS:
+    path = files.find_split(data_dir, split, wyweb.EXTENSIONS[dataset])
+    return [] if path is None else [path]
+  if dataset == "ccpm":
+    return ccpm.split_files(data_dir, split)
+  if dataset == "aceval":
+    return aceval.split_files(data_dir, split)
+  return cclue.split_files(dataset, data_dir, split)
+
+
+def read_split(dataset: str, data_dir, split: str) -> list | None:
+  """The split's examples straight from the files (no TFDS), or None when absent."""
+  if dataset in wyweb.EXTENSIONS:
+    return wyweb.read_split(dataset, data_dir, split)
+  if dataset == "ccpm":
+    return ccpm.read_split(data_dir, split)
+  if dataset == "aceval":
+    return aceval.read_split(data_dir, split)
+  return cclue.read_split(dataset, data_dir, split)
+
+
 _SPAN = {"start": np.int32, "end": np.int32, "type": tfds.features.Text()}
 
 
@@ -51,10 +81,11 @@ def _fields(example_type) -> dict:
 
 def _to_record(example) -> dict:
   record = dataclasses.asdict(example)
-  if isinstance(example, wyweb.GlnerExample):
+  if "spans" in record:
     record["spans"] = [dict(zip(("start", "end", "type"), span)) for span in example.spans]
-  if isinstance(example, wyweb.ChoiceExample) and example.kind is None:
-    record["kind"] = -1
+  for name, annotation in _fields(type(example)).items():
+    if annotation == int | None and record[name] is None:
+      record[name] = -1
   return record
 
 
@@ -78,14 +109,14 @@ def _from_record(example_type, record: dict):
       value = tuple(_text(v) for v in value)
     elif annotation == tuple[int, int]:
       value = tuple(int(v) for v in value)
-    else:  # GLNER spans: a dict of parallel lists
+    else:  # spans: a dict of parallel lists
       value = tuple((int(s), int(e), _text(t)) for s, e, t in zip(value["start"], value["end"], value["type"]))
     values[name] = value
   return example_type(**values)
 
 
-class Wyweb(tfds.core.GeneratorBasedBuilder):
-  """One config per WYWEB task; the manual directory is the task folder."""
+class TaskFiles(tfds.core.GeneratorBasedBuilder):
+  """One config per dataset; the manual directory is the dataset's folder."""
 
   VERSION = tfds.core.Version("1.0.0")
   BUILDER_CONFIGS = [tfds.core.BuilderConfig(name=task) for task in EXAMPLE_TYPES]
@@ -95,58 +126,55 @@ class Wyweb(tfds.core.GeneratorBasedBuilder):
     fields = _fields(EXAMPLE_TYPES[self.builder_config.name])
     return tfds.core.DatasetInfo(
         builder=self, features=tfds.features.FeaturesDict({k: _feature(v) for k, v in fields.items()}),
-        homepage="https://github.com/baudzhou/WYWEB",
         disable_shuffling=True)  # file order: predictions are written in the order of the file
 
   def _split_generators(self, dl_manager):
-    task = self.builder_config.name
+    dataset = self.builder_config.name
     generators = {}
     for split in SPLITS:
-      path = files.find_split(dl_manager.manual_dir, split, wyweb.EXTENSIONS[task])
-      examples = None if path is None else wyweb.READERS[task](path)
+      examples = read_split(dataset, dl_manager.manual_dir, split)
       if examples:
         generators[split] = self._generate_examples(examples)
-      elif path is not None:
-        logging.warning("%s has no examples: no %s split", path, split)
+      elif examples is not None:
+        logging.warning("%s has no examples: no %s split", split_files(dataset, dl_manager.manual_dir, split), split)
     return generators
 
   def _generate_examples(self, examples):
-    for example in examples:
-      yield example.line, _to_record(example)
+    for index, example in enumerate(examples):  # line numbers repeat across AC-EVAL's subject files
+      yield index, _to_record(example)
 
 
-def _fingerprint(data_dir: pathlib.Path, task: str) -> str:
+def _fingerprint(data_dir: pathlib.Path, dataset: str) -> str:
   digest = hashlib.sha256()
   for split in SPLITS:
-    path = files.find_split(data_dir, split, wyweb.EXTENSIONS[task])
-    if path is not None:
+    for path in split_files(dataset, data_dir, split):
       digest.update(path.name.encode())
       digest.update(hashlib.sha256(path.read_bytes()).digest())
   return digest.hexdigest()[:16]
 
 
-def builder(task: str, data_dir) -> Wyweb:
-  """The task's builder, prepared (built once per distinct set of files)."""
+def builder(dataset: str, data_dir) -> TaskFiles:
+  """The dataset's builder, prepared (built once per distinct set of files)."""
   data_dir = pathlib.Path(data_dir)
-  if task not in EXAMPLE_TYPES:
-    raise ValueError(f"unknown task {task!r}; WYWEB tasks are {sorted(EXAMPLE_TYPES)}")
+  if dataset not in EXAMPLE_TYPES:
+    raise ValueError(f"unknown dataset {dataset!r}; datasets are {sorted(EXAMPLE_TYPES)}")
   if not data_dir.is_dir():
     raise FileNotFoundError(f"{data_dir}: no such task folder")
-  if files.find_split(data_dir, "train", wyweb.EXTENSIONS[task]) is None:
-    raise FileNotFoundError(f"{data_dir}: no train.{{{','.join(wyweb.EXTENSIONS[task])}}} for task {task}")
-  tfds_dir = cache_dir() / "tfds" / f"{task}-{_fingerprint(data_dir, task)}"
-  result = Wyweb(config=task, data_dir=str(tfds_dir), file_format="array_record")
+  if not split_files(dataset, data_dir, "train"):
+    raise FileNotFoundError(f"{data_dir}: no {TRAIN_FILES[dataset]} for {dataset}")
+  tfds_dir = cache_dir() / "tfds" / f"{dataset}-{_fingerprint(data_dir, dataset)}"
+  result = TaskFiles(config=dataset, data_dir=str(tfds_dir), file_format="array_record")
   if not result.is_prepared():
-    logging.info("building TFDS %s from %s into %s", task, data_dir, tfds_dir)
+    logging.info("building TFDS %s from %s into %s", dataset, data_dir, tfds_dir)
     tfds.disable_progress_bar()
     result.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=str(data_dir)))
   return result
 
 
-def load_splits(task: str, data_dir) -> dict[str, list]:
+def load_splits(dataset: str, data_dir) -> dict[str, list]:
   """{split: examples} for the splits present (test may be absent), read through grain."""
-  ds_builder = builder(task, data_dir)
-  example_type = EXAMPLE_TYPES[task]
+  ds_builder = builder(dataset, data_dir)
+  example_type = EXAMPLE_TYPES[dataset]
   out = {}
   for split in ds_builder.info.splits:
     source = grain.MapDataset.source(ds_builder.as_data_source(split))
@@ -154,6 +182,8 @@ def load_splits(task: str, data_dir) -> dict[str, list]:
   return {split: out[split] for split in SPLITS if split in out}
 
 
-def file_of(task: str, data_dir, split: str) -> pathlib.Path | None:
-  return files.find_split(data_dir, split, wyweb.EXTENSIONS[task])
+def file_of(dataset: str, data_dir, split: str) -> pathlib.Path | None:
+  """The split's (first) file, for messages; None when the split is absent."""
+  paths = split_files(dataset, data_dir, split)
+  return paths[0] if paths else None
 

@@ -19,8 +19,13 @@ class FormatError(ValueError):
 
 def find_split(data_dir, split: str, extensions: Sequence[str]) -> pathlib.Path | None:
   """data_dir/<split>.<ext> for the first extension present, or None."""
-  for ext in extensions:
-    path = pathlib.Path(data_dir) / f"{split}.{ext}"
+  return first_present(data_dir, [f"{split}.{ext}" for ext in extensions])
+
+
+def first_present(data_dir, names: Sequence[str]) -> pathlib.Path | None:
+  """data_dir/<name> for the first of names present, or None."""
+  for name in names:
+    path = pathlib.Path(data_dir) / name
     if path.exists():
       return path
   return None
@@ -86,11 +91,12 @@ def _object(path, line: int, record) -> dict:
   return record
 
 
-def field(path, line: int, record: dict, key: str, kind: type):
-  """record[key], checked to exist and be of `kind`."""
+def field(path, line: int, record: dict, key: str, kind: type | tuple[type, ...]):
+  """record[key], checked to exist and be of `kind` (a type or a tuple of types)."""
   if key not in record:
     raise FormatError(path, line, f"missing field {key!r}")
   value = record[key]
   if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-    raise FormatError(path, line, f"field {key!r} should be {kind.__name__}, found {type(value).__name__}")
+    expected = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+    raise FormatError(path, line, f"field {key!r} should be {expected}, found {type(value).__name__}")
   return value

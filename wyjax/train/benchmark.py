@@ -6,17 +6,20 @@ import pathlib
 
 from wyjax.tasks import datasets, leaderboard
 from wyjax.tasks.tasks import TASKS
-from wyjax.train import finetune
+from wyjax.train import aceval, finetune
 
 CONFIGS = pathlib.Path(__file__).resolve().parents[2] / "configs"
+# Tasks whose config is another task's file with an argument (configs/ccpm.py:match).
+CONFIG_FILES = {"ccpm_match": "ccpm:match"}
 
 
 def task_config(task: str, **overrides):
   """configs/<task>.py's get_config() with the overrides that are not None."""
-  spec = importlib.util.spec_from_file_location(f"wyjax_config_{task}", CONFIGS / f"{task}.py")
+  name, _, argument = CONFIG_FILES.get(task, task).partition(":")
+  spec = importlib.util.spec_from_file_location(f"wyjax_config_{name}", CONFIGS / f"{name}.py")
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  config = module.get_config()
+  config = module.get_config(argument) if argument else module.get_config()
   for key, value in overrides.items():
     if value is not None:
       setattr(config, key, value)
@@ -26,6 +29,9 @@ def task_config(task: str, **overrides):
 def run(*, init: str, data_root, out, tasks, name: str, **overrides) -> dict:
   """Fine-tunes every task of `tasks` that has a folder in data_root; returns leaderboard.json.
 
+  A task reads data_root/<its dataset> (CCPM's two models share ccpm/). AC-EVAL runs last:
+  few-shot from `init`, and zero-shot from the last multiple-choice run here (CCPM, else WYWRC,
+  else IRC), the transfer the AC-EVAL issue asks for.
   Writes out/<task>/ (runs, results.json, submission), out/leaderboard.{md,json} and
   out/plots/<task>_{confusion,curve}.png.
   """
@@ -34,13 +40,19 @@ def run(*, init: str, data_root, out, tasks, name: str, **overrides) -> dict:
   if unknown:
     raise ValueError(f"unknown tasks {unknown}; benchmark tasks are {sorted(TASKS)}")
   results = {}
-  for task in tasks:
-    if datasets.file_of(task, data_root / task, "train") is None:
-      logging.warning("%s: no %s data, skipped", data_root / task, task)
+  for task in sorted(tasks, key=lambda t: t == "aceval"):
+    folder = data_root / TASKS[task].data
+    if not folder.is_dir() or datasets.file_of(TASKS[task].data, folder, "train") is None:
+      logging.warning("%s: no %s data, skipped", folder, task)
       continue
-    config = task_config(task, init=init, data_dir=str(data_root / task), **overrides)
+    config = task_config(task, init=init, data_dir=str(folder), **overrides)
     print(f"fine-tuning {task} ...", flush=True)
-    results[task] = finetune.finetune(config, out / task)
+    if task == "aceval":
+      choice_runs = [r["best_run"] for t, r in results.items() if TASKS[t].head == "choice"]
+      config.zero_shot_init = choice_runs[-1] if choice_runs else ""
+      results[task] = aceval.run(config, out / task)
+    else:
+      results[task] = finetune.finetune(config, out / task)
   if not results:
     raise FileNotFoundError(f"{data_root}: no task folder with a train file among {list(tasks)}")
   board = leaderboard.write(out, name, results)
@@ -50,6 +62,7 @@ def run(*, init: str, data_root, out, tasks, name: str, **overrides) -> dict:
     if r["labels"]:  # WYWMT generates text: no classes
       leaderboard.plot_confusion(plots / f"{task}_confusion.png", r["labels"], r["dev_confusion"],
                                  f"{task.upper()} dev (seed {r['best_seed']})")
-    leaderboard.plot_curves(plots / f"{task}_curve.png", pathlib.Path(r["best_run"]) / "metrics.jsonl",
-                            r["main_metric"], f"{task.upper()} (seed {r['best_seed']})")
+    if task != "aceval":  # AC-EVAL trains folds without a dev curve
+      leaderboard.plot_curves(plots / f"{task}_curve.png", pathlib.Path(r["best_run"]) / "metrics.jsonl",
+                              r["main_metric"], f"{task.upper()} (seed {r['best_seed']})")
   return board

@@ -28,13 +28,13 @@ import tqdm
 
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.hf import loading
-from wyjax.models import (EncoderConfig, MaskedLM, MultipleChoice, SequenceClassifier, SpanPairClassifier,
-                          TokenClassifier, prefix_lm)
+from wyjax.models import (CosineMatch, EncoderConfig, MaskedLM, MultipleChoice, SequenceClassifier,
+                          SpanPairClassifier, TokenClassifier, prefix_lm)
 from wyjax.tasks import batching, datasets
 from wyjax.tasks import metrics as metrics_lib
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.tagging import IGNORE
-from wyjax.tasks.tasks import TASKS, Task, fspc_line_examples, majority_baseline
+from wyjax.tasks.tasks import TASKS, Task, for_data, fspc_line_examples, majority_baseline
 from wyjax.train import checkpoints, metrics, optimizer, partitioning
 
 # The model used when no --config.init is given: the embedded default's architecture.
@@ -48,7 +48,7 @@ def base_config() -> ml_collections.ConfigDict:
   """The WYWEB paper's Table 15 defaults; configs/<task>.py set the task and its sizes."""
   c = ml_collections.ConfigDict()
   c.task = ""
-  c.data_dir = ""  # the task folder, as WYWEB publishes it
+  c.data_dir = ""  # the task folder, as its benchmark publishes it
   c.init = ""  # transformers folder or wyjax workdir; empty: a fresh tiny model (with a warning)
   c.max_length = 0  # 0: the task's max_seq_len from the paper's scripts
   c.batch_size = 32
@@ -82,6 +82,8 @@ def head_model(task: Task, config: EncoderConfig) -> nn.Module:
     return MultipleChoice(config)
   if task.head == "prefix_lm":
     return MaskedLM(config)
+  if task.head == "match":
+    return CosineMatch(config)
   return SpanPairClassifier(config, len(task.labels))
 
 
@@ -97,19 +99,22 @@ def example_texts(example):
         stack.extend(item)
 
 
-def load_init(config, train_examples) -> tuple[EncoderConfig, dict, tokenizer_lib.Tokenizer]:
-  """(encoder config, pretrained params, tokenizer) from config.init, or a fresh tiny model
-  with a vocabulary of the train split's characters (and no pretrained params)."""
-  if config.init:
-    model = loading.load(config.init)
+def load_init(init: str, train_examples, inserted_text: str = "") -> tuple[EncoderConfig, dict,
+                                                                          tokenizer_lib.Tokenizer]:
+  """(encoder config, pretrained params, tokenizer) from `init`, or a fresh tiny model
+  with a vocabulary of the train split's characters and the task's inserted_text (and no
+  pretrained params)."""
+  if init:
+    model = loading.load(init)
     if model.tokenizer is None:
-      raise FileNotFoundError(f"{config.init}: no tokenizer (vocab.txt) beside the model")
+      raise FileNotFoundError(f"{init}: no tokenizer (vocab.txt) beside the model")
     params = model.params.get("scorer", model.params)  # a multiple-choice run keeps its model under 'scorer'
     pretrained = {k: v for k, v in params.items() if k in ("encoder", "pooler", "classifier", "mlm_head")}
     return model.config, pretrained, model.tokenizer
   logging.warning("no --config.init: fine-tuning a FRESH, RANDOMLY INITIALISED tiny model; scores "
                   "will be far below a pretrained model's (pretrain one with python -m wyjax.pretrain)")
-  vocab = tokenizer_lib.build_vocab(text for e in train_examples for text in example_texts(e))
+  texts = [text for e in train_examples for text in example_texts(e)]
+  vocab = tokenizer_lib.build_vocab(texts + [inserted_text] if inserted_text else texts)
   return EncoderConfig(**FRESH_TINY_MODEL, vocab_size=len(vocab)), {}, tokenizer_lib.Tokenizer(vocab)
 
 
@@ -165,7 +170,7 @@ class Run:
   dev_confusion: list  # [gold][predicted] counts over the head's classes
 
 
-class _Trainer:
+class Trainer:
   """The jitted train and predict steps of one task and model."""
 
   def __init__(self, task: Task, model_config: EncoderConfig, tokenizer, config, total_steps: int,
@@ -280,9 +285,14 @@ def _teacher_forced_scores(tokenizer, features, predicted) -> dict:
   return {f"teacher_forced_{k}": v for k, v in scores.items()}
 
 
-def evaluate(task: Task, trainer: _Trainer, params, examples, features, *,
-             beam_size: int = 1) -> tuple[dict, list, np.ndarray]:
-  """(metrics, predictions, confusion matrix [gold, predicted] over the head's classes).
+def _labelled(features) -> bool:
+  return any(np.any(np.asarray(_labels(f)) != IGNORE) for f in features)
+
+
+def evaluate(task: Task, trainer: Trainer, params, examples, features, *,
+             beam_size: int = 1) -> tuple[dict | None, list, np.ndarray]:
+  """(metrics, predictions, confusion matrix [gold, predicted] over the head's classes);
+  metrics None for a split without gold labels.
 
   The prefix LM's predictions are generated (beam_size 1: greedy) and scored; the toolkit's
   teacher-forced scores join them as teacher_forced_*.
@@ -294,6 +304,8 @@ def evaluate(task: Task, trainer: _Trainer, params, examples, features, *,
     scores = {**task.score(examples, predictions), **_teacher_forced_scores(trainer.tokenizer, features, logits)}
     return scores, predictions, np.zeros((0, 0), np.int64)
   predictions = [task.decode(e, f, l) for e, f, l in zip(examples, features, logits)]
+  if not _labelled(features):
+    return None, predictions, np.zeros((0, 0), np.int64)
   confusion = np.zeros((len(task.labels),) * 2, np.int64)
   for f, l in zip(features, logits):
     gold = np.atleast_1d(f["labels"] if "labels" in f else f["label"])
@@ -315,7 +327,7 @@ def train_one(task: Task, config, data: dict, model_config: EncoderConfig, pretr
   train_features = data["train"][1]
   steps_per_epoch = max(1, len(train_features) // config.batch_size)
   total_steps = config.num_train_steps or steps_per_epoch * config.num_epochs
-  trainer = _Trainer(task, model_config, tokenizer, config, total_steps, data["max_length"])
+  trainer = Trainer(task, model_config, tokenizer, config, total_steps, data["max_length"])
   state = trainer.init_state(pretrained, train_features, seed)
   batches = batching.train_batches(train_features, batch_size=config.batch_size, max_length=data["max_length"],
                                    pad_id=tokenizer.pad_id, seed=seed)
@@ -379,7 +391,7 @@ def load_task_data(task: Task, config, tokenizer, model_config: EncoderConfig, s
     max_length = model_config.max_position_embeddings
   data = {"max_length": max_length, "truncated": {}}
   for split, examples in splits.items():
-    path = datasets.file_of(task.name, config.data_dir, split)
+    path = datasets.file_of(task.data, config.data_dir, split)
     features, truncated = featurize(task, examples, tokenizer, max_length, path)
     if truncated:
       logging.warning("%s: truncation to %d tokens cut %d characters", path, max_length, truncated)
@@ -395,13 +407,14 @@ def finetune(config: ml_collections.ConfigDict, workdir) -> dict:
   if not config.data_dir:
     raise ValueError("set --config.data_dir to the task folder (train/dev[/test] files in WYWEB formats)")
   task, workdir = TASKS[config.task], pathlib.Path(workdir)
-  splits = datasets.load_splits(task.name, config.data_dir)
+  splits = datasets.load_splits(task.data, config.data_dir)
   if "dev" not in splits:
     raise FileNotFoundError(f"{config.data_dir}: no dev file; the best checkpoint is chosen on dev")
+  task = for_data(task, splits)
   if task.name == "fspc" and config.fspc_line_examples:
     for split in ("train", "dev"):
       splits[split] = splits[split] + [line for e in splits[split] for line in fspc_line_examples(e)]
-  model_config, pretrained, tokenizer = load_init(config, splits["train"])
+  model_config, pretrained, tokenizer = load_init(config.init, splits["train"], task.inserted_text)
   model_config = model_config.replace(dtype=config.dtype)
   data = load_task_data(task, config, tokenizer, model_config, splits)
   runs = [train_one(task, config, data, model_config, pretrained, tokenizer, config.seed + k,
@@ -419,7 +432,7 @@ def finetune(config: ml_collections.ConfigDict, workdir) -> dict:
                 "test": r.test} for r in runs],
       "config": config.to_dict(),
   }
-  if best_run.test is not None:
+  if "test" in data:
     submission = workdir / "submission" / f"{task.name}.{task.submission_format}"
     submission.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(best_run.workdir / f"test_predictions.{task.submission_format}", submission)

@@ -1,0 +1,113 @@
+"""CCPM (both models), C-CLUE NER and relations, and AC-EVAL end to end in one benchmark run of
+a fresh tiny model: each trains a few steps and writes its submission in its published format;
+AC-EVAL runs zero-shot from the CCPM run and few-shot by cross-validation."""
+import json
+
+import pytest
+
+from wyjax.tasks import aceval, cclue, ccpm
+from wyjax.train import benchmark
+
+TASKS = ["ccpm", "ccpm_match", "cclue_ner", "cclue_re", "aceval"]
+
+
+def _ner_folder(shared_data, out):
+  """The real C-CLUE NER files cut to 160 train and 40 dev sentences, and a test.txt of 12
+  dev sentences without labels."""
+  out.mkdir()
+  source = shared_data / "cclue" / "ner"
+  for name, split, rows in (("train", "train", slice(0, 160)), ("dev", "dev", slice(0, 40)),
+                            ("test", "dev", slice(40, 52))):
+    for suffix in (".txt", "-label.txt") if name != "test" else (".txt",):
+      lines = (source / f"{split}{suffix}").read_text(encoding="utf-8").split("\n")[rows]
+      (out / f"{name}{suffix}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  return out
+
+
+@pytest.fixture(scope="module")
+def board(shared_data, classical_dirs, tmp_path_factory):
+  with pytest.MonkeyPatch.context() as patch:  # TFDS builds go to the session's cache
+    patch.setenv("WYJAX_CACHE", str(tmp_path_factory.getbasetemp() / "wyjax-cache"))
+    yield _run_benchmark(shared_data, classical_dirs, tmp_path_factory)
+
+
+def _run_benchmark(shared_data, classical_dirs, tmp_path_factory):
+  root = tmp_path_factory.mktemp("classical_data")
+  for dataset in ("ccpm", "cclue_re", "aceval"):
+    (root / dataset).symlink_to(classical_dirs[dataset])
+  _ner_folder(shared_data, root / "cclue_ner")
+  out = tmp_path_factory.mktemp("classical_out")
+  board = benchmark.run(init="", data_root=root, out=out, tasks=TASKS, name="tiny", num_train_steps=2,
+                        eval_every=2, batch_size=8, max_length=64, learning_rate=1e-3)
+  return root, out, board
+
+
+def test_every_task_is_on_the_leaderboard(board):
+  _, out, result = board
+  assert list(result["tasks"]) == TASKS
+  markdown = (out / "leaderboard.md").read_text(encoding="utf-8")
+  assert "## Other classical benchmarks" in markdown and "## WYWEB" not in markdown
+  assert "| CCPM (Cls) | CCPM (Match) | C-CLUE NER | C-CLUE RE | AC-EVAL |" in markdown
+  assert "| Model | General Historical Knowledge | Short Text Understanding | Long Text Understanding | Average |" \
+         in markdown
+  for row in ("| zero-shot |", "| few-shot |", "| chance | 25.00 | 25.00 | 25.00 | 25.00 |"):
+    assert row in markdown
+  for task in TASKS:
+    assert (out / "plots" / f"{task}_confusion.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("task", ["ccpm", "ccpm_match"])
+def test_ccpm_submission_is_the_test_file_with_answers(board, task):
+  root, out, _ = board
+  test = ccpm.read_split(root / "ccpm", "test")
+  submitted = ccpm.read_ccpm(out / task / "submission" / f"{task}.jsonl")
+  assert [(e.translation, e.choices) for e in submitted] == [(e.translation, e.choices) for e in test]
+  assert all(e.answer in range(4) for e in submitted)
+  results = json.loads((out / task / "results.json").read_text(encoding="utf-8"))
+  assert results["test"] is None and 0.0 <= results["dev"]["accuracy"] <= 1.0
+
+
+def test_cclue_ner_submission_is_a_label_file_for_test_txt(board):
+  root, out, _ = board
+  submitted = cclue.read_ner(root / "cclue_ner" / "test.txt", out / "cclue_ner" / "submission" / "cclue_ner.txt")
+  assert [e.text for e in submitted] == [e.text for e in cclue.read_split("cclue_ner", root / "cclue_ner", "test")]
+  results = json.loads((out / "cclue_ner" / "results.json").read_text(encoding="utf-8"))
+  assert {"precision", "recall", "f1"} <= set(results["dev"]) and results["test"] is None
+
+
+def test_cclue_re_submission_fills_the_predicates(board):
+  root, out, _ = board
+  test = cclue.read_split("cclue_re", root / "cclue_re", "test")
+  submitted = cclue.read_relations(out / "cclue_re" / "submission" / "cclue_re.jsonl")
+  results = json.loads((out / "cclue_re" / "results.json").read_text(encoding="utf-8"))
+  assert results["labels"] == ["任职", "位于", "同名于", "隶属于"]  # the fixture's predicates, sorted
+  assert [(e.text, e.subject, e.object) for e in submitted] == [(e.text, e.subject, e.object) for e in test]
+  assert all(e.predicate in results["labels"] for e in submitted)
+  assert {"accuracy", "macro_f1"} <= set(results["dev"])
+
+
+def test_aceval_zero_and_few_shot_submissions(board):
+  root, out, _ = board
+  results = json.loads((out / "aceval" / "results.json").read_text(encoding="utf-8"))
+  ccpm_results = json.loads((out / "ccpm" / "results.json").read_text(encoding="utf-8"))
+  assert results["zero_shot_init"] == ccpm_results["best_run"]  # the transfer: from the CCPM run
+  test = aceval.read_split(root / "aceval", "test")
+  expected_ids = {s: [q.row_id for q in test if q.subject == s] for s in aceval.SUBJECTS}
+  for name in ("aceval.json", "aceval_zero_shot.json"):
+    submission = json.loads((out / "aceval" / "submission" / name).read_text(encoding="utf-8"))
+    assert list(submission) == list(aceval.SUBJECTS)
+    assert {s: list(answers) for s, answers in submission.items()} == expected_ids
+    assert all(a in aceval.LETTERS for answers in submission.values() for a in answers.values())
+  for protocol in ("zero_shot", "few_shot"):
+    scores = results[protocol]
+    assert set(scores) == {"accuracy", "average", *(f"category/{c}" for c in aceval.CATEGORIES),
+                           *(f"subject/{s}" for s in aceval.SUBJECTS)}
+    categories = [scores[f"category/{c}"] for c in aceval.CATEGORIES]
+    assert scores["average"] == pytest.approx(sum(categories) / 3)
+    lines = (out / "aceval" / f"dev_predictions_{protocol}.jsonl").read_text(encoding="utf-8").splitlines()
+    answers = {(r["subject"], r["id"]): r["answer"] for r in map(json.loads, lines)}
+    dev = aceval.read_split(root / "aceval", "dev")
+    assert len(answers) == len(lines) == len(dev)
+    correct = [answers[q.subject, q.row_id] == q.answer for q in dev]
+    assert scores["accuracy"] == pytest.approx(sum(correct) / len(dev))  # every dev question answered once
+  assert results["dev"] == results["few_shot"]

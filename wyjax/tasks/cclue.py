@@ -1,0 +1,127 @@
+"""C-CLUE (jizijing/C-CLUE): named entities and relations in the dynastic histories.
+
+NER: <split>.txt has one sentence per line, its characters separated by single spaces (an
+empty token between two separators is a whitespace character of the sentence); the parallel
+<split>-label.txt has one BIO tag per character. A line whose token and tag counts differ is an
+error listing every such line: tags are never realigned. The types are those of the data
+(counted in docs/finetuning.md); test.txt may come without a label file.
+
+Relations: JSON Lines {"text", "spo_list": {"predicate", "subject", "subject_type", "object",
+"object_type"}} in train_data.json, dev_data.json and test_data.json (a list of such objects is
+read as one example per triple, all with the line of their record).
+"""
+import dataclasses
+import pathlib
+
+from wyjax.data.corpus import read_text
+from wyjax.tasks import files, metrics
+from wyjax.tasks.files import FormatError
+
+NER_TYPES = ("PER", "LOC", "ORG", "JOB", "BOO", "WAR")
+NER_LABELS = ("O",) + tuple(f"{p}-{t}" for t in NER_TYPES for p in ("B", "I"))
+RELATION_FILES = {"train": "train_data.json", "dev": "dev_data.json", "test": "test_data.json"}
+
+
+@dataclasses.dataclass(frozen=True)
+class NerExample:
+  line: int
+  text: str
+  # (start, end exclusive, type), character offsets into text
+  spans: tuple[tuple[int, int, str], ...]
+  tagged: bool  # False for a sentence without a label file (the test split)
+
+
+@dataclasses.dataclass(frozen=True)
+class RelationExample:
+  line: int
+  text: str
+  subject: str
+  subject_type: str
+  object: str
+  object_type: str
+  predicate: str  # "" where the file gives none (the test split)
+
+
+def _lines(path) -> list[str]:
+  lines = read_text(path).split("\n")
+  if lines and lines[-1] == "":
+    lines.pop()
+  return [line.removesuffix("\r") for line in lines]
+
+
+def _characters(path, line: int, sentence: str) -> str:
+  if not sentence.strip():
+    raise FormatError(path, line, "empty sentence")
+  tokens = sentence.split(" ")
+  long = next((t for t in tokens if len(t) > 1), None)
+  if long is not None:
+    raise FormatError(path, line, f"token {long!r} is not one character (characters are separated by single spaces)")
+  return "".join(t or " " for t in tokens)
+
+
+def read_ner(text_path, label_path=None) -> list[NerExample]:
+  sentences = _lines(text_path)
+  texts = [_characters(text_path, i, s) for i, s in enumerate(sentences, 1)]
+  if label_path is None:
+    return [NerExample(i, text, (), False) for i, text in enumerate(texts, 1)]
+  tag_lines = [line.split() for line in _lines(label_path)]
+  if len(tag_lines) != len(texts):
+    raise FormatError(label_path, min(len(tag_lines), len(texts)) + 1,
+                      f"{len(tag_lines)} tag lines for the {len(texts)} sentences of {text_path}")
+  differ = [(i, len(text), len(tags)) for i, (text, tags) in enumerate(zip(texts, tag_lines), 1)
+            if len(text) != len(tags)]
+  if differ:
+    listed = ", ".join(f"line {i} ({n} characters, {m} tags)" for i, n, m in differ[:20])
+    more = f" and {len(differ) - 20} more" if len(differ) > 20 else ""
+    raise FormatError(label_path, differ[0][0],
+                      f"{len(differ)} lines have token and tag counts that differ from {text_path}: {listed}{more}")
+  out = []
+  for i, (text, tags) in enumerate(zip(texts, tag_lines), 1):
+    for position, tag in enumerate(tags, 1):
+      prefix, _, kind = tag.partition("-")
+      if tag != "O" and (prefix not in ("B", "I") or kind not in NER_TYPES):
+        raise FormatError(label_path, i, f"tag {position} {tag!r} is not O or B-/I- of {NER_TYPES}")
+    spans = sorted((start, end + 1, kind) for kind, start, end in metrics.chunks(tags))
+    out.append(NerExample(i, text, tuple(spans), True))
+  return out
+
+
+def read_relations(path) -> list[RelationExample]:
+  out = []
+  for line, record in files.json_records(path):
+    text = files.field(path, line, record, "text", str)
+    triples = files.field(path, line, record, "spo_list", (dict, list))
+    for triple in [triples] if isinstance(triples, dict) else triples:
+      if not isinstance(triple, dict):
+        raise FormatError(path, line, f"spo_list entry {triple!r} is not an object")
+      values = {key: files.field(path, line, triple, key, str)
+                for key in ("subject", "subject_type", "object", "object_type")}
+      for role in ("subject", "object"):
+        if not values[role] or values[role] not in text:
+          raise FormatError(path, line, f"{role} {values[role]!r} does not occur in the text")
+      predicate = triple.get("predicate", "")
+      if not isinstance(predicate, str):
+        raise FormatError(path, line, f"predicate should be str, found {type(predicate).__name__}")
+      out.append(RelationExample(line, text, predicate=predicate, **values))
+  if any(e.predicate for e in out) and not all(e.predicate for e in out):
+    raise FormatError(path, next(e.line for e in out if not e.predicate), "empty or missing predicate")
+  return out
+
+
+def split_files(dataset: str, data_dir, split: str) -> list[pathlib.Path]:
+  if dataset == "cclue_re":
+    path = pathlib.Path(data_dir) / RELATION_FILES[split]
+    return [path] if path.exists() else []
+  text, labels = (pathlib.Path(data_dir) / name for name in (f"{split}.txt", f"{split}-label.txt"))
+  return [p for p in (text, labels) if p.exists()] if text.exists() else []
+
+
+def read_split(dataset: str, data_dir, split: str):
+  paths = split_files(dataset, data_dir, split)
+  if not paths:
+    return None
+  if dataset == "cclue_re":
+    return read_relations(paths[0])
+  if split != "test" and len(paths) == 1:
+    raise FileNotFoundError(f"{paths[0]}: no {split}-label.txt beside it")
+  return read_ner(*paths)
