@@ -3,10 +3,13 @@ a fresh tiny model: each trains a few steps and writes its submission in its pub
 AC-EVAL runs zero-shot from the CCPM run and few-shot by cross-validation."""
 import json
 
+import jax
+import numpy as np
 import pytest
 
+from tests.train.conftest import tiny_checkpoint
 from wyjax.tasks import aceval, cclue, ccpm
-from wyjax.train import benchmark
+from wyjax.train import benchmark, checkpoints, finetune
 
 TASKS = ["ccpm", "ccpm_match", "cclue_ner", "cclue_re", "aceval"]
 
@@ -111,3 +114,19 @@ def test_aceval_zero_and_few_shot_submissions(board):
     correct = [answers[q.subject, q.row_id] == q.answer for q in dev]
     assert scores["accuracy"] == pytest.approx(sum(correct) / len(dev))  # every dev question answered once
   assert results["dev"] == results["few_shot"]
+
+
+def test_pretrained_encoder_is_grafted_into_the_match_head(classical_dirs, tmp_path, monkeypatch):
+  monkeypatch.setenv("WYJAX_CACHE", str(tmp_path / "cache"))
+  texts = [t for split in ("train", "dev", "test") for e in ccpm.read_split(classical_dirs["ccpm"], split)
+           for t in finetune.example_texts(e)]
+  params = tiny_checkpoint(tmp_path, texts)
+  # Learning rate 0: the best checkpoint must hold exactly the pretrained encoder.
+  config = benchmark.task_config("ccpm_match", data_dir=str(classical_dirs["ccpm"]), init=str(tmp_path / "hf"),
+                                 num_train_steps=2, eval_every=1, batch_size=8, learning_rate=0.0, max_length=64)
+  results = finetune.finetune(config, tmp_path / "run")
+  _, tuned = checkpoints.restore_model(tmp_path / "run" / "seed_0")
+  assert set(tuned) == {"encoder"}  # the Match model has no head parameters
+  jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=0, atol=1e-6), tuned["encoder"],
+                         params["encoder"])
+  assert results["dev"]["accuracy"] > 0.25  # untrained cosine matching already beats chance on this fixture

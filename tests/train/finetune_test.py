@@ -8,10 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from tests.train.conftest import REPO_ROOT, pretrain_env
-from wyjax.data import tokenizer as tk
-from wyjax.hf import export, loading
-from wyjax.models import EncoderConfig
+from tests.train.conftest import REPO_ROOT, pretrain_env, tiny_checkpoint
 from wyjax.tasks import wyweb
 from wyjax.train import benchmark, checkpoints, finetune
 
@@ -93,16 +90,6 @@ def test_early_stopping_restores_the_best_dev_checkpoint(shared_data, tmp_path):
   assert [s.text for s in submission] == [e.text for e in wyweb.read_split("tlc", data_dir, "test")]
 
 
-def _tiny_checkpoint(tmp_path, vocab_texts):
-  """A randomly initialised tiny MLM saved as a wyjax workdir and exported to transformers."""
-  tokenizer = tk.Tokenizer(tk.build_vocab(vocab_texts))
-  config = EncoderConfig(**finetune.FRESH_TINY_MODEL, vocab_size=len(tokenizer))
-  params = loading.init_params(config, jax.random.key(7))
-  checkpoints.save_params(tmp_path / "wyjax", 0, params, config, tokenizer)
-  export.export(loading.Model(config, params, tokenizer), tmp_path / "hf")
-  return params
-
-
 HEAD_TASKS = {  # task → (file, slicer, init kind): one task per head kind, both init kinds
     "glner": ("glner/train.jsonl", _slice_tsv, "hf"), "irc": ("irc/train.json", _slice_json, "wyjax"),
     "xuci": ("xuci/train.tsv", _slice_tsv, "wyjax"), "fspc": ("fspc/train.json", _slice_json, "hf"),
@@ -116,7 +103,7 @@ def test_pretrained_encoder_is_grafted_into_every_head(shared_data, tmp_path, ta
   data_dir = slicer(shared_data / "wyweb" / file, tmp_path / task, {"train": slice(0, 16), "dev": slice(16, 24)})
   texts = [text for split in ("train", "dev") for e in wyweb.read_split(task, data_dir, split)
            for text in finetune.example_texts(e)]
-  params = _tiny_checkpoint(tmp_path, texts)
+  params = tiny_checkpoint(tmp_path, texts)
   # Learning rate 0: the run's best checkpoint must hold exactly the pretrained encoder.
   config = benchmark.task_config(task, data_dir=str(data_dir), init=str(tmp_path / init), num_train_steps=2,
                                  eval_every=1, batch_size=8, learning_rate=0.0, max_length=64,

@@ -405,7 +405,7 @@ def finetune(config: ml_collections.ConfigDict, workdir) -> dict:
   if config.task not in TASKS:
     raise ValueError(f"unknown task {config.task!r}; fine-tuning tasks are {sorted(TASKS)}")
   if not config.data_dir:
-    raise ValueError("set --config.data_dir to the task folder (train/dev[/test] files in WYWEB formats)")
+    raise ValueError("set --config.data_dir to the task folder (its benchmark's files as released)")
   task, workdir = TASKS[config.task], pathlib.Path(workdir)
   splits = datasets.load_splits(task.data, config.data_dir)
   if "dev" not in splits:
