@@ -82,6 +82,7 @@ def test_ccpm_fixture_round_trip(classical_dirs):
      '{"translation": "t", "choices": ["a", "b", "c", "d"]}\n', 2, "some records have an 'answer'"),
     ('{"translation": "t", "choices": ["a", "b", "c", "d"], "answer": "1"}\n', 1, "'answer' should be int"),
     ('{"translation": "t", "choices": ["a", "b", "c", "d"], "answer": 1}\n{"translation": \n', 2, "invalid JSON"),
+    ('{"translation": "t", "choices": ["a", "b", "c", "d"]}\n', 1, "missing field 'answer' \\(needed in the dev"),
 ])
 def test_malformed_ccpm(tmp_path, records, line, message):
   (tmp_path / "valid.jsonl").write_text(records, encoding="utf-8")
@@ -118,6 +119,8 @@ _SPO = '"predicate": "任职", "subject_type": "PER", "object_type": "JOB"'
      "object '太守' does not occur in the text"),
     ('{"text": "杨虔为刺史", "spo_list": {' + _SPO + ', "subject": "杨虔"}}\n', 1, "missing field 'object'"),
     ('{"text": "杨虔为刺史", "spo_list": "任职"}\n', 1, "field 'spo_list' should be dict or list"),
+    ('{"text": "杨虔为刺史", "spo_list": {"subject_type": "PER", "object_type": "JOB", "subject": "杨虔", '
+     '"object": "刺史"}}\n', 1, "missing predicate \\(needed in the dev split\\)"),
 ])
 def test_malformed_cclue_relations(tmp_path, records, line, message):
   (tmp_path / "dev_data.json").write_text(records, encoding="utf-8")

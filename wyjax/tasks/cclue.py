@@ -121,7 +121,10 @@ def read_split(dataset: str, data_dir, split: str):
   if not paths:
     return None
   if dataset == "cclue_re":
-    return read_relations(paths[0])
+    examples = read_relations(paths[0])
+    if split != "test" and examples and not examples[0].predicate:
+      raise FormatError(paths[0], examples[0].line, f"missing predicate (needed in the {split} split)")
+    return examples
   if split != "test" and len(paths) == 1:
     raise FileNotFoundError(f"{paths[0]}: no {split}-label.txt beside it")
   return read_ner(*paths)

@@ -50,5 +50,11 @@ def split_files(data_dir, split: str) -> list[pathlib.Path]:
 
 
 def read_split(data_dir, split: str) -> list[CcpmExample] | None:
+  """The split's examples, or None when absent; train and dev need their answers."""
   paths = split_files(data_dir, split)
-  return read_ccpm(paths[0]) if paths else None
+  if not paths:
+    return None
+  examples = read_ccpm(paths[0])
+  if split != "test" and examples and examples[0].answer is None:
+    raise FormatError(paths[0], examples[0].line, f"missing field 'answer' (needed in the {split} split)")
+  return examples
