@@ -7,11 +7,12 @@ import numpy as np
 
 from wyjax.models import CosineMatch, EncoderConfig, SpanPairClassifier, encoder_class
 
+CONFIG = EncoderConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                       intermediate_size=32, relative_attention=True, position_buckets=8,
+                       pos_att_type="p2c|c2p", position_biased_input=False)
+
 
 def test_span_pair_logits_from_mean_span_vectors():
-  config = EncoderConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=32, relative_attention=True, position_buckets=8,
-                         pos_att_type="p2c|c2p", position_biased_input=False)
   rng = np.random.default_rng(0)
   ids = rng.integers(5, 50, size=(3, 2, 10)).astype(np.int32)
   mask = np.ones_like(ids)
@@ -19,11 +20,11 @@ def test_span_pair_logits_from_mean_span_vectors():
   span = np.zeros((3, 2, 10), np.float32)
   span[:, 0, 2] = 1  # a one-character word
   span[:, 1, 3:5] = 1  # a two-character word (所以)
-  head = SpanPairClassifier(config)
+  head = SpanPairClassifier(CONFIG)
   params = nn.unbox(head.init(jax.random.key(0), ids, mask, span_mask=span)["params"])
   logits = head.apply({"params": params}, ids, mask, span_mask=span)
 
-  hidden = encoder_class(config)(config).apply({"params": params["encoder"]}, ids.reshape(6, 10), mask.reshape(6, 10))
+  hidden = encoder_class(CONFIG)(CONFIG).apply({"params": params["encoder"]}, ids.reshape(6, 10), mask.reshape(6, 10))
   hidden = np.asarray(hidden).reshape(3, 2, 10, 16)
   u, v = hidden[:, 0, 2], hidden[:, 1, 3:5].mean(axis=1)
   kernel = np.asarray(params["classifier"]["kernel"])
@@ -33,18 +34,15 @@ def test_span_pair_logits_from_mean_span_vectors():
 
 
 def test_cosine_match_scores_mean_pooled_cosines_and_ignores_padding():
-  config = EncoderConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=32, relative_attention=True, position_buckets=8,
-                         pos_att_type="p2c|c2p", position_biased_input=False)
   rng = np.random.default_rng(0)
   ids = rng.integers(5, 50, size=(2, 5, 12)).astype(np.int32)
   mask = np.ones_like(ids)
   mask[:, 2, 6:] = 0  # a short candidate, padded
-  head = CosineMatch(config)
+  head = CosineMatch(CONFIG)
   params = nn.unbox(head.init(jax.random.key(0), ids, mask)["params"])
   scores = np.asarray(head.apply({"params": params}, ids, mask))
 
-  hidden = np.asarray(encoder_class(config)(config).apply({"params": params["encoder"]}, ids.reshape(10, 12),
+  hidden = np.asarray(encoder_class(CONFIG)(CONFIG).apply({"params": params["encoder"]}, ids.reshape(10, 12),
                                                           mask.reshape(10, 12))).reshape(2, 5, 12, 16)
   pooled = (hidden * mask[..., None]).sum(2) / mask.sum(-1, keepdims=True)
   unit = pooled / np.linalg.norm(pooled, axis=-1, keepdims=True)

@@ -7,10 +7,12 @@ order is kept. Builds are cached under <cache>/tfds keyed by the files' SHA-256,
 are rebuilt and unchanged ones are read from disk.
 """
 import dataclasses
+import functools
 import hashlib
 import logging
 import pathlib
 import typing
+from collections.abc import Callable
 
 import grain
 import numpy as np
@@ -32,27 +34,29 @@ TRAIN_FILES = {**{task: f"train.{{{','.join(ext)}}}" for task, ext in wyweb.EXTE
                "aceval": "dev/<subject>.csv"}
 
 
+def _wyweb_files(task: str, data_dir, split: str) -> list[pathlib.Path]:
+  path = files.find_split(data_dir, split, wyweb.EXTENSIONS[task])
+  return [] if path is None else [path]
+
+
+def _format(dataset: str) -> tuple[Callable, Callable]:
+  """(split_files, read_split) of the dataset's format module, both taking (data_dir, split)."""
+  if dataset in wyweb.EXTENSIONS:
+    return functools.partial(_wyweb_files, dataset), functools.partial(wyweb.read_split, dataset)
+  if dataset in ("ccpm", "aceval"):
+    module = ccpm if dataset == "ccpm" else aceval
+    return module.split_files, module.read_split
+  return functools.partial(cclue.split_files, dataset), functools.partial(cclue.read_split, dataset)
+
+
 def split_files(dataset: str, data_dir, split: str) -> list[pathlib.Path]:
   """The files that hold one split of a dataset folder (none: the split is absent)."""
-  if dataset in wyweb.EXTENSIONS:
-    path = files.find_split(data_dir, split, wyweb.EXTENSIONS[dataset])
-    return [] if path is None else [path]
-  if dataset == "ccpm":
-    return ccpm.split_files(data_dir, split)
-  if dataset == "aceval":
-    return aceval.split_files(data_dir, split)
-  return cclue.split_files(dataset, data_dir, split)
+  return _format(dataset)[0](data_dir, split)
 
 
 def read_split(dataset: str, data_dir, split: str) -> list | None:
   """The split's examples straight from the files (no TFDS), or None when absent."""
-  if dataset in wyweb.EXTENSIONS:
-    return wyweb.read_split(dataset, data_dir, split)
-  if dataset == "ccpm":
-    return ccpm.read_split(data_dir, split)
-  if dataset == "aceval":
-    return aceval.read_split(data_dir, split)
-  return cclue.read_split(dataset, data_dir, split)
+  return _format(dataset)[1](data_dir, split)
 
 
 _SPAN = {"start": np.int32, "end": np.int32, "type": tfds.features.Text()}
@@ -75,6 +79,7 @@ def _feature(annotation):
   raise TypeError(f"no TFDS feature for {annotation}")
 
 
+@functools.cache  # asked once per record when building and reading
 def _fields(example_type) -> dict:
   return typing.get_type_hints(example_type)
 

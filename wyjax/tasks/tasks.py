@@ -14,6 +14,7 @@ Heads: 'sequence' (pooled [CLS] classifier), 'token' (per-token classifier), 'ch
 A split without gold labels (CCPM's and AC-EVAL's test files, an untagged C-CLUE test file)
 gets label IGNORE: it is predicted, never scored.
 """
+import collections
 import dataclasses
 import json
 from collections.abc import Callable, Sequence
@@ -198,23 +199,30 @@ PUNC = Task(
     lambda e, p: f"{e.text}\t{''.join('O' if t == 'O' else t[2:] for t in p)}")
 
 
-def _glner_decode(example: wyweb.GlnerExample, features, logits) -> tuple[tuple[int, int, str], ...]:
-  token_tags = ["O" if c < 0 else wyweb.GLNER_LABELS[_argmax(row)] for c, row in zip(features["char_index"], logits)]
+# Entity tasks (GLNER, C-CLUE NER): predictions are (start, end exclusive, type) spans.
+
+def _decode_spans(labels: tuple[str, ...], features, logits) -> tuple[tuple[int, int, str], ...]:
+  token_tags = ["O" if c < 0 else labels[_argmax(row)] for c, row in zip(features["char_index"], logits)]
   return tuple(tagging.spans_from_tags(token_tags, features["char_index"]))
 
 
-def _glner_score(examples, predictions) -> dict:
-  def tags(text, spans):
-    return [wyweb.GLNER_LABELS[i] for i in tagging.bio_tags(len(text), spans, _GLNER_IDS)]
-  return metrics.entity_scores([tags(e.text, p) for e, p in zip(examples, predictions)],
-                               [tags(e.text, e.spans) for e in examples])
+def _span_tags(labels: tuple[str, ...], text: str, spans) -> list[str]:
+  """One BIO tag (a string of labels) per character of text."""
+  ids = {label: i for i, label in enumerate(labels)}
+  return [labels[i] for i in tagging.bio_tags(len(text), spans, ids)]
+
+
+def _entity_scores(labels: tuple[str, ...], examples, predictions) -> dict:
+  return metrics.entity_scores([_span_tags(labels, e.text, p) for e, p in zip(examples, predictions)],
+                               [_span_tags(labels, e.text, e.spans) for e in examples])
 
 
 GLNER = Task(
     "glner", "token", wyweb.GLNER_LABELS, 512,
     lambda e, tokenizer, max_length: _tagging(tokenizer, e.text, tagging.bio_tags(len(e.text), e.spans, _GLNER_IDS),
                                               max_length),
-    _glner_decode, _glner_score, "f1", "jsonl",
+    lambda e, f, logits: _decode_spans(wyweb.GLNER_LABELS, f, logits),
+    lambda examples, predictions: _entity_scores(wyweb.GLNER_LABELS, examples, predictions), "f1", "jsonl",
     lambda e, p: _json({"text": e.text, "label": [list(span) for span in p]}))
 
 
@@ -372,20 +380,11 @@ def _cclue_ner_featurize(example: cclue.NerExample, tokenizer, max_length):
   return features, cut
 
 
-def _ner_tags(text: str, spans) -> list[str]:
-  return [cclue.NER_LABELS[i] for i in tagging.bio_tags(len(text), spans, _CCLUE_NER_IDS)]
-
-
-def _cclue_ner_decode(example, features, logits) -> tuple[tuple[int, int, str], ...]:
-  token_tags = ["O" if c < 0 else cclue.NER_LABELS[_argmax(row)] for c, row in zip(features["char_index"], logits)]
-  return tuple(tagging.spans_from_tags(token_tags, features["char_index"]))
-
-
 CCLUE_NER = Task(
-    "cclue_ner", "token", cclue.NER_LABELS, 512, _cclue_ner_featurize, _cclue_ner_decode,
-    lambda examples, predictions: metrics.entity_scores([_ner_tags(e.text, p) for e, p in zip(examples, predictions)],
-                                                        [_ner_tags(e.text, e.spans) for e in examples]),
-    "f1", "txt", lambda e, p: " ".join(_ner_tags(e.text, p)))  # the label file's format
+    "cclue_ner", "token", cclue.NER_LABELS, 512, _cclue_ner_featurize,
+    lambda e, f, logits: _decode_spans(cclue.NER_LABELS, f, logits),
+    lambda examples, predictions: _entity_scores(cclue.NER_LABELS, examples, predictions), "f1", "txt",
+    lambda e, p: " ".join(_span_tags(cclue.NER_LABELS, e.text, p)))  # the label file's format
 
 # Relation classification marks the pair inside the text: 「subject」 and 『object』.
 RELATION_MARKERS = "「」『』"
@@ -517,12 +516,11 @@ def for_data(task: Task, splits: dict) -> Task:
 def _majority_tags(train, dev) -> list[tuple]:
   """Each dev character gets the tag it had most often in training ('O' if unseen); the spans
   of those tags."""
-  seen = {}
+  seen = collections.defaultdict(collections.Counter)
   for e in train:
-    for char, tag in zip(e.text, _ner_tags(e.text, e.spans)):
-      seen.setdefault(char, {}).setdefault(tag, 0)
+    for char, tag in zip(e.text, _span_tags(cclue.NER_LABELS, e.text, e.spans)):
       seen[char][tag] += 1
-  tags = [[max(seen[c], key=seen[c].get) if c in seen else "O" for c in e.text] for e in dev]
+  tags = [[seen[c].most_common(1)[0][0] if c in seen else "O" for c in e.text] for e in dev]
   return [tuple(sorted((s, t + 1, kind) for kind, s, t in metrics.chunks(t))) for t in tags]
 
 

@@ -57,7 +57,9 @@ def _setup(config, init: str, splits: dict):
   """(trainer, pretrained params, {split: (examples, features)}) of one model."""
   model_config, pretrained, tokenizer = finetune.load_init(init, splits["train"])
   model_config = model_config.replace(dtype=config.dtype)
-  data = finetune.load_task_data(ACEVAL, config, tokenizer, model_config, splits)
+  # The train split is the dev questions again: featurized once, as dev.
+  data = finetune.load_task_data(ACEVAL, config, tokenizer, model_config,
+                                 {split: examples for split, examples in splits.items() if split != "train"})
   steps = max(config.num_train_steps, 1)
   return finetune.Trainer(ACEVAL, model_config, tokenizer, config, steps, data["max_length"]), pretrained, data
 
