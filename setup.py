@@ -31,7 +31,10 @@ setup(
     ],
     extras_require={
         # torch first and pinned: this exact version is a CPU wheel; others pull CUDA.
-        # seqeval and scikit-learn only cross-check wyjax's own metrics in the tests.
-        "test": ["torch==2.13.0", "pytest", "seqeval", "scikit-learn"],
+        # seqeval and scikit-learn only cross-check wyjax's own metrics in the tests;
+        # jax[tpu] brings libtpu, the TPU compiler the compile-only tests use on a CPU host.
+        "test": ["torch==2.13.0", "pytest", "seqeval", "scikit-learn", "jax[tpu]"],
+        # libtpu matching the installed jax: TPU runs, and --compile_only for TPU topologies anywhere.
+        "tpu": ["jax[tpu]"],
     },
 )

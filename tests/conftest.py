@@ -2,10 +2,21 @@
 import os
 import pathlib
 
+# libtpu (a test dependency: the compile-only tests compile for TPU topologies) would probe for
+# TPUs in every process; the tests and the runs they start use the CPU.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
 import pytest
 
 SHARED_DATA = pathlib.Path(os.environ.get(
     "WYJAX_SHARED_DATA", pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+# The tests compile the same programs in this process and in the runs they start
+# (tests.train.conftest.pretrain_env): one persistent compilation cache for all of them.
+XLA_CACHE = pathlib.Path(os.environ.get("PYTEST_XLA_CACHE", "/tmp/wyjax-test-xla-cache"))
+jax.config.update("jax_compilation_cache_dir", str(XLA_CACHE))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
 
 @pytest.fixture(scope="session")
@@ -28,3 +39,12 @@ def classical_dirs(shared_data, tmp_path_factory) -> dict[str, pathlib.Path]:
           "cclue_ner": shared_data / "cclue" / "ner",
           "cclue_re": classical_fixtures.write_cclue_re(shared_data, root / "cclue_re"),
           "aceval": classical_fixtures.write_aceval(shared_data, root / "aceval")}
+
+
+def assert_plot(path):
+  """A PNG that decodes to a real figure: a few hundred pixels a side, more than a blank page."""
+  import matplotlib.image
+  import numpy as np
+  image = matplotlib.image.imread(path)
+  assert image.shape[0] >= 200 and image.shape[1] >= 200, image.shape
+  assert len(np.unique(image.reshape(-1, image.shape[-1]), axis=0)) > 20  # axes, text, cells: not one colour

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 import transformers
 
+from tests.conftest import assert_plot
 from tests.train.conftest import REPO_ROOT, pretrain_env
 from wyjax.tasks import wyweb
 
@@ -49,13 +50,17 @@ def test_demo_runs_end_to_end(shared_data, tmp_path):
   assert set(board["tasks"]) == {"punc", "tlc"}
   tlc = json.loads((results / "tlc" / "results.json").read_text())
   assert board["tasks"]["tlc"]["accuracy"] == tlc["dev"]["accuracy"]
+  predicted = wyweb.read_tlc(results / "tlc" / "seed_0" / "dev_predictions.tsv")
+  gold = wyweb.read_split("tlc", workdir / "tasks" / "tlc", "dev")
+  assert [p.text for p in predicted] == [g.text for g in gold]
+  assert tlc["dev"]["accuracy"] == np.mean([p.dynasty == g.dynasty for p, g in zip(predicted, gold)])
   # The dynasty task holds the five dynasties the package files poems under, in TLC format.
   dev = wyweb.read_split("tlc", workdir / "tasks" / "tlc", "dev")
   assert {e.dynasty for e in dev} <= set(POETRY_FILES) and len({e.dynasty for e in dev}) >= 3
   for task in ("punc", "tlc"):
     assert wyweb.READERS[task](results / task / "submission" / f"{task}.tsv")  # test predictions parse
     for plot in (f"{task}_confusion.png", f"{task}_curve.png"):
-      assert (results / "plots" / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+      assert_plot(results / "plots" / plot)
 
   # The exported pretrained model loads in transformers and predicts like the wyjax workdir.
   hf_model = transformers.AutoModelForMaskedLM.from_pretrained(workdir / "hf").eval()

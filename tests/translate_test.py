@@ -2,6 +2,7 @@
 generated dev translations and scores, then `python -m wyjax.translate` on the run."""
 import json
 import math
+import pathlib
 import subprocess
 import sys
 
@@ -58,18 +59,57 @@ def test_dev_translations_are_generated_scored_and_written(run):
 def _translate(workdir, text: str, *flags):
   return subprocess.run(
       [sys.executable, "-m", "wyjax.translate", f"--init={workdir}", "--beam=2", "--max_ratio=1.0",
-       "--max_extra=8", "--max_length=64", *flags],
+       "--max_extra=8", "--max_length=64", *flags],  # a later --beam wins
       input=text, cwd=REPO_ROOT, env=pretrain_env(), capture_output=True, text=True)
 
 
-def test_translate_cli_matches_the_runs_dev_translations(run, tmp_path):
-  """From the workdir and from its transformers export: the run's own dev translations."""
+def _torch_greedy(hf_dir, source_ids: list[int], limit: int) -> list[int]:
+  """Greedy prefix-LM decoding written from the layout alone, on transformers' DeBERTa-v2:
+  [CLS] source [SEP] target …, token types 0 | 1, query i sees key j iff types[:j+1].sum() <=
+  types[:i+1].sum(); the logits at the last position give the next token; no special token
+  but [SEP], [SEP] never first and forced as the limit-th token."""
+  import torch
+  import transformers
+  model = transformers.AutoModelForMaskedLM.from_pretrained(hf_dir).eval()
+  vocab = (pathlib.Path(hf_dir) / "vocab.txt").read_text(encoding="utf-8").splitlines()
+  cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
+  banned = [vocab.index(t) for t in ("[PAD]", "[CLS]", "[MASK]", "[UNK]")]
+  ids, types, target = [cls, *source_ids, sep], [0] * (len(source_ids) + 2), []
+  while True:
+    input_ids, token_types = torch.tensor([ids]), torch.tensor([types])
+    level = token_types.cumsum(-1)
+    mask = (level[:, None, :] <= level[:, :, None]).long()
+    with torch.no_grad():
+      embedded = model.deberta.embeddings(input_ids=input_ids, token_type_ids=token_types,
+                                          mask=torch.ones_like(input_ids))
+      hidden = model.deberta.encoder(embedded, mask).last_hidden_state[:, -1]
+      logits = (model.cls(hidden) if model.legacy
+                else model.lm_predictions(hidden, model.deberta.embeddings.word_embeddings))[0]
+    logits[banned] = -float("inf")
+    if not target and limit > 1:
+      logits[sep] = -float("inf")
+    token = sep if len(target) + 1 >= limit else int(torch.argmax(logits))
+    if token == sep:
+      return target
+    target.append(token)
+    ids, types = ids + [token], types + [1]
+
+
+def test_greedy_translations_equal_an_independent_decoder(run, tmp_path):
+  """`wyjax.translate --beam=1` (KV-cached, batched, left-padded) from the workdir and from its
+  transformers export gives what a plain step-by-step decoder on transformers gives."""
   data, workdir = run
   dev = wyweb.read_wywmt(data / "dev.tsv")[:6]
-  expected = [p.target for p in wyweb.read_wywmt(workdir / "seed_0" / "dev_predictions.tsv")[:6]]
-  export.export(loading.load(workdir / "seed_0"), tmp_path / "hf")
-  for init in (workdir, tmp_path / "hf"):
-    result = _translate(init, "".join(e.source + "\n" for e in dev))
+  model = loading.load(workdir / "seed_0")
+  hf_dir = export.export(model, tmp_path / "hf")
+  expected = []
+  for e in dev:
+    source = [int(i) for i in model.tokenizer.encode_chars(e.source)[0]]
+    limit = min(math.ceil(1.0 * len(source)) + 8, 64 - len(source) - 2)  # --max_ratio 1 --max_extra 8, 64 tokens
+    expected.append(model.tokenizer.decode(_torch_greedy(hf_dir, source, limit)))
+  assert any(expected)
+  for init in (workdir, hf_dir):
+    result = _translate(init, "".join(e.source + "\n" for e in dev), "--beam=1")
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines() == expected, init
 

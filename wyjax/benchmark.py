@@ -17,7 +17,7 @@ from absl import logging as absl_logging
 
 from wyjax.tasks import leaderboard
 from wyjax.tasks.tasks import TASKS
-from wyjax.train import benchmark
+from wyjax.train import aot, benchmark, guards
 
 _INIT = flags.DEFINE_string("init", "", "transformers folder or wyjax workdir (empty: fresh tiny model).")
 _DATA_ROOT = flags.DEFINE_string("data_root", None, "Folder with one subfolder per task.", required=True)
@@ -31,15 +31,20 @@ _STEPS = flags.DEFINE_integer("num_train_steps", None, "Train this many steps pe
 _EVAL_EVERY = flags.DEFINE_integer("eval_every", None, "Override the evaluation interval (steps).")
 _SEEDS = flags.DEFINE_integer("seeds", None, "Seeds per task.")
 _BATCH = flags.DEFINE_integer("batch_size", None, "Override every task's batch size.")
+_ACCEPT = flags.DEFINE_bool("accept_config_change", False,
+                            "Continue task runs in --out made with other settings (the changes are logged).")
 
 
 def main(argv):
   del argv
   absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every save at INFO
   name = _NAME.value or (pathlib.Path(_INIT.value).name if _INIT.value else "fresh tiny model")
-  benchmark.run(init=_INIT.value, data_root=_DATA_ROOT.value, out=_OUT.value, tasks=_TASKS.value, name=name,
-                learning_rate=_LR.value, num_epochs=_EPOCHS.value, num_train_steps=_STEPS.value,
-                eval_every=_EVAL_EVERY.value, seeds=_SEEDS.value, batch_size=_BATCH.value)
+  aot.use_compilation_cache()
+  with guards.clean_exit():
+    benchmark.run(init=_INIT.value, data_root=_DATA_ROOT.value, out=_OUT.value, tasks=_TASKS.value, name=name,
+                  accept_config_change=_ACCEPT.value, learning_rate=_LR.value, num_epochs=_EPOCHS.value,
+                  num_train_steps=_STEPS.value, eval_every=_EVAL_EVERY.value, seeds=_SEEDS.value,
+                  batch_size=_BATCH.value)
   print((pathlib.Path(_OUT.value) / "leaderboard.md").read_text(encoding="utf-8"))
   print(json.dumps({"written": str(pathlib.Path(_OUT.value).resolve())}))
 

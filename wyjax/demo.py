@@ -24,7 +24,7 @@ from ml_collections import config_flags
 from wyjax.data import corpus, poetry_tasks
 from wyjax.hf import export as export_lib
 from wyjax.hf import loading
-from wyjax.train import benchmark, checkpoints, pretrain
+from wyjax.train import aot, benchmark, checkpoints, guards, pretrain
 
 _PRETRAIN = config_flags.DEFINE_config_file(
     "pretrain_config", str(benchmark.CONFIGS / "pretrain" / "deberta_tiny.py"), "Pretraining config.")
@@ -35,9 +35,11 @@ _PER_DYNASTY = flags.DEFINE_integer("per_dynasty", 1200, "Poems per dynasty in t
 _PUNC_EXAMPLES = flags.DEFINE_integer("punc_examples", 5000, "Poems in the punctuation task.")
 _PACKAGE = flags.DEFINE_string("poetry_package", None,
                                "An unpacked chinese-poetry package/ folder (default: fetched with npm).")
+_ACCEPT = flags.DEFINE_bool("accept_config_change", False,
+                            "Continue the runs in --workdir although they were made with other settings.")
 
 
-def pretrained(config, workdir: pathlib.Path) -> pathlib.Path:
+def pretrained(config, workdir: pathlib.Path, accept_config_change: bool) -> pathlib.Path:
   """The finished pretraining run in workdir, running (or resuming) it when needed."""
   done = False
   if (workdir / "checkpoints").is_dir():
@@ -47,19 +49,25 @@ def pretrained(config, workdir: pathlib.Path) -> pathlib.Path:
     print(f"reusing the pretrained model in {workdir}", flush=True)
   else:
     print(f"pretraining the tiny model into {workdir} ...", flush=True)
-    pretrain.train_and_evaluate(config, workdir)
+    pretrain.train_and_evaluate(config, workdir, accept_config_change=accept_config_change)
   return workdir
 
 
 def main(argv):
   del argv
   absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every save at INFO
+  aot.use_compilation_cache()
+  with guards.clean_exit():
+    run_demo()
+
+
+def run_demo():
   start = time.perf_counter()
   workdir = pathlib.Path(_WORKDIR.value or corpus.cache_dir() / "demo")
   config = _PRETRAIN.value
   if _PACKAGE.value:
     config.corpus.source = f"poetry:{pathlib.Path(_PACKAGE.value).resolve()}"
-  model_dir = pretrained(config, workdir / "pretrain")
+  model_dir = pretrained(config, workdir / "pretrain", _ACCEPT.value)
   tasks_dir = workdir / "tasks"
   if not (tasks_dir / "summary.json").exists():
     print("deriving the dynasty (TLC format) and punctuation (PUNC format) tasks from the poems ...", flush=True)
@@ -68,9 +76,9 @@ def main(argv):
                                     punc_examples=_PUNC_EXAMPLES.value)
   name = "wyjax tiny DeBERTa (poetry)"
   benchmark.run(init=str(model_dir), data_root=tasks_dir, out=workdir / "results", tasks=["punc", "tlc"],
-                name=name, learning_rate=_LR.value, num_train_steps=_STEPS.value,
+                name=name, accept_config_change=_ACCEPT.value, learning_rate=_LR.value, num_train_steps=_STEPS.value,
                 eval_every=max(1, _STEPS.value // 4), batch_size=32)
-  hf_dir = export_lib.export(loading.load(model_dir), workdir / "hf", name="wyjax-tiny-poetry")
+  hf_dir = export_lib.export(loading.load(model_dir), workdir / "hf", name="wyjax-tiny-poetry", overwrite=True)
   print(f"\nexported the pretrained model to {hf_dir} (loads with transformers.AutoModelForMaskedLM)")
   print("\nTasks derived from chinese-poetry: TLC = dynasty of a poem (period accuracy in the notes), "
         "PUNC = punctuation F1; dev split.\n")

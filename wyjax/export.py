@@ -32,6 +32,7 @@ _RESULTS = flags.DEFINE_string("results", None, "leaderboard.json whose scores g
 _VERIFY = flags.DEFINE_bool("verify", False, "Reload with transformers and compare logits.")
 _PUSH = flags.DEFINE_string("push_to_hub", None, "Upload to this Hub repo (ORG/NAME).")
 _PRIVATE = flags.DEFINE_bool("private", False, "Create the Hub repo as private.")
+_OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace the exported files in a non-empty --out.")
 
 
 def random_model(config) -> loading.Model:
@@ -63,6 +64,10 @@ def main(argv):
   path = _CHECKPOINT.value or _WORKDIR.value
   if (path is None) == (_RANDOM_INIT.value is None):
     raise app.UsageError("give exactly one of --checkpoint (or --workdir) and --random_init")
+  try:
+    export_lib.check_out(_OUT.value, _OVERWRITE.value)  # before the (slow) load
+  except FileExistsError as e:
+    raise SystemExit(f"wyjax.export: {e}") from None
   model = random_model(_RANDOM_INIT.value) if path is None else loading.load(path)
   results = None
   if _RESULTS.value:
@@ -71,7 +76,7 @@ def main(argv):
   legacy = None if _LEGACY.value == "auto" else _LEGACY.value == "true"
   name = _NAME.value or _PUSH.value or _OUT.value.rstrip("/").split("/")[-1]
   out = export_lib.export(model, _OUT.value, legacy=legacy, name=name, license=_LICENSE.value,
-                          results=results)
+                          results=results, overwrite=_OVERWRITE.value)
   logging.info("wrote %s", out)
   print(f"exported {model.config.model_type} ({model.config.num_hidden_layers} layers, "
         f"hidden {model.config.hidden_size}) to {out}")

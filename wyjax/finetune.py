@@ -2,23 +2,46 @@
 
     python -m wyjax.finetune --config=configs/tlc.py --workdir=/tmp/tlc \\
         --config.data_dir=path/to/wyweb/tlc --config.init=HF_FOLDER_OR_WYJAX_WORKDIR [--config.seeds=3]
+
+Rerunning keeps finished seeds and resumes an unfinished one exactly; a changed config is
+refused unless --accept_config_change. SIGTERM/SIGINT checkpoint the running seed and exit
+with 128 + the signal number.
+
+    python -m wyjax.finetune --config=configs/tlc.py --config.data_dir=... --compile_only=v5p:2x2x1
+
+compiles the task's train step for a TPU topology (or 'local') and reports its cost, as
+`wyjax.pretrain --compile_only` does (docs/scaling.md); nothing is trained or written.
 """
 import json
 
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from wyjax.train import aceval, finetune
+from wyjax.train import aceval, aot, finetune, guards
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "A configs/<task>.py file.", lock_config=True)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Output folder (runs, results.json, submission).", required=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Output folder (runs, results.json, submission).")
+_ACCEPT = flags.DEFINE_bool("accept_config_change", False,
+                            "Continue a workdir whose runs were made with another config (the changes are logged).")
+_COMPILE_ONLY = flags.DEFINE_string("compile_only", None,
+                                    "Only compile the train step for this TPU topology (v5p:2x2x1, ...) or 'local', "
+                                    "and report its cost; trains nothing.")
 
 
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO; dev scores are in metrics.jsonl
-  run = aceval.run if _CONFIG.value.task == "aceval" else finetune.finetune
-  results = run(_CONFIG.value, _WORKDIR.value)
+  aot.use_compilation_cache()
+  with guards.clean_exit():
+    if _COMPILE_ONLY.value:
+      aot.print_report(finetune.compile_only(_CONFIG.value, _COMPILE_ONLY.value))
+      return
+    if not _WORKDIR.value:
+      raise app.UsageError("--workdir is required (except with --compile_only)")
+    if _CONFIG.value.task == "aceval":
+      results = aceval.run(_CONFIG.value, _WORKDIR.value)
+    else:
+      results = finetune.finetune(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value)
   summary = {k: results[k] for k in ("task", "main_metric", "dev_mean", "dev_std", "dev", "test", "majority_baseline")}
   print(json.dumps(summary, indent=2, ensure_ascii=False))
 

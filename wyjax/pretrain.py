@@ -1,23 +1,43 @@
 """MLM pretraining from a config.
 
     python -m wyjax.pretrain --config=configs/pretrain/deberta_tiny.py --workdir=DIR [--config.x=y]
+    python -m wyjax.pretrain --config=configs/pretrain/deberta_base.py --compile_only=v5p:2x2x1
 
-Rerunning the same command resumes from the workdir's latest checkpoint.
+--compile_only compiles the run's exact train step for a TPU topology (through libtpu, no TPU
+needed) or for this machine ("local"), prints per-chip memory, FLOPs, HBM traffic and the
+roofline prediction, the last line as JSON, and exits 1 if the step does not fit
+(docs/scaling.md).
+
+Rerunning the same command resumes from the workdir's latest checkpoint; a rerun with a
+changed training config is refused unless --accept_config_change. SIGTERM/SIGINT checkpoint
+and exit with 128 + the signal number; a run that cannot go on exits 1 with the reason.
 """
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from wyjax.train import pretrain
+from wyjax.train import aot, guards, pretrain
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Pretraining config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run folder: checkpoints, metrics.jsonl, TensorBoard.")
-flags.mark_flags_as_required(["config", "workdir"])
+_ACCEPT = flags.DEFINE_bool("accept_config_change", False,
+                            "Resume a workdir whose run was made with another config (the changes are logged).")
+_COMPILE_ONLY = flags.DEFINE_string("compile_only", None,
+                                    "Only compile the train step for this TPU topology (v5p:2x2x1, v4:2x2x4, "
+                                    "v5e:16x16, ...) or 'local', and report its cost; runs nothing.")
+flags.mark_flags_as_required(["config"])
 
 
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
-  result = pretrain.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  aot.use_compilation_cache()
+  with guards.clean_exit():
+    if _COMPILE_ONLY.value:
+      aot.print_report(pretrain.compile_only(_CONFIG.value, _COMPILE_ONLY.value))
+      return
+    if not _WORKDIR.value:
+      raise app.UsageError("--workdir is required (except with --compile_only)")
+    result = pretrain.train_and_evaluate(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value)
   if result:
     print("final evaluation: " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()))
 

@@ -14,6 +14,11 @@ That is 65.5 B tokens, about 20 epochs of Daizhige's 3.3 B characters. On one H1
 measured throughput (docs/benchmarks.md) budget several days; on a v4-32 use data parallelism
 (docs/distributed.md).
 
+Check a slice before renting it (the real step compiled by libtpu on any CPU host; per-chip
+HBM, predicted step time and MFU ceiling; docs/scaling.md):
+
+    JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=configs/pretrain/deberta_base.py --compile_only=v5p:2x2x1
+
 The same file describes the architecture for a randomly initialised export:
 
     python -m wyjax.export --random_init=configs/pretrain/deberta_base.py --out=/tmp/deberta-base --verify

@@ -8,6 +8,10 @@ Global batch 512 × 512, 300k steps, peak lr 5e-5. ~435 M parameters with optimi
 (~7 GB in fp32) fit one accelerator, but FSDP over 8+ devices leaves room for larger
 per-device batches: the mesh below shards parameters and moments over `fsdp`
 (docs/distributed.md).
+
+Check a slice before renting it (docs/scaling.md):
+
+    JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=configs/pretrain/deberta_large.py --compile_only=v5p:4x4x4
 """
 from wyjax.train.pretrain import base_config
 

@@ -1,5 +1,6 @@
 """Corpus readers on the real Daizhige sample, and the poetry reader on a package built here."""
 import collections
+import io
 import json
 import tarfile
 
@@ -114,3 +115,29 @@ def test_poetry_integrity_check(tmp_path):
   import hashlib
   good = "sha512-" + base64.b64encode(hashlib.sha512(tarball.read_bytes()).digest()).decode()
   corpus.check_integrity(tarball, good)
+
+
+@pytest.mark.parametrize("content,message", [
+    ('[{"title": "a", "paragraphs": ["x"]},\n {"title": "b", "paragraphs": "', r":2: invalid JSON"),
+    ('[{"title": "a", "paragraphs": ["x"]}, ["not", "a", "poem"]]', r": record 1: expected a JSON object, found list"),
+    ('[{"title": "a", "paragraphs": 7}]', r": record 0: field 'paragraphs' is neither a string nor a list"),
+    ('[{"title": "a", "author": "b"}]', r": record 0: none of the text fields"),
+])
+def test_malformed_poetry_file_names_file_and_record(tmp_path, content, message):
+  path = tmp_path / "package" / "dist" / "shijing" / "shijing.json"
+  path.parent.mkdir(parents=True)
+  path.write_text(content, encoding="utf-8")
+  with pytest.raises(ValueError, match=rf"shijing\.json{message}"):
+    corpus.PoetryReader(tmp_path / "package").read("shijing/shijing.json")
+
+
+@pytest.mark.parametrize("name,kind", [("../outside.json", tarfile.REGTYPE), ("/etc/passwd", tarfile.REGTYPE),
+                                       ("package/link", tarfile.SYMTYPE)])
+def test_unsafe_tar_members_are_refused(tmp_path, name, kind):
+  tarball = tmp_path / "x.tgz"
+  with tarfile.open(tarball, "w:gz") as tar:
+    member = tarfile.TarInfo(name)
+    member.type, member.linkname = kind, "/etc/passwd" if kind == tarfile.SYMTYPE else ""
+    tar.addfile(member, io.BytesIO(b"") if kind == tarfile.REGTYPE else None)
+  with tarfile.open(tarball) as tar, pytest.raises(ValueError, match=f"refusing to extract '{name}'"):
+    corpus.safe_members(tar, tarball)

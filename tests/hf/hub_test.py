@@ -20,12 +20,17 @@ def test_export_cli_pushes_files_and_model_card(tmp_path):
   results = tmp_path / "leaderboard.json"
   results.write_text('{"split": "dev", "tasks": {"tlc": {"accuracy": 0.8125}, "glner": {"f1": 0.5}}}')
   out = tmp_path / "hf"
+  out.mkdir()
+  (out / "notes.txt").write_text("the user's own file: neither overwritten nor uploaded")
+  command = [sys.executable, "-m", "wyjax.export", f"--checkpoint={workdir}", f"--out={out}", f"--results={results}",
+             "--push_to_hub=wyjax-test/tiny-deberta"]
   with FakeHub() as hub:
     env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": "hf_fake_token", "HF_HUB_DISABLE_TELEMETRY": "1"}
-    subprocess.run(
-        [sys.executable, "-m", "wyjax.export", f"--checkpoint={workdir}", f"--out={out}",
-         f"--results={results}", "--push_to_hub=wyjax-test/tiny-deberta"],
-        check=True, env=env, cwd=REPO_ROOT, capture_output=True, text=True)
+    refused = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True)
+    assert refused.returncode == 1 and "is not empty (1 entries)" in refused.stderr and "--overwrite" in refused.stderr
+    assert not hub.repos and sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    subprocess.run([*command, "--overwrite"], check=True, env=env, cwd=REPO_ROOT, capture_output=True, text=True)
+  assert (out / "notes.txt").exists()
   uploaded = hub.repos["wyjax-test/tiny-deberta"]
   expected = {"config.json", "model.safetensors", "tokenizer.json", "vocab.txt", "tokenizer_config.json",
               "special_tokens_map.json", "README.md"}

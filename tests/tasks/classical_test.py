@@ -153,12 +153,22 @@ def test_aceval_csv_quoting_round_trip(classical_dirs):
     (",Question,A,B,C,D,Answer,Explanation\n0,问,a,b,c,d,E,e\n", 2, "answer 'E' is not one of"),
     (",Question,A,B,C,D,Answer,Explanation\n0,问,a,b,c,d,A,e\n0,问,a,b,c,d,B,e\n", 3, "row id '0' is empty or repeated"),
     (",Question,A,B,C,D,Answer,Explanation\n0,问,a,,c,d,A,e\n", 2, "empty question or option"),
+    (',Question,A,B,C,D,Answer,Explanation\n0,问,a,b,c,d,A,e\n1,"问"x,a,b,c,d,A,e\n', 3, "malformed CSV"),
 ])
 def test_malformed_aceval(tmp_path, content, line, message):
   (tmp_path / "dev").mkdir()
   (tmp_path / "dev" / "geography.csv").write_text(content, encoding="utf-8")
   with pytest.raises(FormatError, match=rf"geography\.csv:{line}: {message}"):
     aceval.read_split(tmp_path, "dev")
+
+
+def test_aceval_field_longer_than_csv_default_limit(tmp_path):
+  (tmp_path / "dev").mkdir()
+  passage = "阅" * 200_000  # csv refuses fields over 131,072 characters by default
+  (tmp_path / "dev" / "geography.csv").write_text(f",Question,A,B,C,D,Answer,Explanation\n0,{passage},a,b,c,d,A,e\n",
+                                                  encoding="utf-8")
+  (question,) = aceval.read_split(tmp_path, "dev")
+  assert question.question == passage
 
 
 def test_aceval_rejects_unknown_subjects_and_dev_without_answers(tmp_path):

@@ -69,8 +69,8 @@ def test_oracle_logits_score_perfectly_and_submissions_parse_back(task_dirs, nam
              "cclue_re": cclue.read_relations,
              "cclue_ner": lambda labels: cclue.read_ner(task_dirs["cclue_ner"] / "dev.txt", labels)[:len(examples)]}
   reread = readers[name](path)
-  if name == "wywmt":
-    assert [(e.source, e.target) for e in reread] == [(e.source, p) for e, p in zip(examples, predictions)]
+  if name == "wywmt":  # the gold next tokens decode to the reference itself (spaces have no token)
+    assert [(e.source, e.target) for e in reread] == [(e.source, "".join(e.target.split())) for e in examples]
     return
   strip_line = lambda e: {k: v for k, v in vars(e).items() if k != "line"}
   assert [strip_line(e) for e in reread] == [strip_line(e) for e in examples]

@@ -65,7 +65,16 @@ MALFORMED = [
     ("wywrc", "dev.json", '[{"article": "a", "question": "q", "option0": "", "option1": "", "option2": "",'
                           ' "option3": "", "answer": "0"},\n {"article": "a", "question": "q", "answer": "1"}]', 2,
      "expected 4 option strings"),
+    ("wywrc", "dev.json", '[{"article": "a", "question": "q", "option0": "", "option1": "", "option2": "",'
+                          ' "option3": "", "answer": "0",\n "type": "x"}]', 1, "field 'type' should be int"),
     ("wywmt", "dev.tsv", "子曰\t孔子说\n子曰\n", 2, "expected 2 tab-separated fields, found 1"),
+    ("glner", "dev.jsonl", '{"text": "史记", "label": [[false, true, "noun_bookname"]]}\n', 1,
+     "span offsets False, True are not integers"),
+    # Whatever follows a JSON array's closing bracket is an error, not ignored.
+    ("irc", "dev.json", '[{"idiom": "a", "origin": "b", "options": ["1", "2", "3", "4"], "label": 0}]\n'
+                        '[{"idiom": "c", "origin": "d", "options": ["1", "2", "3", "4"], "label": 1}]', 2,
+     "unexpected .* after the JSON array's closing"),
+    ("wywrc", "dev.json", '[]\n\n  garbage', 3, "unexpected 'garbage' after"),
 ]
 
 

@@ -7,6 +7,7 @@ import jax
 import numpy as np
 import pytest
 
+from tests.conftest import assert_plot
 from tests.train.conftest import tiny_checkpoint
 from wyjax.tasks import aceval, cclue, ccpm
 from wyjax.train import benchmark, checkpoints, finetune
@@ -56,7 +57,7 @@ def test_every_task_is_on_the_leaderboard(board):
   for row in ("| zero-shot |", "| few-shot |", "| chance | 25.00 | 25.00 | 25.00 | 25.00 |"):
     assert row in markdown
   for task in TASKS:
-    assert (out / "plots" / f"{task}_confusion.png").stat().st_size > 0
+    assert_plot(out / "plots" / f"{task}_confusion.png")
 
 
 @pytest.mark.parametrize("task", ["ccpm", "ccpm_match"])
@@ -67,7 +68,12 @@ def test_ccpm_submission_is_the_test_file_with_answers(board, task):
   assert [(e.translation, e.choices) for e in submitted] == [(e.translation, e.choices) for e in test]
   assert all(e.answer in range(4) for e in submitted)
   results = json.loads((out / task / "results.json").read_text(encoding="utf-8"))
-  assert results["test"] is None and 0.0 <= results["dev"]["accuracy"] <= 1.0
+  # The reported dev accuracy is that of the written dev predictions against the dev answers.
+  predicted = ccpm.read_ccpm(out / task / "seed_0" / "dev_predictions.jsonl")
+  gold = ccpm.read_split(root / "ccpm", "dev")
+  assert [e.translation for e in predicted] == [e.translation for e in gold]
+  assert results["test"] is None
+  assert results["dev"]["accuracy"] == pytest.approx(np.mean([p.answer == g.answer for p, g in zip(predicted, gold)]))
 
 
 def test_cclue_ner_submission_is_a_label_file_for_test_txt(board):
@@ -75,7 +81,16 @@ def test_cclue_ner_submission_is_a_label_file_for_test_txt(board):
   submitted = cclue.read_ner(root / "cclue_ner" / "test.txt", out / "cclue_ner" / "submission" / "cclue_ner.txt")
   assert [e.text for e in submitted] == [e.text for e in cclue.read_split("cclue_ner", root / "cclue_ner", "test")]
   results = json.loads((out / "cclue_ner" / "results.json").read_text(encoding="utf-8"))
-  assert {"precision", "recall", "f1"} <= set(results["dev"]) and results["test"] is None
+  assert results["test"] is None
+  # Entity micro P/R/F1 of the written dev labels, counted here from the span sets.
+  predicted = cclue.read_ner(root / "cclue_ner" / "dev.txt", out / "cclue_ner" / "seed_0" / "dev_predictions.txt")
+  gold = cclue.read_split("cclue_ner", root / "cclue_ner", "dev")
+  pairs = [({(i, *s) for s in p.spans}, {(i, *s) for s in g.spans}) for i, (p, g) in enumerate(zip(predicted, gold))]
+  tp, n_pred, n_gold = (sum(len(p & g) for p, g in pairs), sum(len(p) for p, _ in pairs), sum(len(g) for _, g in pairs))
+  assert n_gold > 0
+  assert results["dev"]["precision"] == pytest.approx(tp / n_pred if n_pred else 0.0)
+  assert results["dev"]["recall"] == pytest.approx(tp / n_gold)
+  assert results["dev"]["f1"] == pytest.approx(2 * tp / (n_pred + n_gold))
 
 
 def test_cclue_re_submission_fills_the_predicates(board):
@@ -86,7 +101,12 @@ def test_cclue_re_submission_fills_the_predicates(board):
   assert results["labels"] == ["任职", "位于", "同名于", "隶属于"]  # the fixture's predicates, sorted
   assert [(e.text, e.subject, e.object) for e in submitted] == [(e.text, e.subject, e.object) for e in test]
   assert all(e.predicate in results["labels"] for e in submitted)
-  assert {"accuracy", "macro_f1"} <= set(results["dev"])
+  from sklearn.metrics import f1_score
+  predicted = [e.predicate for e in cclue.read_relations(out / "cclue_re" / "seed_0" / "dev_predictions.jsonl")]
+  gold = [e.predicate for e in cclue.read_split("cclue_re", root / "cclue_re", "dev")]
+  assert results["dev"]["accuracy"] == pytest.approx(np.mean(np.array(predicted) == np.array(gold)))
+  assert results["dev"]["macro_f1"] == pytest.approx(
+      f1_score(gold, predicted, labels=results["labels"], average="macro", zero_division=0))
 
 
 def test_aceval_zero_and_few_shot_submissions(board):

@@ -7,6 +7,7 @@ import sys
 import jax
 import pytest
 
+from tests.conftest import XLA_CACHE
 from wyjax.data import prepare
 from wyjax.data import tokenizer as tk
 from wyjax.hf import export, loading
@@ -32,15 +33,11 @@ def pretrain_command(workdir, data_dir, *overrides):
           f"--config.data_dir={data_dir}", *overrides]
 
 
-# Runs of a session compile the same programs: share a persistent compilation cache.
-_COMPILATION_CACHE = pathlib.Path(os.environ.get("PYTEST_XLA_CACHE", "/tmp/wyjax-test-xla-cache"))
-
-
 def pretrain_env(devices: int = 1, **extra) -> dict:
   env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "SLURM_", "TPU_"))}
   env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
   env["JAX_PLATFORMS"] = "cpu"
-  env["JAX_COMPILATION_CACHE_DIR"] = str(_COMPILATION_CACHE)
+  env["JAX_COMPILATION_CACHE_DIR"] = str(XLA_CACHE)
   env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
   env.update(extra)
   return env

@@ -38,16 +38,27 @@ def test_fifteen_percent_selected_with_80_10_10(max_ngram, distribution):
   np.testing.assert_array_equal(targets, ids)
 
 
-def test_spans_respect_maximum_length():
-  ids = jnp.full((32, 512), 7)
-  _, _, weights = _mask(ids, max_ngram=3, ngram_distribution="uniform")
-  for row in np.asarray(weights) > 0:
-    runs = np.diff(np.flatnonzero(np.diff(np.concatenate([[0], row.astype(int), [0]]))))[::2]
-    assert runs.mean() > 1.5  # spans, not isolated characters
-  # Overlapping spans can merge, but a plain per-character run never exceeds chance lengths.
-  _, _, single = _mask(ids, max_ngram=1)
-  runs = np.diff(np.flatnonzero(np.diff(np.concatenate([[0], (np.asarray(single)[0] > 0).astype(int), [0]]))))[::2]
-  assert runs.mean() < 1.4
+def _run_lengths(selected: np.ndarray) -> np.ndarray:
+  """Lengths of the runs of consecutive selected positions, over all rows."""
+  edges = np.diff(np.pad(selected.astype(np.int8), ((0, 0), (1, 1))), axis=1)
+  return np.flatnonzero(edges.ravel() == -1) - np.flatnonzero(edges.ravel() == 1)
+
+
+@pytest.mark.parametrize("max_ngram,distribution,expected", [(3, "uniform", [1 / 3, 1 / 3, 1 / 3]),
+                                                             (3, "harmonic", [6 / 11, 3 / 11, 2 / 11])])
+def test_span_lengths_follow_the_distribution_up_to_max_ngram(max_ngram, distribution, expected):
+  """At a 1% rate spans rarely touch, so each run of masked tokens is one span: its length
+  follows the n-gram distribution and exceeds max_ngram only where two spans happen to meet."""
+  ids = jnp.full((256, 1024), 7)
+  _, _, weights = _mask(ids, rate=0.01, max_ngram=max_ngram, ngram_distribution=distribution)
+  runs = _run_lengths(np.asarray(weights) > 0)
+  assert len(runs) > 1000
+  assert np.mean(runs > max_ngram) < 0.02
+  frequencies = np.bincount(runs[runs <= max_ngram], minlength=max_ngram + 1)[1:] / len(runs)
+  np.testing.assert_allclose(frequencies, expected, atol=0.05)
+  # max_ngram 1: single characters; a longer run is only two neighbours chosen by chance.
+  _, _, single = _mask(ids, rate=0.01, max_ngram=1)
+  assert np.mean(_run_lengths(np.asarray(single) > 0) > 1) < 0.02
 
 
 def test_deterministic_in_seed_and_step():

@@ -8,6 +8,7 @@ import base64
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import pathlib
 import re
@@ -71,6 +72,16 @@ def document_fraction(document_id: str) -> float:
   """A stable number in [0, 1) from a document id: splits are decided by hash, not by order
   or a random draw."""
   return int.from_bytes(hashlib.sha256(document_id.encode()).digest()[:8], "little") % 1_000_000 / 1_000_000
+
+
+def drop_empty_splits(out: pathlib.Path, suffix: str, counts) -> None:
+  """Removes the file of a split no document fell into (an empty file would read as a broken
+  split), notes it in `counts` and warns: fine-tuning then reports the missing split."""
+  for split in ("train", "dev", "test"):
+    if not counts[f"{split}_examples"]:
+      (out / f"{split}{suffix}").unlink(missing_ok=True)
+      counts[f"no_{split}_split"] = 1
+      logging.warning("%s: no document fell into the %s split; no %s%s written", out, split, split, suffix)
 
 
 def is_validation(document_id: str, valid_fraction: float) -> bool:
@@ -206,10 +217,23 @@ def fetch_poetry(cache=None) -> pathlib.Path:
   check_integrity(tarball)
   partial = folder / "chinese-poetry-2.0.1.partial"
   with tarfile.open(tarball) as tar:
-    # The "data" filter (no absolute paths or links outside) exists from Python 3.11.4 on.
-    tar.extractall(partial, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    data_filter = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # Python 3.11.4+: the same rules
+    tar.extractall(partial, members=safe_members(tar, tarball), **data_filter)
   partial.rename(unpacked)
   return unpacked / "package"
+
+
+def safe_members(tar: tarfile.TarFile, source) -> list[tarfile.TarInfo]:
+  """The archive's members, refused unless each is a plain file or folder inside the target:
+  no absolute path, no '..', no link or device (what the "data" extraction filter of Python
+  3.11.4+ enforces, checked here on every Python)."""
+  members = tar.getmembers()
+  for m in members:
+    parts = pathlib.PurePosixPath(m.name).parts
+    if m.name.startswith(("/", "\\")) or ".." in parts or not (m.isfile() or m.isdir()):
+      raise ValueError(f"{source}: refusing to extract {m.name!r} (absolute, outside the folder, or not a plain "
+                       "file or folder)")
+  return members
 
 
 def poetry_collection(relative: str) -> tuple[str, str | None] | None:
@@ -238,18 +262,17 @@ class PoetryReader:
                   and not pathlib.PurePath(f).name.startswith(("author", "intro")))
 
   def read(self, unit: str) -> list[Document]:
+    path = self.dist / unit
     try:
-      data = json.loads(read_text(self.dist / unit))
+      data = json.loads(read_text(path))
     except json.JSONDecodeError as e:
-      raise ValueError(f"{self.dist / unit}:{e.lineno}: invalid JSON ({e.msg})") from e
+      raise ValueError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from e
     collection, dynasty = poetry_collection(unit)
     records = data if isinstance(data, list) else [data]
     docs = []
     for i, record in enumerate(records):
-      for j, (leaf, inherited) in enumerate(_leaf_records(record, {})):
-        paragraphs = _poem_lines(leaf)
-        if paragraphs is None:
-          raise ValueError(f"{self.dist / unit}: record {i} has none of the text fields {_TEXT_FIELDS}")
+      for j, (leaf, inherited) in enumerate(_leaf_records(record, {}, f"{path}: record {i}")):
+        paragraphs = _poem_lines(leaf, f"{path}: record {i}")
         title = leaf.get("title") or leaf.get("chapter") or leaf.get("rhythmic") or inherited.get("title", "")
         meta = {"collection": collection, "dynasty": dynasty, "title": title,
                 "author": leaf.get("author") or inherited.get("author", ""), "path": unit}
@@ -257,26 +280,29 @@ class PoetryReader:
     return docs
 
 
-def _leaf_records(record: dict, inherited: dict) -> Iterator[tuple[dict, dict]]:
+def _leaf_records(record, inherited: dict, where: str) -> Iterator[tuple[dict, dict]]:
   """蒙学 files nest records (卷 → 章); yield the records that hold the text lines."""
+  if not isinstance(record, dict):
+    raise ValueError(f"{where}: expected a JSON object, found {type(record).__name__}")
   nested = [v for f in _TEXT_FIELDS if isinstance(v := record.get(f), list) and v and isinstance(v[0], dict)]
   if not nested:
     yield record, inherited
     return
   inherited = {**inherited, **{k: record[k] for k in ("title", "author") if record.get(k)}}
   for child in nested[0]:
-    yield from _leaf_records(child, inherited)
+    yield from _leaf_records(child, inherited, where)
 
 
-def _poem_lines(record: dict) -> list[str] | None:
+def _poem_lines(record: dict, where: str) -> list[str]:
   for field in _TEXT_FIELDS:
     if field in record:
       value = record[field]
       if isinstance(value, str):
         return [value]
-      if all(isinstance(v, str) for v in value):
+      if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return value
-  return None
+      raise ValueError(f"{where}: field {field!r} is neither a string nor a list of strings")
+  raise ValueError(f"{where}: none of the text fields {_TEXT_FIELDS}")
 
 
 # --- sources ---------------------------------------------------------------------------------

@@ -75,6 +75,7 @@ def build_gjc(daizhige_dir, out, *, per_collection: int = 10_000, dev_fraction: 
     (out / f"{split}.tsv").write_text("".join(f"{c}\t{p}\n" for _, c, p in split_rows), encoding="utf-8")
     counts[f"{split}_examples"] = len(split_rows)
     counts.update(f"{split} {c}" for _, c, _ in split_rows)
+  corpus.drop_empty_splits(out, ".tsv", counts)
   summary = dict(sorted(counts.items()))
   (out / "summary.json").write_text(json.dumps(summary, ensure_ascii=False, indent=2))
   return summary

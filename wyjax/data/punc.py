@@ -83,6 +83,7 @@ def build_punc(daizhige_dir, out, *, collections_=("史藏",), dev_fraction: flo
           counts.update(f"mark {t}" for t in piece_tags if t != "O")
   for w in writers.values():
     w.close()
+  corpus.drop_empty_splits(out, ".tsv", counts)
   summary = dict(sorted(counts.items()))
   (out / "summary.json").write_text(json.dumps(summary, ensure_ascii=False, indent=2))
   return summary

@@ -144,6 +144,12 @@ def build_vocab(texts: Iterable[str] | None = None, *, counts: collections.Count
   return vocab + twins
 
 
+def placeholder(vocab_size: int) -> "Tokenizer":
+  """A tokenizer of `vocab_size` tokens (the special ones first, as in every wyjax vocabulary,
+  then CJK characters) for building a model of that size before any corpus exists."""
+  return Tokenizer(list(SPECIAL_TOKENS) + [chr(0x4E00 + i) for i in range(vocab_size - len(SPECIAL_TOKENS))])
+
+
 class Tokenizer:
   """A char-level BERT tokenizer with a length-preserving normalisation in front."""
 

@@ -22,13 +22,29 @@ DATASETS = {"ccpm": ("CCPM", "ccpm"), "ccpm_match": ("CCPM", "ccpm"), "cclue_ner
             "cclue_re": ("C-CLUE relations", "c-clue-re"), "aceval": ("AC-EVAL", "ac-eval")}
 
 
+# Every file `export` writes (the tokenizer's four included): what a Hub upload sends.
+FILES = ("config.json", "model.safetensors", "README.md", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
+         "special_tokens_map.json")
+
+
+def check_out(out, overwrite: bool) -> pathlib.Path:
+  """`out` as a Path; FileExistsError when it holds anything and `overwrite` is not set."""
+  out = pathlib.Path(out)
+  if out.exists() and any(out.iterdir()) and not overwrite:
+    raise FileExistsError(f"{out} is not empty ({len(list(out.iterdir()))} entries); choose an empty or new "
+                          "folder, or pass --overwrite to replace the exported files in it")
+  return out
+
+
 def export(model: Model, out, *, legacy: bool | None = None, name: str = "wyjax-model",
-           license: str = "apache-2.0", results: dict | None = None) -> pathlib.Path:
+           license: str = "apache-2.0", results: dict | None = None, overwrite: bool = False) -> pathlib.Path:
   """Writes `out`; the folder loads with transformers.AutoModelForMaskedLM unchanged.
 
   results: {"split": "dev", "tasks": {"tlc": {"accuracy": 0.81, ...}, ...}} (a leaderboard.json)
-  puts a model-index into the card.
+  puts a model-index into the card. A folder that already holds files is refused unless
+  `overwrite` (then the exported files replace theirs; other files are left alone).
   """
+  out = check_out(out, overwrite)
   if not model.has_mlm:
     raise ValueError("export writes *ForMaskedLM folders; this model has no MLM head")
   if model.tokenizer is None:
@@ -41,7 +57,6 @@ def export(model: Model, out, *, legacy: bool | None = None, name: str = "wyjax-
   if hf_config.get("legacy") is False and config.embed_dim != config.hidden_size:
     raise ValueError("legacy=False needs embedding_size == hidden_size: transformers' "
                      "lm_predictions head maps hidden→hidden before the tied decoder")
-  out = pathlib.Path(out)
   out.mkdir(parents=True, exist_ok=True)
   state_dict = weights.to_hf(model.params, config, legacy=hf_config.get("legacy", True))
   save_file(state_dict, str(out / "model.safetensors"), metadata={"format": "pt"})

@@ -74,7 +74,8 @@ class Bert(nn.Module):
 
   def setup(self):
     self.embeddings = Embeddings(self.config)
-    self.layers = [Layer(self.config, name=f"layer_{i}") for i in range(self.config.num_hidden_layers)]
+    layer_cls = layers.remat(Layer, self.config, static_argnums=(3, 4))
+    self.layers = [layer_cls(self.config, name=f"layer_{i}") for i in range(self.config.num_hidden_layers)]
 
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
                deterministic: bool = True, cache_start=None):

@@ -7,6 +7,7 @@ import dataclasses
 
 MODEL_TYPES = ("deberta-v2", "bert", "roberta")
 POS_ATT_TYPES = ("c2p", "p2c")
+REMAT_MODES = ("none", "full", "dots")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +46,10 @@ class EncoderConfig:
   position_biased_input: bool = True
   # Activation dtype; parameters are always float32.
   dtype: str = "float32"
+  # Per-layer rematerialisation in training: "none", "full" (the backward pass recomputes each
+  # layer's forward), "dots" (keeps the outputs of matmuls without batch dimensions). Not part
+  # of the architecture: the params are the same in every mode.
+  remat: str = "none"
 
   def __post_init__(self):
     if self.model_type not in MODEL_TYPES:
@@ -62,6 +67,8 @@ class EncoderConfig:
     if unknown:
       raise ValueError(f"pos_att_type has unknown entries {sorted(unknown)}; allowed: {POS_ATT_TYPES}")
     object.__setattr__(self, "pos_att_type", pos_att_type)
+    if self.remat not in REMAT_MODES:
+      raise ValueError(f"remat {self.remat!r} is not supported; use one of {REMAT_MODES}")
     norms = {n.strip() for n in self.norm_rel_ebd.lower().split("|")}
     if not norms <= {"none", "layer_norm"}:
       raise ValueError(f"norm_rel_ebd {self.norm_rel_ebd!r} is not supported; use 'none' or 'layer_norm'")

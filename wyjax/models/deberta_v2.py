@@ -148,7 +148,8 @@ class DebertaV2(nn.Module):
                                          name="rel_embeddings")
       if cfg.layer_norm_rel_embeddings:
         self.rel_norm = layers.LayerNorm(cfg)
-    self.layers = [Layer(cfg, name=f"layer_{i}") for i in range(cfg.num_hidden_layers)]
+    layer_cls = layers.remat(Layer, cfg, static_argnums=(5, 6))
+    self.layers = [layer_cls(cfg, name=f"layer_{i}") for i in range(cfg.num_hidden_layers)]
 
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
                deterministic: bool = True, cache_start=None):

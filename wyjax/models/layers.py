@@ -63,6 +63,18 @@ def embed(config: EncoderConfig, num: int, features: int, axes: Sequence[str | N
   )
 
 
+REMAT_POLICIES = {"full": None, "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable}
+
+
+def remat(layer_cls: type[nn.Module], config: EncoderConfig, static_argnums: tuple[int, ...]):
+  """`layer_cls` rematerialised as config.remat asks ("none": as it is). The params keep their
+  names, so checkpoints and the transformers conversion are the same in every mode.
+  static_argnums count `self` as 0: the Python-valued arguments (deterministic, cache_start)."""
+  if config.remat == "none":
+    return layer_cls
+  return nn.remat(layer_cls, policy=REMAT_POLICIES[config.remat], static_argnums=static_argnums)
+
+
 class LayerNorm(nn.Module):
   """LayerNorm computed in float32 whatever the activation dtype; output in that dtype."""
   config: EncoderConfig

@@ -42,8 +42,18 @@ class Question:
 
 
 def read_subject(path, subject: str) -> list[Question]:
-  """Every row of one subject's file; the header says whether it has answers."""
-  reader = csv.reader(io.StringIO(read_text(path), newline=""))
+  """Every row of one subject's file; the header says whether it has answers. A field may be
+  as long as the file (csv's default limit, 128 KiB, is lifted); what csv itself rejects is
+  reported with the line it reached."""
+  csv.field_size_limit(2**31 - 1)
+  reader = csv.reader(io.StringIO(read_text(path), newline=""), strict=True)
+  try:
+    return _questions(path, subject, reader)
+  except csv.Error as e:
+    raise FormatError(path, reader.line_num, f"malformed CSV ({e})") from e
+
+
+def _questions(path, subject: str, reader) -> list[Question]:
   header = next(reader, None)
   if header not in (_QUESTION_HEADER, _QUESTION_HEADER + ["Answer", "Explanation"]):
     raise FormatError(path, 1, f"header {header!r} is not ',Question,A,B,C,D[,Answer,Explanation]'")

@@ -177,13 +177,17 @@ def builder(dataset: str, data_dir) -> TaskFiles:
 
 
 def load_splits(dataset: str, data_dir) -> dict[str, list]:
-  """{split: examples} for the splits present (test may be absent), read through grain."""
+  """{split: examples} for the splits present (test may be absent), read through grain. A
+  split whose files hold no example is an error, not an absent split."""
   ds_builder = builder(dataset, data_dir)
   example_type = EXAMPLE_TYPES[dataset]
   out = {}
   for split in ds_builder.info.splits:
     source = grain.MapDataset.source(ds_builder.as_data_source(split))
     out[split] = list(source.map(lambda record: _from_record(example_type, record)))
+  for split in SPLITS:
+    if not out.get(split) and split_files(dataset, data_dir, split):
+      raise ValueError(f"{file_of(dataset, data_dir, split)}: the {split} split has no examples (empty file)")
   return {split: out[split] for split in SPLITS if split in out}
 
 

@@ -65,6 +65,7 @@ def json_records(path) -> Iterator[tuple[int, dict]]:
   while True:
     index = _skip_space(text, index)
     if index < len(text) and text[index] == "]":
+      _check_end(path, text, index + 1)
       return
     line = text.count("\n", 0, index) + 1
     try:
@@ -77,6 +78,14 @@ def json_records(path) -> Iterator[tuple[int, dict]]:
       index += 1
     elif index >= len(text) or text[index] != "]":
       raise FormatError(path, text.count("\n", 0, index) + 1, "expected ',' or ']' between records")
+
+
+def _check_end(path, text: str, index: int) -> None:
+  """Only whitespace may follow the array's closing ']' (not a second array, not garbage)."""
+  index = _skip_space(text, index)
+  if index < len(text):
+    raise FormatError(path, text.count("\n", 0, index) + 1,
+                      f"unexpected {text[index:index + 20]!r} after the JSON array's closing ']'")
 
 
 def _skip_space(text: str, index: int) -> int:

@@ -148,7 +148,9 @@ def read_glner(path) -> list[GlnerExample]:
     for item in files.field(path, line, record, "label", list):
       _check(isinstance(item, list) and len(item) == 3, path, line, f"label entry {item!r} is not [start, end, type]")
       start, end, kind = item
-      _check(isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(text), path, line,
+      _check(all(isinstance(x, int) and not isinstance(x, bool) for x in (start, end)), path, line,
+             f"span offsets {start!r}, {end!r} are not integers")
+      _check(0 <= start < end <= len(text), path, line,
              f"span [{start}, {end}) is outside the text of {len(text)} characters or empty")
       _check(kind in GLNER_TYPES, path, line, f"unknown entity type {kind!r}; expected one of {GLNER_TYPES}")
       _check(start >= previous_end, path, line, f"span [{start}, {end}) overlaps or precedes the previous one")
@@ -219,10 +221,9 @@ def read_wywrc(path) -> list[ChoiceExample]:
     options = _options(path, line, [record.get(f"option{i}") for i in range(4)])
     answer = files.field(path, line, record, "answer", str)
     _check(answer in ("0", "1", "2", "3"), path, line, f"answer {answer!r} is not '0'..'3'")
-    kind = record.get("type")
+    kind = files.field(path, line, record, "type", int) if record.get("type") is not None else None
     out.append(ChoiceExample(line, files.field(path, line, record, "article", str),
-                             files.field(path, line, record, "question", str), options, int(answer),
-                             int(kind) if kind is not None else None))
+                             files.field(path, line, record, "question", str), options, int(answer), kind))
   return out
 
 

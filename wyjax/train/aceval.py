@@ -35,7 +35,7 @@ SUBMISSIONS = {"few_shot": "aceval.json", "zero_shot": "aceval_zero_shot.json"}
 
 def _fit(trainer: finetune.Trainer, config, pretrained: dict, features: list[dict], seed: int) -> dict:
   """Params after num_train_steps on features, from the pretrained ones."""
-  state = trainer.init_state(pretrained, features, seed)
+  state = trainer.init_state(pretrained, seed)
   batches = batching.train_batches(features, batch_size=config.batch_size, max_length=trainer.max_length,
                                    pad_id=trainer.pad_id, seed=seed)
   rng = jax.random.key(seed)
@@ -61,7 +61,8 @@ def _setup(config, init: str, splits: dict):
   data = finetune.load_task_data(ACEVAL, config, tokenizer, model_config,
                                  {split: examples for split, examples in splits.items() if split != "train"})
   steps = max(config.num_train_steps, 1)
-  return finetune.Trainer(ACEVAL, model_config, tokenizer, config, steps, data["max_length"]), pretrained, data
+  trainer = finetune.Trainer(ACEVAL, model_config, tokenizer, config, steps, data["max_length"], data["dev"][1][0])
+  return trainer, pretrained, data
 
 
 def zero_shot(config, splits: dict) -> tuple[dict, list, list | None]:
@@ -71,7 +72,7 @@ def zero_shot(config, splits: dict) -> tuple[dict, list, list | None]:
   if classifier is None or "pooler" not in pretrained or np.shape(classifier)[-1] != 1:
     raise ValueError(f"{config.zero_shot_init}: zero-shot needs a model fine-tuned on a multiple-choice task "
                      "(IRC, WYWRC or CCPM: its one-score classifier)")
-  params = trainer.init_state(pretrained, data["dev"][1], config.seed)["params"]
+  params = trainer.init_state(pretrained, config.seed)["params"]
   scores, answers, _ = finetune.evaluate(ACEVAL, trainer, params, *data["dev"])
   test = finetune.evaluate(ACEVAL, trainer, params, *data["test"])[1] if "test" in data else None
   return scores, answers, test

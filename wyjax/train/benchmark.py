@@ -26,14 +26,15 @@ def task_config(task: str, **overrides):
   return config
 
 
-def run(*, init: str, data_root, out, tasks, name: str, **overrides) -> dict:
+def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bool = False, **overrides) -> dict:
   """Fine-tunes every task of `tasks` that has a folder in data_root; returns leaderboard.json.
 
   A task reads data_root/<its dataset> (CCPM's two models share ccpm/). AC-EVAL runs last:
   few-shot from `init`, and zero-shot from the last multiple-choice run here (CCPM, else WYWRC,
   else IRC), the transfer the AC-EVAL issue asks for.
   Writes out/<task>/ (runs, results.json, submission), out/leaderboard.{md,json} and
-  out/plots/<task>_{confusion,curve}.png.
+  out/plots/<task>_{confusion,curve}.png. A rerun keeps the tasks' finished seeds
+  (wyjax.train.finetune).
   """
   data_root, out = pathlib.Path(data_root), pathlib.Path(out)
   unknown = sorted(set(tasks) - set(TASKS))
@@ -52,7 +53,7 @@ def run(*, init: str, data_root, out, tasks, name: str, **overrides) -> dict:
       config.zero_shot_init = choice_runs[-1] if choice_runs else ""
       results[task] = aceval.run(config, out / task)
     else:
-      results[task] = finetune.finetune(config, out / task)
+      results[task] = finetune.finetune(config, out / task, accept_config_change=accept_config_change)
   if not results:
     raise FileNotFoundError(f"{data_root}: no task folder with a train file among {list(tasks)}")
   board = leaderboard.write(out, name, results)

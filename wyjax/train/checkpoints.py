@@ -1,32 +1,259 @@
-"""The wyjax checkpoint layout, shared by pretraining, fine-tuning and export.
+"""The wyjax checkpoint layout, shared by pretraining, fine-tuning and export, and the rules
+that keep a run's checkpoints trustworthy.
 
     workdir/
       model.json                   {"encoder": EncoderConfig fields, "heads": [...]}
       tokenizer/                   vocab.txt and the other tokenizer files
       checkpoints/<step>/state     orbax PyTree: the train state; its `params` hold the model
                                    ({"encoder": ..., "mlm_head": ...})
+      checkpoints/<step>/checksums.json
+                                   SHA-256 and size of every file of the step, written once
+                                   orbax has finished the save (`Writer`)
 
 Other items (the data iterator of pretraining) sit beside `state` in each step folder.
+
+Restoring (`restore_latest`) tells two failures apart. A checkpoint whose tree, shapes or
+dtypes differ from the run's state is *incompatible*: the config changed, so the run stops
+with the differing leaves named and nothing is touched. One that fails its checksums, cannot
+be read or holds non-finite values is *unreadable*: it is moved aside (renamed
+`unreadable-<step>-<time>`, never deleted) and the previous one is tried.
 """
+import concurrent.futures
+import hashlib
 import json
+import logging
 import pathlib
+import time
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+from etils import epath
+from jax.experimental import multihost_utils
 
 from wyjax.models import EncoderConfig
+from wyjax.train import guards
 
 STATE = "state"
+CHECKSUMS = "checksums.json"
+_TMP_SUFFIX = ".orbax-checkpoint-tmp"  # orbax's name for a step folder being written
 
 
-def manager(workdir, *, max_to_keep: int | None = 3, extra_handlers=None,
+class IncompatibleCheckpoint(guards.RunError):
+  """The checkpoint's tree differs from the state this config builds."""
+
+
+class CheckpointSaveError(guards.RunError):
+  """An (async) save failed; the checkpoints before it are intact."""
+
+
+def manager(workdir, *, folder: str = "checkpoints", max_to_keep: int | None = 3, extra_handlers=None,
             **options) -> ocp.CheckpointManager:
-  """The workdir's CheckpointManager; `extra_handlers` adds items beside `state`."""
+  """The CheckpointManager of workdir/folder; `extra_handlers` adds items beside `state`.
+  Temporary folders of saves that never finished (a killed process) are removed on opening."""
+  options.setdefault("cleanup_tmp_directories", not options.get("read_only", False))
   return ocp.CheckpointManager(
-      pathlib.Path(workdir).absolute() / "checkpoints",
+      epath.Path(workdir).absolute() / folder,
       options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, **options),
       item_handlers={STATE: ocp.PyTreeCheckpointHandler(), **(extra_handlers or {})})
+
+
+# --- integrity -------------------------------------------------------------------------------------
+
+def _files(folder: epath.Path):
+  for path in sorted(folder.iterdir()):
+    if path.is_dir():
+      yield from _files(path)
+    elif path.name != CHECKSUMS:
+      yield path
+
+
+def _sha256(path: epath.Path) -> str:
+  digest = hashlib.sha256()
+  with path.open("rb") as f:
+    while chunk := f.read(1 << 22):
+      digest.update(chunk)
+  return digest.hexdigest()
+
+
+def seal(step_dir) -> None:
+  """Writes step_dir/checksums.json (atomically: a partial file is never read as a seal)."""
+  step_dir = epath.Path(step_dir)
+  sums = {str(p.relative_to(step_dir)): {"size": p.stat().length, "sha256": _sha256(p)} for p in _files(step_dir)}
+  partial = step_dir / (CHECKSUMS + ".partial")
+  partial.write_text(json.dumps(sums, indent=1, sort_keys=True))
+  partial.replace(step_dir / CHECKSUMS)
+
+
+def integrity_problem(step_dir) -> str | None:
+  """What is wrong with a step folder against its checksums; None when it matches them, or
+  when it has none (a save finished just before the process died, or an older checkpoint:
+  logged as unverified)."""
+  step_dir = epath.Path(step_dir)
+  if not (step_dir / CHECKSUMS).exists():
+    logging.warning("%s has no %s: restored without verification", step_dir, CHECKSUMS)
+    return None
+  try:
+    expected = json.loads((step_dir / CHECKSUMS).read_text())
+  except ValueError as e:
+    return f"{CHECKSUMS} is not valid JSON ({e})"
+  for name, want in expected.items():
+    path = step_dir / name
+    if not path.exists():
+      return f"{name} is missing"
+    if path.stat().length != want["size"]:
+      return f"{name} has {path.stat().length} bytes, {want['size']} were written"
+    if _sha256(path) != want["sha256"]:
+      return f"{name} does not match its SHA-256 (corrupted)"
+  return None
+
+
+def _agreed_problem(step_dir) -> str | None:
+  """integrity_problem, computed once by process 0 (every process would read every file)."""
+  problem = integrity_problem(step_dir) if jax.process_index() == 0 else None
+  if jax.process_count() > 1:
+    bad = multihost_utils.broadcast_one_to_all(np.int32(problem is not None))
+    problem = problem or ("failed its checksums on process 0" if bad else None)
+  return problem
+
+
+class Writer:
+  """Saves through a CheckpointManager, seals each save once orbax has finished it (in a
+  background thread on process 0) and turns a failed async save into CheckpointSaveError at
+  the next `poll()`, a step later, not at the next save."""
+
+  def __init__(self, mngr: ocp.CheckpointManager):
+    self.mngr = mngr
+    self._unsealed: list[int] = []
+    self._sealing = concurrent.futures.ThreadPoolExecutor(1) if jax.process_index() == 0 else None
+    self._seals: list[concurrent.futures.Future] = []
+
+  def save(self, step: int, args, *, force: bool = False) -> bool:
+    self.poll()
+    try:
+      started = self.mngr.save(step, args=args, force=force)
+    except Exception as e:  # this (synchronous) save's error, or the pending one's that orbax waited for
+      self._unsealed = self._unsealed or [step]
+      self._fail(e)
+    if started:
+      self._unsealed.append(step)
+    return started
+
+  def poll(self) -> None:
+    """Raises a failed save's error now; seals the saves orbax has finished."""
+    if not self._unsealed or self.mngr.is_saving_in_progress():
+      return
+    try:
+      self.mngr.check_for_errors()
+      self.mngr.wait_until_finished()  # returns at once, raising what the finished save raised
+    except Exception as e:  # whatever the storage raised (disk full, permissions, ...)
+      self._fail(e)
+    if self._sealing is not None:
+      self._seals += [self._sealing.submit(self._seal, s) for s in self._unsealed]
+    self._unsealed = []
+
+  def _seal(self, step: int) -> None:
+    try:
+      seal(epath.Path(self.mngr.directory) / str(step))
+    except OSError as e:  # e.g. the step was already rotated out by max_to_keep
+      logging.warning("checkpoint %d not sealed: %s", step, e)
+
+  def _fail(self, error: Exception):
+    directory = epath.Path(self.mngr.directory)
+    try:  # the save's other writers may still be at work: let them end before cleaning up
+      self.mngr.wait_until_finished()
+    except Exception:  # pylint: disable=broad-except  # the same failure, reported below
+      pass
+    for partial in directory.glob(f"*{_TMP_SUFFIX}*"):
+      partial.rmtree()
+    failed, self._unsealed = self._unsealed, []
+    self.mngr.reload()
+    raise CheckpointSaveError(
+        f"saving checkpoint {failed or '?'} in {directory} failed ({type(error).__name__}: {error}); its "
+        f"partial files were removed. Intact checkpoints: {self.mngr.all_steps() or 'none'}. Fix the cause "
+        "(e.g. free disk space) and rerun the same command to resume from the latest of them.") from error
+
+  def wait(self) -> None:
+    """Until the saves started so far are finished and sealed."""
+    try:
+      self.mngr.wait_until_finished()
+    except Exception as e:
+      self._fail(e)
+    self.poll()
+    concurrent.futures.wait(self._seals)
+    self._seals = []
+
+  def close(self) -> None:
+    self.wait()
+    if self._sealing is not None:
+      self._sealing.shutdown()
+    self.mngr.close()
+
+
+# --- restore -----------------------------------------------------------------------------------------
+
+def tree_differences(saved_tree, target) -> list[str]:
+  """'path: checkpoint …, this run …' for every leaf whose presence, shape or dtype differs
+  between a checkpoint's metadata tree and an abstract target."""
+  def name(key) -> str:  # orbax stores NamedTuple fields as dict keys: compare by name
+    return str(getattr(key, "key", getattr(key, "idx", getattr(key, "name", key))))
+
+  def leaves(tree):
+    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
+    return {"/".join(name(k) for k in path): leaf for path, leaf in flat}
+
+  saved, wanted = leaves(saved_tree), leaves(target)
+  describe = lambda x: f"{tuple(x.shape)} {np.dtype(x.dtype).name}"
+  out = [f"{k}: not in the checkpoint" for k in wanted if k not in saved]
+  out += [f"{k}: in the checkpoint only" for k in saved if k not in wanted]
+  out += [f"{k}: checkpoint {describe(saved[k])}, this run {describe(wanted[k])}" for k in wanted
+          if k in saved and (tuple(saved[k].shape) != tuple(wanted[k].shape)
+                             or np.dtype(saved[k].dtype) != np.dtype(wanted[k].dtype))]
+  return sorted(out, key=lambda line: not line.startswith("params/"))  # the model's own leaves first
+
+
+def move_aside(mngr: ocp.CheckpointManager, step: int, reason: str = "unreadable") -> None:
+  """Renames a step folder to <reason>-<step>-<time> (orbax no longer sees it; nothing is deleted)."""
+  if jax.process_index() == 0:
+    step_dir = epath.Path(mngr.directory) / str(step)
+    step_dir.rename(step_dir.parent / f"{reason}-{step}-{int(time.time())}")
+  if jax.process_count() > 1:
+    multihost_utils.sync_global_devices(f"moved aside {step}")
+  mngr.reload()
+
+
+def restore_latest(mngr: ocp.CheckpointManager, abstract_state) -> tuple[dict | None, int]:
+  """(state, step) of the latest intact checkpoint, restored into abstract_state's shardings;
+  (None, 0) when there is none. Raises IncompatibleCheckpoint (touching nothing) when the
+  latest readable checkpoint does not fit abstract_state."""
+  for step in sorted(mngr.all_steps(), reverse=True):
+    problem = _agreed_problem(epath.Path(mngr.directory) / str(step))
+    state = None
+    if problem is None:
+      try:
+        saved = mngr.item_metadata(step)[STATE].tree
+      except Exception as e:  # orbax raises many types for truncated or corrupted files
+        problem = f"metadata unreadable ({type(e).__name__}: {str(e)[:300]})"
+    if problem is None:
+      differences = tree_differences(saved, abstract_state)
+      if differences:
+        raise IncompatibleCheckpoint(
+            f"checkpoint {step} in {mngr.directory} does not fit the state this config builds "
+            f"({len(differences)} differences):\n  " + "\n  ".join(differences[:20]) +
+            "\nRerun with the config the checkpoint was made with, or use another --workdir "
+            "(nothing was changed in this one).")
+      try:
+        state = mngr.restore(step, args=ocp.args.Composite(**{STATE: ocp.args.PyTreeRestore(
+            abstract_state, restore_args=ocp.checkpoint_utils.construct_restore_args(abstract_state))}))[STATE]
+      except Exception as e:
+        problem = f"{type(e).__name__}: {str(e)[:300]}"
+    if problem is None and not bool(guards.all_finite(state)):
+      problem = "it holds NaN or Inf values"
+    if problem is None:
+      return state, step
+    logging.warning("checkpoint %d is unreadable (%s); moved aside, falling back to the previous one", step, problem)
+    move_aside(mngr, step)
+  return None, 0
 
 
 def tokenizer_dir(workdir) -> pathlib.Path:
@@ -57,6 +284,7 @@ def save_params(workdir, step: int, params, config: EncoderConfig, tokenizer=Non
   with manager(workdir) as mngr:
     mngr.save(step, args=ocp.args.Composite(state=ocp.args.PyTreeSave({"params": params})))
     mngr.wait_until_finished()
+    seal(epath.Path(mngr.directory) / str(step))
 
 
 def _workdir_of(path: pathlib.Path) -> pathlib.Path:
@@ -77,6 +305,9 @@ def restore_model(path) -> tuple[EncoderConfig, dict]:
     step = mngr.latest_step() if step is None else step
     if step is None:
       raise FileNotFoundError(f"{workdir / 'checkpoints'}: no checkpoint")
+    problem = integrity_problem(epath.Path(mngr.directory) / str(step))
+    if problem:
+      raise ValueError(f"{mngr.directory / str(step)} is corrupt: {problem}")
     metadata = mngr.item_metadata(step)[STATE]
     params_meta = {"params": metadata.tree["params"]}
     restore_args = jax.tree_util.tree_map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), params_meta)

@@ -3,21 +3,28 @@ best-dev parameters with orbax, stop after `patience` evaluations without improv
 restore the best and predict dev and test.
 
     workdir/
+      run_config.json         the config the runs were made with (a rerun must match it)
       results.json            per-seed dev/test metrics, mean ± std, the best-dev run
       submission/<task>.<ext> test predictions of the best-dev run (docs/finetuning.md)
       seed_<k>/               one run: model.json, tokenizer/, checkpoints/<best step>/,
-                              metrics.jsonl, dev_predictions.<ext>, test predictions
+                              metrics.jsonl, dev_predictions.<ext>, test predictions,
+                              run.json once finished; resume/<step>/ while unfinished
+
+A rerun keeps finished seeds (run.json) as they are and continues an unfinished one from its
+resume/ checkpoint (saved at every evaluation and on SIGTERM/SIGINT, exactly: the batch
+iterator's position and the early-stopping counters are in it); resume/ is removed once the
+seed has finished.
 """
 import dataclasses
 import json
 import logging
-import math
 import pathlib
 import shutil
 import sys
 import time
 
 import flax.linen as nn
+import grain
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -35,7 +42,7 @@ from wyjax.tasks import metrics as metrics_lib
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.tasks import TASKS, Task, for_data, fspc_line_examples, majority_baseline
-from wyjax.train import checkpoints, metrics, optimizer, partitioning
+from wyjax.train import aot, checkpoints, guards, metrics, optimizer, partitioning, resume
 
 # The model used when no --config.init is given: the embedded default's architecture.
 FRESH_TINY_MODEL = dict(
@@ -65,12 +72,20 @@ def base_config() -> ml_collections.ConfigDict:
   c.seed = 0
   c.seeds = 1  # runs with seeds seed, seed + 1, ...: mean, std and the best-dev run's test score
   c.dtype = "float32"
+  c.remat = "none"  # per layer: "none", "full" or "dots" (wyjax.models.EncoderConfig.remat)
   c.fspc_line_examples = False  # FSPC: also train (and score) on each verse line
   c.log_every = 50
   c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))
   c.logical_axis_rules = [("vocab", "tensor"), ("embed", "fsdp"), ("heads", "tensor"), ("kv", None),
                           ("mlp", "tensor")]
+  c.max_nonfinite_steps = 10  # non-finite steps in a row (each skipped) before the run stops
+  c.stop_check_every = 10  # steps between the processes' agreement on a stop signal (multi-host)
   return c
+
+
+# Keys a rerun may change: they do not change what a seed trains (more seeds add runs).
+RESUMABLE_CHANGES = ("seeds", "log_every", "eval_batch_size", "mesh", "logical_axis_rules", "max_nonfinite_steps",
+                     "stop_check_every", "remat")
 
 
 def head_model(task: Task, config: EncoderConfig) -> nn.Module:
@@ -170,69 +185,104 @@ class Run:
   dev_confusion: list  # [gold][predicted] counts over the head's classes
 
 
+def make_steps(model: nn.Module, tx: optax.GradientTransformation, schedule, task: Task, pad_id: int):
+  """The pure train step (state, inputs, labels, rng) → (state, metrics) and the prediction
+  step (params, inputs) → logits (the prefix LM: the argmax token at every position)."""
+
+  def logits_of(params, inputs, rng=None):
+    ids = inputs["input_ids"]
+    mask = (ids != pad_id).astype(jnp.int32)
+    if task.head == "prefix_lm":
+      mask = prefix_lm.attention_mask(inputs["token_type_ids"], mask)
+    kwargs = {"span_mask": inputs["span_mask"]} if "span_mask" in inputs else {}
+    return model.apply({"params": params}, ids, mask, inputs.get("token_type_ids"), deterministic=rng is None,
+                       rngs=None if rng is None else {"dropout": rng}, **kwargs)
+
+  def train_step(state, inputs, labels, rng):
+    def loss_fn(params):
+      valid = labels != IGNORE
+      losses = optax.softmax_cross_entropy_with_integer_labels(logits_of(params, inputs, rng),
+                                                               jnp.where(valid, labels, 0))
+      return jnp.sum(losses * valid) / jnp.maximum(jnp.sum(valid), 1)
+
+    loss, grads = jax.value_and_grad(loss_fn)(state["params"])
+    updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+    new_state = {"step": state["step"] + 1, "params": optax.apply_updates(state["params"], updates),
+                 "opt_state": opt_state}
+    new_state, finite = guards.skip_if_not_finite(state, new_state, loss, grads)
+    return new_state, {"loss": loss, "grad_norm": optax.global_norm(grads),
+                       "learning_rate": schedule(state["step"]), "finite": finite}
+
+  def predict_step(params, inputs):
+    logits = logits_of(params, inputs)
+    return jnp.argmax(logits, -1) if task.head == "prefix_lm" else logits
+
+  return train_step, predict_step
+
+
 class Trainer:
-  """The jitted train and predict steps of one task and model."""
+  """The jitted train and predict steps of one task and model over the mesh, with explicit
+  shardings: built once per task, so every seed reuses the compiled steps. Batches are global:
+  on several processes each one puts its own rows on its devices."""
 
   def __init__(self, task: Task, model_config: EncoderConfig, tokenizer, config, total_steps: int,
-               max_length: int):
+               max_length: int, example: dict, devices=None):
+    """example: one featurized example, for the shapes of the params (the head's included)."""
     self.task, self.config, self.tokenizer, self.max_length = task, config, tokenizer, max_length
     self.pad_id = tokenizer.pad_id
+    self.model_config = model_config
     self.model = head_model(task, model_config)
-    self.tx, self.schedule = optimizer.adamw(
+    self.tx, schedule = optimizer.adamw(
         learning_rate=config.learning_rate, warmup_steps=int(config.warmup_fraction * total_steps),
         total_steps=total_steps, b1=config.b1, b2=config.b2, eps=config.eps,
         weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm)
-    self.mesh = partitioning.make_mesh(config.mesh.to_dict())
+    self.mesh = partitioning.make_mesh(config.mesh.to_dict(), devices)
     shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
     if config.batch_size % shards or config.eval_batch_size % shards:
       raise ValueError(f"batch_size {config.batch_size} and eval_batch_size {config.eval_batch_size} must be "
                        f"multiples of the {shards} data shards of the mesh {dict(self.mesh.shape)}")
     self.data_sharding = partitioning.batch_sharding(self.mesh)
-    self._train = jax.jit(self._train_step, donate_argnums=(0,))
-    self._predict = jax.jit(self._predictions)
+    replicated = partitioning.replicated(self.mesh)
 
-  def _logits(self, params, inputs, *, rng=None):
-    ids = inputs["input_ids"]
-    mask = (ids != self.pad_id).astype(jnp.int32)
-    if self.task.head == "prefix_lm":
-      mask = prefix_lm.attention_mask(inputs["token_type_ids"], mask)
-    kwargs = {"span_mask": inputs["span_mask"]} if "span_mask" in inputs else {}
-    return self.model.apply(
-        {"params": params}, ids, mask, inputs.get("token_type_ids"),
-        deterministic=rng is None, rngs=None if rng is None else {"dropout": rng}, **kwargs)
+    batch = batching.collate([example], batch_size=1, lengths=(example["input_ids"].shape[-1],), pad_id=self.pad_id)
+    self._init_inputs = _init_kwargs({k: jnp.asarray(v) for k, v in _model_inputs(batch).items()})
+    self._boxed = jax.eval_shape(lambda: self.model.init(jax.random.key(0), **self._init_inputs)["params"])
+    self.params_sharding = partitioning.param_shardings(self._boxed, self.mesh,
+                                                        partitioning.rules(config.logical_axis_rules))
+    abstract = jax.eval_shape(lambda p: {"step": jnp.zeros((), jnp.int32), "params": p, "opt_state": self.tx.init(p)},
+                              nn.unbox(self._boxed))
+    self.state_sharding = partitioning.state_shardings(abstract, self.params_sharding, self.tx, self.mesh)
+    self.abstract_state = jax.tree_util.tree_map(
+        lambda a, sharding: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding), abstract, self.state_sharding)
 
-  def _predictions(self, params, inputs):
-    """Logits, or for the prefix LM the argmax token at every position (teacher-forced)."""
-    logits = self._logits(params, inputs)
-    return jnp.argmax(logits, -1) if self.task.head == "prefix_lm" else logits
+    train_step, predict_step = make_steps(self.model, self.tx, schedule, task, self.pad_id)
+    self.jit_train = jax.jit(train_step, in_shardings=(self.state_sharding, self.data_sharding, self.data_sharding,
+                                                       replicated),
+                             out_shardings=(self.state_sharding, replicated), donate_argnums=(0,))
+    self._predict = jax.jit(predict_step, in_shardings=(self.params_sharding, self.data_sharding),
+                            out_shardings=replicated)
+    self._init_opt = jax.jit(self.tx.init, out_shardings=self.state_sharding["opt_state"])
 
-  def _train_step(self, state, inputs, labels, rng):
-    def loss_fn(params):
-      logits = self._logits(params, inputs, rng=rng)
-      valid = labels != IGNORE
-      losses = optax.softmax_cross_entropy_with_integer_labels(logits, jnp.where(valid, labels, 0))
-      return jnp.sum(losses * valid) / jnp.maximum(jnp.sum(valid), 1)
+  def init_state(self, pretrained: dict, seed: int) -> dict:
+    """Fresh head params for `seed` with the pretrained ones grafted in, placed on the mesh."""
+    params = graft(nn.unbox(self.model.init(jax.random.key(seed), **self._init_inputs)["params"]), pretrained,
+                   self.task)
+    params = jax.device_put(params, self.params_sharding)
+    return {"step": jax.device_put(jnp.zeros((), jnp.int32), self.state_sharding["step"]), "params": params,
+            "opt_state": self._init_opt(params)}
 
-    loss, grads = jax.value_and_grad(loss_fn)(state["params"])
-    updates, opt_state = self.tx.update(grads, state["opt_state"], state["params"])
-    new_state = {"step": state["step"] + 1, "params": optax.apply_updates(state["params"], updates),
-                 "opt_state": opt_state}
-    return new_state, {"loss": loss, "grad_norm": optax.global_norm(grads),
-                       "learning_rate": self.schedule(state["step"])}
+  def global_batch(self, batch: dict) -> dict:
+    """Global arrays from a batch every process holds whole: each puts its own rows."""
+    count, index = jax.process_count(), jax.process_index()
 
-  def init_state(self, pretrained: dict, features: list[dict], seed: int) -> dict:
-    example = batching.collate(features[:1], batch_size=1, lengths=(features[0]["input_ids"].shape[-1],),
-                               pad_id=self.pad_id)
-    inputs = {k: jnp.asarray(v) for k, v in _model_inputs(example).items()}
-    boxed = self.model.init(jax.random.key(seed), **_init_kwargs(inputs))["params"]
-    params = graft(nn.unbox(boxed), pretrained, self.task)
-    shardings = partitioning.param_shardings(boxed, self.mesh, partitioning.rules(self.config.logical_axis_rules))
-    params = jax.device_put(params, shardings)
-    return {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": jax.jit(self.tx.init)(params)}
+    def put(x):
+      rows = x.shape[0] // count
+      return jax.make_array_from_process_local_data(self.data_sharding, x[index * rows:(index + 1) * rows], x.shape)
+
+    return jax.tree_util.tree_map(put, batch)
 
   def train_step(self, state, batch, rng):
-    inputs = jax.device_put(_model_inputs(batch), self.data_sharding)
-    return self._train(state, inputs, jax.device_put(_labels(batch), self.data_sharding), rng)
+    return self.jit_train(state, self.global_batch(_model_inputs(batch)), self.global_batch(_labels(batch)), rng)
 
   def predict(self, params, features: list[dict]) -> list[np.ndarray]:
     """Logits of each example (prefix LM: argmax tokens), trimmed to its own length (token and
@@ -242,7 +292,7 @@ class Trainer:
     batch_size = max(1, self.config.eval_batch_size // rows)
     for indices, batch in batching.eval_batches(features, batch_size=batch_size,
                                                 max_length=self.max_length, pad_id=self.pad_id):
-      logits = np.asarray(self._predict(params, jax.device_put(_model_inputs(batch), self.data_sharding)))
+      logits = np.asarray(self._predict(params, self.global_batch(_model_inputs(batch))))
       for row, i in enumerate(indices):
         per_token = self.task.head in ("token", "prefix_lm")
         out[i] = logits[row, :features[i]["input_ids"].shape[-1]] if per_token else logits[row]
@@ -321,52 +371,114 @@ def write_predictions(task: Task, path: pathlib.Path, examples, predictions) -> 
   path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
-def train_one(task: Task, config, data: dict, model_config: EncoderConfig, pretrained: dict, tokenizer,
-              seed: int, workdir: pathlib.Path) -> Run:
-  """One seed: train with early stopping, restore the best-dev params, predict dev and test."""
+RUN_FILE = "run.json"  # a finished seed's Run
+PROGRESS, BATCHES = "progress", "batches"  # items of a resume/ checkpoint beside the state
+
+
+def _abstract(tree):
+  return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), tree)
+
+
+def total_steps(config, data: dict) -> int:
+  """config.num_train_steps, or num_epochs over the train split."""
+  return config.num_train_steps or max(1, len(data["train"][1]) // config.batch_size) * config.num_epochs
+
+
+def train_one(task: Task, config, data: dict, trainer: Trainer, pretrained: dict, seed: int,
+              workdir: pathlib.Path, stop: guards.StopRequest) -> Run:
+  """One seed: train with early stopping, restore the best-dev params, predict dev and test.
+
+  A finished seed (its run.json) is returned as it is; an unfinished one continues from its
+  resume/ checkpoint. On a stop signal the seed checkpoints and raises guards.Interrupted.
+  """
+  if (workdir / RUN_FILE).exists():
+    logging.info("seed %d finished earlier: kept as it is (%s)", seed, workdir)
+    return Run(**{**json.loads((workdir / RUN_FILE).read_text()), "workdir": workdir})
   train_features = data["train"][1]
   steps_per_epoch = max(1, len(train_features) // config.batch_size)
-  total_steps = config.num_train_steps or steps_per_epoch * config.num_epochs
-  trainer = Trainer(task, model_config, tokenizer, config, total_steps, data["max_length"])
-  state = trainer.init_state(pretrained, train_features, seed)
+  last_step = total_steps(config, data)
+  state = trainer.init_state(pretrained, seed)
   batches = batching.train_batches(train_features, batch_size=config.batch_size, max_length=data["max_length"],
-                                   pad_id=tokenizer.pad_id, seed=seed)
-  if workdir.exists():
-    shutil.rmtree(workdir)  # a run starts from scratch: no stale best checkpoint survives
-  checkpoints.write_model_info(workdir, model_config, [k for k in state["params"] if k != "encoder"], tokenizer)
+                                   pad_id=trainer.pad_id, seed=seed)
+  best_checkpoints = checkpoints.Writer(checkpoints.manager(workdir, max_to_keep=1))
+  resume_checkpoints = checkpoints.Writer(checkpoints.manager(
+      workdir, folder="resume", max_to_keep=1,
+      extra_handlers={PROGRESS: ocp.JsonCheckpointHandler(), BATCHES: grain.checkpoint.CheckpointHandler()}))
+
+  def save(writer, step, state, **items):  # synchronous: fine-tuning saves only at evaluations and stops
+    writer.save(step, ocp.args.Composite(**{checkpoints.STATE: ocp.args.PyTreeSave(state)}, **items), force=True)
+    writer.wait()
+
+  def save_resume(step):
+    save(resume_checkpoints, step, state, **{PROGRESS: ocp.args.JsonSave(progress),
+                                             BATCHES: grain.checkpoint.CheckpointSave(batches)})
+
+  progress = {"best": None, "best_step": 0, "stale": 0, "stopped_early": False}
+  restored, start_step = checkpoints.restore_latest(resume_checkpoints.mngr, _abstract(state))
+  if restored is not None:
+    state = restored
+    items = resume_checkpoints.mngr.restore(start_step, args=ocp.args.Composite(**{
+        PROGRESS: ocp.args.JsonRestore(), BATCHES: grain.checkpoint.CheckpointRestore(batches)}))
+    progress = items[PROGRESS]
+    if progress["best_step"] == start_step and best_checkpoints.mngr.latest_step() != start_step:
+      # Stopped between the two saves of an improving evaluation: this state is the best.
+      save(best_checkpoints, start_step, {"params": state["params"]})
+    logging.info("seed %d: resumed from step %d", seed, start_step)
+  else:  # best checkpoints of an attempt that never reached a resume point: set aside
+    for step in best_checkpoints.mngr.all_steps():
+      checkpoints.move_aside(best_checkpoints.mngr, step, "abandoned")
+  checkpoints.write_model_info(workdir, trainer.model_config.replace(remat="none"),
+                               [k for k in state["params"] if k != "encoder"], trainer.tokenizer)
+  resume.trim_metrics(workdir, start_step)
   writer = metrics.MetricWriter(workdir)
+  nonfinite = guards.NonFiniteSteps(config.max_nonfinite_steps)
   dev_examples, dev_features = data["dev"]
-  best, best_step, stale, stopped_early = -math.inf, 0, 0, False
   rng = jax.random.key(seed)
-  bar = tqdm.tqdm(total=total_steps, disable=not sys.stderr.isatty(), file=sys.stderr, unit="step")
+  bar = tqdm.tqdm(total=last_step, initial=start_step, disable=not sys.stderr.isatty(), file=sys.stderr,
+                  unit="step")
   last_time = time.perf_counter()
-  with checkpoints.manager(workdir, max_to_keep=1) as mngr:
-    for step in range(1, total_steps + 1):
+  try:
+    for step in range(start_step + 1, last_step + 1):
+      if progress["stopped_early"]:
+        break
       state, step_metrics = trainer.train_step(state, next(batches), jax.random.fold_in(rng, step))
+      nonfinite.push(step, step_metrics.pop("finite"))
       bar.update()
       if step % config.log_every == 0:
+        nonfinite.flush()
         step_metrics = {k: float(v) for k, v in jax.device_get(step_metrics).items()}
         step_metrics["step_seconds"] = (time.perf_counter() - last_time) / config.log_every
+        step_metrics["nonfinite_steps"] = nonfinite.take_skipped()
         writer.write(step, step_metrics)
         bar.set_postfix(loss=f"{step_metrics['loss']:.3f}")
         last_time = time.perf_counter()
-      if step % config.eval_every and step % steps_per_epoch and step != total_steps:
-        continue
-      scores, _, _ = evaluate(task, trainer, state["params"], dev_examples, dev_features)
-      writer.write(step, {f"dev_{k}": v for k, v in scores.items()} | {"epoch": step / steps_per_epoch})
-      logging.info("seed %d step %d: dev %s", seed, step, scores)
-      if scores[task.main_metric] > best:
-        best, best_step, stale = scores[task.main_metric], step, 0
-        mngr.save(step, args=ocp.args.Composite(state=ocp.args.PyTreeSave({"params": state["params"]})))
-      else:
-        stale += 1
-        if stale >= config.patience:
-          logging.info("seed %d: no improvement in %d evaluations, stopping at step %d", seed, stale, step)
-          stopped_early = True
-          break
-    mngr.wait_until_finished()
-  bar.close()
-  writer.close()
+      nonfinite.check()
+      evaluation = step % config.eval_every == 0 or step % steps_per_epoch == 0 or step == last_step
+      if evaluation:
+        scores, _, _ = evaluate(task, trainer, state["params"], dev_examples, dev_features)
+        writer.write(step, {f"dev_{k}": v for k, v in scores.items()} | {"epoch": step / steps_per_epoch})
+        logging.info("seed %d step %d: dev %s", seed, step, scores)
+        improved = progress["best"] is None or scores[task.main_metric] > progress["best"]
+        if improved:
+          progress.update(best=scores[task.main_metric], best_step=step, stale=0)
+        else:
+          progress["stale"] += 1
+          if progress["stale"] >= config.patience:
+            logging.info("seed %d: no improvement in %d evaluations, stopping at step %d", seed, progress["stale"],
+                         step)
+            progress["stopped_early"] = True
+        save_resume(step)  # first: an improving step's resume point can re-save its best (above)
+        if improved:
+          save(best_checkpoints, step, {"params": state["params"]})
+      if signum := stop.signal_at(step):
+        if not evaluation:
+          save_resume(step)
+        raise guards.Interrupted(signum, step)
+  finally:
+    bar.close()
+    writer.close()
+    best_checkpoints.close()
+    resume_checkpoints.close()
 
   _, params = checkpoints.restore_model(workdir)
   params = jax.tree_util.tree_map(jnp.asarray, params)
@@ -379,7 +491,16 @@ def train_one(task: Task, config, data: dict, model_config: EncoderConfig, pretr
     test_examples, test_features = data["test"]
     test, predictions, _ = evaluate(task, trainer, params, test_examples, test_features, beam_size=beam_size)
     write_predictions(task, workdir / f"test_predictions.{task.submission_format}", test_examples, predictions)
-  return Run(seed, workdir, best_step, dev, test, stopped_early, confusion.tolist())
+  run = Run(seed, workdir, progress["best_step"], dev, test, progress["stopped_early"], confusion.tolist())
+  (workdir / RUN_FILE).write_text(json.dumps({**dataclasses.asdict(run), "workdir": str(workdir)}, indent=2,
+                                             ensure_ascii=False))
+  resume_dir = workdir / "resume"  # the seed is finished: its resume point is no longer needed
+  for path in resume_dir.iterdir():
+    if path.name.isdigit():  # (anything set aside there as unreadable stays)
+      shutil.rmtree(path)
+  if not any(resume_dir.iterdir()):
+    resume_dir.rmdir()
+  return run
 
 
 def load_task_data(task: Task, config, tokenizer, model_config: EncoderConfig, splits: dict) -> dict:
@@ -400,13 +521,13 @@ def load_task_data(task: Task, config, tokenizer, model_config: EncoderConfig, s
   return data
 
 
-def finetune(config: ml_collections.ConfigDict, workdir) -> dict:
-  """Fine-tunes config.task for config.seeds seeds; returns (and writes) results.json."""
+def _prepare(config, devices=None):
+  """(task, splits, featurized data, trainer, pretrained params) of config.task."""
   if config.task not in TASKS:
     raise ValueError(f"unknown task {config.task!r}; fine-tuning tasks are {sorted(TASKS)}")
   if not config.data_dir:
     raise ValueError("set --config.data_dir to the task folder (its benchmark's files as released)")
-  task, workdir = TASKS[config.task], pathlib.Path(workdir)
+  task = TASKS[config.task]
   splits = datasets.load_splits(task.data, config.data_dir)
   if "dev" not in splits:
     raise FileNotFoundError(f"{config.data_dir}: no dev file; the best checkpoint is chosen on dev")
@@ -415,10 +536,55 @@ def finetune(config: ml_collections.ConfigDict, workdir) -> dict:
     for split in ("train", "dev"):
       splits[split] = splits[split] + [line for e in splits[split] for line in fspc_line_examples(e)]
   model_config, pretrained, tokenizer = load_init(config.init, splits["train"], task.inserted_text)
-  model_config = model_config.replace(dtype=config.dtype)
+  model_config = model_config.replace(dtype=config.dtype, remat=config.remat)
   data = load_task_data(task, config, tokenizer, model_config, splits)
-  runs = [train_one(task, config, data, model_config, pretrained, tokenizer, config.seed + k,
-                    workdir / f"seed_{config.seed + k}") for k in range(config.seeds)]
+  trainer = Trainer(task, model_config, tokenizer, config, total_steps(config, data), data["max_length"],
+                    data["train"][1][0], devices)
+  return task, splits, data, trainer, pretrained
+
+
+def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
+  """Compiles the task's train step for `topology` (see wyjax.train.aot) at config.batch_size
+  × the task's longest batch, without running it; returns aot.report's figures."""
+  devices = aot.devices(topology)
+  task, _, data, trainer, _ = _prepare(config, devices)
+  features = data["train"][1]
+  batch = batching.collate([features[i % len(features)] for i in range(config.batch_size)],
+                           batch_size=config.batch_size, lengths=(data["max_length"],), pad_id=trainer.pad_id)
+  abstract = lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=trainer.data_sharding)
+  inputs = jax.tree_util.tree_map(abstract, _model_inputs(batch))
+  labels = abstract(np.asarray(_labels(batch)))
+  rng = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=partitioning.replicated(trainer.mesh))
+  try:
+    compiled = trainer.jit_train.lower(trainer.abstract_state, inputs, labels, rng).compile()
+  except Exception as e:  # the TPU compiler refuses a program larger than HBM
+    too_big = aot.out_of_memory(e, topology)
+    if too_big is None:
+      raise
+    raise too_big from e
+  tokens = int(np.prod(batch["input_ids"].shape))
+  lm_fraction = 1.0 if task.head == "prefix_lm" else 0.0  # other heads are small beside the encoder
+  flops = 3 * metrics.forward_flops_per_token(trainer.model_config, data["max_length"], lm_fraction) * tokens
+  result = aot.report(compiled, topology=topology, devs=devices, mesh=trainer.mesh,
+                      abstract_state=trainer.abstract_state, analytic_flops_per_step=flops, tokens_per_step=tokens)
+  aot.check_fits(result)
+  return result
+
+
+def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change: bool = False) -> dict:
+  """Fine-tunes config.task for config.seeds seeds; returns (and writes) results.json.
+
+  Rerunning on the same workdir keeps finished seeds and continues unfinished ones (see the
+  module docstring); a changed config is refused unless accept_config_change.
+  """
+  workdir = pathlib.Path(workdir)
+  changes = resume.check_config(workdir, config, ignore=RESUMABLE_CHANGES, accept=accept_config_change) \
+      if any(workdir.glob("seed_*")) else {}
+  task, splits, data, trainer, pretrained = _prepare(config)
+  resume.store_config(workdir, config, changes)
+  with guards.stop_signals(config.stop_check_every) as stop:
+    runs = [train_one(task, config, data, trainer, pretrained, config.seed + k, workdir / f"seed_{config.seed + k}",
+                      stop) for k in range(config.seeds)]
   best_run = max(runs, key=lambda r: r.dev[task.main_metric])
   dev_scores = np.array([r.dev[task.main_metric] for r in runs])
   results = {

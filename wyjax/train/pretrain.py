@@ -4,11 +4,12 @@
 the sharded state, resume from the workdir's latest readable checkpoint, train, evaluate,
 checkpoint every N steps, at the end and on SIGTERM/SIGINT.
 """
+import dataclasses
 import logging
 import pathlib
-import signal
 import sys
 import time
+from collections.abc import Callable
 
 import flax.linen as nn
 import grain
@@ -20,12 +21,13 @@ import optax
 import orbax.checkpoint as ocp
 import tqdm
 from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding
 
 from wyjax.data import pipeline, prepare
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.data.corpus import cache_dir
 from wyjax.models import EncoderConfig, MaskedLM
-from wyjax.train import checkpoints, distributed, metrics, mlm, optimizer, partitioning
+from wyjax.train import aot, checkpoints, distributed, guards, metrics, mlm, optimizer, partitioning, resume
 
 DATA_ITER = "data_iter"
 
@@ -51,6 +53,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.b1, c.b2, c.eps = 0.9, 0.999, 1e-6
   c.max_grad_norm = 1.0
   c.dtype = "float32"  # activations; "bfloat16" on accelerators
+  c.remat = "none"  # per layer: "none", "full" (recompute it in the backward pass), "dots" (keep matmul outputs)
   c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))
   c.logical_axis_rules = [("vocab", "tensor"), ("embed", "fsdp"), ("heads", "tensor"), ("kv", None),
                           ("mlp", "tensor")]
@@ -61,17 +64,24 @@ def base_config() -> ml_collections.ConfigDict:
   c.keep_checkpoints = 3
   c.async_checkpointing = True
   c.peak_flops_per_device = 0.0  # 0: from the device kind (none on CPU: no MFU)
+  c.max_nonfinite_steps = 10  # non-finite steps in a row (each skipped) before the run stops
+  c.stop_check_every = 10  # steps between the processes' agreement on a stop signal (multi-host)
   return c
+
+
+def corpus_dir(config) -> pathlib.Path:
+  """Where the prepared corpus is or goes: config.data_dir, else <cache>/corpora/<source>-<length>."""
+  name = f"{config.corpus.source.replace(':', '-').replace('/', '_')}-{config.corpus.sequence_length}"
+  return pathlib.Path(config.data_dir or cache_dir() / "corpora" / name)
 
 
 def prepared_data_dir(config) -> pathlib.Path:
   """config.data_dir when it holds a prepared corpus (used as is); otherwise config.corpus is
-  prepared into it, or into <cache>/corpora/<source>-<length> (idempotent), by process 0."""
+  prepared into corpus_dir(config) (idempotent), by process 0."""
   corpus = config.corpus
-  if config.data_dir and (pathlib.Path(config.data_dir) / prepare.MANIFEST).exists():
-    return pathlib.Path(config.data_dir)
-  name = f"{corpus.source.replace(':', '-').replace('/', '_')}-{corpus.sequence_length}"
-  data_dir = pathlib.Path(config.data_dir or cache_dir() / "corpora" / name)
+  data_dir = corpus_dir(config)
+  if config.data_dir and (data_dir / prepare.MANIFEST).exists():
+    return data_dir
   if jax.process_index() == 0:
     options = prepare.Options(
         source=corpus.source, sequence_length=corpus.sequence_length, valid_fraction=corpus.valid_fraction,
@@ -130,9 +140,10 @@ def make_train_step(model, tx, schedule, config, tokenizer, length: int):
     updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
     new_state = {"step": step + 1, "params": optax.apply_updates(state["params"], updates),
                  "opt_state": opt_state}
+    new_state, finite = guards.skip_if_not_finite(state, new_state, sums["loss_sum"], grads)
     return new_state, {"loss": sums["loss_sum"] / weight, "mlm_accuracy": sums["correct"] / weight,
                        "grad_norm": optax.global_norm(grads), "learning_rate": schedule(step),
-                       "masked_fraction": jnp.sum(weights) / jnp.sum(attention_mask)}
+                       "masked_fraction": jnp.sum(weights) / jnp.sum(attention_mask), "finite": finite}
 
   def eval_step(params, batch, index):
     inputs, targets, weights = mlm.mask_tokens(
@@ -152,64 +163,45 @@ def unigram_entropy(batches, tokenizer) -> float:
   return float(-(p * np.log(p)).sum())
 
 
-class _StopSignal:
-  """SIGTERM/SIGINT set a flag; the loop checkpoints and returns at the next step."""
-
-  def __init__(self):
-    self.received = None
-    for sig in (signal.SIGTERM, signal.SIGINT):
-      signal.signal(sig, self._handle)
-
-  def _handle(self, signum, frame):
-    logging.warning("received signal %d: checkpointing and stopping", signum)
-    self.received = signum
-
-  def should_stop(self) -> bool:
-    flag = np.array(self.received is not None)
-    if jax.process_count() > 1:  # every process stops at the same step
-      flag = multihost_utils.process_allgather(flag).any()
-    return bool(flag)
+# Keys that change how a run executes or is observed, not what it trains: a resumed run may
+# change them freely (wyjax.train.resume).
+RESUMABLE_CHANGES = ("mesh", "logical_axis_rules", "log_every", "eval_every", "eval_batches", "checkpoint_every",
+                     "keep_checkpoints", "async_checkpointing", "peak_flops_per_device", "corpus.workers",
+                     "stop_check_every", "max_nonfinite_steps", "remat")
 
 
-def _restore(mngr, abstract_state, train_iter):
-  """Latest readable checkpoint → (state, step); an unreadable one is moved aside, never
-  deleted, and the previous one is tried."""
-  for step in sorted(mngr.all_steps(), reverse=True):
-    try:
-      restored = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.PyTreeRestore(
-          abstract_state, restore_args=ocp.checkpoint_utils.construct_restore_args(abstract_state))))
-    except Exception as e:  # orbax raises many types for truncated or corrupted files
-      logging.warning("checkpoint %d is unreadable (%s: %s); falling back to the previous one",
-                      step, type(e).__name__, str(e)[:300])
-      if jax.process_index() == 0:
-        step_dir = pathlib.Path(mngr.directory) / str(step)
-        step_dir.rename(step_dir.with_name(f"unreadable-{step}-{int(time.time())}"))
-      if jax.process_count() > 1:
-        multihost_utils.sync_global_devices(f"moved aside {step}")
-      mngr.reload()
-      continue
-    try:
-      mngr.restore(step, args=ocp.args.Composite(**{DATA_ITER: grain.checkpoint.CheckpointRestore(train_iter)}))
-    except Exception as e:  # e.g. saved with another number of processes
-      logging.warning("data iterator state of step %d not restored (%s); repositioning by step", step, e)
-      train_iter.set_state({"next_index": step})
-    return restored[checkpoints.STATE], step
-  return None, 0
+def _restore_data_iterator(mngr, step: int, train_iter) -> None:
+  try:
+    mngr.restore(step, args=ocp.args.Composite(**{DATA_ITER: grain.checkpoint.CheckpointRestore(train_iter)}))
+  except Exception as e:  # e.g. saved with another number of processes
+    logging.warning("data iterator state of step %d not restored (%s); repositioning by step", step, e)
+    train_iter.set_state({"next_index": step})
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
-  """Runs (or resumes) pretraining in workdir; returns the last evaluation metrics."""
-  distributed.initialize()
-  workdir = pathlib.Path(workdir)
-  is_main = jax.process_index() == 0
-  data_dir = prepared_data_dir(config)
-  tokenizer = tokenizer_lib.Tokenizer.load(data_dir / "tokenizer")
-  model_config = EncoderConfig(**{**config.model.to_dict(), "vocab_size": len(tokenizer), "dtype": config.dtype})
+@dataclasses.dataclass(frozen=True)
+class Program:
+  """What a pretraining run compiles: the model, the mesh, the sharded state and the steps.
+  The run and `compile_only` build it the same way, so the step compiled ahead of time is the
+  step the run executes."""
+  model_config: EncoderConfig
+  mesh: Mesh
+  state_sharding: dict
+  params_sharding: dict
+  data_sharding: NamedSharding
+  abstract_state: dict  # ShapeDtypeStructs carrying their shardings
+  init_state: Callable  # rng → sharded state
+  train_step: Callable  # jitted (state, batch) → (state, metrics); the state is donated
+  eval_step: Callable  # jitted (params, batch, index) → loss sums
+  length: int
+  train_flops_per_step: float  # train/metrics.py's count: 3 × forward, MLM head on predicted positions
+
+
+def build(config: ml_collections.ConfigDict, tokenizer, length: int, devices=None) -> Program:
+  """The model, mesh and jitted steps of `config` over `devices` (default: all of them)."""
+  model_config = EncoderConfig(**{**config.model.to_dict(), "vocab_size": len(tokenizer), "dtype": config.dtype,
+                                  "remat": config.remat})
   model = MaskedLM(model_config)
-  length = prepare.read_manifest(data_dir)["sequence_length"]
-
-  # --- mesh and sharded state ------------------------------------------------------------------
-  mesh = partitioning.make_mesh(config.mesh.to_dict())
+  mesh = partitioning.make_mesh(config.mesh.to_dict(), devices)
   logical_rules = partitioning.rules(config.logical_axis_rules)
   tx, schedule = optimizer.adamw(
       learning_rate=config.learning_rate, warmup_steps=config.warmup_steps, total_steps=config.num_train_steps,
@@ -227,6 +219,67 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   state_sharding = partitioning.state_shardings(abstract, params_sharding, tx, mesh)
   abstract_state = jax.tree_util.tree_map(
       lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, state_sharding)
+  train_step, eval_step = make_train_step(model, tx, schedule, config, tokenizer, length)
+  data_sharding = partitioning.batch_sharding(mesh)
+  replicated = partitioning.replicated(mesh)
+  predicted_fraction = mlm.max_predictions(length, config.masking.rate) / length
+  return Program(
+      model_config=model_config, mesh=mesh, state_sharding=state_sharding, params_sharding=params_sharding,
+      data_sharding=data_sharding, abstract_state=abstract_state,
+      init_state=jax.jit(init_state, out_shardings=state_sharding),
+      train_step=jax.jit(train_step, in_shardings=(state_sharding, data_sharding),
+                         out_shardings=(state_sharding, replicated), donate_argnums=(0,)),
+      eval_step=jax.jit(eval_step, in_shardings=(params_sharding, data_sharding, None), out_shardings=replicated),
+      length=length,
+      train_flops_per_step=3 * metrics.forward_flops_per_token(model_config, length, predicted_fraction)
+      * config.batch_size * length)
+
+
+def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
+  """Compiles the run's train step for `topology` ("local" or a TPU one such as "v5p:2x2x1")
+  without running it; returns aot.report's figures. Uses the prepared corpus's tokenizer
+  when there is one, else a vocabulary of config.model.vocab_size and config.corpus's length.
+  Raises aot.DoesNotFit when the step needs more memory than the chips have."""
+  devices = aot.devices(topology)
+  data_dir = corpus_dir(config)
+  if (data_dir / prepare.MANIFEST).exists():
+    tokenizer = tokenizer_lib.Tokenizer.load(data_dir / "tokenizer")
+    length = prepare.read_manifest(data_dir)["sequence_length"]
+  else:
+    if not config.model.get("vocab_size"):
+      raise ValueError("no prepared corpus: set --config.model.vocab_size (or --config.data_dir) to compile")
+    tokenizer, length = tokenizer_lib.placeholder(config.model.vocab_size), config.corpus.sequence_length
+  program = build(config, tokenizer, length, devices)
+  batch = jax.ShapeDtypeStruct((config.batch_size, length), jnp.int32, sharding=program.data_sharding)
+  try:
+    compiled = program.train_step.lower(program.abstract_state, batch).compile()
+  except Exception as e:  # the TPU compiler refuses a program larger than HBM
+    too_big = aot.out_of_memory(e, topology)
+    if too_big is None:
+      raise
+    raise too_big from e
+  result = aot.report(compiled, topology=topology, devs=devices, mesh=program.mesh,
+                      abstract_state=program.abstract_state,
+                      analytic_flops_per_step=program.train_flops_per_step,
+                      tokens_per_step=config.batch_size * length)
+  aot.check_fits(result)
+  return result
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_config_change: bool = False) -> dict:
+  """Runs (or resumes) pretraining in workdir; returns the last evaluation metrics.
+
+  Raises guards.Interrupted after checkpointing on SIGTERM/SIGINT, and a guards.RunError when
+  the run cannot go on (a changed config, an incompatible checkpoint, a failed save, too many
+  non-finite steps); nothing in the workdir is overwritten before the restore succeeded.
+  """
+  distributed.initialize()
+  workdir = pathlib.Path(workdir)
+  is_main = jax.process_index() == 0
+  data_dir = prepared_data_dir(config)
+  tokenizer = tokenizer_lib.Tokenizer.load(data_dir / "tokenizer")
+  program = build(config, tokenizer, prepare.read_manifest(data_dir)["sequence_length"])
+  model_config, length = program.model_config, program.length
 
   # --- data and checkpoints ------------------------------------------------------------------------
   train_iter = iter(pipeline.train_dataset(
@@ -235,28 +288,29 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   eval_batches = pipeline.eval_batches(
       data_dir, global_batch_size=config.batch_size, num_batches=config.eval_batches,
       process_index=jax.process_index(), process_count=jax.process_count())
-  if is_main:
-    checkpoints.write_model_info(workdir, model_config.replace(dtype="float32"), ["mlm_head"], tokenizer)
   mngr = checkpoints.manager(
       workdir, max_to_keep=config.keep_checkpoints, extra_handlers={DATA_ITER: grain.checkpoint.CheckpointHandler()},
       save_decision_policy=ocp.checkpoint_managers.FixedIntervalPolicy(config.checkpoint_every),
       enable_async_checkpointing=config.async_checkpointing)
-  state, start_step = _restore(mngr, abstract_state, train_iter)
+  changes = resume.check_config(workdir, config, ignore=RESUMABLE_CHANGES, accept=accept_config_change) \
+      if mngr.all_steps() else {}
+  state, start_step = checkpoints.restore_latest(mngr, program.abstract_state)
   if state is None:
-    state = jax.jit(init_state, out_shardings=state_sharding)(jax.random.key(config.seed))
+    state = program.init_state(jax.random.key(config.seed))
   else:
+    _restore_data_iterator(mngr, start_step, train_iter)
     logging.info("resumed from step %d", start_step)
+  if is_main:  # only now: a refused resume leaves the workdir as it was
+    resume.store_config(workdir, config, changes)
+    checkpoints.write_model_info(workdir, model_config.replace(dtype="float32", remat="none"), ["mlm_head"],
+                                 tokenizer)
+    resume.trim_metrics(workdir, start_step)
 
   # --- steps ------------------------------------------------------------------------------------
-  train_step, eval_step = make_train_step(model, tx, schedule, config, tokenizer, length)
-  data_sharding = partitioning.batch_sharding(mesh)
-  replicated = partitioning.replicated(mesh)
-  jit_train = jax.jit(train_step, in_shardings=(state_sharding, data_sharding),
-                      out_shardings=(state_sharding, replicated), donate_argnums=(0,))
-  jit_eval = jax.jit(eval_step, in_shardings=(params_sharding, data_sharding, None), out_shardings=replicated)
+  jit_train, jit_eval = program.train_step, program.eval_step
 
   def global_batch(local):
-    return jax.make_array_from_process_local_data(data_sharding, local)
+    return jax.make_array_from_process_local_data(program.data_sharding, local)
 
   entropy = unigram_entropy(eval_batches, tokenizer)
   eval_arrays = [global_batch(b) for b in eval_batches]  # on device once, reused at every evaluation
@@ -272,11 +326,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
 
   # --- loop ---------------------------------------------------------------------------------------
   writer = metrics.MetricWriter(workdir, enabled=is_main)
+  saves = checkpoints.Writer(mngr)
+  nonfinite = guards.NonFiniteSteps(config.max_nonfinite_steps)
   tokens_per_step = config.batch_size * length
   peak = metrics.peak_flops_per_device(config.peak_flops_per_device or None)
-  predicted_fraction = mlm.max_predictions(length, config.masking.rate) / length
-  train_flops_per_step = 3 * metrics.forward_flops_per_token(model_config, length, predicted_fraction) * tokens_per_step
-  stop = _StopSignal()
+  train_flops_per_step = program.train_flops_per_step
   batch = global_batch(next(train_iter)) if start_step < config.num_train_steps else None
   compile_start = time.perf_counter()
   if batch is not None:
@@ -286,35 +340,42 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
                   file=sys.stderr, unit="step")
   last_eval, last_time, last_step = {}, time.perf_counter(), start_step
   step = start_step
-  while step < config.num_train_steps:
-    state, step_metrics = jit_train(state, batch)
-    step += 1
-    bar.update()
-    if step % config.log_every == 0 or step == config.num_train_steps:
-      step_metrics = {k: float(v) for k, v in jax.device_get(step_metrics).items()}
-      elapsed = time.perf_counter() - last_time
-      steps = step - last_step
-      step_metrics.update(step_seconds=elapsed / steps, tokens_per_second=steps * tokens_per_step / elapsed)
-      if peak:
-        step_metrics["mfu"] = steps * train_flops_per_step / elapsed / (peak * jax.device_count())
-      writer.write(step, step_metrics)
-      bar.set_postfix(loss=f"{step_metrics['loss']:.3f}")
-      last_time, last_step = time.perf_counter(), step
-    if step % config.eval_every == 0 or step == config.num_train_steps:
-      last_eval = evaluate(state["params"])
-      writer.write(step, last_eval)
-      logging.info("step %d: %s", step, last_eval)
-    stopping = stop.should_stop()
-    mngr.save(step, args=ocp.args.Composite(
-        state=ocp.args.PyTreeSave(state), **{DATA_ITER: grain.checkpoint.CheckpointSave(train_iter)}),
-        force=stopping or step == config.num_train_steps)
-    if stopping:
-      break
-    if step < config.num_train_steps:
-      # After the save, so a checkpoint's iterator state points at the next step's batch.
-      batch = global_batch(next(train_iter))
-  bar.close()
-  mngr.wait_until_finished()
-  mngr.close()
-  writer.close()
+  try:
+    with guards.stop_signals(config.stop_check_every) as stop:
+      while step < config.num_train_steps:
+        state, step_metrics = jit_train(state, batch)
+        step += 1
+        nonfinite.push(step, step_metrics.pop("finite"))
+        saves.poll()
+        bar.update()
+        if step % config.log_every == 0 or step == config.num_train_steps:
+          nonfinite.flush()
+          step_metrics = {k: float(v) for k, v in jax.device_get(step_metrics).items()}
+          elapsed = time.perf_counter() - last_time
+          steps = step - last_step
+          step_metrics.update(step_seconds=elapsed / steps, tokens_per_second=steps * tokens_per_step / elapsed,
+                              nonfinite_steps=nonfinite.take_skipped())
+          if peak:
+            step_metrics["mfu"] = steps * train_flops_per_step / elapsed / (peak * jax.device_count())
+          writer.write(step, step_metrics)
+          bar.set_postfix(loss=f"{step_metrics['loss']:.3f}")
+          last_time, last_step = time.perf_counter(), step
+        nonfinite.check()
+        if step % config.eval_every == 0 or step == config.num_train_steps:
+          last_eval = evaluate(state["params"])
+          writer.write(step, last_eval)
+          logging.info("step %d: %s", step, last_eval)
+        signum = stop.signal_at(step)
+        saves.save(step, ocp.args.Composite(
+            state=ocp.args.PyTreeSave(state), **{DATA_ITER: grain.checkpoint.CheckpointSave(train_iter)}),
+            force=bool(signum) or step == config.num_train_steps)
+        if signum:
+          raise guards.Interrupted(signum, step)
+        if step < config.num_train_steps:
+          # After the save, so a checkpoint's iterator state points at the next step's batch.
+          batch = global_batch(next(train_iter))
+  finally:  # also on Interrupted: the forced save finishes before the process ends
+    bar.close()
+    writer.close()
+    saves.close()
   return last_eval

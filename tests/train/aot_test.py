@@ -1,0 +1,85 @@
+"""--compile_only: the real pretraining step compiled for a TPU topology through libtpu on
+this CPU, its report checked against figures computed here independently."""
+import json
+import re
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from tests.train.conftest import REPO_ROOT, pretrain_env
+from wyjax.models import EncoderConfig, MaskedLM
+
+TINY = REPO_ROOT / "configs" / "pretrain" / "deberta_tiny.py"
+# v5p per chip (cloud.google.com/tpu/docs/v5p-training): bf16 peak, HBM bandwidth and capacity.
+V5P_PEAK, V5P_BANDWIDTH, V5P_HBM = 459e12, 2765e9, 95e9
+
+
+def compile_only(tmp_path, topology, *overrides):
+  """(exit code, the JSON report or None, stderr) of `wyjax.pretrain --compile_only`, with
+  no prepared corpus (the vocabulary size comes from the config)."""
+  result = subprocess.run(
+      [sys.executable, "-m", "wyjax.pretrain", f"--config={TINY}", f"--compile_only={topology}", *overrides],
+      env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")), cwd=tmp_path, capture_output=True, text=True)
+  lines = result.stdout.strip().splitlines()
+  return result.returncode, json.loads(lines[-1]) if result.returncode == 0 else None, result.stderr
+
+
+def test_tiny_pretraining_step_compiled_for_v5p(tmp_path):
+  # Dropout off: its random bits cost FLOPs (threefry) that the model's count leaves out.
+  code, report, stderr = compile_only(tmp_path, "v5p:2x2x1", "--config.mesh.data=1", "--config.mesh.fsdp=4",
+                                      "--config.model.hidden_dropout_prob=0",
+                                      "--config.model.attention_probs_dropout_prob=0")
+  assert code == 0, stderr[-3000:]
+  assert report["chips"] == 4 and report["chip"] == "v5p"
+  assert report["mesh"] == {"data": 1, "fsdp": 4, "tensor": 1}
+
+  # Parameter bytes of the model, counted here: fsdp shards each over the 4 chips.
+  model = MaskedLM(EncoderConfig(vocab_size=13763, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                 intermediate_size=256, max_position_embeddings=128, relative_attention=True,
+                                 position_buckets=32, pos_att_type="p2c|c2p", share_att_key=True,
+                                 norm_rel_ebd="layer_norm", position_biased_input=False))
+  params = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((1, 128), jnp.int32)))
+  total = sum(np.prod(x.shape) * 4 for x in jax.tree_util.tree_leaves(params))
+  assert report["params_bytes_per_chip"] == pytest.approx(total / 4, rel=0.05)
+  assert report["optimizer_bytes_per_chip"] == pytest.approx(2 * total / 4, rel=0.05)  # Adam's two moments
+  assert report["params_bytes_per_chip"] + report["optimizer_bytes_per_chip"] <= report["hbm_bytes_per_chip"]
+  assert report["hbm_capacity_bytes"] == V5P_HBM and report["hbm_bytes_per_chip"] < V5P_HBM
+
+  # XLA's FLOPs against the model's count (3 × forward over 16 × 128 tokens, split over 4 chips).
+  assert report["flops_per_step_per_chip"] == pytest.approx(report["analytic_flops_per_step_per_chip"], rel=0.15)
+  assert report["analytic_flops_per_step_per_chip"] == pytest.approx(tiny_step_flops() / 4, rel=1e-6)
+
+  # The roofline from the chip's published figures.
+  seconds = max(report["flops_per_step_per_chip"] / V5P_PEAK, report["bytes_accessed_per_chip"] / V5P_BANDWIDTH)
+  assert report["roofline_step_seconds"] == pytest.approx(seconds)
+  assert report["tokens_per_second"] == pytest.approx(16 * 128 / seconds)
+  assert report["mfu_ceiling"] == pytest.approx(report["analytic_flops_per_step_per_chip"] / (seconds * V5P_PEAK))
+  assert 0 < report["mfu_ceiling"] < 1
+
+
+def tiny_step_flops() -> float:
+  """deberta_tiny's training FLOPs per step, written out: 3 × forward, 2 per multiply-add."""
+  h, i, v, length, batch, span = 128, 256, 13763, 128, 16, 32
+  layer = 8 * h * h + 4 * h * i + 4 * length * h + 2 * (4 * span * h + 2 * 2 * span * h * h / length)
+  predicted = 29 / length  # the MLM head scores ceil(1.5 × 0.15 × 128) = 29 positions per sequence
+  return 3 * batch * length * (2 * layer + predicted * (2 * h * h + 2 * h * v))
+
+
+def test_a_step_too_big_for_the_chip_exits_with_what_to_change(tmp_path):
+  # 2 layers with a 131,072-wide feed-forward: 2.1 B params, 26 GB of state with Adam; a v5e has 16 GB.
+  # (A large batch alone would fit: the TPU compiler rematerialises activations to fit HBM.)
+  code, _, stderr = compile_only(tmp_path, "v5e:2x2", "--config.model.hidden_size=4096",
+                                 "--config.model.num_attention_heads=32", "--config.model.intermediate_size=131072")
+  assert code == 1, stderr[-3000:]
+  message = stderr.strip().splitlines()[-1]
+  assert re.search(r"does not fit v5e:2x2: it needs [\d.]+ GiB per chip, [\d.]+ GiB more than", message), message
+  assert "config.mesh.fsdp" in message and "config.remat" in message
+
+
+def test_unknown_topology_is_refused(tmp_path):
+  code, _, stderr = compile_only(tmp_path, "v9z:2x2")
+  assert code != 0 and "v9z:2x2" in stderr and "v5p:2x2x1" in stderr

@@ -1,0 +1,62 @@
+"""The two reasons a loop stops early, on their own: stop signals (scoped to the loop) and
+non-finite steps (skipped inside the step, counted on the host)."""
+import os
+import signal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from wyjax.train import guards
+
+
+def test_stop_signals_are_scoped_to_the_block():
+  original = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's Ctrl-C, whatever ran before
+  try:
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    with guards.stop_signals() as stop:
+      os.kill(os.getpid(), signal.SIGTERM)  # caught: the loop stops at its next step boundary
+      assert stop.signal_at(7) == signal.SIGTERM
+    assert {sig: signal.getsignal(sig) for sig in before} == before
+    with pytest.raises(KeyboardInterrupt):  # Ctrl-C works again after the loop
+      os.kill(os.getpid(), signal.SIGINT)
+      signal.sigtimedwait([], 0.1)  # a Python handler runs at the next bytecode; give it one
+  finally:
+    signal.signal(signal.SIGINT, original)
+
+
+def test_interrupted_exit_code_is_128_plus_the_signal():
+  assert guards.Interrupted(signal.SIGTERM, 5).exit_code == 143
+  assert guards.Interrupted(signal.SIGINT, 5).exit_code == 130
+
+
+def test_a_non_finite_step_keeps_the_state_but_advances_the_step():
+  old = {"step": jnp.int32(3), "params": {"w": jnp.ones(3)}, "opt_state": (jnp.int32(2), jnp.zeros(3))}
+  new = {"step": jnp.int32(4), "params": {"w": jnp.full(3, 2.0)}, "opt_state": (jnp.int32(3), jnp.ones(3))}
+  finite_grads, nan_grads = {"w": jnp.ones(3)}, {"w": jnp.array([1.0, jnp.nan, 1.0])}
+  kept, ok = jax.jit(guards.skip_if_not_finite)(old, new, jnp.float32(1.0), finite_grads)
+  assert bool(ok) and float(kept["params"]["w"][0]) == 2.0 and int(kept["opt_state"][0]) == 3
+  for loss, grads, params in ((jnp.float32(jnp.inf), finite_grads, new["params"]),
+                              (jnp.float32(1.0), nan_grads, new["params"]),
+                              (jnp.float32(1.0), finite_grads, {"w": jnp.array([2.0, jnp.inf, 2.0])})):
+    kept, ok = jax.jit(guards.skip_if_not_finite)(old, {**new, "params": params}, loss, grads)
+    assert not bool(ok) and int(kept["step"]) == 4
+    np.testing.assert_array_equal(kept["params"]["w"], old["params"]["w"])
+    assert int(kept["opt_state"][0]) == 2  # the optimizer's count (its schedule) does not advance
+  # Large but finite values are finite: no global norm that would overflow.
+  assert bool(guards.all_finite({"w": jnp.full(1000, 3e38)}))
+
+
+def test_non_finite_steps_counted_one_step_late_and_stopped_in_a_row():
+  guard = guards.NonFiniteSteps(max_in_a_row=2)
+  guard.push(1, jnp.bool_(False))
+  assert guard.in_a_row == 0  # read when the next step is pushed, not before
+  guard.push(2, jnp.bool_(True))
+  guard.push(3, jnp.bool_(False))
+  guard.push(4, jnp.bool_(False))
+  guard.check()  # step 4 is still pending: 1 in a row so far
+  guard.flush()
+  assert guard.take_skipped() == 3 and guard.take_skipped() == 0
+  with pytest.raises(guards.NonFiniteError, match="steps 3-4: .* not finite 2 times in a row"):
+    guard.check()

@@ -1,0 +1,186 @@
+"""Compile a train step for hardware this machine does not have, and predict what it costs.
+
+`devices("v5p:4x4x4")` gives the abstract devices of a TPU topology through libtpu (no TPU
+needed; "local" gives this machine's). The training code builds its exact step over them and
+compiles it ahead of time; `report()` turns the compiler's memory and cost analyses into
+per-chip figures and a roofline: a step can run no faster than its FLOPs at peak or its HBM
+traffic at full bandwidth, whichever takes longer, so `mfu_ceiling` (the model's FLOPs over
+that time at peak) bounds the MFU a real run can reach. All figures are predictions.
+"""
+import dataclasses
+import json
+import os
+import re
+
+import jax
+import numpy as np
+
+from wyjax.data.corpus import cache_dir
+from wyjax.train import guards
+
+GB, GiB = 1e9, 2**30
+
+
+@dataclasses.dataclass(frozen=True)
+class Chip:
+  peak_flops: float  # dense bf16 FLOP/s
+  hbm_bytes: float
+  hbm_bandwidth: float  # bytes/s
+
+
+CHIPS = {
+    # cloud.google.com/tpu/docs/v4: 275 TFLOP/s bf16; HBM2 32 GiB, 1,200 GB/s
+    "v4": Chip(275e12, 32 * GiB, 1200 * GB),
+    # cloud.google.com/tpu/docs/v5e: 197 TFLOP/s bf16; HBM2 16 GB, 819 GB/s
+    "v5e": Chip(197e12, 16 * GB, 819 * GB),
+    # cloud.google.com/tpu/docs/v5p-training: 459 TFLOP/s bf16; HBM2e 95 GB, 2,765 GB/s
+    "v5p": Chip(459e12, 95 * GB, 2765 * GB),
+    # cloud.google.com/tpu/docs/v6e: 918 TFLOP/s bf16; HBM 32 GB, 1,640 GB/s
+    "v6e": Chip(918e12, 32 * GB, 1640 * GB),
+    # NVIDIA H100 SXM5 datasheet: 989 TFLOP/s dense bf16; HBM3 80 GB, 3.35 TB/s
+    "h100": Chip(989e12, 80 * GB, 3350 * GB),
+    # NVIDIA H200 SXM datasheet: 989 TFLOP/s dense bf16; HBM3e 141 GB, 4.8 TB/s
+    "h200": Chip(989e12, 141 * GB, 4800 * GB),
+}
+# jax's device_kind → CHIPS key, for --compile_only=local on an accelerator.
+DEVICE_KINDS = {"TPU v4": "v4", "TPU v5 lite": "v5e", "TPU v5e": "v5e", "TPU v5": "v5p", "TPU v5p": "v5p",
+                "TPU v6 lite": "v6e", "H100": "h100", "H200": "h200"}
+
+
+def use_compilation_cache() -> None:
+  """JAX's persistent compilation cache under <wyjax cache>/xla, unless one is configured
+  (JAX_COMPILATION_CACHE_DIR): a rerun of the same step loads it instead of compiling."""
+  if not jax.config.jax_compilation_cache_dir:
+    jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "xla"))
+
+
+class DoesNotFit(guards.RunError):
+  """The compiled step needs more memory per chip than the chip has."""
+
+
+def devices(topology: str) -> list:
+  """The devices to compile for: "local" (this machine's) or a TPU topology "v5p:2x2x1"."""
+  if topology == "local":
+    return jax.devices()
+  chip = topology.split(":")[0]
+  if chip not in CHIPS or not chip.startswith("v"):
+    raise ValueError(f"--compile_only={topology!r}: expected 'local' or a TPU topology such as v5p:2x2x1, "
+                     f"v4:2x2x4 or v5e:16x16 (chips {sorted(c for c in CHIPS if c.startswith('v'))})")
+  os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")  # compiling beside another libtpu process
+  from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
+  try:
+    return list(topologies.get_topology_desc(platform="tpu", topology_name=topology).devices)
+  except Exception as e:  # libtpu missing, or a topology it does not know
+    raise ValueError(f"--compile_only={topology}: no TPU topology ({type(e).__name__}: {str(e)[:300]}); "
+                     "compiling for TPU needs libtpu (pip install -e '.[tpu]')") from e
+
+
+def chip_of(topology: str, device) -> str | None:
+  if topology != "local":
+    return topology.split(":")[0]
+  return next((chip for kind, chip in DEVICE_KINDS.items() if kind.lower() in device.device_kind.lower()), None)
+
+
+def devices_per_chip(devs) -> int:
+  """TPU v4's abstract topology has one device per TensorCore, two per chip; others one."""
+  coords = {tuple(d.coords) for d in devs if hasattr(d, "coords")}
+  return len(devs) // len(coords) if coords else 1
+
+
+def per_device_bytes(tree) -> int:
+  """Bytes one device holds of a tree of sharded ShapeDtypeStructs (its shard of each leaf)."""
+  return int(sum(np.prod(x.sharding.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize
+                 for x in jax.tree_util.tree_leaves(tree)))
+
+
+def _cost(compiled) -> dict:
+  cost = compiled.cost_analysis()
+  return cost[0] if isinstance(cost, (list, tuple)) else cost
+
+
+def report(compiled, *, topology: str, devs, mesh, abstract_state, analytic_flops_per_step: float,
+           tokens_per_step: int) -> dict:
+  """Per-chip memory, FLOPs, HBM traffic and the roofline step time of a compiled step.
+
+  analytic_flops_per_step is for the whole step over all chips (train/metrics.py); XLA's
+  figures are per device, and a chip holds `devices_per_chip` of them.
+  """
+  per_chip = devices_per_chip(devs)
+  chips = len(devs) // per_chip
+  chip_name = chip_of(topology, devs[0])
+  memory, cost = compiled.memory_analysis(), _cost(compiled)
+  hbm = (memory.argument_size_in_bytes + memory.output_size_in_bytes - memory.alias_size_in_bytes
+         + memory.temp_size_in_bytes + memory.generated_code_size_in_bytes) * per_chip
+  result = {
+      "topology": topology, "chip": chip_name, "chips": chips, "mesh": dict(mesh.shape),
+      "hbm_bytes_per_chip": int(hbm),
+      "params_bytes_per_chip": per_device_bytes(abstract_state["params"]) * per_chip,
+      "optimizer_bytes_per_chip": per_device_bytes(abstract_state["opt_state"]) * per_chip,
+      "temporaries_bytes_per_chip": int(memory.temp_size_in_bytes) * per_chip,
+      "flops_per_step_per_chip": float(cost.get("flops", 0.0)) * per_chip,
+      "analytic_flops_per_step_per_chip": analytic_flops_per_step / chips,
+      "bytes_accessed_per_chip": float(cost.get("bytes accessed", 0.0)) * per_chip,
+      "tokens_per_step": tokens_per_step,
+  }
+  spec = CHIPS.get(chip_name)
+  if spec is None:  # e.g. --compile_only=local on a CPU: memory and FLOPs, but no roofline
+    return result
+  seconds = max(result["flops_per_step_per_chip"] / spec.peak_flops,
+                result["bytes_accessed_per_chip"] / spec.hbm_bandwidth)
+  result.update(
+      hbm_capacity_bytes=int(spec.hbm_bytes), peak_flops_per_chip=spec.peak_flops,
+      hbm_bandwidth_per_chip=spec.hbm_bandwidth, roofline_step_seconds=seconds,
+      bound="compute" if result["flops_per_step_per_chip"] / spec.peak_flops >= seconds else "memory",
+      tokens_per_second=tokens_per_step / seconds,
+      mfu_ceiling=result["analytic_flops_per_step_per_chip"] / (seconds * spec.peak_flops))
+  return result
+
+
+ADVICE = ("shard the state over more chips (config.mesh.fsdp), lower config.batch_size or raise "
+          "config.grad_accum_steps, or recompute activations (config.remat='full')")
+
+
+def check_fits(result: dict) -> None:
+  """Raises DoesNotFit when the step needs more HBM per chip than the chip has."""
+  capacity = result.get("hbm_capacity_bytes")
+  if capacity and result["hbm_bytes_per_chip"] > capacity:
+    raise DoesNotFit(f"the step needs {result['hbm_bytes_per_chip'] / GiB:.1f} GiB per chip, "
+                     f"{(result['hbm_bytes_per_chip'] - capacity) / GiB:.1f} GiB more than a {result['chip']} has "
+                     f"({capacity / GiB:.1f} GiB): {ADVICE}")
+
+
+def out_of_memory(error: Exception, topology: str) -> DoesNotFit | None:
+  """The TPU compiler refuses a program larger than HBM; its message says by how much."""
+  text = str(error)
+  if "RESOURCE_EXHAUSTED" not in text and "Ran out of memory" not in text:
+    return None
+  sizes = re.search(r"\(([\d.]+)G\) exceeds available HBM \(([\d.]+)G\)", text)
+  if sizes:
+    needed, available = map(float, sizes.groups())
+    detail = (f"it needs {needed:.2f} GiB per chip, {needed - available:.2f} GiB more than the "
+              f"{available:.2f} GiB a chip has")
+  else:
+    detail = text[:300]
+  return DoesNotFit(f"the step does not fit {topology}: {detail}; {ADVICE}")
+
+
+def summary(result: dict) -> str:
+  """The report as a few readable lines (the JSON line follows them)."""
+  lines = [f"compiled for {result['topology']}: {result['chips']} chips ({result['chip'] or 'unknown chip'}), "
+           f"mesh {result['mesh']}, {result['tokens_per_step']:,} tokens per step",
+           f"  HBM per chip {result['hbm_bytes_per_chip'] / GiB:.2f} GiB: params "
+           f"{result['params_bytes_per_chip'] / GiB:.2f}, optimizer {result['optimizer_bytes_per_chip'] / GiB:.2f}, "
+           f"temporaries {result['temporaries_bytes_per_chip'] / GiB:.2f}"
+           + (f" (capacity {result['hbm_capacity_bytes'] / GiB:.1f})" if "hbm_capacity_bytes" in result else ""),
+           f"  per chip per step: {result['flops_per_step_per_chip'] / 1e12:.3f} TFLOP (XLA), "
+           f"{result['analytic_flops_per_step_per_chip'] / 1e12:.3f} TFLOP (model), "
+           f"{result['bytes_accessed_per_chip'] / GiB:.2f} GiB accessed"]
+  if "roofline_step_seconds" in result:
+    lines.append(f"  predicted: {result['roofline_step_seconds'] * 1e3:.1f} ms per step ({result['bound']}-bound), "
+                 f"{result['tokens_per_second']:,.0f} tokens/s, MFU ceiling {result['mfu_ceiling']:.1%}")
+  return "\n".join(lines)
+
+
+def print_report(result: dict) -> None:
+  print(summary(result))
+  print(json.dumps(result))

@@ -1,0 +1,150 @@
+"""Why a training loop stops early: a stop signal, or too many non-finite steps in a row.
+
+Both loops (pretraining, fine-tuning) use the same two guards:
+
+* `stop_signals()` turns SIGTERM/SIGINT into a request the loop honours at a step boundary
+  (it checkpoints, then raises `Interrupted`); the previous handlers come back when the loop
+  ends, so Ctrl-C works again in whatever runs next. On several processes the request is
+  agreed every `sync_every` steps (one small all-gather), so all stop at the same step.
+* `skip_if_not_finite()` runs inside the jitted step: a non-finite loss, gradient or updated
+  parameter keeps the old state (the step counter still advances). `NonFiniteSteps` counts
+  them on the host and raises `NonFiniteError` after `max_in_a_row` in a row, so a state with
+  NaN/Inf is never checkpointed and a diverged run ends with a non-zero exit.
+"""
+import contextlib
+import logging
+import signal
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import multihost_utils
+
+
+class RunError(Exception):
+  """A run cannot go on; the message says why and what to do, so no traceback is needed."""
+
+
+class Interrupted(Exception):
+  """The loop checkpointed and stopped because of a signal; rerunning resumes."""
+
+  def __init__(self, signum: int, step: int):
+    self.signum, self.step = signum, step
+    super().__init__(f"stopped by {signal.Signals(signum).name} at step {step} after checkpointing; "
+                     "rerun the same command to resume")
+
+  @property
+  def exit_code(self) -> int:
+    return 128 + self.signum  # the shell's convention for a process ended by a signal
+
+
+class NonFiniteError(RunError):
+  """Too many steps in a row had a non-finite loss, gradient or update."""
+
+
+def all_finite(tree) -> jax.Array:
+  """True iff every floating-point element of the tree is finite (each leaf checked on its
+  own: a global norm would overflow for large but finite values)."""
+  leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)
+            if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
+  return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
+
+
+def skip_if_not_finite(old: dict, new: dict, loss, grads) -> tuple[dict, jax.Array]:
+  """(state, finite): `new` when the loss, gradients and new params and optimizer state are
+  finite, else `old` with `new`'s step counter. Inside jit the select fuses into the update."""
+  finite = all_finite((loss, grads, new["params"], new["opt_state"]))
+  kept = jax.tree_util.tree_map(lambda n, o: jnp.where(finite, n, o), new, old)
+  return {**kept, "step": new["step"]}, finite
+
+
+class NonFiniteSteps:
+  """Host-side count of skipped steps, read one step late so the device never waits."""
+
+  def __init__(self, max_in_a_row: int):
+    self.max_in_a_row = max_in_a_row
+    self.in_a_row = 0
+    self.skipped = 0  # since the last `take_skipped()`
+    self._last_step = 0
+    self._pending = None  # (step, device flag) of the step dispatched last
+
+  def push(self, step: int, finite) -> None:
+    """Records the flag of `step` and reads the one before it."""
+    self.flush()
+    self._pending = (step, finite)
+
+  def flush(self) -> None:
+    """Reads the pending step's flag now."""
+    if self._pending is None:
+      return
+    (self._last_step, finite), self._pending = self._pending, None
+    if bool(jax.device_get(finite)):
+      self.in_a_row = 0
+      return
+    self.in_a_row += 1
+    self.skipped += 1
+    logging.warning("step %d: non-finite loss or gradients, update skipped (%d in a row)", self._last_step,
+                    self.in_a_row)
+
+  def check(self) -> None:
+    """Raises NonFiniteError once max_in_a_row steps in a row were skipped."""
+    if self.in_a_row >= self.max_in_a_row:
+      first = self._last_step - self.in_a_row + 1
+      raise NonFiniteError(
+          f"steps {first}-{self._last_step}: the loss or gradients were not finite {self.in_a_row} times in a row "
+          f"(limit max_nonfinite_steps={self.max_in_a_row}); every update was skipped, so the last checkpoint holds "
+          "the last finite state. Lower the learning rate or check the data, then rerun.")
+
+  def take_skipped(self) -> int:
+    skipped, self.skipped = self.skipped, 0
+    return skipped
+
+
+class StopRequest:
+  """The signal received, if any, agreed across processes (see `stop_signals`)."""
+
+  def __init__(self, sync_every: int):
+    self.sync_every = max(1, sync_every)
+    self.received = 0
+
+  def _handle(self, signum, frame):
+    del frame
+    logging.warning("received %s: checkpointing and stopping", signal.Signals(signum).name)
+    self.received = signum
+
+  def signal_at(self, step: int) -> int:
+    """The signal number to stop on at this step (0: go on). Single process: every step;
+    several: only every `sync_every` steps, where all processes agree (any one received)."""
+    if jax.process_count() == 1:
+      return self.received
+    if step % self.sync_every:
+      return 0
+    return int(np.max(multihost_utils.process_allgather(np.int32(self.received))))
+
+
+@contextlib.contextmanager
+def stop_signals(sync_every: int = 1):
+  """SIGTERM and SIGINT set a StopRequest for the duration of the block; the handlers that
+  were there before are restored after it."""
+  request = StopRequest(sync_every)
+  previous = {sig: signal.signal(sig, request._handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+  try:
+    yield request
+  finally:
+    for sig, handler in previous.items():  # None: a handler not set from Python; the default then
+      signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+
+@contextlib.contextmanager
+def clean_exit():
+  """For entry points: Interrupted and RunError end the process with their message and exit
+  code (128 + signal, or 1) instead of a traceback."""
+  try:
+    yield
+  except Interrupted as e:
+    print(f"wyjax: {e}", file=sys.stderr)
+    sys.exit(e.exit_code)
+  except RunError as e:
+    print(f"wyjax: error: {e}", file=sys.stderr)
+    sys.exit(1)
