@@ -12,6 +12,7 @@ import pytest
 
 from tests.train.conftest import REPO_ROOT, pretrain_env
 from wyjax.models import EncoderConfig, MaskedLM
+from wyjax.train import aot
 
 TINY = REPO_ROOT / "configs" / "pretrain" / "deberta_tiny.py"
 # v5p per chip (cloud.google.com/tpu/docs/v5p-training): bf16 peak, HBM bandwidth and capacity.
@@ -82,4 +83,12 @@ def test_a_step_too_big_for_the_chip_exits_with_what_to_change(tmp_path):
 
 def test_unknown_topology_is_refused(tmp_path):
   code, _, stderr = compile_only(tmp_path, "v9z:2x2")
-  assert code != 0 and "v9z:2x2" in stderr and "v5p:2x2x1" in stderr
+  assert code == 1 and "v9z:2x2" in stderr and "v5p:2x2x1" in stderr and "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("kind,chip", [("TPU v4", "v4"), ("TPU v5 lite", "v5e"), ("TPU v5", "v5p"),
+                                       ("TPU v6 lite", "v6e"), ("NVIDIA H100 80GB HBM3", "h100"),
+                                       ("NVIDIA A100-SXM4-80GB", "a100"), ("NVIDIA L40S", None), ("cpu", None)])
+def test_device_kinds_name_their_chip(kind, chip):
+  device = type("Device", (), {"device_kind": kind})()
+  assert aot.chip_of("local", device) == chip

@@ -41,10 +41,14 @@ CHIPS = {
     "h100": Chip(989e12, 80 * GB, 3350 * GB),
     # NVIDIA H200 SXM datasheet: 989 TFLOP/s dense bf16; HBM3e 141 GB, 4.8 TB/s
     "h200": Chip(989e12, 141 * GB, 4800 * GB),
+    # NVIDIA A100 SXM 80GB datasheet: 312 TFLOP/s dense bf16; HBM2e 80 GB, 2,039 GB/s
+    "a100": Chip(312e12, 80 * GB, 2039 * GB),
+    # NVIDIA L4 datasheet: 121 TFLOP/s dense bf16; GDDR6 24 GB, 300 GB/s
+    "l4": Chip(121e12, 24 * GB, 300 * GB),
 }
-# jax's device_kind → CHIPS key, for --compile_only=local on an accelerator.
-DEVICE_KINDS = {"TPU v4": "v4", "TPU v5 lite": "v5e", "TPU v5e": "v5e", "TPU v5": "v5p", "TPU v5p": "v5p",
-                "TPU v6 lite": "v6e", "H100": "h100", "H200": "h200"}
+# jax's device_kind → CHIPS key (the first that the kind contains), for this machine's devices.
+DEVICE_KINDS = {"TPU v4": "v4", "TPU v5 lite": "v5e", "TPU v5e": "v5e", "TPU v5p": "v5p", "TPU v5": "v5p",
+                "TPU v6 lite": "v6e", "H100": "h100", "H200": "h200", "A100": "a100", "L4": "l4"}
 
 
 def use_compilation_cache() -> None:
@@ -64,21 +68,22 @@ def devices(topology: str) -> list:
     return jax.devices()
   chip = topology.split(":")[0]
   if chip not in CHIPS or not chip.startswith("v"):
-    raise ValueError(f"--compile_only={topology!r}: expected 'local' or a TPU topology such as v5p:2x2x1, "
+    raise guards.RunError(f"--compile_only={topology!r}: expected 'local' or a TPU topology such as v5p:2x2x1, "
                      f"v4:2x2x4 or v5e:16x16 (chips {sorted(c for c in CHIPS if c.startswith('v'))})")
   os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")  # compiling beside another libtpu process
   from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
   try:
     return list(topologies.get_topology_desc(platform="tpu", topology_name=topology).devices)
   except Exception as e:  # libtpu missing, or a topology it does not know
-    raise ValueError(f"--compile_only={topology}: no TPU topology ({type(e).__name__}: {str(e)[:300]}); "
+    raise guards.RunError(f"--compile_only={topology}: no TPU topology ({type(e).__name__}: {str(e)[:300]}); "
                      "compiling for TPU needs libtpu (pip install -e '.[tpu]')") from e
 
 
 def chip_of(topology: str, device) -> str | None:
   if topology != "local":
     return topology.split(":")[0]
-  return next((chip for kind, chip in DEVICE_KINDS.items() if kind.lower() in device.device_kind.lower()), None)
+  return next((chip for kind, chip in DEVICE_KINDS.items()
+               if re.search(rf"\b{re.escape(kind)}\b", device.device_kind, re.IGNORECASE)), None)
 
 
 def devices_per_chip(devs) -> int:

@@ -6,20 +6,15 @@ import jax
 from tensorboardX import SummaryWriter
 
 from wyjax.models import EncoderConfig
-
-# Dense bf16 peak FLOP/s per device, for MFU; override with config.peak_flops_per_device.
-PEAK_FLOPS = {
-    "H100": 989e12, "H200": 989e12, "A100": 312e12, "L4": 121e12,
-    "TPU v4": 275e12, "TPU v5 lite": 197e12, "TPU v5e": 197e12, "TPU v5p": 459e12, "TPU v6 lite": 918e12,
-}
-
+from wyjax.train import aot
 
 def peak_flops_per_device(override: float | None = None) -> float | None:
+  """Dense bf16 peak FLOP/s of this machine's accelerator (wyjax.train.aot.CHIPS), for MFU;
+  None on a CPU. `override`: config.peak_flops_per_device."""
   if override:
     return override
-  kind = jax.devices()[0].device_kind
-  matches = [flops for name, flops in PEAK_FLOPS.items() if name.lower() in kind.lower()]
-  return max(matches) if matches else None
+  chip = aot.chip_of("local", jax.devices()[0])
+  return aot.CHIPS[chip].peak_flops if chip else None
 
 
 def forward_flops_per_token(config: EncoderConfig, length: int, predicted_fraction: float = 1.0) -> float:
