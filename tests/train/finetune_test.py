@@ -210,3 +210,17 @@ def test_pretrained_encoder_is_grafted_into_every_head(shared_data, tmp_path, ta
   assert results["dev"][results["main_metric"]] == pytest.approx(_rescore(task, written, gold))
   if task == "fspc":  # per-line examples: the toolkit's mixed accuracy is reported beside the holistic one
     assert "accuracy_with_lines" in results["dev"]
+
+
+def test_compile_only_reports_the_fine_tuning_step(trained):
+  data_dir, workdir, _ = trained
+  report = finetune.compile_only(benchmark.task_config("tlc", data_dir=str(data_dir), **TRAINED), "local")
+  assert report["chips"] == 1 and report["mesh"] == {"data": 1, "fsdp": 1, "tensor": 1}
+  assert report["tokens_per_step"] == 32 * 64  # the config's batch at the longest length bucket
+  _, params = checkpoints.restore_model(workdir / "seed_0")  # the same model, trained
+  total = sum(np.asarray(x).nbytes for x in jax.tree_util.tree_leaves(params))
+  assert report["params_bytes_per_chip"] == total
+  assert report["optimizer_bytes_per_chip"] == pytest.approx(2 * total, rel=1e-3)  # Adam's moments (+ counts)
+  assert report["hbm_bytes_per_chip"] >= 3 * total
+  assert report["flops_per_step_per_chip"] == pytest.approx(report["analytic_flops_per_step_per_chip"], rel=0.15)
+  assert "roofline_step_seconds" not in report  # a CPU has no entry in the chip table
