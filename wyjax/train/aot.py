@@ -141,6 +141,18 @@ def report(compiled, *, topology: str, devs, mesh, abstract_state, analytic_flop
   return result
 
 
+def compile_step(jitted, *abstract_args, topology: str):
+  """jitted.lower(*abstract_args).compile(), with the TPU compiler's out-of-memory refusal
+  turned into DoesNotFit."""
+  try:
+    return jitted.lower(*abstract_args).compile()
+  except Exception as e:  # pylint: disable=broad-except
+    too_big = out_of_memory(e, topology)
+    if too_big is None:
+      raise
+    raise too_big from e
+
+
 ADVICE = ("shard the state over more chips (config.mesh.fsdp), lower config.batch_size or raise "
           "config.grad_accum_steps, or recompute activations (config.remat='full')")
 

@@ -555,13 +555,7 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
   inputs = jax.tree_util.tree_map(abstract, _model_inputs(batch))
   labels = abstract(np.asarray(_labels(batch)))
   rng = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=partitioning.replicated(trainer.mesh))
-  try:
-    compiled = trainer.jit_train.lower(trainer.abstract_state, inputs, labels, rng).compile()
-  except Exception as e:  # the TPU compiler refuses a program larger than HBM
-    too_big = aot.out_of_memory(e, topology)
-    if too_big is None:
-      raise
-    raise too_big from e
+  compiled = aot.compile_step(trainer.jit_train, trainer.abstract_state, inputs, labels, rng, topology=topology)
   tokens = int(np.prod(batch["input_ids"].shape))
   lm_fraction = 1.0 if task.head == "prefix_lm" else 0.0  # other heads are small beside the encoder
   flops = 3 * metrics.forward_flops_per_token(trainer.model_config, data["max_length"], lm_fraction) * tokens

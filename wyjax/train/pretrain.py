@@ -247,17 +247,11 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
     length = prepare.read_manifest(data_dir)["sequence_length"]
   else:
     if not config.model.get("vocab_size"):
-      raise ValueError("no prepared corpus: set --config.model.vocab_size (or --config.data_dir) to compile")
+      raise guards.RunError("no prepared corpus: set --config.model.vocab_size (or --config.data_dir) to compile")
     tokenizer, length = tokenizer_lib.placeholder(config.model.vocab_size), config.corpus.sequence_length
   program = build(config, tokenizer, length, devices)
   batch = jax.ShapeDtypeStruct((config.batch_size, length), jnp.int32, sharding=program.data_sharding)
-  try:
-    compiled = program.train_step.lower(program.abstract_state, batch).compile()
-  except Exception as e:  # the TPU compiler refuses a program larger than HBM
-    too_big = aot.out_of_memory(e, topology)
-    if too_big is None:
-      raise
-    raise too_big from e
+  compiled = aot.compile_step(program.train_step, program.abstract_state, batch, topology=topology)
   result = aot.report(compiled, topology=topology, devs=devices, mesh=program.mesh,
                       abstract_state=program.abstract_state,
                       analytic_flops_per_step=program.train_flops_per_step,
