@@ -10,14 +10,11 @@ import argparse
 import importlib.util
 import time
 
-import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from wyjax.data import tokenizer as tokenizer_lib
-from wyjax.models import EncoderConfig, MaskedLM
-from wyjax.train import metrics, mlm, optimizer, pretrain
+from wyjax.train import metrics, pretrain
 
 
 def load_config(path):
@@ -40,16 +37,12 @@ def main():
   config.batch_size = args.batch or config.batch_size
   config.dtype = args.dtype or config.dtype
   length = args.length or config.corpus.sequence_length
-  specials = list(tokenizer_lib.SPECIAL_TOKENS)
-  tokenizer = tokenizer_lib.Tokenizer(specials + [chr(0x4E00 + i) for i in range(args.vocab - len(specials))])
-  model_config = EncoderConfig(**{**config.model.to_dict(), "vocab_size": args.vocab, "dtype": config.dtype})
-  model = MaskedLM(model_config)
-  tx, schedule = optimizer.adamw(learning_rate=1e-4, warmup_steps=10, total_steps=1000)
-  params = nn.unbox(model.init(jax.random.key(0), jnp.zeros((1, length), jnp.int32))["params"])
-  state = {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": tx.init(params)}
-  train_step, _ = pretrain.make_train_step(model, tx, schedule, config, tokenizer, length)
-  step = jax.jit(train_step, donate_argnums=(0,))
-  batch = jnp.asarray(np.random.default_rng(0).integers(5, args.vocab, (config.batch_size, length)), jnp.int32)
+  # The run's own program (wyjax.train.pretrain.build): the same state, shardings and step.
+  program = pretrain.build(config, tokenizer_lib.placeholder(args.vocab), length)
+  state = program.init_state(jax.random.key(0))
+  step = program.train_step
+  batch = jax.device_put(np.random.default_rng(0).integers(5, args.vocab, (config.batch_size, length), np.int32),
+                         program.data_sharding)
   start = time.perf_counter()
   state, out = step(state, batch)
   jax.block_until_ready(out)
@@ -60,9 +53,9 @@ def main():
   jax.block_until_ready(out)
   seconds = (time.perf_counter() - start) / args.steps
   tokens = config.batch_size * length
-  flops = 3 * metrics.forward_flops_per_token(model_config, length, mlm.max_predictions(length, 0.15) / length) * tokens
+  flops = program.train_flops_per_step
   peak = metrics.peak_flops_per_device()
-  n_params = sum(x.size for x in jax.tree_util.tree_leaves(params))
+  n_params = sum(x.size for x in jax.tree_util.tree_leaves(state["params"]))
   line = (f"{args.config}: {n_params / 1e6:.1f} M params, batch {config.batch_size} × {length}, {config.dtype}, "
           f"{jax.devices()[0].device_kind}: {seconds:.3f} s/step, {tokens / seconds:,.0f} tokens/s, "
           f"{flops / seconds / 1e12:.3f} TFLOP/s (compile {compile_seconds:.1f} s)")

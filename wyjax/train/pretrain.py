@@ -185,8 +185,6 @@ class Program:
   step the run executes."""
   model_config: EncoderConfig
   mesh: Mesh
-  state_sharding: dict
-  params_sharding: dict
   data_sharding: NamedSharding
   abstract_state: dict  # ShapeDtypeStructs carrying their shardings
   init_state: Callable  # rng → sharded state
@@ -224,8 +222,7 @@ def build(config: ml_collections.ConfigDict, tokenizer, length: int, devices=Non
   replicated = partitioning.replicated(mesh)
   predicted_fraction = mlm.max_predictions(length, config.masking.rate) / length
   return Program(
-      model_config=model_config, mesh=mesh, state_sharding=state_sharding, params_sharding=params_sharding,
-      data_sharding=data_sharding, abstract_state=abstract_state,
+      model_config=model_config, mesh=mesh, data_sharding=data_sharding, abstract_state=abstract_state,
       init_state=jax.jit(init_state, out_shardings=state_sharding),
       train_step=jax.jit(train_step, in_shardings=(state_sharding, data_sharding),
                          out_shardings=(state_sharding, replicated), donate_argnums=(0,)),
