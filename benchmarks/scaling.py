@@ -74,8 +74,8 @@ def table() -> str:
       cell = [r for r in records if r["model"] == model and r["topology"] == topology]
       fitting = [r for r in cell if r["fits"]]
       if not fitting:
-        rows.append(f"| {model} | {name} | | | {'does not fit: ' + cell[-1]['error'] if cell else 'not run'} "
-                    "| | | | | |")
+        status = f"does not fit: {cell[-1]['error']}" if cell else "not run yet"
+        rows.append(f"| {model} | {name} | {status} | | | | | | | |")
         continue
       r = fitting[0]
       mesh = "×".join(f"{a} {s}" for a, s in r["mesh"].items() if s > 1) or "1"
@@ -83,7 +83,7 @@ def table() -> str:
           f"| {model} | {name} ({r['chips']} chips) | {mesh} | {r['global_batch']:,} | {r['remat']} "
           f"| {r['hbm_bytes_per_chip'] / 2**30:.1f} / {r['hbm_capacity_bytes'] / 2**30:.1f} "
           f"| {r['roofline_step_seconds'] * 1e3:,.0f} ({r['bound']}) | {r['tokens_per_second']:,.0f} "
-          f"| {r['mfu_ceiling']:.0%} | {r['flops_per_step_per_chip'] / r['analytic_flops_per_step_per_chip']:.2f} |")
+          f"| {r['mfu_ceiling']:.1%} | {r['flops_per_step_per_chip'] / r['analytic_flops_per_step_per_chip']:.2f} |")
   return "\n".join([
       "| model | slice | mesh | global batch (sequences) | remat | HBM per chip, GiB (used / capacity) "
       "| predicted step, ms (bound) | predicted tokens/s | MFU ceiling | XLA / model FLOPs |",
