@@ -12,6 +12,7 @@ stopped; the table is rewritten from that file at the end (--table_only: just th
 import argparse
 import datetime
 import json
+import math
 import os
 import pathlib
 import subprocess
@@ -26,11 +27,11 @@ RESULTS = REPO / "benchmarks" / "scaling.jsonl"
 MODELS = {"deberta_tiny": 64, "bert_base": 32, "deberta_base": 32, "deberta_large": 16}
 SLICES = {"v5p-8": "v5p:2x2x1", "v4-32": "v4:2x2x4", "v5p-128": "v5p:4x4x4", "v5e-256": "v5e:16x16"}
 LEVERS = [("none", {}), ("dots", {}), ("full", {}), ("full", {"data": 1, "fsdp": -1})]
-CHIPS = {"v5p:2x2x1": 4, "v4:2x2x4": 16, "v5p:4x4x4": 64, "v5e:16x16": 256}
 
 
 def compile_cell(model: str, topology: str, remat: str, mesh: dict) -> dict:
-  batch = MODELS[model] * CHIPS[topology]
+  chips = math.prod(int(d) for d in topology.split(":")[1].split("x"))
+  batch = MODELS[model] * chips
   command = [sys.executable, "-m", "wyjax.pretrain", f"--config=configs/pretrain/{model}.py",
              f"--compile_only={topology}", f"--config.batch_size={batch}", f"--config.remat={remat}",
              *(f"--config.mesh.{axis}={size}" for axis, size in mesh.items())]

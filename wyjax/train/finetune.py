@@ -246,11 +246,11 @@ class Trainer:
 
     batch = batching.collate([example], batch_size=1, lengths=(example["input_ids"].shape[-1],), pad_id=self.pad_id)
     self._init_inputs = _init_kwargs({k: jnp.asarray(v) for k, v in _model_inputs(batch).items()})
-    self._boxed = jax.eval_shape(lambda: self.model.init(jax.random.key(0), **self._init_inputs)["params"])
-    self.params_sharding = partitioning.param_shardings(self._boxed, self.mesh,
+    boxed = jax.eval_shape(lambda: self.model.init(jax.random.key(0), **self._init_inputs)["params"])
+    self.params_sharding = partitioning.param_shardings(boxed, self.mesh,
                                                         partitioning.rules(config.logical_axis_rules))
     abstract = jax.eval_shape(lambda p: {"step": jnp.zeros((), jnp.int32), "params": p, "opt_state": self.tx.init(p)},
-                              nn.unbox(self._boxed))
+                              nn.unbox(boxed))
     self.state_sharding = partitioning.state_shardings(abstract, self.params_sharding, self.tx, self.mesh)
     self.abstract_state = jax.tree_util.tree_map(
         lambda a, sharding: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding), abstract, self.state_sharding)
@@ -375,10 +375,6 @@ RUN_FILE = "run.json"  # a finished seed's Run
 PROGRESS, BATCHES = "progress", "batches"  # items of a resume/ checkpoint beside the state
 
 
-def _abstract(tree):
-  return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), tree)
-
-
 def total_steps(config, data: dict) -> int:
   """config.num_train_steps, or num_epochs over the train split."""
   return config.num_train_steps or max(1, len(data["train"][1]) // config.batch_size) * config.num_epochs
@@ -414,7 +410,7 @@ def train_one(task: Task, config, data: dict, trainer: Trainer, pretrained: dict
                                              BATCHES: grain.checkpoint.CheckpointSave(batches)})
 
   progress = {"best": None, "best_step": 0, "stale": 0, "stopped_early": False}
-  restored, start_step = checkpoints.restore_latest(resume_checkpoints.mngr, _abstract(state))
+  restored, start_step = checkpoints.restore_latest(resume_checkpoints.mngr, trainer.abstract_state)
   if restored is not None:
     state = restored
     items = resume_checkpoints.mngr.restore(start_step, args=ocp.args.Composite(**{
