@@ -224,3 +224,35 @@ def test_compile_only_reports_the_fine_tuning_step(trained):
   assert report["hbm_bytes_per_chip"] >= 3 * total
   assert report["flops_per_step_per_chip"] == pytest.approx(report["analytic_flops_per_step_per_chip"], rel=0.15)
   assert "roofline_step_seconds" not in report  # a CPU has no entry in the chip table
+
+
+def test_two_processes_fine_tune_as_one_process_with_two_devices(shared_data, tmp_path):
+  """3 steps and the dev evaluation: two processes of one device each (CPU collectives), each
+  feeding its half of every batch, against one process with two devices."""
+  import portpicker
+  data_dir = _slice_tsv(shared_data / "wyweb" / "tlc" / "train.tsv", tmp_path / "data",
+                        {"train": slice(0, 96), "dev": slice(96, 136)})
+  command = lambda workdir: [
+      sys.executable, "-m", "wyjax.finetune", "--config=configs/tlc.py", f"--workdir={workdir}",
+      f"--config.data_dir={data_dir}", "--config.num_train_steps=3", "--config.log_every=1",
+      "--config.batch_size=16", "--config.eval_batch_size=16", "--config.max_length=32"]
+  one = subprocess.run(command(tmp_path / "one"), cwd=REPO_ROOT, env=pretrain_env(2), capture_output=True, text=True)
+  assert one.returncode == 0, one.stderr[-3000:]
+  port = portpicker.pick_unused_port()
+  processes = [subprocess.Popen(command(tmp_path / "two"), cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True,
+                                env=pretrain_env(1, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}",
+                                                 JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i)))
+               for i in range(2)]
+  for p in processes:
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err[-3000:]
+  losses = {name: {r["step"]: r["loss"] for r in _records(tmp_path / name / "seed_0") if "loss" in r}
+            for name in ("one", "two")}
+  assert sorted(losses["two"]) == [1, 2, 3]
+  np.testing.assert_allclose([losses["two"][s] for s in (1, 2, 3)], [losses["one"][s] for s in (1, 2, 3)],
+                             atol=1e-5, rtol=0)
+  one_results, two_results = (json.loads((tmp_path / name / "results.json").read_text()) for name in ("one", "two"))
+  assert two_results["dev"] == pytest.approx(one_results["dev"], abs=1e-6)
+  assert (tmp_path / "two" / "seed_0" / "dev_predictions.tsv").read_text() == \
+      (tmp_path / "one" / "seed_0" / "dev_predictions.tsv").read_text()

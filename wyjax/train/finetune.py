@@ -42,7 +42,7 @@ from wyjax.tasks import metrics as metrics_lib
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.tasks import TASKS, Task, for_data, fspc_line_examples, majority_baseline
-from wyjax.train import aot, checkpoints, guards, metrics, optimizer, partitioning, resume
+from wyjax.train import aot, checkpoints, distributed, guards, metrics, optimizer, partitioning, resume
 
 # The model used when no --config.init is given: the embedded default's architecture.
 FRESH_TINY_MODEL = dict(
@@ -423,10 +423,12 @@ def train_one(task: Task, config, data: dict, trainer: Trainer, pretrained: dict
   else:  # best checkpoints of an attempt that never reached a resume point: set aside
     for step in best_checkpoints.mngr.all_steps():
       checkpoints.move_aside(best_checkpoints.mngr, step, "abandoned")
-  checkpoints.write_model_info(workdir, trainer.model_config.replace(remat="none"),
-                               [k for k in state["params"] if k != "encoder"], trainer.tokenizer)
-  resume.trim_metrics(workdir, start_step)
-  writer = metrics.MetricWriter(workdir)
+  is_main = jax.process_index() == 0  # every process trains; one writes the files beside the checkpoints
+  if is_main:
+    checkpoints.write_model_info(workdir, trainer.model_config.replace(remat="none"),
+                                 [k for k in state["params"] if k != "encoder"], trainer.tokenizer)
+    resume.trim_metrics(workdir, start_step)
+  writer = metrics.MetricWriter(workdir, enabled=is_main)
   nonfinite = guards.NonFiniteSteps(config.max_nonfinite_steps)
   dev_examples, dev_features = data["dev"]
   rng = jax.random.key(seed)
@@ -477,17 +479,21 @@ def train_one(task: Task, config, data: dict, trainer: Trainer, pretrained: dict
     resume_checkpoints.close()
 
   _, params = checkpoints.restore_model(workdir)
-  params = jax.tree_util.tree_map(jnp.asarray, params)
+  params = jax.device_put(params, trainer.params_sharding)
   # Checkpoints are chosen on greedy translations; the final ones use the configured beam.
   beam_size = config.decoding.beam_size if task.head == "prefix_lm" else 1
   dev, predictions, confusion = evaluate(task, trainer, params, dev_examples, dev_features, beam_size=beam_size)
-  write_predictions(task, workdir / f"dev_predictions.{task.submission_format}", dev_examples, predictions)
+  if is_main:
+    write_predictions(task, workdir / f"dev_predictions.{task.submission_format}", dev_examples, predictions)
   test = None
   if "test" in data:
     test_examples, test_features = data["test"]
     test, predictions, _ = evaluate(task, trainer, params, test_examples, test_features, beam_size=beam_size)
-    write_predictions(task, workdir / f"test_predictions.{task.submission_format}", test_examples, predictions)
+    if is_main:
+      write_predictions(task, workdir / f"test_predictions.{task.submission_format}", test_examples, predictions)
   run = Run(seed, workdir, progress["best_step"], dev, test, progress["stopped_early"], confusion.tolist())
+  if not is_main:
+    return run
   (workdir / RUN_FILE).write_text(json.dumps({**dataclasses.asdict(run), "workdir": str(workdir)}, indent=2,
                                              ensure_ascii=False))
   resume_dir = workdir / "resume"  # the seed is finished: its resume point is no longer needed
@@ -567,11 +573,13 @@ def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change
   Rerunning on the same workdir keeps finished seeds and continues unfinished ones (see the
   module docstring); a changed config is refused unless accept_config_change.
   """
+  distributed.initialize()
   workdir = pathlib.Path(workdir)
   changes = resume.check_config(workdir, config, ignore=RESUMABLE_CHANGES, accept=accept_config_change) \
       if any(workdir.glob("seed_*")) else {}
   task, splits, data, trainer, pretrained = _prepare(config)
-  resume.store_config(workdir, config, changes)
+  if jax.process_index() == 0:
+    resume.store_config(workdir, config, changes)
   with guards.stop_signals(config.stop_check_every) as stop:
     runs = [train_one(task, config, data, trainer, pretrained, config.seed + k, workdir / f"seed_{config.seed + k}",
                       stop) for k in range(config.seeds)]
@@ -589,9 +597,11 @@ def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change
       "config": config.to_dict(),
   }
   if "test" in data:
-    submission = workdir / "submission" / f"{task.name}.{task.submission_format}"
-    submission.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(best_run.workdir / f"test_predictions.{task.submission_format}", submission)
-    results["submission"] = str(submission)
-  (workdir / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
+    results["submission"] = str(workdir / "submission" / f"{task.name}.{task.submission_format}")
+  if jax.process_index() == 0:
+    if "test" in data:
+      submission = pathlib.Path(results["submission"])
+      submission.parent.mkdir(parents=True, exist_ok=True)
+      shutil.copyfile(best_run.workdir / f"test_predictions.{task.submission_format}", submission)
+    (workdir / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
   return results
