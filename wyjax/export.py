@@ -5,15 +5,20 @@
 
 --verify reloads the folder with transformers (PyTorch) and compares its MLM logits with
 wyjax's on a padded batch. --push_to_hub reads HF_TOKEN (and HF_ENDPOINT) from the environment.
+Every path may be a bucket (gs://…): the export is then fetched to a temporary folder for
+--verify and --push_to_hub.
 """
 import json
 import logging
+import tempfile
 
 import jax
 import numpy as np
 from absl import app, flags
+from etils import epath
 from ml_collections import config_flags
 
+from wyjax import storage
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.hf import export as export_lib
 from wyjax.hf import hub, loading
@@ -48,8 +53,8 @@ def verify(model: loading.Model, folder) -> float:
   """Max |logit difference| between wyjax and transformers on a padded batch of real tokens."""
   import torch
   import transformers
-  hf_model = transformers.AutoModelForMaskedLM.from_pretrained(folder).eval()
-  tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+  hf_model = transformers.AutoModelForMaskedLM.from_pretrained(str(folder)).eval()
+  tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
   batch = tokenizer(["學而時習之，不亦說乎？", "有朋自遠方來"], padding=True, return_tensors="np")
   with torch.no_grad():
     theirs = hf_model(input_ids=torch.tensor(batch["input_ids"]),
@@ -71,8 +76,7 @@ def main(argv):
   model = random_model(_RANDOM_INIT.value) if path is None else loading.load(path)
   results = None
   if _RESULTS.value:
-    with open(_RESULTS.value) as f:
-      results = json.load(f)
+    results = json.loads(epath.Path(_RESULTS.value).read_text())
   legacy = None if _LEGACY.value == "auto" else _LEGACY.value == "true"
   name = _NAME.value or _PUSH.value or _OUT.value.rstrip("/").split("/")[-1]
   out = export_lib.export(model, _OUT.value, legacy=legacy, name=name, license=_LICENSE.value,
@@ -80,14 +84,18 @@ def main(argv):
   logging.info("wrote %s", out)
   print(f"exported {model.config.model_type} ({model.config.num_hidden_layers} layers, "
         f"hidden {model.config.hidden_size}) to {out}")
-  if _VERIFY.value:
-    diff = verify(model, out)
-    print(f"transformers reload: max |logit difference| = {diff:.2e}")
-    if diff > 1e-4:
-      raise SystemExit(f"verification failed: logits differ by {diff:.2e} (> 1e-4)")
-  if _PUSH.value:
-    commit = hub.push(out, _PUSH.value, private=_PRIVATE.value)
-    print(f"pushed to {_PUSH.value}: {commit}")
+  if not (_VERIFY.value or _PUSH.value):
+    return
+  with tempfile.TemporaryDirectory() as tmp:
+    local = out if storage.is_local(out) else storage.staged(out, export_lib.FILES, tmp)
+    if _VERIFY.value:
+      diff = verify(model, local)
+      print(f"transformers reload: max |logit difference| = {diff:.2e}")
+      if diff > 1e-4:
+        raise SystemExit(f"verification failed: logits differ by {diff:.2e} (> 1e-4)")
+    if _PUSH.value:
+      commit = hub.push(local, _PUSH.value, private=_PRIVATE.value)
+      print(f"pushed to {_PUSH.value}: {commit}")
 
 
 if __name__ == "__main__":

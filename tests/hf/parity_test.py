@@ -8,6 +8,8 @@ import wyjax.hf
 from tests.hf import tiny_models
 from wyjax.data.tokenizer import SPECIAL_TOKENS, Tokenizer
 from wyjax.hf import configs, export, loading, weights
+from wyjax.models import MaskedLM, stack_layers
+from wyjax.train import checkpoints
 
 TOL = 1e-5
 CASES = [("deberta", layout, legacy) for layout in tiny_models.DEBERTA_LAYOUTS
@@ -67,6 +69,23 @@ def test_wyjax_export_to_transformers(family, layout, legacy, tmp_path):
   hidden, logits = tiny_models.torch_outputs(reloaded, ids, mask, types)
   _assert_close(hidden, model.encode(ids, mask, types), mask, "last hidden state after export")
   _assert_close(logits, model.mlm_logits(ids, mask, types), mask, "MLM logits after export")
+
+
+def test_scanned_layers_match_transformers_through_checkpoint_and_export(tmp_path):
+  """A scan_layers model (the layers' params stacked) computes transformers' logits; its wyjax
+  checkpoint loads per layer and exports to a transformers model with the same logits."""
+  hf_model = tiny_models.deberta("bozhou", legacy=False)
+  model = _converted(hf_model)
+  config = model.config.replace(scan_layers=True)
+  params = {**model.params, "encoder": stack_layers(model.params["encoder"])}
+  ids, mask, types = _inputs(config)
+  _, logits = tiny_models.torch_outputs(hf_model, ids, mask, types)
+  _assert_close(logits, np.asarray(MaskedLM(config).apply({"params": params}, ids, mask)), mask, "MLM logits")
+  checkpoints.save_params(tmp_path / "wyjax", 0, params, config, model.tokenizer)
+  loaded = wyjax.hf.load(tmp_path / "wyjax")
+  assert not loaded.config.scan_layers and "layer_1" in loaded.params["encoder"]
+  reloaded = transformers.AutoModelForMaskedLM.from_pretrained(export.export(loaded, tmp_path / "hf")).eval()
+  _assert_close(logits, tiny_models.torch_outputs(reloaded, ids, mask, types)[1], mask, "MLM logits after export")
 
 
 def test_export_writes_every_relative_attention_field(tmp_path):

@@ -1,13 +1,15 @@
-"""Rematerialisation changes what the backward pass keeps, never the numbers or the params."""
+"""Rematerialisation and scanned layers change what the backward pass keeps and how the
+params are laid out, never the numbers."""
 import dataclasses
 import functools
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from wyjax.models import EncoderConfig, MaskedLM
+from wyjax.models import EncoderConfig, MaskedLM, stack_layers, unstack_layers
 
 DEBERTA = EncoderConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                         intermediate_size=64, max_position_embeddings=32, relative_attention=True,
@@ -16,17 +18,24 @@ BERT = EncoderConfig(vocab_size=50, model_type="bert", hidden_size=32, num_hidde
                      intermediate_size=64, max_position_embeddings=32, type_vocab_size=2)
 
 
-@functools.cache
-def _loss_and_grads(config: EncoderConfig):
-  ids = jnp.asarray(np.random.RandomState(0).randint(5, 50, (2, 16)))
-  model = MaskedLM(config)
-  params = model.init(jax.random.key(0), ids)["params"]
+IDS = jnp.asarray(np.random.RandomState(0).randint(5, 50, (2, 16)))
 
-  def loss(p):  # dropout on: the same masks must be drawn in every mode
-    logits = model.apply({"params": p}, ids, deterministic=False, rngs={"dropout": jax.random.key(1)})
+
+def _value_and_grad(config: EncoderConfig, params, deterministic: bool):
+  model = MaskedLM(config)
+
+  def loss(p):
+    logits = model.apply({"params": p}, IDS, deterministic=deterministic, rngs={"dropout": jax.random.key(1)})
     return jnp.sum(jax.nn.log_softmax(logits.astype(jnp.float32))[..., 7])
 
-  return params, jax.jit(jax.value_and_grad(loss))(params)
+  return jax.jit(jax.value_and_grad(loss))(params)
+
+
+@functools.cache
+def _loss_and_grads(config: EncoderConfig, deterministic: bool = False):
+  """Dropout on by default: remat must draw the same masks in every mode."""
+  params = nn.unbox(MaskedLM(config).init(jax.random.key(0), IDS)["params"])
+  return params, _value_and_grad(config, params, deterministic)
 
 
 @pytest.mark.parametrize("base,remat", [(DEBERTA, "full"), (DEBERTA, "dots"), (BERT, "full")],
@@ -42,3 +51,19 @@ def test_remat_gives_the_same_loss_gradients_and_params(base, remat):
 def test_unknown_remat_mode_is_refused():
   with pytest.raises(ValueError, match="remat 'some'"):
     dataclasses.replace(DEBERTA, remat="some")
+
+
+@pytest.mark.parametrize("base,remat", [(DEBERTA, "dots"), (BERT, "none")], ids=["deberta-dots", "bert"])
+def test_scanned_layers_give_the_same_loss_and_gradients(base, remat):
+  """The per-layer params, stacked, in a scanned model. Dropout off: a scan splits one rng over
+  the layers where per-layer modules fold in their names."""
+  params, (loss, grads) = _loss_and_grads(base, deterministic=True)
+  config = dataclasses.replace(base, scan_layers=True, remat=remat)
+  stacked = {**params, "encoder": stack_layers(params["encoder"])}
+  scanned_init = jax.eval_shape(MaskedLM(config).init, jax.random.key(0), IDS)["params"]
+  assert jax.tree_util.tree_map(np.shape, nn.unbox(scanned_init)) == jax.tree_util.tree_map(np.shape, stacked)
+  assert scanned_init["encoder"]["layers"]["mlp"]["wi"]["kernel"].names == ("layers", "embed", "mlp")
+  scanned_loss, scanned_grads = _value_and_grad(config, stacked, deterministic=True)
+  np.testing.assert_allclose(scanned_loss, loss, rtol=1e-6)
+  scanned_grads = {**scanned_grads, "encoder": unstack_layers(scanned_grads["encoder"])}
+  jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), scanned_grads, grads)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from wyjax.tasks import datasets, wyweb
+from wyjax.tasks import datasets
 from wyjax.tasks.files import FormatError
 
 TASKS_WITH_DATA = ("tlc", "glner", "fspc", "xuci", "irc", "wywrc", "wywmt")

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tests.train.conftest import REPO_ROOT, pretrain_env, tiny_checkpoint
+from wyjax.models import unstack_layers
 from wyjax.tasks import wyweb
 from wyjax.train import benchmark, checkpoints, finetune, guards, resume
 
@@ -184,6 +185,7 @@ HEAD_TASKS = {  # task → (file, slicer, init kind): one task per head kind, bo
     "xuci": ("xuci/train.tsv", _slice_tsv, "wyjax"), "fspc": ("fspc/train.json", _slice_json, "hf"),
     "wywmt": ("wywmt/train.tsv", _slice_tsv, "hf"),
 }
+SCANNED = ("irc", "wywmt")  # fine-tuned with scan_layers: stacked encoders, a scanned decoding cache
 
 
 @pytest.mark.parametrize("task", sorted(HEAD_TASKS))
@@ -196,10 +198,12 @@ def test_pretrained_encoder_is_grafted_into_every_head(shared_data, tmp_path, ta
   # Learning rate 0: the run's best checkpoint must hold exactly the pretrained encoder.
   config = benchmark.task_config(task, data_dir=str(data_dir), init=str(tmp_path / init), num_train_steps=2,
                                  eval_every=1, batch_size=8, learning_rate=0.0, max_length=64,
-                                 fspc_line_examples=task == "fspc")
+                                 fspc_line_examples=task == "fspc", scan_layers=task in SCANNED)
   results = finetune.finetune(config, tmp_path / "run")
   _, tuned = checkpoints.restore_model(tmp_path / "run" / "seed_0")
   encoder = tuned["scorer"]["encoder"] if task == "irc" else tuned["encoder"]
+  if task in SCANNED:
+    encoder = unstack_layers(encoder)
   same = lambda a, b: np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
   jax.tree_util.tree_map(same, encoder, params["encoder"])
   if task == "wywmt":  # the prefix LM keeps the pretrained MLM head too

@@ -16,16 +16,20 @@ from wyjax.train import checkpoints, pretrain
 
 
 def test_sharded_training_matches_one_device(tiny_corpus, tmp_path):
-  """3 steps on 1 device, on 8 devices as (data 2, fsdp 2, tensor 2) and as (data 8)."""
-  runs = {"one": ({"data": 1}, 1), "2x2x2": ({"data": 2, "fsdp": 2, "tensor": 2}, 8), "data8": ({"data": 8}, 8)}
+  """3 steps on 1 device and on 8 devices as (data 8); with scanned, rematerialised layers
+  (whose init draws other random numbers) on 1 device and on 8 as (data 2, fsdp 2, tensor 2),
+  where the activation constraints split heads and MLP over the tensor axis."""
+  scanned = ("--config.scan_layers=true", "--config.remat=dots")
+  runs = {"one": ({"data": 1}, 1, ()), "data8": ({"data": 8}, 8, ()),
+          "one-scanned": ({"data": 1}, 1, scanned), "2x2x2-scanned": ({"data": 2, "fsdp": 2, "tensor": 2}, 8, scanned)}
   results = {}
-  for name, (mesh, devices) in runs.items():
+  for name, (mesh, devices, options) in runs.items():
     overrides = [f"--config.mesh.{axis}={size}" for axis, size in mesh.items()]
-    run_pretrain(tmp_path / name, tiny_corpus, "--config.num_train_steps=3", *overrides, devices=devices)
+    run_pretrain(tmp_path / name, tiny_corpus, "--config.num_train_steps=3", *overrides, *options, devices=devices)
     results[name] = losses(tmp_path / name)
   assert sorted(results["one"]) == [1, 2, 3]
-  for name in ("2x2x2", "data8"):
-    np.testing.assert_allclose([results[name][s] for s in (1, 2, 3)], [results["one"][s] for s in (1, 2, 3)],
+  for name, reference in (("data8", "one"), ("2x2x2-scanned", "one-scanned")):
+    np.testing.assert_allclose([results[name][s] for s in (1, 2, 3)], [results[reference][s] for s in (1, 2, 3)],
                                atol=1e-5, rtol=0, err_msg=name)
   assert len({results["one"][s] for s in (1, 2, 3)}) == 3  # the parameters do change
 

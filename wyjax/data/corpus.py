@@ -16,6 +16,8 @@ import subprocess
 import tarfile
 from collections.abc import Iterator
 
+from etils import epath
+
 from wyjax.data.normalize import to_simplified
 
 DAIZHIGE_COLLECTIONS = ("佛藏", "儒藏", "史藏", "子藏", "艺藏", "道藏", "医藏", "诗藏", "集藏", "易藏")
@@ -98,12 +100,12 @@ class DaizhigeReader:
   """
 
   def __init__(self, root):
-    self.root = pathlib.Path(root)
+    self.root = epath.Path(root)
     if not self.root.is_dir():
       raise FileNotFoundError(f"Daizhige root {self.root} is not a folder")
 
   def units(self) -> list[str]:
-    files = sorted(str(p.relative_to(self.root)) for p in self.root.rglob("*.txt"))
+    files = text_files(self.root)
     outside = [f for f in files if f.split(os.sep)[0] not in DAIZHIGE_COLLECTIONS]
     if outside:
       raise ValueError(f"{self.root}: {len(outside)} .txt files outside the ten collections, "
@@ -121,9 +123,17 @@ class DaizhigeReader:
     return [Document(id=f"daizhige:{unit}", paragraphs=text.splitlines(), meta=meta)]
 
 
+def text_files(root: epath.Path) -> list[str]:
+  """The .txt files under root (a folder or gs://…), as sorted paths relative to it."""
+  walk = [(os.fspath(folder), names) for folder, _, names in root.walk()]
+  top = walk[0][0] if walk else ""  # walk's own spelling of root (in a bucket, without gs://)
+  return sorted(os.path.relpath(os.path.join(folder, name), top)
+                for folder, names in walk for name in names if name.endswith(".txt"))
+
+
 def read_text(path) -> str:
   """UTF-8 (a BOM is dropped); undecodable bytes are an error naming the file and line."""
-  data = pathlib.Path(path).read_bytes()
+  data = epath.Path(path).read_bytes()
   try:
     return data.decode("utf-8-sig")
   except UnicodeDecodeError as e:
@@ -137,14 +147,14 @@ class TextReader:
   """A user's own corpus: one .txt file, or every .txt under a folder; one document per file."""
 
   def __init__(self, path):
-    self.path = pathlib.Path(path)
+    self.path = epath.Path(path)
     if not self.path.exists():
       raise FileNotFoundError(f"text corpus {self.path} does not exist")
 
   def units(self) -> list[str]:
     if self.path.is_file():
       return [self.path.name]
-    files = sorted(str(p.relative_to(self.path)) for p in self.path.rglob("*.txt"))
+    files = text_files(self.path)
     if not files:
       raise ValueError(f"{self.path}: no .txt files")
     return files

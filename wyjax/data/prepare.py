@@ -21,14 +21,16 @@ import hashlib
 import json
 import multiprocessing
 import pathlib
-import shutil
 import sys
+import tempfile
 import time
 
 import numpy as np
 import tqdm
 from array_record.python.array_record_module import ArrayRecordWriter
+from etils import epath
 
+from wyjax import storage
 from wyjax.data import corpus
 from wyjax.data import tokenizer as tokenizer_lib
 
@@ -175,8 +177,9 @@ def vocab_hash(tokenizer) -> str:
 
 def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None = None,
                    progress: bool | None = None, log=print) -> dict:
-  """Builds (or finds up to date) the prepared corpus in `out`; returns its manifest."""
-  out = pathlib.Path(out)
+  """Builds (or finds up to date) the prepared corpus in `out` (a folder or gs://…); returns its
+  manifest. The manifest is written last: a corpus without one is incomplete."""
+  out = epath.Path(out)
   kind, _, arg = options.source.partition(":")
   # Resolve the poetry download once here, not in every worker.
   source = f"poetry:{corpus.fetch_poetry()}" if kind == "poetry" and not arg else options.source
@@ -190,7 +193,13 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
       return manifest
   if out.exists():
     for stale in list(out.glob("*.array_record")) + [out / "tokenizer", manifest_file]:
-      shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
+      stale.rmtree() if stale.is_dir() else stale.unlink(missing_ok=True)
+  if not storage.is_local(out):  # ArrayRecord writes local files: build them here, then upload
+    with tempfile.TemporaryDirectory() as local:
+      manifest = prepare_corpus(local, options, vocab_dir=vocab_dir, workers=workers, progress=progress, log=log)
+      storage.upload(local, out, last=MANIFEST)
+    log(f"uploaded to {out}")
+    return manifest
   out.mkdir(parents=True, exist_ok=True)
   progress = sys.stderr.isatty() if progress is None else progress
   start = time.perf_counter()
@@ -279,7 +288,7 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
 
 
 def read_manifest(data_dir) -> dict:
-  manifest_file = pathlib.Path(data_dir) / MANIFEST
+  manifest_file = epath.Path(data_dir) / MANIFEST
   if not manifest_file.exists():
     raise FileNotFoundError(f"{manifest_file} missing: run `python -m wyjax.data prepare-corpus` first")
   return json.loads(manifest_file.read_text())

@@ -19,12 +19,12 @@ What that pipeline does to classical Chinese, and how wyjax keeps offsets honest
 import collections
 import dataclasses
 import json
-import pathlib
 import unicodedata
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 import tokenizers
+from etils import epath
 from tokenizers import normalizers, pre_tokenizers, processors
 from tokenizers.models import WordPiece
 
@@ -267,10 +267,10 @@ class Tokenizer:
 
   def save(self, directory) -> None:
     """vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json."""
-    directory = pathlib.Path(directory)
+    directory = epath.Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "vocab.txt").write_text("".join(t + "\n" for t in self.vocab), encoding="utf-8")
-    self._backend.save(str(directory / "tokenizer.json"))
+    (directory / "tokenizer.json").write_text(self._backend.to_str(pretty=True), encoding="utf-8")
     special = {"unk_token": UNK, "sep_token": SEP, "pad_token": PAD, "cls_token": CLS, "mask_token": MASK}
     config = {
         "tokenizer_class": "BertTokenizer",
@@ -287,7 +287,7 @@ class Tokenizer:
 
   @classmethod
   def load(cls, directory) -> "Tokenizer":
-    directory = pathlib.Path(directory)
+    directory = epath.Path(directory)
     vocab_file = directory / "vocab.txt"
     vocab = vocab_file.read_text(encoding="utf-8").split("\n")
     if vocab and vocab[-1] == "":

@@ -1,9 +1,9 @@
 """Write a transformers folder: config.json, model.safetensors, tokenizer files, model card."""
 import json
-import pathlib
 
 import yaml
-from safetensors.numpy import save_file
+from etils import epath
+from safetensors.numpy import save
 
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.hf import configs, weights
@@ -27,9 +27,10 @@ FILES = ("config.json", "model.safetensors", "README.md", "vocab.txt", "tokenize
          "special_tokens_map.json")
 
 
-def check_out(out, overwrite: bool) -> pathlib.Path:
-  """`out` as a Path; FileExistsError when it holds anything and `overwrite` is not set."""
-  out = pathlib.Path(out)
+def check_out(out, overwrite: bool) -> epath.Path:
+  """`out` (a folder or gs://…) as a Path; FileExistsError when it holds anything and
+  `overwrite` is not set."""
+  out = epath.Path(out)
   if out.exists() and any(out.iterdir()) and not overwrite:
     raise FileExistsError(f"{out} is not empty ({len(list(out.iterdir()))} entries); choose an empty or new "
                           "folder, or pass --overwrite to replace the exported files in it")
@@ -37,7 +38,7 @@ def check_out(out, overwrite: bool) -> pathlib.Path:
 
 
 def export(model: Model, out, *, legacy: bool | None = None, name: str = "wyjax-model",
-           license: str = "apache-2.0", results: dict | None = None, overwrite: bool = False) -> pathlib.Path:
+           license: str = "apache-2.0", results: dict | None = None, overwrite: bool = False) -> epath.Path:
   """Writes `out`; the folder loads with transformers.AutoModelForMaskedLM unchanged.
 
   results: {"split": "dev", "tasks": {"tlc": {"accuracy": 0.81, ...}, ...}} (a leaderboard.json)
@@ -59,7 +60,7 @@ def export(model: Model, out, *, legacy: bool | None = None, name: str = "wyjax-
                      "lm_predictions head maps hidden→hidden before the tied decoder")
   out.mkdir(parents=True, exist_ok=True)
   state_dict = weights.to_hf(model.params, config, legacy=hf_config.get("legacy", True))
-  save_file(state_dict, str(out / "model.safetensors"), metadata={"format": "pt"})
+  (out / "model.safetensors").write_bytes(save(state_dict, metadata={"format": "pt"}))
   (out / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
   model.tokenizer.save(out)
   (out / "README.md").write_text(model_card(hf_config, model.tokenizer, name=name, license=license,

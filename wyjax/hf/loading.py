@@ -2,16 +2,16 @@
 import functools
 import json
 import logging
-import pathlib
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+from etils import epath
 
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.hf import configs, weights
-from wyjax.models import EncoderConfig, MaskedLM, Pooler, encoder_class
+from wyjax.models import EncoderConfig, MaskedLM, Pooler, encoder_class, unstack_layers
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +35,20 @@ def param_shapes(config: EncoderConfig, *, mlm: bool, pooler: bool = False) -> d
   return jax.tree_util.tree_map(lambda s: s.shape, shapes)
 
 
+def _per_layer(params: dict) -> dict:
+  """Params of a scan_layers model with each encoder's layers unstacked (a multiple-choice
+  model keeps its encoder under 'scorer')."""
+  return {k: unstack_layers(v) if k == "encoder" else _per_layer(v) if k == "scorer" else v
+          for k, v in params.items()}
+
+
 class Model:
-  """An encoder (and MLM head, when the checkpoint has one) with numpy in, numpy out."""
+  """An encoder (and MLM head, when the checkpoint has one) with numpy in, numpy out. Its params
+  are per layer, as transformers' are, whatever layout the checkpoint was trained in."""
 
   def __init__(self, config: EncoderConfig, params: dict, tokenizer: Tokenizer | None = None):
+    if config.scan_layers:
+      config, params = config.replace(scan_layers=False), _per_layer(params)
     self.config = config
     self.params = jax.tree_util.tree_map(jnp.asarray, params)
     self.tokenizer = tokenizer
@@ -78,13 +88,15 @@ class Model:
     return np.asarray(self._mlm(self.params, *self._inputs(input_ids, attention_mask, token_type_ids)))
 
 
-def read_state_dict(folder: pathlib.Path) -> tuple[dict[str, np.ndarray], str]:
-  """model.safetensors, else pytorch_model.bin (needs torch); float32 numpy arrays."""
+def read_state_dict(folder: epath.Path) -> tuple[dict[str, np.ndarray], str]:
+  """model.safetensors, else pytorch_model.bin (needs torch); float32 numpy arrays. Read
+  whole (the folder may be in a bucket)."""
   safetensors_file = folder / "model.safetensors"
   if safetensors_file.exists():
-    from safetensors.numpy import load_file
+    from safetensors.numpy import load
+    data = safetensors_file.read_bytes()
     try:
-      return load_file(safetensors_file), str(safetensors_file)
+      return load(data), str(safetensors_file)
     except TypeError:  # bfloat16 tensors have no numpy dtype: go through torch.
       pass
   torch_file = folder / "pytorch_model.bin"
@@ -95,15 +107,16 @@ def read_state_dict(folder: pathlib.Path) -> tuple[dict[str, np.ndarray], str]:
   except ImportError as e:
     raise ImportError(f"reading {torch_file} needs PyTorch (pip install torch==2.13.0)") from e
   if safetensors_file.exists():
-    from safetensors.torch import load_file as torch_load_file
-    tensors, source = torch_load_file(safetensors_file), safetensors_file
+    from safetensors.torch import load as torch_load
+    tensors, source = torch_load(data), safetensors_file
   else:
-    tensors, source = torch.load(torch_file, map_location="cpu", weights_only=True), torch_file
+    with torch_file.open("rb") as f:
+      tensors, source = torch.load(f, map_location="cpu", weights_only=True), torch_file
   return {k: v.float().numpy() for k, v in tensors.items()}, str(source)
 
 
 def load_hf(folder) -> Model:
-  folder = pathlib.Path(folder)
+  folder = epath.Path(folder)
   config_file = folder / "config.json"
   config = configs.from_hf(json.loads(config_file.read_text()), source=str(config_file))
   state_dict, source = read_state_dict(folder)
@@ -118,7 +131,7 @@ def load_hf(folder) -> Model:
 
 def load(path) -> Model:
   """A transformers folder (deberta-v2, bert, roberta) or a wyjax checkpoint (a workdir)."""
-  path = pathlib.Path(path)
+  path = epath.Path(path)
   if (path / "config.json").exists():
     return load_hf(path)
   from wyjax.train import checkpoints

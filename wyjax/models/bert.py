@@ -49,6 +49,7 @@ class SelfAttention(nn.Module):
     q = layers.dense(cfg, heads, qkv_axes, name="query")(x)
     k = layers.dense(cfg, heads, qkv_axes, name="key")(x)
     v = layers.dense(cfg, heads, qkv_axes, name="value")(x)
+    q, k, v = (layers.constrain(t, layers.PER_HEAD) for t in (q, k, v))
     if cache_start is not None:
       k, v = layers.cached_keys_values(self, k, v, cache_start, mask.shape[-1])
     scores = jnp.einsum("bqnd,bknd->bnqk", q * cfg.head_dim**-0.5, k)
@@ -60,12 +61,14 @@ class SelfAttention(nn.Module):
 
 
 class Layer(nn.Module):
+  """Scanned (config.scan_layers): returns (output, None)."""
   config: EncoderConfig
 
   @nn.compact
   def __call__(self, x, mask, deterministic, cache_start=None):
     attention = SelfAttention(self.config, name="attention")(x, mask, deterministic, cache_start)
-    return layers.post_ln_residuals(self.config, x, attention, deterministic)
+    y = layers.post_ln_residuals(self.config, x, attention, deterministic)
+    return (y, None) if self.config.scan_layers else y
 
 
 class Bert(nn.Module):
@@ -74,8 +77,7 @@ class Bert(nn.Module):
 
   def setup(self):
     self.embeddings = Embeddings(self.config)
-    layer_cls = layers.remat(Layer, self.config, static_argnums=(3, 4))
-    self.layers = [layer_cls(self.config, name=f"layer_{i}") for i in range(self.config.num_hidden_layers)]
+    self.layers = layers.layer_stack(Layer, self.config, static_argnums=(3, 4))
 
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
                deterministic: bool = True, cache_start=None):
@@ -93,11 +95,8 @@ class Bert(nn.Module):
       else:
         start = 0 if cache_start is None else cache_start
         position_ids = jnp.broadcast_to(start + jnp.arange(input_ids.shape[-1]), input_ids.shape)
-    x = self.embeddings(input_ids, token_type_ids, position_ids, deterministic)
-    mask = layers.expand_mask(attention_mask)
-    for layer in self.layers:
-      x = layer(x, mask, deterministic, cache_start)
-    return x
+    x = layers.constrain(self.embeddings(input_ids, token_type_ids, position_ids, deterministic), layers.HIDDEN)
+    return layers.apply_layers(self.layers, cfg, x, layers.expand_mask(attention_mask), deterministic, cache_start)
 
   def word_embedding_table(self) -> jax.Array:
     return self.embeddings.word_embeddings.embedding

@@ -50,6 +50,10 @@ class EncoderConfig:
   # layer's forward), "dots" (keeps the outputs of matmuls without batch dimensions). Not part
   # of the architecture: the params are the same in every mode.
   remat: str = "none"
+  # Run the layers with nn.scan (one compiled layer, however deep the model): the params of
+  # `layer_<i>` are then stacked as `layers` on a leading axis. Not part of the architecture,
+  # but of the params' layout: wyjax.models.stack_layers / unstack_layers convert.
+  scan_layers: bool = False
 
   def __post_init__(self):
     if self.model_type not in MODEL_TYPES:

@@ -88,6 +88,7 @@ class DisentangledAttention(nn.Module):
     key_proj = layers.dense(cfg, heads, qkv_axes, name="key")
     q, k = query_proj(x), key_proj(x)
     v = layers.dense(cfg, heads, qkv_axes, name="value")(x)
+    q, k, v = (layers.constrain(t, layers.PER_HEAD) for t in (q, k, v))
     if cache_start is not None:
       k, v = layers.cached_keys_values(self, k, v, cache_start, mask.shape[-1])
 
@@ -126,14 +127,15 @@ class DisentangledAttention(nn.Module):
 
 
 class Layer(nn.Module):
-  """Post-LN transformer layer, as in BERT."""
+  """Post-LN transformer layer, as in BERT. Scanned (config.scan_layers): returns (output, None)."""
   config: EncoderConfig
 
   @nn.compact
   def __call__(self, x, mask, rel_embeddings, rel_index, deterministic, cache_start=None):
     attention = DisentangledAttention(self.config, name="attention")(x, mask, rel_embeddings, rel_index,
                                                                      deterministic, cache_start)
-    return layers.post_ln_residuals(self.config, x, attention, deterministic)
+    y = layers.post_ln_residuals(self.config, x, attention, deterministic)
+    return (y, None) if self.config.scan_layers else y
 
 
 class DebertaV2(nn.Module):
@@ -148,8 +150,7 @@ class DebertaV2(nn.Module):
                                          name="rel_embeddings")
       if cfg.layer_norm_rel_embeddings:
         self.rel_norm = layers.LayerNorm(cfg)
-    layer_cls = layers.remat(Layer, cfg, static_argnums=(5, 6))
-    self.layers = [layer_cls(cfg, name=f"layer_{i}") for i in range(cfg.num_hidden_layers)]
+    self.layers = layers.layer_stack(Layer, cfg, static_argnums=(5, 6))
 
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
                deterministic: bool = True, cache_start=None):
@@ -174,6 +175,7 @@ class DebertaV2(nn.Module):
     padding_mask = attention_mask if attention_mask.ndim == 2 else input_ids != cfg.pad_token_id
 
     x = self.embeddings(input_ids, token_type_ids, position_ids, padding_mask, deterministic)
+    x = layers.constrain(x, layers.HIDDEN)
     mask = layers.expand_mask(attention_mask)
     rel_embeddings = rel_index = None
     if cfg.relative_attention:
@@ -184,9 +186,7 @@ class DebertaV2(nn.Module):
       rel_index = jnp.asarray(relative_position_index(keys, keys, cfg))
       if cache_start is not None:  # the rows of this block's positions
         rel_index = jax.lax.dynamic_slice_in_dim(rel_index, cache_start, length, axis=0)
-    for layer in self.layers:
-      x = layer(x, mask, rel_embeddings, rel_index, deterministic, cache_start)
-    return x
+    return layers.apply_layers(self.layers, cfg, x, mask, rel_embeddings, rel_index, deterministic, cache_start)
 
   def word_embedding_table(self) -> jax.Array:
     return self.embeddings.word_embeddings.embedding

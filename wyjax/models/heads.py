@@ -27,7 +27,7 @@ class MlmHead(nn.Module):
     act = "gelu" if cfg.model_type == "roberta" else cfg.hidden_act
     x = layers.dense(cfg, cfg.embed_dim, ("embed", None), name="dense")(hidden)
     x = layers.LayerNorm(cfg, axis_name=None, name="norm")(layers.activation(act)(x))
-    bias = self.param("bias", nn.with_logical_partitioning(nn.initializers.zeros_init(), ("vocab",)),
+    bias = self.param("bias", layers.partitioned(nn.initializers.zeros_init(), ("vocab",)),
                       (cfg.vocab_size,), jnp.float32)
     logits = jnp.einsum("bld,vd->blv", x, word_embeddings.astype(x.dtype))
     return logits.astype(jnp.float32) + bias

@@ -1,8 +1,10 @@
 """Pieces both encoder families share: partitioned Dense/Embed/LayerNorm, the
 feed-forward block and masked softmax attention.
 
-Every parameter carries logical axis names (`vocab`, `embed`, `heads`, `kv`, `mlp`);
-`wyjax.train.partitioning` maps them onto the (data, fsdp, tensor) mesh.
+Every parameter carries logical axis names (`vocab`, `embed`, `heads`, `kv`, `mlp`), and
+the main activations are constrained by `activation_*` names; `wyjax.train.partitioning`
+maps both onto the (data, fsdp, tensor) mesh. Without logical axis rules in context (outside
+the train steps) the activation constraints do nothing.
 """
 import functools
 from collections.abc import Sequence
@@ -10,6 +12,8 @@ from collections.abc import Sequence
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
+from flax.linen import spmd
 
 from wyjax.models.config import EncoderConfig
 
@@ -25,14 +29,35 @@ ACTIVATIONS = {
 }
 
 
+# Logical names of activation axes, for `constrain`.
+HIDDEN = ("activation_batch", "activation_length", "activation_embed")  # [batch, length, hidden]
+PER_HEAD = ("activation_batch", "activation_length", "activation_heads", "activation_kv")  # q, k, v, context
+SCORES = ("activation_batch", "activation_heads", "activation_length", None)  # [batch, heads, query, key]
+MLP = ("activation_batch", "activation_length", "activation_mlp")  # the feed-forward's intermediate
+
+
+def constrain(x, names: tuple[str | None, ...]):
+  """x constrained to the mesh axes the logical axis rules give `names`. Not at all when a name
+  has no rule, or outside the train steps (no rules or mesh in context: flax does nothing)."""
+  return nn.with_logical_constraint(x, names, fallback=spmd.RulesFallback.NO_CONSTRAINT)
+
+
 def activation(name: str):
   if name not in ACTIVATIONS:
     raise ValueError(f"hidden_act {name!r} is not supported; expected one of {sorted(ACTIVATIONS)}")
   return ACTIVATIONS[name]
 
 
+def partitioned(init, names: Sequence[str | None]):
+  """init, its params named by logical axes. rules=(): flax never constrains a param as it unboxes
+  it; inside the train steps, where rules are in context, it would constrain DenseGeneral's flat
+  [in, out] kernel by the names of its [in, heads, kv] shape. The params' shardings are
+  wyjax.train.partitioning's."""
+  return nn.with_logical_partitioning(init, names, rules=())
+
+
 def _normal(config: EncoderConfig, names: Sequence[str | None]):
-  return nn.with_logical_partitioning(nn.initializers.normal(config.initializer_range), names)
+  return partitioned(nn.initializers.normal(config.initializer_range), names)
 
 
 def dense(config: EncoderConfig, features, kernel_axes: Sequence[str | None], *, axis=-1,
@@ -46,7 +71,7 @@ def dense(config: EncoderConfig, features, kernel_axes: Sequence[str | None], *,
       dtype=jnp.dtype(config.dtype),
       param_dtype=jnp.float32,
       kernel_init=_normal(config, kernel_axes),
-      bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), tuple(out_axes)),
+      bias_init=partitioned(nn.initializers.zeros_init(), tuple(out_axes)),
       name=name,
   )
 
@@ -72,7 +97,51 @@ def remat(layer_cls: type[nn.Module], config: EncoderConfig, static_argnums: tup
   static_argnums count `self` as 0: the Python-valued arguments (deterministic, cache_start)."""
   if config.remat == "none":
     return layer_cls
-  return nn.remat(layer_cls, policy=REMAT_POLICIES[config.remat], static_argnums=static_argnums)
+  # Inside a scan, XLA cannot merge the recomputation into the forward pass: no CSE barrier needed.
+  return nn.remat(layer_cls, policy=REMAT_POLICIES[config.remat], static_argnums=static_argnums,
+                  prevent_cse=not config.scan_layers)
+
+
+def layer_stack(layer_cls: type[nn.Module], config: EncoderConfig, static_argnums: tuple[int, ...]):
+  """The encoder's layers, rematerialised as config.remat asks: modules `layer_<i>`, or with
+  config.scan_layers one module `layers` run by nn.scan, whose params are stacked on a leading
+  axis (logical name "layers"). Created in the encoder's setup; `apply_layers` runs either.
+
+  Scanned, every argument but the input is the same in each layer (broadcast), dropout draws
+  differ per layer, and the decoding cache is stacked on axis 1 so that its batch axis stays first.
+  """
+  layer_cls = remat(layer_cls, config, static_argnums)
+  if not config.scan_layers:
+    return [layer_cls(config, name=f"layer_{i}") for i in range(config.num_hidden_layers)]
+  return nn.scan(layer_cls, variable_axes={"params": 0, "cache": 1}, split_rngs={"params": True, "dropout": True},
+                 in_axes=nn.broadcast, length=config.num_hidden_layers,
+                 metadata_params={nn.PARTITION_NAME: "layers"})(config, name="layers")
+
+
+def apply_layers(stack, config: EncoderConfig, x, *args):
+  """x through the layers of `layer_stack`; a scanned layer returns (x, None), nn.scan's carry
+  and (no) per-layer output."""
+  if config.scan_layers:
+    return stack(x, *args)[0]
+  for layer in stack:
+    x = layer(x, *args)
+  return x
+
+
+def stack_layers(encoder_params: dict) -> dict:
+  """Encoder params with `layer_0` … `layer_<n-1>` → the scan_layers layout: one `layers` tree,
+  each leaf the n layers' arrays stacked on a new leading axis (numpy)."""
+  names = sorted((k for k in encoder_params if k.startswith("layer_")), key=lambda k: int(k[len("layer_"):]))
+  rest = {k: v for k, v in encoder_params.items() if k not in names}
+  return {**rest, "layers": jax.tree_util.tree_map(lambda *xs: np.stack(xs), *(encoder_params[k] for k in names))}
+
+
+def unstack_layers(encoder_params: dict) -> dict:
+  """The inverse of `stack_layers`: `layers` → `layer_0` … `layer_<n-1>` (numpy)."""
+  rest = {k: v for k, v in encoder_params.items() if k != "layers"}
+  count = jax.tree_util.tree_leaves(encoder_params["layers"])[0].shape[0]
+  return {**rest, **{f"layer_{i}": jax.tree_util.tree_map(lambda x: np.asarray(x[i]), encoder_params["layers"])
+                        for i in range(count)}}
 
 
 class LayerNorm(nn.Module):
@@ -84,9 +153,9 @@ class LayerNorm(nn.Module):
   def __call__(self, x):
     features = x.shape[-1]
     axes = (self.axis_name,)
-    scale = self.param("scale", nn.with_logical_partitioning(nn.initializers.ones_init(), axes),
+    scale = self.param("scale", partitioned(nn.initializers.ones_init(), axes),
                        (features,), jnp.float32)
-    bias = self.param("bias", nn.with_logical_partitioning(nn.initializers.zeros_init(), axes),
+    bias = self.param("bias", partitioned(nn.initializers.zeros_init(), axes),
                       (features,), jnp.float32)
     x = x.astype(jnp.float32)
     mean = x.mean(-1, keepdims=True)
@@ -103,7 +172,7 @@ class FeedForward(nn.Module):
   def __call__(self, x):
     cfg = self.config
     h = dense(cfg, cfg.intermediate_size, ("embed", "mlp"), name="wi")(x)
-    h = activation(cfg.hidden_act)(h)
+    h = constrain(activation(cfg.hidden_act)(h), MLP)
     return dense(cfg, cfg.hidden_size, ("mlp", "embed"), name="wo")(h)
 
 
@@ -114,9 +183,11 @@ def post_ln_residuals(config: EncoderConfig, x, attention_output, deterministic:
   are that layer's children.
   """
   dropout = nn.Dropout(config.hidden_dropout_prob)
+  attention_output = constrain(attention_output, HIDDEN)
   x = LayerNorm(config, name="attention_norm")(dropout(attention_output, deterministic=deterministic) + x)
   h = FeedForward(config, name="mlp")(x)
-  return LayerNorm(config, name="mlp_norm")(dropout(h, deterministic=deterministic) + x)
+  y = LayerNorm(config, name="mlp_norm")(dropout(h, deterministic=deterministic) + x)
+  return constrain(y, HIDDEN)
 
 
 def expand_mask(attention_mask: jax.Array) -> jax.Array:
@@ -151,8 +222,8 @@ def masked_softmax_attention(scores, mask, value, *, dropout_rate: float, determ
   scores: [batch, heads, q, k]; mask: boolean broadcastable to scores; value: [batch, k, heads, d].
   Returns [batch, q, heads, d].
   """
-  scores = scores.astype(jnp.float32)
+  scores = constrain(scores.astype(jnp.float32), SCORES)
   scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
   probs = jax.nn.softmax(scores, axis=-1)
   probs = nn.Dropout(dropout_rate)(probs, deterministic=deterministic)
-  return jnp.einsum("bnqk,bknd->bqnd", probs.astype(dtype), value)
+  return constrain(jnp.einsum("bnqk,bknd->bqnd", probs.astype(dtype), value), PER_HEAD)

@@ -2,7 +2,8 @@
 that keep a run's checkpoints trustworthy.
 
     workdir/
-      model.json                   {"encoder": EncoderConfig fields, "heads": [...]}
+      model.json                   {"encoder": EncoderConfig fields, "heads": [...]}; its
+                                   scan_layers says whether the params' layers are stacked
       tokenizer/                   vocab.txt and the other tokenizer files
       checkpoints/<step>/state     orbax PyTree: the train state; its `params` hold the model
                                    ({"encoder": ..., "mlm_head": ...})
@@ -22,7 +23,6 @@ import concurrent.futures
 import hashlib
 import json
 import logging
-import pathlib
 import time
 
 import jax
@@ -31,6 +31,7 @@ import orbax.checkpoint as ocp
 from etils import epath
 from jax.experimental import multihost_utils
 
+from wyjax import storage
 from wyjax.models import EncoderConfig
 from wyjax.train import guards
 
@@ -52,8 +53,9 @@ def manager(workdir, *, folder: str = "checkpoints", max_to_keep: int | None = 3
   """The CheckpointManager of workdir/folder; `extra_handlers` adds items beside `state`.
   Temporary folders of saves that never finished (a killed process) are removed on opening."""
   options.setdefault("cleanup_tmp_directories", not options.get("read_only", False))
+  workdir = epath.Path(workdir)
   return ocp.CheckpointManager(
-      epath.Path(workdir).absolute() / folder,
+      (workdir.absolute() if storage.is_local(workdir) else workdir) / folder,
       options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, **options),
       item_handlers={STATE: ocp.PyTreeCheckpointHandler(), **(extra_handlers or {})})
 
@@ -256,12 +258,12 @@ def restore_latest(mngr: ocp.CheckpointManager, abstract_state) -> tuple[dict | 
   return None, 0
 
 
-def tokenizer_dir(workdir) -> pathlib.Path:
-  return _workdir_of(pathlib.Path(workdir)) / "tokenizer"
+def tokenizer_dir(workdir) -> epath.Path:
+  return _workdir_of(epath.Path(workdir)) / "tokenizer"
 
 
 def write_model_info(workdir, config: EncoderConfig, heads, tokenizer=None) -> None:
-  workdir = pathlib.Path(workdir)
+  workdir = epath.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   info = {"encoder": config.to_dict(), "heads": sorted(heads)}
   (workdir / "model.json").write_text(json.dumps(info, indent=2))
@@ -270,7 +272,7 @@ def write_model_info(workdir, config: EncoderConfig, heads, tokenizer=None) -> N
 
 
 def read_model_info(workdir) -> tuple[EncoderConfig, list[str]]:
-  info_file = _workdir_of(pathlib.Path(workdir)) / "model.json"
+  info_file = _workdir_of(epath.Path(workdir)) / "model.json"
   if not info_file.exists():
     raise FileNotFoundError(
         f"{workdir} is neither a transformers folder (config.json) nor a wyjax workdir (model.json)")
@@ -287,7 +289,7 @@ def save_params(workdir, step: int, params, config: EncoderConfig, tokenizer=Non
     seal(epath.Path(mngr.directory) / str(step))
 
 
-def _workdir_of(path: pathlib.Path) -> pathlib.Path:
+def _workdir_of(path: epath.Path) -> epath.Path:
   """workdir from workdir, workdir/checkpoints or workdir/checkpoints/<step>."""
   for candidate in (path, path.parent, path.parent.parent):
     if (candidate / "model.json").exists():
@@ -297,7 +299,7 @@ def _workdir_of(path: pathlib.Path) -> pathlib.Path:
 
 def restore_model(path) -> tuple[EncoderConfig, dict]:
   """(config, params as numpy) from a workdir (latest step) or one step's folder."""
-  path = pathlib.Path(path)
+  path = epath.Path(path)
   workdir = _workdir_of(path)
   config, _ = read_model_info(workdir)
   step = int(path.name) if path.name.isdigit() and path.parent.name == "checkpoints" else None

@@ -18,8 +18,6 @@ seed has finished.
 import dataclasses
 import json
 import logging
-import pathlib
-import shutil
 import sys
 import time
 
@@ -32,11 +30,12 @@ import numpy as np
 import optax
 import orbax.checkpoint as ocp
 import tqdm
+from etils import epath
 
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.hf import loading
 from wyjax.models import (CosineMatch, EncoderConfig, MaskedLM, MultipleChoice, SequenceClassifier,
-                          SpanPairClassifier, TokenClassifier, prefix_lm)
+                          SpanPairClassifier, TokenClassifier, prefix_lm, stack_layers)
 from wyjax.tasks import batching, datasets
 from wyjax.tasks import metrics as metrics_lib
 from wyjax.tasks.files import FormatError
@@ -73,11 +72,11 @@ def base_config() -> ml_collections.ConfigDict:
   c.seeds = 1  # runs with seeds seed, seed + 1, ...: mean, std and the best-dev run's test score
   c.dtype = "float32"
   c.remat = "none"  # per layer: "none", "full" or "dots" (wyjax.models.EncoderConfig.remat)
+  c.scan_layers = False  # nn.scan over the layers, params stacked (wyjax.models.EncoderConfig.scan_layers)
   c.fspc_line_examples = False  # FSPC: also train (and score) on each verse line
   c.log_every = 50
   c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))
-  c.logical_axis_rules = [("vocab", "tensor"), ("embed", "fsdp"), ("heads", "tensor"), ("kv", None),
-                          ("mlp", "tensor")]
+  c.logical_axis_rules = partitioning.LOGICAL_AXIS_RULES  # params' and activations' logical axes → mesh
   c.max_nonfinite_steps = 10  # non-finite steps in a row (each skipped) before the run stops
   c.stop_check_every = 10  # steps between the processes' agreement on a stop signal (multi-host)
   return c
@@ -150,12 +149,15 @@ def graft(params: dict, pretrained: dict, task: Task) -> dict:
   """The model's freshly initialised params with the pretrained parts put in: the encoder
   always, the pooler, classifier and MLM head when the model has them in the same shapes (the
   MLM head: the prefix LM's; pooler and classifier: continuing a run of the same task); a new
-  task's head starts fresh."""
+  task's head starts fresh. The pretrained encoder is per layer (wyjax.hf.Model's), stacked
+  for a scan_layers model."""
   params = jax.tree_util.tree_map(np.asarray, params)
   target = params["scorer"] if task.head == "choice" else params
   for name, tree in pretrained.items():
     if name not in target:  # e.g. the MLM head of a pretrained model, for a classifier
       continue
+    if name == "encoder" and "layers" in target[name]:
+      tree = stack_layers(tree)
     if jax.tree_util.tree_map(np.shape, target[name]) == jax.tree_util.tree_map(np.shape, tree):
       target[name] = jax.tree_util.tree_map(np.asarray, tree)
     elif name == "encoder":
@@ -177,7 +179,7 @@ def _labels(batch: dict):
 @dataclasses.dataclass
 class Run:
   seed: int
-  workdir: pathlib.Path
+  workdir: epath.Path
   best_step: int
   dev: dict
   test: dict | None
@@ -247,15 +249,16 @@ class Trainer:
     batch = batching.collate([example], batch_size=1, lengths=(example["input_ids"].shape[-1],), pad_id=self.pad_id)
     self._init_inputs = _init_kwargs({k: jnp.asarray(v) for k, v in _model_inputs(batch).items()})
     boxed = jax.eval_shape(lambda: self.model.init(jax.random.key(0), **self._init_inputs)["params"])
-    self.params_sharding = partitioning.param_shardings(boxed, self.mesh,
-                                                        partitioning.rules(config.logical_axis_rules))
+    logical_rules = partitioning.rules(config.logical_axis_rules)
+    self.params_sharding = partitioning.param_shardings(boxed, self.mesh, logical_rules)
     abstract = jax.eval_shape(lambda p: {"step": jnp.zeros((), jnp.int32), "params": p, "opt_state": self.tx.init(p)},
                               nn.unbox(boxed))
     self.state_sharding = partitioning.state_shardings(abstract, self.params_sharding, self.tx, self.mesh)
     self.abstract_state = jax.tree_util.tree_map(
         lambda a, sharding: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding), abstract, self.state_sharding)
 
-    train_step, predict_step = make_steps(self.model, self.tx, schedule, task, self.pad_id)
+    train_step, predict_step = (partitioning.with_activation_constraints(step, self.mesh, logical_rules)
+                                for step in make_steps(self.model, self.tx, schedule, task, self.pad_id))
     self.jit_train = jax.jit(train_step, in_shardings=(self.state_sharding, self.data_sharding, self.data_sharding,
                                                        replicated),
                              out_shardings=(self.state_sharding, replicated), donate_argnums=(0,))
@@ -364,7 +367,7 @@ def evaluate(task: Task, trainer: Trainer, params, examples, features, *,
   return task.score(examples, predictions), predictions, confusion
 
 
-def write_predictions(task: Task, path: pathlib.Path, examples, predictions) -> None:
+def write_predictions(task: Task, path: epath.Path, examples, predictions) -> None:
   path.parent.mkdir(parents=True, exist_ok=True)
   lines = [task.submission_line(e, p) for e, p in zip(examples, predictions)
            if not (task.name == "fspc" and len(e.lines) == 1)]  # FSPC: whole poems only
@@ -381,7 +384,7 @@ def total_steps(config, data: dict) -> int:
 
 
 def train_one(task: Task, config, data: dict, trainer: Trainer, pretrained: dict, seed: int,
-              workdir: pathlib.Path, stop: guards.StopRequest) -> Run:
+              workdir: epath.Path, stop: guards.StopRequest) -> Run:
   """One seed: train with early stopping, restore the best-dev params, predict dev and test.
 
   A finished seed (its run.json) is returned as it is; an unfinished one continues from its
@@ -499,8 +502,8 @@ def train_one(task: Task, config, data: dict, trainer: Trainer, pretrained: dict
   resume_dir = workdir / "resume"  # the seed is finished: its resume point is no longer needed
   for path in resume_dir.iterdir():
     if path.name.isdigit():  # (anything set aside there as unreadable stays)
-      shutil.rmtree(path)
-  if not any(resume_dir.iterdir()):
+      path.rmtree()
+  if resume_dir.exists() and not any(resume_dir.iterdir()):  # (a bucket has no empty folders)
     resume_dir.rmdir()
   return run
 
@@ -538,7 +541,7 @@ def _prepare(config, devices=None):
     for split in ("train", "dev"):
       splits[split] = splits[split] + [line for e in splits[split] for line in fspc_line_examples(e)]
   model_config, pretrained, tokenizer = load_init(config.init, splits["train"], task.inserted_text)
-  model_config = model_config.replace(dtype=config.dtype, remat=config.remat)
+  model_config = model_config.replace(dtype=config.dtype, remat=config.remat, scan_layers=config.scan_layers)
   data = load_task_data(task, config, tokenizer, model_config, splits)
   trainer = Trainer(task, model_config, tokenizer, config, total_steps(config, data), data["max_length"],
                     data["train"][1][0], devices)
@@ -574,7 +577,7 @@ def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change
   module docstring); a changed config is refused unless accept_config_change.
   """
   distributed.initialize()
-  workdir = pathlib.Path(workdir)
+  workdir = epath.Path(workdir)
   changes = resume.check_config(workdir, config, ignore=RESUMABLE_CHANGES, accept=accept_config_change) \
       if any(workdir.glob("seed_*")) else {}
   task, splits, data, trainer, pretrained = _prepare(config)
@@ -600,8 +603,8 @@ def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change
     results["submission"] = str(workdir / "submission" / f"{task.name}.{task.submission_format}")
   if jax.process_index() == 0:
     if "test" in data:
-      submission = pathlib.Path(results["submission"])
+      submission = epath.Path(results["submission"])
       submission.parent.mkdir(parents=True, exist_ok=True)
-      shutil.copyfile(best_run.workdir / f"test_predictions.{task.submission_format}", submission)
+      (best_run.workdir / f"test_predictions.{task.submission_format}").copy(submission, overwrite=True)
     (workdir / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
   return results

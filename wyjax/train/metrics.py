@@ -1,10 +1,11 @@
 """metrics.jsonl + TensorBoard, and the FLOP count behind MFU."""
 import json
-import pathlib
 
 import jax
+from etils import epath
 from tensorboardX import SummaryWriter
 
+from wyjax import storage
 from wyjax.models import EncoderConfig
 from wyjax.train import aot
 
@@ -39,26 +40,40 @@ def forward_flops_per_token(config: EncoderConfig, length: int, predicted_fracti
 
 
 class MetricWriter:
-  """One JSON object per line in metrics.jsonl, and the same scalars in TensorBoard."""
+  """One JSON object per line in metrics.jsonl, and the same scalars in TensorBoard.
+
+  Every record is on storage when write() returns. A bucket's objects cannot be appended to,
+  so there the whole file is rewritten each time (a record per log_every steps keeps that small).
+  """
 
   def __init__(self, workdir, *, enabled: bool = True):
     self.enabled = enabled
     if enabled:
-      workdir = pathlib.Path(workdir)
+      workdir = epath.Path(workdir)
       workdir.mkdir(parents=True, exist_ok=True)
-      self._file = open(workdir / "metrics.jsonl", "a")
+      self._path = workdir / "metrics.jsonl"
+      self._local = storage.is_local(workdir)
+      if self._local:
+        self._file = open(self._path, "a")
+      else:
+        self._text = self._path.read_text() if self._path.exists() else ""
       self._tb = SummaryWriter(str(workdir / "tensorboard"))
 
   def write(self, step: int, metrics: dict) -> None:
     if not self.enabled:
       return
-    record = {"step": int(step), **{k: float(v) for k, v in metrics.items()}}
-    self._file.write(json.dumps(record) + "\n")
-    self._file.flush()
+    line = json.dumps({"step": int(step), **{k: float(v) for k, v in metrics.items()}}) + "\n"
+    if self._local:
+      self._file.write(line)
+      self._file.flush()
+    else:
+      self._text += line
+      self._path.write_text(self._text)
     for name, value in metrics.items():
       self._tb.add_scalar(name, float(value), int(step))
 
   def close(self) -> None:
     if self.enabled:
-      self._file.close()
+      if self._local:
+        self._file.close()
       self._tb.close()

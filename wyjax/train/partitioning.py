@@ -1,11 +1,13 @@
 """Mesh (data, fsdp, tensor) from the config, and shardings from logical axis names.
 
-Parameters carry logical names (`vocab`, `embed`, `heads`, `kv`, `mlp`); the config's
-`logical_axis_rules` map them to mesh axes. Optimizer moments take their parameter's
+Parameters carry logical names (`vocab`, `embed`, `heads`, `kv`, `mlp`; `layers` for the
+stacked axis of scanned layers), the models' main activations `activation_*` names; the
+config's `logical_axis_rules` map them to mesh axes. Optimizer moments take their parameter's
 sharding; batches are split over (data, fsdp).
 """
+import functools
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import flax.linen as nn
 import jax
@@ -16,6 +18,12 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 MESH_AXES = ("data", "fsdp", "tensor")
 BATCH_AXES = ("data", "fsdp")
+# The default logical_axis_rules. The activation rules keep a tensor-parallel mesh's heads and
+# MLP split between the matmuls, where XLA would otherwise be free to gather them.
+LOGICAL_AXIS_RULES = (
+    ("vocab", "tensor"), ("embed", "fsdp"), ("heads", "tensor"), ("kv", None), ("mlp", "tensor"), ("layers", None),
+    ("activation_batch", BATCH_AXES), ("activation_length", None), ("activation_embed", None),
+    ("activation_heads", "tensor"), ("activation_kv", None), ("activation_mlp", "tensor"))
 
 
 def make_mesh(axis_sizes: Mapping[str, int], devices=None) -> Mesh:
@@ -45,6 +53,18 @@ def make_mesh(axis_sizes: Mapping[str, int], devices=None) -> Mesh:
 def rules(pairs: Sequence) -> tuple:
   """[('embed', 'fsdp'), ('heads', 'tensor'), ('kv', None), …] as flax logical rules."""
   return tuple((name, tuple(axes) if isinstance(axes, list) else axes) for name, axes in pairs)
+
+
+def with_activation_constraints(fn: Callable, mesh: Mesh, logical_rules) -> Callable:
+  """fn, traced with the models' activation constraints in force: flax's
+  nn.with_logical_constraint does nothing unless logical rules and a mesh are in context."""
+
+  @functools.wraps(fn)
+  def constrained(*args):
+    with jax.sharding.use_abstract_mesh(mesh.abstract_mesh), nn.logical_axis_rules(logical_rules):
+      return fn(*args)
+
+  return constrained
 
 
 def batch_sharding(mesh: Mesh) -> NamedSharding:

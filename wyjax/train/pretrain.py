@@ -6,7 +6,6 @@ checkpoint every N steps, at the end and on SIGTERM/SIGINT.
 """
 import dataclasses
 import logging
-import pathlib
 import sys
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ import numpy as np
 import optax
 import orbax.checkpoint as ocp
 import tqdm
+from etils import epath
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 
@@ -54,9 +54,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.max_grad_norm = 1.0
   c.dtype = "float32"  # activations; "bfloat16" on accelerators
   c.remat = "none"  # per layer: "none", "full" (recompute it in the backward pass), "dots" (keep matmul outputs)
+  c.scan_layers = False  # nn.scan over the layers: one compiled layer, params stacked (model.json records it)
   c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))
-  c.logical_axis_rules = [("vocab", "tensor"), ("embed", "fsdp"), ("heads", "tensor"), ("kv", None),
-                          ("mlp", "tensor")]
+  c.logical_axis_rules = partitioning.LOGICAL_AXIS_RULES  # params' and activations' logical axes → mesh
   c.log_every = 50
   c.eval_every = 500
   c.eval_batches = 20
@@ -69,13 +69,13 @@ def base_config() -> ml_collections.ConfigDict:
   return c
 
 
-def corpus_dir(config) -> pathlib.Path:
+def corpus_dir(config) -> epath.Path:
   """Where the prepared corpus is or goes: config.data_dir, else <cache>/corpora/<source>-<length>."""
   name = f"{config.corpus.source.replace(':', '-').replace('/', '_')}-{config.corpus.sequence_length}"
-  return pathlib.Path(config.data_dir or cache_dir() / "corpora" / name)
+  return epath.Path(config.data_dir or cache_dir() / "corpora" / name)
 
 
-def prepared_data_dir(config) -> pathlib.Path:
+def prepared_data_dir(config) -> epath.Path:
   """config.data_dir when it holds a prepared corpus (used as is); otherwise config.corpus is
   prepared into corpus_dir(config) (idempotent), by process 0."""
   corpus = config.corpus
@@ -197,7 +197,7 @@ class Program:
 def build(config: ml_collections.ConfigDict, tokenizer, length: int, devices=None) -> Program:
   """The model, mesh and jitted steps of `config` over `devices` (default: all of them)."""
   model_config = EncoderConfig(**{**config.model.to_dict(), "vocab_size": len(tokenizer), "dtype": config.dtype,
-                                  "remat": config.remat})
+                                  "remat": config.remat, "scan_layers": config.scan_layers})
   model = MaskedLM(model_config)
   mesh = partitioning.make_mesh(config.mesh.to_dict(), devices)
   logical_rules = partitioning.rules(config.logical_axis_rules)
@@ -217,7 +217,8 @@ def build(config: ml_collections.ConfigDict, tokenizer, length: int, devices=Non
   state_sharding = partitioning.state_shardings(abstract, params_sharding, tx, mesh)
   abstract_state = jax.tree_util.tree_map(
       lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, state_sharding)
-  train_step, eval_step = make_train_step(model, tx, schedule, config, tokenizer, length)
+  train_step, eval_step = (partitioning.with_activation_constraints(step, mesh, logical_rules)
+                           for step in make_train_step(model, tx, schedule, config, tokenizer, length))
   data_sharding = partitioning.batch_sharding(mesh)
   replicated = partitioning.replicated(mesh)
   predicted_fraction = mlm.max_predictions(length, config.masking.rate) / length
@@ -265,7 +266,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_con
   non-finite steps); nothing in the workdir is overwritten before the restore succeeded.
   """
   distributed.initialize()
-  workdir = pathlib.Path(workdir)
+  workdir = epath.Path(workdir)
   is_main = jax.process_index() == 0
   data_dir = prepared_data_dir(config)
   tokenizer = tokenizer_lib.Tokenizer.load(data_dir / "tokenizer")

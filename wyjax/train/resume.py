@@ -69,8 +69,8 @@ def store_config(workdir, config: ml_collections.ConfigDict, changes: dict) -> N
   if changes:
     record = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "changes": {k: {"old": old, "new": new} for k, (old, new) in changes.items()}}
-    with (workdir / CHANGES).open("a") as f:
-      f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    logged = (workdir / CHANGES).read_text() if (workdir / CHANGES).exists() else ""  # no appending in a bucket
+    (workdir / CHANGES).write_text(logged + json.dumps(record, ensure_ascii=False) + "\n")
   (workdir / CONFIG).write_text(json.dumps(config.to_dict(), indent=2, ensure_ascii=False))
 
 

@@ -1,0 +1,42 @@
+"""Local folders and cloud buckets (gs://) behind one path type, `etils.epath.Path`.
+
+Every user-given path goes through `epath`, so a workdir, a prepared corpus or an export can
+live in a bucket. Two libraries need local files: ArrayRecord readers and writers (a host
+reads its corpus from a staged local copy; pods may mount the bucket with gcsfuse instead) and
+transformers/huggingface_hub (an exported folder is staged before verifying or pushing).
+"""
+import os
+import pathlib
+
+from etils import epath
+
+
+def is_local(path) -> bool:
+  return "://" not in os.fspath(path)
+
+
+def upload(local_dir, remote_dir, *, last: str | None = None) -> None:
+  """Copies every file under local_dir to remote_dir (overwriting); `last` (a file name)
+  goes after all the others, so its presence means the rest is complete."""
+  local_dir, remote_dir = pathlib.Path(local_dir), epath.Path(remote_dir)
+  files = sorted((p for p in local_dir.rglob("*") if p.is_file()), key=lambda p: (p.name == last, str(p)))
+  for path in files:
+    target = remote_dir / path.relative_to(local_dir).as_posix()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(path.read_bytes())
+
+
+def staged(remote_dir, names, local_dir) -> pathlib.Path:
+  """local_dir holding a copy of remote_dir's files `names` (relative paths); a file already
+  there with the remote size is kept, so local_dir must name the content (e.g. by a
+  fingerprint). Each file appears atomically: processes sharing a host may stage at once."""
+  remote_dir, local_dir = epath.Path(remote_dir), pathlib.Path(local_dir)
+  for name in names:
+    source, target = remote_dir / name, local_dir / name
+    if target.exists() and target.stat().st_size == source.stat().length:
+      continue
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+    partial.write_bytes(source.read_bytes())
+    partial.rename(target)
+  return local_dir
