@@ -578,7 +578,8 @@ def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change
   """
   distributed.initialize()
   workdir = epath.Path(workdir)
-  changes = resume.check_config(workdir, config, ignore=RESUMABLE_CHANGES, accept=accept_config_change) \
+  changes = resume.check_config(workdir, config, ignore=RESUMABLE_CHANGES, defaults=base_config(),
+                                accept=accept_config_change) \
       if any(workdir.glob("seed_*")) else {}
   task, splits, data, trainer, pretrained = _prepare(config)
   if jax.process_index() == 0:

@@ -284,7 +284,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_con
       workdir, max_to_keep=config.keep_checkpoints, extra_handlers={DATA_ITER: grain.checkpoint.CheckpointHandler()},
       save_decision_policy=ocp.checkpoint_managers.FixedIntervalPolicy(config.checkpoint_every),
       enable_async_checkpointing=config.async_checkpointing)
-  changes = resume.check_config(workdir, config, ignore=RESUMABLE_CHANGES, accept=accept_config_change) \
+  changes = resume.check_config(workdir, config, ignore=RESUMABLE_CHANGES, defaults=base_config(),
+                                accept=accept_config_change) \
       if mngr.all_steps() else {}
   state, start_step = checkpoints.restore_latest(mngr, program.abstract_state)
   if state is None:

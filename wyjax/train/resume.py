@@ -41,14 +41,18 @@ def _ignored(key: str, ignore) -> bool:
   return any(key == i or key.startswith(i + ".") for i in ignore)
 
 
-def check_config(workdir, config: ml_collections.ConfigDict, *, ignore=(), accept: bool = False) -> dict:
+def check_config(workdir, config: ml_collections.ConfigDict, *, ignore=(), defaults=None,
+                 accept: bool = False) -> dict:
   """{key: (stored, new)}: how config differs from WORKDIR/run_config.json outside `ignore`.
-  Raises ConfigChanged listing them unless `accept` (then they are logged). Writes nothing:
-  `store_config` does, once the run has really continued."""
+  A key the stored config lacks (added to wyjax after the run began) counts as its value in
+  `defaults` (the base config): the run was made with that behaviour. Raises ConfigChanged
+  listing the changes unless `accept` (then they are logged). Writes nothing: `store_config`
+  does, once the run has really continued."""
   workdir = epath.Path(workdir)
   if not (workdir / CONFIG).exists():
     return {}
-  stored, current = flatten(json.loads((workdir / CONFIG).read_text())), flatten(config.to_dict())
+  stored = {**(flatten(defaults.to_dict()) if defaults else {}), **flatten(json.loads((workdir / CONFIG).read_text()))}
+  current = flatten(config.to_dict())
   changes = {k: (stored.get(k, "<absent>"), current.get(k, "<absent>")) for k in sorted(set(stored) | set(current))
              if not _ignored(k, ignore) and stored.get(k, "<absent>") != current.get(k, "<absent>")}
   if changes:
