@@ -600,11 +600,11 @@ def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change
                 "test": r.test} for r in runs],
       "config": config.to_dict(),
   }
+  submission = workdir / "submission" / f"{task.name}.{task.submission_format}"
   if "test" in data:
-    results["submission"] = str(workdir / "submission" / f"{task.name}.{task.submission_format}")
+    results["submission"] = str(submission)
   if jax.process_index() == 0:
     if "test" in data:
-      submission = epath.Path(results["submission"])
       submission.parent.mkdir(parents=True, exist_ok=True)
       (best_run.workdir / f"test_predictions.{task.submission_format}").copy(submission, overwrite=True)
     (workdir / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
