@@ -48,10 +48,13 @@ def _assert_close(theirs, ours, mask, what):
   assert diff < TOL, f"{what}: max |diff| {diff:.2e} on non-pad positions"
 
 
+@pytest.mark.parametrize("attention", ["xla", "pallas"])
 @pytest.mark.parametrize("family,layout,legacy", CASES)
-def test_hf_to_wyjax(family, layout, legacy):
+def test_hf_to_wyjax(family, layout, legacy, attention):
+  """Both attention implementations ("pallas": the fused kernels, interpreted on CPU)."""
   hf_model = _hf_model(family, layout, legacy)
   model = _converted(hf_model)
+  model = loading.Model(model.config.replace(attention=attention), model.params, model.tokenizer)
   ids, mask, types = _inputs(model.config)
   hidden, logits = tiny_models.torch_outputs(hf_model, ids, mask, types)
   _assert_close(hidden, model.encode(ids, mask, types), mask, "last hidden state")

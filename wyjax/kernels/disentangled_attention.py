@@ -59,6 +59,8 @@ class Tables(NamedTuple):
 def distance_tables(pos_key, pos_query, relative_index, padded_length: int) -> Tables:
   """[2S, heads, d] relative projections (or None) → `Tables`; relative_index maps distances
   i - j (numpy) to rows of the projections."""
+  if pos_key is None and pos_query is None:
+    return Tables()
   descending = relative_index(padded_length - 1 - np.arange(2 * padded_length))
   ascending = relative_index(np.arange(2 * padded_length) - padded_length + 1)
   gather = lambda table, rows: None if table is None else jnp.transpose(table[rows], (1, 0, 2))
@@ -125,11 +127,15 @@ def _mix(x):
   return x ^ srl(x, 16)
 
 
+def fold_in(seed, value):
+  """The int32 seed of stream `value` of `seed` (a batch row and head, a shard)."""
+  return _mix(seed ^ _mix(value * jnp.int32(-1640531527) + 1))  # 0x9e3779b9
+
+
 def dropout_keep(seed, batch_head, rows, cols, padded_length: int, rate: float):
   """Keep mask of attention-probability dropout for query rows × key cols (int32, broadcastable)
   of one batch row and head: P(keep) = 1 - rate, to 2⁻²⁴. The kernels and tests share it."""
-  key = _mix(seed ^ _mix(batch_head * jnp.int32(-1640531527) + 1))  # 0x9e3779b9
-  bits = _mix((rows * padded_length + cols) ^ key)
+  bits = _mix((rows * padded_length + cols) ^ fold_in(seed, batch_head))
   return jax.lax.shift_right_logical(bits, 8) >= jnp.int32(round(rate * (1 << 24)))
 
 

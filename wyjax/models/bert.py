@@ -7,7 +7,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from wyjax.models import layers
+from wyjax.models import attention, layers
 from wyjax.models.config import EncoderConfig
 
 
@@ -52,10 +52,20 @@ class SelfAttention(nn.Module):
     q, k, v = (layers.constrain(t, layers.PER_HEAD) for t in (q, k, v))
     if cache_start is not None:
       k, v = layers.cached_keys_values(self, k, v, cache_start, mask.shape[-1])
-    scores = jnp.einsum("bqnd,bknd->bnqk", q * cfg.head_dim**-0.5, k)
-    context = layers.masked_softmax_attention(
-        scores, mask, v, dropout_rate=cfg.attention_probs_dropout_prob,
-        deterministic=deterministic, dtype=jnp.dtype(cfg.dtype))
+    dropout = not deterministic and cfg.attention_probs_dropout_prob > 0
+    how = "xla" if cache_start is not None else attention.implementation(cfg.attention, relative=False,
+                                                                         dropout=dropout)
+    if how == "pallas":
+      context = attention.fused_attention(
+          q, k, v, mask, scale=cfg.head_dim**0.5, dropout_rate=cfg.attention_probs_dropout_prob if dropout else 0.0,
+          seed=attention.dropout_seed(self) if dropout else None)
+    elif how == "cudnn":
+      context = attention.cudnn_attention(q, k, v, mask, cfg.head_dim**0.5)
+    else:
+      scores = jnp.einsum("bqnd,bknd->bnqk", q * cfg.head_dim**-0.5, k)
+      context = layers.masked_softmax_attention(
+          scores, mask, v, dropout_rate=cfg.attention_probs_dropout_prob,
+          deterministic=deterministic, dtype=jnp.dtype(cfg.dtype))
     return layers.dense(cfg, cfg.hidden_size, ("heads", "kv", "embed"), axis=(-2, -1),
                         name="out")(context)
 

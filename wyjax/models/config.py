@@ -8,6 +8,7 @@ import dataclasses
 MODEL_TYPES = ("deberta-v2", "bert", "roberta")
 POS_ATT_TYPES = ("c2p", "p2c")
 REMAT_MODES = ("none", "full", "dots")
+ATTENTION_IMPLEMENTATIONS = ("auto", "xla", "pallas")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +55,9 @@ class EncoderConfig:
   # `layer_<i>` are then stacked as `layers` on a leading axis. Not part of the architecture,
   # but of the params' layout: wyjax.models.stack_layers / unstack_layers convert.
   scan_layers: bool = False
+  # "xla" (einsums, the reference), "pallas" (fused kernels; interpreted on CPU) or "auto" (pallas
+  # on TPU, xla on CPU; see wyjax.models.attention). Not part of the architecture.
+  attention: str = "auto"
 
   def __post_init__(self):
     if self.model_type not in MODEL_TYPES:
@@ -73,6 +77,8 @@ class EncoderConfig:
     object.__setattr__(self, "pos_att_type", pos_att_type)
     if self.remat not in REMAT_MODES:
       raise ValueError(f"remat {self.remat!r} is not supported; use one of {REMAT_MODES}")
+    if self.attention not in ATTENTION_IMPLEMENTATIONS:
+      raise ValueError(f"attention {self.attention!r} is not supported; use one of {ATTENTION_IMPLEMENTATIONS}")
     norms = {n.strip() for n in self.norm_rel_ebd.lower().split("|")}
     if not norms <= {"none", "layer_norm"}:
       raise ValueError(f"norm_rel_ebd {self.norm_rel_ebd!r} is not supported; use 'none' or 'layer_norm'")

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from wyjax.models import layers
+from wyjax.models import attention, layers
 from wyjax.models.config import EncoderConfig
 
 
@@ -23,6 +23,14 @@ def log_bucket_position(relative_pos: np.ndarray, bucket_size: int, max_position
   return np.where(abs_pos <= mid, relative_pos, log_pos * sign).astype(np.int64)
 
 
+def relative_rows(distance: np.ndarray, config: EncoderConfig) -> np.ndarray:
+  """Rows of the 2S relative embeddings for query-key distances i - j (bucketed, clipped)."""
+  if config.position_buckets > 0:
+    distance = log_bucket_position(distance, config.position_buckets, config.max_relative_distance)
+  span = config.relative_span
+  return np.clip(distance + span, 0, 2 * span - 1).astype(np.int32)
+
+
 def relative_position_index(query_positions: np.ndarray, key_positions: np.ndarray,
                             config: EncoderConfig) -> np.ndarray:
   """[q, k] row index into the 2S relative embeddings for query i attending key j.
@@ -30,11 +38,7 @@ def relative_position_index(query_positions: np.ndarray, key_positions: np.ndarr
   c2p and p2c share this table: bucket(i - j) is odd in (i - j), so transformers'
   transposed p2c gather reads the same rows.
   """
-  relative = np.asarray(query_positions)[:, None] - np.asarray(key_positions)[None, :]
-  if config.position_buckets > 0:
-    relative = log_bucket_position(relative, config.position_buckets, config.max_relative_distance)
-  span = config.relative_span
-  return np.clip(relative + span, 0, 2 * span - 1).astype(np.int32)
+  return relative_rows(np.asarray(query_positions)[:, None] - np.asarray(key_positions)[None, :], config)
 
 
 class Embeddings(nn.Module):
@@ -93,7 +97,7 @@ class DisentangledAttention(nn.Module):
       k, v = layers.cached_keys_values(self, k, v, cache_start, mask.shape[-1])
 
     scale = np.sqrt(cfg.head_dim * (1 + len(cfg.pos_att_type))).astype(np.float32)
-    scores = jnp.einsum("bqnd,bknd->bnqk", q, k / scale.astype(k.dtype))
+    pos_key = pos_query = None
     if cfg.relative_attention:
       rel = nn.Dropout(cfg.hidden_dropout_prob)(rel_embeddings, deterministic=deterministic)
 
@@ -104,26 +108,47 @@ class DisentangledAttention(nn.Module):
           return project()
         return self.variable("cache", f"cached_{name}", project).value
 
-      batch, heads_, q_len, k_len = scores.shape
       if "c2p" in cfg.pos_att_type:
-        c2p = jnp.einsum("bqnd,rnd->bnqr", q, relative_projection("pos_key", key_proj))
-        index = jnp.broadcast_to(rel_index, (batch, heads_, q_len, k_len))
-        scores = scores + jnp.take_along_axis(c2p, index, axis=-1) / scale.astype(c2p.dtype)
+        pos_key = relative_projection("pos_key", key_proj)
       if "p2c" in cfg.pos_att_type:
         pos_query = relative_projection("pos_query", query_proj)
-        if q_len == 1:  # a decoding step: gather its row's relative queries, not all 2S per key
-          p2c = jnp.einsum("bknd,qknd->bnqk", k, pos_query[rel_index])
-        else:
-          p2c = jnp.einsum("bknd,rnd->bnkr", k, pos_query)
-          index = jnp.broadcast_to(rel_index.T, (batch, heads_, k_len, q_len))
-          p2c = jnp.take_along_axis(p2c, index, axis=-1).swapaxes(-1, -2)
-        scores = scores + p2c / scale.astype(p2c.dtype)
 
-    context = layers.masked_softmax_attention(
-        scores, mask, v, dropout_rate=cfg.attention_probs_dropout_prob,
-        deterministic=deterministic, dtype=jnp.dtype(cfg.dtype))
+    dropout = not deterministic and cfg.attention_probs_dropout_prob > 0
+    how = "xla" if cache_start is not None else attention.implementation(
+        cfg.attention, relative=cfg.relative_attention, dropout=dropout)
+    if how == "pallas":
+      context = attention.fused_attention(
+          q, k, v, mask, scale=scale, dropout_rate=cfg.attention_probs_dropout_prob if dropout else 0.0,
+          seed=attention.dropout_seed(self) if dropout else None, pos_key=pos_key, pos_query=pos_query,
+          relative_index=lambda distance: relative_rows(distance, cfg))
+    elif how == "cudnn":
+      context = attention.cudnn_attention(q, k, v, mask, scale)
+    else:
+      context = xla_attention(cfg, q, k, v, mask, scale, pos_key, pos_query, rel_index, deterministic)
     return layers.dense(cfg, cfg.hidden_size, ("heads", "kv", "embed"), axis=(-2, -1),
                         name="out")(context)
+
+
+def xla_attention(cfg: EncoderConfig, q, k, v, mask, scale, pos_key, pos_query, rel_index, deterministic):
+  """The reference: full [batch, heads, q, k] scores, c2p and p2c gathered from [.., 2S] tables.
+  Called inside DisentangledAttention (its softmax dropout is that module's child)."""
+  scores = jnp.einsum("bqnd,bknd->bnqk", q, k / scale.astype(k.dtype))
+  batch, heads, q_len, k_len = scores.shape
+  if pos_key is not None:
+    c2p = jnp.einsum("bqnd,rnd->bnqr", q, pos_key)
+    index = jnp.broadcast_to(rel_index, (batch, heads, q_len, k_len))
+    scores = scores + jnp.take_along_axis(c2p, index, axis=-1) / scale.astype(c2p.dtype)
+  if pos_query is not None:
+    if q_len == 1:  # a decoding step: gather its row's relative queries, not all 2S per key
+      p2c = jnp.einsum("bknd,qknd->bnqk", k, pos_query[rel_index])
+    else:
+      p2c = jnp.einsum("bknd,rnd->bnkr", k, pos_query)
+      index = jnp.broadcast_to(rel_index.T, (batch, heads, k_len, q_len))
+      p2c = jnp.take_along_axis(p2c, index, axis=-1).swapaxes(-1, -2)
+    scores = scores + p2c / scale.astype(p2c.dtype)
+  return layers.masked_softmax_attention(
+      scores, mask, v, dropout_rate=cfg.attention_probs_dropout_prob,
+      deterministic=deterministic, dtype=jnp.dtype(cfg.dtype))
 
 
 class Layer(nn.Module):

@@ -1,0 +1,96 @@
+"""Which attention an encoder runs (config.attention), and the fused kernel's wiring: padding to
+whole tiles, the relative tables by distance, one kernel per shard of batch rows and heads.
+
+"xla" is the reference: einsums, the c2p/p2c gathers and a float32 softmax in HBM.
+"pallas" is wyjax.kernels.disentangled_attention (Mosaic on TPU, interpret mode on CPU), for
+DeBERTa and for BERT/RoBERTa alike; on a GPU, BERT/RoBERTa get cuDNN's flash attention through
+jax.nn.dot_product_attention instead, and DeBERTa has no GPU kernel yet. "auto" is "pallas"
+where it compiles natively (TPU, and BERT on GPU without attention dropout) and "xla" elsewhere.
+Incremental decoding (one query at a time against a cache) always takes the XLA path.
+"""
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from wyjax.kernels import disentangled_attention as kernel
+
+IMPLEMENTATIONS = ("auto", "xla", "pallas")
+TPU_BLOCK = 128  # the lane width: Mosaic's tiles of queries and keys
+INTERPRET_BLOCK = 32  # several tiles per test sequence, cheap to interpret
+
+
+def platform() -> str:
+  """The platform the traced program is for: the mesh's in the train steps (a TPU topology when
+  compiling ahead of time on a CPU host), else the default backend's."""
+  mesh = jax.sharding.get_abstract_mesh()
+  return jax.default_backend() if mesh.empty else mesh.abstract_device.platform
+
+
+def implementation(choice: str, *, relative: bool, dropout: bool) -> str:
+  """"xla", "pallas" or "cudnn" for config.attention = `choice` on this platform."""
+  where = platform()
+  if where == "gpu":
+    if relative and choice == "pallas":
+      raise ValueError("attention='pallas': the disentangled-attention kernel lowers for TPU (Mosaic) and runs "
+                       "interpreted on CPU; there is no GPU lowering yet. Use attention='auto' or 'xla' on GPUs.")
+    if choice != "xla" and not relative and not dropout:  # cuDNN's flash attention has no dropout
+      return "cudnn"
+    return "xla"
+  if choice == "auto":
+    return "pallas" if where == "tpu" else "xla"
+  return choice
+
+
+def cudnn_attention(q, k, v, mask, scale: float, implementation: str = "cudnn"):
+  """softmax(q·k / scale, masked) · v by jax.nn.dot_product_attention (cuDNN's flash attention
+  on GPU): q, k, v [batch, L, heads, d], boolean mask [batch, 1, q|1, k]."""
+  return jax.nn.dot_product_attention(q, k, v, mask=mask, scale=1.0 / scale, implementation=implementation)
+
+
+def dropout_seed(module: nn.Module) -> jax.Array:
+  """An int32 seed for the kernel's dropout hash, from the module's 'dropout' RNG stream."""
+  return jax.lax.bitcast_convert_type(jax.random.bits(module.make_rng("dropout"), dtype=jnp.uint32), jnp.int32)
+
+
+def fused_attention(q, k, v, mask, *, scale: float, dropout_rate: float = 0.0, seed=None, pos_key=None,
+                    pos_query=None, relative_index=None):
+  """softmax((q·k + q·pos_key[r] + k·pos_query[r]) / scale, masked) · v, fused.
+
+  q, k, v: [batch, L, heads, d]; mask: boolean [batch, 1, 1 or L, L] (layers.expand_mask);
+  pos_key / pos_query: [2S, heads, d] relative projections for c2p / p2c, or None;
+  relative_index: numpy distances i - j → rows r of those projections. Returns [batch, L, heads, d].
+  """
+  batch, length, heads, d = q.shape
+  interpret = platform() == "cpu"
+  block = min(INTERPRET_BLOCK, -(-length // 8) * 8) if interpret else TPU_BLOCK
+  padded = -(-length // block) * block
+  to_tiles = lambda x: jnp.pad(x, ((0, 0), (0, padded - length), (0, 0), (0, 0))).transpose(0, 2, 1, 3)
+  mask = mask[:, 0].astype(jnp.int32)  # padded queries see nothing (uniform over the real keys), unread
+  mask = jnp.pad(mask, ((0, 0), (0, padded - length if mask.shape[1] > 1 else 0), (0, padded - length)))
+  tables = kernel.distance_tables(pos_key, pos_query, relative_index, padded)
+  spec = kernel.Spec(length=length, block=block, scale=float(scale), c2p=pos_key is not None,
+                     p2c=pos_query is not None, dropout_rate=float(dropout_rate), interpret=interpret)
+  seed = jnp.zeros((), jnp.int32) if seed is None else seed
+  out = _per_shard(spec)(to_tiles(q), to_tiles(k), to_tiles(v), mask, tables, seed)
+  return out.transpose(0, 2, 1, 3)[:, :length]
+
+
+def _per_shard(spec: kernel.Spec):
+  """The kernel, run by shard_map on each device's batch rows and heads when a mesh is in
+  context (the train steps): XLA cannot partition a Pallas call. The logical axis rules say
+  which mesh axes hold the batch and the heads; each shard hashes its dropout from its own seed,
+  and the tables' gradients, partial sums over a shard's rows, are summed over the batch axes."""
+  mesh = jax.sharding.get_abstract_mesh()
+  if mesh.empty:
+    return lambda q, k, v, mask, tables, seed: kernel.fused_attention(spec, q, k, v, mask, tables, seed)
+  batch_axes, head_axes = nn.logical_to_mesh_axes(("activation_batch", "activation_heads"))
+  sharded_axes = tuple(a for axes in (batch_axes, head_axes) if axes for a in ((axes,) if isinstance(axes, str) else axes))
+  P = jax.sharding.PartitionSpec
+
+  def shard(q, k, v, mask, tables, seed):
+    if sharded_axes:
+      seed = kernel.fold_in(seed, jax.lax.axis_index(sharded_axes))
+    return kernel.fused_attention(spec, q, k, v, mask, tables, seed)
+
+  return jax.shard_map(shard, mesh=mesh, in_specs=(P(batch_axes, head_axes),) * 3 + (P(batch_axes), P(head_axes), P()),
+                       out_specs=P(batch_axes, head_axes), check_vma=False)
