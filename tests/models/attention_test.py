@@ -159,10 +159,11 @@ def test_cost_estimate_matches_an_analytic_count():
   assert costs["dq"].flops == pairs * (qk + 2 * window + 2 * qk + 2 * flip + 3 * window)
   assert costs["dkv"].flops == pairs * (qk + 2 * window + 3 * qk + flip + window)
   assert costs["forward"].transcendentals == pairs * 128 * 128 + 2 * 3 * 512
-  # forward bytes: q and o once, k and v at each of the 16 steps per (batch, head), two tables
+  # forward bytes: q and o once, k and v at each of the 16 steps per (batch, head), the mask's
+  # key rows at each step, two tables once per head, the log-sum-exp
   tile = 128 * 64 * 2
   assert costs["forward"].bytes_accessed == (2 * 6 * 4 * tile + 2 * pairs * tile + pairs * 128 * 4
-                                             + 2 * 6 * 1024 * 64 * 2 + 6 * 512 * 4)
+                                             + 2 * 3 * 1024 * 64 * 2 + 6 * 512 * 4)
 
 
 def check_sharded_equals_unsharded():

@@ -14,7 +14,7 @@ Without c2p and p2c this is plain flash attention (BERT).
 Attention-probability dropout draws its keep mask from a hash of (seed, batch·head, i, j)
 (`dropout_keep`), so the forward and both backward kernels see the same mask without storing it.
 The backward recomputes the scores from the saved log-sum-exp: one kernel accumulates dq (and
-the tables' gradients, over all tiles of a batch row and head), one dk and dv.
+the tables' gradients, over all batch rows and tiles of a head), one dk and dv.
 """
 import dataclasses
 import functools
@@ -139,6 +139,11 @@ def dropout_keep(seed, batch_head, rows, cols, padded_length: int, rate: float):
   return jax.lax.shift_right_logical(bits, 8) >= jnp.int32(round(rate * (1 << 24)))
 
 
+def _batch_head():
+  """The dropout stream of this grid step's (batch row, head): batch · heads + head."""
+  return pl.program_id(1) * pl.num_programs(0) + pl.program_id(0)
+
+
 def _positions(spec: Spec, query_tile, key_tile):
   rows = query_tile * spec.block + jax.lax.broadcasted_iota(jnp.int32, (spec.block, 1), 0)
   cols = key_tile * spec.block + jax.lax.broadcasted_iota(jnp.int32, (1, spec.block), 1)
@@ -190,7 +195,7 @@ def _window(table_ref, start, block: int):
 
 def _forward_kernel(spec: Spec, tiles: int, *refs):
   r = _Refs(_input_names(spec, backward=False) + ("o", "lse", "m", "l", "acc"), refs)
-  batch, head, query_tile, key_tile = (pl.program_id(i) for i in range(4))
+  query_tile, key_tile = pl.program_id(2), pl.program_id(3)
 
   @pl.when(key_tile == 0)
   def _():
@@ -205,7 +210,7 @@ def _forward_kernel(spec: Spec, tiles: int, *refs):
   p = jnp.exp(s - m)
   correction = jnp.exp(m_prev - m)
   r.l[...] = correction * r.l[...] + p.sum(axis=1, keepdims=True)
-  p = _dropped(spec, p, r.seed[0], batch * pl.num_programs(1) + head, rows, cols, tiles)
+  p = _dropped(spec, p, r.seed[0], _batch_head(), rows, cols, tiles)
   r.acc[...] = correction * r.acc[...] + _dot(p.astype(r.v.dtype), r.v[...])
   r.m[...] = m
 
@@ -218,7 +223,7 @@ def _forward_kernel(spec: Spec, tiles: int, *refs):
 def _score_gradient(spec: Spec, r: _Refs, query_tile, key_tile, tiles: int):
   """Recomputes a tile's probabilities: (dropped probabilities, d loss / d unscaled score terms
   in the compute dtype)."""
-  batch_head = pl.program_id(0) * pl.num_programs(1) + pl.program_id(1)
+  batch_head = _batch_head()
   rows, cols = _positions(spec, query_tile, key_tile)
   s = _scores(spec, r, query_tile, key_tile, tiles, cols)
   p = jnp.exp(s - _to_column(r.lse[...]))
@@ -228,15 +233,15 @@ def _score_gradient(spec: Spec, r: _Refs, query_tile, key_tile, tiles: int):
 
 
 def _dq_kernel(spec: Spec, tiles: int, *refs):
-  """Grid (batch, head, query tile, key tile): dq, and the tables' gradients of this batch row
-  and head, accumulated over all tiles."""
+  """Grid (head, batch, query tile, key tile): dq, and the tables' gradients of this head,
+  accumulated over all batch rows and tiles."""
   grads = ("dc2p",) * spec.c2p + ("dp2c",) * spec.p2c
   r = _Refs(_input_names(spec, backward=True) + ("dq",) + grads + ("dq_acc",) + tuple(g + "_acc" for g in grads),
             refs)
   query_tile, key_tile = pl.program_id(2), pl.program_id(3)
   first, last = key_tile == 0, key_tile == tiles - 1
 
-  @pl.when(first & (query_tile == 0))
+  @pl.when(first & (query_tile == 0) & (pl.program_id(1) == 0))
   def _():
     for name in grads:
       getattr(r, name + "_acc")[...] = jnp.zeros(getattr(r, name + "_acc").shape, jnp.float32)
@@ -261,14 +266,14 @@ def _dq_kernel(spec: Spec, tiles: int, *refs):
   def _():
     r.dq[...] = r.dq_acc[...].astype(r.dq.dtype)
 
-  @pl.when(last & (query_tile == tiles - 1))
+  @pl.when(last & (query_tile == tiles - 1) & (pl.program_id(1) == pl.num_programs(1) - 1))
   def _():
     for name in grads:
       getattr(r, name)[...] = getattr(r, name + "_acc")[...]
 
 
 def _dkv_kernel(spec: Spec, tiles: int, *refs):
-  """Grid (batch, head, key tile, query tile): dk and dv."""
+  """Grid (head, batch, key tile, query tile): dk and dv."""
   r = _Refs(_input_names(spec, backward=True) + ("dk", "dv", "dk_acc", "dv_acc"), refs)
   key_tile, query_tile = pl.program_id(2), pl.program_id(3)
 
@@ -292,14 +297,15 @@ def _dkv_kernel(spec: Spec, tiles: int, *refs):
     r.dv[...] = r.dv_acc[...].astype(r.dv.dtype)
 
 
-# Block specs. Index maps get the grid indices and the scalar-prefetched seed; `swapped` grids
-# (the dk/dv kernel) run the key tile before the query tile.
+# Block specs. Grids run (head, batch, tile, tile): a head's tables stay in VMEM over the batch.
+# Index maps get the grid indices and the scalar-prefetched seed; `swapped` grids (the dk/dv
+# kernel) run the key tile before the query tile.
 def _tile_spec(block, d, tile_of):
-  return pl.BlockSpec((None, None, block, d), lambda b, h, i, j, seed: (b, h, tile_of(i, j), 0))
+  return pl.BlockSpec((None, None, block, d), lambda h, b, i, j, seed: (b, h, tile_of(i, j), 0))
 
 
 def _row_spec(block, tile_of):  # lse, delta: [batch, heads, 1, Lp]
-  return pl.BlockSpec((None, None, 1, block), lambda b, h, i, j, seed: (b, h, 0, tile_of(i, j)))
+  return pl.BlockSpec((None, None, 1, block), lambda h, b, i, j, seed: (b, h, 0, tile_of(i, j)))
 
 
 def _in_specs(spec: Spec, mask_rows: int, d: int, tiles: int, swapped: bool, backward: bool):
@@ -307,10 +313,10 @@ def _in_specs(spec: Spec, mask_rows: int, d: int, tiles: int, swapped: bool, bac
   key = (lambda i, j: i) if swapped else (lambda i, j: j)
   block = spec.block
   if mask_rows == 1:
-    mask = pl.BlockSpec((None, 1, block), lambda b, h, i, j, seed: (b, 0, key(i, j)))
+    mask = pl.BlockSpec((None, 1, block), lambda h, b, i, j, seed: (b, 0, key(i, j)))
   else:
-    mask = pl.BlockSpec((None, block, block), lambda b, h, i, j, seed: (b, query(i, j), key(i, j)))
-  table = pl.BlockSpec((None, 2 * tiles * block, d), lambda b, h, i, j, seed: (h, 0, 0))
+    mask = pl.BlockSpec((None, block, block), lambda h, b, i, j, seed: (b, query(i, j), key(i, j)))
+  table = pl.BlockSpec((None, 2 * tiles * block, d), lambda h, b, i, j, seed: (h, 0, 0))
   specs = [_tile_spec(block, d, query), _tile_spec(block, d, key), _tile_spec(block, d, key), mask]
   specs += [table] * len(_table_names(spec, backward))
   if backward:
@@ -325,7 +331,7 @@ def _compiler_params(interpret: bool, semantics):
 def cost_estimates(spec: Spec, batch: int, heads: int, d: int, itemsize: int, mask_rows: int) -> dict:
   """FLOPs, exps and HBM bytes of the three kernels, counted as Pallas moves blocks: a block is
   fetched again whenever its index changes between grid steps, so the tiles indexed by the inner
-  grid axis are read at every step, the others once per outer tile, a table once per (batch, head)."""
+  grid axis are read at every step, the others once per outer tile, a table once per head."""
   lp = spec.length + (-spec.length) % spec.block
   pairs = batch * heads * (lp // spec.block) ** 2  # grid steps
   mm = 2 * spec.block**2 * d  # one [B, d] x [d, B] matmul
@@ -335,7 +341,7 @@ def cost_estimates(spec: Spec, batch: int, heads: int, d: int, itemsize: int, ma
   once = batch * heads * lp * d * itemsize  # a [Lp, d] operand, read or written once
   every_step = pairs * spec.block * d * itemsize  # a [B, d] tile read at every grid step
   mask = pairs * spec.block * (1 if mask_rows == 1 else spec.block) * 4
-  table = batch * heads * 2 * lp * d * itemsize  # a table, read once per (batch, head)
+  table = heads * 2 * lp * d * itemsize  # a table, read once per head
   stats = batch * heads * lp * 4  # lse or delta, once
   exps = pairs * spec.block**2
   forward = pl.CostEstimate(  # reads q, k, v, tables; writes o, lse
@@ -365,7 +371,7 @@ def _forward(spec: Spec, q, k, v, mask, tables: Tables, seed):
   tiles = lp // spec.block
   cost = cost_estimates(spec, batch, heads, d, q.dtype.itemsize, mask.shape[1])["forward"]
   o, lse = _call(
-      functools.partial(_forward_kernel, spec, tiles), spec, (batch, heads, tiles, tiles),
+      functools.partial(_forward_kernel, spec, tiles), spec, (heads, batch, tiles, tiles),
       _in_specs(spec, mask.shape[1], d, tiles, swapped=False, backward=False),
       [jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((batch, heads, 1, lp), jnp.float32)],
       [_tile_spec(spec.block, d, lambda i, j: i), _row_spec(spec.block, lambda i, j: i)],
@@ -401,17 +407,17 @@ def _fused_attention_bwd(spec, residuals, do):
   delta = jnp.sum(do.astype(jnp.float32) * o.astype(jnp.float32), axis=-1)[:, :, None, :]
   args = (seed.reshape(1), q, k, v, mask, *(getattr(tables, n) for n in _table_names(spec, backward=True)),
           do, lse, delta)
-  grid = (batch, heads, tiles, tiles)
+  grid = (heads, batch, tiles, tiles)
   terms = spec.c2p + spec.p2c
-  table_shape = jax.ShapeDtypeStruct((batch, heads, 2 * lp, d), jnp.float32)
-  table_spec = pl.BlockSpec((None, None, 2 * lp, d), lambda b, h, i, j, seed: (b, h, 0, 0))
+  table_shape = jax.ShapeDtypeStruct((heads, 2 * lp, d), jnp.float32)
+  table_spec = pl.BlockSpec((None, 2 * lp, d), lambda h, b, i, j, seed: (h, 0, 0))
   dq, *dtables = _call(
       functools.partial(_dq_kernel, spec, tiles), spec, grid,
       _in_specs(spec, mask.shape[1], d, tiles, swapped=False, backward=True),
       [jax.ShapeDtypeStruct(q.shape, q.dtype)] + [table_shape] * terms,
       [_tile_spec(spec.block, d, lambda i, j: i)] + [table_spec] * terms,
       [pltpu.VMEM((spec.block, d), jnp.float32)] + [pltpu.VMEM((2 * lp, d), jnp.float32)] * terms,
-      ("parallel", "parallel", "arbitrary", "arbitrary"), costs["dq"])(*args)
+      ("parallel", "arbitrary", "arbitrary", "arbitrary"), costs["dq"])(*args)
   dk, dv = _call(
       functools.partial(_dkv_kernel, spec, tiles), spec, grid,
       _in_specs(spec, mask.shape[1], d, tiles, swapped=True, backward=True),
@@ -419,10 +425,10 @@ def _fused_attention_bwd(spec, residuals, do):
       [_tile_spec(spec.block, d, lambda i, j: i)] * 2,
       [pltpu.VMEM((spec.block, d), jnp.float32)] * 2,
       ("parallel", "parallel", "parallel", "arbitrary"), costs["dkv"])(*args)
-  dtables = iter(dtables)  # summed over the batch; the gradients of the tables the scores read are in
-  grads = Tables(  # the opposite orders (`_spread`), which are gathered from the same projections
-      c2p_grad=next(dtables).sum(0).astype(tables.c2p.dtype) if spec.c2p else None,
-      p2c_grad=next(dtables).sum(0).astype(tables.p2c.dtype) if spec.p2c else None)
+  dtables = iter(dtables)  # the gradients of the tables the scores read are in the opposite
+  grads = Tables(  # orders (`_spread`), which are gathered from the same projections
+      c2p_grad=next(dtables).astype(tables.c2p.dtype) if spec.c2p else None,
+      p2c_grad=next(dtables).astype(tables.p2c.dtype) if spec.p2c else None)
   return dq, dk, dv, None, grads, None
 
 

@@ -72,6 +72,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.seeds = 1  # runs with seeds seed, seed + 1, ...: mean, std and the best-dev run's test score
   c.dtype = "float32"
   c.remat = "none"  # per layer: "none", "full" or "dots" (wyjax.models.EncoderConfig.remat)
+  c.attention = "auto"  # "xla", "pallas" (fused kernels) or "auto": pallas on TPU (wyjax.models.attention)
   c.scan_layers = False  # nn.scan over the layers, params stacked (wyjax.models.EncoderConfig.scan_layers)
   c.fspc_line_examples = False  # FSPC: also train (and score) on each verse line
   c.log_every = 50
@@ -84,7 +85,7 @@ def base_config() -> ml_collections.ConfigDict:
 
 # Keys a rerun may change: they do not change what a seed trains (more seeds add runs).
 RESUMABLE_CHANGES = ("seeds", "log_every", "eval_batch_size", "mesh", "logical_axis_rules", "max_nonfinite_steps",
-                     "stop_check_every", "remat")
+                     "stop_check_every", "remat", "attention")
 
 
 def head_model(task: Task, config: EncoderConfig) -> nn.Module:
@@ -428,7 +429,7 @@ def train_one(task: Task, config, data: dict, trainer: Trainer, pretrained: dict
       checkpoints.move_aside(best_checkpoints.mngr, step, "abandoned")
   is_main = jax.process_index() == 0  # every process trains; one writes the files beside the checkpoints
   if is_main:
-    checkpoints.write_model_info(workdir, trainer.model_config.replace(remat="none"),
+    checkpoints.write_model_info(workdir, trainer.model_config.replace(remat="none", attention="auto"),
                                  [k for k in state["params"] if k != "encoder"], trainer.tokenizer)
     resume.trim_metrics(workdir, start_step)
   writer = metrics.MetricWriter(workdir, enabled=is_main)
@@ -541,7 +542,8 @@ def _prepare(config, devices=None):
     for split in ("train", "dev"):
       splits[split] = splits[split] + [line for e in splits[split] for line in fspc_line_examples(e)]
   model_config, pretrained, tokenizer = load_init(config.init, splits["train"], task.inserted_text)
-  model_config = model_config.replace(dtype=config.dtype, remat=config.remat, scan_layers=config.scan_layers)
+  model_config = model_config.replace(dtype=config.dtype, remat=config.remat, scan_layers=config.scan_layers,
+                                      attention=config.attention)
   data = load_task_data(task, config, tokenizer, model_config, splits)
   trainer = Trainer(task, model_config, tokenizer, config, total_steps(config, data), data["max_length"],
                     data["train"][1][0], devices)

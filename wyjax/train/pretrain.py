@@ -55,6 +55,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.dtype = "float32"  # activations; "bfloat16" on accelerators
   c.remat = "none"  # per layer: "none", "full" (recompute it in the backward pass), "dots" (keep matmul outputs)
   c.scan_layers = False  # nn.scan over the layers: one compiled layer, params stacked (model.json records it)
+  c.attention = "auto"  # "xla", "pallas" (fused kernels) or "auto": pallas on TPU (wyjax.models.attention)
   c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))
   c.logical_axis_rules = partitioning.LOGICAL_AXIS_RULES  # params' and activations' logical axes → mesh
   c.log_every = 50
@@ -167,7 +168,7 @@ def unigram_entropy(batches, tokenizer) -> float:
 # change them freely (wyjax.train.resume).
 RESUMABLE_CHANGES = ("mesh", "logical_axis_rules", "log_every", "eval_every", "eval_batches", "checkpoint_every",
                      "keep_checkpoints", "async_checkpointing", "peak_flops_per_device", "corpus.workers",
-                     "stop_check_every", "max_nonfinite_steps", "remat")
+                     "stop_check_every", "max_nonfinite_steps", "remat", "attention")
 
 
 def _restore_data_iterator(mngr, step: int, train_iter) -> None:
@@ -197,7 +198,8 @@ class Program:
 def build(config: ml_collections.ConfigDict, tokenizer, length: int, devices=None) -> Program:
   """The model, mesh and jitted steps of `config` over `devices` (default: all of them)."""
   model_config = EncoderConfig(**{**config.model.to_dict(), "vocab_size": len(tokenizer), "dtype": config.dtype,
-                                  "remat": config.remat, "scan_layers": config.scan_layers})
+                                  "remat": config.remat, "scan_layers": config.scan_layers,
+                                  "attention": config.attention})
   model = MaskedLM(model_config)
   mesh = partitioning.make_mesh(config.mesh.to_dict(), devices)
   logical_rules = partitioning.rules(config.logical_axis_rules)
@@ -295,7 +297,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_con
     logging.info("resumed from step %d", start_step)
   if is_main:  # only now: a refused resume leaves the workdir as it was
     resume.store_config(workdir, config, changes)
-    checkpoints.write_model_info(workdir, model_config.replace(dtype="float32", remat="none"), ["mlm_head"],
+    checkpoints.write_model_info(workdir, model_config.replace(dtype="float32", remat="none", attention="auto"), ["mlm_head"],
                                  tokenizer)
     resume.trim_metrics(workdir, start_step)
 
