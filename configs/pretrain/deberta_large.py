@@ -14,9 +14,12 @@ Check a slice before renting it (docs/scaling.md):
     JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=configs/pretrain/deberta_large.py \
         --compile_only=v5p:4x4x4 --config.batch_size=1024
 
-predicts (compile-only, libtpu 0.0.42.1) 17.3 GiB HBM per chip of 88.5 with the state sharded
-over all 64 chips, 3.1 s per step memory-bound on the relative-attention gathers XLA counts
-(170 k tokens/s, MFU ceiling 1.3%); on v5e-256 (`v5e:16x16`, batch 4096) 14.2 of 14.9 GiB.
+predicted (compile-only, libtpu 0.0.42.1, before the fused attention kernels, i.e. as
+--config.attention=xla) 17.3 GiB HBM per chip of 88.5 with the state sharded over all 64 chips,
+3.1 s per step memory-bound on the relative-attention gathers XLA counts (170 k tokens/s, MFU
+ceiling 1.3%); on v5e-256 (`v5e:16x16`, batch 4096) 14.2 of 14.9 GiB. The default ("auto")
+now compiles the fused kernels on TPU, which removed those gathers for DeBERTa-base
+(docs/scaling.md); recompile to see large's figures.
 """
 from wyjax.train.pretrain import base_config
 
