@@ -133,9 +133,7 @@ def measure_torch(repeats: int):
       ids = torch.randint(5, config.vocab_size, (batch, length), device="cuda")
       mask = torch.ones_like(ids)
       for variant, convert in variants.items():
-        model = convert(transformers.DebertaV2Model(config).to("cuda", torch.bfloat16))
-        passes = {"forward": lambda: _torch_forward(model, ids, mask),
-                  "forward+backward": lambda: model(input_ids=ids, attention_mask=mask).last_hidden_state.float().sum().backward()}
+        passes = _torch_passes(convert(transformers.DebertaV2Model(config).to("cuda", torch.bfloat16)), ids, mask)
         for name, run in passes.items():
           torch.cuda.reset_peak_memory_stats()
           try:
@@ -147,14 +145,21 @@ def measure_torch(repeats: int):
             continue
           yield {"layers": layers, "length": length, "attention": variant, "pass": name, "ms": 1e3 * seconds,
                  "tokens_per_second": TOKENS / seconds, "peak_bytes": torch.cuda.max_memory_allocated()}
-        del model
+        del passes
         torch.cuda.empty_cache()
 
 
-def _torch_forward(model, ids, mask):
+def _torch_passes(model, ids, mask):
   import torch  # pylint: disable=g-import-not-at-top
-  with torch.no_grad():
-    return model(input_ids=ids, attention_mask=mask)
+
+  def forward():
+    with torch.no_grad():
+      model(input_ids=ids, attention_mask=mask)
+
+  def forward_backward():
+    model(input_ids=ids, attention_mask=mask).last_hidden_state.float().sum().backward()
+
+  return {"forward": forward, "forward+backward": forward_backward}
 
 
 def _flashdeberta(flashdeberta, model):

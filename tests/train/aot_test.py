@@ -30,10 +30,11 @@ def compile_only(tmp_path, topology, *overrides):
 
 
 def test_tiny_pretraining_step_compiled_for_v5p(tmp_path):
-  # Dropout off: its random bits cost FLOPs (threefry) that the model's count leaves out.
+  # Dropout off: its random bits cost FLOPs (threefry) that the model's count leaves out. The XLA
+  # attention: the fused kernels recompute tiles in the backward (their FLOPs: tests/models/attention_test.py).
   code, report, stderr = compile_only(tmp_path, "v5p:2x2x1", "--config.mesh.data=1", "--config.mesh.fsdp=4",
                                       "--config.model.hidden_dropout_prob=0",
-                                      "--config.model.attention_probs_dropout_prob=0")
+                                      "--config.model.attention_probs_dropout_prob=0", "--config.attention=xla")
   assert code == 0, stderr[-3000:]
   assert report["chips"] == 4 and report["chip"] == "v5p"
   assert report["mesh"] == {"data": 1, "fsdp": 4, "tensor": 1}

@@ -23,6 +23,7 @@ def test_activation_constraints_split_heads_and_mlp_over_the_tensor_axis():
   MLP over tensor), forward and backward; without the activation rules nothing is."""
   config = _tiny_config()
   config.mesh.data, config.mesh.fsdp, config.mesh.tensor = 2, 2, 2
+  config.attention = "xla"  # the reference path: its scores are constrained too (the kernel's shard_map pins its own)
   devices = aot.devices("v5p:2x2x2")
 
   def constraints(rules) -> collections.Counter:
