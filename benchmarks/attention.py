@@ -50,14 +50,14 @@ def programs(layers: int, length: int, attention: str):
   return {"forward": forward, "forward+backward": train}, params, (ids, mask)
 
 
-def predict(topology: str):
+def predict(topology: str, layer_counts, lengths):
   devices = aot.devices(topology)[:1]
   chip = aot.chip_of(topology, devices[0])
   spec = aot.CHIPS[chip]
   mesh = jax.sharding.Mesh(np.array(devices), ("data",))
   replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-  for layers in (1, 12):
-    for length in LENGTHS:
+  for layers in layer_counts:
+    for length in lengths:
       for attention in ("xla", "pallas"):
         fns, params, inputs = programs(layers, length, attention)
         for name, fn in fns.items():
@@ -89,10 +89,10 @@ def _peak_bytes():
   return stats.get("peak_bytes_in_use")
 
 
-def measure_jax(repeats: int):
+def measure_jax(repeats: int, layer_counts, lengths):
   attentions = ("xla",) if jax.default_backend() == "cpu" else ("xla", "pallas")
-  for layers in (1, 12):
-    for length in LENGTHS:
+  for layers in layer_counts:
+    for length in lengths:
       for attention in attentions:
         fns, abstract_params, inputs = programs(layers, length, attention)
         params = jax.tree.map(lambda x: jnp.full(x.shape, 0.02, x.dtype), abstract_params)
@@ -108,7 +108,7 @@ def measure_jax(repeats: int):
                  "ms": 1e3 * seconds, "tokens_per_second": TOKENS / seconds, "peak_bytes": _peak_bytes()}
 
 
-def measure_torch(repeats: int):
+def measure_torch(repeats: int, layer_counts, lengths):
   """transformers eager and the Triton packages, bf16 on the GPU."""
   import torch  # pylint: disable=g-import-not-at-top
   import transformers  # pylint: disable=g-import-not-at-top
@@ -125,8 +125,8 @@ def measure_torch(repeats: int):
     pass
   hf_fields = {k: v for k, v in BASE.items() if k not in ("dtype", "hidden_dropout_prob",
                                                           "attention_probs_dropout_prob")}
-  for layers in (1, 12):
-    for length in LENGTHS:
+  for layers in layer_counts:
+    for length in lengths:
       config = transformers.DebertaV2Config(**hf_fields, num_hidden_layers=layers, type_vocab_size=0,
                                             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
       batch = max(1, TOKENS // length)
@@ -173,15 +173,19 @@ def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--predict", default="", help="a TPU topology: compile-only figures for one of its chips")
   parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--layers", default="1,12", help="encoder depths: 1 (one layer) and 12 (base)")
+  parser.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
   args = parser.parse_args()
-  cells = predict(args.predict) if args.predict else measure_jax(args.repeats)
+  layer_counts, lengths = [int(x) for x in args.layers.split(",")], [int(x) for x in args.lengths.split(",")]
+  cells = (predict(args.predict, layer_counts, lengths) if args.predict
+           else measure_jax(args.repeats, layer_counts, lengths))
   print(json.dumps({"jax": jax.__version__, "backend": jax.default_backend(),
                     "device": args.predict or jax.devices()[0].device_kind,
                     "date": time.strftime("%Y-%m-%d")}), flush=True)
   for cell in cells:
     print(json.dumps(cell), flush=True)
   if not args.predict and jax.default_backend() == "gpu":
-    for cell in measure_torch(args.repeats):
+    for cell in measure_torch(args.repeats, layer_counts, lengths):
       print(json.dumps(cell), flush=True)
 
 

@@ -235,16 +235,15 @@ def _score_gradient(spec: Spec, r: _Refs, query_tile, key_tile, tiles: int):
 def _dq_kernel(spec: Spec, tiles: int, *refs):
   """Grid (head, batch, query tile, key tile): dq, and the tables' gradients of this head,
   accumulated over all batch rows and tiles."""
-  grads = ("dc2p",) * spec.c2p + ("dp2c",) * spec.p2c
-  r = _Refs(_input_names(spec, backward=True) + ("dq",) + grads + ("dq_acc",) + tuple(g + "_acc" for g in grads),
-            refs)
+  grads = ("dc2p",) * spec.c2p + ("dp2c",) * spec.p2c  # [2Lp, d] float32 blocks, resident over a head
+  r = _Refs(_input_names(spec, backward=True) + ("dq",) + grads + ("dq_acc",), refs)
   query_tile, key_tile = pl.program_id(2), pl.program_id(3)
   first, last = key_tile == 0, key_tile == tiles - 1
 
   @pl.when(first & (query_tile == 0) & (pl.program_id(1) == 0))
   def _():
     for name in grads:
-      getattr(r, name + "_acc")[...] = jnp.zeros(getattr(r, name + "_acc").shape, jnp.float32)
+      getattr(r, name)[...] = jnp.zeros(getattr(r, name).shape, jnp.float32)
 
   @pl.when(first)
   def _():
@@ -257,19 +256,14 @@ def _dq_kernel(spec: Spec, tiles: int, *refs):
   if spec.c2p:  # c2p's window gradient comes out ascending
     dwindow = _spread(ds)
     dq += _dot(dwindow, _window(r.c2p_grad, ascending, block))
-    r.dc2p_acc[pl.ds(ascending, 2 * block), :] += _dot_tn(dwindow, q)
+    r.dc2p[pl.ds(ascending, 2 * block), :] += _dot_tn(dwindow, q)
   if spec.p2c:  # p2c's descending
-    r.dp2c_acc[pl.ds(descending, 2 * block), :] += _dot_tn(_spread(jnp.transpose(ds)), k)
+    r.dp2c[pl.ds(descending, 2 * block), :] += _dot_tn(_spread(jnp.transpose(ds)), k)
   r.dq_acc[...] += dq
 
   @pl.when(last)
   def _():
     r.dq[...] = r.dq_acc[...].astype(r.dq.dtype)
-
-  @pl.when(last & (query_tile == tiles - 1) & (pl.program_id(1) == pl.num_programs(1) - 1))
-  def _():
-    for name in grads:
-      getattr(r, name)[...] = getattr(r, name + "_acc")[...]
 
 
 def _dkv_kernel(spec: Spec, tiles: int, *refs):
@@ -316,16 +310,13 @@ def _in_specs(spec: Spec, mask_rows: int, d: int, tiles: int, swapped: bool, bac
     mask = pl.BlockSpec((None, 1, block), lambda h, b, i, j, seed: (b, 0, key(i, j)))
   else:
     mask = pl.BlockSpec((None, block, block), lambda h, b, i, j, seed: (b, query(i, j), key(i, j)))
-  table = pl.BlockSpec((None, 2 * tiles * block, d), lambda h, b, i, j, seed: (h, 0, 0))
+  table = pl.BlockSpec((None, 2 * tiles * block, d), lambda h, b, i, j, seed: (h, 0, 0),
+                       pipeline_mode=pl.Buffered(1))  # changes once per head: one buffer
   specs = [_tile_spec(block, d, query), _tile_spec(block, d, key), _tile_spec(block, d, key), mask]
   specs += [table] * len(_table_names(spec, backward))
   if backward:
     specs += [_tile_spec(block, d, query), _row_spec(block, query), _row_spec(block, query)]
   return specs
-
-
-def _compiler_params(interpret: bool, semantics):
-  return None if interpret else pltpu.CompilerParams(dimension_semantics=semantics)
 
 
 def cost_estimates(spec: Spec, batch: int, heads: int, d: int, itemsize: int, mask_rows: int) -> dict:
@@ -357,13 +348,25 @@ def cost_estimates(spec: Spec, batch: int, heads: int, d: int, itemsize: int, ma
   return {"forward": forward, "dq": dq, "dkv": dkv}
 
 
-def _call(kernel, spec: Spec, grid, in_specs, out_shape, out_specs, scratch, semantics, cost):
+def _table_vmem_bytes(tables: int, lp: int, d: int, itemsize: int) -> int:
+  """VMEM of `tables` whole [2Lp, d] tables (one buffer each), the lanes padded to 128."""
+  return tables * 2 * lp * max(d, LANES) * itemsize
+
+
+def _call(kernel, spec: Spec, grid, in_specs, out_shape, out_specs, scratch, semantics, cost, vmem_bytes: int):
+  """pallas_call. vmem_bytes: the resident tables; the scoped VMEM limit is raised to that
+  plus 16 MiB for the tiles. The tables grow with L (at 8192 the dq kernel's take 48 MiB of
+  v5p's 64): beyond what a chip's VMEM holds the compiler refuses with a VMEM out-of-memory
+  error, and streaming the tables' windows instead would be the next step."""
+  params = None
+  if not spec.interpret:
+    params = pltpu.CompilerParams(dimension_semantics=semantics,
+                                  vmem_limit_bytes=vmem_bytes + 16 * 2**20 if vmem_bytes > 4 * 2**20 else None)
   return pl.pallas_call(
       kernel, out_shape=out_shape,
       grid_spec=pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=grid, in_specs=in_specs,
                                              out_specs=out_specs, scratch_shapes=scratch),
-      compiler_params=_compiler_params(spec.interpret, semantics), cost_estimate=cost,
-      interpret=spec.interpret)
+      compiler_params=params, cost_estimate=cost, interpret=spec.interpret)
 
 
 def _forward(spec: Spec, q, k, v, mask, tables: Tables, seed):
@@ -378,6 +381,7 @@ def _forward(spec: Spec, q, k, v, mask, tables: Tables, seed):
       [pltpu.VMEM((spec.block, 1), jnp.float32), pltpu.VMEM((spec.block, 1), jnp.float32),
        pltpu.VMEM((spec.block, d), jnp.float32)],
       ("parallel", "parallel", "parallel", "arbitrary"), cost,
+      _table_vmem_bytes(spec.c2p + spec.p2c, lp, d, q.dtype.itemsize),
   )(seed.reshape(1), q, k, v, mask, *(getattr(tables, name) for name in _table_names(spec, backward=False)))
   return o, lse
 
@@ -410,21 +414,24 @@ def _fused_attention_bwd(spec, residuals, do):
   grid = (heads, batch, tiles, tiles)
   terms = spec.c2p + spec.p2c
   table_shape = jax.ShapeDtypeStruct((heads, 2 * lp, d), jnp.float32)
-  table_spec = pl.BlockSpec((None, 2 * lp, d), lambda h, b, i, j, seed: (h, 0, 0))
+  table_spec = pl.BlockSpec((None, 2 * lp, d), lambda h, b, i, j, seed: (h, 0, 0),
+                            pipeline_mode=pl.Buffered(1))
   dq, *dtables = _call(
       functools.partial(_dq_kernel, spec, tiles), spec, grid,
       _in_specs(spec, mask.shape[1], d, tiles, swapped=False, backward=True),
       [jax.ShapeDtypeStruct(q.shape, q.dtype)] + [table_shape] * terms,
       [_tile_spec(spec.block, d, lambda i, j: i)] + [table_spec] * terms,
-      [pltpu.VMEM((spec.block, d), jnp.float32)] + [pltpu.VMEM((2 * lp, d), jnp.float32)] * terms,
-      ("parallel", "arbitrary", "arbitrary", "arbitrary"), costs["dq"])(*args)
+      [pltpu.VMEM((spec.block, d), jnp.float32)],
+      ("parallel", "arbitrary", "arbitrary", "arbitrary"), costs["dq"],
+      _table_vmem_bytes(2 * terms, lp, d, q.dtype.itemsize) + _table_vmem_bytes(terms, lp, d, 4))(*args)
   dk, dv = _call(
       functools.partial(_dkv_kernel, spec, tiles), spec, grid,
       _in_specs(spec, mask.shape[1], d, tiles, swapped=True, backward=True),
       [jax.ShapeDtypeStruct(k.shape, k.dtype), jax.ShapeDtypeStruct(v.shape, v.dtype)],
       [_tile_spec(spec.block, d, lambda i, j: i)] * 2,
       [pltpu.VMEM((spec.block, d), jnp.float32)] * 2,
-      ("parallel", "parallel", "parallel", "arbitrary"), costs["dkv"])(*args)
+      ("parallel", "parallel", "parallel", "arbitrary"), costs["dkv"],
+      _table_vmem_bytes(2 * terms, lp, d, q.dtype.itemsize))(*args)
   dtables = iter(dtables)  # the gradients of the tables the scores read are in the opposite
   grads = Tables(  # orders (`_spread`), which are gathered from the same projections
       c2p_grad=next(dtables).astype(tables.c2p.dtype) if spec.c2p else None,
