@@ -1,14 +1,15 @@
 """Attention implementations of DeBERTa-v2-base: forward and forward+backward, one layer and the
 full 12-layer encoder, at L = 128, 512, 2048, 8192 (16,384 tokens per batch), bf16.
 
-    python benchmarks/attention.py                           # measured, on this machine's accelerator
-    JAX_PLATFORMS=cpu python benchmarks/attention.py --predict=v5p:2x2x1   # compile-only, one v5p chip
+    python benchmarks/attention.py > attention.jsonl          # measured, on this machine's accelerator
+    JAX_PLATFORMS=cpu python benchmarks/attention.py --predict=v5p:2x2x1 > predicted.jsonl  # compile-only, one v5p chip
+    python benchmarks/attention.py --table=attention.jsonl    # the markdown table
 
-Measured: median wall time of --repeats runs and the device's peak memory, for wyjax "xla" and
-"pallas"; on a GPU also transformers' DebertaV2Model (PyTorch, bf16, eager) and, when installed,
-the Triton packages `disentangled-flash` and `flashdeberta` on the same weights' shapes and inputs
-(a "layer" is a 1-layer encoder for all of them). On a CPU "pallas" runs interpreted: it is left
-out (correctness only). Predicted: the XLA TPU compiler's FLOPs, bytes accessed and temporaries
+Measured: median wall time of --repeats runs and the device's peak memory, for wyjax "xla" and,
+on a TPU, "pallas" (the kernels have no GPU lowering yet, and on a CPU they run interpreted: a
+correctness tool, left out); on a GPU also transformers' DebertaV2Model (PyTorch, bf16, eager)
+and, when installed, the Triton packages `disentangled-flash` and `flashdeberta` on the same
+shapes and inputs (a "layer" is a 1-layer encoder for all of them). Predicted: the XLA TPU compiler's FLOPs, bytes accessed and temporaries
 of each program for one chip, and the roofline time max(FLOPs / peak, bytes / bandwidth); these
 are predictions, not measurements. One JSON line per cell on stdout; results in docs/benchmarks.md.
 """
@@ -90,7 +91,7 @@ def _peak_bytes():
 
 
 def measure_jax(repeats: int, layer_counts, lengths):
-  attentions = ("xla",) if jax.default_backend() == "cpu" else ("xla", "pallas")
+  attentions = ("xla", "pallas") if jax.default_backend() == "tpu" else ("xla",)  # no GPU lowering yet
   for layers in layer_counts:
     for length in lengths:
       for attention in attentions:
@@ -169,13 +170,46 @@ def _flashdeberta(flashdeberta, model):
   return flash
 
 
+def table(path: str) -> str:
+  """docs/benchmarks.md's table from this script's saved output."""
+  lines = [json.loads(line) for line in open(path)]
+  header, cells = lines[0], [c for c in lines[1:] if "error" not in c]
+  rows = {}
+  for c in cells:
+    rows.setdefault((c["layers"], c["length"], c["pass"]), {})[c["attention"]] = c
+  predicted = cells and cells[0].get("predicted")
+  out = [f"{header['device']}, jax {header['jax']}, {header['date']}" + (", compile-only predictions" if predicted else ""),
+         ""]
+  if predicted:
+    out += ["| layers | L | pass | xla: ms (roofline) | xla: HBM GiB | xla: temp GiB | pallas: ms (roofline) | pallas: HBM GiB | pallas: temp GiB | speed-up |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for (layers, length, name), by in sorted(rows.items()):
+      x, p = by.get("xla"), by.get("pallas")
+      fmt = lambda c: (f"{c['roofline_ms']:.2f} | {c['bytes_accessed'] / 2**30:.1f} | {c['temp_bytes'] / 2**30:.2f}"
+                       if c else "n/a | | ")
+      ratio = f"{x['roofline_ms'] / p['roofline_ms']:.0f}x" if x and p else ""
+      out.append(f"| {layers} | {length} | {name} | {fmt(x)} | {fmt(p)} | {ratio} |")
+  else:
+    names = sorted({c["attention"] for c in cells})
+    out += ["| layers | L | pass | " + " | ".join(f"{n}: ms (peak GiB)" for n in names) + " |",
+            "|---|---|---|" + "---|" * len(names)]
+    for (layers, length, name), by in sorted(rows.items()):
+      fmt = lambda c: f"{c['ms']:.1f} ({(c['peak_bytes'] or 0) / 2**30:.2f})" if c else "n/a"
+      out.append(f"| {layers} | {length} | {name} | " + " | ".join(fmt(by.get(n)) for n in names) + " |")
+  return "\n".join(out)
+
+
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--predict", default="", help="a TPU topology: compile-only figures for one of its chips")
   parser.add_argument("--repeats", type=int, default=5)
   parser.add_argument("--layers", default="1,12", help="encoder depths: 1 (one layer) and 12 (base)")
   parser.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
+  parser.add_argument("--table", default="", help="print the markdown table of a saved output and exit")
   args = parser.parse_args()
+  if args.table:
+    print(table(args.table))
+    return
   layer_counts, lengths = [int(x) for x in args.layers.split(",")], [int(x) for x in args.lengths.split(",")]
   cells = (predict(args.predict, layer_counts, lengths) if args.predict
            else measure_jax(args.repeats, layer_counts, lengths))

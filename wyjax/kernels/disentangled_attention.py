@@ -118,7 +118,7 @@ def _to_row(column):
 
 
 def _mix(x):
-  """murmur3's 32-bit finaliser, on int32 with logical shifts (Mosaic has no uint32 multiply)."""
+  """murmur3's 32-bit finaliser on int32: wrapping products have uint32's bits, shifts are logical."""
   srl = jax.lax.shift_right_logical
   x = x ^ srl(x, 16)
   x = x * jnp.int32(-2048144789)  # 0x85ebca6b
