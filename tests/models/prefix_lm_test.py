@@ -21,10 +21,10 @@ LAYOUTS["roberta"] = dict(model_type="roberta", type_vocab_size=1, pad_token_id=
                           max_position_embeddings=66)
 
 
-def _model(layout: str):
+def _model(layout: str, attention: str = "auto"):
   hf = {**TINY, **LAYOUTS[layout], "initializer_range": 0.3, "pad_token_id": TOKENIZER.pad_id}
   config = from_hf(hf)
-  return MaskedLM(config), init_params(config, jax.random.key(0))
+  return MaskedLM(config.replace(attention=attention)), init_params(config, jax.random.key(0))
 
 
 def _training_logits(model, params, source, target):
@@ -51,11 +51,12 @@ def test_attention_mask_is_the_unilm_mask():
     assert mask[i, j] == expected, (i, j)
 
 
-@pytest.mark.parametrize("layout", sorted(LAYOUTS))
-def test_each_cached_step_equals_the_full_forward_pass(layout):
+@pytest.mark.parametrize("layout,attention", [(layout, "auto") for layout in sorted(LAYOUTS)] + [("bozhou", "pallas")])
+def test_each_cached_step_equals_the_full_forward_pass(layout, attention):
   """Sources of different lengths share one left-padded block; every step's logits equal the
-  training layout's full forward pass at that position within 1e-5."""
-  model, params = _model(layout)
+  training layout's full forward pass at that position within 1e-5. With attention="pallas" the
+  full pass runs the fused kernel on the UniLM mask, the cached steps the XLA path."""
+  model, params = _model(layout, attention)
   rng = np.random.default_rng(0)
   sources = [rng.integers(5, len(VOCAB), n) for n in (3, 9, 14)]
   targets = rng.integers(5, len(VOCAB), (3, 8)).astype(np.int32)
