@@ -222,6 +222,17 @@ def test_kernels_compile_for_tpu_with_their_declared_cost():
   assert declared <= backward <= declared * 1.01, (backward, declared)
 
 
+def test_cudnn_call_computes_bert_attention():
+  """The GPU path's jax.nn.dot_product_attention call (run here with its XLA implementation):
+  the same scale and mask conventions as BERT's reference attention."""
+  rng = np.random.default_rng(2)
+  q, k, v = (jnp.asarray(rng.normal(size=(2, 9, 2, 16)), jnp.float32) for _ in range(3))
+  mask = jnp.asarray(np.arange(9)[None, None, None, :] < np.array([9, 5])[:, None, None, None])
+  ours = attention.cudnn_attention(q, k, v, mask, 4.0, implementation="xla")
+  scores = jnp.where(mask, jnp.einsum("bqnd,bknd->bnqk", q, k) / 4.0, -jnp.inf)
+  np.testing.assert_allclose(ours, jnp.einsum("bnqk,bknd->bqnd", jax.nn.softmax(scores, -1), v), atol=1e-5)
+
+
 def test_auto_is_xla_on_cpu_and_pallas_on_a_tpu_mesh():
   assert attention.implementation("auto", relative=True, dropout=True) == "xla"
   assert attention.implementation("pallas", relative=True, dropout=True) == "pallas"

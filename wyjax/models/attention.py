@@ -4,9 +4,9 @@ whole tiles, the relative tables by distance, one kernel per shard of batch rows
 "xla" is the reference: einsums, the c2p/p2c gathers and a float32 softmax in HBM.
 "pallas" is wyjax.kernels.disentangled_attention (Mosaic on TPU, interpret mode on CPU), for
 DeBERTa and for BERT/RoBERTa alike; on a GPU, BERT/RoBERTa get cuDNN's flash attention through
-jax.nn.dot_product_attention instead, and DeBERTa has no GPU kernel yet. "auto" is "pallas"
-where it compiles natively (TPU, and BERT on GPU without attention dropout) and "xla" elsewhere.
-Incremental decoding (one query at a time against a cache) always takes the XLA path.
+jax.nn.dot_product_attention instead (when no attention dropout is needed: it has none), and
+DeBERTa has no GPU kernel yet. "auto" is the kernels on TPU, cuDNN for BERT on GPU, and "xla"
+elsewhere. Incremental decoding (one query at a time against a cache) always takes the XLA path.
 """
 import flax.linen as nn
 import jax
@@ -14,7 +14,6 @@ import jax.numpy as jnp
 
 from wyjax.kernels import disentangled_attention as kernel
 
-IMPLEMENTATIONS = ("auto", "xla", "pallas")
 TPU_BLOCK = 128  # the lane width: Mosaic's tiles of queries and keys
 INTERPRET_BLOCK = 32  # several tiles per test sequence, cheap to interpret
 
@@ -43,7 +42,8 @@ def implementation(choice: str, *, relative: bool, dropout: bool) -> str:
 
 def cudnn_attention(q, k, v, mask, scale: float, implementation: str = "cudnn"):
   """softmax(q·k / scale, masked) · v by jax.nn.dot_product_attention (cuDNN's flash attention
-  on GPU): q, k, v [batch, L, heads, d], boolean mask [batch, 1, q|1, k]."""
+  on GPU; the tests check the call with implementation="xla"): q, k, v [batch, L, heads, d],
+  boolean mask [batch, 1, q|1, k]."""
   return jax.nn.dot_product_attention(q, k, v, mask=mask, scale=1.0 / scale, implementation=implementation)
 
 
@@ -84,7 +84,8 @@ def _per_shard(spec: kernel.Spec):
   if mesh.empty:
     return lambda q, k, v, mask, tables, seed: kernel.fused_attention(spec, q, k, v, mask, tables, seed)
   batch_axes, head_axes = nn.logical_to_mesh_axes(("activation_batch", "activation_heads"))
-  sharded_axes = tuple(a for axes in (batch_axes, head_axes) if axes for a in ((axes,) if isinstance(axes, str) else axes))
+  sharded_axes = tuple(name for axes in (batch_axes, head_axes) if axes
+                       for name in ((axes,) if isinstance(axes, str) else axes))
   P = jax.sharding.PartitionSpec
 
   def shard(q, k, v, mask, tables, seed):
