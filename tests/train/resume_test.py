@@ -3,7 +3,7 @@ import json
 import ml_collections
 import pytest
 
-from wyjax.train import resume
+from wyjax.train import finetune, pretrain, resume
 
 
 def test_a_key_added_after_the_run_began_counts_as_its_default(tmp_path):
@@ -16,3 +16,14 @@ def test_a_key_added_after_the_run_began_counts_as_its_default(tmp_path):
     resume.check_config(tmp_path, scanned, defaults=defaults)
   with pytest.raises(resume.ConfigChanged, match="scan_layers: '<absent>' -> False"):  # no defaults given
     resume.check_config(tmp_path, same)
+
+
+@pytest.mark.parametrize("runs", [pretrain, finetune], ids=["pretrain", "finetune"])
+def test_the_attention_implementation_may_change_on_resume(tmp_path, runs):
+  """config.attention changes how a step runs, not what it trains: a resumed run may switch it."""
+  stored = runs.base_config()
+  stored.attention = "pallas"
+  (tmp_path / resume.CONFIG).write_text(json.dumps(stored.to_dict()))
+  current = runs.base_config()
+  current.attention = "xla"
+  assert resume.check_config(tmp_path, current, ignore=runs.RESUMABLE_CHANGES, defaults=runs.base_config()) == {}

@@ -41,6 +41,11 @@ class Spec:
   dropout_rate: float
   interpret: bool
 
+  @property
+  def padded_length(self) -> int:
+    """Lp: the length padded to whole tiles."""
+    return -(-self.length // self.block) * self.block
+
 
 class Tables(NamedTuple):
   """Relative projections gathered by distance, [heads, 2Lp, d] each (None without the term).
@@ -163,12 +168,13 @@ def _scores(spec: Spec, r, query_tile, key_tile, tiles: int, cols):
   return jnp.where(cols < spec.length, s, -jnp.inf)
 
 
-def _dropped(spec: Spec, p, seed, batch_head, rows, cols, tiles: int):
-  """p with dropout applied (kept entries rescaled), or p."""
+def _dropout(spec: Spec, seed, rows, cols, tiles: int):
+  """This tile's dropout, its keep mask hashed once: x ↦ x with the dropped entries 0 and the kept
+  ones rescaled (x itself without dropout)."""
   if not spec.dropout_rate:
-    return p
-  keep = dropout_keep(seed, batch_head, rows, cols, tiles * spec.block, spec.dropout_rate)
-  return jnp.where(keep, p * (1.0 / (1.0 - spec.dropout_rate)), 0.0)
+    return lambda x: x
+  keep = dropout_keep(seed, _batch_head(), rows, cols, tiles * spec.block, spec.dropout_rate)
+  return lambda x: jnp.where(keep, x * (1.0 / (1.0 - spec.dropout_rate)), 0.0)
 
 
 class _Refs:
@@ -210,7 +216,7 @@ def _forward_kernel(spec: Spec, tiles: int, *refs):
   p = jnp.exp(s - m)
   correction = jnp.exp(m_prev - m)
   r.l[...] = correction * r.l[...] + p.sum(axis=1, keepdims=True)
-  p = _dropped(spec, p, r.seed[0], _batch_head(), rows, cols, tiles)
+  p = _dropout(spec, r.seed[0], rows, cols, tiles)(p)
   r.acc[...] = correction * r.acc[...] + _dot(p.astype(r.v.dtype), r.v[...])
   r.m[...] = m
 
@@ -223,13 +229,13 @@ def _forward_kernel(spec: Spec, tiles: int, *refs):
 def _score_gradient(spec: Spec, r: _Refs, query_tile, key_tile, tiles: int):
   """Recomputes a tile's probabilities: (dropped probabilities, d loss / d unscaled score terms
   in the compute dtype)."""
-  batch_head = _batch_head()
   rows, cols = _positions(spec, query_tile, key_tile)
   s = _scores(spec, r, query_tile, key_tile, tiles, cols)
   p = jnp.exp(s - _to_column(r.lse[...]))
-  dp = _dropped(spec, _dot_nt(r.do[...], r.v[...]), r.seed[0], batch_head, rows, cols, tiles)
+  dropout = _dropout(spec, r.seed[0], rows, cols, tiles)
+  dp = dropout(_dot_nt(r.do[...], r.v[...]))
   ds = jnp.where(r.mask[...] != 0, p * (dp - _to_column(r.delta[...])) * (1.0 / spec.scale), 0.0)
-  return _dropped(spec, p, r.seed[0], batch_head, rows, cols, tiles), ds.astype(r.q.dtype)
+  return dropout(p), ds.astype(r.q.dtype)
 
 
 def _dq_kernel(spec: Spec, tiles: int, *refs):
@@ -323,7 +329,7 @@ def cost_estimates(spec: Spec, batch: int, heads: int, d: int, itemsize: int, ma
   """FLOPs, exps and HBM bytes of the three kernels, counted as Pallas moves blocks: a block is
   fetched again whenever its index changes between grid steps, so the tiles indexed by the inner
   grid axis are read at every step, the others once per outer tile, a table once per head."""
-  lp = spec.length + (-spec.length) % spec.block
+  lp = spec.padded_length
   pairs = batch * heads * (lp // spec.block) ** 2  # grid steps
   mm = 2 * spec.block**2 * d  # one [B, d] x [d, B] matmul
   flip = 2 * spec.block**3  # `_spread`'s column reversal

@@ -8,6 +8,8 @@ jax.nn.dot_product_attention instead (when no attention dropout is needed: it ha
 DeBERTa has no GPU kernel yet. "auto" is the kernels on TPU, cuDNN for BERT on GPU, and "xla"
 elsewhere. Incremental decoding (one query at a time against a cache) always takes the XLA path.
 """
+import functools
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -60,16 +62,16 @@ def fused_attention(q, k, v, mask, *, scale: float, dropout_rate: float = 0.0, s
   pos_key / pos_query: [2S, heads, d] relative projections for c2p / p2c, or None;
   relative_index: numpy distances i - j → rows r of those projections. Returns [batch, L, heads, d].
   """
-  batch, length, heads, d = q.shape
+  length = q.shape[1]
   interpret = platform() == "cpu"
-  block = min(INTERPRET_BLOCK, -(-length // 8) * 8) if interpret else TPU_BLOCK
-  padded = -(-length // block) * block
+  spec = kernel.Spec(length=length, block=min(INTERPRET_BLOCK, -(-length // 8) * 8) if interpret else TPU_BLOCK,
+                     scale=float(scale), c2p=pos_key is not None, p2c=pos_query is not None,
+                     dropout_rate=float(dropout_rate), interpret=interpret)
+  padded = spec.padded_length
   to_tiles = lambda x: jnp.pad(x, ((0, 0), (0, padded - length), (0, 0), (0, 0))).transpose(0, 2, 1, 3)
   mask = mask[:, 0].astype(jnp.int32)  # padded queries see nothing (uniform over the real keys), unread
   mask = jnp.pad(mask, ((0, 0), (0, padded - length if mask.shape[1] > 1 else 0), (0, padded - length)))
   tables = kernel.distance_tables(pos_key, pos_query, relative_index, padded)
-  spec = kernel.Spec(length=length, block=block, scale=float(scale), c2p=pos_key is not None,
-                     p2c=pos_query is not None, dropout_rate=float(dropout_rate), interpret=interpret)
   seed = jnp.zeros((), jnp.int32) if seed is None else seed
   out = _per_shard(spec)(to_tiles(q), to_tiles(k), to_tiles(v), mask, tables, seed)
   return out.transpose(0, 2, 1, 3)[:, :length]
@@ -82,7 +84,7 @@ def _per_shard(spec: kernel.Spec):
   and the tables' gradients, partial sums over a shard's rows, are summed over the batch axes."""
   mesh = jax.sharding.get_abstract_mesh()
   if mesh.empty:
-    return lambda q, k, v, mask, tables, seed: kernel.fused_attention(spec, q, k, v, mask, tables, seed)
+    return functools.partial(kernel.fused_attention, spec)
   batch_axes, head_axes = nn.logical_to_mesh_axes(("activation_batch", "activation_heads"))
   sharded_axes = tuple(name for axes in (batch_axes, head_axes) if axes
                        for name in ((axes,) if isinstance(axes, str) else axes))
