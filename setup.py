@@ -30,7 +30,7 @@ setup(
         "tqdm",
         "matplotlib",
         "sacrebleu",
-        "rouge-score",
+        "rouge",  # the pltrdy ROUGE the WYWEB toolkit scores WYWMT with
     ],
     extras_require={
         # torch first and pinned: this exact version is a CPU wheel; others pull CUDA.

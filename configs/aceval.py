@@ -1,22 +1,25 @@
 """AC-EVAL: four-option questions on ancient Chinese, 13 subjects in 3 categories; accuracy per
 subject and category, the average of the categories.
 
-    python -m wyjax.finetune --config=configs/aceval.py --workdir=/tmp/aceval \\
-        --config.data_dir=AC-EVAL/data --config.init=MODEL \\
-        [--config.zero_shot_init=A_CCPM_OR_WYWRC_RUN]
+    python -m wyjax.finetune --config=configs/aceval.py --workdir=/tmp/aceval \
+        --config.data_dir=AC-EVAL/data --config.init=MODEL \
+        [--config.transfer_init=A_MULTIPLE_CHOICE_RUN]
 
-data_dir holds dev/<subject>.csv and test/<subject>.csv. Few-shot: fine-tunes config.init on
-the dev questions, scored by 5-fold cross-validation (wyjax/train/aceval.py). Zero-shot: the
-given multiple-choice run answers untrained. Inputs over max_length keep the options and the
-question's beginning and end (tasks._aceval_featurize)."""
+data_dir holds dev/<subject>.csv and test/<subject>.csv. Two protocols for encoders, neither
+the paper's in-context prompting of LLMs, so neither is comparable with its numbers
+(wyjax/train/aceval.py): dev_finetune fine-tunes config.init on the 65 dev questions, its dev
+accuracy by 5-fold cross-validation; transfer answers with a multiple-choice model fine-tuned
+on another task (IRC, WYWRC, CCPM softmax), untrained on AC-EVAL. The test answers are not
+public: submission/aceval*.json is the test result, to send to AC-EVAL's authors. Inputs over
+max_length keep the options and the question's beginning and end (wyjax/tasks/aceval.py)."""
 from wyjax.train.finetune import base_config
 
 
 def get_config():
   config = base_config()
   config.task = "aceval"
-  config.few_shot = True
-  config.zero_shot_init = ""  # a model fine-tuned on IRC, WYWRC or CCPM: evaluated untrained
+  config.dev_finetune = True
+  config.transfer_init = ""  # a model fine-tuned on IRC, WYWRC or CCPM softmax: evaluated untrained
   config.folds = 5  # dev questions per subject
   config.batch_size = 8
   config.eval_batch_size = 32

@@ -1,11 +1,13 @@
 """C-CLUE NER: persons, places, organisations, offices, books and wars in the dynastic
-histories; entity-level micro-F1 and F1 per type.
+histories. Main score: C-CLUE's own (run_NER.py), token-level macro F1 over B/I-LOC, ORG and
+PER; entity-level micro F1 over all types and per type beside it (entity_*).
 
     python -m wyjax.finetune --config=configs/cclue_ner.py --workdir=/tmp/cclue_ner \\
         --config.data_dir=C-CLUE/data_ner --config.init=MODEL [--config.seeds=3]
 
-data_dir holds train.txt / train-label.txt and dev.txt / dev-label.txt (test.txt optional);
-the submission is a label file for test.txt. Sizes are for a base model; for the tiny model
+data_dir is C-CLUE's data_ner/ as released (source.txt / target.txt, dev.txt / dev-lable.txt,
+test1.txt / test_tgt.txt) or uses train.txt / train-label.txt, dev-label.txt, test.txt; the
+submission is a label file for the test sentences. Sizes are for a base model; for the tiny model
 use --config.learning_rate=1e-3."""
 from wyjax.train.finetune import base_config
 

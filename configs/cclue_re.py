@@ -1,18 +1,32 @@
-"""C-CLUE relations: the predicate between a marked subject and object (accuracy, macro-F1).
+"""C-CLUE relations: C-CLUE's predicate classification (accuracy = its exact predicate-set match
+per line), its end-to-end triple extraction (triple F1, evaluate_labeling.py's rules), or the
+predicate between a given subject and object (not C-CLUE's task).
 
     python -m wyjax.finetune --config=configs/cclue_re.py --workdir=/tmp/cclue_re \\
         --config.data_dir=C-CLUE/raw_data_guwen --config.init=MODEL [--config.seeds=3]
+    python -m wyjax.finetune --config=configs/cclue_re.py:spo --workdir=/tmp/cclue_spo \\
+        --config.data_dir=C-CLUE/raw_data_guwen --config.init=MODEL --config.predicates_from=/tmp/cclue_re
+    python -m wyjax.finetune --config=configs/cclue_re.py:given_entities ...
 
-data_dir holds train_data.json, dev_data.json and test_data.json. The text is encoded with its
-subject in 「」 and its object in 『』; the predicates are those of train and dev. Sizes are
-for a base model; for the tiny model use --config.learning_rate=1e-3."""
+data_dir holds train_data.json, dev_data.json and test_data.json. The default reads the text
+alone and predicts one of C-CLUE's 25 predicates; the submission is predicate_predict.txt.
+spo is the second stage of C-CLUE's pipeline: for each record's predicate (predicted by the
+cclue_re run in predicates_from for dev and test; without it, the gold one, and the scores
+are then not end to end) it tags the subject and object in [CLS] text [SEP] predicate [SEP];
+its submission is C-CLUE's triple file. given_entities encodes the text with its subject in
+「」 and its object in 『』 and writes its predictions as C-CLUE triples too.
+Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
 from wyjax.train.finetune import base_config
 
+TASKS = {"text": "cclue_re", "spo": "cclue_spo", "given_entities": "cclue_re_given_entities"}
 
-def get_config():
+
+def get_config(inputs: str = "text"):
   config = base_config()
-  config.task = "cclue_re"
+  config.task = TASKS[inputs]
   config.batch_size = 32
   config.num_epochs = 5
   config.learning_rate = 2e-05
+  if inputs == "spo":
+    config.predicates_from = ""  # a cclue_re workdir: its dev and test predictions are the inputs
   return config

@@ -1,4 +1,4 @@
-"""GJC: which Daizhige collection (藏) a paragraph comes from; data from python -m wyjax.data build-gjc.
+"""GJC: which Daizhige collection (藏) a paragraph comes from; data from python -m wyjax.tasks build-gjc.
 
     python -m wyjax.finetune --config=configs/gjc.py --workdir=/tmp/gjc \\
         --config.data_dir=WYWEB/gjc --config.init=MODEL [--config.seeds=3]

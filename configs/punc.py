@@ -1,4 +1,4 @@
-"""PUNC: the punctuation mark after each character; data from python -m wyjax.data build-punc.
+"""PUNC: the punctuation mark after each character; data from python -m wyjax.tasks build-punc.
 
     python -m wyjax.finetune --config=configs/punc.py --workdir=/tmp/punc \\
         --config.data_dir=WYWEB/punc --config.init=MODEL [--config.seeds=3]
@@ -8,6 +8,10 @@ Hyper-parameters: the WYWEB scripts' batch size and learning rate, Table 15's sc
 Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3.
 The published script's lr 1e-6 looks like a typo (20-50x below every other task); Table 15's
 2e-5 is used.
+
+Scored over whole texts by default (a mark the model could not see counts as missed; wyjax's
+built PUNC texts are at most 510 characters, so the two agree on them); score_chars=510 scores
+each text's first 510 characters only, as the toolkit does.
 """
 from wyjax.train.finetune import base_config
 
@@ -18,4 +22,5 @@ def get_config():
   config.batch_size = 32
   config.num_epochs = 10
   config.learning_rate = 2e-05
+  config.score_chars = 0  # 0: whole texts; 510: the WYWEB toolkit's cut
   return config

@@ -11,4 +11,4 @@ fi
 # The repository's top level also holds README.md and 使用须知.md; the corpus is the ten collections.
 python -m wyjax.data prepare-corpus --source="daizhige:$out/daizhigev20" \
   --out="$out/prepared-$length" --sequence_length="$length" --max_vocab=22669
-python -m wyjax.data build-punc --daizhige="$out/daizhigev20" --out="$out/wyweb-punc"
+python -m wyjax.tasks build-punc --daizhige="$out/daizhigev20" --out="$out/wyweb-punc"

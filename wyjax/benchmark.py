@@ -7,16 +7,19 @@ data_root holds one folder per dataset in its original format: the WYWEB tasks (
 …), ccpm/ (both CCPM models), cclue_ner/, cclue_re/ and aceval/ (dev/ and test/ CSVs); tasks
 without a folder are skipped. Each task runs with configs/<task>.py plus the overrides given here.
 Writes DIR/<task>/ (runs, results.json, submission), DIR/leaderboard.{md,json} and
-DIR/plots/<task>_{confusion,curve}.png (wyjax/train/benchmark.py).
+DIR/plots/<task>_{confusion,curve}.png (wyjax/train/benchmark.py). A task that fails does
+not stop the others: it is listed in the leaderboard with its error and the command exits 1
+at the end.
 """
 import json
 import pathlib
+import sys
 
 from absl import app, flags
 from absl import logging as absl_logging
 
 from wyjax.tasks import leaderboard
-from wyjax.tasks.tasks import TASKS
+from wyjax.tasks.registry import TASKS
 from wyjax.train import aot, benchmark, guards
 
 _INIT = flags.DEFINE_string("init", "", "transformers folder or wyjax workdir (empty: fresh tiny model).")
@@ -41,12 +44,15 @@ def main(argv):
   name = _NAME.value or (pathlib.Path(_INIT.value).name if _INIT.value else "fresh tiny model")
   aot.use_compilation_cache()
   with guards.clean_exit():
-    benchmark.run(init=_INIT.value, data_root=_DATA_ROOT.value, out=_OUT.value, tasks=_TASKS.value, name=name,
+    board = benchmark.run(init=_INIT.value, data_root=_DATA_ROOT.value, out=_OUT.value, tasks=_TASKS.value, name=name,
                   accept_config_change=_ACCEPT.value, learning_rate=_LR.value, num_epochs=_EPOCHS.value,
                   num_train_steps=_STEPS.value, eval_every=_EVAL_EVERY.value, seeds=_SEEDS.value,
                   batch_size=_BATCH.value)
   print((pathlib.Path(_OUT.value) / "leaderboard.md").read_text(encoding="utf-8"))
   print(json.dumps({"written": str(pathlib.Path(_OUT.value).resolve())}))
+  if board["failed"]:
+    print(f"wyjax: {len(board['failed'])} tasks failed: {', '.join(board['failed'])}", file=sys.stderr)
+    sys.exit(1)
 
 
 if __name__ == "__main__":

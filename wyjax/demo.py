@@ -4,7 +4,7 @@
 
 1. pretrains the tiny DeBERTa on the chinese-poetry corpus (configs/pretrain/deberta_tiny.py;
    fetched with npm, checked against its published hash), or reuses the finished run in DIR;
-2. derives two real tasks from that corpus in WYWEB formats (wyjax/data/poetry_tasks.py): the
+2. derives two real tasks from that corpus in WYWEB formats (wyjax/tasks/builders/poetry.py): the
    dynasty of a poem (TLC format, from its collection's era) and punctuation (PUNC format);
 3. fine-tunes and evaluates the pretrained model on both (dev for checkpoint choice, test
    predictions written as submissions);
@@ -21,9 +21,10 @@ from absl import app, flags
 from absl import logging as absl_logging
 from ml_collections import config_flags
 
-from wyjax.data import corpus, poetry_tasks
+from wyjax.data import corpus
 from wyjax.hf import export as export_lib
 from wyjax.hf import loading
+from wyjax.tasks.builders import poetry
 from wyjax.train import aot, benchmark, checkpoints, guards, pretrain
 
 _PRETRAIN = config_flags.DEFINE_config_file(
@@ -72,12 +73,14 @@ def run_demo():
   if not (tasks_dir / "summary.json").exists():
     print("deriving the dynasty (TLC format) and punctuation (PUNC format) tasks from the poems ...", flush=True)
     reader = corpus.PoetryReader(_PACKAGE.value)
-    poetry_tasks.build_poetry_tasks(tasks_dir, reader=reader, per_dynasty=_PER_DYNASTY.value,
-                                    punc_examples=_PUNC_EXAMPLES.value)
+    poetry.build_poetry_tasks(tasks_dir, reader=reader, per_dynasty=_PER_DYNASTY.value,
+                              punc_examples=_PUNC_EXAMPLES.value)
   name = "wyjax tiny DeBERTa (poetry)"
-  benchmark.run(init=str(model_dir), data_root=tasks_dir, out=workdir / "results", tasks=["punc", "tlc"],
-                name=name, accept_config_change=_ACCEPT.value, learning_rate=_LR.value, num_train_steps=_STEPS.value,
-                eval_every=max(1, _STEPS.value // 4), batch_size=32)
+  board = benchmark.run(init=str(model_dir), data_root=tasks_dir, out=workdir / "results", tasks=["punc", "tlc"],
+                        name=name, accept_config_change=_ACCEPT.value, learning_rate=_LR.value,
+                        num_train_steps=_STEPS.value, eval_every=max(1, _STEPS.value // 4), batch_size=32)
+  if board["failed"]:
+    raise guards.RunError(f"demo tasks failed: {board['failed']}")
   hf_dir = export_lib.export(loading.load(model_dir), workdir / "hf", name="wyjax-tiny-poetry", overwrite=True)
   print(f"\nexported the pretrained model to {hf_dir} (loads with transformers.AutoModelForMaskedLM)")
   print("\nTasks derived from chinese-poetry: TLC = dynasty of a poem (period accuracy in the notes), "

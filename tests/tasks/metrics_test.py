@@ -60,6 +60,9 @@ def test_translation_scores_count_characters():
   assert scores["rouge1"] == pytest.approx(f1(3 / 4, 3 / 5))
   assert scores["rouge2"] == pytest.approx(f1(2 / 3, 2 / 4))
   assert scores["rougeL"] == pytest.approx(f1(3 / 4, 3 / 5))
+  # The toolkit's ROUGE (the `rouge` package) counts distinct n-grams: a repeated character
+  # counts once, so 好好好 against 好 is a perfect unigram match (rouge-score would give P 1/3).
+  assert metrics.translation_scores(["好好好"], ["好"])["rouge1"] == pytest.approx(1.0)
   assert scores["ter"] == pytest.approx(2 / 5)
   # BLEU over characters: 3/4 unigrams, 2/3 bigrams, 1/2 trigrams, no 4-gram (sacrebleu's
   # 'exp' smoothing halves it: 1/2 of 1 count over 1), brevity penalty exp(1 - 5/4).

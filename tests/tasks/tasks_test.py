@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from wyjax.data import tokenizer as tk
-from wyjax.tasks import aceval, batching, cclue, ccpm, datasets, tasks, wyweb
+from wyjax.tasks import aceval, batching, cclue, ccpm, datasets, registry, wyweb
 from wyjax.tasks.tagging import IGNORE
+from wyjax.tasks.task import Task
 from wyjax.train.aceval import folds
 from wyjax.train.finetune import featurize, write_predictions
 
@@ -23,7 +24,7 @@ def task_dirs(shared_data, classical_dirs, tmp_path_factory):
   dirs.update(classical_dirs)
   built = tmp_path_factory.mktemp("built")
   for task in ("gjc", "punc"):
-    subprocess.run([sys.executable, "-m", "wyjax.data", f"build-{task}",
+    subprocess.run([sys.executable, "-m", "wyjax.tasks", f"build-{task}",
                     f"--daizhige={shared_data / 'daizhige_sample'}", f"--out={built / task}",
                     "--dev_fraction=0.3", "--test_fraction=0.2"], check=True,
                    capture_output=True)
@@ -31,16 +32,15 @@ def task_dirs(shared_data, classical_dirs, tmp_path_factory):
   return dirs
 
 
-def _oracle_logits(task: tasks.Task, features: dict) -> np.ndarray:
+def _oracle_logits(task: Task, features: dict) -> np.ndarray:
   gold = features["labels"] if "labels" in features else features["label"]
   return np.eye(len(task.labels), dtype=np.float32)[np.where(gold == IGNORE, 0, gold)] * 10.0
 
 
-@pytest.mark.parametrize("name", sorted(tasks.TASKS))
+@pytest.mark.parametrize("name", sorted(registry.TASKS))
 def test_oracle_logits_score_perfectly_and_submissions_parse_back(task_dirs, name, tmp_path):
-  task = tasks.TASKS[name]
+  task = registry.TASKS[name]
   splits = datasets.load_splits(task.data, task_dirs[task.data])
-  task = tasks.for_data(task, splits)
   examples = splits["dev"][:300]
   t2s = name != "wywmt"  # WYWMT's oracle must write the reference's own characters back
   texts = [t for e in examples for t in _strings(e)] + [task.inserted_text]
@@ -65,8 +65,16 @@ def test_oracle_logits_score_perfectly_and_submissions_parse_back(task_dirs, nam
     assert [(r["subject"], r["id"], r["answer"]) for r in records] == [(e.subject, e.row_id, e.answer)
                                                                        for e in examples]
     return
-  readers = {**wyweb.READERS, "ccpm": ccpm.read_ccpm, "ccpm_match": ccpm.read_ccpm,
-             "cclue_re": cclue.read_relations,
+  if name == "cclue_re":  # predicate_predict.txt: one predicate per record
+    assert path.read_text(encoding="utf-8").splitlines() == [e.predicate for e in examples]
+    return
+  if name in ("cclue_re_given_entities", "cclue_spo"):  # C-CLUE triples: one record per text, spo_list a list
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert [r["text"] for r in records] == list(dict.fromkeys(e.text for e in examples))
+    triples = {(r["text"], t["subject"], t["predicate"], t["object"]) for r in records for t in r["spo_list"]}
+    assert triples == {(e.text, e.subject, e.predicate, e.object) for e in examples}
+    return
+  readers = {**wyweb.READERS, **{t.name: ccpm.read_ccpm for t in ccpm.TASKS},
              "cclue_ner": lambda labels: cclue.read_ner(task_dirs["cclue_ner"] / "dev.txt", labels)[:len(examples)]}
   reread = readers[name](path)
   if name == "wywmt":  # the gold next tokens decode to the reference itself (spaces have no token)
@@ -87,7 +95,7 @@ def _strings(example):
 def test_tlc_majority_baseline_matches_the_published_numbers(shared_data):
   # ../shared/data/README.md: majority class 0.424 (period) and 0.148 (dynasty) on this dev split.
   splits = datasets.load_splits("tlc", shared_data / "wyweb" / "tlc")
-  baseline = tasks.majority_baseline(tasks.TLC, splits["train"], splits["dev"])
+  baseline = registry.majority_baseline(wyweb.TLC, splits["train"], splits["dev"])
   assert round(baseline["period_accuracy"], 3) == 0.424
   assert round(baseline["accuracy"], 3) == 0.148
 
@@ -97,7 +105,7 @@ def test_wywrc_truncation_keeps_question_and_options(shared_data):
   tokenizer = tk.Tokenizer(tk.build_vocab(t for e in examples for t in _strings(e)))
   cut_any = False
   for e in examples:
-    features, truncated = tasks.WYWRC.featurize(e, tokenizer, 512)
+    features, truncated = wyweb.WYWRC.featurize(e, tokenizer, 512)
     ids = features["input_ids"]
     assert ids.shape[0] == 4 and ids.shape[1] <= 512
     question, options = tokenizer.encode_chars(e.question)[0], [tokenizer.encode_chars(o)[0] for o in e.options]
@@ -116,7 +124,7 @@ def test_xuci_span_vectors_point_at_the_target_word(shared_data):
   examples = datasets.load_splits("xuci", shared_data / "wyweb" / "xuci")["dev"]
   tokenizer = tk.Tokenizer(tk.build_vocab(t for e in examples for t in _strings(e)))
   for e in examples:
-    features, _ = tasks.XUCI.featurize(e, tokenizer, 96)
+    features, _ = wyweb.XUCI.featurize(e, tokenizer, 96)
     for row, mask, text, (start, end) in zip(features["input_ids"], features["span_mask"],
                                              (e.text_a, e.text_b), (e.span_a, e.span_b)):
       assert list(row[mask > 0]) == list(tokenizer.encode_chars(text[start:end + 1])[0])
@@ -137,7 +145,7 @@ def test_wywmt_features_are_the_prefix_lm_layout(shared_data):
   tokenizer = tk.Tokenizer(tk.build_vocab(t for e in examples for t in _strings(e)))
   for e in examples:
     source, target = tokenizer.encode_chars(e.source)[0], tokenizer.encode_chars(e.target)[0]
-    features, cut = tasks.WYWMT.featurize(e, tokenizer, 512)
+    features, cut = wyweb.WYWMT.featurize(e, tokenizer, 512)
     ids, types, labels = features["input_ids"], features["token_type_ids"], features["labels"]
     assert cut == 0
     assert list(ids) == [tokenizer.cls_id, *source, tokenizer.sep_id, *target, tokenizer.sep_id]
@@ -150,11 +158,11 @@ def test_wywmt_features_are_the_prefix_lm_layout(shared_data):
 def test_wywmt_truncation_trims_the_longer_side():
   example = wyweb.MtExample(1, "天" * 30, "地" * 5)
   tokenizer = tk.Tokenizer(tk.build_vocab(["天地"]))
-  features, cut = tasks.WYWMT.featurize(example, tokenizer, 20)
+  features, cut = wyweb.WYWMT.featurize(example, tokenizer, 20)
   ids = list(features["input_ids"])
   assert len(ids) == 20 and cut == 18
   assert ids.count(tokenizer.token_to_id["天"]) == 12 and ids.count(tokenizer.token_to_id["地"]) == 5
-  features, cut = tasks.WYWMT.featurize(wyweb.MtExample(1, "天" * 12, "地" * 12), tokenizer, 20)
+  features, cut = wyweb.WYWMT.featurize(wyweb.MtExample(1, "天" * 12, "地" * 12), tokenizer, 20)
   assert cut == 7 and list(features["input_ids"]).count(tokenizer.token_to_id["天"]) == 9
 
 
@@ -168,7 +176,7 @@ def test_aceval_truncation_keeps_the_question_ends_and_the_options():
   options = ("甲" * 10, "乙" * 12, "丙" * 300, "丁")
   example = aceval.Question(2, "translation", "0", question, options, "C", "")
   tokenizer = _chars_tokenizer(question, *options)
-  features, cut = tasks.ACEVAL.featurize(example, tokenizer, 512)
+  features, cut = aceval.TASK.featurize(example, tokenizer, 512)
   ids = features["input_ids"]
   assert ids.shape == (4, 512) and features["label"] == 2
   kept_option = (512 - 3) // 2  # an option keeps at most half of the content tokens
@@ -186,14 +194,14 @@ def test_aceval_truncation_keeps_the_question_ends_and_the_options():
 
 def test_relation_marks_the_pair_and_keeps_it_when_cut():
   example = cclue.RelationExample(1, "司马宣王围公孙渊於襄平，传渊首于京都", "渊", "PER", "公孙渊", "PER", "同名于")
-  assert tasks._marked(example) == "司马宣王围『公孙渊』於襄平，传「渊」首于京都"  # 渊 outside 公孙渊
+  assert cclue.marked(example) == "司马宣王围『公孙渊』於襄平，传「渊」首于京都"  # 渊 outside 公孙渊
   inside = cclue.RelationExample(1, "围公孙渊", "渊", "PER", "公孙渊", "PER", "同名于")
   with pytest.raises(ValueError, match="no occurrence of the subject '渊' outside the object '公孙渊'"):
-    tasks._marked(inside)
+    cclue.marked(inside)
 
   far = cclue.RelationExample(1, "杨虔" + "之" * 100 + "为刺史", "杨虔", "PER", "刺史", "JOB", "任职")
-  task = tasks.relation_task(("任职", "父"))
-  tokenizer = _chars_tokenizer(far.text, tasks.RELATION_MARKERS)
+  task = cclue.RE_GIVEN_ENTITIES
+  tokenizer = _chars_tokenizer(far.text, cclue.RELATION_MARKERS)
   features, cut = task.featurize(far, tokenizer, 32)
   text = tokenizer.decode(features["input_ids"])
   assert len(features["input_ids"]) == 32 and cut == 105 + 4 - 30 and features["label"] == 0
@@ -208,20 +216,25 @@ def test_cclue_ner_majority_tag_baseline_by_hand():
   train = [example("秦王至", ((0, 2, "PER"),)), example("秦王", ((0, 2, "PER"),)), example("秦人", ((0, 1, "LOC"),))]
   dev = [example("秦王人", ((0, 2, "PER"),)), example("王秦", ())]
   # 秦 → B-PER (2 of 3), 王 → I-PER, 人 → O: dev predicts 秦王 (right), then 王 and 秦 as two PER
-  # chunks (a chunk may start with I-): precision 1/3, recall 1/1.
-  scores = tasks.majority_baseline(tasks.CCLUE_NER, train, dev)
-  assert scores["precision"] == pytest.approx(1 / 3) and scores["recall"] == 1.0 and scores["f1"] == pytest.approx(0.5)
+  # chunks (a chunk may start with I-): entity precision 1/3, recall 1/1.
+  scores = registry.majority_baseline(cclue.NER, train, dev)
+  assert scores["entity_precision"] == pytest.approx(1 / 3) and scores["entity_recall"] == 1.0
+  assert scores["entity_f1"] == pytest.approx(0.5)
+  # C-CLUE's token macro scores over B/I-LOC, ORG, PER: B-PER and I-PER each predicted twice,
+  # right once, of one gold (P 1/2, R 1, F 2/3); the four LOC/ORG labels score 0.
+  assert scores["precision"] == pytest.approx(1 / 6) and scores["recall"] == pytest.approx(1 / 3)
+  assert scores["f1"] == pytest.approx(2 / 9)
 
 
 def test_unlabelled_splits_get_ignored_labels(classical_dirs):
   test = datasets.read_split("ccpm", classical_dirs["ccpm"], "test")
   tokenizer = _chars_tokenizer(*(t for e in test for t in _strings(e)))
-  for task in (tasks.CCPM, tasks.CCPM_MATCH):
+  for task in ccpm.TASKS:
     features, _ = featurize(task, test, tokenizer, 64, "test")
-    assert all(f["label"] == IGNORE for f in features)
+    assert all(np.all(f["label"] == IGNORE) for f in features)
   assert features[0]["input_ids"].shape[0] == 5  # Match: the translation and its four lines apart
   untagged = cclue.NerExample(1, "秦王", (), False)
-  features, _ = tasks.CCLUE_NER.featurize(untagged, _chars_tokenizer("秦王"), 16)
+  features, _ = cclue.NER.featurize(untagged, _chars_tokenizer("秦王"), 16)
   assert (features["labels"] == IGNORE).all()
 
 

@@ -96,37 +96,54 @@ class SequenceClassifier(nn.Module):
 
 class MultipleChoice(nn.Module):
   """[batch, choices, length] → one score per choice via a one-label SequenceClassifier
-  (transformers' *ForMultipleChoice). Params: {'scorer': {'encoder', 'pooler', 'classifier'}}."""
+  (transformers' *ForMultipleChoice); with labels_per_choice > 1, [batch, choices,
+  labels_per_choice] logits (CCPM's Cls: match / no match per pair).
+  Params: {'scorer': {'encoder', 'pooler', 'classifier'}}."""
   config: EncoderConfig
+  labels_per_choice: int = 1
 
   @nn.compact
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, *, deterministic: bool = True):
     batch, choices, length = input_ids.shape
     flat = lambda x: None if x is None else x.reshape(batch * choices, length)
-    scores = SequenceClassifier(self.config, 1, name="scorer")(
+    scores = SequenceClassifier(self.config, self.labels_per_choice, name="scorer")(
         flat(input_ids), flat(attention_mask), flat(token_type_ids), deterministic=deterministic)
-    return scores.reshape(batch, choices)
+    return scores.reshape(batch, choices) if self.labels_per_choice == 1 else scores.reshape(batch, choices, -1)
 
 
 class CosineMatch(nn.Module):
   """CCPM's Match model: a query (row 0) and candidates (rows 1..) encoded separately, each
   mean-pooled over its tokens; one score per candidate, the cosine similarity with the query
-  times `scale` (the softmax temperature: cosines alone span only [-1, 1]).
-  [batch, 1 + candidates, length] → [batch, candidates]. Params: {'encoder'}."""
+  times `scale` (the softmax temperature: cosines alone span only [-1, 1]). With
+  two_encoders, the candidates have their own encoder (both start from the pretrained one).
+  [batch, 1 + candidates, length] → [batch, candidates].
+  Params: {'encoder'} (and 'candidate_encoder')."""
   config: EncoderConfig
   scale: float = 20.0
+  two_encoders: bool = False
+
+  def _pooled(self, encoder, input_ids, attention_mask, deterministic):
+    """Unit-length mean of the last layer over each row's tokens: [n, length] → [n, hidden]."""
+    hidden = encoder(input_ids, attention_mask, deterministic=deterministic).astype(jnp.float32)
+    weights = attention_mask.astype(jnp.float32)
+    pooled = jnp.einsum("nl,nld->nd", weights, hidden) / jnp.maximum(weights.sum(-1, keepdims=True), 1.0)
+    return pooled / jnp.maximum(jnp.linalg.norm(pooled, axis=-1, keepdims=True), 1e-6)
 
   @nn.compact
   def __call__(self, input_ids, attention_mask, token_type_ids=None, *, deterministic: bool = True):
     batch, rows, length = input_ids.shape
-    flat = lambda x: x.reshape(batch * rows, length)
-    hidden = encoder_class(self.config)(self.config, name="encoder")(
-        flat(input_ids), flat(attention_mask), deterministic=deterministic).astype(jnp.float32)
-    weights = flat(attention_mask).astype(jnp.float32)
-    pooled = jnp.einsum("nl,nld->nd", weights, hidden) / jnp.maximum(weights.sum(-1, keepdims=True), 1.0)
-    pooled = pooled / jnp.maximum(jnp.linalg.norm(pooled, axis=-1, keepdims=True), 1e-6)
-    pooled = pooled.reshape(batch, rows, -1)
-    return self.scale * jnp.einsum("bd,bkd->bk", pooled[:, 0], pooled[:, 1:])
+    encoder = encoder_class(self.config)(self.config, name="encoder")
+    if self.two_encoders:
+      query = self._pooled(encoder, input_ids[:, 0], attention_mask[:, 0], deterministic)
+      candidate_encoder = encoder_class(self.config)(self.config, name="candidate_encoder")
+      flat = lambda x: x[:, 1:].reshape(batch * (rows - 1), length)
+      candidates = self._pooled(candidate_encoder, flat(input_ids), flat(attention_mask), deterministic)
+      candidates = candidates.reshape(batch, rows - 1, -1)
+    else:
+      flat = lambda x: x.reshape(batch * rows, length)
+      pooled = self._pooled(encoder, flat(input_ids), flat(attention_mask), deterministic).reshape(batch, rows, -1)
+      query, candidates = pooled[:, 0], pooled[:, 1:]
+    return self.scale * jnp.einsum("bd,bkd->bk", query, candidates)
 
 
 class TokenClassifier(nn.Module):

@@ -1,20 +1,32 @@
-"""AC-EVAL (yuting-wei/AC-EVAL): four-option questions on ancient Chinese in 13 subjects.
+"""AC-EVAL (yuting-wei/AC-EVAL): four-option questions on ancient Chinese in 13 subjects;
+accuracy per subject and per category, and their average.
 
 A data folder holds dev/<subject>.csv (5 questions per subject, header
 `,Question,A,B,C,D,Answer,Explanation`) and test/<subject>.csv (`,Question,A,B,C,D`), the
 first column being the row id the submission is keyed by. Fields may be quoted (commas,
-quotes and line breaks inside); the released questions write line breaks as a literal
-backslash-n, read here as a line break. The dev questions are the few-shot training set, so
-the `train` and `dev` splits are both the dev folder (wyjax/train/aceval.py keeps them apart by
-cross-validation).
+quotes and line breaks inside); the released questions write some line breaks as a literal
+backslash-n, kept as it is (the model reads the CSV's text). The test answers are not public:
+the submission file ({subject: {row id: letter}}) is the test result, scored by AC-EVAL's
+authors. The dev questions are the only labelled ones, so the `train` and `dev` splits are
+both the dev folder (wyjax/train/aceval.py keeps them apart by cross-validation).
+
+AC-EVAL's paper evaluates LLMs by in-context prompting (zero-shot, and few-shot with k = 5
+examples, 3 for sentence_pauses, translation and poetry_appreciation, 1 for
+summarization_and_analysis). Encoders cannot be prompted; wyjax's two protocols are named for
+what they are (wyjax/train/aceval.py) and are not comparable with the paper's numbers.
 """
 import csv
 import dataclasses
 import io
 import pathlib
 
+import numpy as np
+
 from wyjax.data.corpus import read_text
+from wyjax.data.tokenizer import Tokenizer
+from wyjax.tasks import metrics
 from wyjax.tasks.files import FormatError
+from wyjax.tasks.task import Task, argmax, as_json, label_or_ignore, most_common, per_example, rows, with_specials
 
 CATEGORIES = {
     "General Historical Knowledge": ("historical_facts", "geography", "social_customs",
@@ -61,7 +73,7 @@ def _questions(path, subject: str, reader) -> list[Question]:
   for row in reader:
     if len(row) != len(header):
       raise FormatError(path, start, f"expected {len(header)} comma-separated fields, found {len(row)}")
-    row_id, question, *options = (field.replace("\\n", "\n") for field in row[:6])
+    row_id, question, *options = row[:6]
     answer, explanation = row[6:] if len(header) == 8 else ("", "")
     if not row_id.strip() or row_id in ids:
       raise FormatError(path, start, f"row id {row_id!r} is empty or repeated")
@@ -95,3 +107,58 @@ def read_split(data_dir, split: str) -> list[Question] | None:
     raise FormatError(pathlib.Path(data_dir) / _FOLDERS[split] / f"{first.subject}.csv", first.line,
                       "dev questions need the Answer column")
   return questions
+
+
+QUESTION_TAIL = 64  # tokens a cut question keeps from its end, where the question proper stands
+
+
+def _featurize(example: Question, tokenizer: Tokenizer, max_length: int):
+  """One row per option: [CLS] question [SEP] option [SEP] (token types 0 | 1).
+
+  Truncation keeps the question and the options: an option keeps at most half of the
+  max_length − 3 content tokens (its end is cut); the question gets what the longest option
+  leaves and, when longer, keeps its first part and its last QUESTION_TAIL tokens (at most half
+  of its room), losing the middle of the passage it quotes: the question follows the passage.
+  """
+  whole_question = question = tokenizer.encode_chars(example.question)[0]
+  full = [tokenizer.encode_chars(o)[0] for o in example.options]
+  options = [o[:(max_length - 3) // 2] for o in full]
+  room = max_length - 3 - max(len(o) for o in options)
+  if len(question) > room:
+    tail = min(QUESTION_TAIL, room // 2)
+    question = np.concatenate([question[:room - tail], question[len(question) - tail:]])
+  first = with_specials(tokenizer, question)
+  sequences = [np.concatenate([first, o, [tokenizer.sep_id]]) for o in options]
+  cut = len(whole_question) - len(question) + sum(len(f) - len(o) for f, o in zip(full, options))
+  label = LETTERS.index(example.answer) if example.answer else None
+  return {**rows(sequences, tokenizer.pad_id, len(first)), "label": label_or_ignore(label)}, cut
+
+
+def scores(examples, predictions) -> dict:
+  """Accuracy per subject and per category (the mean of its subjects present), `average` the
+  mean of the categories (the AC-EVAL paper's Average), `accuracy` over all questions."""
+  correct = {}
+  for e, p in zip(examples, predictions, strict=True):
+    correct.setdefault(e.subject, []).append(e.answer == p)
+  subjects = {s: float(np.mean(c)) for s, c in correct.items()}
+  categories = {}
+  for category, members in CATEGORIES.items():
+    present = [subjects[s] for s in members if s in subjects]
+    if present:
+      categories[category] = float(np.mean(present))
+  accuracy = metrics.accuracy([LETTERS.index(p) for p in predictions], [LETTERS.index(e.answer) for e in examples])
+  return {"accuracy": accuracy,
+          "average": float(np.mean(list(categories.values()))),
+          **{f"category/{c}": v for c, v in categories.items()}, **{f"subject/{s}": v for s, v in subjects.items()}}
+
+
+def chance(dev) -> dict:
+  """The scores of answering at random, in expectation: 1/4 everywhere."""
+  return {k: 0.25 for k in scores(dev, [e.answer for e in dev])}
+
+
+TASK = Task(
+    name="aceval", head="choice", labels=LETTERS, max_length=512, featurize=_featurize,
+    decode=lambda e, f, logits: LETTERS[argmax(logits)], score=scores, main_metric="average",
+    baseline=lambda train, dev: [most_common(e.answer for e in train)] * len(dev), submission_format="jsonl",
+    submission=per_example(lambda e, p: as_json({"subject": e.subject, "id": e.row_id, "answer": p})))

@@ -33,6 +33,7 @@ def _pad_to(array: np.ndarray, length: int, value) -> np.ndarray:
 
 def collate(items: list[dict], *, batch_size: int, lengths: tuple[int, ...], pad_id: int) -> dict:
   """Stacks items, pads the sequence (last) axis to a bucket and the batch to batch_size.
+  'label' is per example (a scalar, or one per row: CCPM Cls's pairs) and never padded.
   Adds 'weight' (1 real row, 0 padding row)."""
   longest = max(item["input_ids"].shape[-1] for item in items)
   length = next((b for b in lengths if b >= longest), None)
@@ -41,7 +42,7 @@ def collate(items: list[dict], *, batch_size: int, lengths: tuple[int, ...], pad
   batch = {}
   for key in items[0]:
     value = pad_id if key == "input_ids" else _PAD_VALUES.get(key, 0)
-    rows = [_pad_to(item[key], length, value) if item[key].ndim else item[key] for item in items]
+    rows = [_pad_to(item[key], length, value) if item[key].ndim and key != "label" else item[key] for item in items]
     filler = np.full_like(rows[0], value)
     batch[key] = np.stack(rows + [filler] * (batch_size - len(rows)))
   batch["weight"] = (np.arange(batch_size) < len(items)).astype(np.float32)

@@ -1,25 +1,56 @@
 """C-CLUE (jizijing/C-CLUE): named entities and relations in the dynastic histories.
 
-NER: <split>.txt has one sentence per line, its characters separated by single spaces (an
+NER: a text file has one sentence per line, its characters separated by single spaces (an
 empty token between two separators is a whitespace character of the sentence); the parallel
-<split>-label.txt has one BIO tag per character. A line whose token and tag counts differ is an
-error listing every such line: tags are never realigned. The types are those of the data
-(counted in docs/finetuning.md); test.txt may come without a label file.
+label file has one BIO tag per character. A line whose token and tag counts differ is an error
+listing every such line: tags are never realigned. The types are those of the data (counted in
+docs/finetuning.md). Files as C-CLUE's data_ner/ names them (source.txt / target.txt,
+dev.txt / dev-lable.txt, test1.txt / test_tgt.txt) or as train.txt / train-label.txt,
+dev.txt / dev-label.txt, test.txt / test-label.txt; the test split may come without labels.
+The main score is C-CLUE's own (run_NER.py): token-level macro precision, recall and F1 over
+the label ids of B/I-LOC, B/I-ORG and B/I-PER; entity-level micro F1 over all types (seqeval's
+rules, as WYWEB scores GLNER) is reported beside it.
 
 Relations: JSON Lines {"text", "spo_list": {"predicate", "subject", "subject_type", "object",
-"object_type"}} in train_data.json, dev_data.json and test_data.json (a list of such objects is
-read as one example per triple, all with the line of their record).
+"object_type"}} in train_data.json, dev_data.json and test_data.json (raw_data_guwen/; a list
+of such objects is read as one example per triple, all with the line of their record). Two
+tasks read them:
+
+- `cclue_re`, C-CLUE's predicate classification: the predicate, of 25, from the text alone.
+  C-CLUE's evaluate_classifiction.py counts the lines whose predicted predicate set equals the
+  gold one; its gold has one predicate per line, so for one predicted predicate per line (the
+  argmax) that is accuracy. Submission: predicate_predict.txt's format, one line per record.
+- `cclue_re_given_entities`: the predicate between a gold subject and object marked in the
+  text (「subject」, 『object』): an easier task than C-CLUE's, not comparable with it. Its
+  submission is C-CLUE's triple format (one line per text, `spo_list` a list), scored
+  beside accuracy with evaluate_labeling.py's rules (`triple_scores`), which are exact only
+  because the entities are given.
 """
 import dataclasses
 import pathlib
 
+import numpy as np
+
 from wyjax.data.corpus import read_text
-from wyjax.tasks import files, metrics
+from wyjax.data.tokenizer import Tokenizer
+from wyjax.tasks import files, metrics, tagging
 from wyjax.tasks.files import FormatError
+from wyjax.tasks.tagging import IGNORE
+from wyjax.tasks.task import (Task, argmax, as_json, classification_scores, constant_baseline, most_common,
+                              per_example, single, with_specials)
 
 NER_TYPES = ("PER", "LOC", "ORG", "JOB", "BOO", "WAR")
 NER_LABELS = ("O",) + tuple(f"{p}-{t}" for t in NER_TYPES for p in ("B", "I"))
+# (text file, label files in order of preference) per split: C-CLUE's names first.
+NER_FILES = {"train": (("source.txt", ("target.txt",)), ("train.txt", ("train-label.txt",))),
+             "dev": (("dev.txt", ("dev-lable.txt", "dev-label.txt")),),
+             "test": (("test1.txt", ("test_tgt.txt",)), ("test.txt", ("test-label.txt",)))}
+# run_NER.py's labels scored by its macro P/R/F1 (ids 1-6 of its label list).
+SCORED_NER_LABELS = ("B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER")
 RELATION_FILES = {"train": "train_data.json", "dev": "dev_data.json", "test": "test_data.json"}
+# run_predicate_classification.py's predicates, in its order.
+PREDICATES = ("任职", "隶属于", "子", "同名于", "号", "作战", "位于", "依附", "名", "讨伐", "去往", "升迁", "杀", "管理",
+              "弟", "出生地", "葬于", "属于", "父", "归属", "朋友", "兄", "作", "姓", "字")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +71,9 @@ class RelationExample:
   object: str
   object_type: str
   predicate: str  # "" where the file gives none (the test split)
+  # cclue_spo: the predicate a cclue_re run predicted for this record, the labeller's input
+  # ("": the gold one); never read from a file
+  given_predicate: str = ""
 
 
 def _lines(path) -> list[str]:
@@ -108,12 +142,21 @@ def read_relations(path) -> list[RelationExample]:
   return out
 
 
+def _ner_files(data_dir, split: str) -> list[pathlib.Path]:
+  """[text file] or [text file, label file] of the first naming present."""
+  for text_name, label_names in NER_FILES[split]:
+    text = pathlib.Path(data_dir) / text_name
+    if text.exists():
+      labels = files.first_present(data_dir, label_names)
+      return [text] if labels is None else [text, labels]
+  return []
+
+
 def split_files(dataset: str, data_dir, split: str) -> list[pathlib.Path]:
   if dataset == "cclue_re":
     path = pathlib.Path(data_dir) / RELATION_FILES[split]
     return [path] if path.exists() else []
-  text, labels = (pathlib.Path(data_dir) / name for name in (f"{split}.txt", f"{split}-label.txt"))
-  return [p for p in (text, labels) if p.exists()] if text.exists() else []
+  return _ner_files(data_dir, split)
 
 
 def read_split(dataset: str, data_dir, split: str):
@@ -126,5 +169,257 @@ def read_split(dataset: str, data_dir, split: str):
       raise FormatError(paths[0], examples[0].line, f"missing predicate (needed in the {split} split)")
     return examples
   if split != "test" and len(paths) == 1:
-    raise FileNotFoundError(f"{paths[0]}: no {split}-label.txt beside it")
+    names = " or ".join(name for text, labels in NER_FILES[split] if text == paths[0].name for name in labels)
+    raise FileNotFoundError(f"{paths[0]}: no {names} beside it")
   return read_ner(*paths)
+
+
+# --- NER ------------------------------------------------------------------------------------------------------
+
+_NER_IDS = {label: i for i, label in enumerate(NER_LABELS)}
+
+
+def _ner_featurize(example: NerExample, tokenizer, max_length):
+  tags = tagging.bio_tags(len(example.text), example.spans, _NER_IDS)
+  features, cut = tagging.tagging_inputs(tokenizer, example.text, tags, max_length)
+  if not example.tagged:
+    features["labels"] = np.full_like(features["labels"], IGNORE)
+  return features, cut
+
+
+def _ner_decode(example: NerExample, features, logits) -> tuple[str, ...]:
+  """One predicted tag per character ('O' for characters without a token: whitespace, and
+  those truncation cut)."""
+  tags = tagging.char_tags(NER_LABELS, features, logits)
+  return tuple(tags + ["O"] * (len(example.text) - len(tags)))
+
+
+def token_macro_scores(predictions, gold) -> dict:
+  """run_NER.py's metric: per label of SCORED_NER_LABELS, precision, recall and F1 over all
+  tokens (0 where undefined), each averaged over those labels (tf_metrics' 'macro')."""
+  predicted, expected = np.concatenate([np.asarray(p) for p in predictions]), np.concatenate(
+      [np.asarray(g) for g in gold])
+  per_label = []
+  for label in SCORED_NER_LABELS:
+    tp = np.sum((predicted == label) & (expected == label))
+    n_pred, n_gold = np.sum(predicted == label), np.sum(expected == label)
+    precision = tp / n_pred if n_pred else 0.0
+    recall = tp / n_gold if n_gold else 0.0
+    per_label.append((precision, recall, 2 * precision * recall / (precision + recall) if precision + recall else 0.0))
+  precision, recall, f1 = (float(np.mean(column)) for column in zip(*per_label))
+  return {"precision": precision, "recall": recall, "f1": f1}
+
+
+def _ner_score(examples, predictions) -> dict:
+  """C-CLUE's token macro scores (the main ones), then wyjax's entity-level micro scores over
+  every type as entity_*."""
+  gold = [tagging.span_tags(NER_LABELS, e.text, e.spans) for e in examples]
+  entity = metrics.entity_scores(predictions, gold)
+  return {**token_macro_scores(predictions, gold), **{f"entity_{k}": v for k, v in entity.items()}}
+
+
+def _majority_tags(train, dev) -> list[tuple[str, ...]]:
+  """Each dev character gets the tag it had most often in training ('O' if unseen)."""
+  seen = {}
+  for e in train:
+    for char, tag in zip(e.text, tagging.span_tags(NER_LABELS, e.text, e.spans)):
+      seen.setdefault(char, []).append(tag)
+  return [tuple(most_common(seen[c]) if c in seen else "O" for c in e.text) for e in dev]
+
+
+NER = Task(
+    name="cclue_ner", head="token", labels=NER_LABELS, max_length=512, featurize=_ner_featurize,
+    decode=_ner_decode, score=_ner_score, main_metric="f1", baseline=_majority_tags,
+    submission_format="txt", submission=per_example(lambda e, p: " ".join(p)))  # the label file's format
+
+
+# --- relations --------------------------------------------------------------------------------------------------
+
+def _predicate_label(example: RelationExample) -> np.int32:
+  if not example.predicate:
+    return np.int32(IGNORE)
+  if example.predicate not in PREDICATES:
+    raise ValueError(f"predicate {example.predicate!r} is not one of C-CLUE's 25: {', '.join(PREDICATES)}")
+  return np.int32(PREDICATES.index(example.predicate))
+
+
+def _predicate_featurize(example: RelationExample, tokenizer: Tokenizer, max_length: int):
+  features, cut = single(tokenizer, example.text, max_length)
+  return {**features, "label": _predicate_label(example)}, cut
+
+
+RE = Task(
+    name="cclue_re", head="sequence", labels=PREDICATES, max_length=128, featurize=_predicate_featurize,
+    decode=lambda e, f, logits: PREDICATES[argmax(logits)],
+    score=lambda examples, predictions: classification_scores(
+        [PREDICATES.index(p) for p in predictions], [PREDICATES.index(e.predicate) for e in examples],
+        len(PREDICATES)),
+    main_metric="accuracy", baseline=constant_baseline(lambda e: e.predicate), submission_format="txt",
+    submission=per_example(lambda e, p: p), submission_name="predicate_predict.txt", dataset="cclue_re")
+
+# The gold-entity task marks the pair inside the text: 「subject」 and 『object』.
+RELATION_MARKERS = "「」『』"
+
+
+def entity_starts(example: RelationExample) -> dict[str, int]:
+  """{role: start} of the subject and object in the text: the first occurrence of the longer,
+  then the first occurrence of the other that does not overlap it (an object inside its
+  subject, say 渊 in 公孙渊)."""
+  longer, shorter = sorted(("subject", "object"), key=lambda role: -len(getattr(example, role)))
+  starts = {longer: example.text.index(getattr(example, longer))}
+  start, end = starts[longer], starts[longer] + len(getattr(example, longer))
+  other = getattr(example, shorter)
+  position = example.text.find(other)
+  while position >= 0 and position < end and position + len(other) > start:
+    position = example.text.find(other, position + 1)
+  if position < 0:
+    raise ValueError(f"no occurrence of the {shorter} {other!r} outside the {longer} "
+                     f"{getattr(example, longer)!r}")
+  return {**starts, shorter: position}
+
+
+def marked(example: RelationExample) -> str:
+  """The text with its subject in 「」 and its object in 『』 (at `entity_starts`)."""
+  starts = entity_starts(example)
+  marks = {"subject": RELATION_MARKERS[:2], "object": RELATION_MARKERS[2:]}
+  text = example.text
+  for role in sorted(starts, key=starts.get, reverse=True):  # right to left: offsets stay valid
+    begin, length = starts[role], len(getattr(example, role))
+    text = text[:begin] + marks[role][0] + text[begin:begin + length] + marks[role][1] + text[begin + length:]
+  return text
+
+
+def _marked_featurize(example: RelationExample, tokenizer: Tokenizer, max_length: int):
+  """[CLS] marked text [SEP]. A text too long keeps both entities: the window of max_length − 2
+  tokens that ends at the last marker (or starts at the first); when the entities are farther
+  apart than that, half the window from the first marker on and half up to the last one."""
+  ids = tokenizer.encode_chars(marked(example))[0]
+  marker_ids = [tokenizer.token_to_id.get(m) for m in RELATION_MARKERS]
+  if None in marker_ids:
+    raise ValueError(f"the vocabulary has no token for the markers {RELATION_MARKERS!r}")
+  positions = np.flatnonzero(np.isin(ids, marker_ids))
+  room = max_length - 2
+  if positions[-1] - positions[0] < room:
+    start = min(positions[0], max(0, positions[-1] + 1 - room))
+    kept = ids[start:start + room]
+  else:
+    kept = np.concatenate([ids[positions[0]:positions[0] + room // 2],
+                           ids[positions[-1] + 1 - (room - room // 2):positions[-1] + 1]])
+  return {"input_ids": with_specials(tokenizer, kept), "label": _predicate_label(example)}, len(ids) - len(kept)
+
+
+def _triple(example: RelationExample, predicate: str) -> dict:
+  return {"predicate": predicate, "object_type": example.object_type, "subject_type": example.subject_type,
+          "object": example.object, "subject": example.subject}
+
+
+def triple_records(examples, predicates) -> list[dict]:
+  """C-CLUE's triple format: one record per text (in order of first appearance), every triple
+  predicted for it in `spo_list`, a list."""
+  by_text = {}
+  for e, p in zip(examples, predicates, strict=True):
+    by_text.setdefault(e.text, []).append(_triple(e, p))
+  return [{"text": text, "spo_list": triples} for text, triples in by_text.items()]
+
+
+def _entity(name: str) -> str:
+  return name.lower().strip("《》")  # evaluate_labeling.py's del_bookname(… .lower())
+
+
+def triple_scores(gold_examples, records) -> dict:
+  """evaluate_labeling.py's precision, recall and F1 of predicted triples (records of
+  `triple_records`): texts align by their text, a later line replacing an earlier one of the
+  same text (in gold as in predictions); a triple is (subject, predicate, object), entities
+  lower-cased without 《》; only texts of the gold file count."""
+  gold = {e.text: {(_entity(e.subject), e.predicate, _entity(e.object))} for e in gold_examples}
+  predicted = {r["text"]: {(_entity(t["subject"]), t["predicate"], _entity(t["object"])) for t in r["spo_list"]}
+               for r in records}
+  correct = sum(len(triples & predicted.get(text, set())) for text, triples in gold.items())
+  n_predicted = sum(len(predicted.get(text, set())) for text in gold)
+  n_gold = sum(len(triples) for triples in gold.values())
+  precision = correct / n_predicted if n_predicted else 0.0
+  recall = correct / n_gold if n_gold else 0.0
+  f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+  return {"triple_precision": precision, "triple_recall": recall, "triple_f1": f1}
+
+
+def _given_entities_score(examples, predictions) -> dict:
+  scores = classification_scores([PREDICATES.index(p) for p in predictions],
+                                 [PREDICATES.index(e.predicate) for e in examples], len(PREDICATES))
+  return {**scores, **triple_scores(examples, triple_records(examples, predictions))}
+
+
+RE_GIVEN_ENTITIES = Task(
+    name="cclue_re_given_entities", head="sequence", labels=PREDICATES, max_length=256,
+    featurize=_marked_featurize, decode=lambda e, f, logits: PREDICATES[argmax(logits)],
+    score=_given_entities_score, main_metric="accuracy", baseline=constant_baseline(lambda e: e.predicate),
+    submission_format="json",
+    submission=lambda examples, predictions: [as_json(r) for r in triple_records(examples, predictions)],
+    dataset="cclue_re", inserted_text=RELATION_MARKERS)
+
+
+# --- end-to-end triples: C-CLUE's pipeline, predicate classification then labelling -----------------------
+
+SPO_LABELS = ("O", "B-SUB", "I-SUB", "B-OBJ", "I-OBJ")
+_SPO_IDS = {label: i for i, label in enumerate(SPO_LABELS)}
+
+
+def _spo_featurize(example: RelationExample, tokenizer: Tokenizer, max_length: int):
+  """[CLS] text [SEP] predicate [SEP] (token types 0 | 1), the predicate the given one (else
+  the gold one): the gold subject and object tagged in the text (B/I-SUB, B/I-OBJ at
+  `entity_starts`); `predicate` its id, so the prediction knows which predicate the tags are
+  for. The text's tail is cut to fit."""
+  given = example.given_predicate or example.predicate
+  if not given:
+    raise ValueError("no predicate to label the text for: give a cclue_re run's predictions "
+                     "(--config.predicates_from) for a file without predicates")
+  if given not in PREDICATES:
+    raise ValueError(f"predicate {given!r} is not one of C-CLUE's 25: {', '.join(PREDICATES)}")
+  tags = np.zeros(len(example.text), np.int32)
+  for role, start in entity_starts(example).items():
+    kind = "SUB" if role == "subject" else "OBJ"
+    tags[start] = _SPO_IDS[f"B-{kind}"]
+    tags[start + 1:start + len(getattr(example, role))] = _SPO_IDS[f"I-{kind}"]
+  predicate = tokenizer.encode_chars(given)[0]
+  text, cut = tagging.tagging_inputs(tokenizer, example.text, tags, max_length - len(predicate) - 1)
+  width = len(predicate) + 1
+  features = {
+      "input_ids": np.concatenate([text["input_ids"], predicate, [tokenizer.sep_id]]).astype(np.int32),
+      "token_type_ids": np.concatenate([np.zeros(len(text["input_ids"])), np.ones(width)]).astype(np.int32),
+      "labels": np.concatenate([text["labels"], np.full(width, IGNORE)]).astype(np.int32),
+      "char_index": np.concatenate([text["char_index"], np.full(width, -1)]).astype(np.int32),
+      "predicate": np.int32(PREDICATES.index(given)),
+  }
+  if not example.predicate:  # an unlabelled record: predicted, never scored
+    features["labels"] = np.full_like(features["labels"], IGNORE)
+  return features, cut
+
+
+def _spo_decode(example: RelationExample, features, logits) -> dict | None:
+  """The triple of the first tagged subject and object, with the input's predicate (None when
+  either is missing)."""
+  spans = tagging.decode_spans(SPO_LABELS, features, logits)
+  found = {kind: example.text[start:end] for start, end, kind in reversed(spans)}  # the first of each kind
+  if "SUB" not in found or "OBJ" not in found:
+    return None
+  return {"predicate": PREDICATES[int(features["predicate"])], "subject": found["SUB"], "object": found["OBJ"]}
+
+
+def spo_records(examples, triples) -> list[dict]:
+  """C-CLUE's end-to-end output: one record per text (in order of first appearance), its
+  predicted triples (without repeats) in `spo_list`, a list (empty when none)."""
+  by_text = {}
+  for e, triple in zip(examples, triples, strict=True):
+    found = by_text.setdefault(e.text, [])
+    if triple is not None and triple not in found:
+      found.append(triple)
+  return [{"text": text, "spo_list": found} for text, found in by_text.items()]
+
+
+SPO = Task(
+    name="cclue_spo", head="token", labels=SPO_LABELS, max_length=128, featurize=_spo_featurize,
+    decode=_spo_decode, score=lambda examples, triples: triple_scores(examples, spo_records(examples, triples)),
+    main_metric="triple_f1", baseline=lambda train, dev: [None] * len(dev), submission_format="json",
+    submission=lambda examples, triples: [as_json(r) for r in spo_records(examples, triples)], dataset="cclue_re")
+
+TASKS = (NER, RE, RE_GIVEN_ENTITIES, SPO)

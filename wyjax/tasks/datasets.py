@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from wyjax.data.corpus import cache_dir
-from wyjax.tasks import aceval, cclue, ccpm, files, wyweb
+from wyjax.tasks import aceval, cclue, ccpm, wyweb
 
 SPLITS = ("train", "dev", "test")
 EXAMPLE_TYPES = {
@@ -30,19 +30,14 @@ EXAMPLE_TYPES = {
 }
 # How each dataset's train split is named in its folder (for errors).
 TRAIN_FILES = {**{task: f"train.{{{','.join(ext)}}}" for task, ext in wyweb.EXTENSIONS.items()},
-               "ccpm": "train.jsonl", "cclue_ner": "train.txt and train-label.txt", "cclue_re": "train_data.json",
-               "aceval": "dev/<subject>.csv"}
-
-
-def _wyweb_files(task: str, data_dir, split: str) -> list[pathlib.Path]:
-  path = files.find_split(data_dir, split, wyweb.EXTENSIONS[task])
-  return [] if path is None else [path]
+               "ccpm": "train.jsonl", "cclue_ner": "source.txt and target.txt (or train.txt and train-label.txt)",
+               "cclue_re": "train_data.json", "aceval": "dev/<subject>.csv"}
 
 
 def _format(dataset: str) -> tuple[Callable, Callable]:
   """(split_files, read_split) of the dataset's format module, both taking (data_dir, split)."""
   if dataset in wyweb.EXTENSIONS:
-    return functools.partial(_wyweb_files, dataset), functools.partial(wyweb.read_split, dataset)
+    return functools.partial(wyweb.split_files, dataset), functools.partial(wyweb.read_split, dataset)
   if dataset in ("ccpm", "aceval"):
     module = ccpm if dataset == "ccpm" else aceval
     return module.split_files, module.read_split
@@ -123,7 +118,7 @@ def _from_record(example_type, record: dict):
 class TaskFiles(tfds.core.GeneratorBasedBuilder):
   """One config per dataset; the manual directory is the dataset's folder."""
 
-  VERSION = tfds.core.Version("1.0.0")
+  VERSION = tfds.core.Version("1.1.0")  # 1.1.0: RelationExample.given_predicate
   BUILDER_CONFIGS = [tfds.core.BuilderConfig(name=task) for task in EXAMPLE_TYPES]
   MANUAL_DOWNLOAD_INSTRUCTIONS = "Pass the task folder (train/dev/test files in WYWEB formats) as manual_dir."
 

@@ -1,10 +1,12 @@
 """leaderboard.md / leaderboard.json in the shape of the WYWEB README table, and the plots.
 
 One row per model (and one for the majority-class baseline), one column per task in WYWEB's
-order, scores ×100 on the dev split, Avg. over the tasks that have a score; a second table
-does the same for the other classical benchmarks (CCPM, C-CLUE, AC-EVAL), and AC-EVAL adds
-its paper's category table. leaderboard.json also works as `python -m wyjax.export
---results=…` (its `tasks` go into the model card).
+order, scores ×100 on the dev split. Avg. is WYWEB's: the mean of the 8 tasks other than
+WYWMT (its leaderboard's 607.2 / 8 = 75.9 for DeBERTa-base), WYWMT's BLEU shown apart. A
+second table shows the other classical benchmarks (CCPM, C-CLUE, AC-EVAL) without an average,
+and AC-EVAL adds its paper's category table. A task that failed is listed with its error.
+leaderboard.json also works as `python -m wyjax.export --results=…` (its `tasks` go into the
+model card).
 """
 import json
 import pathlib
@@ -16,10 +18,14 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the file-only bac
 
 from wyjax.tasks import aceval  # noqa: E402
 
-COLUMNS = ("punc", "glner", "gjc", "tlc", "fspc", "xuci", "irc", "wywrc", "wywmt")
-CLASSICAL_COLUMNS = ("ccpm", "ccpm_match", "cclue_ner", "cclue_re", "aceval")
-HEADINGS = {"xuci": "XuCi", "ccpm": "CCPM (Cls)", "ccpm_match": "CCPM (Match)", "cclue_ner": "C-CLUE NER",
-            "cclue_re": "C-CLUE RE", "aceval": "AC-EVAL"}
+AVERAGED = ("punc", "glner", "gjc", "tlc", "fspc", "xuci", "irc", "wywrc")  # WYWEB's average
+COLUMNS = (*AVERAGED, "wywmt")
+CLASSICAL_COLUMNS = ("ccpm", "ccpm_match", "ccpm_softmax", "ccpm_match_shared", "cclue_ner", "cclue_re", "cclue_spo",
+                     "cclue_re_given_entities", "aceval")
+HEADINGS = {"xuci": "XuCi", "ccpm": "CCPM (Cls)", "ccpm_match": "CCPM (Match)", "ccpm_softmax": "CCPM (softmax)",
+            "ccpm_match_shared": "CCPM (Match, one encoder)", "cclue_ner": "C-CLUE NER", "cclue_re": "C-CLUE RE",
+            "cclue_spo": "C-CLUE triples", "cclue_re_given_entities": "C-CLUE RE (given entities)",
+            "aceval": "AC-EVAL"}
 # The plots' fonts may lack CJK glyphs: class names in ASCII.
 ASCII_LABELS = {
     "先秦": "pre-Qin", "两汉": "Han", "魏晋南北朝": "Wei-Jin-N&S", "唐": "Tang", "宋": "Song", "元明": "Yuan-Ming",
@@ -33,46 +39,63 @@ def _cell(value) -> str:
   return "–" if value is None else f"{100 * value:.2f}"
 
 
-def table(rows: dict[str, dict[str, float]], order=COLUMNS) -> str:
-  """Markdown table: rows {model: {task: score in [0, 1]}}, the tasks of `order` present."""
+def wyweb_average(scores: dict[str, float]) -> float | None:
+  """WYWEB's average: the mean of the 8 non-MT tasks present (None when none is)."""
+  present = [scores[t] for t in AVERAGED if t in scores]
+  return sum(present) / len(present) if present else None
+
+
+def table(rows: dict[str, dict[str, float]], order=COLUMNS, averaged: bool = True) -> str:
+  """Markdown table: rows {model: {task: score in [0, 1]}}, the tasks of `order` present, and
+  WYWEB's average first when `averaged`."""
   columns = [c for c in order if any(c in scores for scores in rows.values())]
-  lines = ["| Model | Avg. | " + " | ".join(HEADINGS.get(c, c.upper()) for c in columns) + " |",
-           "|---" * (len(columns) + 2) + "|"]
+  average = ["Avg. (8 tasks, WYWMT apart)"] if averaged else []
+  lines = ["| " + " | ".join(["Model", *average, *(HEADINGS.get(c, c.upper()) for c in columns)]) + " |",
+           "|---" * (len(columns) + 1 + len(average)) + "|"]
   for model, scores in rows.items():
-    present = [scores[c] for c in columns if c in scores]
-    average = sum(present) / len(present) if present else None
-    lines.append(f"| {model} | {_cell(average)} | " + " | ".join(_cell(scores.get(c)) for c in columns) + " |")
+    cells = [_cell(wyweb_average(scores))] if averaged else []
+    lines.append("| " + " | ".join([model, *cells, *(_cell(scores.get(c)) for c in columns)]) + " |")
   return "\n".join(lines) + "\n"
 
 
-def write(out, model_name: str, results: dict[str, dict]) -> dict:
-  """leaderboard.md and leaderboard.json from {task: results.json of wyjax.finetune}."""
+def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str] | None = None) -> dict:
+  """leaderboard.md and leaderboard.json from {task: results.json of wyjax.finetune} and
+  {task: error} of the tasks that failed."""
   out = pathlib.Path(out)
   out.mkdir(parents=True, exist_ok=True)
+  failed = failed or {}
   ordered = {t: results[t] for t in COLUMNS + CLASSICAL_COLUMNS if t in results}
   main = {t: r["dev"][r["main_metric"]] for t, r in ordered.items()}
   majority = {t: r["majority_baseline"][r["main_metric"]] for t, r in ordered.items()}
   board = {
-      "model": model_name, "split": "dev", "average": sum(main.values()) / max(len(main), 1),
+      "model": model_name, "split": "dev", "average": wyweb_average(main), "averaged_tasks": list(AVERAGED),
       "tasks": {t: r["dev"] for t, r in ordered.items()},
       "main_metric": {t: r["main_metric"] for t, r in ordered.items()},
       "dev_mean_std": {t: [r["dev_mean"], r["dev_std"]] for t, r in ordered.items()},
       "test": {t: r["test"] for t, r in ordered.items() if r["test"] is not None},
       "majority_baseline": {t: r["majority_baseline"] for t, r in ordered.items()},
+      "notes": {t: r["notes"] for t, r in ordered.items() if r.get("notes")},
+      "failed": failed,
   }
   baseline = "majority class" + (" (WYWMT: copy the source)" if "wywmt" in ordered else "")
   sections = []
-  for title, order in (("WYWEB", COLUMNS), ("Other classical benchmarks", CLASSICAL_COLUMNS)):
-    if any(t in ordered for t in order):
-      sections.append(f"## {title}\n\n" + table({model_name: main, baseline: majority}, order))
+  if any(t in ordered for t in COLUMNS):
+    sections.append("## WYWEB\n\n" + table({model_name: main, baseline: majority}, COLUMNS))
+  if any(t in ordered for t in CLASSICAL_COLUMNS):
+    sections.append("## Other classical benchmarks\n\n"
+                    + table({model_name: main, baseline: majority}, CLASSICAL_COLUMNS, averaged=False))
   if "aceval" in ordered:
     r = ordered["aceval"]
-    protocols = {name: r[key] for name, key in (("zero-shot", "zero_shot"), ("few-shot", "few_shot")) if r[key]}
-    sections.append("## AC-EVAL (accuracy ×100; few-shot by cross-validation on dev)\n\n"
+    protocols = {name: r[name] for name in ("transfer", "dev_finetune") if r.get(name)}
+    sections.append("## AC-EVAL (accuracy ×100; encoders, not the paper's prompting: not comparable)\n\n"
                     + aceval_tables({**protocols, "chance": r["majority_baseline"]}))
+  if failed:
+    sections.append("## Failed\n\n" + "".join(f"- {HEADINGS.get(t, t.upper())}: {error}\n"
+                                               for t, error in failed.items()))
   notes = "\n".join(f"- {HEADINGS.get(t, t.upper())}: {r['main_metric']}"
                     + (" (dynasty, 7 classes; period accuracy " f"{100 * r['dev']['period_accuracy']:.2f})"
                        if t == "tlc" else "")
+                    + "".join(f"; {note}" for split_notes in r.get("notes", {}).values() for note in split_notes)
                     for t, r in ordered.items())
   (out / "leaderboard.md").write_text(f"# {model_name}: dev scores (×100)\n\n" + "\n".join(sections)
                                       + f"\n{notes}\n", encoding="utf-8")
@@ -82,7 +105,7 @@ def write(out, model_name: str, results: dict[str, dict]) -> dict:
 
 def aceval_tables(rows: dict[str, dict]) -> str:
   """Markdown in the shape of the AC-EVAL paper: accuracy (×100) per category and their
-  average, then per subject; rows {name: scores of tasks.aceval_scores}."""
+  average, then per subject; rows {name: scores of wyjax.tasks.aceval.scores}."""
   categories = list(aceval.CATEGORIES)
   lines = ["| Model | " + " | ".join(categories) + " | Average |", "|---" * (len(categories) + 2) + "|"]
   for name, scores in rows.items():

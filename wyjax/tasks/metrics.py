@@ -1,6 +1,6 @@
 """Task metrics as the WYWEB paper computes them. The classification and tagging metrics are
 written out (tests/tasks/metrics_test.py checks them against seqeval and scikit-learn); the
-translation metrics are sacrebleu's and rouge-score's.
+translation metrics are sacrebleu's and, for ROUGE, the `rouge` package the toolkit calls.
 
 - accuracy, and macro-F1 over the task's label set;
 - entity-level micro precision/recall/F1 over BIO/BIOES chunks with seqeval's default
@@ -11,8 +11,8 @@ translation metrics are sacrebleu's and rouge-score's.
 from collections.abc import Sequence
 
 import numpy as np
+import rouge
 import sacrebleu
-from rouge_score import rouge_scorer
 
 
 def accuracy(predictions, labels) -> float:
@@ -86,29 +86,34 @@ def punctuation_f1(predictions, labels, outside: int = 0) -> dict:
   return {"precision": float(precision), "recall": float(recall), "f1": float(f1)}
 
 
-class _Characters:
-  """rouge-score tokenizer: every non-space character is a token."""
-
-  def tokenize(self, text: str) -> list[str]:
-    return [c for c in text if not c.isspace()]
+def _spaced(text: str) -> str:
+  """The characters of text (whitespace dropped) joined by single spaces."""
+  return " ".join(c for c in text if not c.isspace())
 
 
-def translation_scores(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
-  """Corpus BLEU (sacrebleu, tokenize='zh': one token per CJK character), chrF2 and TER over
-  characters (TER splits on spaces, so characters are spaced first), and the mean per-sentence
-  ROUGE-1/2/L F1 over characters; all divided by 100 like every wyjax score (TER: lower is
-  better)."""
+def rouge_f(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
+  """The toolkit's ROUGE-1/2/L F: `rouge.Rouge().get_scores` on space-separated tokens,
+  averaged over sentences. That package refuses an empty hypothesis; one scores 0 here."""
+  scored = [i for i, h in enumerate(hypotheses) if h]
+  per_sentence = rouge.Rouge().get_scores([hypotheses[i] for i in scored], [references[i] for i in scored]) \
+      if scored else []
+  names = {"rouge1": "rouge-1", "rouge2": "rouge-2", "rougeL": "rouge-l"}
+  return {name: sum(s[key]["f"] for s in per_sentence) / len(hypotheses) if hypotheses else 0.0
+          for name, key in names.items()}
+
+
+def translation_scores(hypotheses: Sequence[str], references: Sequence[str], *, tokenized: bool = False) -> dict:
+  """Corpus BLEU (sacrebleu, tokenize='zh': one token per CJK character), chrF2, TER and the
+  toolkit's ROUGE-1/2/L F (TER and ROUGE split on spaces: texts are spaced into characters
+  first, unless `tokenized` says they are space-separated tokens already, as the toolkit's
+  teacher-forced strings are); all in [0, 1] (sacrebleu's divided by 100; TER: lower is better)."""
   hypotheses, references = list(hypotheses), list(references)
   if len(hypotheses) != len(references):
     raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
-  spaced = lambda texts: [" ".join(_Characters().tokenize(t)) for t in texts]
-  scores = {
+  spaced = (lambda texts: texts) if tokenized else (lambda texts: [_spaced(t) for t in texts])
+  return {
       "bleu": sacrebleu.BLEU(tokenize="zh").corpus_score(hypotheses, [references]).score / 100,
       "chrf": sacrebleu.CHRF().corpus_score(hypotheses, [references]).score / 100,
       "ter": sacrebleu.TER().corpus_score(spaced(hypotheses), [spaced(references)]).score / 100,
+      **rouge_f(spaced(hypotheses), spaced(references)),
   }
-  scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], tokenizer=_Characters())
-  per_sentence = [scorer.score(r, h) for h, r in zip(hypotheses, references)]
-  for name in ("rouge1", "rouge2", "rougeL"):
-    scores[name] = float(np.mean([s[name].fmeasure for s in per_sentence])) if per_sentence else 0.0
-  return scores

@@ -53,3 +53,37 @@ def spans_from_tags(tags: list[str], char_index: np.ndarray) -> list[tuple[int, 
   token_tags = [tags[t] for t in real]
   return sorted((int(char_index[real[s]]), int(char_index[real[e]]) + 1, kind)
                 for kind, s, e in metrics.chunks(token_tags))
+
+
+def tagging_inputs(tokenizer: Tokenizer, text: str, char_labels, max_length: int) -> tuple[dict, int]:
+  """A task's features (input_ids, labels, char_index) and the characters cut."""
+  f = tagging_features(tokenizer, text, char_labels, max_length)
+  return {"input_ids": f.input_ids, "labels": f.labels, "char_index": f.char_index}, f.truncated_chars
+
+
+def char_tags(labels: tuple[str, ...], features: dict, logits) -> list[str]:
+  """One predicted tag per character of the text up to its last token ('O' where a character
+  has no token)."""
+  tags = ["O"] * (int(features["char_index"].max()) + 1)
+  for token, char in enumerate(features["char_index"]):
+    if char >= 0:
+      tags[char] = labels[int(np.argmax(logits[token]))]
+  return tags
+
+
+def decode_spans(labels: tuple[str, ...], features: dict, logits) -> tuple[tuple[int, int, str], ...]:
+  """Entity predictions: the (start, end exclusive, type) spans of the predicted tags."""
+  token_tags = ["O" if c < 0 else labels[int(np.argmax(row))] for c, row in zip(features["char_index"], logits)]
+  return tuple(spans_from_tags(token_tags, features["char_index"]))
+
+
+def span_tags(labels: tuple[str, ...], text: str, spans) -> list[str]:
+  """One BIO tag (a string of labels) per character of text."""
+  ids = {label: i for i, label in enumerate(labels)}
+  return [labels[i] for i in bio_tags(len(text), spans, ids)]
+
+
+def entity_scores(labels: tuple[str, ...], examples, predictions) -> dict:
+  """Entity-level micro P/R/F1 (seqeval's rules) of predicted spans against the examples'."""
+  return metrics.entity_scores([span_tags(labels, e.text, p) for e, p in zip(examples, predictions)],
+                               [span_tags(labels, e.text, e.spans) for e in examples])

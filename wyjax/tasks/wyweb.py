@@ -1,5 +1,5 @@
-"""The nine WYWEB tasks' original file formats (../docs of the WYWEB toolkit, as specified in
-wyweb_toolkit_spec.md): parsing into examples, label sets, and strict validation.
+"""WYWEB's nine tasks: their original file formats (as the WYWEB toolkit reads them,
+wyweb_toolkit_spec.md), features, decoding, the toolkit's metrics and submission lines.
 
 Every example keeps the line it came from. Nothing is dropped: a malformed record is a
 FormatError naming the file and line.
@@ -7,8 +7,14 @@ FormatError naming the file and line.
 import dataclasses
 import pathlib
 
-from wyjax.tasks import files
+import numpy as np
+
+from wyjax.data.tokenizer import Tokenizer
+from wyjax.tasks import files, metrics, tagging
 from wyjax.tasks.files import FormatError
+from wyjax.tasks.tagging import IGNORE
+from wyjax.tasks.task import (OPTIONS, Task, argmax, as_json, choice_accuracy, classification_scores,
+                              constant_baseline, most_common, per_example, rows, single, with_specials)
 
 TLC_PERIODS = ("远古", "中古", "近古")
 TLC_DYNASTIES = ("先秦", "两汉", "魏晋南北朝", "唐", "宋", "元明", "清")
@@ -238,8 +244,254 @@ READERS = {"tlc": read_tlc, "gjc": read_gjc, "punc": read_punc, "glner": read_gl
            "xuci": read_xuci, "irc": read_irc, "wywrc": read_wywrc, "wywmt": read_wywmt}
 
 
+def split_files(task: str, data_dir, split: str) -> list[pathlib.Path]:
+  path = files.find_split(data_dir, split, EXTENSIONS[task])
+  return [] if path is None else [path]
+
+
 def read_split(task: str, data_dir, split: str):
   """Examples of data_dir/<split>.<ext> in the task's original format, or None when absent
   (a missing test file is normal: then there are no test predictions)."""
   path = files.find_split(data_dir, split, EXTENSIONS[task])
   return None if path is None else READERS[task](pathlib.Path(path))
+
+
+# --- sequence classification: TLC, GJC, FSPC -----------------------------------------------------------
+
+def _tlc_featurize(example: TlcExample, tokenizer, max_length):
+  features, cut = single(tokenizer, example.text, max_length)
+  return {**features, "label": np.int32(TLC_DYNASTIES.index(example.dynasty))}, cut
+
+
+def _tlc_decode(example, features, logits) -> tuple[str, str]:
+  """(period, dynasty): the head predicts the dynasty, whose period follows (strict hierarchy),
+  so a submission always passes the TLC reader."""
+  dynasty = TLC_DYNASTIES[argmax(logits)]
+  return TLC_PERIOD_OF[dynasty], dynasty
+
+
+def _tlc_score(examples, predictions) -> dict:
+  dynasty = classification_scores([TLC_DYNASTIES.index(p[1]) for p in predictions],
+                                  [TLC_DYNASTIES.index(e.dynasty) for e in examples], len(TLC_DYNASTIES))
+  period = classification_scores([TLC_PERIODS.index(p[0]) for p in predictions],
+                                 [TLC_PERIODS.index(e.period) for e in examples], len(TLC_PERIODS))
+  return {**dynasty, **{f"period_{k}": v for k, v in period.items()}}
+
+
+def _tlc_baseline(train, dev) -> list:
+  return [(most_common(e.period for e in train), most_common(e.dynasty for e in train))] * len(dev)
+
+
+TLC = Task(
+    name="tlc", head="sequence", labels=TLC_DYNASTIES, max_length=512, featurize=_tlc_featurize,
+    decode=_tlc_decode, score=_tlc_score, main_metric="accuracy", baseline=_tlc_baseline,
+    submission_format="tsv", submission=per_example(lambda e, p: f"{p[0]}\t{p[1]}\t{e.text}"))
+
+
+def _gjc_featurize(example: GjcExample, tokenizer, max_length):
+  features, cut = single(tokenizer, example.text, max_length)
+  return {**features, "label": np.int32(GJC_COLLECTIONS.index(example.collection))}, cut
+
+
+GJC = Task(
+    name="gjc", head="sequence", labels=GJC_COLLECTIONS, max_length=512, featurize=_gjc_featurize,
+    decode=lambda e, f, logits: GJC_COLLECTIONS[argmax(logits)],
+    score=lambda examples, predictions: classification_scores(
+        [GJC_COLLECTIONS.index(p) for p in predictions], [GJC_COLLECTIONS.index(e.collection) for e in examples],
+        len(GJC_COLLECTIONS)),
+    main_metric="accuracy", baseline=constant_baseline(lambda e: e.collection),
+    submission_format="tsv", submission=per_example(lambda e, p: f"{p}\t{e.text}"))
+
+
+def fspc_line_examples(example: FspcExample) -> list[FspcExample]:
+  """The toolkit's per-line examples: each verse line with its own sentiment."""
+  return [dataclasses.replace(example, lines=(line,), holistic=sentiment, line_sentiments=())
+          for line, sentiment in zip(example.lines, example.line_sentiments)]
+
+
+def fspc_scoring_set(poems: list[FspcExample]) -> list[FspcExample]:
+  """The toolkit's evaluation set: every poem, then every line of every poem."""
+  return poems + [line for poem in poems for line in fspc_line_examples(poem)]
+
+
+def _fspc_featurize(example: FspcExample, tokenizer, max_length):
+  # The whole poem as the toolkit writes it: lines joined by '，', closed by '。'.
+  text = "，".join(example.lines) + ("。" if len(example.lines) > 1 else "")
+  features, cut = single(tokenizer, text, max_length)
+  return {**features, "label": np.int32(FSPC_SENTIMENTS.index(example.holistic))}, cut
+
+
+FSPC_TOOLKIT_CLASSES = 10  # the toolkit's macro-F1 averages over label ids range(10), 5 of them unused
+
+
+def _fspc_score(examples, predictions) -> dict:
+  """The toolkit's metrics over its scoring set (poems and their lines together): `accuracy`,
+  and `macro_f1` averaged over 10 label ids as its code does; `poem_accuracy` and
+  `poem_macro_f1` (over the 5 sentiments) over whole poems only."""
+  ids = lambda labels: [FSPC_SENTIMENTS.index(x) for x in labels]
+  predicted, gold = ids(predictions), ids(e.holistic for e in examples)
+  poems = [i for i, e in enumerate(examples) if len(e.lines) > 1]
+  poem_scores = classification_scores([predicted[i] for i in poems], [gold[i] for i in poems], len(FSPC_SENTIMENTS))
+  return {"accuracy": metrics.accuracy(predicted, gold),
+          "macro_f1": metrics.macro_f1(predicted, gold, FSPC_TOOLKIT_CLASSES),
+          **{f"poem_{k}": v for k, v in poem_scores.items()}}
+
+
+FSPC = Task(
+    name="fspc", head="sequence", labels=FSPC_SENTIMENTS, max_length=48, featurize=_fspc_featurize,
+    decode=lambda e, f, logits: FSPC_SENTIMENTS[argmax(logits)], score=_fspc_score, main_metric="accuracy",
+    baseline=constant_baseline(lambda e: e.holistic), submission_format="jsonl",
+    submission=lambda examples, predictions: [  # whole poems: the released files' records
+        as_json({"poem": "|".join(e.lines), "title": e.title, "poet": e.poet, "dynasty": e.dynasty,
+                 "sentiments": {"holistic": p}}) for e, p in zip(examples, predictions) if len(e.lines) > 1])
+
+
+# --- token classification: PUNC, GLNER ------------------------------------------------------------------
+
+_PUNC_IDS = {label: i for i, label in enumerate(PUNC_LABELS)}
+_GLNER_IDS = {label: i for i, label in enumerate(GLNER_LABELS)}
+TOOLKIT_PUNC_CHARS = 510  # the toolkit cuts PUNC texts (and their tags) to max_seq_len − 2 before scoring
+
+
+def _punc_decode(example: PuncExample, features, logits) -> list[str]:
+  tags = tagging.char_tags(PUNC_LABELS, features, logits)
+  return tags + ["O"] * (len(example.text) - len(tags))
+
+
+def punc_task(score_chars: int = 0) -> Task:
+  """PUNC scored over whole texts (score_chars 0: a mark after a character the model never saw
+  counts as missed), or over each text's first score_chars characters (TOOLKIT_PUNC_CHARS: the
+  toolkit's cut)."""
+  cut = slice(None, score_chars or None)
+
+  def score(examples, predictions) -> dict:
+    ids = lambda tags: [_PUNC_IDS[t] for t in tags[cut]]
+    return metrics.punctuation_f1(np.concatenate([ids(p) for p in predictions]),
+                                  np.concatenate([ids(e.labels) for e in examples]))
+
+  return Task(
+      name="punc", head="token", labels=PUNC_LABELS, max_length=512,
+      featurize=lambda e, tokenizer, max_length: tagging.tagging_inputs(
+          tokenizer, e.text, [_PUNC_IDS[t] for t in e.labels], max_length),
+      decode=_punc_decode, score=score, main_metric="f1",
+      baseline=lambda train, dev: [["O"] * len(e.text) for e in dev],  # F1 0
+      submission_format="tsv",
+      submission=per_example(lambda e, p: f"{e.text}\t{''.join('O' if t == 'O' else t[2:] for t in p)}"))
+
+
+PUNC = punc_task()
+
+GLNER = Task(
+    name="glner", head="token", labels=GLNER_LABELS, max_length=512,
+    featurize=lambda e, tokenizer, max_length: tagging.tagging_inputs(
+        tokenizer, e.text, tagging.bio_tags(len(e.text), e.spans, _GLNER_IDS), max_length),
+    decode=lambda e, f, logits: tagging.decode_spans(GLNER_LABELS, f, logits),
+    score=lambda examples, predictions: tagging.entity_scores(GLNER_LABELS, examples, predictions),
+    main_metric="f1", baseline=lambda train, dev: [() for _ in dev],  # F1 0
+    submission_format="jsonl",
+    submission=per_example(lambda e, p: as_json({"text": e.text, "label": [list(span) for span in p]})))
+
+
+# --- multiple choice: IRC, WYWRC --------------------------------------------------------------------------
+
+def _choice_featurize(example: ChoiceExample, tokenizer: Tokenizer, max_length: int, *, cut: str):
+  """One row per option: [CLS] context [SEP] question [SEP] option [SEP] (token types 0 | 1).
+
+  Truncation (WYWEB's rule): the `cut` part keeps its beginning and gets what the longest
+  option, the other part and the four specials leave of max_length, the same for every option.
+  """
+  context, question = (tokenizer.encode_chars(t)[0] for t in (example.context, example.question))
+  options = [tokenizer.encode_chars(o)[0] for o in example.options]
+  longest = max(len(o) for o in options)
+  kept = context if cut == "context" else question
+  budget = max(0, max_length - 4 - longest - len(question if cut == "context" else context))
+  truncated = max(0, len(kept) - budget)
+  if cut == "context":
+    context = context[:budget]
+  else:
+    question = question[:budget]
+  first = with_specials(tokenizer, context)
+  sequences = [np.concatenate([first, question, [tokenizer.sep_id], o, [tokenizer.sep_id]])[:max_length]
+               for o in options]
+  truncated += sum(len(first) + len(question) + len(o) + 2 - len(r) for o, r in zip(options, sequences))
+  return {**rows(sequences, tokenizer.pad_id, len(first)), "label": np.int32(example.label)}, truncated
+
+
+def _choice_task(name: str, max_length: int, cut: str, submission_line) -> Task:
+  return Task(
+      name=name, head="choice", labels=OPTIONS, max_length=max_length,
+      featurize=lambda e, tokenizer, n: _choice_featurize(e, tokenizer, n, cut=cut),
+      decode=lambda e, f, logits: argmax(logits), score=choice_accuracy, main_metric="accuracy",
+      baseline=constant_baseline(lambda e: e.label), submission_format="jsonl",
+      submission=per_example(submission_line))
+
+
+IRC = _choice_task("irc", 256, "question", lambda e, p: as_json(
+    {"idiom": e.context, "origin": e.question, "options": list(e.options), "label": p}))
+WYWRC = _choice_task("wywrc", 512, "context", lambda e, p: as_json(
+    {"article": e.context, "question": e.question, **{f"option{i}": o for i, o in enumerate(e.options)},
+     "answer": str(p), **({} if e.kind is None else {"type": e.kind})}))
+
+
+# --- XuCi: the same function word in two sentences, same usage or not ---------------------------------------
+
+def _xuci_featurize(example: XuciExample, tokenizer: Tokenizer, max_length: int):
+  sequences, masks = [], []
+  for text, (start, end) in ((example.text_a, example.span_a), (example.text_b, example.span_b)):
+    ids, char_index = tokenizer.encode_chars(text)
+    ids, char_index = ids[:max_length - 2], char_index[:max_length - 2]
+    in_span = (char_index >= start) & (char_index <= end)
+    if not in_span.any():
+      raise ValueError(f"the word at characters {start}..{end} of {text!r} has no token within {max_length} tokens")
+    sequences.append(with_specials(tokenizer, ids))
+    masks.append(np.concatenate([[0.0], in_span, [0.0]]).astype(np.float32))
+  features = rows(sequences, tokenizer.pad_id)
+  span_mask = np.zeros(features["input_ids"].shape, np.float32)
+  for i, mask in enumerate(masks):
+    span_mask[i, :len(mask)] = mask
+  return {**features, "span_mask": span_mask, "label": np.int32(example.same_usage)}, 0
+
+
+XUCI = Task(
+    name="xuci", head="pair", labels=("f", "t"), max_length=96, featurize=_xuci_featurize,
+    decode=lambda e, f, logits: bool(argmax(logits)),
+    score=lambda examples, predictions: classification_scores(
+        [int(p) for p in predictions], [int(e.same_usage) for e in examples], 2),
+    main_metric="accuracy", baseline=constant_baseline(lambda e: e.same_usage), submission_format="tsv",
+    submission=per_example(lambda e, p: "\t".join(
+        [e.text_a, e.text_b, "%d, %d" % e.span_a, "%d, %d" % e.span_b, "t" if p else "f"])))
+
+
+# --- WYWMT: classical → modern Chinese translation with a prefix LM ---------------------------------------------
+
+def _wywmt_featurize(example: MtExample, tokenizer: Tokenizer, max_length: int):
+  """[CLS] source [SEP] target [SEP] (token types 0 | 1, wyjax.models.prefix_lm); labels: the
+  next token from the source's [SEP] to the last target token, IGNORE elsewhere. A pair that
+  does not fit loses characters from the end of its longer side, one at a time (the toolkit's
+  rule; it also drops pairs over 510 characters, wyjax keeps them trimmed)."""
+  source, target = (tokenizer.encode_chars(t)[0] for t in (example.source, example.target))
+  kept_source, kept_target = len(source), len(target)
+  while kept_source + kept_target > max_length - 3:
+    if kept_source > kept_target:
+      kept_source -= 1
+    else:
+      kept_target -= 1
+  first = with_specials(tokenizer, source[:kept_source])
+  input_ids = np.concatenate([first, target[:kept_target], [tokenizer.sep_id]]).astype(np.int32)
+  token_type_ids = (np.arange(len(input_ids)) >= len(first)).astype(np.int32)
+  labels = np.full(len(input_ids), IGNORE, np.int32)
+  labels[len(first) - 1:-1] = input_ids[len(first):]
+  cut = len(source) - kept_source + len(target) - kept_target
+  return {"input_ids": input_ids, "token_type_ids": token_type_ids, "labels": labels}, cut
+
+
+WYWMT = Task(
+    name="wywmt", head="prefix_lm", labels=(), max_length=512, featurize=_wywmt_featurize,
+    decode=lambda e, f, text: text,
+    score=lambda examples, predictions: metrics.translation_scores(predictions, [e.target for e in examples]),
+    main_metric="bleu",
+    # Copying the source: a floor well above zero, since classical and modern Chinese share many characters.
+    baseline=lambda train, dev: [e.source for e in dev],
+    submission_format="tsv", submission=per_example(lambda e, p: f"{e.source}\t{p}"))
+
+TASKS = (PUNC, GLNER, GJC, TLC, FSPC, XUCI, IRC, WYWRC, WYWMT)  # the leaderboard's order

@@ -1,22 +1,27 @@
-"""AC-EVAL with encoders: zero-shot transfer from a multiple-choice model and few-shot
-fine-tuning on the dev questions.
+"""AC-EVAL with encoders: two protocols, named for what they are. AC-EVAL's paper prompts LLMs
+in context (zero-shot, and few-shot with k = 5, or 3 for sentence_pauses, translation and
+poetry_appreciation, 1 for summarization_and_analysis; unmatched answers count wrong); an
+encoder cannot be prompted, so neither protocol is comparable with the paper's numbers.
 
-Zero-shot: `config.zero_shot_init`, a model fine-tuned on the other multiple-choice tasks (the
-workdir of an IRC, WYWRC or CCPM run: encoder, pooler and classifier), answers every dev and
-test question without training.
+`transfer`: `config.transfer_init`, a model fine-tuned on another multiple-choice task (the
+workdir of an IRC, WYWRC or CCPM softmax run: encoder, pooler and one-score classifier),
+answers every dev and test question without training on AC-EVAL.
 
-Few-shot: the 5 dev questions per subject are the only labelled ones, so their accuracy comes
-from cross-validation: fold k holds out the k-th question of every subject and a model
+`dev_finetune`: the 5 dev questions per subject are the only labelled ones, so their accuracy
+comes from cross-validation: fold k holds out the k-th question of every subject and a model
 fine-tuned from `config.init` for `num_train_steps` on the other folds answers it (no early
 stopping: nothing is left to choose on). The test answers come from a model fine-tuned on all
 dev questions.
 
+The test answers are not public: the submission files are the test results, scored by
+AC-EVAL's authors.
+
     workdir/
-      results.json                      zero_shot and few_shot scores; `dev` is few-shot's
+      results.json                      transfer and dev_finetune scores; `dev` is dev_finetune's
       aceval.md                         the AC-EVAL paper's tables: categories, subjects
-      dev_predictions_{zero,few}_shot.jsonl  each protocol's dev answers (few-shot: held-out ones)
-      submission/aceval.json            few-shot test answers {subject: {row id: letter}}
-      submission/aceval_zero_shot.json  the zero-shot model's
+      dev_predictions_{transfer,dev_finetune}.jsonl  each protocol's dev answers (held-out ones)
+      submission/aceval.json            dev_finetune's test answers {subject: {row id: letter}}
+      submission/aceval_transfer.json   the transfer model's
 """
 import json
 import logging
@@ -27,10 +32,11 @@ import numpy as np
 
 from wyjax.tasks import aceval as aceval_files
 from wyjax.tasks import batching, datasets, leaderboard
-from wyjax.tasks.tasks import ACEVAL, majority_baseline
+
+ACEVAL = aceval_files.TASK
 from wyjax.train import finetune
 
-SUBMISSIONS = {"few_shot": "aceval.json", "zero_shot": "aceval_zero_shot.json"}
+SUBMISSIONS = {"dev_finetune": "aceval.json", "transfer": "aceval_transfer.json"}
 
 
 def _fit(trainer: finetune.Trainer, config, pretrained: dict, features: list[dict], seed: int) -> dict:
@@ -65,20 +71,20 @@ def _setup(config, init: str, splits: dict):
   return trainer, pretrained, data
 
 
-def zero_shot(config, splits: dict) -> tuple[dict, list, list | None]:
-  """(dev scores, dev answers, test answers) of config.zero_shot_init, untrained."""
-  trainer, pretrained, data = _setup(config, config.zero_shot_init, splits)
+def transfer(config, splits: dict) -> tuple[dict, list, list | None]:
+  """(dev scores, dev answers, test answers) of config.transfer_init, untrained."""
+  trainer, pretrained, data = _setup(config, config.transfer_init, splits)
   classifier = pretrained.get("classifier", {}).get("kernel")
   if classifier is None or "pooler" not in pretrained or np.shape(classifier)[-1] != 1:
-    raise ValueError(f"{config.zero_shot_init}: zero-shot needs a model fine-tuned on a multiple-choice task "
-                     "(IRC, WYWRC or CCPM: its one-score classifier)")
+    raise ValueError(f"{config.transfer_init}: transfer needs a model fine-tuned on a multiple-choice task "
+                     "(IRC, WYWRC or CCPM softmax: its one-score classifier)")
   params = trainer.init_state(pretrained, config.seed)["params"]
   scores, answers, _ = finetune.evaluate(ACEVAL, trainer, params, *data["dev"])
   test = finetune.evaluate(ACEVAL, trainer, params, *data["test"])[1] if "test" in data else None
   return scores, answers, test
 
 
-def few_shot(config, splits: dict) -> tuple[dict, list, list | None]:
+def dev_finetune(config, splits: dict) -> tuple[dict, list, list | None]:
   """(cross-validated dev scores, dev answers, test answers) of config.init."""
   trainer, pretrained, data = _setup(config, config.init, splits)
   examples, features = data["dev"]
@@ -109,40 +115,40 @@ def submission(questions, answers) -> dict:
 
 
 def run(config, workdir) -> dict:
-  """Zero-shot (when config.zero_shot_init is set) and few-shot (when config.few_shot) AC-EVAL;
-  writes and returns results.json, shaped like wyjax.train.finetune's."""
+  """Transfer (when config.transfer_init is set) and dev fine-tuning (when config.dev_finetune)
+  on AC-EVAL; writes and returns results.json, shaped like wyjax.train.finetune's."""
   if not config.data_dir:
     raise ValueError("set --config.data_dir to the AC-EVAL data folder (dev/ and test/ subject CSVs)")
-  if not (config.few_shot or config.zero_shot_init):
-    raise ValueError("nothing to evaluate: set config.few_shot or config.zero_shot_init")
+  if not (config.dev_finetune or config.transfer_init):
+    raise ValueError("nothing to evaluate: set config.dev_finetune or config.transfer_init")
   workdir = pathlib.Path(workdir)
   (workdir / "submission").mkdir(parents=True, exist_ok=True)
   splits = datasets.load_splits(ACEVAL.data, config.data_dir)
   protocols = {}
-  for name, protocol, enabled in (("zero_shot", zero_shot, bool(config.zero_shot_init)),
-                                  ("few_shot", few_shot, config.few_shot)):
+  for name, protocol, enabled in (("transfer", transfer, bool(config.transfer_init)),
+                                  ("dev_finetune", dev_finetune, config.dev_finetune)):
     if not enabled:
       continue
     protocols[name], answers, test = protocol(config, splits)
     finetune.write_predictions(ACEVAL, workdir / f"dev_predictions_{name}.jsonl", splits["dev"], answers)
     if test is not None:
       _write_json(workdir / "submission" / SUBMISSIONS[name], submission(splits["test"], test))
-  confusion = np.zeros((4, 4), np.int64)  # of the last protocol: few-shot's when both ran
+  confusion = np.zeros((4, 4), np.int64)  # of the last protocol: dev_finetune's when both ran
   for q, a in zip(splits["dev"], answers):
     confusion[aceval_files.LETTERS.index(q.answer), aceval_files.LETTERS.index(a)] += 1
-  chance = majority_baseline(ACEVAL, splits["train"], splits["dev"])
-  rows = {name.replace("_", "-"): scores for name, scores in protocols.items()}
-  (workdir / "aceval.md").write_text(leaderboard.aceval_tables({**rows, "chance": chance}), encoding="utf-8")
-  main = protocols.get("few_shot", protocols.get("zero_shot"))
+  chance = aceval_files.chance(splits["dev"])
+  (workdir / "aceval.md").write_text(leaderboard.aceval_tables({**protocols, "chance": chance}), encoding="utf-8")
+  main = protocols.get("dev_finetune", protocols.get("transfer"))
   results = {
       "task": "aceval", "main_metric": ACEVAL.main_metric, "init": config.init or "fresh tiny model",
-      "zero_shot_init": config.zero_shot_init, "dev": main, "zero_shot": protocols.get("zero_shot"),
-      "few_shot": protocols.get("few_shot"), "dev_mean": main[ACEVAL.main_metric], "dev_std": 0.0,
+      "transfer_init": config.transfer_init, "dev": main, "transfer": protocols.get("transfer"),
+      "dev_finetune": protocols.get("dev_finetune"), "dev_mean": main[ACEVAL.main_metric], "dev_std": 0.0,
       "best_seed": config.seed, "best_run": str(workdir), "test": None, "labels": list(aceval_files.LETTERS),
       "dev_confusion": confusion.tolist(), "majority_baseline": chance, "config": config.to_dict(),
   }
   if "test" in splits:
-    results["submission"] = str(workdir / "submission" / SUBMISSIONS["few_shot" if config.few_shot else "zero_shot"])
+    submitted = "dev_finetune" if config.dev_finetune else "transfer"
+    results["submission"] = str(workdir / "submission" / SUBMISSIONS[submitted])
   _write_json(workdir / "results.json", results)
   return results
 

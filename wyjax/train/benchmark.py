@@ -5,12 +5,13 @@ import logging
 import pathlib
 
 from wyjax.tasks import datasets, leaderboard
-from wyjax.tasks.tasks import TASKS
-from wyjax.train import aceval, finetune
+from wyjax.tasks.registry import TASKS
+from wyjax.train import aceval, finetune, guards
 
 CONFIGS = pathlib.Path(__file__).resolve().parents[2] / "configs"
 # Tasks whose config is another task's file with an argument (configs/ccpm.py:match).
-CONFIG_FILES = {"ccpm_match": "ccpm:match"}
+CONFIG_FILES = {"ccpm_match": "ccpm:match", "ccpm_softmax": "ccpm:softmax", "ccpm_match_shared": "ccpm:match_shared",
+                "cclue_re_given_entities": "cclue_re:given_entities", "cclue_spo": "cclue_re:spo"}
 
 
 def task_config(task: str, **overrides):
@@ -29,9 +30,12 @@ def task_config(task: str, **overrides):
 def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bool = False, **overrides) -> dict:
   """Fine-tunes every task of `tasks` that has a folder in data_root; returns leaderboard.json.
 
-  A task reads data_root/<its dataset> (CCPM's two models share ccpm/). AC-EVAL runs last:
-  few-shot from `init`, and zero-shot from the last multiple-choice run here (CCPM, else WYWRC,
-  else IRC), the transfer the AC-EVAL issue asks for.
+  A task reads data_root/<its dataset> (CCPM's models share ccpm/). C-CLUE's triple
+  extraction runs after its predicate classification, on its predictions. AC-EVAL runs last:
+  dev_finetune from `init`, and transfer from the last multiple-choice run here (CCPM
+  softmax, else WYWRC, else IRC).
+  A task that fails is logged with its error and shown failed in the leaderboard; the others
+  still run (leaderboard.json's `failed`: a caller should exit non-zero when it is not empty).
   Writes out/<task>/ (runs, results.json, submission), out/leaderboard.{md,json} and
   out/plots/<task>_{confusion,curve}.png. A rerun keeps the tasks' finished seeds
   (wyjax.train.finetune).
@@ -40,23 +44,33 @@ def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bo
   unknown = sorted(set(tasks) - set(TASKS))
   if unknown:
     raise ValueError(f"unknown tasks {unknown}; benchmark tasks are {sorted(TASKS)}")
-  results = {}
-  for task in sorted(tasks, key=lambda t: t == "aceval"):
+  results, failed = {}, {}
+  for task in sorted(tasks, key=lambda t: (t == "aceval", t == "cclue_spo")):
     folder = data_root / TASKS[task].data
     if not folder.is_dir() or datasets.file_of(TASKS[task].data, folder, "train") is None:
       logging.warning("%s: no %s data, skipped", folder, task)
       continue
     config = task_config(task, init=init, data_dir=str(folder), **overrides)
-    print(f"fine-tuning {task} ...", flush=True)
+    if task == "cclue_spo" and "cclue_re" in results:  # C-CLUE's pipeline: on its predicates
+      config.predicates_from = str(out / "cclue_re")
     if task == "aceval":
       choice_runs = [r["best_run"] for t, r in results.items() if TASKS[t].head == "choice"]
-      config.zero_shot_init = choice_runs[-1] if choice_runs else ""
-      results[task] = aceval.run(config, out / task)
-    else:
-      results[task] = finetune.finetune(config, out / task, accept_config_change=accept_config_change)
-  if not results:
+      config.transfer_init = choice_runs[-1] if choice_runs else ""
+    print(f"fine-tuning {task} ...", flush=True)
+    try:
+      if task == "aceval":
+        results[task] = aceval.run(config, out / task)
+      else:
+        results[task] = finetune.finetune(config, out / task, accept_config_change=accept_config_change)
+    except guards.Interrupted:
+      raise
+    except Exception as e:  # noqa: BLE001  (one task's failure must not cost the others)
+      logging.exception("%s failed", task)
+      failed[task] = f"{type(e).__name__}: {e}"
+      print(f"{task} FAILED: {failed[task]}", flush=True)
+  if not results and not failed:
     raise FileNotFoundError(f"{data_root}: no task folder with a train file among {list(tasks)}")
-  board = leaderboard.write(out, name, results)
+  board = leaderboard.write(out, name, results, failed)
   plots = out / "plots"
   plots.mkdir(exist_ok=True)
   for task, r in results.items():

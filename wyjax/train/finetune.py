@@ -36,11 +36,12 @@ from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.hf import loading
 from wyjax.models import (CosineMatch, EncoderConfig, MaskedLM, MultipleChoice, SequenceClassifier,
                           SpanPairClassifier, TokenClassifier, prefix_lm, stack_layers)
-from wyjax.tasks import batching, datasets
+from wyjax.tasks import batching, datasets, wyweb
 from wyjax.tasks import metrics as metrics_lib
 from wyjax.tasks.files import FormatError
+from wyjax.tasks.registry import TASKS, majority_baseline
 from wyjax.tasks.tagging import IGNORE
-from wyjax.tasks.tasks import TASKS, Task, for_data, fspc_line_examples, majority_baseline
+from wyjax.tasks.task import Task
 from wyjax.train import aot, checkpoints, distributed, guards, metrics, optimizer, partitioning, resume
 
 # The model used when no --config.init is given: the embedded default's architecture.
@@ -74,7 +75,6 @@ def base_config() -> ml_collections.ConfigDict:
   c.remat = "none"  # per layer: "none", "full" or "dots" (wyjax.models.EncoderConfig.remat)
   c.attention = "auto"  # "xla", "pallas" (fused kernels) or "auto": pallas on TPU (wyjax.models.attention)
   c.scan_layers = False  # nn.scan over the layers, params stacked (wyjax.models.EncoderConfig.scan_layers)
-  c.fspc_line_examples = False  # FSPC: also train (and score) on each verse line
   c.log_every = 50
   c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))
   c.logical_axis_rules = partitioning.LOGICAL_AXIS_RULES  # params' and activations' logical axes → mesh
@@ -95,10 +95,12 @@ def head_model(task: Task, config: EncoderConfig) -> nn.Module:
     return TokenClassifier(config, len(task.labels))
   if task.head == "choice":
     return MultipleChoice(config)
+  if task.head == "binary_choice":
+    return MultipleChoice(config, labels_per_choice=2)
   if task.head == "prefix_lm":
     return MaskedLM(config)
-  if task.head == "match":
-    return CosineMatch(config)
+  if task.head in ("match", "match_shared"):
+    return CosineMatch(config, two_encoders=task.head == "match")
   return SpanPairClassifier(config, len(task.labels))
 
 
@@ -148,20 +150,23 @@ def featurize(task: Task, examples, tokenizer, max_length: int, path) -> tuple[l
 
 def graft(params: dict, pretrained: dict, task: Task) -> dict:
   """The model's freshly initialised params with the pretrained parts put in: the encoder
-  always, the pooler, classifier and MLM head when the model has them in the same shapes (the
-  MLM head: the prefix LM's; pooler and classifier: continuing a run of the same task); a new
-  task's head starts fresh. The pretrained encoder is per layer (wyjax.hf.Model's), stacked
-  for a scan_layers model."""
+  always (a second encoder, CCPM Match's candidate_encoder, starts from it too), the pooler,
+  classifier and MLM head when the model has them in the same shapes (the MLM head: the
+  prefix LM's; pooler and classifier: continuing a run of the same task); a new task's head
+  starts fresh. The pretrained encoder is per layer (wyjax.hf.Model's), stacked for a
+  scan_layers model."""
   params = jax.tree_util.tree_map(np.asarray, params)
-  target = params["scorer"] if task.head == "choice" else params
+  target = params["scorer"] if "scorer" in params else params
+  if "candidate_encoder" in target and "encoder" in pretrained:
+    pretrained = {**pretrained, "candidate_encoder": pretrained["encoder"]}
   for name, tree in pretrained.items():
     if name not in target:  # e.g. the MLM head of a pretrained model, for a classifier
       continue
-    if name == "encoder" and "layers" in target[name]:
+    if name.endswith("encoder") and "layers" in target[name]:
       tree = stack_layers(tree)
     if jax.tree_util.tree_map(np.shape, target[name]) == jax.tree_util.tree_map(np.shape, tree):
       target[name] = jax.tree_util.tree_map(np.asarray, tree)
-    elif name == "encoder":
+    elif name.endswith("encoder"):
       raise ValueError("the pretrained encoder's params do not fit the model's: "
                        f"{jax.tree_util.tree_map(np.shape, tree)} vs {jax.tree_util.tree_map(np.shape, target[name])}")
     else:
@@ -335,7 +340,7 @@ def _teacher_forced_scores(tokenizer, features, predicted) -> dict:
   as_text = lambda ids: " ".join(tokenizer.vocab[i] for i in ids)
   scored = [f["labels"] != IGNORE for f in features]
   scores = metrics_lib.translation_scores([as_text(p[s]) for p, s in zip(predicted, scored)],
-                                          [as_text(f["labels"][s]) for f, s in zip(features, scored)])
+                                          [as_text(f["labels"][s]) for f, s in zip(features, scored)], tokenized=True)
   return {f"teacher_forced_{k}": v for k, v in scores.items()}
 
 
@@ -370,9 +375,7 @@ def evaluate(task: Task, trainer: Trainer, params, examples, features, *,
 
 def write_predictions(task: Task, path: epath.Path, examples, predictions) -> None:
   path.parent.mkdir(parents=True, exist_ok=True)
-  lines = [task.submission_line(e, p) for e, p in zip(examples, predictions)
-           if not (task.name == "fspc" and len(e.lines) == 1)]  # FSPC: whole poems only
-  path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+  path.write_text("".join(line + "\n" for line in task.submission(examples, predictions)), encoding="utf-8")
 
 
 RUN_FILE = "run.json"  # a finished seed's Run
@@ -527,6 +530,28 @@ def load_task_data(task: Task, config, tokenizer, model_config: EncoderConfig, s
   return data
 
 
+def given_predicates(splits: dict, run) -> dict:
+  """C-CLUE's pipeline: the dev and test records with the predicates a cclue_re run (its
+  workdir) predicted for them, the labeller's input (train keeps the gold ones)."""
+  best_run = epath.Path(json.loads((epath.Path(run) / "results.json").read_text())["best_run"])
+  out = dict(splits)
+  for split in ("dev", "test"):
+    if split not in splits:
+      continue
+    path = best_run / f"{split}_predictions.txt"
+    predicted = path.read_text(encoding="utf-8").splitlines()
+    if len(predicted) != len(splits[split]):
+      raise ValueError(f"{path}: {len(predicted)} predicates for the {len(splits[split])} records of the {split} "
+                       "split: the cclue_re run was made on other files")
+    out[split] = [dataclasses.replace(e, given_predicate=p) for e, p in zip(splits[split], predicted)]
+  return out
+
+
+def _splits(data: dict) -> dict:
+  """{split: (examples, features)} of load_task_data's result."""
+  return {split: data[split] for split in ("train", "dev", "test") if split in data}
+
+
 def _prepare(config, devices=None):
   """(task, splits, featurized data, trainer, pretrained params) of config.task."""
   if config.task not in TASKS:
@@ -537,10 +562,14 @@ def _prepare(config, devices=None):
   splits = datasets.load_splits(task.data, config.data_dir)
   if "dev" not in splits:
     raise FileNotFoundError(f"{config.data_dir}: no dev file; the best checkpoint is chosen on dev")
-  task = for_data(task, splits)
-  if task.name == "fspc" and config.fspc_line_examples:
-    for split in ("train", "dev"):
-      splits[split] = splits[split] + [line for e in splits[split] for line in fspc_line_examples(e)]
+  if task.name == "fspc":  # the toolkit scores poems and their lines; trains on both unless told not to
+    for split in splits:
+      if split != "train" or config.train_on_lines:
+        splits[split] = wyweb.fspc_scoring_set(splits[split])
+  if task.name == "punc" and config.score_chars:
+    task = wyweb.punc_task(config.score_chars)
+  if task.name == "cclue_spo" and config.predicates_from:
+    splits = given_predicates(splits, config.predicates_from)
   model_config, pretrained, tokenizer = load_init(config.init, splits["train"], task.inserted_text)
   model_config = model_config.replace(dtype=config.dtype, remat=config.remat, scan_layers=config.scan_layers,
                                       attention=config.attention)
@@ -598,11 +627,12 @@ def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change
       "labels": list(task.labels), "dev_confusion": best_run.dev_confusion,
       "majority_baseline": majority_baseline(task, splits["train"], splits["dev"]),
       "truncated_characters": data["truncated"],
+      "notes": {split: notes for split, (examples, _) in _splits(data).items() if (notes := task.notes(examples))},
       "runs": [{"seed": r.seed, "best_step": r.best_step, "stopped_early": r.stopped_early, "dev": r.dev,
                 "test": r.test} for r in runs],
       "config": config.to_dict(),
   }
-  submission = workdir / "submission" / f"{task.name}.{task.submission_format}"
+  submission = workdir / "submission" / task.submission_file
   if "test" in data:
     results["submission"] = str(submission)
   if jax.process_index() == 0:

@@ -17,7 +17,8 @@ import heapq
 import json
 import pathlib
 
-from wyjax.data import corpus, punc
+from wyjax.data import corpus
+from wyjax.tasks.builders import punc
 
 
 def passages(paragraphs: list[str], min_length: int, max_length: int):

@@ -16,7 +16,8 @@ import heapq
 import json
 import pathlib
 
-from wyjax.data import corpus, gjc, punc
+from wyjax.data import corpus
+from wyjax.tasks.builders import gjc, punc
 from wyjax.tasks.wyweb import TLC_PERIOD_OF
 
 DYNASTY_OF_COLLECTION = {

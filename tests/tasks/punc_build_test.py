@@ -3,7 +3,7 @@ import subprocess
 import sys
 import unicodedata
 
-from wyjax.data import punc
+from wyjax.tasks.builders import punc
 from wyjax.tasks import wyweb
 
 
@@ -21,7 +21,7 @@ def test_split_long_cuts_after_sentence_ends():
 
 def test_build_punc_on_the_daizhige_sample(shared_data, tmp_path):
   out = tmp_path / "punc"
-  result = subprocess.run([sys.executable, "-m", "wyjax.data", "build-punc",
+  result = subprocess.run([sys.executable, "-m", "wyjax.tasks", "build-punc",
                            f"--daizhige={shared_data / 'daizhige_sample'}", f"--out={out}",
                            "--dev_fraction=0.3", "--test_fraction=0.3"], capture_output=True, text=True)
   assert result.returncode == 0, result.stderr

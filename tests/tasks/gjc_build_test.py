@@ -4,7 +4,8 @@ import collections
 import subprocess
 import sys
 
-from wyjax.data import corpus, gjc
+from wyjax.data import corpus
+from wyjax.tasks.builders import gjc
 from wyjax.tasks import wyweb
 
 
@@ -17,7 +18,7 @@ def test_pieces_cut_after_sentence_ends_and_short_paragraphs_join():
 def test_build_gjc_on_the_daizhige_sample(shared_data, tmp_path):
   sample = shared_data / "daizhige_sample"
   out = tmp_path / "gjc"
-  result = subprocess.run([sys.executable, "-m", "wyjax.data", "build-gjc", f"--daizhige={sample}", f"--out={out}",
+  result = subprocess.run([sys.executable, "-m", "wyjax.tasks", "build-gjc", f"--daizhige={sample}", f"--out={out}",
                            "--per_collection=200", "--dev_fraction=0.3", "--test_fraction=0.2"],
                           capture_output=True, text=True)
   assert result.returncode == 0, result.stderr

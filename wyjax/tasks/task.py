@@ -1,0 +1,127 @@
+"""A fine-tuning task as the training loop sees it, and the input layouts the benchmarks share.
+
+A Task turns one example into model inputs (numpy, unpadded), one example's logits into a
+prediction, predictions into the benchmark's metrics, and a prediction into a line of the
+submission file in the benchmark's own format (docs/finetuning.md). Every text is encoded one
+token per visible character (`Tokenizer.encode_chars`), so spans and tags stay aligned with
+the text.
+
+Heads: 'sequence' (pooled [CLS] classifier), 'token' (per-token classifier), 'choice' (one
+score per option, softmax over the options), 'pair' (XuCi: [u; v; |u − v|] over span vectors),
+'prefix_lm' (WYWMT: the MLM head predicts the next token; predictions are generated text),
+'match' / 'match_shared' (CCPM Match: cosine similarity of texts encoded apart, by two
+encoders / by one), 'binary_choice' (CCPM Cls: each option classified match / no match).
+
+A split without gold labels (CCPM's and AC-EVAL's test files, an untagged C-CLUE test file)
+gets label IGNORE: it is predicted, never scored.
+"""
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from wyjax.data.tokenizer import Tokenizer
+from wyjax.tasks import metrics
+from wyjax.tasks.tagging import IGNORE
+
+Features = dict[str, np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Task:
+  name: str
+  head: str
+  labels: tuple[str, ...]  # the head's output classes (choice: the option indices)
+  max_length: int  # the benchmark's max_seq_len
+  # (example, tokenizer, max_length) → (features, characters cut by truncation)
+  featurize: Callable[..., tuple[Features, int]]
+  # (example, features, logits of that example) → prediction
+  decode: Callable
+  # (examples, predictions) → metrics; `main_metric` among them selects checkpoints
+  score: Callable[[Sequence, Sequence], dict]
+  main_metric: str
+  # (train examples, dev examples) → the majority-class baseline's dev predictions
+  baseline: Callable[[Sequence, Sequence], list]
+  # (examples, predictions) → the lines of the submission file
+  submission: Callable[[Sequence, Sequence], list[str]]
+  submission_format: str  # the submission's extension: "tsv", "jsonl", "json" or "txt"
+  submission_name: str = ""  # the file name the benchmark asks for, when not <name>.<format>
+  dataset: str = ""  # the folder format it reads, when not its own name (CCPM's models share one)
+  inserted_text: str = ""  # characters featurize adds to the text: a fresh vocabulary needs them
+  # (examples of a split) → what a run's results should say about that data (records kept
+  # although unusual)
+  notes: Callable[[Sequence], list[str]] = lambda examples: []
+
+  @property
+  def data(self) -> str:
+    return self.dataset or self.name
+
+  @property
+  def submission_file(self) -> str:
+    return self.submission_name or f"{self.name}.{self.submission_format}"
+
+
+def per_example(line: Callable) -> Callable[[Sequence, Sequence], list[str]]:
+  """A submission of one line per example: line(example, prediction)."""
+  return lambda examples, predictions: [line(e, p) for e, p in zip(examples, predictions, strict=True)]
+
+
+def with_specials(tokenizer: Tokenizer, ids: np.ndarray) -> np.ndarray:
+  return np.concatenate([[tokenizer.cls_id], ids, [tokenizer.sep_id]]).astype(np.int32)
+
+
+def single(tokenizer: Tokenizer, text: str, max_length: int) -> tuple[Features, int]:
+  """[CLS] text [SEP], the text's end cut to fit."""
+  ids = tokenizer.encode_chars(text)[0]
+  room = max_length - 2
+  return {"input_ids": with_specials(tokenizer, ids[:room])}, max(0, len(ids) - room)
+
+
+def rows(sequences: list[np.ndarray], pad_id: int, second_segment_from: int | None = None) -> Features:
+  """Sequences as one [rows, longest] block (input_ids; with second_segment_from, token types
+  1 from that position to each row's end)."""
+  width = max(len(r) for r in sequences)
+  input_ids = np.full((len(sequences), width), pad_id, np.int32)
+  token_types = np.zeros((len(sequences), width), np.int32)
+  for i, row in enumerate(sequences):
+    input_ids[i, :len(row)] = row
+    if second_segment_from is not None:
+      token_types[i, second_segment_from:len(row)] = 1
+  if second_segment_from is None:
+    return {"input_ids": input_ids}
+  return {"input_ids": input_ids, "token_type_ids": token_types}
+
+
+def label_or_ignore(index: int | None) -> np.int32:
+  return np.int32(IGNORE if index is None else index)
+
+
+def argmax(logits) -> int:
+  return int(np.argmax(logits))
+
+
+def as_json(record) -> str:
+  return json.dumps(record, ensure_ascii=False)
+
+
+def most_common(values):
+  """The most frequent value (the first seen among equals)."""
+  values = list(values)
+  return max(dict.fromkeys(values), key=values.count)
+
+
+def constant_baseline(label_of: Callable) -> Callable:
+  """A baseline predicting the train split's most frequent label for every dev example."""
+  return lambda train, dev: [most_common(label_of(e) for e in train)] * len(dev)
+
+
+def classification_scores(predictions, gold, num_classes: int) -> dict:
+  return {"accuracy": metrics.accuracy(predictions, gold), "macro_f1": metrics.macro_f1(predictions, gold, num_classes)}
+
+
+def choice_accuracy(examples, predictions, answer: Callable = lambda e: e.label) -> dict:
+  return {"accuracy": metrics.accuracy(predictions, [answer(e) for e in examples])}
+
+
+OPTIONS = ("0", "1", "2", "3")  # the four-option tasks' classes
