@@ -5,8 +5,8 @@ import subprocess
 import sys
 
 from wyjax.data import corpus
-from wyjax.tasks.builders import gjc
 from wyjax.tasks import wyweb
+from wyjax.tasks.builders import gjc
 
 
 def test_pieces_cut_after_sentence_ends_and_short_paragraphs_join():

@@ -3,8 +3,8 @@ import subprocess
 import sys
 import unicodedata
 
-from wyjax.tasks.builders import punc
 from wyjax.tasks import wyweb
+from wyjax.tasks.builders import punc
 
 
 def test_label_paragraph():

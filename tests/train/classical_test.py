@@ -3,13 +3,15 @@ model, from folders named as published: each trains a few steps and writes its s
 its published format; AC-EVAL runs transfer from the CCPM softmax run and dev fine-tuning by
 cross-validation; a task with a broken file fails alone, listed on the leaderboard."""
 import json
+import subprocess
+import sys
 
 import jax
 import numpy as np
 import pytest
 
 from tests.conftest import assert_plot
-from tests.train.conftest import tiny_checkpoint
+from tests.train.conftest import REPO_ROOT, pretrain_env, tiny_checkpoint
 from wyjax.tasks import aceval, cclue, ccpm
 from wyjax.train import benchmark, checkpoints, finetune
 
@@ -49,6 +51,17 @@ def _run_benchmark(shared_data, classical_dirs, tmp_path_factory):
   board = benchmark.run(init="", data_root=root, out=out, tasks=["glner", *TASKS], name="tiny", num_train_steps=2,
                         eval_every=2, batch_size=8, max_length=64, learning_rate=1e-3)
   return root, out, board
+
+
+def test_benchmark_command_lists_a_failed_task_and_exits_1(tmp_path):
+  (tmp_path / "data" / "tlc").mkdir(parents=True)
+  (tmp_path / "data" / "tlc" / "train.tsv").write_text("远古\t唐\t床前明月光\n", encoding="utf-8")
+  result = subprocess.run([sys.executable, "-m", "wyjax.benchmark", f"--data_root={tmp_path / 'data'}",
+                           f"--out={tmp_path / 'out'}", "--tasks=tlc"], cwd=REPO_ROOT, capture_output=True,
+                          text=True, env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")))
+  assert result.returncode == 1, result.stderr[-2000:]
+  assert "period '远古' does not contain dynasty '唐'" in (tmp_path / "out" / "leaderboard.md").read_text()
+  assert "wyjax: 1 tasks failed: tlc" in result.stderr
 
 
 def test_every_task_is_on_the_leaderboard(board):

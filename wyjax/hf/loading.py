@@ -37,8 +37,8 @@ def param_shapes(config: EncoderConfig, *, mlm: bool, pooler: bool = False) -> d
 
 def _per_layer(params: dict) -> dict:
   """Params of a scan_layers model with each encoder's layers unstacked (a multiple-choice
-  model keeps its encoder under 'scorer')."""
-  return {k: unstack_layers(v) if k == "encoder" else _per_layer(v) if k == "scorer" else v
+  model keeps its encoder under 'scorer'; CCPM Match has a 'candidate_encoder' too)."""
+  return {k: unstack_layers(v) if k.endswith("encoder") else _per_layer(v) if k == "scorer" else v
           for k, v in params.items()}
 
 

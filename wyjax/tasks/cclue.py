@@ -197,8 +197,8 @@ def _ner_decode(example: NerExample, features, logits) -> tuple[str, ...]:
 def token_macro_scores(predictions, gold) -> dict:
   """run_NER.py's metric: per label of SCORED_NER_LABELS, precision, recall and F1 over all
   tokens (0 where undefined), each averaged over those labels (tf_metrics' 'macro')."""
-  predicted, expected = np.concatenate([np.asarray(p) for p in predictions]), np.concatenate(
-      [np.asarray(g) for g in gold])
+  predicted = np.concatenate([np.asarray(p) for p in predictions])
+  expected = np.concatenate([np.asarray(g) for g in gold])
   per_label = []
   for label in SCORED_NER_LABELS:
     tp = np.sum((predicted == label) & (expected == label))
@@ -235,12 +235,14 @@ NER = Task(
 
 # --- relations --------------------------------------------------------------------------------------------------
 
+def _predicate_id(predicate: str) -> np.int32:
+  if predicate not in PREDICATES:
+    raise ValueError(f"predicate {predicate!r} is not one of C-CLUE's 25: {', '.join(PREDICATES)}")
+  return np.int32(PREDICATES.index(predicate))
+
+
 def _predicate_label(example: RelationExample) -> np.int32:
-  if not example.predicate:
-    return np.int32(IGNORE)
-  if example.predicate not in PREDICATES:
-    raise ValueError(f"predicate {example.predicate!r} is not one of C-CLUE's 25: {', '.join(PREDICATES)}")
-  return np.int32(PREDICATES.index(example.predicate))
+  return _predicate_id(example.predicate) if example.predicate else np.int32(IGNORE)
 
 
 def _predicate_featurize(example: RelationExample, tokenizer: Tokenizer, max_length: int):
@@ -373,8 +375,6 @@ def _spo_featurize(example: RelationExample, tokenizer: Tokenizer, max_length: i
   if not given:
     raise ValueError("no predicate to label the text for: give a cclue_re run's predictions "
                      "(--config.predicates_from) for a file without predicates")
-  if given not in PREDICATES:
-    raise ValueError(f"predicate {given!r} is not one of C-CLUE's 25: {', '.join(PREDICATES)}")
   tags = np.zeros(len(example.text), np.int32)
   for role, start in entity_starts(example).items():
     kind = "SUB" if role == "subject" else "OBJ"
@@ -388,7 +388,7 @@ def _spo_featurize(example: RelationExample, tokenizer: Tokenizer, max_length: i
       "token_type_ids": np.concatenate([np.zeros(len(text["input_ids"])), np.ones(width)]).astype(np.int32),
       "labels": np.concatenate([text["labels"], np.full(width, IGNORE)]).astype(np.int32),
       "char_index": np.concatenate([text["char_index"], np.full(width, -1)]).astype(np.int32),
-      "predicate": np.int32(PREDICATES.index(given)),
+      "predicate": _predicate_id(given),
   }
   if not example.predicate:  # an unlabelled record: predicted, never scored
     features["labels"] = np.full_like(features["labels"], IGNORE)

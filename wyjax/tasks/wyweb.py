@@ -303,15 +303,11 @@ GJC = Task(
     submission_format="tsv", submission=per_example(lambda e, p: f"{p}\t{e.text}"))
 
 
-def fspc_line_examples(example: FspcExample) -> list[FspcExample]:
-  """The toolkit's per-line examples: each verse line with its own sentiment."""
-  return [dataclasses.replace(example, lines=(line,), holistic=sentiment, line_sentiments=())
-          for line, sentiment in zip(example.lines, example.line_sentiments)]
-
-
 def fspc_scoring_set(poems: list[FspcExample]) -> list[FspcExample]:
-  """The toolkit's evaluation set: every poem, then every line of every poem."""
-  return poems + [line for poem in poems for line in fspc_line_examples(poem)]
+  """The toolkit's example set: every poem, then every verse line of every poem as an example
+  of its own with the line's sentiment."""
+  return poems + [dataclasses.replace(poem, lines=(line,), holistic=sentiment, line_sentiments=())
+                  for poem in poems for line, sentiment in zip(poem.lines, poem.line_sentiments)]
 
 
 def _fspc_featurize(example: FspcExample, tokenizer, max_length):
