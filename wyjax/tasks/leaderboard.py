@@ -49,7 +49,7 @@ def table(rows: dict[str, dict[str, float]], order=COLUMNS, averaged: bool = Tru
   """Markdown table: rows {model: {task: score in [0, 1]}}, the tasks of `order` present, and
   WYWEB's average first when `averaged`."""
   columns = [c for c in order if any(c in scores for scores in rows.values())]
-  average = ["Avg. (8 tasks, WYWMT apart)"] if averaged else []
+  average = ["Avg. (WYWMT apart)"] if averaged else []
   lines = ["| " + " | ".join(["Model", *average, *(HEADINGS.get(c, c.upper()) for c in columns)]) + " |",
            "|---" * (len(columns) + 1 + len(average)) + "|"]
   for model, scores in rows.items():
@@ -92,15 +92,22 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
   if failed:
     sections.append("## Failed\n\n" + "".join(f"- {HEADINGS.get(t, t.upper())}: {error}\n"
                                                for t, error in failed.items()))
-  notes = "\n".join(f"- {HEADINGS.get(t, t.upper())}: {r['main_metric']}"
-                    + (" (dynasty, 7 classes; period accuracy " f"{100 * r['dev']['period_accuracy']:.2f})"
-                       if t == "tlc" else "")
-                    + "".join(f"; {note}" for split_notes in r.get("notes", {}).values() for note in split_notes)
-                    for t, r in ordered.items())
+  notes = [_note(t, r) for t, r in ordered.items()]
+  if any(t in ordered for t in AVERAGED):
+    notes.insert(0, "- Avg.: the mean of the WYWEB tasks shown other than WYWMT (WYWEB averages its 8 non-MT tasks)")
+  notes = "\n".join(notes)
   (out / "leaderboard.md").write_text(f"# {model_name}: dev scores (×100)\n\n" + "\n".join(sections)
                                       + f"\n{notes}\n", encoding="utf-8")
   (out / "leaderboard.json").write_text(json.dumps(board, indent=2, ensure_ascii=False), encoding="utf-8")
   return board
+
+
+def _note(task: str, result: dict) -> str:
+  """One line under the tables: the task's main metric and what results.json notes about it."""
+  line = f"- {HEADINGS.get(task, task.upper())}: {result['main_metric']}"
+  if task == "tlc":
+    line += f" (dynasty, 7 classes; period accuracy {100 * result['dev']['period_accuracy']:.2f})"
+  return line + "".join(f"; {note}" for notes in result.get("notes", {}).values() for note in notes)
 
 
 def aceval_tables(rows: dict[str, dict]) -> str:
