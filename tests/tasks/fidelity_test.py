@@ -21,7 +21,7 @@ def test_ccpm_released_test_file_with_its_empty_translation(shared_data, classic
   assert len(test) == 2720
   empty = [e for e in test if not e.translation]
   assert [e.line for e in empty] == [2026] and ccpm.CLS.notes(test) == [
-      "1 records with an empty translation (lines [2026]), predicted from their lines alone"]
+      "1 record(s) with an empty translation (lines [2026]), predicted from the lines alone"]
   tokenizer = tk.Tokenizer(tk.build_vocab(c for e in empty for c in e.choices))
   features, _ = featurize(ccpm.CLS, empty, tokenizer, 128, "test")
   assert features[0]["input_ids"].shape[0] == 4  # four pairs: [CLS] [SEP] line [SEP]

@@ -13,18 +13,21 @@ rules, as WYWEB scores GLNER) is reported beside it.
 
 Relations: JSON Lines {"text", "spo_list": {"predicate", "subject", "subject_type", "object",
 "object_type"}} in train_data.json, dev_data.json and test_data.json (raw_data_guwen/; a list
-of such objects is read as one example per triple, all with the line of their record). Two
+of such objects is read as one example per triple, all with the line of their record). Three
 tasks read them:
 
 - `cclue_re`, C-CLUE's predicate classification: the predicate, of 25, from the text alone.
   C-CLUE's evaluate_classifiction.py counts the lines whose predicted predicate set equals the
   gold one; its gold has one predicate per line, so for one predicted predicate per line (the
   argmax) that is accuracy. Submission: predicate_predict.txt's format, one line per record.
+- `cclue_spo`, C-CLUE's triple extraction, its pipeline's second stage: the subject and
+  object tagged in `[CLS] text [SEP] predicate [SEP]` for the predicate a `cclue_re` run
+  predicted (`given_predicate`); triples in C-CLUE's format (one line per text, `spo_list` a
+  list), scored with evaluate_labeling.py's rules (`triple_scores`).
 - `cclue_re_given_entities`: the predicate between a gold subject and object marked in the
   text (「subject」, 『object』): an easier task than C-CLUE's, not comparable with it. Its
-  submission is C-CLUE's triple format (one line per text, `spo_list` a list), scored
-  beside accuracy with evaluate_labeling.py's rules (`triple_scores`), which are exact only
-  because the entities are given.
+  predictions are written and scored as triples too, exact only because the entities are
+  given.
 """
 import dataclasses
 import pathlib

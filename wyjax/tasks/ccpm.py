@@ -122,8 +122,9 @@ def _match_featurize(example: CcpmExample, tokenizer: Tokenizer, max_length: int
 
 def _notes(examples) -> list[str]:
   empty = [e.line for e in examples if not e.translation.strip()]
-  return [f"{len(empty)} records with an empty translation (lines {empty}), predicted from their lines alone"] \
-      if empty else []
+  if not empty:
+    return []
+  return [f"{len(empty)} record(s) with an empty translation (lines {empty}), predicted from the lines alone"]
 
 
 def _task(name: str, head: str, featurize, decode=lambda e, f, logits: argmax(logits), labels=OPTIONS) -> Task:
