@@ -36,10 +36,10 @@ def test_cclue_ner_published_file_names(shared_data, tmp_path):
   """data_ner/ as C-CLUE's code names it: source/target, dev/dev-lable, test1/test_tgt."""
   source = shared_data / "cclue" / "ner"
   lines = lambda name, rows: "\n".join((source / name).read_text(encoding="utf-8").split("\n")[rows]) + "\n"
-  for name, original, rows in (("source.txt", "train.txt", slice(0, 30)),
-                               ("target.txt", "train-label.txt", slice(0, 30)), ("dev.txt", "dev.txt", slice(0, 10)),
-                               ("dev-lable.txt", "dev-label.txt", slice(0, 10)), ("test1.txt", "dev.txt", slice(10, 20)),
-                               ("test_tgt.txt", "dev-label.txt", slice(10, 20))):
+  published = (("source.txt", "train.txt", slice(0, 30)), ("target.txt", "train-label.txt", slice(0, 30)),
+               ("dev.txt", "dev.txt", slice(0, 10)), ("dev-lable.txt", "dev-label.txt", slice(0, 10)),
+               ("test1.txt", "dev.txt", slice(10, 20)), ("test_tgt.txt", "dev-label.txt", slice(10, 20)))
+  for name, original, rows in published:
     (tmp_path / name).write_text(lines(original, rows), encoding="utf-8")
   splits = datasets.load_splits("cclue_ner", tmp_path)
   assert {k: len(v) for k, v in splits.items()} == {"train": 30, "dev": 10, "test": 10}

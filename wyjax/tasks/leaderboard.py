@@ -95,9 +95,8 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
   notes = [_note(t, r) for t, r in ordered.items()]
   if any(t in ordered for t in AVERAGED):
     notes.insert(0, "- Avg.: the mean of the WYWEB tasks shown other than WYWMT (WYWEB averages its 8 non-MT tasks)")
-  notes = "\n".join(notes)
   (out / "leaderboard.md").write_text(f"# {model_name}: dev scores (×100)\n\n" + "\n".join(sections)
-                                      + f"\n{notes}\n", encoding="utf-8")
+                                      + "\n" + "\n".join(notes) + "\n", encoding="utf-8")
   (out / "leaderboard.json").write_text(json.dumps(board, indent=2, ensure_ascii=False), encoding="utf-8")
   return board
 

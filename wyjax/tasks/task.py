@@ -1,7 +1,7 @@
 """A fine-tuning task as the training loop sees it, and the input layouts the benchmarks share.
 
 A Task turns one example into model inputs (numpy, unpadded), one example's logits into a
-prediction, predictions into the benchmark's metrics, and a prediction into a line of the
+prediction, predictions into the benchmark's metrics, and predictions into the lines of the
 submission file in the benchmark's own format (docs/finetuning.md). Every text is encoded one
 token per visible character (`Tokenizer.encode_chars`), so spans and tags stay aligned with
 the text.

@@ -32,10 +32,9 @@ import numpy as np
 
 from wyjax.tasks import aceval as aceval_files
 from wyjax.tasks import batching, datasets, leaderboard
-
-ACEVAL = aceval_files.TASK
 from wyjax.train import finetune
 
+ACEVAL = aceval_files.TASK
 SUBMISSIONS = {"dev_finetune": "aceval.json", "transfer": "aceval_transfer.json"}
 
 

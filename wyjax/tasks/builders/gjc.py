@@ -2,8 +2,9 @@
 
 Each example is `<collection>\\t<passage>` labelled with its collection (藏). A passage is a
 cleaned paragraph (punctuation kept); consecutive short paragraphs of a book (verse lines) are
-joined until `min_length`, and longer ones are cut after a sentence-ending mark. The WYWEB paper's class proportions and length limits are not public,
-so these are wyjax's documented choices (docs/finetuning.md):
+joined until `min_length`, and longer ones are cut after a sentence-ending mark. The WYWEB
+paper's class proportions and length limits are not public, so these are wyjax's documented
+choices (docs/finetuning.md):
 
 - passages of `min_length` (16) to `max_length` (510) characters;
 - at most `per_collection` (10,000) passages per collection — the big collections (史藏, 集藏)
