@@ -256,9 +256,8 @@ def _predicate_featurize(example: RelationExample, tokenizer: Tokenizer, max_len
 RE = Task(
     name="cclue_re", head="sequence", labels=PREDICATES, max_length=128, featurize=_predicate_featurize,
     decode=lambda e, f, logits: PREDICATES[argmax(logits)],
-    score=lambda examples, predictions: classification_scores(
-        [PREDICATES.index(p) for p in predictions], [PREDICATES.index(e.predicate) for e in examples],
-        len(PREDICATES)),
+    score=lambda examples, predictions: classification_scores(predictions, [e.predicate for e in examples],
+                                                              PREDICATES),
     main_metric="accuracy", baseline=constant_baseline(lambda e: e.predicate), submission_format="txt",
     submission=per_example(lambda e, p: p), submission_name="predicate_predict.txt", dataset="cclue_re")
 
@@ -349,8 +348,7 @@ def triple_scores(gold_examples, records) -> dict:
 
 
 def _given_entities_score(examples, predictions) -> dict:
-  scores = classification_scores([PREDICATES.index(p) for p in predictions],
-                                 [PREDICATES.index(e.predicate) for e in examples], len(PREDICATES))
+  scores = classification_scores(predictions, [e.predicate for e in examples], PREDICATES)
   return {**scores, **triple_scores(examples, triple_records(examples, predictions))}
 
 

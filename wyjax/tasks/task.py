@@ -116,8 +116,12 @@ def constant_baseline(label_of: Callable) -> Callable:
   return lambda train, dev: [most_common(label_of(e) for e in train)] * len(dev)
 
 
-def classification_scores(predictions, gold, num_classes: int) -> dict:
-  return {"accuracy": metrics.accuracy(predictions, gold), "macro_f1": metrics.macro_f1(predictions, gold, num_classes)}
+def classification_scores(predictions, gold, labels: Sequence) -> dict:
+  """Accuracy and macro-F1 over the classes `labels` of predicted and gold values of them."""
+  ids = lambda values: [labels.index(v) for v in values]
+  predicted, expected = ids(predictions), ids(gold)
+  return {"accuracy": metrics.accuracy(predicted, expected),
+          "macro_f1": metrics.macro_f1(predicted, expected, len(labels))}
 
 
 def choice_accuracy(examples, predictions, answer: Callable = lambda e: e.label) -> dict:

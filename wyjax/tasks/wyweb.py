@@ -271,10 +271,8 @@ def _tlc_decode(example, features, logits) -> tuple[str, str]:
 
 
 def _tlc_score(examples, predictions) -> dict:
-  dynasty = classification_scores([TLC_DYNASTIES.index(p[1]) for p in predictions],
-                                  [TLC_DYNASTIES.index(e.dynasty) for e in examples], len(TLC_DYNASTIES))
-  period = classification_scores([TLC_PERIODS.index(p[0]) for p in predictions],
-                                 [TLC_PERIODS.index(e.period) for e in examples], len(TLC_PERIODS))
+  dynasty = classification_scores([p[1] for p in predictions], [e.dynasty for e in examples], TLC_DYNASTIES)
+  period = classification_scores([p[0] for p in predictions], [e.period for e in examples], TLC_PERIODS)
   return {**dynasty, **{f"period_{k}": v for k, v in period.items()}}
 
 
@@ -297,8 +295,7 @@ GJC = Task(
     name="gjc", head="sequence", labels=GJC_COLLECTIONS, max_length=512, featurize=_gjc_featurize,
     decode=lambda e, f, logits: GJC_COLLECTIONS[argmax(logits)],
     score=lambda examples, predictions: classification_scores(
-        [GJC_COLLECTIONS.index(p) for p in predictions], [GJC_COLLECTIONS.index(e.collection) for e in examples],
-        len(GJC_COLLECTIONS)),
+        predictions, [e.collection for e in examples], GJC_COLLECTIONS),
     main_metric="accuracy", baseline=constant_baseline(lambda e: e.collection),
     submission_format="tsv", submission=per_example(lambda e, p: f"{p}\t{e.text}"))
 
@@ -327,7 +324,8 @@ def _fspc_score(examples, predictions) -> dict:
   ids = lambda labels: [FSPC_SENTIMENTS.index(x) for x in labels]
   predicted, gold = ids(predictions), ids(e.holistic for e in examples)
   poems = [i for i, e in enumerate(examples) if len(e.lines) > 1]
-  poem_scores = classification_scores([predicted[i] for i in poems], [gold[i] for i in poems], len(FSPC_SENTIMENTS))
+  poem_scores = classification_scores([predictions[i] for i in poems], [examples[i].holistic for i in poems],
+                                      FSPC_SENTIMENTS)
   return {"accuracy": metrics.accuracy(predicted, gold),
           "macro_f1": metrics.macro_f1(predicted, gold, FSPC_TOOLKIT_CLASSES),
           **{f"poem_{k}": v for k, v in poem_scores.items()}}
@@ -452,7 +450,7 @@ XUCI = Task(
     name="xuci", head="pair", labels=("f", "t"), max_length=96, featurize=_xuci_featurize,
     decode=lambda e, f, logits: bool(argmax(logits)),
     score=lambda examples, predictions: classification_scores(
-        [int(p) for p in predictions], [int(e.same_usage) for e in examples], 2),
+        predictions, [e.same_usage for e in examples], (False, True)),
     main_metric="accuracy", baseline=constant_baseline(lambda e: e.same_usage), submission_format="tsv",
     submission=per_example(lambda e, p: "\t".join(
         [e.text_a, e.text_b, "%d, %d" % e.span_a, "%d, %d" % e.span_b, "t" if p else "f"])))
