@@ -1,4 +1,6 @@
 import json
+import subprocess
+import sys
 
 import numpy as np
 
@@ -86,11 +88,15 @@ def test_iterator_state_restores_position(shared_data, tmp_path):
     np.testing.assert_array_equal(next(again), e)
 
 
-def test_plain_text_corpus(tmp_path):
-  texts = tmp_path / "texts"
+def _write_texts(texts):
   (texts / "sub").mkdir(parents=True)
   (texts / "a.txt").write_text("學而時習之，不亦說乎？\n\n有朋自遠方來，不亦樂乎？\n" * 3, encoding="utf-8")
   (texts / "sub" / "b.txt").write_text("\u3000\u3000人不知而不慍，不亦君子乎？\n", encoding="utf-8")
+  return texts
+
+
+def test_plain_text_corpus(tmp_path):
+  texts = _write_texts(tmp_path / "texts")
   manifest = prepare.prepare_corpus(tmp_path / "out", prepare.Options(source=f"text:{texts}", sequence_length=16,
                                                                       valid_fraction=0.0),
                                     workers=1, progress=False, log=lambda *_: None)
@@ -98,3 +104,30 @@ def test_plain_text_corpus(tmp_path):
   tokenizer = tk.Tokenizer.load(tmp_path / "out" / "tokenizer")
   assert "学" in tokenizer.token_to_id and "學" not in tokenizer.token_to_id  # t2s by default
   assert manifest["tokens"]["train"] == len("学而时习之，不亦说乎？有朋自远方来，不亦乐乎？人不知而不愠，不亦君子乎？") + 2
+
+
+def test_prepare_corpus_command(tmp_path):
+  """`python -m wyjax.data prepare-corpus` hands every flag to prepare_corpus."""
+  texts, out = _write_texts(tmp_path / "texts"), tmp_path / "out"
+  result = subprocess.run([sys.executable, "-m", "wyjax.data", "prepare-corpus", f"--source=text:{texts}",
+                           f"--out={out}", "--sequence_length=16", "--valid_fraction=0", "--no_t2s",
+                           "--char_filter=no_ascii_alnum", "--min_count=2", "--max_vocab=20", "--shard_sequences=2",
+                           "--workers=1"],
+                          capture_output=True, text=True)
+  assert result.returncode == 0, result.stderr
+  manifest = json.loads((out / "manifest.json").read_text())
+  assert manifest["options"] == {"source": f"text:{texts}", "sequence_length": 16, "valid_fraction": 0.0, "t2s": False,
+                                 "char_filter": "no_ascii_alnum", "min_count": 2, "max_vocab": 20,
+                                 "shard_sequences": 2}
+  assert manifest["workers"] == 1 and len(manifest["shards"]["train"]) > 1
+
+
+def test_prepare_corpus_command_refuses_bad_usage(tmp_path):
+  out = tmp_path / "out"
+  common = ["--source=poetry", f"--out={out}"]
+  for args, message in ((["bogus", *common], "expected one command (prepare-corpus), got: bogus"),
+                        (["prepare-corpus", *common, "--daizhige=DIR"], "Unknown command line flag 'daizhige'"),
+                        (["prepare-corpus", "--source=poetry"], "prepare-corpus needs --source and --out")):
+    result = subprocess.run([sys.executable, "-m", "wyjax.data", *args], capture_output=True, text=True)
+    assert result.returncode != 0 and message in result.stderr, (args, result.stderr)
+  assert not out.exists()

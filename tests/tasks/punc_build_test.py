@@ -37,3 +37,15 @@ def test_build_punc_on_the_daizhige_sample(shared_data, tmp_path):
       assert len(e.text) <= 510 and any(label != "O" for label in e.labels)
     total += len(examples)
   assert total > 300
+
+
+def test_commands_refuse_unknown_commands_and_the_other_commands_flags(tmp_path):
+  out = tmp_path / "out"
+  common = ["--daizhige=DIR", f"--out={out}"]
+  for args, message in ((["bogus", *common], "expected one command (build-punc | build-gjc), got: bogus"),
+                        (["build-punc", "--per_collection=5", *common],
+                         "--per_collection is for build-gjc, not build-punc"),
+                        (["build-gjc", "--collections=經藏", *common], "--collections is for build-punc, not build-gjc")):
+    result = subprocess.run([sys.executable, "-m", "wyjax.tasks", *args], capture_output=True, text=True)
+    assert result.returncode != 0 and message in result.stderr, (args, result.stderr)
+  assert not out.exists()

@@ -4,34 +4,36 @@
         [--sequence_length=512] [--vocab=TOKENIZER_DIR] [--valid_fraction=0.01] [--workers=N]
         [--no_t2s] [--char_filter=none|no_ascii_alnum|no_private_use] [--min_count=1] [--max_vocab=N]
 """
-import argparse
-import sys
+from absl import app, flags
 
 from wyjax.data import corpus, prepare
 
+_COMMANDS = ("prepare-corpus",)
 
-def main(argv=None):
-  parser = argparse.ArgumentParser(prog="python -m wyjax.data")
-  commands = parser.add_subparsers(dest="command", required=True)
-  p = commands.add_parser("prepare-corpus", help="tokenise and pack a corpus into ArrayRecord shards")
-  p.add_argument("--source", required=True, help="daizhige:DIR, poetry, or text:PATH")
-  p.add_argument("--out", required=True)
-  p.add_argument("--sequence_length", type=int, default=512)
-  p.add_argument("--vocab", help="reuse this tokenizer folder instead of building a vocabulary")
-  p.add_argument("--valid_fraction", type=float, default=0.01)
-  p.add_argument("--no_t2s", action="store_true", help="keep traditional characters")
-  p.add_argument("--char_filter", default="none", choices=sorted(corpus.CHAR_FILTERS))
-  p.add_argument("--min_count", type=int, default=1)
-  p.add_argument("--max_vocab", type=int)
-  p.add_argument("--shard_sequences", type=int, default=65536)
-  p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
-  args = parser.parse_args(argv)
+_SOURCE = flags.DEFINE_string("source", None, "daizhige:DIR, poetry, or text:PATH (required).")
+_OUT = flags.DEFINE_string("out", None, "Output folder (required).")
+_SEQUENCE_LENGTH = flags.DEFINE_integer("sequence_length", 512, "Tokens per packed sequence.")
+_VOCAB = flags.DEFINE_string("vocab", None, "Reuse this tokenizer folder instead of building a vocabulary.")
+_VALID_FRACTION = flags.DEFINE_float("valid_fraction", 0.01, "Fraction of documents held out for validation.")
+_NO_T2S = flags.DEFINE_bool("no_t2s", False, "Keep traditional characters.")
+_CHAR_FILTER = flags.DEFINE_enum("char_filter", "none", sorted(corpus.CHAR_FILTERS), "Characters dropped in cleaning.")
+_MIN_COUNT = flags.DEFINE_integer("min_count", 1, "Fewest occurrences for a character to enter the vocabulary.")
+_MAX_VOCAB = flags.DEFINE_integer("max_vocab", None, "Largest vocabulary (default: no limit).")
+_SHARD_SEQUENCES = flags.DEFINE_integer("shard_sequences", 65536, "Sequences per ArrayRecord shard.")
+_WORKERS = flags.DEFINE_integer("workers", None, "Worker processes (default: all cores).")
+
+
+def main(argv):
+  if len(argv) != 2 or argv[1] not in _COMMANDS:
+    raise app.UsageError(f"expected one command ({' | '.join(_COMMANDS)}), got: {' '.join(argv[1:]) or 'none'}")
+  if _SOURCE.value is None or _OUT.value is None:
+    raise app.UsageError("prepare-corpus needs --source and --out")
   options = prepare.Options(
-      source=args.source, sequence_length=args.sequence_length, valid_fraction=args.valid_fraction,
-      t2s=not args.no_t2s, char_filter=args.char_filter, min_count=args.min_count,
-      max_vocab=args.max_vocab, shard_sequences=args.shard_sequences)
-  prepare.prepare_corpus(args.out, options, vocab_dir=args.vocab, workers=args.workers)
+      source=_SOURCE.value, sequence_length=_SEQUENCE_LENGTH.value, valid_fraction=_VALID_FRACTION.value,
+      t2s=not _NO_T2S.value, char_filter=_CHAR_FILTER.value, min_count=_MIN_COUNT.value,
+      max_vocab=_MAX_VOCAB.value, shard_sequences=_SHARD_SEQUENCES.value)
+  prepare.prepare_corpus(_OUT.value, options, vocab_dir=_VOCAB.value, workers=_WORKERS.value)
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  app.run(main)

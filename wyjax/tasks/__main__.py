@@ -1,46 +1,52 @@
 """Build WYWEB's two unpublished tasks from a Daizhige tree, in WYWEB's formats.
 
-    python -m wyjax.tasks build-punc --daizhige=DIR --out=DIR [--collections=史藏] [--max_length=510]
+    python -m wyjax.tasks build-punc --daizhige=DIR --out=DIR [--collections=史藏,…] [--max_length=510]
     python -m wyjax.tasks build-gjc --daizhige=DIR --out=DIR [--per_collection=10000] [--max_length=510]
+
+build-punc labels each character of the punctuated texts with the mark that follows it; build-gjc
+labels passages with their collection. Both take [--dev_fraction=0.05] [--test_fraction=0.05]
+[--min_length=N] [--no_t2s].
 """
-import argparse
-import sys
+from absl import app, flags
 
 from wyjax.tasks.builders import gjc, punc
 
+_COMMANDS = ("build-punc", "build-gjc")
 
-def main(argv=None):
-  parser = argparse.ArgumentParser(prog="python -m wyjax.tasks")
-  commands = parser.add_subparsers(dest="command", required=True)
-  b = commands.add_parser("build-punc", help="WYWEB PUNC files from a punctuated Daizhige tree")
-  b.add_argument("--daizhige", required=True)
-  b.add_argument("--out", required=True)
-  b.add_argument("--collections", default="史藏", help="comma-separated collections (default: history)")
-  b.add_argument("--dev_fraction", type=float, default=0.05)
-  b.add_argument("--test_fraction", type=float, default=0.05)
-  b.add_argument("--min_length", type=int, default=8)
-  b.add_argument("--max_length", type=int, default=510)
-  b.add_argument("--no_t2s", action="store_true")
-  g = commands.add_parser("build-gjc", help="WYWEB GJC files (passage → collection) from a Daizhige tree")
-  g.add_argument("--daizhige", required=True)
-  g.add_argument("--out", required=True)
-  g.add_argument("--per_collection", type=int, default=10_000, help="passages per collection at most")
-  g.add_argument("--dev_fraction", type=float, default=0.05)
-  g.add_argument("--test_fraction", type=float, default=0.05)
-  g.add_argument("--min_length", type=int, default=16)
-  g.add_argument("--max_length", type=int, default=510)
-  g.add_argument("--no_t2s", action="store_true")
-  args = parser.parse_args(argv)
-  if args.command == "build-gjc":
-    summary = gjc.build_gjc(args.daizhige, args.out, per_collection=args.per_collection,
-                            dev_fraction=args.dev_fraction, test_fraction=args.test_fraction,
-                            min_length=args.min_length, max_length=args.max_length, t2s=not args.no_t2s)
+_DAIZHIGE = flags.DEFINE_string("daizhige", None, "Daizhige tree (required).")
+_OUT = flags.DEFINE_string("out", None, "Output folder (required).")
+_COLLECTIONS = flags.DEFINE_list("collections", ["史藏"], "build-punc: collections to read (default: history).")
+_PER_COLLECTION = flags.DEFINE_integer("per_collection", 10_000, "build-gjc: passages per collection at most.")
+_DEV_FRACTION = flags.DEFINE_float("dev_fraction", 0.05, "Fraction of documents in the dev split.")
+_TEST_FRACTION = flags.DEFINE_float("test_fraction", 0.05, "Fraction of documents in the test split.")
+_MIN_LENGTH = flags.DEFINE_integer("min_length", None,
+                                   "Shortest text kept (default: 8 for build-punc, 16 for build-gjc).")
+_MAX_LENGTH = flags.DEFINE_integer("max_length", 510, "Longest text written; longer ones are cut.")
+_NO_T2S = flags.DEFINE_bool("no_t2s", False, "Keep traditional characters.")
+
+# Flags only one command reads: given to the other, they would be silently ignored.
+_OWNER = {_COLLECTIONS.name: "build-punc", _PER_COLLECTION.name: "build-gjc"}
+
+
+def main(argv):
+  if len(argv) != 2 or argv[1] not in _COMMANDS:
+    raise app.UsageError(f"expected one command ({' | '.join(_COMMANDS)}), got: {' '.join(argv[1:]) or 'none'}")
+  command = argv[1]
+  for name, owner in _OWNER.items():
+    if owner != command and flags.FLAGS[name].present:
+      raise app.UsageError(f"--{name} is for {owner}, not {command}")
+  if _DAIZHIGE.value is None or _OUT.value is None:
+    raise app.UsageError(f"{command} needs --daizhige and --out")
+  options = {"dev_fraction": _DEV_FRACTION.value, "test_fraction": _TEST_FRACTION.value,
+             "max_length": _MAX_LENGTH.value, "t2s": not _NO_T2S.value}
+  if _MIN_LENGTH.value is not None:  # else the builder's own default
+    options["min_length"] = _MIN_LENGTH.value
+  if command == "build-gjc":
+    summary = gjc.build_gjc(_DAIZHIGE.value, _OUT.value, per_collection=_PER_COLLECTION.value, **options)
   else:
-    summary = punc.build_punc(args.daizhige, args.out, collections_=tuple(args.collections.split(",")),
-                              dev_fraction=args.dev_fraction, test_fraction=args.test_fraction,
-                              min_length=args.min_length, max_length=args.max_length, t2s=not args.no_t2s)
-  print(f"{args.out}: {summary}")
+    summary = punc.build_punc(_DAIZHIGE.value, _OUT.value, collections_=tuple(_COLLECTIONS.value), **options)
+  print(f"{_OUT.value}: {summary}")
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  app.run(main)
