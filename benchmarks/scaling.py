@@ -32,7 +32,7 @@ LEVERS = [("none", {}), ("dots", {}), ("full", {}), ("full", {"data": 1, "fsdp":
 def compile_cell(model: str, topology: str, remat: str, mesh: dict) -> dict:
   chips = math.prod(int(d) for d in topology.split(":")[1].split("x"))
   batch = MODELS[model] * chips
-  command = [sys.executable, "-m", "wyjax.pretrain", f"--config=configs/pretrain/{model}.py",
+  command = [sys.executable, "-m", "wyjax.pretrain", f"--config=pretrain/{model}.py",
              f"--compile_only={topology}", f"--config.batch_size={batch}", f"--config.remat={remat}",
              *(f"--config.mesh.{axis}={size}" for axis, size in mesh.items())]
   start = time.perf_counter()

@@ -1,7 +1,7 @@
 """AC-EVAL: four-option questions on ancient Chinese, 13 subjects in 3 categories; accuracy per
 subject and category, the average of the categories.
 
-    python -m wyjax.finetune --config=configs/aceval.py --workdir=/tmp/aceval \
+    python -m wyjax.finetune --config=aceval.py --workdir=/tmp/aceval \
         --config.data_dir=AC-EVAL/data --config.init=MODEL \
         [--config.transfer_init=A_MULTIPLE_CHOICE_RUN]
 

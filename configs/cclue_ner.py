@@ -2,7 +2,7 @@
 histories. Main score: C-CLUE's own (run_NER.py), token-level macro F1 over B/I-LOC, ORG and
 PER; entity-level micro F1 over all types and per type beside it (entity_*).
 
-    python -m wyjax.finetune --config=configs/cclue_ner.py --workdir=/tmp/cclue_ner \\
+    python -m wyjax.finetune --config=cclue_ner.py --workdir=/tmp/cclue_ner \\
         --config.data_dir=C-CLUE/data_ner --config.init=MODEL [--config.seeds=3]
 
 data_dir is C-CLUE's data_ner/ as released (source.txt / target.txt, dev.txt / dev-lable.txt,

@@ -2,11 +2,11 @@
 per line), its end-to-end triple extraction (triple F1, evaluate_labeling.py's rules), or the
 predicate between a given subject and object (not C-CLUE's task).
 
-    python -m wyjax.finetune --config=configs/cclue_re.py --workdir=/tmp/cclue_re \\
+    python -m wyjax.finetune --config=cclue_re.py --workdir=/tmp/cclue_re \\
         --config.data_dir=C-CLUE/raw_data_guwen --config.init=MODEL [--config.seeds=3]
-    python -m wyjax.finetune --config=configs/cclue_re.py:spo --workdir=/tmp/cclue_spo \\
+    python -m wyjax.finetune --config=cclue_re.py:spo --workdir=/tmp/cclue_spo \\
         --config.data_dir=C-CLUE/raw_data_guwen --config.init=MODEL --config.predicates_from=/tmp/cclue_re
-    python -m wyjax.finetune --config=configs/cclue_re.py:given_entities ...
+    python -m wyjax.finetune --config=cclue_re.py:given_entities ...
 
 data_dir holds train_data.json, dev_data.json and test_data.json. The default reads the text
 alone and predicts one of C-CLUE's 25 predicates; the submission is predicate_predict.txt.

@@ -1,10 +1,10 @@
 """CCPM: the verse line, of four, that a modern-Chinese description translates (accuracy).
 
-    python -m wyjax.finetune --config=configs/ccpm.py --workdir=/tmp/ccpm \\
+    python -m wyjax.finetune --config=ccpm.py --workdir=/tmp/ccpm \\
         --config.data_dir=CCPM --config.init=MODEL       # Cls (the default)
-    python -m wyjax.finetune --config=configs/ccpm.py:match ...         # Match
-    python -m wyjax.finetune --config=configs/ccpm.py:softmax ...       # Cls scores, softmax over the four
-    python -m wyjax.finetune --config=configs/ccpm.py:match_shared ...  # Match with one encoder
+    python -m wyjax.finetune --config=ccpm.py:match ...         # Match
+    python -m wyjax.finetune --config=ccpm.py:softmax ...       # Cls scores, softmax over the four
+    python -m wyjax.finetune --config=ccpm.py:match_shared ...  # Match with one encoder
 
 data_dir holds train.jsonl, valid.jsonl and test_public.jsonl as released; the submission is
 submission/CCPM.jsonl. The CCPM report's Cls classifies each (translation, line) pair as match

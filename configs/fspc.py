@@ -1,6 +1,6 @@
 """FSPC: holistic sentiment of a four-line poem (5 classes).
 
-    python -m wyjax.finetune --config=configs/fspc.py --workdir=/tmp/fspc \\
+    python -m wyjax.finetune --config=fspc.py --workdir=/tmp/fspc \\
         --config.data_dir=WYWEB/fspc --config.init=MODEL [--config.seeds=3]
 
 Hyper-parameters: the WYWEB scripts' batch size and learning rate, Table 15's schedule

@@ -1,6 +1,6 @@
 """GJC: which Daizhige collection (藏) a paragraph comes from; data from python -m wyjax.tasks build-gjc.
 
-    python -m wyjax.finetune --config=configs/gjc.py --workdir=/tmp/gjc \\
+    python -m wyjax.finetune --config=gjc.py --workdir=/tmp/gjc \\
         --config.data_dir=WYWEB/gjc --config.init=MODEL [--config.seeds=3]
 
 Hyper-parameters: the WYWEB scripts' batch size and learning rate, Table 15's schedule

@@ -1,6 +1,6 @@
 """GLNER: book names and other proper nouns, entity-level F1.
 
-    python -m wyjax.finetune --config=configs/glner.py --workdir=/tmp/glner \\
+    python -m wyjax.finetune --config=glner.py --workdir=/tmp/glner \\
         --config.data_dir=WYWEB/glner --config.init=MODEL [--config.seeds=3]
 
 Hyper-parameters: the WYWEB scripts' batch size and learning rate, Table 15's schedule

@@ -1,6 +1,6 @@
 """IRC: the right explanation of an idiom among four.
 
-    python -m wyjax.finetune --config=configs/irc.py --workdir=/tmp/irc \\
+    python -m wyjax.finetune --config=irc.py --workdir=/tmp/irc \\
         --config.data_dir=WYWEB/irc --config.init=MODEL [--config.seeds=3]
 
 Hyper-parameters: the WYWEB scripts' batch size and learning rate, Table 15's schedule

@@ -1,6 +1,6 @@
 """PUNC: the punctuation mark after each character; data from python -m wyjax.tasks build-punc.
 
-    python -m wyjax.finetune --config=configs/punc.py --workdir=/tmp/punc \\
+    python -m wyjax.finetune --config=punc.py --workdir=/tmp/punc \\
         --config.data_dir=WYWEB/punc --config.init=MODEL [--config.seeds=3]
 
 Hyper-parameters: the WYWEB scripts' batch size and learning rate, Table 15's schedule

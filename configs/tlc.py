@@ -1,6 +1,6 @@
 """TLC: period and dynasty of a passage (3 and 7 classes); the head predicts the dynasty.
 
-    python -m wyjax.finetune --config=configs/tlc.py --workdir=/tmp/tlc \\
+    python -m wyjax.finetune --config=tlc.py --workdir=/tmp/tlc \\
         --config.data_dir=WYWEB/tlc --config.init=MODEL [--config.seeds=3]
 
 Hyper-parameters: the WYWEB scripts' batch size and learning rate, Table 15's schedule

@@ -1,6 +1,6 @@
 """WYWMT: classical → modern Chinese translation with the encoder as a prefix LM (UniLM mask).
 
-    python -m wyjax.finetune --config=configs/wywmt.py --workdir=/tmp/wywmt \\
+    python -m wyjax.finetune --config=wywmt.py --workdir=/tmp/wywmt \\
         --config.data_dir=WYWEB/wywmt --config.init=MODEL [--config.decoding.beam_size=4]
 
 Input [CLS] source [SEP] target [SEP], next-token loss on the target (docs/finetuning.md).

@@ -1,6 +1,6 @@
 """WYWRC: reading comprehension, four options per question, articles cut to fit 512 tokens.
 
-    python -m wyjax.finetune --config=configs/wywrc.py --workdir=/tmp/wywrc \\
+    python -m wyjax.finetune --config=wywrc.py --workdir=/tmp/wywrc \\
         --config.data_dir=WYWEB/wywrc --config.init=MODEL [--config.seeds=3]
 
 Hyper-parameters: the WYWEB scripts' batch size and learning rate, Table 15's schedule

@@ -1,6 +1,6 @@
 """XuCi: is a function word used the same way in two sentences (siamese span head).
 
-    python -m wyjax.finetune --config=configs/xuci.py --workdir=/tmp/xuci \\
+    python -m wyjax.finetune --config=xuci.py --workdir=/tmp/xuci \\
         --config.data_dir=WYWEB/xuci --config.init=MODEL [--config.seeds=3]
 
 Hyper-parameters: the WYWEB scripts' batch size and learning rate, Table 15's schedule

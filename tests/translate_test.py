@@ -28,10 +28,10 @@ def run(shared_data, tmp_path_factory):
   (data / "dev.tsv").write_bytes(b"\n".join(lines[1000:1024]))
   workdir = root / "run"
   result = subprocess.run(
-      [sys.executable, "-m", "wyjax.finetune", "--config=configs/wywmt.py", f"--workdir={workdir}",
+      [sys.executable, "-m", "wyjax.finetune", "--config=wywmt.py", f"--workdir={workdir}",
        f"--config.data_dir={data}", "--config.num_train_steps=60", "--config.batch_size=16",
        "--config.learning_rate=1e-3", "--config.log_every=10", "--config.max_length=64", *DECODING],
-      cwd=REPO_ROOT, env=pretrain_env(WYJAX_CACHE=str(root / "cache")), capture_output=True, text=True)
+      cwd=root, env=pretrain_env(WYJAX_CACHE=str(root / "cache")), capture_output=True, text=True)
   assert result.returncode == 0, result.stderr[-3000:]
   return data, workdir
 

@@ -16,11 +16,10 @@ import pathlib
 import sys
 
 from absl import app, flags
-from absl import logging as absl_logging
 
 from wyjax.tasks import leaderboard
 from wyjax.tasks.registry import TASKS
-from wyjax.train import aot, benchmark, guards
+from wyjax.train import aot, benchmark, guards, logs
 
 _INIT = flags.DEFINE_string("init", "", "transformers folder or wyjax workdir (empty: fresh tiny model).")
 _DATA_ROOT = flags.DEFINE_string("data_root", None, "Folder with one subfolder per task.", required=True)
@@ -40,7 +39,7 @@ _ACCEPT = flags.DEFINE_bool("accept_config_change", False,
 
 def main(argv):
   del argv
-  absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every save at INFO
+  logs.to_file(_OUT.value, "benchmark")
   name = _NAME.value or (pathlib.Path(_INIT.value).name if _INIT.value else "fresh tiny model")
   aot.use_compilation_cache()
   with guards.clean_exit():

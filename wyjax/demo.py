@@ -18,17 +18,15 @@ import pathlib
 import time
 
 from absl import app, flags
-from absl import logging as absl_logging
-from ml_collections import config_flags
 
 from wyjax.data import corpus
 from wyjax.hf import export as export_lib
 from wyjax.hf import loading
 from wyjax.tasks.builders import poetry
-from wyjax.train import aot, benchmark, checkpoints, guards, pretrain
+from wyjax.train import aot, benchmark, checkpoints, config_files, guards, logs, pretrain
 
-_PRETRAIN = config_flags.DEFINE_config_file(
-    "pretrain_config", str(benchmark.CONFIGS / "pretrain" / "deberta_tiny.py"), "Pretraining config.")
+_PRETRAIN = config_files.DEFINE_config("pretrain_config", "pretrain/deberta_tiny.py",
+                                       "Pretraining config: a name or a file.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output folder (default: <cache>/demo).")
 _STEPS = flags.DEFINE_integer("finetune_steps", 250, "Fine-tuning steps per task.")
 _LR = flags.DEFINE_float("learning_rate", 1e-3, "Fine-tuning learning rate (tiny model).")
@@ -56,7 +54,6 @@ def pretrained(config, workdir: pathlib.Path, accept_config_change: bool) -> pat
 
 def main(argv):
   del argv
-  absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every save at INFO
   aot.use_compilation_cache()
   with guards.clean_exit():
     run_demo()
@@ -65,6 +62,7 @@ def main(argv):
 def run_demo():
   start = time.perf_counter()
   workdir = pathlib.Path(_WORKDIR.value or corpus.cache_dir() / "demo")
+  logs.to_file(workdir, "demo")
   config = _PRETRAIN.value
   if _PACKAGE.value:
     config.corpus.source = f"poetry:{pathlib.Path(_PACKAGE.value).resolve()}"
@@ -81,7 +79,9 @@ def run_demo():
                         num_train_steps=_STEPS.value, eval_every=max(1, _STEPS.value // 4), batch_size=32)
   if board["failed"]:
     raise guards.RunError(f"demo tasks failed: {board['failed']}")
-  hf_dir = export_lib.export(loading.load(model_dir), workdir / "hf", name="wyjax-tiny-poetry", overwrite=True)
+  training, _ = export_lib.run_info(model_dir)  # its run_config.json and step
+  hf_dir = export_lib.export(loading.load(model_dir), workdir / "hf", name="wyjax-tiny-poetry", results=board,
+                             training=training, task_data="chinese-poetry", overwrite=True)
   print(f"\nexported the pretrained model to {hf_dir} (loads with transformers.AutoModelForMaskedLM)")
   print("\nTasks derived from chinese-poetry: TLC = dynasty of a poem (period accuracy in the notes), "
         "PUNC = punctuation F1; dev split.\n")

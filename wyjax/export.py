@@ -1,12 +1,14 @@
 """Export a wyjax checkpoint (or re-export a transformers folder) as a transformers folder.
 
     python -m wyjax.export --checkpoint=WORKDIR --out=HF_DIR [--verify] [--push_to_hub=ORG/NAME]
-    python -m wyjax.export --random_init=configs/pretrain/deberta_base.py --out=HF_DIR --verify
+    python -m wyjax.export --random_init=pretrain/deberta_base.py --out=HF_DIR --verify
 
---verify reloads the folder with transformers (PyTorch) and compares its MLM logits with
-wyjax's on a padded batch. --push_to_hub reads HF_TOKEN (and HF_ENDPOINT) from the environment.
-Every path may be a bucket (gs://…): the export is then fetched to a temporary folder for
---verify and --push_to_hub.
+The model card tells how a wyjax workdir was trained (its run_config.json and the step
+exported) and, from --results or a leaderboard.json in the checkpoint's folder, its benchmark
+scores as a Hub model-index. --verify reloads the folder with transformers (PyTorch) and
+compares its MLM logits with wyjax's on a padded batch. --push_to_hub reads HF_TOKEN (and
+HF_ENDPOINT) from the environment. Every path may be a bucket (gs://…): the export is then
+fetched to a temporary folder for --verify and --push_to_hub.
 """
 import json
 import logging
@@ -16,24 +18,29 @@ import jax
 import numpy as np
 from absl import app, flags
 from etils import epath
-from ml_collections import config_flags
 
 from wyjax import storage
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.hf import export as export_lib
 from wyjax.hf import hub, loading
 from wyjax.models import EncoderConfig
+from wyjax.train import config_files, logs
 
 _CHECKPOINT = flags.DEFINE_string("checkpoint", None, "wyjax workdir (or one step) or transformers folder.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Same as --checkpoint.")
-_RANDOM_INIT = config_flags.DEFINE_config_file(
-    "random_init", None, "A config whose `model` describes a randomly initialised model to export.")
+_RANDOM_INIT = config_files.DEFINE_config(
+    "random_init", None, "A config (name or file) whose `model` describes a randomly initialised model to export.")
 _OUT = flags.DEFINE_string("out", None, "Output folder.", required=True)
 _LEGACY = flags.DEFINE_enum("legacy", "auto", ["auto", "true", "false"],
                             "DeBERTa MLM head layout: cls.predictions (true) or lm_predictions (false).")
 _NAME = flags.DEFINE_string("name", None, "Model name in the card (default: the Hub repo or folder name).")
 _LICENSE = flags.DEFINE_string("license", "apache-2.0", "Licence in the model card.")
-_RESULTS = flags.DEFINE_string("results", None, "leaderboard.json whose scores go into the card.")
+_RESULTS = flags.DEFINE_string("results", None, "leaderboard.json whose scores go into the card "
+                                "(default: the checkpoint folder's leaderboard.json, if any).")
+_TASK_DATA = flags.DEFINE_string("task_data", None, "The corpus the --results tasks were derived from, when they are "
+                                 "not the benchmarks' own data (the demo's: chinese-poetry).")
+_BASE_MODEL = flags.DEFINE_string("base_model", None, "Hub id of the model the run started from (default: the run "
+                                  "config's init when it is a Hub id).")
 _VERIFY = flags.DEFINE_bool("verify", False, "Reload with transformers and compare logits.")
 _PUSH = flags.DEFINE_string("push_to_hub", None, "Upload to this Hub repo (ORG/NAME).")
 _PRIVATE = flags.DEFINE_bool("private", False, "Create the Hub repo as private.")
@@ -66,6 +73,7 @@ def verify(model: loading.Model, folder) -> float:
 
 def main(argv):
   del argv
+  logs.to_file(None, "export")
   path = _CHECKPOINT.value or _WORKDIR.value
   if (path is None) == (_RANDOM_INIT.value is None):
     raise app.UsageError("give exactly one of --checkpoint (or --workdir) and --random_init")
@@ -74,13 +82,15 @@ def main(argv):
   except FileExistsError as e:
     raise SystemExit(f"wyjax.export: {e}") from None
   model = random_model(_RANDOM_INIT.value) if path is None else loading.load(path)
-  results = None
+  training, results = (None, None) if path is None else export_lib.run_info(path)
   if _RESULTS.value:
     results = json.loads(epath.Path(_RESULTS.value).read_text())
+  base_model = _BASE_MODEL.value or (export_lib.hub_id(training["config"].get("init")) if training else None)
   legacy = None if _LEGACY.value == "auto" else _LEGACY.value == "true"
   name = _NAME.value or _PUSH.value or _OUT.value.rstrip("/").split("/")[-1]
   out = export_lib.export(model, _OUT.value, legacy=legacy, name=name, license=_LICENSE.value,
-                          results=results, overwrite=_OVERWRITE.value)
+                          results=results, training=training, base_model=base_model, task_data=_TASK_DATA.value,
+                          overwrite=_OVERWRITE.value)
   logging.info("wrote %s", out)
   print(f"exported {model.config.model_type} ({model.config.num_hidden_layers} layers, "
         f"hidden {model.config.hidden_size}) to {out}")

@@ -1,25 +1,25 @@
 """Fine-tune on one task (WYWEB, CCPM, C-CLUE; AC-EVAL runs its zero- and few-shot protocols).
 
-    python -m wyjax.finetune --config=configs/tlc.py --workdir=/tmp/tlc \\
+    python -m wyjax.finetune --config=tlc.py --workdir=/tmp/tlc \\
         --config.data_dir=path/to/wyweb/tlc --config.init=HF_FOLDER_OR_WYJAX_WORKDIR [--config.seeds=3]
 
 Rerunning keeps finished seeds and resumes an unfinished one exactly; a changed config is
 refused unless --accept_config_change. SIGTERM/SIGINT checkpoint the running seed and exit
 with 128 + the signal number.
 
-    python -m wyjax.finetune --config=configs/tlc.py --config.data_dir=... --compile_only=v5p:2x2x1
+    python -m wyjax.finetune --config=tlc.py --config.data_dir=... --compile_only=v5p:2x2x1
 
 compiles the task's train step for a TPU topology (or 'local') and reports its cost, as
 `wyjax.pretrain --compile_only` does (docs/scaling.md); nothing is trained or written.
 """
 import json
 
-from absl import app, flags, logging
-from ml_collections import config_flags
+from absl import app, flags
 
-from wyjax.train import aceval, aot, finetune, guards
+from wyjax.train import aceval, aot, config_files, finetune, guards, logs
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "A configs/<task>.py file.", lock_config=True)
+_CONFIG = config_files.DEFINE_config("config", None, "A task config: a name (tlc.py, ccpm.py:match) or a file.",
+                                      lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output folder (runs, results.json, submission).")
 _ACCEPT = flags.DEFINE_bool("accept_config_change", False,
                             "Continue a workdir whose runs were made with another config (the changes are logged).")
@@ -30,7 +30,7 @@ _COMPILE_ONLY = flags.DEFINE_string("compile_only", None,
 
 def main(argv):
   del argv
-  logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO; dev scores are in metrics.jsonl
+  logs.to_file(_WORKDIR.value, "finetune")
   aot.use_compilation_cache()
   with guards.clean_exit():
     if _COMPILE_ONLY.value:

@@ -1,7 +1,7 @@
 """MLM pretraining from a config.
 
-    python -m wyjax.pretrain --config=configs/pretrain/deberta_tiny.py --workdir=DIR [--config.x=y]
-    python -m wyjax.pretrain --config=configs/pretrain/deberta_base.py --compile_only=v5p:2x2x1
+    python -m wyjax.pretrain --config=pretrain/deberta_tiny.py --workdir=DIR [--config.x=y]
+    python -m wyjax.pretrain --config=pretrain/deberta_base.py --compile_only=v5p:2x2x1
 
 --compile_only compiles the run's exact train step for a TPU topology (through libtpu, no TPU
 needed) or for this machine ("local"), prints per-chip memory, FLOPs, HBM traffic and the
@@ -12,12 +12,12 @@ Rerunning the same command resumes from the workdir's latest checkpoint; a rerun
 changed training config is refused unless --accept_config_change. SIGTERM/SIGINT checkpoint
 and exit with 128 + the signal number; a run that cannot go on exits 1 with the reason.
 """
-from absl import app, flags, logging
-from ml_collections import config_flags
+from absl import app, flags
 
-from wyjax.train import aot, guards, pretrain
+from wyjax.train import aot, config_files, guards, logs, pretrain
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Pretraining config file.", lock_config=True)
+_CONFIG = config_files.DEFINE_config("config", None, "Pretraining config: a name (pretrain/deberta_base.py) or a file.",
+                                      lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run folder: checkpoints, metrics.jsonl, TensorBoard.")
 _ACCEPT = flags.DEFINE_bool("accept_config_change", False,
                             "Resume a workdir whose run was made with another config (the changes are logged).")
@@ -29,7 +29,7 @@ flags.mark_flags_as_required(["config"])
 
 def main(argv):
   del argv
-  logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+  logs.to_file(_WORKDIR.value, "pretrain")
   aot.use_compilation_cache()
   with guards.clean_exit():
     if _COMPILE_ONLY.value:

@@ -12,10 +12,11 @@ import pathlib
 import sys
 
 import jax
-from absl import app, flags, logging
+from absl import app, flags
 
 from wyjax.hf import loading
 from wyjax.models import MaskedLM, prefix_lm
+from wyjax.train import logs
 
 _INIT = flags.DEFINE_string("init", None, "WYWMT fine-tuning workdir, seed run or transformers folder.",
                             required=True)
@@ -44,11 +45,11 @@ def _max_length(model: loading.Model) -> int:
 
 def main(argv):
   del argv
-  logging.set_verbosity(logging.WARNING)
+  logs.to_file(None, "translate")
   model = loading.load(_model_dir(pathlib.Path(_INIT.value)))
   if "mlm_head" not in model.params or model.tokenizer is None:
     raise SystemExit(f"{_INIT.value}: needs an MLM head and a tokenizer; fine-tune one with "
-                     "python -m wyjax.finetune --config=configs/wywmt.py")
+                     "python -m wyjax.finetune --config=wywmt.py")
   name = "stdin" if _INPUT.value == "-" else _INPUT.value
   stream = sys.stdin if _INPUT.value == "-" else open(_INPUT.value, encoding="utf-8")
   with stream:

@@ -1,14 +1,14 @@
 """BERT-base (absolute positions, token types, per-character masking) on Daizhige, the
 architecture of SIKU-BERT and guwenbert, for comparison with DeBERTa-base.
 
-    python -m wyjax.pretrain --config=configs/pretrain/bert_base.py --workdir=/ckpt/bert-base \\
+    python -m wyjax.pretrain --config=pretrain/bert_base.py --workdir=/ckpt/bert-base \\
         --config.data_dir=/data/daizhige-512
 
 Global batch 256 × 512, 500k steps, peak lr 1e-4, bf16.
 
 Checked for a v5p-8 before renting it (docs/scaling.md; predictions, not measurements):
 
-    JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=configs/pretrain/bert_base.py \
+    JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=pretrain/bert_base.py \
         --compile_only=v5p:2x2x1 --config.batch_size=128
 
 predicts, with flash attention (the fused kernel attention="auto" picks on TPU), 6.9 GiB HBM

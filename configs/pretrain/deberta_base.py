@@ -6,7 +6,7 @@ n-gram masking.
 A real run (the released checkpoint was saved at step 500,000):
 
     python -m wyjax.data prepare-corpus --source=daizhige:/data/daizhigev20 --out=/data/daizhige-512
-    python -m wyjax.pretrain --config=configs/pretrain/deberta_base.py --workdir=/ckpt/deberta-base \\
+    python -m wyjax.pretrain --config=pretrain/deberta_base.py --workdir=/ckpt/deberta-base \\
         --config.data_dir=/data/daizhige-512
 
 Global batch 256 × 512 tokens, 500k steps, peak lr 1e-4 after 10k warm-up steps, bf16.
@@ -17,7 +17,7 @@ measured throughput (docs/benchmarks.md) budget several days; on a v4-32 use dat
 Check a slice before renting it (the real step compiled by libtpu on any CPU host; per-chip
 HBM, predicted step time and MFU ceiling; docs/scaling.md):
 
-    JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=configs/pretrain/deberta_base.py \
+    JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=pretrain/deberta_base.py \
         --compile_only=v5p:2x2x1 --config.batch_size=128
 
 predicts, with the fused attention kernels that attention="auto" picks on TPU, 7.1 GiB HBM
@@ -28,7 +28,7 @@ gathers (docs/scaling.md).
 
 The same file describes the architecture for a randomly initialised export:
 
-    python -m wyjax.export --random_init=configs/pretrain/deberta_base.py --out=/tmp/deberta-base --verify
+    python -m wyjax.export --random_init=pretrain/deberta_base.py --out=/tmp/deberta-base --verify
 """
 from wyjax.train.pretrain import base_config
 

@@ -1,7 +1,7 @@
 """DeBERTa-large on Daizhige: 24 layers, 1024 hidden, 16 heads, 4096 FFN, otherwise the
 WYWEB DeBERTa-base recipe (128 buckets, shared keys, p2c|c2p, length 512).
 
-    python -m wyjax.pretrain --config=configs/pretrain/deberta_large.py --workdir=/ckpt/deberta-large \\
+    python -m wyjax.pretrain --config=pretrain/deberta_large.py --workdir=/ckpt/deberta-large \\
         --config.data_dir=/data/daizhige-512
 
 Global batch 512 × 512, 300k steps, peak lr 5e-5. ~435 M parameters with optimizer state
@@ -11,7 +11,7 @@ per-device batches: the mesh below shards parameters and moments over `fsdp`
 
 Check a slice before renting it (docs/scaling.md):
 
-    JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=configs/pretrain/deberta_large.py \
+    JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=pretrain/deberta_large.py \
         --compile_only=v5p:4x4x4 --config.batch_size=1024
 
 predicted (compile-only, libtpu 0.0.42.1, before the fused attention kernels, i.e. as

@@ -1,6 +1,6 @@
 """A tiny DeBERTa-v2 pretrained on the chinese-poetry corpus: the embedded default.
 
-    python -m wyjax.pretrain --config=configs/pretrain/deberta_tiny.py --workdir=/tmp/tiny
+    python -m wyjax.pretrain --config=pretrain/deberta_tiny.py --workdir=/tmp/tiny
 
 On a fresh 2-core CPU machine: fetches chinese-poetry 2.0.1 with npm (85 MB), prepares it
 (25 M characters, about a minute), then trains; expected validation MLM loss and the
@@ -9,7 +9,7 @@ unigram-entropy baseline are in docs/benchmarks.md.
 On a pod, checked before renting it (the real step compiled by libtpu on a CPU host,
 docs/scaling.md; predictions, not measurements):
 
-    JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=configs/pretrain/deberta_tiny.py \
+    JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=pretrain/deberta_tiny.py \
         --compile_only=v5p:2x2x1 --config.batch_size=256
 
 predicts 0.33 GiB HBM per chip and 80 ms per step (memory-bound: 206 GiB of HBM traffic per

@@ -41,7 +41,7 @@ def test_export_cli_pushes_files_and_model_card(tmp_path):
 
   card = yaml.safe_load((out / "README.md").read_text().split("---")[1])
   assert card == hub.model_card_metadata
-  assert card["language"] == ["lzh"] and card["license"] == "apache-2.0"
+  assert card["language"] == ["lzh", "zh"] and card["license"] == "apache-2.0"
   assert "deberta-v2" in card["tags"]
   results_by_task = {r["task"]["name"]: r for r in card["model-index"][0]["results"]}
   assert results_by_task["TLC"]["metrics"] == [{"type": "accuracy", "value": 0.8125}]

@@ -43,10 +43,10 @@ def _slice_json(source, out, rows: dict[str, slice]):
 def test_tiny_model_beats_the_majority_class_on_real_tlc(shared_data, tmp_path):
   workdir = tmp_path / "tlc"
   result = subprocess.run(
-      [sys.executable, "-m", "wyjax.finetune", "--config=configs/tlc.py", f"--workdir={workdir}",
+      [sys.executable, "-m", "wyjax.finetune", "--config=tlc.py", f"--workdir={workdir}",  # a packaged config's name
        f"--config.data_dir={shared_data / 'wyweb' / 'tlc'}", "--config.num_train_steps=200",
        "--config.eval_every=100", "--config.learning_rate=1e-3", "--config.max_length=64"],
-      cwd=REPO_ROOT, env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")), capture_output=True, text=True)
+      cwd=tmp_path, env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")), capture_output=True, text=True)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "FRESH, RANDOMLY INITIALISED" in result.stderr  # no --config.init: said loudly
   results = json.loads((workdir / "results.json").read_text())
@@ -113,10 +113,10 @@ def _records(workdir) -> list[dict]:
 def test_sigterm_stops_a_seed_and_the_rerun_resumes_it_exactly(trained, tmp_path):
   data_dir, straight, straight_results = trained
   workdir = tmp_path / "run"
-  command = [sys.executable, "-m", "wyjax.finetune", "--config=configs/tlc.py", f"--workdir={workdir}",
+  command = [sys.executable, "-m", "wyjax.finetune", "--config=tlc", f"--workdir={workdir}",
              f"--config.data_dir={data_dir}", *(f"--config.{k}={v}" for k, v in TRAINED.items())]
   env = pretrain_env(WYJAX_CACHE=str(tmp_path / "cache"))
-  process = subprocess.Popen([*command, "--config.log_every=10"], cwd=REPO_ROOT, env=env,
+  process = subprocess.Popen([*command, "--config.log_every=10"], cwd=tmp_path, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
   metrics = workdir / "seed_0" / "metrics.jsonl"
   deadline = time.time() + 300

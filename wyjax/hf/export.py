@@ -1,30 +1,17 @@
 """Write a transformers folder: config.json, model.safetensors, tokenizer files, model card."""
 import json
+import re
 
-import yaml
 from etils import epath
 from safetensors.numpy import save
 
-from wyjax.data.tokenizer import Tokenizer
-from wyjax.hf import configs, weights
+from wyjax.hf import card, configs, weights
 from wyjax.hf.loading import Model
-
-# Benchmark tasks as Hub model-index task types.
-TASK_TYPES = {
-    "punc": "token-classification", "glner": "token-classification",
-    "gjc": "text-classification", "tlc": "text-classification", "fspc": "text-classification",
-    "xuci": "text-classification", "irc": "multiple-choice", "wywrc": "multiple-choice",
-    "wywmt": "translation", "ccpm": "multiple-choice", "ccpm_match": "multiple-choice",
-    "cclue_ner": "token-classification", "cclue_re": "text-classification", "aceval": "multiple-choice",
-}
-# (name, type) of the datasets outside WYWEB.
-DATASETS = {"ccpm": ("CCPM", "ccpm"), "ccpm_match": ("CCPM", "ccpm"), "cclue_ner": ("C-CLUE NER", "c-clue-ner"),
-            "cclue_re": ("C-CLUE relations", "c-clue-re"), "aceval": ("AC-EVAL", "ac-eval")}
-
 
 # Every file `export` writes (the tokenizer's four included): what a Hub upload sends.
 FILES = ("config.json", "model.safetensors", "README.md", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
          "special_tokens_map.json")
+LEADERBOARD = "leaderboard.json"  # wyjax.tasks.leaderboard.write's scores, beside a checkpoint: the card's results
 
 
 def check_out(out, overwrite: bool) -> epath.Path:
@@ -37,13 +24,42 @@ def check_out(out, overwrite: bool) -> epath.Path:
   return out
 
 
+def run_info(path) -> tuple[dict | None, dict | None]:
+  """What the card can tell about a checkpoint (a wyjax workdir, its checkpoints/ or one step's
+  folder, or a transformers folder): training, {"config": the folder's run_config.json, "step":
+  the step exported} (None without one), and results, its leaderboard.json (None without one)."""
+  from wyjax.train import checkpoints, resume  # orbax: only for wyjax checkpoints
+  path = epath.Path(path)
+  folder = next((p for p in (path, path.parent, path.parent.parent) if (p / resume.CONFIG).exists()), path)
+  training = None
+  if (folder / resume.CONFIG).exists():
+    step = int(path.name) if path.name.isdigit() and path.parent.name == "checkpoints" else None
+    if step is None:
+      with checkpoints.manager(folder, max_to_keep=None, read_only=True) as mngr:
+        step = mngr.latest_step()
+    training = {"config": json.loads((folder / resume.CONFIG).read_text()), "step": step}
+  leaderboard = folder / LEADERBOARD
+  return training, json.loads(leaderboard.read_text()) if leaderboard.exists() else None
+
+
+def hub_id(init) -> str | None:
+  """A run config's init when it names a Hub model (ORG/NAME), not a local folder or a bucket."""
+  looks_like_id = isinstance(init, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", init)
+  return init if looks_like_id and not epath.Path(init).exists() else None
+
+
 def export(model: Model, out, *, legacy: bool | None = None, name: str = "wyjax-model",
-           license: str = "apache-2.0", results: dict | None = None, overwrite: bool = False) -> epath.Path:
+           license: str = "apache-2.0", results: dict | None = None, training: dict | None = None,
+           base_model: str | None = None, task_data: str | None = None, overwrite: bool = False) -> epath.Path:
   """Writes `out`; the folder loads with transformers.AutoModelForMaskedLM unchanged.
 
-  results: {"split": "dev", "tasks": {"tlc": {"accuracy": 0.81, ...}, ...}} (a leaderboard.json)
-  puts a model-index into the card. A folder that already holds files is refused unless
-  `overwrite` (then the exported files replace theirs; other files are left alone).
+  The model card (README.md, wyjax.hf.card) says what is known. results: a leaderboard.json
+  ({"split": "dev", "tasks": {"tlc": {"accuracy": 0.81, ...}, ...}, "main_metric": {...}}), the
+  model-index; task_data: the corpus its tasks were derived from when they are not the
+  benchmarks' own data (the demo's). training: {"config": the run's run_config.json, "step": the
+  step exported}. base_model: the Hub model the run started from.
+  A folder that already holds files is refused unless `overwrite` (then the exported files
+  replace theirs; other files are left alone).
   """
   out = check_out(out, overwrite)
   if not model.has_mlm:
@@ -63,59 +79,7 @@ def export(model: Model, out, *, legacy: bool | None = None, name: str = "wyjax-
   (out / "model.safetensors").write_bytes(save(state_dict, metadata={"format": "pt"}))
   (out / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
   model.tokenizer.save(out)
-  (out / "README.md").write_text(model_card(hf_config, model.tokenizer, name=name, license=license,
-                                            results=results))
+  (out / "README.md").write_text(card.model_card(
+      hf_config, model.tokenizer, name=name, license=license, results=results, training=training,
+      base_model=base_model, task_data=task_data))
   return out
-
-
-def model_card(hf_config: dict, tokenizer: Tokenizer, *, name: str, license: str,
-               results: dict | None) -> str:
-  metadata = {
-      "language": ["lzh"],
-      "license": license,
-      "library_name": "transformers",
-      "pipeline_tag": "fill-mask",
-      "tags": ["wyjax", "classical-chinese", "wenyanwen", hf_config["model_type"], "fill-mask"],
-  }
-  if results:
-    metadata["model-index"] = [{"name": name, "results": _model_index(results)}]
-  front = yaml.safe_dump(metadata, allow_unicode=True, sort_keys=False)
-  arch = hf_config["architectures"][0]
-  size = (f"{hf_config['num_hidden_layers']} layers, hidden {hf_config['hidden_size']}, "
-          f"{hf_config['num_attention_heads']} heads, vocabulary {hf_config['vocab_size']}")
-  t2s = ("Inputs are expected in simplified characters: wyjax converts traditional text with "
-         "OpenCC `t2s` before tokenisation (`wyjax.data.tokenizer.normalize`)."
-         if tokenizer.t2s else "The tokenizer applies no traditional→simplified conversion.")
-  body = f"""# {name}
-
-A classical Chinese (文言文) `{hf_config['model_type']}` encoder ({size}), exported by wyjax
-(JAX/Flax). It loads in `transformers` without custom code:
-
-```python
-from transformers import AutoModelForMaskedLM, AutoTokenizer
-tokenizer = AutoTokenizer.from_pretrained("{name}")
-model = AutoModelForMaskedLM.from_pretrained("{name}")  # {arch}
-```
-
-The tokenizer is a character-level `BertTokenizer`: every Chinese character and punctuation
-mark is one token. {t2s} Private-use code points (rare glyphs) map to `[UNK]`.
-"""
-  if results:
-    body += "\n## Results\n\n| task | metric | value |\n|---|---|---|\n"
-    for task, metrics in results["tasks"].items():
-      for metric, value in metrics.items():
-        body += f"| {task} | {metric} | {value:.4f} |\n"
-  return f"---\n{front}---\n\n{body}"
-
-
-def _model_index(results: dict) -> list[dict]:
-  split = results.get("split", "dev")
-  entries = []
-  for task, metrics in results["tasks"].items():
-    name, kind = DATASETS.get(task, (f"WYWEB {task.upper()}", f"wyweb-{task}"))
-    entries.append({
-        "task": {"type": TASK_TYPES.get(task, "other"), "name": task.upper()},
-        "dataset": {"name": name, "type": kind, "split": split},
-        "metrics": [{"type": metric, "value": float(value)} for metric, value in metrics.items()],
-    })
-  return entries

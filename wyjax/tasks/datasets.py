@@ -6,9 +6,11 @@ the build with `file:line`. Records keep the example's fields, typed, and its li
 order is kept. Builds are cached under <cache>/tfds keyed by the files' SHA-256, so edited files
 are rebuilt and unchanged ones are read from disk.
 """
+import contextlib
 import dataclasses
 import functools
 import hashlib
+import io
 import logging
 import pathlib
 import typing
@@ -167,7 +169,8 @@ def builder(dataset: str, data_dir) -> TaskFiles:
   if not result.is_prepared():
     logging.info("building TFDS %s from %s into %s", dataset, data_dir, tfds_dir)
     tfds.disable_progress_bar()
-    result.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=str(data_dir)))
+    with contextlib.redirect_stdout(io.StringIO()):  # TFDS prints where it builds: the line above says so
+      result.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=str(data_dir)))
   return result
 
 

@@ -1,14 +1,12 @@
 """One model on many tasks: fine-tune each task that has data, then leaderboard and plots
 (wyjax/benchmark.py is its command line; the demo calls it too)."""
-import importlib.util
 import logging
 import pathlib
 
 from wyjax.tasks import datasets, leaderboard
 from wyjax.tasks.registry import TASKS
-from wyjax.train import aceval, finetune, guards
+from wyjax.train import aceval, config_files, finetune, guards
 
-CONFIGS = pathlib.Path(__file__).resolve().parents[2] / "configs"
 # Tasks whose config is another task's file with an argument (configs/ccpm.py:match).
 CONFIG_FILES = {"ccpm_match": "ccpm:match", "ccpm_softmax": "ccpm:softmax", "ccpm_match_shared": "ccpm:match_shared",
                 "cclue_re_given_entities": "cclue_re:given_entities", "cclue_spo": "cclue_re:spo"}
@@ -16,11 +14,7 @@ CONFIG_FILES = {"ccpm_match": "ccpm:match", "ccpm_softmax": "ccpm:softmax", "ccp
 
 def task_config(task: str, **overrides):
   """configs/<task>.py's get_config() with the overrides that are not None."""
-  name, _, argument = CONFIG_FILES.get(task, task).partition(":")
-  spec = importlib.util.spec_from_file_location(f"wyjax_config_{name}", CONFIGS / f"{name}.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config(argument) if argument else module.get_config()
+  config = config_files.load(CONFIG_FILES.get(task, task))
   for key, value in overrides.items():
     if value is not None:
       setattr(config, key, value)

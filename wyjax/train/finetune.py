@@ -218,7 +218,7 @@ def make_steps(model: nn.Module, tx: optax.GradientTransformation, schedule, tas
     new_state = {"step": state["step"] + 1, "params": optax.apply_updates(state["params"], updates),
                  "opt_state": opt_state}
     new_state, finite = guards.skip_if_not_finite(state, new_state, loss, grads)
-    return new_state, {"loss": loss, "grad_norm": optax.global_norm(grads),
+    return new_state, {"loss": loss, "grad_norm": optax.tree.norm(grads),
                        "learning_rate": schedule(state["step"]), "finite": finite}
 
   def predict_step(params, inputs):
@@ -462,7 +462,7 @@ def train_one(task: Task, config, data: dict, trainer: Trainer, pretrained: dict
       if evaluation:
         scores, _, _ = evaluate(task, trainer, state["params"], dev_examples, dev_features)
         writer.write(step, {f"dev_{k}": v for k, v in scores.items()} | {"epoch": step / steps_per_epoch})
-        logging.info("seed %d step %d: dev %s", seed, step, scores)
+        logging.info("seed %d step %d: dev %s", seed, step, metrics.brief(scores))
         improved = progress["best"] is None or scores[task.main_metric] > progress["best"]
         if improved:
           progress.update(best=scores[task.main_metric], best_step=step, stale=0)

@@ -77,3 +77,9 @@ class MetricWriter:
       if self._local:
         self._file.close()
       self._tb.close()
+
+
+def brief(scores: dict) -> str:
+  """Scores as one short log line: 'loss 2.3456, accuracy 0.4123'."""
+  return ", ".join(f"{name} {value:.4f}" if isinstance(value, float) else f"{name} {value}"
+                   for name, value in scores.items())

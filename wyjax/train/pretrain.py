@@ -143,7 +143,7 @@ def make_train_step(model, tx, schedule, config, tokenizer, length: int):
                  "opt_state": opt_state}
     new_state, finite = guards.skip_if_not_finite(state, new_state, sums["loss_sum"], grads)
     return new_state, {"loss": sums["loss_sum"] / weight, "mlm_accuracy": sums["correct"] / weight,
-                       "grad_norm": optax.global_norm(grads), "learning_rate": schedule(step),
+                       "grad_norm": optax.tree.norm(grads), "learning_rate": schedule(step),
                        "masked_fraction": jnp.sum(weights) / jnp.sum(attention_mask), "finite": finite}
 
   def eval_step(params, batch, index):
@@ -359,7 +359,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_con
         if step % config.eval_every == 0 or step == config.num_train_steps:
           last_eval = evaluate(state["params"])
           writer.write(step, last_eval)
-          logging.info("step %d: %s", step, last_eval)
+          logging.info("step %d: %s", step, metrics.brief(last_eval))
         signum = stop.signal_at(step)
         saves.save(step, ocp.args.Composite(
             state=ocp.args.PyTreeSave(state), **{DATA_ITER: grain.checkpoint.CheckpointSave(train_iter)}),
