@@ -11,7 +11,8 @@ setup(
                 "WYWEB fine-tuning and Hugging Face export.",
     # The repository's top-level configs/ ships as wyjax/configs/: `--config=tlc.py` finds it
     # from any directory (wyjax/train/config_files.py).
-    packages=find_packages(include=["wyjax", "wyjax.*"]) + ["wyjax.configs", "wyjax.configs.pretrain"],
+    packages=[*find_packages(include=["wyjax", "wyjax.*"]), "wyjax.configs", "wyjax.configs.clue",
+              "wyjax.configs.pretrain"],
     package_dir={"wyjax.configs": "configs"},
     python_requires=">=3.11",
     # Lower bounds: the releases CI tests (constraints.txt has the exact set); upper bounds:

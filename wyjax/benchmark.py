@@ -1,11 +1,13 @@
 """Fine-tune and evaluate one model on every task that has data; write the leaderboard.
 
-    python -m wyjax.benchmark --init=MODEL --data_root=TASKS --out=DIR [--tasks=tlc,glner]
+    python -m wyjax.benchmark --init=MODEL --data_root=TASKS --out=DIR [--tasks=tlc,glner|clue]
         [--learning_rate=…] [--num_epochs=…] [--seeds=3]
 
 data_root holds one folder per dataset in its original format: the WYWEB tasks (tlc/, glner/,
-…), ccpm/ (both CCPM models), cclue_ner/, cclue_re/ and aceval/ (dev/ and test/ CSVs); tasks
-without a folder are skipped. Each task runs with configs/<task>.py plus the overrides given here.
+…), ccpm/ (both CCPM models), cclue_ner/, cclue_re/ and aceval/ (dev/ and test/ CSVs), or
+CLUE's (afqmc/, tnews/, …, with --tasks=clue); tasks without a folder are skipped. --tasks
+takes task names and the groups wyweb, classical and clue. Each task runs with its config
+(configs/<task>.py, configs/clue/<task>.py) plus the overrides given here.
 Writes DIR/<task>/ (runs, results.json, submission), DIR/leaderboard.{md,json} and
 DIR/plots/<task>_{confusion,curve}.png (wyjax/train/benchmark.py). A task that fails does
 not stop the others: it is listed in the leaderboard with its error and the command exits 1
@@ -17,15 +19,13 @@ import sys
 
 from absl import app, flags
 
-from wyjax.tasks import leaderboard
-from wyjax.tasks.registry import TASKS
 from wyjax.train import aot, benchmark, guards, logs
 
 _INIT = flags.DEFINE_string("init", "", "transformers folder or wyjax workdir (empty: fresh tiny model).")
 _DATA_ROOT = flags.DEFINE_string("data_root", None, "Folder with one subfolder per task.", required=True)
 _OUT = flags.DEFINE_string("out", None, "Output folder.", required=True)
-_TASKS = flags.DEFINE_list("tasks", [t for t in leaderboard.COLUMNS + leaderboard.CLASSICAL_COLUMNS if t in TASKS],
-                           "Tasks to run (those with data).")
+_TASKS = flags.DEFINE_list("tasks", ["wyweb", "classical"],
+                           "Tasks (or groups: wyweb, classical, clue) to run, those with data.")
 _NAME = flags.DEFINE_string("name", None, "Model name in the table (default: the init folder's name).")
 _LR = flags.DEFINE_float("learning_rate", None, "Override every task's learning rate.")
 _EPOCHS = flags.DEFINE_integer("num_epochs", None, "Override every task's number of epochs.")
@@ -43,10 +43,10 @@ def main(argv):
   name = _NAME.value or (pathlib.Path(_INIT.value).name if _INIT.value else "fresh tiny model")
   aot.use_compilation_cache()
   with guards.clean_exit():
-    board = benchmark.run(init=_INIT.value, data_root=_DATA_ROOT.value, out=_OUT.value, tasks=_TASKS.value, name=name,
-                  accept_config_change=_ACCEPT.value, learning_rate=_LR.value, num_epochs=_EPOCHS.value,
-                  num_train_steps=_STEPS.value, eval_every=_EVAL_EVERY.value, seeds=_SEEDS.value,
-                  batch_size=_BATCH.value)
+    board = benchmark.run(init=_INIT.value, data_root=_DATA_ROOT.value, out=_OUT.value,
+                          tasks=benchmark.task_names(_TASKS.value), name=name, accept_config_change=_ACCEPT.value,
+                          learning_rate=_LR.value, num_epochs=_EPOCHS.value, num_train_steps=_STEPS.value,
+                          eval_every=_EVAL_EVERY.value, seeds=_SEEDS.value, batch_size=_BATCH.value)
   print((pathlib.Path(_OUT.value) / "leaderboard.md").read_text(encoding="utf-8"))
   print(json.dumps({"written": str(pathlib.Path(_OUT.value).resolve())}))
   if board["failed"]:

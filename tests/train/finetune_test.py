@@ -124,7 +124,8 @@ def test_sigterm_stops_a_seed_and_the_rerun_resumes_it_exactly(trained, tmp_path
     assert process.poll() is None and time.time() < deadline, process.stderr.read()[-3000:]
     time.sleep(0.05)
   process.send_signal(signal.SIGTERM)
-  assert process.wait(timeout=120) == 128 + signal.SIGTERM, process.stderr.read()[-3000:]
+  _, stderr = process.communicate(timeout=120)
+  assert process.returncode == 128 + signal.SIGTERM, stderr[-3000:]
   (stopped_at,) = [int(p.name) for p in (workdir / "seed_0" / "resume").iterdir()]
   assert 10 <= stopped_at < 75 and not (workdir / "results.json").exists()  # stopped before the first evaluation
 

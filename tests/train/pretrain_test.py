@@ -77,7 +77,8 @@ def test_sigkill_during_an_async_save_resumes_exactly(tiny_corpus, straight, tmp
   partial = workdir / "checkpoints" / "6.orbax-checkpoint-tmp"
   _wait_until(partial.exists, process, "save of step 6 in progress")
   process.send_signal(signal.SIGKILL)
-  assert process.wait() == -signal.SIGKILL
+  process.communicate()  # waits, and closes the stderr pipe
+  assert process.returncode == -signal.SIGKILL
   assert partial.exists() and _steps(workdir) == [2, 4]  # killed mid-save, before the end
   run_pretrain(workdir, tiny_corpus, f"--config.num_train_steps={N}", "--config.async_checkpointing=true")
   assert not partial.exists()  # the killed save's temporary folder is cleaned up
@@ -89,8 +90,9 @@ def test_sigterm_checkpoints_exits_143_and_resumes_exactly(tiny_corpus, straight
   process = _start(workdir, tiny_corpus)
   _wait_until(lambda: (workdir / "checkpoints" / "2" / "checksums.json").exists(), process, "checkpoint 2")
   process.send_signal(signal.SIGTERM)
-  assert process.wait(timeout=120) == 128 + signal.SIGTERM
-  assert "stopped by SIGTERM at step" in process.stderr.read()
+  _, stderr = process.communicate(timeout=120)
+  assert process.returncode == 128 + signal.SIGTERM
+  assert "stopped by SIGTERM at step" in stderr
   stopped_at = max(losses(workdir))
   assert 2 <= stopped_at < N and _steps(workdir)[-1] == stopped_at  # a checkpoint of the step it stopped at
   run_pretrain(workdir, tiny_corpus, f"--config.num_train_steps={N}")

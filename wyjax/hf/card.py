@@ -13,7 +13,7 @@ WYWEB = {
     "tlc": "text-classification", "fspc": "text-classification", "xuci": "text-classification",
     "irc": "multiple-choice", "wywrc": "multiple-choice", "wywmt": "translation",
 }
-# The other classical benchmarks' tasks: (task type, benchmark, dataset name, dataset type).
+# The other benchmarks' tasks: (task type, benchmark, dataset name, dataset type).
 CLASSICAL = {
     "ccpm": ("multiple-choice", "CCPM", "CCPM", "ccpm"),
     "ccpm_match": ("multiple-choice", "CCPM", "CCPM", "ccpm"),
@@ -24,6 +24,11 @@ CLASSICAL = {
     "cclue_re_given_entities": ("text-classification", "C-CLUE", "C-CLUE relations", "c-clue-re"),
     "cclue_spo": ("token-classification", "C-CLUE", "C-CLUE relations", "c-clue-re"),
     "aceval": ("multiple-choice", "AC-EVAL", "AC-EVAL", "ac-eval"),
+    # CLUE, the modern-Chinese benchmark: the Hub's `clue` dataset, one config per task.
+    **{task: ("text-classification", "CLUE", f"CLUE {task.upper()}", "clue")
+       for task in ("afqmc", "tnews", "iflytek", "cmnli", "ocnli", "cluewsc2020", "csl")},
+    "cmrc2018": ("question-answering", "CLUE", "CLUE CMRC2018", "clue"),
+    **{task: ("multiple-choice", "CLUE", f"CLUE {task.upper()}", "clue") for task in ("chid", "c3")},
 }
 # Pretraining corpus sources (`corpus.source` before the colon) as dataset names; `text:` files have none.
 CORPORA = {"daizhige": "daizhige", "poetry": "chinese-poetry"}

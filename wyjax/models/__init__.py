@@ -3,9 +3,9 @@ from wyjax.models.bert import Bert
 from wyjax.models.config import EncoderConfig
 from wyjax.models.deberta_v2 import DebertaV2
 from wyjax.models.heads import (CosineMatch, MaskedLM, MlmHead, MultipleChoice, Pooler, SequenceClassifier,
-                                SpanPairClassifier, TokenClassifier, encoder_class)
+                                SpanExtractor, SpanPairClassifier, TokenClassifier, encoder_class)
 from wyjax.models.layers import stack_layers, unstack_layers
 
 __all__ = ["Bert", "CosineMatch", "DebertaV2", "EncoderConfig", "MaskedLM", "MlmHead", "MultipleChoice", "Pooler",
-           "SequenceClassifier", "SpanPairClassifier", "TokenClassifier", "encoder_class", "stack_layers",
-           "unstack_layers"]
+           "SequenceClassifier", "SpanExtractor", "SpanPairClassifier", "TokenClassifier", "encoder_class",
+           "stack_layers", "unstack_layers"]

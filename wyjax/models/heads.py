@@ -7,6 +7,8 @@ from wyjax.models.bert import Bert
 from wyjax.models.config import EncoderConfig
 from wyjax.models.deberta_v2 import DebertaV2
 
+ABSENT = -1e9  # the logit of a choice or position that is only padding: never predicted, no loss
+
 
 def encoder_class(config: EncoderConfig) -> type[nn.Module]:
   return DebertaV2 if config.model_type == "deberta-v2" else Bert
@@ -97,7 +99,8 @@ class SequenceClassifier(nn.Module):
 class MultipleChoice(nn.Module):
   """[batch, choices, length] → one score per choice via a one-label SequenceClassifier
   (transformers' *ForMultipleChoice); with labels_per_choice > 1, [batch, choices,
-  labels_per_choice] logits (CCPM's Cls: match / no match per pair).
+  labels_per_choice] logits (CCPM's Cls: match / no match per pair). A row of padding only
+  is no choice (C3's questions have 2 to 4): its score is ABSENT.
   Params: {'scorer': {'encoder', 'pooler', 'classifier'}}."""
   config: EncoderConfig
   labels_per_choice: int = 1
@@ -108,7 +111,12 @@ class MultipleChoice(nn.Module):
     flat = lambda x: None if x is None else x.reshape(batch * choices, length)
     scores = SequenceClassifier(self.config, self.labels_per_choice, name="scorer")(
         flat(input_ids), flat(attention_mask), flat(token_type_ids), deterministic=deterministic)
-    return scores.reshape(batch, choices) if self.labels_per_choice == 1 else scores.reshape(batch, choices, -1)
+    if self.labels_per_choice > 1:
+      return scores.reshape(batch, choices, -1)
+    scores = scores.reshape(batch, choices)
+    if attention_mask is None:
+      return scores
+    return jnp.where(attention_mask.any(-1), scores, ABSENT)  # an all-padding row: no choice there
 
 
 class CosineMatch(nn.Module):
@@ -158,6 +166,25 @@ class TokenClassifier(nn.Module):
         input_ids, attention_mask, token_type_ids, deterministic=deterministic)
     hidden = nn.Dropout(self.config.hidden_dropout_prob)(hidden, deterministic=deterministic)
     return layers.dense(self.config, self.num_labels, ("embed", None), name="classifier")(hidden).astype(jnp.float32)
+
+
+class SpanExtractor(nn.Module):
+  """Extractive reading comprehension: [batch, windows, length] → start and end logits
+  [batch, windows, 2, length] (transformers' *ForQuestionAnswering, per window); padding
+  positions score ABSENT. Params: {'encoder', 'qa_outputs'}."""
+  config: EncoderConfig
+
+  @nn.compact
+  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, *, deterministic: bool = True):
+    batch, windows, length = input_ids.shape
+    flat = lambda x: None if x is None else x.reshape(batch * windows, length)
+    hidden = encoder_class(self.config)(self.config, name="encoder")(
+        flat(input_ids), flat(attention_mask), flat(token_type_ids), deterministic=deterministic)
+    logits = layers.dense(self.config, 2, ("embed", None), name="qa_outputs")(hidden).astype(jnp.float32)
+    logits = logits.reshape(batch, windows, length, 2).swapaxes(-1, -2)
+    if attention_mask is None:
+      return logits
+    return jnp.where(attention_mask[:, :, None, :].astype(bool), logits, ABSENT)
 
 
 class SpanPairClassifier(nn.Module):

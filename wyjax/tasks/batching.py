@@ -31,18 +31,28 @@ def _pad_to(array: np.ndarray, length: int, value) -> np.ndarray:
   return np.pad(array, widths, constant_values=value)
 
 
+def _pad_rows(array: np.ndarray, rows: int, value) -> np.ndarray:
+  return np.pad(array, [(0, rows - array.shape[0])] + [(0, 0)] * (array.ndim - 1), constant_values=value)
+
+
 def collate(items: list[dict], *, batch_size: int, lengths: tuple[int, ...], pad_id: int) -> dict:
   """Stacks items, pads the sequence (last) axis to a bucket and the batch to batch_size.
-  'label' is per example (a scalar, or one per row: CCPM Cls's pairs) and never padded.
+  'label' is per example (a scalar, or one per row: CCPM Cls's pairs, a span task's windows)
+  and never padded along the sequence. Items of several rows (options, windows) whose number
+  varies (C3's 2 to 4 choices) get padding rows: all padding tokens, label IGNORE.
   Adds 'weight' (1 real row, 0 padding row)."""
   longest = max(item["input_ids"].shape[-1] for item in items)
   length = next((b for b in lengths if b >= longest), None)
   if length is None:
     raise ValueError(f"a sequence of {longest} tokens is longer than the largest bucket {lengths[-1]}")
+  has_rows = items[0]["input_ids"].ndim == 2
+  most_rows = max(item["input_ids"].shape[0] for item in items) if has_rows else 0
   batch = {}
   for key in items[0]:
     value = pad_id if key == "input_ids" else _PAD_VALUES.get(key, 0)
     rows = [_pad_to(item[key], length, value) if item[key].ndim and key != "label" else item[key] for item in items]
+    if has_rows:
+      rows = [_pad_rows(r, most_rows, value) if r.ndim else r for r in rows]
     filler = np.full_like(rows[0], value)
     batch[key] = np.stack(rows + [filler] * (batch_size - len(rows)))
   batch["weight"] = (np.arange(batch_size) < len(items)).astype(np.float32)

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from wyjax.data.corpus import cache_dir
-from wyjax.tasks import aceval, cclue, ccpm, wyweb
+from wyjax.tasks import aceval, cclue, ccpm, clue, wyweb
 
 SPLITS = ("train", "dev", "test")
 EXAMPLE_TYPES = {
@@ -29,17 +29,22 @@ EXAMPLE_TYPES = {
     "fspc": wyweb.FspcExample, "xuci": wyweb.XuciExample, "irc": wyweb.ChoiceExample,
     "wywrc": wyweb.ChoiceExample, "wywmt": wyweb.MtExample, "ccpm": ccpm.CcpmExample,
     "cclue_ner": cclue.NerExample, "cclue_re": cclue.RelationExample, "aceval": aceval.Question,
+    **clue.EXAMPLE_TYPES,
 }
 # How each dataset's train split is named in its folder (for errors).
 TRAIN_FILES = {**{task: f"train.{{{','.join(ext)}}}" for task, ext in wyweb.EXTENSIONS.items()},
                "ccpm": "train.jsonl", "cclue_ner": "source.txt and target.txt (or train.txt and train-label.txt)",
-               "cclue_re": "train_data.json", "aceval": "dev/<subject>.csv"}
+               "cclue_re": "train_data.json", "aceval": "dev/<subject>.csv",
+               **{task: "train.json" for task in clue.FORMATS}, "cmrc2018": "cmrc2018_train.json",
+               "chid": "train.json (and train_answer.json)", "c3": "d-train.json and m-train.json"}
 
 
 def _format(dataset: str) -> tuple[Callable, Callable]:
   """(split_files, read_split) of the dataset's format module, both taking (data_dir, split)."""
   if dataset in wyweb.EXTENSIONS:
     return functools.partial(wyweb.split_files, dataset), functools.partial(wyweb.read_split, dataset)
+  if dataset in clue.EXAMPLE_TYPES:
+    return functools.partial(clue.split_files, dataset), functools.partial(clue.read_split, dataset)
   if dataset in ("ccpm", "aceval"):
     module = ccpm if dataset == "ccpm" else aceval
     return module.split_files, module.read_split

@@ -4,7 +4,8 @@ One row per model (and one for the majority-class baseline), one column per task
 order, scores ×100 on the dev split. Avg. is WYWEB's: the mean of the 8 tasks other than
 WYWMT (its leaderboard's 607.2 / 8 = 75.9 for DeBERTa-base), WYWMT's BLEU shown apart. A
 second table shows the other classical benchmarks (CCPM, C-CLUE, AC-EVAL) without an average,
-and AC-EVAL adds its paper's category table. A task that failed is listed with its error.
+and AC-EVAL adds its paper's category table. A third shows CLUE, the modern-Chinese benchmark,
+with its score: the mean over its tasks present. A task that failed is listed with its error.
 leaderboard.json also works as `python -m wyjax.export --results=…` (its `tasks` go into the
 model card).
 """
@@ -22,10 +23,12 @@ AVERAGED = ("punc", "glner", "gjc", "tlc", "fspc", "xuci", "irc", "wywrc")  # WY
 COLUMNS = (*AVERAGED, "wywmt")
 CLASSICAL_COLUMNS = ("ccpm", "ccpm_match", "ccpm_softmax", "ccpm_match_shared", "cclue_ner", "cclue_re", "cclue_spo",
                      "cclue_re_given_entities", "aceval")
+CLUE_COLUMNS = ("afqmc", "tnews", "iflytek", "cmnli", "ocnli", "cluewsc2020", "csl", "cmrc2018", "chid", "c3")
 HEADINGS = {"xuci": "XuCi", "ccpm": "CCPM (Cls)", "ccpm_match": "CCPM (Match)", "ccpm_softmax": "CCPM (softmax)",
             "ccpm_match_shared": "CCPM (Match, one encoder)", "cclue_ner": "C-CLUE NER", "cclue_re": "C-CLUE RE",
             "cclue_spo": "C-CLUE triples", "cclue_re_given_entities": "C-CLUE RE (given entities)",
-            "aceval": "AC-EVAL"}
+            "aceval": "AC-EVAL", "cluewsc2020": "WSC", "cmrc2018": "CMRC 2018", "chid": "ChID",
+            "c3": "C³"}
 # The plots' fonts may lack CJK glyphs: class names in ASCII.
 ASCII_LABELS = {
     "先秦": "pre-Qin", "两汉": "Han", "魏晋南北朝": "Wei-Jin-N&S", "唐": "Tang", "宋": "Song", "元明": "Yuan-Ming",
@@ -41,19 +44,31 @@ def _cell(value) -> str:
 
 def wyweb_average(scores: dict[str, float]) -> float | None:
   """WYWEB's average: the mean of the 8 non-MT tasks present (None when none is)."""
-  present = [scores[t] for t in AVERAGED if t in scores]
+  return _mean(scores, AVERAGED)
+
+
+def clue_score(scores: dict[str, float]) -> float | None:
+  """CLUE's score: the mean over its tasks present (None when none is)."""
+  return _mean(scores, CLUE_COLUMNS)
+
+
+def _mean(scores: dict[str, float], tasks) -> float | None:
+  present = [scores[t] for t in tasks if t in scores]
   return sum(present) / len(present) if present else None
 
 
-def table(rows: dict[str, dict[str, float]], order=COLUMNS, averaged: bool = True) -> str:
+WYWEB_AVERAGE = ("Avg. (WYWMT apart)", wyweb_average)
+
+
+def table(rows: dict[str, dict[str, float]], order=COLUMNS, average=WYWEB_AVERAGE) -> str:
   """Markdown table: rows {model: {task: score in [0, 1]}}, the tasks of `order` present, and
-  WYWEB's average first when `averaged`."""
+  first `average`, (heading, function of a row), unless it is None."""
   columns = [c for c in order if any(c in scores for scores in rows.values())]
-  average = ["Avg. (WYWMT apart)"] if averaged else []
-  lines = ["| " + " | ".join(["Model", *average, *(HEADINGS.get(c, c.upper()) for c in columns)]) + " |",
-           "|---" * (len(columns) + 1 + len(average)) + "|"]
+  headings = [average[0]] if average else []
+  lines = ["| " + " | ".join(["Model", *headings, *(HEADINGS.get(c, c.upper()) for c in columns)]) + " |",
+           "|---" * (len(columns) + 1 + len(headings)) + "|"]
   for model, scores in rows.items():
-    cells = [_cell(wyweb_average(scores))] if averaged else []
+    cells = [_cell(average[1](scores))] if average else []
     lines.append("| " + " | ".join([model, *cells, *(_cell(scores.get(c)) for c in columns)]) + " |")
   return "\n".join(lines) + "\n"
 
@@ -64,11 +79,12 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
   out = pathlib.Path(out)
   out.mkdir(parents=True, exist_ok=True)
   failed = failed or {}
-  ordered = {t: results[t] for t in COLUMNS + CLASSICAL_COLUMNS if t in results}
+  ordered = {t: results[t] for t in COLUMNS + CLASSICAL_COLUMNS + CLUE_COLUMNS if t in results}
   main = {t: r["dev"][r["main_metric"]] for t, r in ordered.items()}
   majority = {t: r["majority_baseline"][r["main_metric"]] for t, r in ordered.items()}
   board = {
       "model": model_name, "split": "dev", "average": wyweb_average(main), "averaged_tasks": list(AVERAGED),
+      "clue_score": clue_score(main),
       "tasks": {t: r["dev"] for t, r in ordered.items()},
       "main_metric": {t: r["main_metric"] for t, r in ordered.items()},
       "dev_mean_std": {t: [r["dev_mean"], r["dev_std"]] for t, r in ordered.items()},
@@ -83,16 +99,21 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
     sections.append("## WYWEB\n\n" + table({model_name: main, baseline: majority}, COLUMNS))
   if any(t in ordered for t in CLASSICAL_COLUMNS):
     sections.append("## Other classical benchmarks\n\n"
-                    + table({model_name: main, baseline: majority}, CLASSICAL_COLUMNS, averaged=False))
+                    + table({model_name: main, baseline: majority}, CLASSICAL_COLUMNS, average=None))
   if "aceval" in ordered:
     r = ordered["aceval"]
     protocols = {name: r[name] for name in ("transfer", "dev_finetune") if r.get(name)}
     sections.append("## AC-EVAL (accuracy ×100; encoders, not the paper's prompting: not comparable)\n\n"
                     + aceval_tables({**protocols, "chance": r["majority_baseline"]}))
+  if any(t in ordered for t in CLUE_COLUMNS):
+    sections.append("## CLUE (modern Chinese)\n\n"
+                    + table({model_name: main, "majority class": majority}, CLUE_COLUMNS, ("CLUE score", clue_score)))
   if failed:
     sections.append("## Failed\n\n" + "".join(f"- {HEADINGS.get(t, t.upper())}: {error}\n"
                                                for t, error in failed.items()))
   notes = [_note(t, r) for t, r in ordered.items()]
+  if any(t in ordered for t in CLUE_COLUMNS):
+    notes.insert(0, "- CLUE score: the mean of the CLUE tasks shown (CLUE's own averages all of its tasks)")
   if any(t in ordered for t in AVERAGED):
     notes.insert(0, "- Avg.: the mean of the WYWEB tasks shown other than WYWMT (WYWEB averages its 8 non-MT tasks)")
   (out / "leaderboard.md").write_text(f"# {model_name}: dev scores (×100)\n\n" + "\n".join(sections)
@@ -106,7 +127,7 @@ def _note(task: str, result: dict) -> str:
   line = f"- {HEADINGS.get(task, task.upper())}: {result['main_metric']}"
   if task == "tlc":
     line += f" (dynasty, 7 classes; period accuracy {100 * result['dev']['period_accuracy']:.2f})"
-  return line + "".join(f"; {note}" for notes in result.get("notes", {}).values() for note in notes)
+  return line + "".join(f"; {split}: {note}" for split, notes in result.get("notes", {}).items() for note in notes)
 
 
 def aceval_tables(rows: dict[str, dict]) -> str:
@@ -126,15 +147,17 @@ def aceval_tables(rows: dict[str, dict]) -> str:
 def plot_confusion(path, labels, matrix, title: str) -> None:
   # Labels without an ASCII name (C-CLUE predicates) are shown by index.
   names = [ASCII_LABELS.get(label, label if label.isascii() else f"#{i}") for i, label in enumerate(labels)]
-  fig, ax = plt.subplots(figsize=(1.0 + 0.6 * len(names), 1.0 + 0.6 * len(names)))
+  many = len(names) > 30  # IFLYTEK's 119 classes: colours, no counts
+  side = 1.0 + 0.6 * min(len(names), 30)
+  fig, ax = plt.subplots(figsize=(side, side))
   ax.imshow(matrix, cmap="Blues")
-  ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
-  ax.set_yticks(range(len(names)), names)
+  ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=4 if many else None)
+  ax.set_yticks(range(len(names)), names, fontsize=4 if many else None)
   ax.set_xlabel("predicted")
   ax.set_ylabel("gold")
   ax.set_title(title)
   peak = max(max(row) for row in matrix) or 1
-  for i, row in enumerate(matrix):
+  for i, row in enumerate(matrix if not many else []):
     for j, count in enumerate(row):
       ax.text(j, i, str(count), ha="center", va="center", fontsize=8, color="white" if count > peak / 2 else "black")
   fig.tight_layout()

@@ -1,8 +1,8 @@
 """Every fine-tuning task by name (`--config.task`, `wyjax.benchmark --tasks`)."""
-from wyjax.tasks import aceval, cclue, ccpm, wyweb
+from wyjax.tasks import aceval, cclue, ccpm, clue, wyweb
 from wyjax.tasks.task import Task
 
-TASKS = {t.name: t for t in (*wyweb.TASKS, *ccpm.TASKS, *cclue.TASKS, aceval.TASK)}
+TASKS = {t.name: t for t in (*wyweb.TASKS, *ccpm.TASKS, *cclue.TASKS, aceval.TASK, *clue.TASKS)}
 
 
 def majority_baseline(task: Task, train, dev) -> dict:

@@ -129,3 +129,29 @@ def choice_accuracy(examples, predictions, answer: Callable = lambda e: e.label)
 
 
 OPTIONS = ("0", "1", "2", "3")  # the four-option tasks' classes
+
+
+def choice_rows(tokenizer: Tokenizer, context: str, question: str, options: Sequence[str], max_length: int,
+                cut: str) -> tuple[Features, int]:
+  """One row per option: [CLS] context [SEP] question [SEP] option [SEP] (token types 0 | 1);
+  returns (features, characters cut).
+
+  Truncation (WYWEB's rule): the `cut` part ("context" or "question") keeps its beginning and
+  gets what the longest option, the other part and the four specials leave of max_length, the
+  same for every option.
+  """
+  context, question = (tokenizer.encode_chars(t)[0] for t in (context, question))
+  options = [tokenizer.encode_chars(o)[0] for o in options]
+  longest = max(len(o) for o in options)
+  kept = context if cut == "context" else question
+  budget = max(0, max_length - 4 - longest - len(question if cut == "context" else context))
+  truncated = max(0, len(kept) - budget)
+  if cut == "context":
+    context = context[:budget]
+  else:
+    question = question[:budget]
+  first = with_specials(tokenizer, context)
+  sequences = [np.concatenate([first, question, [tokenizer.sep_id], o, [tokenizer.sep_id]])[:max_length]
+               for o in options]
+  truncated += sum(len(first) + len(question) + len(o) + 2 - len(r) for o, r in zip(options, sequences))
+  return rows(sequences, tokenizer.pad_id, len(first)), truncated

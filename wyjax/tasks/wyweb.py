@@ -13,7 +13,7 @@ from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import files, metrics, tagging
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.tagging import IGNORE
-from wyjax.tasks.task import (OPTIONS, Task, argmax, as_json, choice_accuracy, classification_scores,
+from wyjax.tasks.task import (OPTIONS, Task, argmax, as_json, choice_accuracy, choice_rows, classification_scores,
                               constant_baseline, most_common, per_example, rows, single, with_specials)
 
 TLC_PERIODS = ("远古", "中古", "近古")
@@ -388,33 +388,15 @@ GLNER = Task(
 
 # --- multiple choice: IRC, WYWRC --------------------------------------------------------------------------
 
-def _choice_featurize(example: ChoiceExample, tokenizer: Tokenizer, max_length: int, *, cut: str):
-  """One row per option: [CLS] context [SEP] question [SEP] option [SEP] (token types 0 | 1).
-
-  Truncation (WYWEB's rule): the `cut` part keeps its beginning and gets what the longest
-  option, the other part and the four specials leave of max_length, the same for every option.
-  """
-  context, question = (tokenizer.encode_chars(t)[0] for t in (example.context, example.question))
-  options = [tokenizer.encode_chars(o)[0] for o in example.options]
-  longest = max(len(o) for o in options)
-  kept = context if cut == "context" else question
-  budget = max(0, max_length - 4 - longest - len(question if cut == "context" else context))
-  truncated = max(0, len(kept) - budget)
-  if cut == "context":
-    context = context[:budget]
-  else:
-    question = question[:budget]
-  first = with_specials(tokenizer, context)
-  sequences = [np.concatenate([first, question, [tokenizer.sep_id], o, [tokenizer.sep_id]])[:max_length]
-               for o in options]
-  truncated += sum(len(first) + len(question) + len(o) + 2 - len(r) for o, r in zip(options, sequences))
-  return {**rows(sequences, tokenizer.pad_id, len(first)), "label": np.int32(example.label)}, truncated
+def _choice_featurize(example: ChoiceExample, tokenizer: Tokenizer, max_length: int, cut: str):
+  features, truncated = choice_rows(tokenizer, example.context, example.question, example.options, max_length, cut)
+  return {**features, "label": np.int32(example.label)}, truncated
 
 
 def _choice_task(name: str, max_length: int, cut: str, submission_line) -> Task:
   return Task(
       name=name, head="choice", labels=OPTIONS, max_length=max_length,
-      featurize=lambda e, tokenizer, n: _choice_featurize(e, tokenizer, n, cut=cut),
+      featurize=lambda e, tokenizer, n: _choice_featurize(e, tokenizer, n, cut),
       decode=lambda e, f, logits: argmax(logits), score=choice_accuracy, main_metric="accuracy",
       baseline=constant_baseline(lambda e: e.label), submission_format="jsonl",
       submission=per_example(submission_line))

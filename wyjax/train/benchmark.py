@@ -3,17 +3,27 @@
 import logging
 import pathlib
 
-from wyjax.tasks import datasets, leaderboard
+from wyjax.tasks import clue, datasets, leaderboard
 from wyjax.tasks.registry import TASKS
 from wyjax.train import aceval, config_files, finetune, guards
 
-# Tasks whose config is another task's file with an argument (configs/ccpm.py:match).
+# Tasks whose config is not configs/<task>.py: another task's file with an argument
+# (configs/ccpm.py:match), or a benchmark's folder (configs/clue/tnews.py).
 CONFIG_FILES = {"ccpm_match": "ccpm:match", "ccpm_softmax": "ccpm:softmax", "ccpm_match_shared": "ccpm:match_shared",
-                "cclue_re_given_entities": "cclue_re:given_entities", "cclue_spo": "cclue_re:spo"}
+                "cclue_re_given_entities": "cclue_re:given_entities", "cclue_spo": "cclue_re:spo",
+                **{t.name: f"clue/{t.name}" for t in clue.TASKS}}
+
+# --tasks groups: each benchmark's tasks, in its leaderboard's order.
+GROUPS = {"wyweb": leaderboard.COLUMNS, "classical": leaderboard.CLASSICAL_COLUMNS, "clue": leaderboard.CLUE_COLUMNS}
+
+
+def task_names(entries) -> list[str]:
+  """Task names and groups (wyweb, classical, clue) as the tasks they name, in order."""
+  return [t for entry in entries for t in GROUPS.get(entry, [entry]) if entry not in GROUPS or t in TASKS]
 
 
 def task_config(task: str, **overrides):
-  """configs/<task>.py's get_config() with the overrides that are not None."""
+  """The task's config (CONFIG_FILES) with the overrides that are not None."""
   config = config_files.load(CONFIG_FILES.get(task, task))
   for key, value in overrides.items():
     if value is not None:

@@ -54,10 +54,14 @@ def manager(workdir, *, folder: str = "checkpoints", max_to_keep: int | None = 3
   Temporary folders of saves that never finished (a killed process) are removed on opening."""
   options.setdefault("cleanup_tmp_directories", not options.get("read_only", False))
   workdir = epath.Path(workdir)
-  return ocp.CheckpointManager(
+  mngr = ocp.CheckpointManager(
       (workdir.absolute() if storage.is_local(workdir) else workdir) / folder,
       options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, **options),
       item_handlers={STATE: ocp.PyTreeCheckpointHandler(), **(extra_handlers or {})})
+  # Orbax removes those folders in a background thread; a run refused right after opening
+  # (a changed config) would exit under it. Orbax 0.12 has no public wait for it.
+  mngr._maybe_await_cleanup_tmp_directory()  # pylint: disable=protected-access
+  return mngr
 
 
 # --- integrity -------------------------------------------------------------------------------------

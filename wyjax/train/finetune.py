@@ -34,7 +34,7 @@ from etils import epath
 
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.hf import loading
-from wyjax.models import (CosineMatch, EncoderConfig, MaskedLM, MultipleChoice, SequenceClassifier,
+from wyjax.models import (CosineMatch, EncoderConfig, MaskedLM, MultipleChoice, SequenceClassifier, SpanExtractor,
                           SpanPairClassifier, TokenClassifier, prefix_lm, stack_layers)
 from wyjax.tasks import batching, datasets, wyweb
 from wyjax.tasks import metrics as metrics_lib
@@ -101,6 +101,8 @@ def head_model(task: Task, config: EncoderConfig) -> nn.Module:
     return MaskedLM(config)
   if task.head in ("match", "match_shared"):
     return CosineMatch(config, two_encoders=task.head == "match")
+  if task.head == "span":
+    return SpanExtractor(config)
   return SpanPairClassifier(config, len(task.labels))
 
 
@@ -295,7 +297,7 @@ class Trainer:
 
   def predict(self, params, features: list[dict]) -> list[np.ndarray]:
     """Logits of each example (prefix LM: argmax tokens), trimmed to its own length (token and
-    prefix-LM tasks)."""
+    prefix-LM tasks) and windows (span tasks)."""
     out = [None] * len(features)
     rows = features[0]["input_ids"].shape[0] if features[0]["input_ids"].ndim == 2 else 1  # options, sentences
     batch_size = max(1, self.config.eval_batch_size // rows)
@@ -303,8 +305,13 @@ class Trainer:
                                                 max_length=self.max_length, pad_id=self.pad_id):
       logits = np.asarray(self._predict(params, self.global_batch(_model_inputs(batch))))
       for row, i in enumerate(indices):
-        per_token = self.task.head in ("token", "prefix_lm")
-        out[i] = logits[row, :features[i]["input_ids"].shape[-1]] if per_token else logits[row]
+        shape = features[i]["input_ids"].shape
+        if self.task.head == "span":  # [windows, 2, length]: its own windows and tokens
+          out[i] = logits[row, :shape[0], :, :shape[-1]]
+        elif self.task.head in ("token", "prefix_lm"):
+          out[i] = logits[row, :shape[-1]]
+        else:
+          out[i] = logits[row]
     return out
 
   def translate(self, params, examples, beam_size: int) -> list[str]:
@@ -365,6 +372,8 @@ def evaluate(task: Task, trainer: Trainer, params, examples, features, *,
   predictions = [task.decode(e, f, l) for e, f, l in zip(examples, features, logits)]
   if not _labelled(features):
     return None, predictions, np.zeros((0, 0), np.int64)
+  if not task.labels:  # extractive answers: no classes to confuse
+    return task.score(examples, predictions), predictions, np.zeros((0, 0), np.int64)
   confusion = np.zeros((len(task.labels),) * 2, np.int64)
   for f, l in zip(features, logits):
     gold = np.atleast_1d(f["labels"] if "labels" in f else f["label"])

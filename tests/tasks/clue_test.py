@@ -1,0 +1,285 @@
+"""CLUE's tasks from their released files: the real FewCLUE, OCNLI, C3 and CMRC 2018 samples,
+AFQMC/CMNLI and CLUE-layout ChID fixtures; labels, ids, WSC's span marks, pair truncation,
+doc-stride windows and span decoding, CMRC 2018's EM/F1 against its rules written out apart,
+submissions and the CLUE score."""
+import difflib
+import json
+import re
+
+import jax
+import numpy as np
+import pytest
+
+from wyjax.data.tokenizer import Tokenizer, build_vocab
+from wyjax.models import EncoderConfig, MultipleChoice
+from wyjax.models.heads import ABSENT
+from wyjax.tasks import batching, clue, leaderboard, spans
+from wyjax.tasks.files import FormatError
+from wyjax.tasks.registry import TASKS
+from wyjax.tasks.tagging import IGNORE
+from wyjax.train.finetune import FRESH_TINY_MODEL
+
+
+def _jsonl(path, records, newline="\n"):
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text("".join(json.dumps(r, ensure_ascii=False) + newline for r in records), encoding="utf-8")
+  return path
+
+
+def write_pair_folders(shared_data, root, tasks=("afqmc", "cmnli")) -> dict:
+  """AFQMC and CMNLI folders in CLUE's format (no ids in train and dev, ids and no labels in
+  test, string labels), their sentences taken from the real OCNLI files."""
+  lines = (shared_data / "clue" / "ocnli" / "train.json").read_text("utf-8").splitlines()
+  records = [json.loads(line) for line in lines]
+  records = [r for r in records if r["label"] != "-"][:120]
+  pairs = [{"sentence1": r["sentence1"], "sentence2": r["sentence2"]} for r in records]
+  folders = {}
+  labels = {"afqmc": lambda r: "1" if r["label"] == "entailment" else "0", "cmnli": lambda r: r["label"]}
+  for task in tasks:
+    label, folder = labels[task], root / task
+    _jsonl(folder / "train.json", [{**p, "label": label(r)} for p, r in zip(pairs[:80], records[:80])])
+    _jsonl(folder / "dev.json", [{**p, "label": label(r)} for p, r in zip(pairs[80:110], records[80:110])])
+    _jsonl(folder / "test.json", [{"id": 500 + i, **p} for i, p in enumerate(pairs[110:])])
+    folders[task] = folder
+  return folders
+
+
+# Records per released file (shared/data/README.md) and the NLI records labelled "-".
+SIZES = {("tnews", "train"): 1185, ("tnews", "dev"): 1098, ("iflytek", "train"): 3024, ("iflytek", "dev"): 1373,
+         ("csl", "train"): 160, ("csl", "dev"): 160, ("cluewsc2020", "train"): 160, ("cluewsc2020", "dev"): 159,
+         ("ocnli", "train"): 9000, ("ocnli", "dev"): 1000}
+
+
+@pytest.mark.parametrize("task, split", SIZES)
+def test_real_files_read_whole(shared_data, task, split):
+  examples = clue.read_split(task, shared_data / "clue" / task, split)
+  assert len(examples) == SIZES[task, split]
+  unlabelled = sum(e.label is None for e in examples)
+  assert unlabelled == {("ocnli", "train"): 14, ("ocnli", "dev"): 1}.get((task, split), 0)
+  if task == "iflytek" and split == "train":  # all 119 classes occur in IFLYTEK's train file
+    assert {e.label for e in examples} == set(range(119))
+  if task == "tnews":  # the label file's 15 codes are the task's classes
+    lines = (shared_data / "clue" / "tnews" / "labels.json").read_text().splitlines()
+    codes = [json.loads(line)["label"] for line in lines]
+    assert tuple(codes) == clue.TNEWS_LABELS
+
+
+def test_wsc_marks_the_noun_phrase_and_the_pronoun(shared_data):
+  first = clue.read_split("cluewsc2020", shared_data / "clue" / "cluewsc2020", "train")[0]
+  # span1 树叶 at 22, span2 他 at 30 (the released record 0)
+  assert first.text_a == ("为什么要出现一个身穿军装的高大男人？就像一片_树叶_飘入了树林，"
+                          "[他]走到了我的家人中间。")
+  assert clue.FORMATS["cluewsc2020"].labels[first.label] == "false"
+  assert clue.mark_wsc_spans("他说张三来了", (2, "张三"), (0, "他")) == "[他]说_张三_来了"
+
+
+def test_pair_tasks_in_clue_format(shared_data, tmp_path):
+  folders = write_pair_folders(shared_data, tmp_path)
+  afqmc = clue.read_split("afqmc", folders["afqmc"], "train")
+  assert [e.id for e in afqmc[:3]] == [0, 1, 2] and afqmc[0].text_b  # positions stand in for ids
+  test = clue.read_split("cmnli", folders["cmnli"], "test")
+  assert [e.id for e in test] == list(range(500, 510)) and all(e.label is None for e in test)
+  lines = TASKS["cmnli"].submission(test, ["entailment"] * len(test))
+  assert json.loads(lines[0]) == {"id": 500, "label": "entailment"}
+  assert TASKS["cmnli"].submission_file == "cmnli_predict.json"
+
+
+@pytest.mark.parametrize("task, record, message", [
+    ("tnews", {"sentence": "标题", "label": 105, "id": 1}, "label '105' is not one of"),
+    ("ocnli", {"sentence1": "甲", "sentence2": "", "label": "neutral"}, "empty 'sentence2'"),
+    ("afqmc", {"sentence1": "甲", "label": "1"}, "'sentence2'"),
+    ("cluewsc2020", {"text": "他说张三来了", "label": "true", "idx": 0,
+                     "target": {"span1_text": "张三", "span1_index": 1, "span2_text": "他", "span2_index": 0}},
+     "span1_text '张三' is not at span1_index 1"),
+    ("csl", {"abst": "摘要", "keyword": [], "label": "0", "id": 0}, "'keyword' should be a list"),
+])
+def test_malformed_records_name_file_and_line(tmp_path, task, record, message):
+  good = {"tnews": {"sentence": "标题", "label": 100, "id": 0},
+          "ocnli": {"sentence1": "甲", "sentence2": "乙", "label": "neutral"},
+          "afqmc": {"sentence1": "甲", "sentence2": "乙", "label": "1"},
+          "cluewsc2020": {"text": "他说张三来了", "label": "true", "idx": 0,
+                          "target": {"span1_text": "张三", "span1_index": 2, "span2_text": "他", "span2_index": 0}},
+          "csl": {"abst": "摘要", "keyword": ["摘"], "label": "0", "id": 0}}[task]
+  path = _jsonl(tmp_path / "train.json", [good, record])
+  with pytest.raises(FormatError, match=f"{path}:2: .*{message}"):
+    clue.read_clue(task, path)
+
+
+def test_a_file_is_labelled_throughout_or_not_at_all(tmp_path):
+  path = _jsonl(tmp_path / "dev.json", [{"sentence": "甲", "label": 100}, {"sentence": "乙"}])
+  with pytest.raises(FormatError, match=r"dev.json:2: some records have a 'label' and others do not"):
+    clue.read_clue("tnews", path)
+
+
+def test_pairs_are_cut_longest_first_with_token_types():
+  tokenizer = Tokenizer(build_vocab(["甲乙丙丁戊己庚辛"]))
+  example = clue.ClueExample(1, 0, "甲乙丙丁戊己", "庚辛", 1)
+  features, cut = clue._featurize(example, tokenizer, max_length=8)  # 3 specials leave 5: 甲乙丙 + 庚辛
+  chars = lambda text: list(tokenizer.encode_chars(text)[0])
+  ids = [tokenizer.cls_id, *chars("甲乙丙"), tokenizer.sep_id, *chars("庚辛"), tokenizer.sep_id]
+  np.testing.assert_array_equal(features["input_ids"], ids)
+  np.testing.assert_array_equal(features["token_type_ids"], [0, 0, 0, 0, 0, 1, 1, 1])
+  assert cut == 3 and features["label"] == 1
+
+
+def test_accuracy_leaves_unlabelled_records_out_and_notes_them():
+  task = TASKS["ocnli"]
+  examples = [clue.ClueExample(i + 1, i, "甲", "乙", label) for i, label in enumerate([0, 1, None, 2])]
+  predictions = ["contradiction", "neutral", "entailment", "neutral"]  # right, wrong, unscored, right
+  assert task.score(examples, predictions)["accuracy"] == pytest.approx(2 / 3)
+  assert task.notes(examples) == ["1 record(s) labelled '-' (no majority label): not trained on, not scored"]
+  assert task.baseline(examples, examples[:2]) == ["contradiction"] * 2  # the first of three tied
+
+
+def test_leaderboard_shows_the_clue_score_beside_the_wyweb_average(tmp_path):
+  result = lambda accuracy: {"dev": {"accuracy": accuracy}, "main_metric": "accuracy", "dev_mean": accuracy,
+                             "dev_std": 0.0, "test": None, "majority_baseline": {"accuracy": 0.5}, "labels": []}
+  board = leaderboard.write(tmp_path, "m", {"gjc": result(0.8), "afqmc": result(0.7), "ocnli": result(0.6)})
+  assert board["clue_score"] == pytest.approx(0.65) and board["average"] == pytest.approx(0.8)
+  markdown = (tmp_path / "leaderboard.md").read_text()
+  assert ("## CLUE (modern Chinese)\n\n| Model | CLUE score | AFQMC | OCNLI |\n|---|---|---|---|\n"
+          "| m | 65.00 | 70.00 | 60.00 |") in markdown
+  assert "## WYWEB" in markdown
+
+
+# --- CMRC 2018, ChID, C3 ------------------------------------------------------------------------------------
+
+def test_windows_cover_a_long_context_and_answers_across_their_boundaries():
+  context = "".join(chr(0x4E00 + i) for i in range(100))  # 100 distinct characters
+  tokenizer = Tokenizer(build_vocab([context, "问题"]))
+  # max_length 32, question 2 tokens: 27 context tokens a window, windows start 10 apart.
+  for answer in ((20, 30), (25, 31), (95, 100), (0, 3)):  # (25, 31) crosses the first window's end
+    features, _ = spans.windows(tokenizer, "问题", context, 32, 10, answer)
+    assert features["input_ids"].shape == (9, 32)  # starts 0, 10, ..., 70, and 73 for the tail
+    covered = set(features["char_index"][features["char_index"] >= 0].tolist())
+    assert covered == set(range(100))
+    holding = [w for w, (s, e) in enumerate(features["label"]) if (s, e) != (0, 0)]
+    assert holding, answer
+    for w in range(len(features["label"])):
+      chars = features["char_index"][w]
+      whole = chars.max() >= answer[1] - 1 and chars[chars >= 0].min() <= answer[0]
+      assert (w in holding) == whole
+      if whole:  # the label's tokens are the answer's first and last characters
+        s, e = features["label"][w]
+        assert (chars[s], chars[e] + 1) == answer
+    # Logits peaking at the answer in the last window holding it decode back to its characters.
+    w = holding[-1]
+    logits = np.zeros((len(features["label"]), 2, 32), np.float32)
+    logits[w, 0, features["label"][w][0]] = logits[w, 1, features["label"][w][1]] = 10.0
+    logits[0, :, 0] = 50.0  # [CLS] and the question are never an answer
+    assert spans.best_span(features, logits) == answer
+
+
+def test_a_span_longer_than_the_limit_is_not_chosen():
+  context = "".join(chr(0x4E00 + i) for i in range(20))
+  tokenizer = Tokenizer(build_vocab([context, "问"]))
+  features, _ = spans.windows(tokenizer, "问", context, 64, 16)
+  logits = np.zeros((1, 2, features["input_ids"].shape[-1]), np.float32)
+  logits[0, 0, 3], logits[0, 1, 18], logits[0, 1, 5] = 9.0, 9.0, 5.0  # tokens 3..18: 16 characters
+  assert spans.best_span(features, logits, max_answer_length=10) == (0, 3)  # tokens 3..5 = characters 0..2
+  assert "label" in features and (features["label"] == IGNORE).all()  # no answer: unscored
+
+
+def _official_cmrc(predictions, references):
+  """CMRC 2018's evaluation rules written out separately: segments by regular expression,
+  the longest common run by difflib, as cmrc2018_evaluate.py's calc_f1_score/calc_em_score."""
+  punctuation = set("-:_*^/\\~`+=，。：？！“”；’《》·、「」（）－～『』")
+
+  def segments(text):
+    text = "".join(c for c in text.lower().strip() if c not in punctuation)
+    return [s for part in re.findall(r"[\u4e00-\u9fa5]|[^\u4e00-\u9fa5]+", text)
+            for s in ([part] if re.match(r"[\u4e00-\u9fa5]", part) else re.findall(r"\w+|[^\w\s]", part))]
+
+  em = f1 = 0
+  for prediction, answers in zip(predictions, references):
+    em += any("".join(c for c in a.lower().strip() if c not in punctuation)
+              == "".join(c for c in prediction.lower().strip() if c not in punctuation) for a in answers)
+    scores = [0.0]
+    for answer in answers:
+      a, p = segments(answer), segments(prediction)
+      common = difflib.SequenceMatcher(None, a, p, autojunk=False).find_longest_match(0, len(a), 0, len(p)).size
+      if common:
+        scores.append(2 * common / (len(a) + len(p)))
+    f1 += max(scores)
+  return 100 * em / len(predictions), 100 * f1 / len(predictions)
+
+
+def test_cmrc_scores_follow_the_official_rules():
+  predictions = ["法赫德国王国际机场。", "吉达港", "达曼的卫星城有现代经济中心 Khobar", "", "Aramco石油公司",
+                 "6车道公路", "约200万人"]
+  references = [["法赫德国王国际机场"], ["沙特位于红海海岸的吉达港", "吉达港"],
+                ["达曼的卫星城有现代经济中心 Khobar、世界最大的沙特Aramco石油公司所在地札哈兰"], ["达曼"],
+                ["沙特Aramco石油公司"], ["一条6车道公路"], ["200万"]]
+  scores = clue.cmrc_scores(predictions, references)
+  em, f1 = _official_cmrc(predictions, references)
+  assert 100 * scores["em"] == pytest.approx(em) and 100 * scores["f1"] == pytest.approx(f1)
+  assert scores["average"] == pytest.approx((scores["em"] + scores["f1"]) / 2)
+  # By hand: the first two match exactly (punctuation and the second reference); 200万 in 约200万人:
+  # segments 200 万 vs 约 200 万 人, a common run of 2, F1 2·(2/4·2/2)/(2/4 + 2/2) = 2/3.
+  assert clue.cmrc_scores(predictions[:2], references[:2]) == {"em": 1.0, "f1": 1.0, "average": 1.0}
+  assert clue.cmrc_scores(predictions[6:], references[6:])["f1"] == pytest.approx(2 / 3)
+
+
+def test_cmrc_reads_squad_json_and_repairs_a_missed_start(tmp_path):
+  data = {"version": "v1.0", "data": [{"paragraphs": [{"id": "P", "context": "达曼位于沙特阿拉伯的东部省。", "qas": [
+      {"question": "达曼在哪？", "id": "Q0", "answers": [{"text": "沙特阿拉伯", "answer_start": 5}]},
+      {"question": "", "id": "Q1", "answers": [{"text": "东部省", "answer_start": 10},
+                                              {"text": "沙特阿拉伯的东部省", "answer_start": 4}]}]}]}]}
+  path = tmp_path / "cmrc2018_dev.json"
+  path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+  first, second = clue.read_cmrc(path)
+  assert first.answer == (4, 9) and first.start_moved  # answer_start 5 missed 沙特阿拉伯 at 4
+  assert second.answers == ("东部省", "沙特阿拉伯的东部省") and not second.start_moved
+  assert TASKS["cmrc2018"].notes([first, second]) == [
+      "1 answer(s) whose answer_start missed their text, taken at its nearest occurrence (Q0)",
+      "1 empty question(s), answered from the context alone (Q1)"]
+  assert json.loads(TASKS["cmrc2018"].submission([first, second], ["沙特", ""])[0]) == {"Q0": "沙特", "Q1": ""}
+  data["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["text"] = "麦加"
+  text = json.dumps(data, ensure_ascii=False, indent=2)
+  path.write_text(text, encoding="utf-8")
+  line = next(i for i, content in enumerate(text.splitlines(), 1) if '"Q0"' in content)
+  with pytest.raises(FormatError, match=rf"{path}:{line}: Q0: answer '麦加' is not in the context"):
+    clue.read_cmrc(path)
+
+
+def test_chid_in_clues_layout_one_example_per_blank(tmp_path):
+  idioms = ["画蛇添足", "雪中送炭", "草木皆兵", "小巧玲珑", "坚如盘石", "喜上眉梢", "脸红耳赤", "急功近利", "欢天喜地",
+            "万人空巷"]
+  _jsonl(tmp_path / "train.json", [{"candidates": idioms,
+                                    "content": ["他#idiom000001#，我#idiom000002#。", "又一段#idiom000003#"]}])
+  (tmp_path / "train_answer.json").write_text(json.dumps({"#idiom000001#": 1, "#idiom000002#": 0,
+                                                          "#idiom000003#": 9}))
+  examples = clue.read_split("chid", tmp_path, "train")
+  assert [(e.id, e.left, e.right, e.label) for e in examples] == [
+      ("#idiom000001#", "他", "，我□。", 1), ("#idiom000002#", "他□，我", "。", 0), ("#idiom000003#", "又一段", "", 9)]
+  assert json.loads(TASKS["chid"].submission(examples, [1, 0, 2])[0]) == {
+      "#idiom000001#": 1, "#idiom000002#": 0, "#idiom000003#": 2}
+  tokenizer = Tokenizer(build_vocab(idioms + ["他我又一段，。□"]))
+  features, _ = TASKS["chid"].featurize(examples[0], tokenizer, 70)
+  assert features["input_ids"].shape == (10, 11)  # [CLS] 他 idiom ， 我 □ 。 [SEP]
+  assert tokenizer.decode(features["input_ids"][1]) == "他雪中送炭，我□。"
+
+
+def test_chid_fewclue_layout_and_c3_real_files(shared_data):
+  chid = clue.read_split("chid", shared_data / "clue" / "chid", "dev")
+  assert len(chid) == 202 and all(len(e.candidates) == 7 for e in chid)
+  assert json.loads(TASKS["chid"].submission(chid[:1], [3])[0]) == {"id": int(chid[0].id), "answer": 3}
+  c3 = clue.read_split("c3", shared_data / "clue" / "c3", "dev")
+  assert len(c3) == 1825 + 1991 and {len(e.options) for e in c3} == {2, 3, 4}
+  assert [e.id for e in c3] == list(range(len(c3)))  # dialogue questions, then mixed-genre ones
+
+
+def test_questions_with_fewer_choices_get_padding_rows_the_head_never_picks():
+  tokenizer = Tokenizer(build_vocab(["文章问题甲乙丙丁"]))
+  two = clue.C3Example(1, 0, "文章", "问题", ("甲", "乙"), 1)
+  four = clue.C3Example(1, 1, "文章", "问题", ("甲", "乙", "丙", "丁"), 3)
+  items = [TASKS["c3"].featurize(e, tokenizer, 512)[0] for e in (two, four)]
+  batch = batching.collate(items, batch_size=2, lengths=(32,), pad_id=tokenizer.pad_id)
+  assert batch["input_ids"].shape == (2, 4, 32) and batch["label"].tolist() == [1, 3]
+  assert (batch["input_ids"][0, 2:] == tokenizer.pad_id).all()  # two padding rows
+  assert (batch["input_ids"][1] != tokenizer.pad_id).any(-1).all()
+  model = MultipleChoice(EncoderConfig(**FRESH_TINY_MODEL, vocab_size=len(tokenizer)))
+  mask = (batch["input_ids"] != tokenizer.pad_id).astype(np.int32)
+  params = model.init(jax.random.key(0), batch["input_ids"], mask, batch["token_type_ids"])
+  scores = np.asarray(model.apply(params, batch["input_ids"], mask, batch["token_type_ids"]))
+  assert (scores[0, 2:] == ABSENT).all() and (scores[0, :2] > ABSENT).all() and (scores[1] > ABSENT).all()

@@ -1,0 +1,75 @@
+"""Extractive reading comprehension: a question and a context too long for one sequence become
+overlapping windows ([CLS] question [SEP] context piece [SEP], starting `stride` tokens apart:
+BERT's doc stride, at most half a window), and the start/end logits of all windows decode back
+to one answer span of the context's characters.
+"""
+import numpy as np
+
+from wyjax.data.tokenizer import Tokenizer
+from wyjax.tasks.tagging import IGNORE
+
+
+MAX_QUESTION = 64  # tokens of the question kept (BERT's max_query_length), at most half of max_length
+
+
+def windows(tokenizer: Tokenizer, question: str, context: str, max_length: int, stride: int,
+            answer: tuple[int, int] | None = None) -> tuple[dict, int]:
+  """Features of one question: input_ids and token_type_ids [windows, length], char_index
+  (each token's context character, -1 elsewhere) and, with the answer's [start, end)
+  characters, label [windows, 2]: the first and last of its tokens in each window that holds
+  them all, [CLS] (0, 0) in the others (BERT's rule). Returns (features, question characters
+  cut).
+  """
+  question_ids = tokenizer.encode_chars(question)[0][:min(MAX_QUESTION, max_length // 2)]
+  context_ids, char_index = tokenizer.encode_chars(context)
+  room = max_length - len(question_ids) - 3
+  stride = min(stride, max(room // 2, 1))  # windows overlap however short max_length is
+  starts = list(range(0, max(len(context_ids) - room, 0) + 1, stride))
+  if starts[-1] + room < len(context_ids):
+    starts.append(len(context_ids) - room)
+  head = np.concatenate([[tokenizer.cls_id], question_ids, [tokenizer.sep_id]]).astype(np.int32)
+  if answer is not None:  # the answer's tokens in the whole context (its spaces have none)
+    answer_tokens = np.flatnonzero((char_index >= answer[0]) & (char_index < answer[1]))
+  input_ids, token_types, index, labels = [], [], [], []
+  for start in starts:
+    piece = slice(start, start + room)
+    ids = np.concatenate([head, context_ids[piece], [tokenizer.sep_id]]).astype(np.int32)
+    chars = np.full(len(ids), -1, np.int32)
+    chars[len(head):len(ids) - 1] = char_index[piece]
+    input_ids.append(ids)
+    token_types.append((np.arange(len(ids)) >= len(head)).astype(np.int32))
+    index.append(chars)
+    if answer is not None:
+      whole = answer_tokens.size and start <= answer_tokens[0] and answer_tokens[-1] < start + room
+      labels.append([len(head) + answer_tokens[0] - start, len(head) + answer_tokens[-1] - start] if whole else [0, 0])
+  width = max(len(r) for r in input_ids)
+  pad = lambda rows, value: np.stack([np.pad(r, (0, width - len(r)), constant_values=value) for r in rows])
+  features = {"input_ids": pad(input_ids, tokenizer.pad_id), "token_type_ids": pad(token_types, 0),
+              "char_index": pad(index, -1),
+              "label": np.asarray(labels, np.int32) if answer is not None else np.full((len(starts), 2), IGNORE,
+                                                                                     np.int32)}
+  return features, len(tokenizer.encode_chars(question)[0]) - len(question_ids)
+
+
+def best_span(features: dict, logits: np.ndarray, *, n_best: int = 20,
+              max_answer_length: int = 30) -> tuple[int, int] | None:
+  """The [start, end) characters of the best answer over all windows: of each window's n_best
+  start and end tokens, the pairs inside the context with start ≤ end and at most
+  max_answer_length tokens, scored start logit + end logit. None when no pair qualifies.
+
+  logits: [windows, 2, length] (start, end) of this example's windows.
+  """
+  char_index = np.asarray(features["char_index"])
+  best, best_score = None, -np.inf
+  for window, (start_logits, end_logits) in enumerate(np.asarray(logits)):
+    chars = char_index[window]
+    starts = np.argsort(start_logits)[::-1][:n_best]
+    ends = np.argsort(end_logits)[::-1][:n_best]
+    for s in starts:
+      for e in ends:
+        if chars[s] < 0 or chars[e] < 0 or e < s or e - s + 1 > max_answer_length:
+          continue
+        score = start_logits[s] + end_logits[e]
+        if score > best_score:
+          best, best_score = (int(chars[s]), int(chars[e]) + 1), score
+  return best
