@@ -7,7 +7,7 @@
 The folder holds d-train.json and m-train.json, d-dev.json and m-dev.json (c3-d-train.json ...
 also), JSON arrays as released; both kinds of a split are read together. One row per choice:
 [CLS] document [SEP] question [SEP] choice [SEP], max length 512, the document cut. Batch 16, 8
-epochs, learning rate 2e-5 (CLUE's baselines sweep 1e-5 to 3e-5); the submission is
+epochs, learning rate 2e-5 (CLUE's BERT-base setting, docs/finetuning.md); the submission is
 submission/c311_predict.json. Sizes are for a base model; for the tiny model use
 --config.learning_rate=1e-3."""
 from wyjax.train.finetune import base_config

@@ -6,9 +6,9 @@
 The folder holds train.json, dev.json and test.json as CLUE releases them (JSON Lines: text,
 target (span1/span2 text and index), label true/false, idx; the noun phrase is marked _…_ and
 the pronoun […] as CLUE's baseline marks them). Max length 128 (the CLUE paper's), batch 16, 10
-epochs, learning rate 2e-05 (CLUE's baselines sweep 1e-5 to 3e-5); the submission is
-submission/cluewsc11_predict.json.
-Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
+epochs, learning rate 2e-05 (CLUE's BERT-base setting, docs/finetuning.md); the submission is
+submission/cluewsc11_predict.json. Sizes are for a base model; for the tiny model use
+--config.learning_rate=1e-3."""
 from wyjax.train.finetune import base_config
 
 

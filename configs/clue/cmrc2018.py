@@ -7,8 +7,8 @@ match and F1 as its official evaluation computes them (EM, the main metric, is C
 The folder holds cmrc2018_train.json and cmrc2018_dev.json (or train.json, dev.json), SQuAD v1.1
 JSON as released; a test file's predictions are submission/cmrc2018_predict.json ({id: answer}).
 Contexts longer than max length 512 are read in windows 128 tokens apart; answers of at most 100
-tokens. Batch 32, 2 epochs, learning rate 3e-5 (CLUE's baselines sweep 1e-5 to 3e-5). Sizes are
-for a base model; for the tiny model use --config.learning_rate=1e-3."""
+tokens. Batch 32, 2 epochs, learning rate 3e-5 (CLUE's BERT-base setting, docs/finetuning.md).
+Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
 from wyjax.train.finetune import base_config
 
 

@@ -5,9 +5,9 @@
 
 The folder holds train.json, dev.json and test.json as CLUE releases them (JSON Lines: abst,
 keyword (a list), label 0/1, id; keywords first, the abstract second). Max length 256 (the CLUE
-paper's), batch 16, 5 epochs, learning rate 1e-05 (CLUE's baselines sweep 1e-5 to 3e-5); the
-submission is submission/csl_predict.json.
-Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
+paper's), batch 16, 5 epochs, learning rate 1e-05 (CLUE's BERT-base setting,
+docs/finetuning.md); the submission is submission/csl_predict.json. Sizes are for a base model;
+for the tiny model use --config.learning_rate=1e-3."""
 from wyjax.train.finetune import base_config
 
 

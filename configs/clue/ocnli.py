@@ -6,8 +6,8 @@
 The folder holds train.json, dev.json and test.json as CLUE releases them (JSON Lines:
 sentence1, sentence2, label, genre, id; records labelled '-' are counted and left out). Max
 length 128 (the CLUE paper's), batch 32, 3 epochs, learning rate 2e-05 (CLUE's baselines sweep
-1e-5 to 3e-5); the submission is submission/ocnli_50k_predict.json.
-Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
+1e-5 to 3e-5); the submission is submission/ocnli_50k_predict.json. Sizes are for a base model;
+for the tiny model use --config.learning_rate=1e-3."""
 from wyjax.train.finetune import base_config
 
 
