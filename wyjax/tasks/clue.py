@@ -35,7 +35,7 @@ from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import files, metrics, spans
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.task import (OPTIONS, Task, argmax, as_json, choice_rows, classification_scores, constant_baseline,
-                              label_or_ignore, most_common, per_example, rows, single, with_specials)
+                              label_or_ignore, most_common, pair, per_example, rows, single, with_specials)
 
 SPLIT_FILES = {split: (f"{split}.json",) for split in ("train", "dev", "test")}
 TNEWS_LABELS = tuple(str(code) for code in range(100, 117) if code not in (105, 111))
@@ -166,24 +166,9 @@ def read_clue(task: str, path) -> list[ClueExample]:
   return out
 
 
-def _pair_rows(tokenizer: Tokenizer, a: str, b: str, max_length: int) -> tuple[dict, int]:
-  """[CLS] a [SEP] b [SEP] (token types 0 | 1), the longer text cut first from its end (BERT's rule)."""
-  ids_a, ids_b = (tokenizer.encode_chars(t)[0] for t in (a, b))
-  keep_a, keep_b = len(ids_a), len(ids_b)
-  while keep_a + keep_b > max_length - 3:
-    if keep_a > keep_b:
-      keep_a -= 1
-    else:
-      keep_b -= 1
-  first = with_specials(tokenizer, ids_a[:keep_a])
-  input_ids = np.concatenate([first, ids_b[:keep_b], [tokenizer.sep_id]]).astype(np.int32)
-  token_types = (np.arange(len(input_ids)) >= len(first)).astype(np.int32)
-  return {"input_ids": input_ids, "token_type_ids": token_types}, len(ids_a) - keep_a + len(ids_b) - keep_b
-
-
 def _featurize(example: ClueExample, tokenizer: Tokenizer, max_length: int):
   if example.text_b:
-    features, cut = _pair_rows(tokenizer, example.text_a, example.text_b, max_length)
+    features, cut = pair(tokenizer, example.text_a, example.text_b, max_length)
   else:
     features, cut = single(tokenizer, example.text_a, max_length)
   return {**features, "label": label_or_ignore(example.label)}, cut
@@ -249,9 +234,19 @@ class CmrcExample:
   start_moved: bool  # its answer_start did not point at its text: the nearest occurrence is used
 
 
-def _line_of(text: str, needle: str) -> int:
-  at = text.find(needle)
-  return text.count("\n", 0, at) + 1 if at >= 0 else 1
+def _lines_of(text: str):
+  """line_of(needle): the line of needle's next occurrence after the previous one found, so a
+  file's records are located in one pass (a needle not found: the last line found)."""
+  position, line = 0, 1
+
+  def line_of(needle: str) -> int:
+    nonlocal position, line
+    at = text.find(needle, position)
+    if at >= 0:
+      line += text.count("\n", position, at)
+      position = at
+    return line
+  return line_of
 
 
 def read_cmrc(path) -> list[CmrcExample]:
@@ -260,6 +255,7 @@ def read_cmrc(path) -> list[CmrcExample]:
   one) and counted in the run's notes, as are empty questions (one there); an answer not in
   the context is an error."""
   text = read_text(path)
+  line_of = _lines_of(text)
   try:
     data = json.loads(text)["data"]
   except (json.JSONDecodeError, KeyError, TypeError) as e:
@@ -270,7 +266,7 @@ def read_cmrc(path) -> list[CmrcExample]:
       context = paragraph.get("context", "")
       for qa in paragraph.get("qas", []):
         qid = str(qa.get("id", ""))
-        line = _line_of(text, f'"{qid}"')
+        line = line_of(f'"{qid}"')
         question = files.field(path, line, qa, "question", str)
         if not context.strip() or not qid:
           raise FormatError(path, line, "a question needs an id and a non-empty context")
@@ -408,13 +404,14 @@ class C3Example:
 def read_c3(path, first_id: int = 0) -> list[C3Example]:
   """Every question of a C3 file: [[sentences], [{"question", "choice", "answer"}...], doc id]."""
   text = read_text(path)
+  line_of = _lines_of(text)
   try:
     documents = json.loads(text)
   except json.JSONDecodeError as e:
     raise FormatError(path, e.lineno, f"invalid JSON ({e.msg})") from e
   out = []
   for document in documents:
-    line = _line_of(text, json.dumps(document[-1], ensure_ascii=False)) if isinstance(document, list) else 1
+    line = line_of(json.dumps(document[-1], ensure_ascii=False)) if isinstance(document, list) else 1
     if not (isinstance(document, list) and len(document) == 3 and isinstance(document[0], list)
             and isinstance(document[1], list)):
       raise FormatError(path, line, "expected [[sentences], [questions], document id]")

@@ -78,6 +78,22 @@ def single(tokenizer: Tokenizer, text: str, max_length: int) -> tuple[Features, 
   return {"input_ids": with_specials(tokenizer, ids[:room])}, max(0, len(ids) - room)
 
 
+
+def pair(tokenizer: Tokenizer, a: str, b: str, max_length: int) -> tuple[Features, int]:
+  """[CLS] a [SEP] b [SEP] (token types 0 | 1), the longer text losing characters from its end
+  one at a time until the pair fits (BERT's rule); returns (features, characters cut)."""
+  ids_a, ids_b = (tokenizer.encode_chars(t)[0] for t in (a, b))
+  keep_a, keep_b = len(ids_a), len(ids_b)
+  while keep_a + keep_b > max_length - 3:
+    if keep_a > keep_b:
+      keep_a -= 1
+    else:
+      keep_b -= 1
+  first = with_specials(tokenizer, ids_a[:keep_a])
+  input_ids = np.concatenate([first, ids_b[:keep_b], [tokenizer.sep_id]]).astype(np.int32)
+  token_type_ids = (np.arange(len(input_ids)) >= len(first)).astype(np.int32)
+  return {"input_ids": input_ids, "token_type_ids": token_type_ids}, len(ids_a) - keep_a + len(ids_b) - keep_b
+
 def rows(sequences: list[np.ndarray], pad_id: int, second_segment_from: int | None = None) -> Features:
   """Sequences as one [rows, longest] block (input_ids; with second_segment_from, token types
   1 from that position to each row's end)."""

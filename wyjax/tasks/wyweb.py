@@ -14,7 +14,7 @@ from wyjax.tasks import files, metrics, tagging
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.task import (OPTIONS, Task, argmax, as_json, choice_accuracy, choice_rows, classification_scores,
-                              constant_baseline, most_common, per_example, rows, single, with_specials)
+                              constant_baseline, most_common, pair, per_example, rows, single, with_specials)
 
 TLC_PERIODS = ("远古", "中古", "近古")
 TLC_DYNASTIES = ("先秦", "两汉", "魏晋南北朝", "唐", "宋", "元明", "清")
@@ -445,20 +445,12 @@ def _wywmt_featurize(example: MtExample, tokenizer: Tokenizer, max_length: int):
   next token from the source's [SEP] to the last target token, IGNORE elsewhere. A pair that
   does not fit loses characters from the end of its longer side, one at a time (the toolkit's
   rule; it also drops pairs over 510 characters, wyjax keeps them trimmed)."""
-  source, target = (tokenizer.encode_chars(t)[0] for t in (example.source, example.target))
-  kept_source, kept_target = len(source), len(target)
-  while kept_source + kept_target > max_length - 3:
-    if kept_source > kept_target:
-      kept_source -= 1
-    else:
-      kept_target -= 1
-  first = with_specials(tokenizer, source[:kept_source])
-  input_ids = np.concatenate([first, target[:kept_target], [tokenizer.sep_id]]).astype(np.int32)
-  token_type_ids = (np.arange(len(input_ids)) >= len(first)).astype(np.int32)
+  features, cut = pair(tokenizer, example.source, example.target, max_length)
+  input_ids = features["input_ids"]
+  first = int(np.argmax(features["token_type_ids"]))  # [CLS] source [SEP]
   labels = np.full(len(input_ids), IGNORE, np.int32)
-  labels[len(first) - 1:-1] = input_ids[len(first):]
-  cut = len(source) - kept_source + len(target) - kept_target
-  return {"input_ids": input_ids, "token_type_ids": token_type_ids, "labels": labels}, cut
+  labels[first - 1:-1] = input_ids[first:]
+  return {**features, "labels": labels}, cut
 
 
 WYWMT = Task(
