@@ -7,6 +7,7 @@ import numpy as np
 
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks.tagging import IGNORE
+from wyjax.tasks.task import rows
 
 
 MAX_QUESTION = 64  # tokens of the question kept (BERT's max_query_length), at most half of max_length
@@ -20,7 +21,8 @@ def windows(tokenizer: Tokenizer, question: str, context: str, max_length: int, 
   them all, [CLS] (0, 0) in the others (BERT's rule). Returns (features, question characters
   cut).
   """
-  question_ids = tokenizer.encode_chars(question)[0][:min(MAX_QUESTION, max_length // 2)]
+  whole_question = tokenizer.encode_chars(question)[0]
+  question_ids = whole_question[:min(MAX_QUESTION, max_length // 2)]
   context_ids, char_index = tokenizer.encode_chars(context)
   room = max_length - len(question_ids) - 3
   stride = min(stride, max(room // 2, 1))  # windows overlap however short max_length is
@@ -30,25 +32,24 @@ def windows(tokenizer: Tokenizer, question: str, context: str, max_length: int, 
   head = np.concatenate([[tokenizer.cls_id], question_ids, [tokenizer.sep_id]]).astype(np.int32)
   if answer is not None:  # the answer's tokens in the whole context (its spaces have none)
     answer_tokens = np.flatnonzero((char_index >= answer[0]) & (char_index < answer[1]))
-  input_ids, token_types, index, labels = [], [], [], []
+  input_ids, index, labels = [], [], []
   for start in starts:
     piece = slice(start, start + room)
     ids = np.concatenate([head, context_ids[piece], [tokenizer.sep_id]]).astype(np.int32)
     chars = np.full(len(ids), -1, np.int32)
     chars[len(head):len(ids) - 1] = char_index[piece]
     input_ids.append(ids)
-    token_types.append((np.arange(len(ids)) >= len(head)).astype(np.int32))
     index.append(chars)
     if answer is not None:
       whole = answer_tokens.size and start <= answer_tokens[0] and answer_tokens[-1] < start + room
       labels.append([len(head) + answer_tokens[0] - start, len(head) + answer_tokens[-1] - start] if whole else [0, 0])
-  width = max(len(r) for r in input_ids)
-  pad = lambda rows, value: np.stack([np.pad(r, (0, width - len(r)), constant_values=value) for r in rows])
-  features = {"input_ids": pad(input_ids, tokenizer.pad_id), "token_type_ids": pad(token_types, 0),
-              "char_index": pad(index, -1),
-              "label": np.asarray(labels, np.int32) if answer is not None else np.full((len(starts), 2), IGNORE,
-                                                                                     np.int32)}
-  return features, len(tokenizer.encode_chars(question)[0]) - len(question_ids)
+  features = rows(input_ids, tokenizer.pad_id, len(head))
+  features["char_index"] = np.full(features["input_ids"].shape, -1, np.int32)
+  for row, chars in zip(features["char_index"], index):
+    row[:len(chars)] = chars
+  features["label"] = (np.asarray(labels, np.int32) if answer is not None
+                       else np.full((len(starts), 2), IGNORE, np.int32))
+  return features, len(whole_question) - len(question_ids)
 
 
 def best_span(features: dict, logits: np.ndarray, *, n_best: int = 20,
