@@ -10,7 +10,7 @@ setup(
     description="JAX/Flax language models for classical Chinese (文言文): pretraining, "
                 "WYWEB fine-tuning and Hugging Face export.",
     # The repository's top-level configs/ ships as wyjax/configs/: `--config=tlc.py` finds it
-    # from any directory (wyjax/train/config_files.py).
+    # from any directory (wyjax/core/config_files.py).
     packages=[*find_packages(include=["wyjax", "wyjax.*"]), "wyjax.configs", "wyjax.configs.clue",
               "wyjax.configs.pretrain"],
     package_dir={"wyjax.configs": "configs"},

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from wyjax.models import DebertaV2, EncoderConfig
-from wyjax.train import aot
+from wyjax.core import aot
 
 LENGTHS = (128, 512, 2048, 8192)
 TOKENS = 16384

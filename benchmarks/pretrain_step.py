@@ -14,7 +14,8 @@ import jax
 import numpy as np
 
 from wyjax.data import tokenizer as tokenizer_lib
-from wyjax.train import config_files, metrics, pretrain
+from wyjax.core import config_files, run_metrics
+from wyjax.train import pretraining
 
 
 def load_config(path):
@@ -37,8 +38,8 @@ def main():
   config.batch_size = args.batch or config.batch_size
   config.dtype = args.dtype or config.dtype
   length = args.length or config.corpus.sequence_length
-  # The run's own program (wyjax.train.pretrain.build): the same state, shardings and step.
-  program = pretrain.build(config, tokenizer_lib.placeholder(args.vocab), length)
+  # The run's own program (wyjax.train.pretraining.build): the same state, shardings and step.
+  program = pretraining.build(config, tokenizer_lib.placeholder(args.vocab), length)
   state = program.init_state(jax.random.key(0))
   step = program.train_step
   batch = jax.device_put(np.random.default_rng(0).integers(5, args.vocab, (config.batch_size, length), np.int32),
@@ -54,7 +55,7 @@ def main():
   seconds = (time.perf_counter() - start) / args.steps
   tokens = config.batch_size * length
   flops = program.train_flops_per_step
-  peak = metrics.peak_flops_per_device()
+  peak = run_metrics.peak_flops_per_device()
   n_params = sum(x.size for x in jax.tree_util.tree_leaves(state["params"]))
   line = (f"{args.config}: {n_params / 1e6:.1f} M params, batch {config.batch_size} × {length}, {config.dtype}, "
           f"{jax.devices()[0].device_kind}: {seconds:.3f} s/step, {tokens / seconds:,.0f} tokens/s, "

@@ -12,7 +12,7 @@ accuracy by 5-fold cross-validation; transfer answers with a multiple-choice mod
 on another task (IRC, WYWRC, CCPM softmax), untrained on AC-EVAL. The test answers are not
 public: submission/aceval*.json is the test result, to send to AC-EVAL's authors. Inputs over
 max_length keep the options and the question's beginning and end (wyjax/tasks/aceval.py)."""
-from wyjax.train.finetune import base_config
+from wyjax.train.finetuning import base_config
 
 
 def get_config():

@@ -9,7 +9,7 @@ data_dir is C-CLUE's data_ner/ as released (source.txt / target.txt, dev.txt / d
 test1.txt / test_tgt.txt) or uses train.txt / train-label.txt, dev-label.txt, test.txt; the
 submission is a label file for the test sentences. Sizes are for a base model; for the tiny model
 use --config.learning_rate=1e-3."""
-from wyjax.train.finetune import base_config
+from wyjax.train.finetuning import base_config
 
 
 def get_config():

@@ -16,7 +16,7 @@ are then not end to end) it tags the subject and object in [CLS] text [SEP] pred
 its submission is C-CLUE's triple file. given_entities encodes the text with its subject in
 「」 and its object in 『』 and writes its predictions as C-CLUE triples too.
 Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
-from wyjax.train.finetune import base_config
+from wyjax.train.finetuning import base_config
 
 TASKS = {"text": "cclue_re", "spo": "cclue_spo", "given_entities": "cclue_re_given_entities"}
 

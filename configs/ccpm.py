@@ -11,7 +11,7 @@ submission/CCPM.jsonl. The CCPM report's Cls classifies each (translation, line)
 or not and picks the most probable match; its Match encodes translation and lines with two
 encoders and picks the highest cosine (wyjax/tasks/ccpm.py). docs/finetuning.md compares the
 four. Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
-from wyjax.train.finetune import base_config
+from wyjax.train.finetuning import base_config
 
 TASKS = {"cls": "ccpm", "match": "ccpm_match", "softmax": "ccpm_softmax", "match_shared": "ccpm_match_shared"}
 

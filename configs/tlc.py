@@ -6,7 +6,7 @@
 Hyper-parameters: the WYWEB scripts' batch size and learning rate, Table 15's schedule
 (warm-up 0.1, linear decay, weight decay 0.01, eps 1e-6, clip 1.0, at most 10 epochs).
 Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
-from wyjax.train.finetune import base_config
+from wyjax.train.finetuning import base_config
 
 
 def get_config():

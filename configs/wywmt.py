@@ -11,7 +11,7 @@ tokens). The WYWEB script's batch size and learning rate; for the tiny model use
 """
 import ml_collections
 
-from wyjax.train.finetune import base_config
+from wyjax.train.finetuning import base_config
 
 
 def get_config():

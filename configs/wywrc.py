@@ -8,7 +8,7 @@ Hyper-parameters: the WYWEB scripts' batch size and learning rate, Table 15's sc
 Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3.
 The published script trains 40 epochs with batch 10; Table 15 caps fine-tuning at 10.
 """
-from wyjax.train.finetune import base_config
+from wyjax.train.finetuning import base_config
 
 
 def get_config():

@@ -9,7 +9,7 @@ CLUE's (afqmc/, tnews/, …, with --tasks=clue); tasks without a folder are skip
 takes task names and the groups wyweb, classical and clue. Each task runs with its config
 (configs/<task>.py, configs/clue/<task>.py) plus the overrides given here.
 Writes DIR/<task>/ (runs, results.json, submission), DIR/leaderboard.{md,json} and
-DIR/plots/<task>_{confusion,curve}.png (wyjax/train/benchmark.py). A task that fails does
+DIR/plots/<task>_{confusion,curve}.png (wyjax/train/suite.py). A task that fails does
 not stop the others: it is listed in the leaderboard with its error and the command exits 1
 at the end.
 """
@@ -19,7 +19,8 @@ import sys
 
 from absl import app, flags
 
-from wyjax.train import aot, benchmark, guards, logs
+from wyjax.core import aot, guards, logs
+from wyjax.train import suite
 
 _INIT = flags.DEFINE_string("init", "", "transformers folder or wyjax workdir (empty: fresh tiny model).")
 _DATA_ROOT = flags.DEFINE_string("data_root", None, "Folder with one subfolder per task.", required=True)
@@ -43,8 +44,8 @@ def main(argv):
   name = _NAME.value or (pathlib.Path(_INIT.value).name if _INIT.value else "fresh tiny model")
   aot.use_compilation_cache()
   with guards.clean_exit():
-    board = benchmark.run(init=_INIT.value, data_root=_DATA_ROOT.value, out=_OUT.value,
-                          tasks=benchmark.task_names(_TASKS.value), name=name, accept_config_change=_ACCEPT.value,
+    board = suite.run(init=_INIT.value, data_root=_DATA_ROOT.value, out=_OUT.value,
+                          tasks=suite.task_names(_TASKS.value), name=name, accept_config_change=_ACCEPT.value,
                           learning_rate=_LR.value, num_epochs=_EPOCHS.value, num_train_steps=_STEPS.value,
                           eval_every=_EVAL_EVERY.value, seeds=_SEEDS.value, batch_size=_BATCH.value)
   print((pathlib.Path(_OUT.value) / "leaderboard.md").read_text(encoding="utf-8"))

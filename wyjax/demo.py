@@ -19,11 +19,13 @@ import time
 
 from absl import app, flags
 
+from wyjax.core import storage
 from wyjax.data import corpus
-from wyjax.hf import export as export_lib
+from wyjax.hf import export_folder
 from wyjax.hf import loading
 from wyjax.tasks.builders import poetry
-from wyjax.train import aot, benchmark, checkpoints, config_files, guards, logs, pretrain
+from wyjax.core import aot, checkpoints, config_files, guards, logs
+from wyjax.train import pretraining, suite
 
 _PRETRAIN = config_files.DEFINE_config("pretrain_config", "pretrain/deberta_tiny.py",
                                        "Pretraining config: a name or a file.")
@@ -48,7 +50,7 @@ def pretrained(config, workdir: pathlib.Path, accept_config_change: bool) -> pat
     print(f"reusing the pretrained model in {workdir}", flush=True)
   else:
     print(f"pretraining the tiny model into {workdir} ...", flush=True)
-    pretrain.train_and_evaluate(config, workdir, accept_config_change=accept_config_change)
+    pretraining.train_and_evaluate(config, workdir, accept_config_change=accept_config_change)
   return workdir
 
 
@@ -61,7 +63,7 @@ def main(argv):
 
 def run_demo():
   start = time.perf_counter()
-  workdir = pathlib.Path(_WORKDIR.value or corpus.cache_dir() / "demo")
+  workdir = pathlib.Path(_WORKDIR.value or storage.cache_dir() / "demo")
   logs.to_file(workdir, "demo")
   config = _PRETRAIN.value
   if _PACKAGE.value:
@@ -74,13 +76,13 @@ def run_demo():
     poetry.build_poetry_tasks(tasks_dir, reader=reader, per_dynasty=_PER_DYNASTY.value,
                               punc_examples=_PUNC_EXAMPLES.value)
   name = "wyjax tiny DeBERTa (poetry)"
-  board = benchmark.run(init=str(model_dir), data_root=tasks_dir, out=workdir / "results", tasks=["punc", "tlc"],
+  board = suite.run(init=str(model_dir), data_root=tasks_dir, out=workdir / "results", tasks=["punc", "tlc"],
                         name=name, accept_config_change=_ACCEPT.value, learning_rate=_LR.value,
                         num_train_steps=_STEPS.value, eval_every=max(1, _STEPS.value // 4), batch_size=32)
   if board["failed"]:
     raise guards.RunError(f"demo tasks failed: {board['failed']}")
-  training, _ = export_lib.run_info(model_dir)  # its run_config.json and step
-  hf_dir = export_lib.export(loading.load(model_dir), workdir / "hf", name="wyjax-tiny-poetry", results=board,
+  training, _ = export_folder.run_info(model_dir)  # its run_config.json and step
+  hf_dir = export_folder.export(loading.load(model_dir), workdir / "hf", name="wyjax-tiny-poetry", results=board,
                              training=training, task_data="chinese-poetry", overwrite=True)
   print(f"\nexported the pretrained model to {hf_dir} (loads with transformers.AutoModelForMaskedLM)")
   print("\nTasks derived from chinese-poetry: TLC = dynasty of a poem (period accuracy in the notes), "

@@ -19,12 +19,12 @@ import numpy as np
 from absl import app, flags
 from etils import epath
 
-from wyjax import storage
+from wyjax.core import storage
 from wyjax.data import tokenizer as tokenizer_lib
-from wyjax.hf import export as export_lib
+from wyjax.hf import export_folder
 from wyjax.hf import hub, loading
 from wyjax.models import EncoderConfig
-from wyjax.train import config_files, logs
+from wyjax.core import config_files, logs
 
 _CHECKPOINT = flags.DEFINE_string("checkpoint", None, "wyjax workdir (or one step) or transformers folder.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Same as --checkpoint.")
@@ -78,17 +78,17 @@ def main(argv):
   if (path is None) == (_RANDOM_INIT.value is None):
     raise app.UsageError("give exactly one of --checkpoint (or --workdir) and --random_init")
   try:
-    export_lib.check_out(_OUT.value, _OVERWRITE.value)  # before the (slow) load
+    export_folder.check_out(_OUT.value, _OVERWRITE.value)  # before the (slow) load
   except FileExistsError as e:
     raise SystemExit(f"wyjax.export: {e}") from None
   model = random_model(_RANDOM_INIT.value) if path is None else loading.load(path)
-  training, results = (None, None) if path is None else export_lib.run_info(path)
+  training, results = (None, None) if path is None else export_folder.run_info(path)
   if _RESULTS.value:
     results = json.loads(epath.Path(_RESULTS.value).read_text())
-  base_model = _BASE_MODEL.value or (export_lib.hub_id(training["config"].get("init")) if training else None)
+  base_model = _BASE_MODEL.value or (export_folder.hub_id(training["config"].get("init")) if training else None)
   legacy = None if _LEGACY.value == "auto" else _LEGACY.value == "true"
   name = _NAME.value or _PUSH.value or _OUT.value.rstrip("/").split("/")[-1]
-  out = export_lib.export(model, _OUT.value, legacy=legacy, name=name, license=_LICENSE.value,
+  out = export_folder.export(model, _OUT.value, legacy=legacy, name=name, license=_LICENSE.value,
                           results=results, training=training, base_model=base_model, task_data=_TASK_DATA.value,
                           overwrite=_OVERWRITE.value)
   logging.info("wrote %s", out)
@@ -97,7 +97,7 @@ def main(argv):
   if not (_VERIFY.value or _PUSH.value):
     return
   with tempfile.TemporaryDirectory() as tmp:
-    local = out if storage.is_local(out) else storage.staged(out, export_lib.FILES, tmp)
+    local = out if storage.is_local(out) else storage.staged(out, export_folder.FILES, tmp)
     if _VERIFY.value:
       diff = verify(model, local)
       print(f"transformers reload: max |logit difference| = {diff:.2e}")

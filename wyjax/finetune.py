@@ -16,7 +16,8 @@ import json
 
 from absl import app, flags
 
-from wyjax.train import aceval, aot, config_files, finetune, guards, logs
+from wyjax.core import aot, config_files, guards, logs
+from wyjax.train import aceval, finetuning
 
 _CONFIG = config_files.DEFINE_config("config", None, "A task config: a name (tlc.py, ccpm.py:match) or a file.",
                                       lock_config=True)
@@ -34,14 +35,14 @@ def main(argv):
   aot.use_compilation_cache()
   with guards.clean_exit():
     if _COMPILE_ONLY.value:
-      aot.print_report(finetune.compile_only(_CONFIG.value, _COMPILE_ONLY.value))
+      aot.print_report(finetuning.compile_only(_CONFIG.value, _COMPILE_ONLY.value))
       return
     if not _WORKDIR.value:
       raise app.UsageError("--workdir is required (except with --compile_only)")
     if _CONFIG.value.task == "aceval":
       results = aceval.run(_CONFIG.value, _WORKDIR.value)
     else:
-      results = finetune.finetune(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value)
+      results = finetuning.finetune(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value)
   summary = {k: results[k] for k in ("task", "main_metric", "dev_mean", "dev_std", "dev", "test", "majority_baseline")}
   print(json.dumps(summary, indent=2, ensure_ascii=False))
 

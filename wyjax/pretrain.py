@@ -14,7 +14,8 @@ and exit with 128 + the signal number; a run that cannot go on exits 1 with the 
 """
 from absl import app, flags
 
-from wyjax.train import aot, config_files, guards, logs, pretrain
+from wyjax.core import aot, config_files, guards, logs
+from wyjax.train import pretraining
 
 _CONFIG = config_files.DEFINE_config("config", None, "Pretraining config: a name (pretrain/deberta_base.py) or a file.",
                                       lock_config=True)
@@ -33,11 +34,11 @@ def main(argv):
   aot.use_compilation_cache()
   with guards.clean_exit():
     if _COMPILE_ONLY.value:
-      aot.print_report(pretrain.compile_only(_CONFIG.value, _COMPILE_ONLY.value))
+      aot.print_report(pretraining.compile_only(_CONFIG.value, _COMPILE_ONLY.value))
       return
     if not _WORKDIR.value:
       raise app.UsageError("--workdir is required (except with --compile_only)")
-    result = pretrain.train_and_evaluate(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value)
+    result = pretraining.train_and_evaluate(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value)
   if result:
     print("final evaluation: " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()))
 

@@ -16,7 +16,7 @@ from absl import app, flags
 
 from wyjax.hf import loading
 from wyjax.models import MaskedLM, prefix_lm
-from wyjax.train import logs
+from wyjax.core import logs
 
 _INIT = flags.DEFINE_string("init", None, "WYWMT fine-tuning workdir, seed run or transformers folder.",
                             required=True)

@@ -8,7 +8,7 @@ sentence1, sentence2, label 0/1). Max length 128 (the CLUE paper's), batch 16, 3
 learning rate 2e-05 (CLUE's BERT-base setting, docs/finetuning.md); the submission is
 submission/afqmc_predict.json. Sizes are for a base model; for the tiny model use
 --config.learning_rate=1e-3."""
-from wyjax.train.finetune import base_config
+from wyjax.train.finetuning import base_config
 
 
 def get_config():

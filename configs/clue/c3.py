@@ -10,7 +10,7 @@ also), JSON arrays as released; both kinds of a split are read together. One row
 epochs, learning rate 2e-5 (CLUE's BERT-base setting, docs/finetuning.md); the submission is
 submission/c311_predict.json. Sizes are for a base model; for the tiny model use
 --config.learning_rate=1e-3."""
-from wyjax.train.finetune import base_config
+from wyjax.train.finetuning import base_config
 
 
 def get_config():

@@ -9,7 +9,7 @@ The folder holds train.json, dev.json (and test.json) in either released layout:
 filled with it, 64 characters each side. Batch 24, 3 epochs, learning rate 2e-5 (CLUE's
 baselines sweep 1e-5 to 3e-5); the submission is submission/chid11_predict.json. Sizes are for a
 base model; for the tiny model use --config.learning_rate=1e-3."""
-from wyjax.train.finetune import base_config
+from wyjax.train.finetuning import base_config
 
 
 def get_config():

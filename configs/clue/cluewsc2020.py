@@ -9,7 +9,7 @@ the pronoun […] as CLUE's baseline marks them). Max length 128 (the CLUE paper
 epochs, learning rate 2e-05 (CLUE's BERT-base setting, docs/finetuning.md); the submission is
 submission/cluewsc11_predict.json. Sizes are for a base model; for the tiny model use
 --config.learning_rate=1e-3."""
-from wyjax.train.finetune import base_config
+from wyjax.train.finetuning import base_config
 
 
 def get_config():

@@ -8,7 +8,7 @@ sentence1, sentence2, label; records labelled '-' are counted and left out). Max
 CLUE paper's), batch 64, 2 epochs, learning rate 3e-05 (CLUE's BERT-base setting,
 docs/finetuning.md); the submission is submission/cmnli_predict.json. Sizes are for a base
 model; for the tiny model use --config.learning_rate=1e-3."""
-from wyjax.train.finetune import base_config
+from wyjax.train.finetuning import base_config
 
 
 def get_config():

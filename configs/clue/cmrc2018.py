@@ -9,7 +9,7 @@ JSON as released; a test file's predictions are submission/cmrc2018_predict.json
 Contexts longer than max length 512 are read in windows 128 tokens apart; answers of at most 100
 tokens. Batch 32, 2 epochs, learning rate 3e-5 (CLUE's BERT-base setting, docs/finetuning.md).
 Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
-from wyjax.train.finetune import base_config
+from wyjax.train.finetuning import base_config
 
 
 def get_config():

@@ -8,7 +8,7 @@ keyword (a list), label 0/1, id; keywords first, the abstract second). Max lengt
 paper's), batch 16, 5 epochs, learning rate 1e-05 (CLUE's BERT-base setting,
 docs/finetuning.md); the submission is submission/csl_predict.json. Sizes are for a base model;
 for the tiny model use --config.learning_rate=1e-3."""
-from wyjax.train.finetune import base_config
+from wyjax.train.finetuning import base_config
 
 
 def get_config():

@@ -8,7 +8,7 @@ label (0–118), label_des, id). Max length 128 (the CLUE paper's), batch 32, 3 
 rate 2e-05 (CLUE's BERT-base setting, docs/finetuning.md); the submission is
 submission/iflytek_predict.json. Sizes are for a base model; for the tiny model use
 --config.learning_rate=1e-3."""
-from wyjax.train.finetune import base_config
+from wyjax.train.finetuning import base_config
 
 
 def get_config():

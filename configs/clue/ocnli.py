@@ -8,7 +8,7 @@ sentence1, sentence2, label, genre, id; records labelled '-' are counted and lef
 length 128 (the CLUE paper's), batch 32, 3 epochs, learning rate 2e-05 (CLUE's baselines sweep
 1e-5 to 3e-5); the submission is submission/ocnli_50k_predict.json. Sizes are for a base model;
 for the tiny model use --config.learning_rate=1e-3."""
-from wyjax.train.finetune import base_config
+from wyjax.train.finetuning import base_config
 
 
 def get_config():

@@ -8,7 +8,7 @@ label (a code 100–116), label_desc, keywords, id; labels.json lists the 15). M
 CLUE paper's), batch 16, 3 epochs, learning rate 2e-05 (CLUE's BERT-base setting,
 docs/finetuning.md); the submission is submission/tnews11_predict.json. Sizes are for a base
 model; for the tiny model use --config.learning_rate=1e-3."""
-from wyjax.train.finetune import base_config
+from wyjax.train.finetuning import base_config
 
 
 def get_config():

@@ -15,7 +15,7 @@ predicts, with flash attention (the fused kernel attention="auto" picks on TPU),
 per chip, 26 ms per step (memory-bound), 2.49 M tokens/s and an MFU ceiling of 80%; with
 --config.attention=xla 12.6 GiB, 38 ms and 56%.
 """
-from wyjax.train.pretrain import base_config
+from wyjax.train.pretraining import base_config
 
 
 def get_config():

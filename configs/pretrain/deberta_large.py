@@ -21,7 +21,7 @@ ceiling 1.3%); on v5e-256 (`v5e:16x16`, batch 4096) 14.2 of 14.9 GiB. The defaul
 now compiles the fused kernels on TPU, which removed those gathers for DeBERTa-base
 (docs/scaling.md); recompile to see large's figures.
 """
-from wyjax.train.pretrain import base_config
+from wyjax.train.pretraining import base_config
 
 
 def get_config():

@@ -15,7 +15,7 @@ docs/scaling.md; predictions, not measurements):
 predicts 0.33 GiB HBM per chip and 80 ms per step (memory-bound: 206 GiB of HBM traffic per
 chip, nearly all the relative-attention gathers), 0.41 M tokens/s, an MFU ceiling of 0.1%.
 """
-from wyjax.train.pretrain import base_config
+from wyjax.train.pretraining import base_config
 
 
 def get_config():

@@ -10,9 +10,9 @@ import yaml
 from huggingface_hub import ModelCard
 from huggingface_hub.repocard_data import model_index_to_eval_results
 
+from tests import checkpoint_files
 from tests.hf import parity_test, tiny_models
-from wyjax.hf import export
-from wyjax.train import checkpoints
+from wyjax.hf import export_folder
 
 NAME = "wyjax-test/tiny-deberta"
 # Shaped like the leaderboard.json wyjax.benchmark writes (wyjax.tasks.leaderboard.write); made-up numbers.
@@ -66,7 +66,7 @@ def _check_model_index(index):
 
 
 def test_card_metadata_and_model_index(model, tmp_path):
-  out = export.export(model, tmp_path / "hf", name=NAME, results=LEADERBOARD, base_model="bozhou/DeBERTa-base",
+  out = export_folder.export(model, tmp_path / "hf", name=NAME, results=LEADERBOARD, base_model="bozhou/DeBERTa-base",
                       training={"config": RUN_CONFIG, "step": 1000})
   card = ModelCard.load(out / "README.md")
   assert card.data.language == ["lzh", "zh"] and card.data.license == "apache-2.0"
@@ -99,7 +99,7 @@ def test_card_metadata_and_model_index(model, tmp_path):
 
 
 def test_card_without_results_or_training(model, tmp_path):
-  out = export.export(model, tmp_path / "hf", name=NAME)
+  out = export_folder.export(model, tmp_path / "hf", name=NAME)
   card = ModelCard.load(out / "README.md")
   assert "model-index" not in _front_matter(out / "README.md")
   assert not card.data.eval_results and card.data.datasets is None and card.data.base_model is None
@@ -109,7 +109,7 @@ def test_card_without_results_or_training(model, tmp_path):
 
 def test_tasks_derived_from_a_corpus_do_not_claim_the_benchmark(model, tmp_path):
   results = {"split": "dev", "tasks": {"tlc": {"accuracy": 0.5}, "punc": {"f1": 0.25}}}
-  out = export.export(model, tmp_path / "hf", name=NAME, results=results, task_data="chinese-poetry",
+  out = export_folder.export(model, tmp_path / "hf", name=NAME, results=results, task_data="chinese-poetry",
                       training={"config": {**RUN_CONFIG, "corpus": {"source": "poetry"}}, "step": 1500})
   card = ModelCard.load(out / "README.md")
   assert card.data.datasets == ["chinese-poetry"]
@@ -120,7 +120,7 @@ def test_tasks_derived_from_a_corpus_do_not_claim_the_benchmark(model, tmp_path)
 
 
 def test_usage_snippets_run_on_the_export(model, tmp_path):
-  out = export.export(model, tmp_path / "hf", name=NAME)
+  out = export_folder.export(model, tmp_path / "hf", name=NAME)
   snippets = re.findall(r"```python\n(.*?)```", (out / "README.md").read_text(), re.S)
   assert len(snippets) == 2 and all(json.dumps(NAME) in s for s in snippets)
   transformers_code, wyjax_code = (s.replace(json.dumps(NAME), repr(str(out))) for s in snippets)
@@ -137,14 +137,14 @@ def test_usage_snippets_run_on_the_export(model, tmp_path):
 
 def test_run_info_reads_the_run_config_step_and_leaderboard(model, tmp_path):
   workdir = tmp_path / "workdir"
-  checkpoints.save_params(workdir, 10, model.params, model.config, model.tokenizer)
-  assert export.run_info(workdir) == (None, None)
+  checkpoint_files.save_params(workdir, 10, model.params, model.config, model.tokenizer)
+  assert export_folder.run_info(workdir) == (None, None)
   (workdir / "run_config.json").write_text(json.dumps({**RUN_CONFIG, "init": "bozhou/DeBERTa-base"}))
   (workdir / "leaderboard.json").write_text(json.dumps(LEADERBOARD))
   for path in (workdir, workdir / "checkpoints", workdir / "checkpoints" / "10"):
-    training, results = export.run_info(path)
+    training, results = export_folder.run_info(path)
     assert training["step"] == 10 and training["config"]["corpus"] == RUN_CONFIG["corpus"]
     assert results == LEADERBOARD
-  assert export.hub_id("bozhou/DeBERTa-base") == "bozhou/DeBERTa-base"
-  assert export.hub_id(str(workdir)) is None and export.hub_id("gs://bucket/run") is None
-  assert export.hub_id("") is None
+  assert export_folder.hub_id("bozhou/DeBERTa-base") == "bozhou/DeBERTa-base"
+  assert export_folder.hub_id(str(workdir)) is None and export_folder.hub_id("gs://bucket/run") is None
+  assert export_folder.hub_id("") is None

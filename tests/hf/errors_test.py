@@ -7,13 +7,13 @@ from safetensors.numpy import load_file, save_file
 
 import wyjax.hf
 from tests.hf import parity_test, tiny_models
-from wyjax.hf import configs, export, weights
+from wyjax.hf import configs, export_folder, weights
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
   model = parity_test._converted(tiny_models.deberta("bozhou", legacy=False))
-  return export.export(model, tmp_path_factory.mktemp("hf") / "model")
+  return export_folder.export(model, tmp_path_factory.mktemp("hf") / "model")
 
 
 def _copy(folder, tmp_path):
@@ -76,4 +76,4 @@ def test_untied_decoder_is_refused(tmp_path):
 def test_legacy_false_needs_equal_embedding_size(tmp_path):
   model = parity_test._converted(tiny_models.deberta("embed_proj"))
   with pytest.raises(ValueError, match="legacy=False needs embedding_size == hidden_size"):
-    export.export(model, tmp_path / "out", legacy=False)
+    export_folder.export(model, tmp_path / "out", legacy=False)

@@ -6,9 +6,9 @@ import sys
 
 import yaml
 
+from tests import checkpoint_files
 from tests.hf import parity_test, tiny_models
 from tests.hf.fake_hub import FakeHub
-from wyjax.train import checkpoints
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -16,7 +16,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 def test_export_cli_pushes_files_and_model_card(tmp_path):
   model = parity_test._converted(tiny_models.deberta("bozhou", legacy=False))
   workdir = tmp_path / "workdir"
-  checkpoints.save_params(workdir, 10, model.params, model.config, model.tokenizer)
+  checkpoint_files.save_params(workdir, 10, model.params, model.config, model.tokenizer)
   results = tmp_path / "leaderboard.json"
   results.write_text('{"split": "dev", "tasks": {"tlc": {"accuracy": 0.8125}, "glner": {"f1": 0.5}}}')
   out = tmp_path / "hf"

@@ -5,11 +5,11 @@ import torch
 import transformers
 
 import wyjax.hf
+from tests import checkpoint_files
 from tests.hf import tiny_models
 from wyjax.data.tokenizer import SPECIAL_TOKENS, Tokenizer
-from wyjax.hf import configs, export, loading, weights
+from wyjax.hf import configs, export_folder, loading, weights
 from wyjax.models import MaskedLM, stack_layers
-from wyjax.train import checkpoints
 
 TOL = 1e-5
 CASES = [("deberta", layout, legacy) for layout in tiny_models.DEBERTA_LAYOUTS
@@ -67,7 +67,7 @@ def test_hf_to_wyjax(family, layout, legacy, attention):
 @pytest.mark.parametrize("family,layout,legacy", CASES)
 def test_wyjax_export_to_transformers(family, layout, legacy, tmp_path):
   model = _converted(_hf_model(family, layout, legacy))
-  out = export.export(model, tmp_path / "hf", legacy=legacy)
+  out = export_folder.export(model, tmp_path / "hf", legacy=legacy)
   reloaded = transformers.AutoModelForMaskedLM.from_pretrained(out).eval()
   expected_class = configs.ARCHITECTURES[model.config.model_type]
   assert type(reloaded).__name__ == expected_class
@@ -87,17 +87,17 @@ def test_scanned_layers_match_transformers_through_checkpoint_and_export(tmp_pat
   ids, mask, types = _inputs(config)
   _, logits = tiny_models.torch_outputs(hf_model, ids, mask, types)
   _assert_close(logits, np.asarray(MaskedLM(config).apply({"params": params}, ids, mask)), mask, "MLM logits")
-  checkpoints.save_params(tmp_path / "wyjax", 0, params, config, model.tokenizer)
+  checkpoint_files.save_params(tmp_path / "wyjax", 0, params, config, model.tokenizer)
   loaded = wyjax.hf.load(tmp_path / "wyjax")
   assert not loaded.config.scan_layers and "layer_1" in loaded.params["encoder"]
-  reloaded = transformers.AutoModelForMaskedLM.from_pretrained(export.export(loaded, tmp_path / "hf")).eval()
+  reloaded = transformers.AutoModelForMaskedLM.from_pretrained(export_folder.export(loaded, tmp_path / "hf")).eval()
   _assert_close(logits, tiny_models.torch_outputs(reloaded, ids, mask, types)[1], mask, "MLM logits after export")
 
 
 def test_export_writes_every_relative_attention_field(tmp_path):
   model = _converted(tiny_models.deberta("bozhou", legacy=False))
   import json
-  config = json.loads((export.export(model, tmp_path / "hf") / "config.json").read_text())
+  config = json.loads((export_folder.export(model, tmp_path / "hf") / "config.json").read_text())
   for field in ("relative_attention", "max_relative_positions", "position_buckets", "pos_att_type",
                 "share_att_key", "norm_rel_ebd", "position_biased_input", "legacy", "type_vocab_size"):
     assert field in config, field

@@ -15,7 +15,7 @@ import pytest
 
 from wyjax.kernels import disentangled_attention as kernel
 from wyjax.models import Bert, DebertaV2, EncoderConfig, attention
-from wyjax.train import aot, partitioning
+from wyjax.core import aot, partitioning
 
 TINY = dict(vocab_size=40, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=48,
             max_position_embeddings=1024)

@@ -10,7 +10,7 @@ from sklearn.metrics import f1_score, precision_recall_fscore_support
 
 from wyjax.data import tokenizer as tk
 from wyjax.tasks import cclue, ccpm, datasets, leaderboard, wyweb
-from wyjax.train.finetune import featurize
+from wyjax.train.finetuning import featurize
 
 
 def test_ccpm_released_test_file_with_its_empty_translation(shared_data, classical_dirs, tmp_path):

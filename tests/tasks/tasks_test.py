@@ -14,7 +14,7 @@ from wyjax.tasks import aceval, batching, cclue, ccpm, clue, datasets, registry,
 from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.task import Task
 from wyjax.train.aceval import folds
-from wyjax.train.finetune import featurize, write_predictions
+from wyjax.train.finetuning import featurize, write_predictions
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 
 from tests.train.conftest import REPO_ROOT, pretrain_env
 from wyjax.models import EncoderConfig, MaskedLM
-from wyjax.train import aot
+from wyjax.core import aot
 
 TINY = REPO_ROOT / "configs" / "pretrain" / "deberta_tiny.py"
 # v5p per chip (cloud.google.com/tpu/docs/v5p-training): bf16 peak, HBM bandwidth and capacity.

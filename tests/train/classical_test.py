@@ -13,7 +13,8 @@ import pytest
 from tests.conftest import assert_plot
 from tests.train.conftest import REPO_ROOT, pretrain_env, tiny_checkpoint
 from wyjax.tasks import aceval, cclue, ccpm
-from wyjax.train import benchmark, checkpoints, finetune
+from wyjax.core import checkpoints
+from wyjax.train import finetuning, suite
 
 TASKS = ["ccpm", "ccpm_softmax", "cclue_ner", "cclue_re", "cclue_spo", "cclue_re_given_entities", "aceval"]
 
@@ -48,7 +49,7 @@ def _run_benchmark(shared_data, classical_dirs, tmp_path_factory):
   (root / "glner" / "train.jsonl").write_text('{"text": "子曰", "label": [[0, 3, "noun_other"]]}\n', encoding="utf-8")
   (root / "glner" / "dev.jsonl").write_text('{"text": "子曰", "label": []}\n', encoding="utf-8")
   out = tmp_path_factory.mktemp("classical_out")
-  board = benchmark.run(init="", data_root=root, out=out, tasks=["glner", *TASKS], name="tiny", num_train_steps=2,
+  board = suite.run(init="", data_root=root, out=out, tasks=["glner", *TASKS], name="tiny", num_train_steps=2,
                         eval_every=2, batch_size=8, max_length=64, learning_rate=1e-3)
   return root, out, board
 
@@ -192,12 +193,12 @@ def test_aceval_transfer_and_dev_finetune_submissions(board):
 def test_pretrained_encoder_is_grafted_into_the_match_head(classical_dirs, tmp_path, monkeypatch):
   monkeypatch.setenv("WYJAX_CACHE", str(tmp_path / "cache"))
   texts = [t for split in ("train", "dev", "test") for e in ccpm.read_split(classical_dirs["ccpm"], split)
-           for t in finetune.example_texts(e)]
+           for t in finetuning.example_texts(e)]
   params = tiny_checkpoint(tmp_path, texts)
   # Learning rate 0: the best checkpoint must hold exactly the pretrained encoder.
-  config = benchmark.task_config("ccpm_match", data_dir=str(classical_dirs["ccpm"]), init=str(tmp_path / "hf"),
+  config = suite.task_config("ccpm_match", data_dir=str(classical_dirs["ccpm"]), init=str(tmp_path / "hf"),
                                  num_train_steps=2, eval_every=1, batch_size=8, learning_rate=0.0, max_length=64)
-  results = finetune.finetune(config, tmp_path / "run")
+  results = finetuning.finetune(config, tmp_path / "run")
   _, tuned = checkpoints.restore_model(tmp_path / "run" / "seed_0")
   assert set(tuned) == {"encoder", "candidate_encoder"}  # two encoders, no head parameters
   for encoder in tuned.values():  # both start from the pretrained one

@@ -14,8 +14,8 @@ import requests
 from etils import epath
 
 from tests.train.conftest import REPO_ROOT, losses, pretrain_command, pretrain_env, run_pretrain
-from wyjax import storage
-from wyjax.hf import export
+from wyjax.core import storage
+from wyjax.hf import export_folder
 
 BUCKET = "wyjax-test"
 
@@ -78,4 +78,4 @@ def test_prepare_pretrain_resume_and_export_in_a_bucket(gcs_env, shared_data, ti
                              "--verify"], env=pretrain_env(**gcs_env), cwd=REPO_ROOT, capture_output=True, text=True)
   assert exported.returncode == 0, exported.stderr[-3000:]
   assert "max |logit difference|" in exported.stdout
-  assert sorted(p.name for p in epath.Path(f"{bucket}/hf").iterdir()) == sorted(export.FILES)
+  assert sorted(p.name for p in epath.Path(f"{bucket}/hf").iterdir()) == sorted(export_folder.FILES)

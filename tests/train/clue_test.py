@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tests.tasks.clue_test import write_pair_folders
-from wyjax.train import benchmark
+from wyjax.train import suite
 
 
 def _write(path, data):
@@ -37,14 +37,14 @@ def run(shared_data, tmp_path_factory):
   out = tmp_path_factory.mktemp("clue_out")
   with pytest.MonkeyPatch.context() as patch:  # TFDS builds go to the session's cache
     patch.setenv("WYJAX_CACHE", str(tmp_path_factory.getbasetemp() / "wyjax-cache"))
-    board = benchmark.run(init="", data_root=root, out=out, tasks=benchmark.task_names(["clue"]), name="tiny",
+    board = suite.run(init="", data_root=root, out=out, tasks=suite.task_names(["clue"]), name="tiny",
                           num_train_steps=2, eval_every=2, batch_size=8, max_length=64, learning_rate=1e-3)
   return root, out, board
 
 
 def test_the_clue_group_runs_the_tasks_with_data(run):
   _, out, board = run
-  assert benchmark.task_names(["clue"]) == ["afqmc", "tnews", "iflytek", "cmnli", "ocnli", "cluewsc2020", "csl",
+  assert suite.task_names(["clue"]) == ["afqmc", "tnews", "iflytek", "cmnli", "ocnli", "cluewsc2020", "csl",
                                            "cmrc2018", "chid", "c3"]
   assert list(board["tasks"]) == ["afqmc", "ocnli", "cluewsc2020", "cmrc2018", "c3"] and not board["failed"]
   main = [board["tasks"][t][board["main_metric"][t]] for t in board["tasks"]]

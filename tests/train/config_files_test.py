@@ -4,7 +4,7 @@ import pathlib
 import pytest
 from absl import flags
 
-from wyjax.train import config_files
+from wyjax.core import config_files
 
 CONFIGS = pathlib.Path(__file__).resolve().parents[2] / "configs"
 

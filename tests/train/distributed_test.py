@@ -1,6 +1,6 @@
 import pytest
 
-from wyjax.train import distributed
+from wyjax.core import distributed
 
 
 @pytest.mark.parametrize("env,expected", [

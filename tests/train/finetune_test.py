@@ -13,7 +13,8 @@ import pytest
 from tests.train.conftest import REPO_ROOT, pretrain_env, tiny_checkpoint
 from wyjax.models import unstack_layers
 from wyjax.tasks import wyweb
-from wyjax.train import benchmark, checkpoints, finetune, guards, resume
+from wyjax.core import checkpoints, guards, run_config
+from wyjax.train import finetuning, suite
 
 
 @pytest.fixture(autouse=True)
@@ -74,7 +75,7 @@ def trained(shared_data, tmp_path_factory):
                         {"train": slice(0, 2400), "dev": slice(2400, 2560), "test": slice(2560, 2624)})
   with pytest.MonkeyPatch.context() as patch:
     patch.setenv("WYJAX_CACHE", str(tmp_path_factory.getbasetemp() / "wyjax-cache"))
-    results = finetune.finetune(benchmark.task_config("tlc", data_dir=str(data_dir), **TRAINED), root / "run")
+    results = finetuning.finetune(suite.task_config("tlc", data_dir=str(data_dir), **TRAINED), root / "run")
   return data_dir, root / "run", results
 
 
@@ -84,10 +85,10 @@ def test_early_stopping_restores_the_best_dev_checkpoint(trained, tmp_path):
   # Continue from that run (same head) with a negative learning rate: the loss climbs, so the
   # first evaluation (step 1, where the schedule's rate is still 0) is the best and every later
   # one worse. The run must stop after `patience` evaluations and restore step 1's parameters.
-  config = benchmark.task_config("tlc", data_dir=str(data_dir), init=str(workdir / "seed_0"),
+  config = suite.task_config("tlc", data_dir=str(data_dir), init=str(workdir / "seed_0"),
                                  num_train_steps=30, eval_every=1, patience=3, learning_rate=-5e-3,
                                  warmup_fraction=0.0, batch_size=16, seeds=2, max_length=64)
-  results = finetune.finetune(config, tmp_path / "run")
+  results = finetuning.finetune(config, tmp_path / "run")
   for run in results["runs"]:
     records = [json.loads(line) for line in (tmp_path / "run" / f"seed_{run['seed']}" / "metrics.jsonl")
                .read_text().splitlines()]
@@ -144,21 +145,21 @@ def test_sigterm_stops_a_seed_and_the_rerun_resumes_it_exactly(trained, tmp_path
 def test_rerun_keeps_finished_seeds_and_refuses_a_changed_config(trained):
   data_dir, workdir, results = trained
   seed_files = {p: p.stat().st_mtime_ns for p in (workdir / "seed_0").rglob("*") if p.is_file()}
-  again = finetune.finetune(benchmark.task_config("tlc", data_dir=str(data_dir), **TRAINED), workdir)
+  again = finetuning.finetune(suite.task_config("tlc", data_dir=str(data_dir), **TRAINED), workdir)
   assert again == results
   assert {p: p.stat().st_mtime_ns for p in (workdir / "seed_0").rglob("*") if p.is_file()} == seed_files
-  with pytest.raises(resume.ConfigChanged, match="learning_rate: 0.001 -> 0.002"):
-    finetune.finetune(benchmark.task_config("tlc", data_dir=str(data_dir), **{**TRAINED, "learning_rate": 2e-3}),
+  with pytest.raises(run_config.ConfigChanged, match="learning_rate: 0.001 -> 0.002"):
+    finetuning.finetune(suite.task_config("tlc", data_dir=str(data_dir), **{**TRAINED, "learning_rate": 2e-3}),
                       workdir)
   assert {p: p.stat().st_mtime_ns for p in (workdir / "seed_0").rglob("*") if p.is_file()} == seed_files
 
 
 def test_nonfinite_fine_tuning_stops_with_an_error(trained, tmp_path):
   data_dir, _, _ = trained
-  config = benchmark.task_config("tlc", data_dir=str(data_dir), num_train_steps=40, eval_every=40,
+  config = suite.task_config("tlc", data_dir=str(data_dir), num_train_steps=40, eval_every=40,
                                  learning_rate=1e30, warmup_fraction=0.0, max_nonfinite_steps=3, log_every=1)
   with pytest.raises(guards.NonFiniteError, match="not finite 3 times in a row"):
-    finetune.finetune(config, tmp_path / "run")
+    finetuning.finetune(config, tmp_path / "run")
   skipped = [r["step"] for r in _records(tmp_path / "run" / "seed_0") if r.get("nonfinite_steps")]
   assert len(skipped) == 3 and skipped == list(range(skipped[0], skipped[0] + 3))
   assert not list((tmp_path / "run" / "seed_0" / "checkpoints").iterdir())  # nothing saved
@@ -194,13 +195,13 @@ def test_pretrained_encoder_is_grafted_into_every_head(shared_data, tmp_path, ta
   file, slicer, init = HEAD_TASKS[task]
   data_dir = slicer(shared_data / "wyweb" / file, tmp_path / task, {"train": slice(0, 16), "dev": slice(16, 24)})
   texts = [text for split in ("train", "dev") for e in wyweb.read_split(task, data_dir, split)
-           for text in finetune.example_texts(e)]
+           for text in finetuning.example_texts(e)]
   params = tiny_checkpoint(tmp_path, texts)
   # Learning rate 0: the run's best checkpoint must hold exactly the pretrained encoder.
-  config = benchmark.task_config(task, data_dir=str(data_dir), init=str(tmp_path / init), num_train_steps=2,
+  config = suite.task_config(task, data_dir=str(data_dir), init=str(tmp_path / init), num_train_steps=2,
                                  eval_every=1, batch_size=8, learning_rate=0.0, max_length=64,
                                  scan_layers=task in SCANNED)
-  results = finetune.finetune(config, tmp_path / "run")
+  results = finetuning.finetune(config, tmp_path / "run")
   _, tuned = checkpoints.restore_model(tmp_path / "run" / "seed_0")
   encoder = tuned["scorer"]["encoder"] if task == "irc" else tuned["encoder"]
   if task in SCANNED:
@@ -219,7 +220,7 @@ def test_pretrained_encoder_is_grafted_into_every_head(shared_data, tmp_path, ta
 
 def test_compile_only_reports_the_fine_tuning_step(trained):
   data_dir, workdir, _ = trained
-  report = finetune.compile_only(benchmark.task_config("tlc", data_dir=str(data_dir), **TRAINED), "local")
+  report = finetuning.compile_only(suite.task_config("tlc", data_dir=str(data_dir), **TRAINED), "local")
   assert report["chips"] == 1 and report["mesh"] == {"data": 1, "fsdp": 1, "tensor": 1}
   assert report["tokens_per_step"] == 32 * 64  # the config's batch at the longest length bucket
   _, params = checkpoints.restore_model(workdir / "seed_0")  # the same model, trained

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from wyjax.train import guards
+from wyjax.core import guards
 
 
 def test_stop_signals_are_scoped_to_the_block():

@@ -7,7 +7,8 @@ import jax.numpy as jnp
 
 from tests.train.conftest import REPO_ROOT
 from wyjax.data import tokenizer as tokenizer_lib
-from wyjax.train import aot, partitioning, pretrain
+from wyjax.core import aot, partitioning
+from wyjax.train import pretraining
 
 
 def _tiny_config():
@@ -28,7 +29,7 @@ def test_activation_constraints_split_heads_and_mlp_over_the_tensor_axis():
 
   def constraints(rules) -> collections.Counter:
     config.logical_axis_rules = rules
-    program = pretrain.build(config, tokenizer_lib.placeholder(config.model.vocab_size), 128, devices)
+    program = pretraining.build(config, tokenizer_lib.placeholder(config.model.vocab_size), 128, devices)
     batch = jax.ShapeDtypeStruct((config.batch_size, 128), jnp.int32, sharding=program.data_sharding)
     text = program.train_step.lower(program.abstract_state, batch).as_text()
     return collections.Counter(line.split("<@mesh, ")[1].split(">")[0] for line in text.splitlines()

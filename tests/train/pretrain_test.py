@@ -12,7 +12,8 @@ import pytest
 
 from tests.train import pretrain_config
 from tests.train.conftest import REPO_ROOT, losses, pretrain_command, pretrain_env, run_pretrain
-from wyjax.train import checkpoints, pretrain
+from wyjax.core import checkpoints
+from wyjax.train import pretraining
 
 
 def test_sharded_training_matches_one_device(tiny_corpus, tmp_path):
@@ -123,8 +124,8 @@ def test_corrupt_and_truncated_checkpoints_are_set_aside(tiny_corpus, straight, 
 def test_changed_config_is_refused_and_the_workdir_left_as_it_was(tiny_corpus, straight, tmp_path):
   workdir = tmp_path / "run"
   shutil.copytree(straight[0], workdir)
-  files = lambda: {p: p.read_bytes() for p in workdir.rglob("*") if p.is_file() and p.name != "pretrain.log"}
-  before = files()  # pretrain.log, the library log, records the refusals
+  files = lambda: {p: p.read_bytes() for p in workdir.rglob("*") if p.is_file() and p.name != "pretraining.log"}
+  before = files()  # pretraining.log, the library log, records the refusals
   refused = subprocess.run(pretrain_command(workdir, tiny_corpus, "--config.batch_size=16", f"--config.num_train_steps={N}"),
                            env=pretrain_env(), cwd=REPO_ROOT, capture_output=True, text=True)
   assert refused.returncode == 1 and "batch_size: 8 -> 16" in refused.stderr and "Traceback" not in refused.stderr
@@ -222,7 +223,7 @@ def test_signal_handlers_are_restored_after_the_loop(tiny_corpus, tmp_path):
   config = pretrain_config.get_config()
   config.data_dir, config.num_train_steps = str(tiny_corpus), 2
   before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-  pretrain.train_and_evaluate(config, tmp_path / "run")
+  pretraining.train_and_evaluate(config, tmp_path / "run")
   assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
@@ -231,11 +232,11 @@ def test_pretrained_workdir_exports_to_transformers(tiny_corpus, tmp_path):
   import transformers
 
   import wyjax.hf
-  from wyjax.hf import export
+  from wyjax.hf import export_folder
   workdir = tmp_path / "run"
   run_pretrain(workdir, tiny_corpus, "--config.num_train_steps=2")
   model = wyjax.hf.load(workdir)
-  out = export.export(model, tmp_path / "hf")
+  out = export_folder.export(model, tmp_path / "hf")
   reloaded = transformers.AutoModelForMaskedLM.from_pretrained(out).eval()
   enc = model.tokenizer.encode("子曰学而时习之")
   ids = np.asarray([enc.ids])

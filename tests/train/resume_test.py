@@ -3,19 +3,20 @@ import json
 import ml_collections
 import pytest
 
-from wyjax.train import finetune, pretrain, resume
+from wyjax.core import run_config
+from wyjax.train import finetuning, pretraining
 
 
 def test_a_key_added_after_the_run_began_counts_as_its_default(tmp_path):
   defaults = ml_collections.ConfigDict({"learning_rate": 1e-4, "scan_layers": False})
-  (tmp_path / resume.CONFIG).write_text(json.dumps({"learning_rate": 1e-3}))  # stored before scan_layers existed
+  (tmp_path / run_config.CONFIG).write_text(json.dumps({"learning_rate": 1e-3}))  # stored before scan_layers existed
   same = ml_collections.ConfigDict({"learning_rate": 1e-3, "scan_layers": False})
-  assert resume.check_config(tmp_path, same, defaults=defaults) == {}
+  assert run_config.check_config(tmp_path, same, defaults=defaults) == {}
   scanned = ml_collections.ConfigDict({"learning_rate": 1e-3, "scan_layers": True})
-  with pytest.raises(resume.ConfigChanged, match="scan_layers: False -> True"):
-    resume.check_config(tmp_path, scanned, defaults=defaults)
-  with pytest.raises(resume.ConfigChanged, match="scan_layers: '<absent>' -> False"):  # no defaults given
-    resume.check_config(tmp_path, same)
+  with pytest.raises(run_config.ConfigChanged, match="scan_layers: False -> True"):
+    run_config.check_config(tmp_path, scanned, defaults=defaults)
+  with pytest.raises(run_config.ConfigChanged, match="scan_layers: '<absent>' -> False"):  # no defaults given
+    run_config.check_config(tmp_path, same)
 
 
 @pytest.mark.parametrize("runs", [pretrain, finetune], ids=["pretrain", "finetune"])
@@ -23,7 +24,7 @@ def test_the_attention_implementation_may_change_on_resume(tmp_path, runs):
   """config.attention changes how a step runs, not what it trains: a resumed run may switch it."""
   stored = runs.base_config()
   stored.attention = "pallas"
-  (tmp_path / resume.CONFIG).write_text(json.dumps(stored.to_dict()))
+  (tmp_path / run_config.CONFIG).write_text(json.dumps(stored.to_dict()))
   current = runs.base_config()
   current.attention = "xla"
-  assert resume.check_config(tmp_path, current, ignore=runs.RESUMABLE_CHANGES, defaults=runs.base_config()) == {}
+  assert run_config.check_config(tmp_path, current, ignore=runs.RESUMABLE_CHANGES, defaults=runs.base_config()) == {}

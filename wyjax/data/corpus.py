@@ -18,6 +18,7 @@ from collections.abc import Iterator
 
 from etils import epath
 
+from wyjax.core.storage import cache_dir, read_text
 from wyjax.data.normalize import to_simplified
 
 DAIZHIGE_COLLECTIONS = ("佛藏", "儒藏", "史藏", "子藏", "艺藏", "道藏", "医藏", "诗藏", "集藏", "易藏")
@@ -131,14 +132,6 @@ def text_files(root: epath.Path) -> list[str]:
                 for folder, names in walk for name in names if name.endswith(".txt"))
 
 
-def read_text(path) -> str:
-  """UTF-8 (a BOM is dropped); undecodable bytes are an error naming the file and line."""
-  data = epath.Path(path).read_bytes()
-  try:
-    return data.decode("utf-8-sig")
-  except UnicodeDecodeError as e:
-    line = data[:e.start].count(b"\n") + 1
-    raise ValueError(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start})") from e
 
 
 # --- plain text ------------------------------------------------------------------------------
@@ -195,8 +188,6 @@ POETRY_COLLECTIONS = (
 _TEXT_FIELDS = ("paragraphs", "content", "para")
 
 
-def cache_dir() -> pathlib.Path:
-  return pathlib.Path(os.environ.get("WYJAX_CACHE", pathlib.Path.home() / ".cache" / "wyjax"))
 
 
 def check_integrity(tarball: pathlib.Path, integrity: str = POETRY_INTEGRITY) -> None:

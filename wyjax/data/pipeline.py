@@ -3,13 +3,13 @@
 Each process reads only its rows of every global batch: the shuffled stream is cut into
 per-process batches and process p takes batches p, p+n, p+2n… So global batch s is the
 same sequences, in the same order, whatever the number of processes (tested). A corpus in a
-bucket is read from a local copy (wyjax.storage.staged).
+bucket is read from a local copy (wyjax.core.storage.staged).
 """
 import grain
 import numpy as np
 from etils import epath
 
-from wyjax import storage
+from wyjax.core import storage
 from wyjax.data import corpus, prepare
 
 
@@ -19,7 +19,7 @@ def _source(data_dir, split: str):
   if not names:
     raise ValueError(f"{data_dir}: the {split} split is empty")
   if not storage.is_local(data_dir):  # ArrayRecord reads local files
-    data_dir = storage.staged(data_dir, names, corpus.cache_dir() / "staged" / manifest["fingerprint"][:16])
+    data_dir = storage.staged(data_dir, names, storage.cache_dir() / "staged" / manifest["fingerprint"][:16])
   paths = [str(epath.Path(data_dir) / n) for n in names]
   dtype = np.dtype(manifest["dtype"])
   return grain.MapDataset.source(grain.sources.ArrayRecordDataSource(paths)), dtype

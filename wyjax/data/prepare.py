@@ -30,7 +30,7 @@ import tqdm
 from array_record.python.array_record_module import ArrayRecordWriter
 from etils import epath
 
-from wyjax import storage
+from wyjax.core import storage
 from wyjax.data import corpus
 from wyjax.data import tokenizer as tokenizer_lib
 

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from etils import epath
 
+from wyjax.core import checkpoints
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.hf import configs, weights
 from wyjax.models import EncoderConfig, MaskedLM, Pooler, encoder_class, unstack_layers
@@ -134,8 +135,8 @@ def load(path) -> Model:
   path = epath.Path(path)
   if (path / "config.json").exists():
     return load_hf(path)
-  from wyjax.train import checkpoints
   config, params = checkpoints.restore_model(path)
+  config = EncoderConfig.from_dict(config)
   tokenizer_dir = checkpoints.tokenizer_dir(path)
   tokenizer = Tokenizer.load(tokenizer_dir) if (tokenizer_dir / "vocab.txt").exists() else None
   return Model(config, params, tokenizer)

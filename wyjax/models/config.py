@@ -116,6 +116,26 @@ class EncoderConfig:
     position_biased_input); relative-only DeBERTa takes any length."""
     return self.model_type != "deberta-v2" or self.position_biased_input
 
+  def forward_flops_per_token(self, length: int, predicted_fraction: float = 1.0) -> float:
+    """Forward FLOPs per token of the encoder and the MLM head (2 per multiply-add).
+
+    Per layer: Q, K, V and output projections 8H²; feed-forward 4HI; attention scores and the
+    weighted sum 4LH, counted in full (an encoder attends to every position, no causal halving);
+    DeBERTa's c2p/p2c scores 4SH per term against the 2S relative rows, plus their projections
+    of the relative table (2S rows × H² per term, amortised over the length L). Embedding
+    projection 2EH; MLM head 2HE + 2EV for the `predicted_fraction` of positions it scores.
+    """
+    h, i, e, v = self.hidden_size, self.intermediate_size, self.embed_dim, self.vocab_size
+    layer = 8 * h * h + 4 * h * i + 4 * length * h
+    if self.relative_attention:
+      terms = len(self.pos_att_type)
+      span = self.relative_span
+      layer += terms * (4 * span * h + 2 * 2 * span * h * h / length)
+    flops = self.num_hidden_layers * layer + predicted_fraction * (2 * h * e + 2 * e * v)
+    if e != h:
+      flops += 2 * e * h
+    return float(flops)
+
   def replace(self, **changes) -> "EncoderConfig":
     return dataclasses.replace(self, **changes)
 

@@ -2,7 +2,7 @@
 feed-forward block and masked softmax attention.
 
 Every parameter carries logical axis names (`vocab`, `embed`, `heads`, `kv`, `mlp`), and
-the main activations are constrained by `activation_*` names; `wyjax.train.partitioning`
+the main activations are constrained by `activation_*` names; `wyjax.core.partitioning`
 maps both onto the (data, fsdp, tensor) mesh. Without logical axis rules in context (outside
 the train steps) the activation constraints do nothing.
 """
@@ -52,7 +52,7 @@ def partitioned(init, names: Sequence[str | None]):
   """init, its params named by logical axes. rules=(): flax never constrains a param as it unboxes
   it; inside the train steps, where rules are in context, it would constrain DenseGeneral's flat
   [in, out] kernel by the names of its [in, heads, kv] shape. The params' shardings are
-  wyjax.train.partitioning's."""
+  wyjax.core.partitioning's."""
   return nn.with_logical_partitioning(init, names, rules=())
 
 

@@ -34,7 +34,7 @@ import pathlib
 
 import numpy as np
 
-from wyjax.data.corpus import read_text
+from wyjax.core.storage import read_text
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import files, metrics, tagging
 from wyjax.tasks.files import FormatError

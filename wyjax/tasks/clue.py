@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from wyjax.data.corpus import read_text
+from wyjax.core.storage import read_text
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import files, metrics, spans
 from wyjax.tasks.files import FormatError

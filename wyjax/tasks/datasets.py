@@ -20,7 +20,7 @@ import grain
 import numpy as np
 import tensorflow_datasets as tfds
 
-from wyjax.data.corpus import cache_dir
+from wyjax.core.storage import cache_dir
 from wyjax.tasks import aceval, cclue, ccpm, clue, wyweb
 
 SPLITS = ("train", "dev", "test")

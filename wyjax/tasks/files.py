@@ -7,7 +7,7 @@ import json
 import pathlib
 from collections.abc import Iterator, Sequence
 
-from wyjax.data.corpus import read_text
+from wyjax.core.storage import read_text
 
 
 class FormatError(ValueError):

@@ -32,13 +32,13 @@ import numpy as np
 
 from wyjax.tasks import aceval as aceval_files
 from wyjax.tasks import batching, datasets, leaderboard
-from wyjax.train import finetune
+from wyjax.train import finetuning
 
 ACEVAL = aceval_files.TASK
 SUBMISSIONS = {"dev_finetune": "aceval.json", "transfer": "aceval_transfer.json"}
 
 
-def _fit(trainer: finetune.Trainer, config, pretrained: dict, features: list[dict], seed: int) -> dict:
+def _fit(trainer: finetuning.Trainer, config, pretrained: dict, features: list[dict], seed: int) -> dict:
   """Params after num_train_steps on features, from the pretrained ones."""
   state = trainer.init_state(pretrained, seed)
   batches = batching.train_batches(features, batch_size=config.batch_size, max_length=trainer.max_length,
@@ -60,13 +60,13 @@ def folds(questions, count: int) -> list[int]:
 
 def _setup(config, init: str, splits: dict):
   """(trainer, pretrained params, {split: (examples, features)}) of one model."""
-  model_config, pretrained, tokenizer = finetune.load_init(init, splits["train"])
+  model_config, pretrained, tokenizer = finetuning.load_init(init, splits["train"])
   model_config = model_config.replace(dtype=config.dtype)
   # The train split is the dev questions again: featurized once, as dev.
-  data = finetune.load_task_data(ACEVAL, config, tokenizer, model_config,
+  data = finetuning.load_task_data(ACEVAL, config, tokenizer, model_config,
                                  {split: examples for split, examples in splits.items() if split != "train"})
   steps = max(config.num_train_steps, 1)
-  trainer = finetune.Trainer(ACEVAL, model_config, tokenizer, config, steps, data["max_length"], data["dev"][1][0])
+  trainer = finetuning.Trainer(ACEVAL, model_config, tokenizer, config, steps, data["max_length"], data["dev"][1][0])
   return trainer, pretrained, data
 
 
@@ -78,8 +78,8 @@ def transfer(config, splits: dict) -> tuple[dict, list, list | None]:
     raise ValueError(f"{config.transfer_init}: transfer needs a model fine-tuned on a multiple-choice task "
                      "(IRC, WYWRC or CCPM softmax: its one-score classifier)")
   params = trainer.init_state(pretrained, config.seed)["params"]
-  scores, answers, _ = finetune.evaluate(ACEVAL, trainer, params, *data["dev"])
-  test = finetune.evaluate(ACEVAL, trainer, params, *data["test"])[1] if "test" in data else None
+  scores, answers, _ = finetuning.evaluate(ACEVAL, trainer, params, *data["dev"])
+  test = finetuning.evaluate(ACEVAL, trainer, params, *data["test"])[1] if "test" in data else None
   return scores, answers, test
 
 
@@ -93,7 +93,7 @@ def dev_finetune(config, splits: dict) -> tuple[dict, list, list | None]:
     held = [i for i, f in enumerate(fold_of) if f == fold]
     train = [features[i] for i, f in enumerate(fold_of) if f != fold]
     params = _fit(trainer, config, pretrained, train, config.seed + fold)
-    _, predicted, _ = finetune.evaluate(ACEVAL, trainer, params, [examples[i] for i in held],
+    _, predicted, _ = finetuning.evaluate(ACEVAL, trainer, params, [examples[i] for i in held],
                                         [features[i] for i in held])
     for i, answer in zip(held, predicted):
       answers[i] = answer
@@ -101,7 +101,7 @@ def dev_finetune(config, splits: dict) -> tuple[dict, list, list | None]:
   test = None
   if "test" in data:
     params = _fit(trainer, config, pretrained, features, config.seed)
-    test = finetune.evaluate(ACEVAL, trainer, params, *data["test"])[1]
+    test = finetuning.evaluate(ACEVAL, trainer, params, *data["test"])[1]
   return ACEVAL.score(examples, answers), answers, test
 
 
@@ -115,7 +115,7 @@ def submission(questions, answers) -> dict:
 
 def run(config, workdir) -> dict:
   """Transfer (when config.transfer_init is set) and dev fine-tuning (when config.dev_finetune)
-  on AC-EVAL; writes and returns results.json, shaped like wyjax.train.finetune's."""
+  on AC-EVAL; writes and returns results.json, shaped like wyjax.train.finetuning's."""
   if not config.data_dir:
     raise ValueError("set --config.data_dir to the AC-EVAL data folder (dev/ and test/ subject CSVs)")
   if not (config.dev_finetune or config.transfer_init):
@@ -129,7 +129,7 @@ def run(config, workdir) -> dict:
     if not enabled:
       continue
     protocols[name], answers, test = protocol(config, splits)
-    finetune.write_predictions(ACEVAL, workdir / f"dev_predictions_{name}.jsonl", splits["dev"], answers)
+    finetuning.write_predictions(ACEVAL, workdir / f"dev_predictions_{name}.jsonl", splits["dev"], answers)
     if test is not None:
       _write_json(workdir / "submission" / SUBMISSIONS[name], submission(splits["test"], test))
   confusion = np.zeros((4, 4), np.int64)  # of the last protocol: dev_finetune's when both ran

@@ -5,7 +5,8 @@ import pathlib
 
 from wyjax.tasks import clue, datasets, leaderboard
 from wyjax.tasks.registry import TASKS
-from wyjax.train import aceval, config_files, finetune, guards
+from wyjax.core import config_files, guards
+from wyjax.train import aceval, finetuning
 
 # Tasks whose config is not configs/<task>.py: another task's file with an argument
 # (configs/ccpm.py:match), or a benchmark's folder (configs/clue/tnews.py).
@@ -42,7 +43,7 @@ def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bo
   still run (leaderboard.json's `failed`: a caller should exit non-zero when it is not empty).
   Writes out/<task>/ (runs, results.json, submission), out/leaderboard.{md,json} and
   out/plots/<task>_{confusion,curve}.png. A rerun keeps the tasks' finished seeds
-  (wyjax.train.finetune).
+  (wyjax.train.finetuning).
   """
   data_root, out = pathlib.Path(data_root), pathlib.Path(out)
   unknown = sorted(set(tasks) - set(TASKS))
@@ -65,7 +66,7 @@ def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bo
       if task == "aceval":
         results[task] = aceval.run(config, out / task)
       else:
-        results[task] = finetune.finetune(config, out / task, accept_config_change=accept_config_change)
+        results[task] = finetuning.finetune(config, out / task, accept_config_change=accept_config_change)
     except guards.Interrupted:
       raise
     except Exception as e:  # noqa: BLE001  (one task's failure must not cost the others)

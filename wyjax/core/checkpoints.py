@@ -31,9 +31,8 @@ import orbax.checkpoint as ocp
 from etils import epath
 from jax.experimental import multihost_utils
 
-from wyjax import storage
-from wyjax.models import EncoderConfig
-from wyjax.train import guards
+from wyjax.core import storage
+from wyjax.core import guards
 
 STATE = "state"
 CHECKSUMS = "checksums.json"
@@ -266,31 +265,24 @@ def tokenizer_dir(workdir) -> epath.Path:
   return _workdir_of(epath.Path(workdir)) / "tokenizer"
 
 
-def write_model_info(workdir, config: EncoderConfig, heads, tokenizer=None) -> None:
+def write_model_info(workdir, encoder: dict, heads, tokenizer=None) -> None:
+  """model.json (the encoder's config fields, the heads' names) and tokenizer/ of a workdir."""
   workdir = epath.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
-  info = {"encoder": config.to_dict(), "heads": sorted(heads)}
+  info = {"encoder": encoder, "heads": sorted(heads)}
   (workdir / "model.json").write_text(json.dumps(info, indent=2))
   if tokenizer is not None:
     tokenizer.save(tokenizer_dir(workdir))
 
 
-def read_model_info(workdir) -> tuple[EncoderConfig, list[str]]:
+def read_model_info(workdir) -> tuple[dict, list[str]]:
+  """(the encoder's config fields, the heads' names) of model.json."""
   info_file = _workdir_of(epath.Path(workdir)) / "model.json"
   if not info_file.exists():
     raise FileNotFoundError(
         f"{workdir} is neither a transformers folder (config.json) nor a wyjax workdir (model.json)")
   info = json.loads(info_file.read_text())
-  return EncoderConfig.from_dict(info["encoder"]), info["heads"]
-
-
-def save_params(workdir, step: int, params, config: EncoderConfig, tokenizer=None) -> None:
-  """A checkpoint holding only params (e.g. a converted or randomly initialised model)."""
-  write_model_info(workdir, config, [h for h in params if h != "encoder"], tokenizer)
-  with manager(workdir) as mngr:
-    mngr.save(step, args=ocp.args.Composite(state=ocp.args.PyTreeSave({"params": params})))
-    mngr.wait_until_finished()
-    seal(epath.Path(mngr.directory) / str(step))
+  return info["encoder"], info["heads"]
 
 
 def _workdir_of(path: epath.Path) -> epath.Path:
@@ -301,8 +293,8 @@ def _workdir_of(path: epath.Path) -> epath.Path:
   return path
 
 
-def restore_model(path) -> tuple[EncoderConfig, dict]:
-  """(config, params as numpy) from a workdir (latest step) or one step's folder."""
+def restore_model(path) -> tuple[dict, dict]:
+  """(the encoder's config fields, params as numpy) from a workdir (latest step) or one step's folder."""
   path = epath.Path(path)
   workdir = _workdir_of(path)
   config, _ = read_model_info(workdir)

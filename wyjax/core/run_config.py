@@ -16,7 +16,7 @@ import logging
 import ml_collections
 from etils import epath
 
-from wyjax.train import guards
+from wyjax.core import guards
 
 CONFIG = "run_config.json"  # not config.json: that name marks a transformers folder
 CHANGES = "config_changes.jsonl"

@@ -15,8 +15,8 @@ import re
 import jax
 import numpy as np
 
-from wyjax.data.corpus import cache_dir
-from wyjax.train import guards
+from wyjax.core.storage import cache_dir
+from wyjax.core import guards
 
 GB, GiB = 1e9, 2**30
 

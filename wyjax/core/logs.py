@@ -11,8 +11,7 @@ import sys
 from absl import flags
 from absl import logging as absl_logging
 
-from wyjax import storage
-from wyjax.data import corpus
+from wyjax.core import storage
 
 _WYJAX = str(pathlib.Path(__file__).resolve().parents[1])
 
@@ -38,7 +37,7 @@ def to_file(folder, program: str) -> pathlib.Path | None:
   """
   if flags.FLAGS["verbosity"].present:
     return None
-  local = folder if folder and storage.is_local(folder) else corpus.cache_dir() / "logs"
+  local = folder if folder and storage.is_local(folder) else storage.cache_dir() / "logs"
   path = pathlib.Path(local) / f"{program}.log"
   path.parent.mkdir(parents=True, exist_ok=True)
   log_file = logging.FileHandler(path, encoding="utf-8")

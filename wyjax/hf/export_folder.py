@@ -5,6 +5,7 @@ import re
 from etils import epath
 from safetensors.numpy import save
 
+from wyjax.core import checkpoints, run_config
 from wyjax.hf import card, configs, weights
 from wyjax.hf.loading import Model
 
@@ -28,16 +29,15 @@ def run_info(path) -> tuple[dict | None, dict | None]:
   """What the card can tell about a checkpoint (a wyjax workdir, its checkpoints/ or one step's
   folder, or a transformers folder): training, {"config": the folder's run_config.json, "step":
   the step exported} (None without one), and results, its leaderboard.json (None without one)."""
-  from wyjax.train import checkpoints, resume  # orbax: only for wyjax checkpoints
   path = epath.Path(path)
-  folder = next((p for p in (path, path.parent, path.parent.parent) if (p / resume.CONFIG).exists()), path)
+  folder = next((p for p in (path, path.parent, path.parent.parent) if (p / run_config.CONFIG).exists()), path)
   training = None
-  if (folder / resume.CONFIG).exists():
+  if (folder / run_config.CONFIG).exists():
     step = int(path.name) if path.name.isdigit() and path.parent.name == "checkpoints" else None
     if step is None:
       with checkpoints.manager(folder, max_to_keep=None, read_only=True) as mngr:
         step = mngr.latest_step()
-    training = {"config": json.loads((folder / resume.CONFIG).read_text()), "step": step}
+    training = {"config": json.loads((folder / run_config.CONFIG).read_text()), "step": step}
   leaderboard = folder / LEADERBOARD
   return training, json.loads(leaderboard.read_text()) if leaderboard.exists() else None
 

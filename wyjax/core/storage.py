@@ -40,3 +40,16 @@ def staged(remote_dir, names, local_dir) -> pathlib.Path:
     partial.write_bytes(source.read_bytes())
     partial.rename(target)
   return local_dir
+
+def cache_dir() -> pathlib.Path:
+  """wyjax's cache (corpora, TFDS builds, compiled programs, logs): $WYJAX_CACHE or ~/.cache/wyjax."""
+  return pathlib.Path(os.environ.get("WYJAX_CACHE", pathlib.Path.home() / ".cache" / "wyjax"))
+
+def read_text(path) -> str:
+  """UTF-8 (a BOM is dropped); undecodable bytes are an error naming the file and line."""
+  data = epath.Path(path).read_bytes()
+  try:
+    return data.decode("utf-8-sig")
+  except UnicodeDecodeError as e:
+    line = data[:e.start].count(b"\n") + 1
+    raise ValueError(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start})") from e

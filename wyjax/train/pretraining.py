@@ -25,9 +25,10 @@ from jax.sharding import Mesh, NamedSharding
 
 from wyjax.data import pipeline, prepare
 from wyjax.data import tokenizer as tokenizer_lib
-from wyjax.data.corpus import cache_dir
+from wyjax.core.storage import cache_dir
 from wyjax.models import EncoderConfig, MaskedLM
-from wyjax.train import aot, checkpoints, distributed, guards, metrics, mlm, optimizer, partitioning, resume
+from wyjax.core import aot, checkpoints, distributed, guards, optimizer, partitioning, run_config, run_metrics
+from wyjax.train import mlm
 
 DATA_ITER = "data_iter"
 
@@ -165,7 +166,7 @@ def unigram_entropy(batches, tokenizer) -> float:
 
 
 # Keys that change how a run executes or is observed, not what it trains: a resumed run may
-# change them freely (wyjax.train.resume).
+# change them freely (wyjax.core.run_config).
 RESUMABLE_CHANGES = ("mesh", "logical_axis_rules", "log_every", "eval_every", "eval_batches", "checkpoint_every",
                      "keep_checkpoints", "async_checkpointing", "peak_flops_per_device", "corpus.workers",
                      "stop_check_every", "max_nonfinite_steps", "remat", "attention")
@@ -192,7 +193,7 @@ class Program:
   train_step: Callable  # jitted (state, batch) → (state, metrics); the state is donated
   eval_step: Callable  # jitted (params, batch, index) → loss sums
   length: int
-  train_flops_per_step: float  # train/metrics.py's count: 3 × forward, MLM head on predicted positions
+  train_flops_per_step: float  # train/run_metrics.py's count: 3 × forward, MLM head on predicted positions
 
 
 def build(config: ml_collections.ConfigDict, tokenizer, length: int, devices=None) -> Program:
@@ -231,7 +232,7 @@ def build(config: ml_collections.ConfigDict, tokenizer, length: int, devices=Non
                          out_shardings=(state_sharding, replicated), donate_argnums=(0,)),
       eval_step=jax.jit(eval_step, in_shardings=(params_sharding, data_sharding, None), out_shardings=replicated),
       length=length,
-      train_flops_per_step=3 * metrics.forward_flops_per_token(model_config, length, predicted_fraction)
+      train_flops_per_step=3 * model_config.forward_flops_per_token(length, predicted_fraction)
       * config.batch_size * length)
 
 
@@ -286,7 +287,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_con
       workdir, max_to_keep=config.keep_checkpoints, extra_handlers={DATA_ITER: grain.checkpoint.CheckpointHandler()},
       save_decision_policy=ocp.checkpoint_managers.FixedIntervalPolicy(config.checkpoint_every),
       enable_async_checkpointing=config.async_checkpointing)
-  changes = resume.check_config(workdir, config, ignore=RESUMABLE_CHANGES, defaults=base_config(),
+  changes = run_config.check_config(workdir, config, ignore=RESUMABLE_CHANGES, defaults=base_config(),
                                 accept=accept_config_change) \
       if mngr.all_steps() else {}
   state, start_step = checkpoints.restore_latest(mngr, program.abstract_state)
@@ -296,10 +297,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_con
     _restore_data_iterator(mngr, start_step, train_iter)
     logging.info("resumed from step %d", start_step)
   if is_main:  # only now: a refused resume leaves the workdir as it was
-    resume.store_config(workdir, config, changes)
-    checkpoints.write_model_info(workdir, model_config.replace(dtype="float32", remat="none", attention="auto"), ["mlm_head"],
-                                 tokenizer)
-    resume.trim_metrics(workdir, start_step)
+    run_config.store_config(workdir, config, changes)
+    checkpoints.write_model_info(
+        workdir, model_config.replace(dtype="float32", remat="none", attention="auto").to_dict(), ["mlm_head"],
+        tokenizer)
+    run_config.trim_metrics(workdir, start_step)
 
   # --- steps ------------------------------------------------------------------------------------
   jit_train, jit_eval = program.train_step, program.eval_step
@@ -320,11 +322,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_con
             "valid_perplexity": float(np.exp(loss)), "valid_unigram_entropy": entropy}
 
   # --- loop ---------------------------------------------------------------------------------------
-  writer = metrics.MetricWriter(workdir, enabled=is_main)
+  writer = run_metrics.MetricWriter(workdir, enabled=is_main)
   saves = checkpoints.Writer(mngr)
   nonfinite = guards.NonFiniteSteps(config.max_nonfinite_steps)
   tokens_per_step = config.batch_size * length
-  peak = metrics.peak_flops_per_device(config.peak_flops_per_device or None)
+  peak = run_metrics.peak_flops_per_device(config.peak_flops_per_device or None)
   train_flops_per_step = program.train_flops_per_step
   batch = global_batch(next(train_iter)) if start_step < config.num_train_steps else None
   compile_start = time.perf_counter()
@@ -359,7 +361,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_con
         if step % config.eval_every == 0 or step == config.num_train_steps:
           last_eval = evaluate(state["params"])
           writer.write(step, last_eval)
-          logging.info("step %d: %s", step, metrics.brief(last_eval))
+          logging.info("step %d: %s", step, run_metrics.brief(last_eval))
         signum = stop.signal_at(step)
         saves.save(step, ocp.args.Composite(
             state=ocp.args.PyTreeSave(state), **{DATA_ITER: grain.checkpoint.CheckpointSave(train_iter)}),

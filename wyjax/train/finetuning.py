@@ -7,7 +7,7 @@ restore the best and predict dev and test.
       results.json            per-seed dev/test metrics, mean ± std, the best-dev run
       submission/<task>.<ext> test predictions of the best-dev run (docs/finetuning.md)
       seed_<k>/               one run: model.json, tokenizer/, checkpoints/<best step>/,
-                              metrics.jsonl, dev_predictions.<ext>, test predictions,
+                              run_metrics.jsonl, dev_predictions.<ext>, test predictions,
                               run.json once finished; resume/<step>/ while unfinished
 
 A rerun keeps finished seeds (run.json) as they are and continues an unfinished one from its
@@ -42,7 +42,7 @@ from wyjax.tasks.files import FormatError
 from wyjax.tasks.registry import TASKS, majority_baseline
 from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.task import Task
-from wyjax.train import aot, checkpoints, distributed, guards, metrics, optimizer, partitioning, resume
+from wyjax.core import aot, checkpoints, distributed, guards, optimizer, partitioning, run_config, run_metrics
 
 # The model used when no --config.init is given: the embedded default's architecture.
 FRESH_TINY_MODEL = dict(
@@ -441,10 +441,10 @@ def train_one(task: Task, config, data: dict, trainer: Trainer, pretrained: dict
       checkpoints.move_aside(best_checkpoints.mngr, step, "abandoned")
   is_main = jax.process_index() == 0  # every process trains; one writes the files beside the checkpoints
   if is_main:
-    checkpoints.write_model_info(workdir, trainer.model_config.replace(remat="none", attention="auto"),
+    checkpoints.write_model_info(workdir, trainer.model_config.replace(remat="none", attention="auto").to_dict(),
                                  [k for k in state["params"] if k != "encoder"], trainer.tokenizer)
-    resume.trim_metrics(workdir, start_step)
-  writer = metrics.MetricWriter(workdir, enabled=is_main)
+    run_config.trim_metrics(workdir, start_step)
+  writer = run_metrics.MetricWriter(workdir, enabled=is_main)
   nonfinite = guards.NonFiniteSteps(config.max_nonfinite_steps)
   dev_examples, dev_features = data["dev"]
   rng = jax.random.key(seed)
@@ -471,7 +471,7 @@ def train_one(task: Task, config, data: dict, trainer: Trainer, pretrained: dict
       if evaluation:
         scores, _, _ = evaluate(task, trainer, state["params"], dev_examples, dev_features)
         writer.write(step, {f"dev_{k}": v for k, v in scores.items()} | {"epoch": step / steps_per_epoch})
-        logging.info("seed %d step %d: dev %s", seed, step, metrics.brief(scores))
+        logging.info("seed %d step %d: dev %s", seed, step, run_metrics.brief(scores))
         improved = progress["best"] is None or scores[task.main_metric] > progress["best"]
         if improved:
           progress.update(best=scores[task.main_metric], best_step=step, stale=0)
@@ -589,7 +589,7 @@ def _prepare(config, devices=None):
 
 
 def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
-  """Compiles the task's train step for `topology` (see wyjax.train.aot) at config.batch_size
+  """Compiles the task's train step for `topology` (see wyjax.core.aot) at config.batch_size
   × the task's longest batch, without running it; returns aot.report's figures."""
   devices = aot.devices(topology)
   task, _, data, trainer, _ = _prepare(config, devices)
@@ -603,7 +603,7 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
   compiled = aot.compile_step(trainer.jit_train, trainer.abstract_state, inputs, labels, rng, topology=topology)
   tokens = int(np.prod(batch["input_ids"].shape))
   lm_fraction = 1.0 if task.head == "prefix_lm" else 0.0  # other heads are small beside the encoder
-  flops = 3 * metrics.forward_flops_per_token(trainer.model_config, data["max_length"], lm_fraction) * tokens
+  flops = 3 * trainer.model_config.forward_flops_per_token(data["max_length"], lm_fraction) * tokens
   result = aot.report(compiled, topology=topology, devs=devices, mesh=trainer.mesh,
                       abstract_state=trainer.abstract_state, analytic_flops_per_step=flops, tokens_per_step=tokens)
   aot.check_fits(result)
@@ -618,12 +618,12 @@ def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change
   """
   distributed.initialize()
   workdir = epath.Path(workdir)
-  changes = resume.check_config(workdir, config, ignore=RESUMABLE_CHANGES, defaults=base_config(),
+  changes = run_config.check_config(workdir, config, ignore=RESUMABLE_CHANGES, defaults=base_config(),
                                 accept=accept_config_change) \
       if any(workdir.glob("seed_*")) else {}
   task, splits, data, trainer, pretrained = _prepare(config)
   if jax.process_index() == 0:
-    resume.store_config(workdir, config, changes)
+    run_config.store_config(workdir, config, changes)
   with guards.stop_signals(config.stop_check_every) as stop:
     runs = [train_one(task, config, data, trainer, pretrained, config.seed + k, workdir / f"seed_{config.seed + k}",
                       stop) for k in range(config.seeds)]

@@ -1,16 +1,15 @@
-"""metrics.jsonl + TensorBoard, and the FLOP count behind MFU."""
+"""metrics.jsonl + TensorBoard, and the device peak behind MFU."""
 import json
 
 import jax
 from etils import epath
 from tensorboardX import SummaryWriter
 
-from wyjax import storage
-from wyjax.models import EncoderConfig
-from wyjax.train import aot
+from wyjax.core import aot, storage
+
 
 def peak_flops_per_device(override: float | None = None) -> float | None:
-  """Dense bf16 peak FLOP/s of this machine's accelerator (wyjax.train.aot.CHIPS), for MFU;
+  """Dense bf16 peak FLOP/s of this machine's accelerator (wyjax.core.aot.CHIPS), for MFU;
   None on a CPU. `override`: config.peak_flops_per_device."""
   if override:
     return override
@@ -18,25 +17,6 @@ def peak_flops_per_device(override: float | None = None) -> float | None:
   return aot.CHIPS[chip].peak_flops if chip else None
 
 
-def forward_flops_per_token(config: EncoderConfig, length: int, predicted_fraction: float = 1.0) -> float:
-  """Forward FLOPs per token of the encoder and the MLM head (2 per multiply-add).
-
-  Per layer: Q, K, V and output projections 8H²; feed-forward 4HI; attention scores and the
-  weighted sum 4LH, counted in full (an encoder attends to every position, no causal halving);
-  DeBERTa's c2p/p2c scores 4SH per term against the 2S relative rows, plus their projections
-  of the relative table (2S rows × H² per term, amortised over the length L). Embedding
-  projection 2EH; MLM head 2HE + 2EV for the `predicted_fraction` of positions it scores.
-  """
-  h, i, e, v = config.hidden_size, config.intermediate_size, config.embed_dim, config.vocab_size
-  layer = 8 * h * h + 4 * h * i + 4 * length * h
-  if config.relative_attention:
-    terms = len(config.pos_att_type)
-    span = config.relative_span
-    layer += terms * (4 * span * h + 2 * 2 * span * h * h / length)
-  flops = config.num_hidden_layers * layer + predicted_fraction * (2 * h * e + 2 * e * v)
-  if e != h:
-    flops += 2 * e * h
-  return float(flops)
 
 
 class MetricWriter:
