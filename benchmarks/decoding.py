@@ -19,7 +19,7 @@ import numpy as np
 
 from wyjax.hf import init_params, loading
 from wyjax.models import EncoderConfig, MaskedLM, prefix_lm
-from wyjax.train.finetuning import FRESH_TINY_MODEL
+from wyjax.train.task_model import FRESH_TINY_MODEL
 
 VOCAB = 13763  # the demo tokenizer's size
 MODELS = {

@@ -40,10 +40,10 @@ def main():
   length = args.length or config.corpus.sequence_length
   # The run's own program (wyjax.train.pretraining.build): the same state, shardings and step.
   program = pretraining.build(config, tokenizer_lib.placeholder(args.vocab), length)
-  state = program.init_state(jax.random.key(0))
+  state = program.program.init_state(jax.random.key(0))
   step = program.train_step
   batch = jax.device_put(np.random.default_rng(0).integers(5, args.vocab, (config.batch_size, length), np.int32),
-                         program.data_sharding)
+                         program.program.data_sharding)
   start = time.perf_counter()
   state, out = step(state, batch)
   jax.block_until_ready(out)

@@ -7,7 +7,7 @@ subject and category, the average of the categories.
 
 data_dir holds dev/<subject>.csv and test/<subject>.csv. Two protocols for encoders, neither
 the paper's in-context prompting of LLMs, so neither is comparable with its numbers
-(wyjax/train/aceval.py): dev_finetune fine-tunes config.init on the 65 dev questions, its dev
+(wyjax/tasks/aceval.py): dev_finetune fine-tunes config.init on the 65 dev questions, its dev
 accuracy by 5-fold cross-validation; transfer answers with a multiple-choice model fine-tuned
 on another task (IRC, WYWRC, CCPM softmax), untrained on AC-EVAL. The test answers are not
 public: submission/aceval*.json is the test result, to send to AC-EVAL's authors. Inputs over
@@ -16,11 +16,7 @@ from wyjax.train.finetuning import base_config
 
 
 def get_config():
-  config = base_config()
-  config.task = "aceval"
-  config.dev_finetune = True
-  config.transfer_init = ""  # a model fine-tuned on IRC, WYWRC or CCPM softmax: evaluated untrained
-  config.folds = 5  # dev questions per subject
+  config = base_config("aceval")  # with its options: dev_finetune, transfer_init, folds
   config.batch_size = 8
   config.eval_batch_size = 32
   config.num_train_steps = 30  # per fold, about 4.6 passes over the 52 training questions

@@ -13,8 +13,7 @@ from wyjax.train.finetuning import base_config
 
 
 def get_config():
-  config = base_config()
-  config.task = "cclue_ner"
+  config = base_config("cclue_ner")
   config.batch_size = 32
   config.num_epochs = 10
   config.learning_rate = 5e-05

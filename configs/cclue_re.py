@@ -22,11 +22,8 @@ TASKS = {"text": "cclue_re", "spo": "cclue_spo", "given_entities": "cclue_re_giv
 
 
 def get_config(inputs: str = "text"):
-  config = base_config()
-  config.task = TASKS[inputs]
+  config = base_config(TASKS[inputs])
   config.batch_size = 32
   config.num_epochs = 5
   config.learning_rate = 2e-05
-  if inputs == "spo":
-    config.predicates_from = ""  # a cclue_re workdir: its dev and test predictions are the inputs
   return config

@@ -17,8 +17,7 @@ TASKS = {"cls": "ccpm", "match": "ccpm_match", "softmax": "ccpm_softmax", "match
 
 
 def get_config(model: str = "cls"):
-  config = base_config()
-  config.task = TASKS[model]
+  config = base_config(TASKS[model])
   config.batch_size = 32
   config.num_epochs = 3
   config.learning_rate = 2e-05

@@ -15,10 +15,8 @@ from wyjax.train.finetuning import base_config
 
 
 def get_config():
-  config = base_config()
-  config.task = "fspc"
+  config = base_config("fspc")
   config.batch_size = 48
   config.num_epochs = 6
   config.learning_rate = 2e-05
-  config.train_on_lines = True  # the toolkit's training set: each poem and each of its lines
   return config

@@ -10,8 +10,7 @@ from wyjax.train.finetuning import base_config
 
 
 def get_config():
-  config = base_config()
-  config.task = "gjc"
+  config = base_config("gjc")
   config.batch_size = 48
   config.num_epochs = 6
   config.learning_rate = 2e-05

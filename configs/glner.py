@@ -10,8 +10,7 @@ from wyjax.train.finetuning import base_config
 
 
 def get_config():
-  config = base_config()
-  config.task = "glner"
+  config = base_config("glner")
   config.batch_size = 32
   config.num_epochs = 10
   config.learning_rate = 5e-05

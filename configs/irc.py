@@ -10,8 +10,7 @@ from wyjax.train.finetuning import base_config
 
 
 def get_config():
-  config = base_config()
-  config.task = "irc"
+  config = base_config("irc")
   config.batch_size = 64
   config.num_epochs = 6
   config.learning_rate = 1e-05

@@ -17,10 +17,8 @@ from wyjax.train.finetuning import base_config
 
 
 def get_config():
-  config = base_config()
-  config.task = "punc"
+  config = base_config("punc")
   config.batch_size = 32
   config.num_epochs = 10
   config.learning_rate = 2e-05
-  config.score_chars = 0  # 0: whole texts; 510: the WYWEB toolkit's cut
   return config

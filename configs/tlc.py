@@ -10,8 +10,7 @@ from wyjax.train.finetuning import base_config
 
 
 def get_config():
-  config = base_config()
-  config.task = "tlc"
+  config = base_config("tlc")
   config.batch_size = 32
   config.num_epochs = 10
   config.learning_rate = 2e-05

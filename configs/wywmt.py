@@ -9,17 +9,13 @@ translations use `decoding` (beam 4, GNMT length penalty 0.6, at most 2 × sourc
 tokens). The WYWEB script's batch size and learning rate; for the tiny model use
 --config.learning_rate=1e-3.
 """
-import ml_collections
-
 from wyjax.train.finetuning import base_config
 
 
 def get_config():
-  config = base_config()
-  config.task = "wywmt"
+  config = base_config("wywmt")
   config.batch_size = 64
   config.num_epochs = 10
   config.learning_rate = 2e-04
   config.eval_every = 3000
-  config.decoding = ml_collections.ConfigDict(dict(beam_size=4, length_penalty=0.6, max_ratio=2.0, max_extra=32))
   return config

@@ -12,8 +12,7 @@ from wyjax.train.finetuning import base_config
 
 
 def get_config():
-  config = base_config()
-  config.task = "wywrc"
+  config = base_config("wywrc")
   config.batch_size = 10
   config.num_epochs = 10
   config.learning_rate = 1e-05

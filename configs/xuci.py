@@ -12,8 +12,7 @@ from wyjax.train.finetuning import base_config
 
 
 def get_config():
-  config = base_config()
-  config.task = "xuci"
+  config = base_config("xuci")
   config.batch_size = 30
   config.num_epochs = 10
   config.learning_rate = 1e-05

@@ -19,12 +19,10 @@ import time
 
 from absl import app, flags
 
-from wyjax.core import storage
+from wyjax.core import aot, checkpoints, config_files, guards, logs, storage
 from wyjax.data import corpus
-from wyjax.hf import export_folder
-from wyjax.hf import loading
+from wyjax.hf import export_folder, loading
 from wyjax.tasks.builders import poetry
-from wyjax.core import aot, checkpoints, config_files, guards, logs
 from wyjax.train import pretraining, suite
 
 _PRETRAIN = config_files.DEFINE_config("pretrain_config", "pretrain/deberta_tiny.py",
@@ -76,7 +74,7 @@ def run_demo():
     poetry.build_poetry_tasks(tasks_dir, reader=reader, per_dynasty=_PER_DYNASTY.value,
                               punc_examples=_PUNC_EXAMPLES.value)
   name = "wyjax tiny DeBERTa (poetry)"
-  board = suite.run(init=str(model_dir), data_root=tasks_dir, out=workdir / "results", tasks=["punc", "tlc"],
+  board = suite.run(init=str(model_dir), data_root=tasks_dir, out=workdir / "results", tasks=list(poetry.TASKS),
                         name=name, accept_config_change=_ACCEPT.value, learning_rate=_LR.value,
                         num_train_steps=_STEPS.value, eval_every=max(1, _STEPS.value // 4), batch_size=32)
   if board["failed"]:

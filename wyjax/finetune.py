@@ -1,4 +1,4 @@
-"""Fine-tune on one task (WYWEB, CCPM, C-CLUE; AC-EVAL runs its zero- and few-shot protocols).
+"""Fine-tune on one task (WYWEB, CCPM, C-CLUE, CLUE; AC-EVAL runs its own protocols).
 
     python -m wyjax.finetune --config=tlc.py --workdir=/tmp/tlc \\
         --config.data_dir=path/to/wyweb/tlc --config.init=HF_FOLDER_OR_WYJAX_WORKDIR [--config.seeds=3]
@@ -17,7 +17,7 @@ import json
 from absl import app, flags
 
 from wyjax.core import aot, config_files, guards, logs
-from wyjax.train import aceval, finetuning
+from wyjax.train import finetuning
 
 _CONFIG = config_files.DEFINE_config("config", None, "A task config: a name (tlc.py, ccpm.py:match) or a file.",
                                       lock_config=True)
@@ -39,10 +39,7 @@ def main(argv):
       return
     if not _WORKDIR.value:
       raise app.UsageError("--workdir is required (except with --compile_only)")
-    if _CONFIG.value.task == "aceval":
-      results = aceval.run(_CONFIG.value, _WORKDIR.value)
-    else:
-      results = finetuning.finetune(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value)
+    results = finetuning.finetune(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value)
   summary = {k: results[k] for k in ("task", "main_metric", "dev_mean", "dev_std", "dev", "test", "majority_baseline")}
   print(json.dumps(summary, indent=2, ensure_ascii=False))
 

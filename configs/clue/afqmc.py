@@ -12,8 +12,7 @@ from wyjax.train.finetuning import base_config
 
 
 def get_config():
-  config = base_config()
-  config.task = "afqmc"
+  config = base_config("afqmc")
   config.batch_size = 16
   config.num_epochs = 3
   config.learning_rate = 2e-05

@@ -14,8 +14,7 @@ from wyjax.train.finetuning import base_config
 
 
 def get_config():
-  config = base_config()
-  config.task = "c3"
+  config = base_config("c3")
   config.batch_size = 16
   config.num_epochs = 8
   config.learning_rate = 2e-05

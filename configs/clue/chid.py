@@ -13,8 +13,7 @@ from wyjax.train.finetuning import base_config
 
 
 def get_config():
-  config = base_config()
-  config.task = "chid"
+  config = base_config("chid")
   config.batch_size = 24
   config.num_epochs = 3
   config.learning_rate = 2e-05

@@ -13,8 +13,7 @@ from wyjax.train.finetuning import base_config
 
 
 def get_config():
-  config = base_config()
-  config.task = "cluewsc2020"
+  config = base_config("cluewsc2020")
   config.batch_size = 16
   config.num_epochs = 10
   config.learning_rate = 2e-05

@@ -12,8 +12,7 @@ from wyjax.train.finetuning import base_config
 
 
 def get_config():
-  config = base_config()
-  config.task = "cmnli"
+  config = base_config("cmnli")
   config.batch_size = 64
   config.num_epochs = 2
   config.learning_rate = 3e-05

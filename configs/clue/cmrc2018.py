@@ -13,8 +13,7 @@ from wyjax.train.finetuning import base_config
 
 
 def get_config():
-  config = base_config()
-  config.task = "cmrc2018"
+  config = base_config("cmrc2018")
   config.batch_size = 32
   config.num_epochs = 2
   config.learning_rate = 3e-05

@@ -12,8 +12,7 @@ from wyjax.train.finetuning import base_config
 
 
 def get_config():
-  config = base_config()
-  config.task = "csl"
+  config = base_config("csl")
   config.batch_size = 16
   config.num_epochs = 5
   config.learning_rate = 1e-05

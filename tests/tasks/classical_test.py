@@ -9,6 +9,7 @@ import pytest
 
 from wyjax.tasks import aceval, cclue, ccpm, datasets
 from wyjax.tasks.files import FormatError
+from wyjax.tasks.registry import TASKS
 
 
 def test_real_cclue_ner_files_parse_completely_and_entities_map_back(shared_data):
@@ -183,7 +184,8 @@ def test_aceval_rejects_unknown_subjects_and_dev_without_answers(tmp_path):
 
 @pytest.mark.parametrize("dataset", ["ccpm", "cclue_ner", "cclue_re", "aceval"])
 def test_tfds_build_reads_back_every_example(classical_dirs, dataset):
-  splits = datasets.load_splits(dataset, classical_dirs[dataset])
+  files = TASKS[dataset].files
+  splits = datasets.load_splits(files, classical_dirs[dataset])
   for split, examples in splits.items():
-    assert examples == datasets.read_split(dataset, classical_dirs[dataset], split), split
+    assert examples == files.read_split(classical_dirs[dataset], split), split
   assert set(splits) == ({"train", "dev"} if dataset == "cclue_ner" else {"train", "dev", "test"})

@@ -17,7 +17,7 @@ from wyjax.tasks import batching, clue, leaderboard, spans
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.registry import TASKS
 from wyjax.tasks.tagging import IGNORE
-from wyjax.train.finetuning import FRESH_TINY_MODEL
+from wyjax.train.task_model import FRESH_TINY_MODEL
 
 
 def _jsonl(path, records, newline="\n"):

@@ -10,20 +10,19 @@ from sklearn.metrics import f1_score, precision_recall_fscore_support
 
 from wyjax.data import tokenizer as tk
 from wyjax.tasks import cclue, ccpm, datasets, leaderboard, wyweb
-from wyjax.train.finetuning import featurize
 
 
 def test_ccpm_released_test_file_with_its_empty_translation(shared_data, classical_dirs, tmp_path):
   folder = tmp_path / "ccpm"
   shutil.copytree(classical_dirs["ccpm"], folder)
   shutil.copy(shared_data / "ccpm" / "test_public.jsonl", folder / "test_public.jsonl")
-  test = datasets.load_splits("ccpm", folder)["test"]
+  test = datasets.load_splits(ccpm.FILES, folder)["test"]
   assert len(test) == 2720
   empty = [e for e in test if not e.translation]
   assert [e.line for e in empty] == [2026] and ccpm.CLS.notes(test) == [
       "1 record(s) with an empty translation (lines [2026]), predicted from the lines alone"]
   tokenizer = tk.Tokenizer(tk.build_vocab(c for e in empty for c in e.choices))
-  features, _ = featurize(ccpm.CLS, empty, tokenizer, 128, "test")
+  features, _ = ccpm.CLS.featurize_all(empty, tokenizer, 128, "test")
   assert features[0]["input_ids"].shape[0] == 4  # four pairs: [CLS] [SEP] line [SEP]
   labelled = tmp_path / "labelled"
   labelled.mkdir()
@@ -41,7 +40,7 @@ def test_cclue_ner_published_file_names(shared_data, tmp_path):
                ("test1.txt", "dev.txt", slice(10, 20)), ("test_tgt.txt", "dev-label.txt", slice(10, 20)))
   for name, original, rows in published:
     (tmp_path / name).write_text(lines(original, rows), encoding="utf-8")
-  splits = datasets.load_splits("cclue_ner", tmp_path)
+  splits = datasets.load_splits(cclue.NER_FOLDER, tmp_path)
   assert {k: len(v) for k, v in splits.items()} == {"train": 30, "dev": 10, "test": 10}
   assert all(e.tagged for e in splits["test"])  # test_tgt.txt: the test split is scored
   expected = cclue.read_ner(source / "dev.txt", source / "dev-label.txt")[10:20]

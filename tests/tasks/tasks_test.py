@@ -13,8 +13,6 @@ from tests.tasks.clue_test import write_pair_folders
 from wyjax.tasks import aceval, batching, cclue, ccpm, clue, datasets, registry, wyweb
 from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.task import Task
-from wyjax.train.aceval import folds
-from wyjax.train.finetuning import featurize, write_predictions
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +22,7 @@ def task_dirs(shared_data, classical_dirs, tmp_path_factory):
   CMNLI written in CLUE's format."""
   dirs = {t: shared_data / "wyweb" / t for t in ("tlc", "glner", "fspc", "xuci", "irc", "wywrc", "wywmt")}
   dirs.update(classical_dirs)
-  dirs.update({t: shared_data / "clue" / t for t in clue.EXAMPLE_TYPES if t not in ("afqmc", "cmnli")})
+  dirs.update({t: shared_data / "clue" / t for t in (t.name for t in clue.TASKS) if t not in ("afqmc", "cmnli")})
   dirs.update(write_pair_folders(shared_data, tmp_path_factory.mktemp("clue_pairs")))
   built = tmp_path_factory.mktemp("built")
   for task in ("gjc", "punc"):
@@ -49,14 +47,14 @@ def _oracle_logits(task: Task, features: dict) -> np.ndarray:
 @pytest.mark.parametrize("name", sorted(registry.TASKS))
 def test_oracle_logits_score_perfectly_and_submissions_parse_back(task_dirs, name, tmp_path):
   task = registry.TASKS[name]
-  splits = datasets.load_splits(task.data, task_dirs[task.data])
+  splits = datasets.load_splits(task.files, task_dirs[task.files.name])
   examples = splits["dev"][:300]
   if name == "cmrc2018":  # answers longer than the decoding limit cannot be predicted whole
     examples = [e for e in examples if e.answer[1] - e.answer[0] <= clue.MAX_ANSWER_TOKENS]
   t2s = name != "wywmt"  # WYWMT's oracle must write the reference's own characters back
   texts = [t for e in examples for t in _strings(e)] + [task.inserted_text]
   tokenizer = tk.Tokenizer(tk.build_vocab(texts, t2s=t2s), t2s=t2s)
-  features, truncated = featurize(task, examples, tokenizer, task.max_length, "dev")
+  features, truncated = task.featurize_all(examples, tokenizer, task.max_length, "dev")
   if task.head == "prefix_lm":  # the oracle generates exactly the next-token labels
     outputs = [tokenizer.decode(f["labels"][f["labels"] != IGNORE]) for f in features]
   else:
@@ -66,7 +64,7 @@ def test_oracle_logits_score_perfectly_and_submissions_parse_back(task_dirs, nam
   assert scores[task.main_metric] == pytest.approx(1.0, abs=1e-12), scores
 
   path = tmp_path / f"dev.{task.submission_format}"
-  write_predictions(task, path, examples, predictions)
+  task.write_predictions(path, examples, predictions)
   if name == "fspc":  # the submission carries the holistic sentiment only
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     assert [r["sentiments"]["holistic"] for r in records] == [e.holistic for e in examples]
@@ -85,7 +83,7 @@ def test_oracle_logits_score_perfectly_and_submissions_parse_back(task_dirs, nam
     triples = {(r["text"], t["subject"], t["predicate"], t["object"]) for r in records for t in r["spo_list"]}
     assert triples == {(e.text, e.subject, e.predicate, e.object) for e in examples}
     return
-  if name in clue.EXAMPLE_TYPES:  # CLUE's submissions: {"id", "label"} lines, or one {id: answer} object
+  if registry.TASKS[name].board == "clue":  # CLUE's submissions: {"id", "label"} lines, or one {id: answer} object
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     if name == "cmrc2018":
       assert records == [{e.id: e.answers[0].strip() for e in examples}]  # spaces have no token
@@ -115,14 +113,14 @@ def _strings(example):
 
 def test_tlc_majority_baseline_matches_the_published_numbers(shared_data):
   # ../shared/data/README.md: majority class 0.424 (period) and 0.148 (dynasty) on this dev split.
-  splits = datasets.load_splits("tlc", shared_data / "wyweb" / "tlc")
+  splits = datasets.load_splits(registry.TASKS["tlc"].files, shared_data / "wyweb" / "tlc")
   baseline = registry.majority_baseline(wyweb.TLC, splits["train"], splits["dev"])
   assert round(baseline["period_accuracy"], 3) == 0.424
   assert round(baseline["accuracy"], 3) == 0.148
 
 
 def test_wywrc_truncation_keeps_question_and_options(shared_data):
-  examples = datasets.load_splits("wywrc", shared_data / "wyweb" / "wywrc")["dev"]
+  examples = datasets.load_splits(registry.TASKS["wywrc"].files, shared_data / "wyweb" / "wywrc")["dev"]
   tokenizer = tk.Tokenizer(tk.build_vocab(t for e in examples for t in _strings(e)))
   cut_any = False
   for e in examples:
@@ -142,7 +140,7 @@ def test_wywrc_truncation_keeps_question_and_options(shared_data):
 
 
 def test_xuci_span_vectors_point_at_the_target_word(shared_data):
-  examples = datasets.load_splits("xuci", shared_data / "wyweb" / "xuci")["dev"]
+  examples = datasets.load_splits(registry.TASKS["xuci"].files, shared_data / "wyweb" / "xuci")["dev"]
   tokenizer = tk.Tokenizer(tk.build_vocab(t for e in examples for t in _strings(e)))
   for e in examples:
     features, _ = wyweb.XUCI.featurize(e, tokenizer, 96)
@@ -162,7 +160,7 @@ def test_collate_pads_to_buckets_and_fills_the_batch():
 
 
 def test_wywmt_features_are_the_prefix_lm_layout(shared_data):
-  examples = datasets.load_splits("wywmt", shared_data / "wyweb" / "wywmt")["dev"][:200]
+  examples = datasets.load_splits(registry.TASKS["wywmt"].files, shared_data / "wyweb" / "wywmt")["dev"][:200]
   tokenizer = tk.Tokenizer(tk.build_vocab(t for e in examples for t in _strings(e)))
   for e in examples:
     source, target = tokenizer.encode_chars(e.source)[0], tokenizer.encode_chars(e.target)[0]
@@ -248,10 +246,10 @@ def test_cclue_ner_majority_tag_baseline_by_hand():
 
 
 def test_unlabelled_splits_get_ignored_labels(classical_dirs):
-  test = datasets.read_split("ccpm", classical_dirs["ccpm"], "test")
+  test = registry.TASKS["ccpm"].files.read_split(classical_dirs["ccpm"], "test")
   tokenizer = _chars_tokenizer(*(t for e in test for t in _strings(e)))
   for task in ccpm.TASKS:
-    features, _ = featurize(task, test, tokenizer, 64, "test")
+    features, _ = task.featurize_all(test, tokenizer, 64, "test")
     assert all(np.all(f["label"] == IGNORE) for f in features)
   assert features[0]["input_ids"].shape[0] == 5  # Match: the translation and its four lines apart
   untagged = cclue.NerExample(1, "秦王", (), False)
@@ -260,8 +258,8 @@ def test_unlabelled_splits_get_ignored_labels(classical_dirs):
 
 
 def test_aceval_folds_hold_out_each_question_once_one_per_subject(classical_dirs):
-  dev = datasets.read_split("aceval", classical_dirs["aceval"], "dev")
-  fold_of = folds(dev, 5)
+  dev = registry.TASKS["aceval"].files.read_split(classical_dirs["aceval"], "dev")
+  fold_of = aceval.folds(dev, 5)
   for fold in range(5):
     held = [q for q, f in zip(dev, fold_of) if f == fold]
     assert sorted(q.subject for q in held) == sorted(aceval.SUBJECTS)  # one question of each subject

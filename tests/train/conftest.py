@@ -13,7 +13,7 @@ from wyjax.data import prepare
 from wyjax.data import tokenizer as tk
 from wyjax.hf import export_folder, loading
 from wyjax.models import EncoderConfig
-from wyjax.train import finetuning
+from wyjax.train import task_model
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 CONFIG = pathlib.Path(__file__).with_name("pretrain_config.py")
@@ -65,7 +65,7 @@ def tiny_checkpoint(tmp_path, vocab_texts):
   """A randomly initialised tiny MLM saved as a wyjax workdir (tmp_path/wyjax) and exported to
   transformers (tmp_path/hf); returns its params."""
   tokenizer = tk.Tokenizer(tk.build_vocab(vocab_texts))
-  config = EncoderConfig(**finetuning.FRESH_TINY_MODEL, vocab_size=len(tokenizer))
+  config = EncoderConfig(**task_model.FRESH_TINY_MODEL, vocab_size=len(tokenizer))
   params = loading.init_params(config, jax.random.key(7))
   checkpoint_files.save_params(tmp_path / "wyjax", 0, params, config, tokenizer)
   export_folder.export(loading.Model(config, params, tokenizer), tmp_path / "hf")

@@ -19,7 +19,7 @@ def test_a_key_added_after_the_run_began_counts_as_its_default(tmp_path):
     run_config.check_config(tmp_path, same)
 
 
-@pytest.mark.parametrize("runs", [pretrain, finetune], ids=["pretrain", "finetune"])
+@pytest.mark.parametrize("runs", [pretraining, finetuning], ids=["pretrain", "finetune"])
 def test_the_attention_implementation_may_change_on_resume(tmp_path, runs):
   """config.attention changes how a step runs, not what it trains: a resumed run may switch it."""
   stored = runs.base_config()

@@ -10,7 +10,7 @@ import numpy as np
 from etils import epath
 
 from wyjax.core import storage
-from wyjax.data import corpus, prepare
+from wyjax.data import prepare
 
 
 def _source(data_dir, split: str):

@@ -6,30 +6,8 @@ import json
 from huggingface_hub import EvalResult, ModelCardData
 
 from wyjax.data.tokenizer import Tokenizer
+from wyjax.tasks.registry import TASKS
 
-# WYWEB's tasks as Hub model-index task types.
-WYWEB = {
-    "punc": "token-classification", "glner": "token-classification", "gjc": "text-classification",
-    "tlc": "text-classification", "fspc": "text-classification", "xuci": "text-classification",
-    "irc": "multiple-choice", "wywrc": "multiple-choice", "wywmt": "translation",
-}
-# The other benchmarks' tasks: (task type, benchmark, dataset name, dataset type).
-CLASSICAL = {
-    "ccpm": ("multiple-choice", "CCPM", "CCPM", "ccpm"),
-    "ccpm_match": ("multiple-choice", "CCPM", "CCPM", "ccpm"),
-    "ccpm_softmax": ("multiple-choice", "CCPM", "CCPM", "ccpm"),
-    "ccpm_match_shared": ("multiple-choice", "CCPM", "CCPM", "ccpm"),
-    "cclue_ner": ("token-classification", "C-CLUE", "C-CLUE NER", "c-clue-ner"),
-    "cclue_re": ("text-classification", "C-CLUE", "C-CLUE relations", "c-clue-re"),
-    "cclue_re_given_entities": ("text-classification", "C-CLUE", "C-CLUE relations", "c-clue-re"),
-    "cclue_spo": ("token-classification", "C-CLUE", "C-CLUE relations", "c-clue-re"),
-    "aceval": ("multiple-choice", "AC-EVAL", "AC-EVAL", "ac-eval"),
-    # CLUE, the modern-Chinese benchmark: the Hub's `clue` dataset, one config per task.
-    **{task: ("text-classification", "CLUE", f"CLUE {task.upper()}", "clue")
-       for task in ("afqmc", "tnews", "iflytek", "cmnli", "ocnli", "cluewsc2020", "csl")},
-    "cmrc2018": ("question-answering", "CLUE", "CLUE CMRC2018", "clue"),
-    **{task: ("multiple-choice", "CLUE", f"CLUE {task.upper()}", "clue") for task in ("chid", "c3")},
-}
 # Pretraining corpus sources (`corpus.source` before the colon) as dataset names; `text:` files have none.
 CORPORA = {"daizhige": "daizhige", "poetry": "chinese-poetry"}
 
@@ -74,13 +52,16 @@ def _corpus(run_config: dict) -> str:
 
 
 def _task(task: str, task_data: str | None) -> tuple[str, str, str, str]:
-  """(task type, benchmark, dataset name, dataset type) of a leaderboard task. With `task_data`
-  the task was derived from that corpus in the benchmark's format (the demo's), and says so."""
-  kind, benchmark, dataset, dataset_type = CLASSICAL.get(
-      task, (WYWEB.get(task, "other"), "WYWEB", f"WYWEB {task.upper()}", f"wyweb-{task}"))
+  """(task type, benchmark, dataset name, dataset type) of a leaderboard task (its Task's Hub
+  fields; a task wyjax does not know is type "other"). With `task_data` the task was derived
+  from that corpus in the benchmark's format (the demo's), and says so."""
+  known = TASKS.get(task)
+  kind = known.hub_task_type if known else "other"
   if task_data:
     return kind, task_data, f"{task.upper()} derived from {task_data}", task_data
-  return kind, benchmark, dataset, dataset_type
+  if not known:
+    return kind, "", task.upper(), task
+  return kind, known.benchmark, *known.hub_dataset
 
 
 def _metrics(results: dict, task: str) -> list[tuple[str, float]]:

@@ -8,25 +8,45 @@ quotes and line breaks inside); the released questions write some line breaks as
 backslash-n, kept as it is (the model reads the CSV's text). The test answers are not public:
 the submission file ({subject: {row id: letter}}) is the test result, scored by AC-EVAL's
 authors. The dev questions are the only labelled ones, so the `train` and `dev` splits are
-both the dev folder (wyjax/train/aceval.py keeps them apart by cross-validation).
+both the dev folder (`run` below keeps them apart by cross-validation).
 
 AC-EVAL's paper evaluates LLMs by in-context prompting (zero-shot, and few-shot with k = 5
 examples, 3 for sentence_pauses, translation and poetry_appreciation, 1 for
 summarization_and_analysis). Encoders cannot be prompted; wyjax's two protocols are named for
-what they are (wyjax/train/aceval.py) and are not comparable with the paper's numbers.
+what they are and are not comparable with the paper's numbers:
+
+`transfer`: `config.transfer_init`, a model fine-tuned on another multiple-choice task (the
+workdir of an IRC, WYWRC or CCPM softmax run: encoder, pooler and one-score classifier),
+answers every dev and test question without training on AC-EVAL.
+
+`dev_finetune`: the 5 dev questions per subject are the only labelled ones, so their accuracy
+comes from cross-validation: fold k holds out the k-th question of every subject and a model
+fine-tuned from `config.init` for `num_train_steps` on the other folds answers it (no early
+stopping: nothing is left to choose on). The test answers come from a model fine-tuned on all
+dev questions.
+
+    workdir/
+      results.json                      transfer and dev_finetune scores; `dev` is dev_finetune's
+      aceval.md                         the AC-EVAL paper's tables: categories, subjects
+      dev_predictions_{transfer,dev_finetune}.jsonl  each protocol's dev answers (held-out ones)
+      submission/aceval.json            dev_finetune's test answers {subject: {row id: letter}}
+      submission/aceval_transfer.json   the transfer model's
 """
 import csv
 import dataclasses
 import io
+import json
+import logging
 import pathlib
 
 import numpy as np
 
 from wyjax.core.storage import read_text
 from wyjax.data.tokenizer import Tokenizer
-from wyjax.tasks import metrics
+from wyjax.tasks import datasets, metrics
 from wyjax.tasks.files import FormatError
-from wyjax.tasks.task import Task, argmax, as_json, label_or_ignore, most_common, per_example, rows, with_specials
+from wyjax.tasks.task import (Files, Task, argmax, as_json, label_or_ignore, most_common, per_example, percent, rows,
+                              with_specials)
 
 CATEGORIES = {
     "General Historical Knowledge": ("historical_facts", "geography", "social_customs",
@@ -157,8 +177,135 @@ def chance(dev) -> dict:
   return {k: 0.25 for k in scores(dev, [e.answer for e in dev])}
 
 
+def tables(rows: dict[str, dict]) -> str:
+  """Markdown in the shape of the AC-EVAL paper: accuracy (×100) per category and their
+  average, then per subject; rows {name: scores of `scores`}."""
+  categories = list(CATEGORIES)
+  lines = ["| Model | " + " | ".join(categories) + " | Average |", "|---" * (len(categories) + 2) + "|"]
+  for name, row in rows.items():
+    lines.append(f"| {name} | " + " | ".join(percent(row.get(f"category/{c}")) for c in categories)
+                 + f" | {percent(row.get('average'))} |")
+  lines += ["", "| Model | " + " | ".join(SUBJECTS) + " |", "|---" * (len(SUBJECTS) + 1) + "|"]
+  for name, row in rows.items():
+    lines.append(f"| {name} | " + " | ".join(percent(row.get(f"subject/{s}")) for s in SUBJECTS) + " |")
+  return "\n".join(lines) + "\n"
+
+
+def _board_tables(results: dict) -> str:
+  protocols = {name: results[name] for name in ("transfer", "dev_finetune") if results.get(name)}
+  return ("## AC-EVAL (accuracy ×100; encoders, not the paper's prompting: not comparable)\n\n"
+          + tables({**protocols, "chance": results["majority_baseline"]}))
+
+
+def folds(questions, count: int) -> list[int]:
+  """The fold of each question: its position among its subject's questions, modulo count."""
+  seen, out = {}, []
+  for q in questions:
+    out.append(seen.get(q.subject, 0) % count)
+    seen[q.subject] = seen.get(q.subject, 0) + 1
+  return out
+
+
+def _transfer(config, splits: dict, setup) -> tuple[dict, list, list | None]:
+  """(dev scores, dev answers, test answers) of config.transfer_init, untrained."""
+  model, pretrained, data = setup(config.transfer_init, splits)
+  classifier = pretrained.get("classifier", {}).get("kernel")
+  if classifier is None or "pooler" not in pretrained or np.shape(classifier)[-1] != 1:
+    raise ValueError(f"{config.transfer_init}: transfer needs a model fine-tuned on a multiple-choice task "
+                     "(IRC, WYWRC or CCPM softmax: its one-score classifier)")
+  params = model.init_params(pretrained, config.seed)
+  scores, answers, _ = model.evaluate(params, *data["dev"])
+  test = model.evaluate(params, *data["test"])[1] if "test" in data else None
+  return scores, answers, test
+
+
+def _dev_finetune(config, splits: dict, setup) -> tuple[dict, list, list | None]:
+  """(cross-validated dev scores, dev answers, test answers) of config.init."""
+  model, pretrained, data = setup(config.init, splits)
+  examples, features = data["dev"]
+  fold_of = folds(examples, config.folds)
+  answers = [None] * len(examples)
+  for fold in range(config.folds):
+    held = [i for i, f in enumerate(fold_of) if f == fold]
+    train = [features[i] for i, f in enumerate(fold_of) if f != fold]
+    params = model.fit(pretrained, train, steps=config.num_train_steps, seed=config.seed + fold)
+    _, predicted, _ = model.evaluate(params, [examples[i] for i in held], [features[i] for i in held])
+    for i, answer in zip(held, predicted):
+      answers[i] = answer
+    logging.info("AC-EVAL fold %d: %d held-out questions", fold, len(held))
+  test = None
+  if "test" in data:
+    params = model.fit(pretrained, features, steps=config.num_train_steps, seed=config.seed)
+    test = model.evaluate(params, *data["test"])[1]
+  return scores(examples, answers), answers, test
+
+
+def _submission(questions, answers) -> dict:
+  """{subject: {row id: letter}}, subjects in AC-EVAL's order."""
+  out = {}
+  for q, a in zip(questions, answers, strict=True):
+    out.setdefault(q.subject, {})[q.row_id] = a
+  return out
+
+
+def run(config, workdir, setup) -> dict:
+  """Transfer (when config.transfer_init is set) and dev fine-tuning (when config.dev_finetune)
+  on AC-EVAL; writes and returns results.json, shaped like wyjax.train.finetuning's.
+  `setup(init, splits)` → (model, pretrained params, {split: (examples, features)}): the
+  model's `init_params`, `fit` and `evaluate` (wyjax.train.task_model.TaskModel)."""
+  if not (config.dev_finetune or config.transfer_init):
+    raise ValueError("nothing to evaluate: set config.dev_finetune or config.transfer_init")
+  workdir = pathlib.Path(workdir)
+  (workdir / "submission").mkdir(parents=True, exist_ok=True)
+  splits = datasets.load_splits(TASK.files, config.data_dir)
+  protocols = {}
+  for name, protocol, enabled in (("transfer", _transfer, bool(config.transfer_init)),
+                                  ("dev_finetune", _dev_finetune, config.dev_finetune)):
+    if not enabled:
+      continue
+    protocols[name], answers, test = protocol(config, splits, setup)
+    TASK.write_predictions(workdir / f"dev_predictions_{name}.jsonl", splits["dev"], answers)
+    if test is not None:
+      _write_json(workdir / "submission" / SUBMISSIONS[name], _submission(splits["test"], test))
+  confusion = np.zeros((4, 4), np.int64)  # of the last protocol: dev_finetune's when both ran
+  for q, a in zip(splits["dev"], answers):
+    confusion[LETTERS.index(q.answer), LETTERS.index(a)] += 1
+  (workdir / "aceval.md").write_text(tables({**protocols, "chance": chance(splits["dev"])}), encoding="utf-8")
+  main = protocols.get("dev_finetune", protocols.get("transfer"))
+  results = {
+      "task": TASK.name, "main_metric": TASK.main_metric, "init": config.init or "fresh tiny model",
+      "transfer_init": config.transfer_init, "dev": main, "transfer": protocols.get("transfer"),
+      "dev_finetune": protocols.get("dev_finetune"), "dev_mean": main[TASK.main_metric], "dev_std": 0.0,
+      "best_seed": config.seed, "best_run": str(workdir), "test": None, "labels": list(LETTERS),
+      "dev_confusion": confusion.tolist(), "majority_baseline": chance(splits["dev"]), "config": config.to_dict(),
+  }
+  if "test" in splits:
+    submitted = "dev_finetune" if config.dev_finetune else "transfer"
+    results["submission"] = str(workdir / "submission" / SUBMISSIONS[submitted])
+  _write_json(workdir / "results.json", results)
+  return results
+
+
+def _write_json(path: pathlib.Path, value) -> None:
+  path.write_text(json.dumps(value, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def _transfer_run(runs, out) -> dict:
+  """In a suite, transfer comes from its last multiple-choice run (CCPM softmax, WYWRC, IRC)."""
+  choice_runs = [results["best_run"] for task, results in runs if task.head == "choice"]
+  return {"transfer_init": choice_runs[-1] if choice_runs else ""}
+
+
+SUBMISSIONS = {"dev_finetune": "aceval.json", "transfer": "aceval_transfer.json"}
 TASK = Task(
     name="aceval", head="choice", labels=LETTERS, max_length=512, featurize=_featurize,
     decode=lambda e, f, logits: LETTERS[argmax(logits)], score=scores, main_metric="average",
     baseline=lambda train, dev: [most_common(e.answer for e in train)] * len(dev), submission_format="jsonl",
-    submission=per_example(lambda e, p: as_json({"subject": e.subject, "id": e.row_id, "answer": p})))
+    submission=per_example(lambda e, p: as_json({"subject": e.subject, "id": e.row_id, "answer": p})),
+    files=Files(name="aceval", example_type=Question, split_files=split_files, read_split=read_split,
+                train_files="dev/<subject>.csv"),
+    # transfer_init: a model fine-tuned on IRC, WYWRC or CCPM softmax, evaluated untrained;
+    # folds: dev questions per subject
+    options={"dev_finetune": True, "transfer_init": "", "folds": 5}, run=run, from_other_runs=_transfer_run,
+    board="classical", heading="AC-EVAL", board_tables=_board_tables, benchmark="AC-EVAL",
+    hub_task_type="multiple-choice", hub_dataset=("AC-EVAL", "ac-eval"))

@@ -30,16 +30,19 @@ tasks read them:
   given.
 """
 import dataclasses
+import functools
+import json
 import pathlib
 
 import numpy as np
+from etils import epath
 
 from wyjax.core.storage import read_text
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import files, metrics, tagging
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.tagging import IGNORE
-from wyjax.tasks.task import (Task, argmax, as_json, classification_scores, constant_baseline, most_common,
+from wyjax.tasks.task import (Files, Task, argmax, as_json, classification_scores, constant_baseline, most_common,
                               per_example, single, with_specials)
 
 NER_TYPES = ("PER", "LOC", "ORG", "JOB", "BOO", "WAR")
@@ -230,10 +233,22 @@ def _majority_tags(train, dev) -> list[tuple[str, ...]]:
   return [tuple(most_common(seen[c]) if c in seen else "O" for c in e.text) for e in dev]
 
 
+NER_FOLDER = Files(
+    name="cclue_ner", example_type=NerExample, split_files=functools.partial(split_files, "cclue_ner"),
+    read_split=functools.partial(read_split, "cclue_ner"),
+    train_files="source.txt and target.txt (or train.txt and train-label.txt)")
+RELATION_FOLDER = Files(
+    name="cclue_re", example_type=RelationExample, split_files=functools.partial(split_files, "cclue_re"),
+    read_split=functools.partial(read_split, "cclue_re"), train_files="train_data.json")
+# Their places on the board and on the Hub.
+_NER_PLACE = dict(board="classical", benchmark="C-CLUE", hub_dataset=("C-CLUE NER", "c-clue-ner"))
+_RELATIONS_PLACE = dict(board="classical", benchmark="C-CLUE", hub_dataset=("C-CLUE relations", "c-clue-re"))
+
 NER = Task(
-    name="cclue_ner", head="token", labels=NER_LABELS, max_length=512, featurize=_ner_featurize,
+    name="cclue_ner", files=NER_FOLDER, head="token", labels=NER_LABELS, max_length=512, featurize=_ner_featurize,
     decode=_ner_decode, score=_ner_score, main_metric="f1", baseline=_majority_tags,
-    submission_format="txt", submission=per_example(lambda e, p: " ".join(p)))  # the label file's format
+    submission_format="txt", submission=per_example(lambda e, p: " ".join(p)),  # the label file's format
+    heading="C-CLUE NER", hub_task_type="token-classification", **_NER_PLACE)
 
 
 # --- relations --------------------------------------------------------------------------------------------------
@@ -254,12 +269,13 @@ def _predicate_featurize(example: RelationExample, tokenizer: Tokenizer, max_len
 
 
 RE = Task(
-    name="cclue_re", head="sequence", labels=PREDICATES, max_length=128, featurize=_predicate_featurize,
+    name="cclue_re", files=RELATION_FOLDER, head="sequence", labels=PREDICATES, max_length=128, featurize=_predicate_featurize,
     decode=lambda e, f, logits: PREDICATES[argmax(logits)],
     score=lambda examples, predictions: classification_scores(predictions, [e.predicate for e in examples],
                                                               PREDICATES),
     main_metric="accuracy", baseline=constant_baseline(lambda e: e.predicate), submission_format="txt",
-    submission=per_example(lambda e, p: p), submission_name="predicate_predict.txt", dataset="cclue_re")
+    submission=per_example(lambda e, p: p), submission_name="predicate_predict.txt",
+    heading="C-CLUE RE", hub_task_type="text-classification", **_RELATIONS_PLACE)
 
 # The gold-entity task marks the pair inside the text: 「subject」 and 『object』.
 RELATION_MARKERS = "「」『』"
@@ -353,12 +369,13 @@ def _given_entities_score(examples, predictions) -> dict:
 
 
 RE_GIVEN_ENTITIES = Task(
-    name="cclue_re_given_entities", head="sequence", labels=PREDICATES, max_length=256,
+    name="cclue_re_given_entities", files=RELATION_FOLDER, head="sequence", labels=PREDICATES, max_length=256,
     featurize=_marked_featurize, decode=lambda e, f, logits: PREDICATES[argmax(logits)],
     score=_given_entities_score, main_metric="accuracy", baseline=constant_baseline(lambda e: e.predicate),
     submission_format="json",
     submission=lambda examples, predictions: [as_json(r) for r in triple_records(examples, predictions)],
-    dataset="cclue_re", inserted_text=RELATION_MARKERS)
+    inserted_text=RELATION_MARKERS, config="cclue_re:given_entities", heading="C-CLUE RE (given entities)",
+    hub_task_type="text-classification", **_RELATIONS_PLACE)
 
 
 # --- end-to-end triples: C-CLUE's pipeline, predicate classification then labelling -----------------------
@@ -417,10 +434,39 @@ def spo_records(examples, triples) -> list[dict]:
   return [{"text": text, "spo_list": found} for text, found in by_text.items()]
 
 
+def given_predicates(splits: dict, run) -> dict:
+  """C-CLUE's pipeline: the dev and test records with the predicates a cclue_re run (its
+  workdir) predicted for them, the labeller's input (train keeps the gold ones)."""
+  best_run = epath.Path(json.loads((epath.Path(run) / "results.json").read_text())["best_run"])
+  out = dict(splits)
+  for split in ("dev", "test"):
+    if split not in splits:
+      continue
+    path = best_run / f"{split}_predictions.txt"
+    predicted = path.read_text(encoding="utf-8").splitlines()
+    if len(predicted) != len(splits[split]):
+      raise ValueError(f"{path}: {len(predicted)} predicates for the {len(splits[split])} records of the {split} "
+                       "split: the cclue_re run was made on other files")
+    out[split] = [dataclasses.replace(e, given_predicate=p) for e, p in zip(splits[split], predicted)]
+  return out
+
+
+def _spo_prepare(task: Task, splits: dict, config) -> tuple[Task, dict]:
+  return task, (given_predicates(splits, config.predicates_from) if config.predicates_from else splits)
+
+
+def _predicates_run(runs, out) -> dict:
+  """In a suite, the labeller reads the predicates of the suite's own cclue_re run."""
+  return {"predicates_from": str(out / RE.name)} if any(task.name == RE.name for task, _ in runs) else {}
+
+
 SPO = Task(
-    name="cclue_spo", head="token", labels=SPO_LABELS, max_length=128, featurize=_spo_featurize,
+    name="cclue_spo", files=RELATION_FOLDER, head="token", labels=SPO_LABELS, max_length=128, featurize=_spo_featurize,
     decode=_spo_decode, score=lambda examples, triples: triple_scores(examples, spo_records(examples, triples)),
     main_metric="triple_f1", baseline=lambda train, dev: [None] * len(dev), submission_format="json",
-    submission=lambda examples, triples: [as_json(r) for r in spo_records(examples, triples)], dataset="cclue_re")
+    submission=lambda examples, triples: [as_json(r) for r in spo_records(examples, triples)],
+    # a cclue_re workdir: its dev and test predictions are the inputs (empty: the gold predicates)
+    options={"predicates_from": ""}, prepare=_spo_prepare, from_other_runs=_predicates_run,
+    config="cclue_re:spo", heading="C-CLUE triples", hub_task_type="token-classification", **_RELATIONS_PLACE)
 
-TASKS = (NER, RE, RE_GIVEN_ENTITIES, SPO)
+TASKS = (NER, RE, SPO, RE_GIVEN_ENTITIES)  # the leaderboard's order

@@ -23,7 +23,7 @@ from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import files
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.tagging import IGNORE
-from wyjax.tasks.task import (OPTIONS, Task, argmax, as_json, choice_accuracy, constant_baseline,
+from wyjax.tasks.task import (OPTIONS, Files, Task, argmax, as_json, choice_accuracy, constant_baseline,
                               label_or_ignore, per_example, rows, single, with_specials)
 
 SPLIT_FILES = {"train": ("train.jsonl",), "dev": ("valid.jsonl", "dev.jsonl"),
@@ -127,18 +127,24 @@ def _notes(examples) -> list[str]:
   return [f"{len(empty)} record(s) with an empty translation (lines {empty}), predicted from the lines alone"]
 
 
-def _task(name: str, head: str, featurize, decode=lambda e, f, logits: argmax(logits), labels=OPTIONS) -> Task:
+FILES = Files(name="ccpm", example_type=CcpmExample, split_files=split_files, read_split=read_split,
+              train_files="train.jsonl")
+
+
+def _task(name: str, head: str, featurize, heading: str, decode=lambda e, f, logits: argmax(logits),
+          labels=OPTIONS) -> Task:
   return Task(
-      name=name, head=head, labels=labels, max_length=128, featurize=featurize, decode=decode,
+      name=name, files=FILES, head=head, labels=labels, max_length=128, featurize=featurize, decode=decode,
       score=lambda examples, predictions: choice_accuracy(examples, predictions, lambda e: e.answer),
       main_metric="accuracy", baseline=constant_baseline(lambda e: e.answer), submission_format="jsonl",
       submission=per_example(lambda e, p: as_json({"translation": e.translation, "choices": list(e.choices),
                                                     "answer": p})),
-      submission_name="CCPM.jsonl", dataset="ccpm", notes=_notes)
+      submission_name="CCPM.jsonl", notes=_notes, board="classical", heading=heading, benchmark="CCPM",
+      hub_task_type="multiple-choice", hub_dataset=("CCPM", "ccpm"), config=name.replace("ccpm_", "ccpm:"))
 
 
-CLS = _task("ccpm", "binary_choice", _pair_featurize, _most_probable_match, labels=("no match", "match"))
-MATCH = _task("ccpm_match", "match", _match_featurize)
-SOFTMAX = _task("ccpm_softmax", "choice", _softmax_featurize)
-MATCH_SHARED = _task("ccpm_match_shared", "match_shared", _match_featurize)
+CLS = _task("ccpm", "binary_choice", _pair_featurize, "CCPM (Cls)", _most_probable_match, labels=("no match", "match"))
+MATCH = _task("ccpm_match", "match", _match_featurize, "CCPM (Match)")
+SOFTMAX = _task("ccpm_softmax", "choice", _softmax_featurize, "CCPM (softmax)")
+MATCH_SHARED = _task("ccpm_match_shared", "match_shared", _match_featurize, "CCPM (Match, one encoder)")
 TASKS = (CLS, MATCH, SOFTMAX, MATCH_SHARED)

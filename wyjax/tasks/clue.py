@@ -34,7 +34,7 @@ from wyjax.core.storage import read_text
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import files, metrics, spans
 from wyjax.tasks.files import FormatError
-from wyjax.tasks.task import (OPTIONS, Task, argmax, as_json, choice_rows, classification_scores, constant_baseline,
+from wyjax.tasks.task import (Files, OPTIONS, Task, argmax, as_json, choice_rows, classification_scores, constant_baseline,
                               label_or_ignore, most_common, pair, per_example, rows, single, with_specials)
 
 SPLIT_FILES = {split: (f"{split}.json",) for split in ("train", "dev", "test")}
@@ -194,10 +194,19 @@ def _notes(examples) -> list[str]:
   return [f"{unlabelled} record(s) labelled {NO_MAJORITY!r} (no majority label): not trained on, not scored"]
 
 
-def _task(name: str, max_length: int, submission_name: str) -> Task:
+def _clue_task(name: str, example_type, train_files: str, hub_task_type: str, **fields) -> Task:
+  """A CLUE task: its folder's format (split_files and read_split below), and its place on the
+  CLUE board and on the Hub (the Hub's `clue` dataset, one config per task)."""
+  files = Files(name=name, example_type=example_type, split_files=lambda data_dir, split: split_files(name, data_dir, split),
+                read_split=lambda data_dir, split: read_split(name, data_dir, split), train_files=train_files)
+  return Task(name=name, files=files, board="clue", benchmark="CLUE", hub_task_type=hub_task_type,
+              hub_dataset=(f"CLUE {name.upper()}", "clue"), config=f"clue/{name}", **fields)
+
+
+def _task(name: str, max_length: int, submission_name: str, heading: str = "") -> Task:
   labels = FORMATS[name].labels
-  return Task(
-      name=name, head="sequence", labels=labels, max_length=max_length, featurize=_featurize,
+  return _clue_task(
+      name, ClueExample, "train.json", "text-classification", heading=heading, head="sequence", labels=labels, max_length=max_length, featurize=_featurize,
       decode=lambda e, f, logits: labels[argmax(logits)], score=_score(labels), main_metric="accuracy",
       baseline=_baseline(labels), submission_format="json", submission_name=submission_name,
       submission=per_example(lambda e, p: as_json({"id": e.id, "label": p})),
@@ -211,7 +220,7 @@ CLASSIFICATION = (
     _task("iflytek", 128, "iflytek_predict.json"),
     _task("cmnli", 128, "cmnli_predict.json"),
     _task("ocnli", 128, "ocnli_50k_predict.json"),
-    _task("cluewsc2020", 128, "cluewsc11_predict.json"),
+    _task("cluewsc2020", 128, "cluewsc11_predict.json", heading="WSC"),
     _task("csl", 256, "csl_predict.json"),
 )
 
@@ -372,8 +381,8 @@ def _cmrc_notes(examples) -> list[str]:
                   if empty else [])
 
 
-CMRC2018 = Task(
-    name="cmrc2018", head="span", labels=(), max_length=512, featurize=_cmrc_featurize, decode=_cmrc_decode,
+CMRC2018 = _clue_task(
+    "cmrc2018", CmrcExample, "cmrc2018_train.json", "question-answering", heading="CMRC 2018", head="span", labels=(), max_length=512, featurize=_cmrc_featurize, decode=_cmrc_decode,
     score=_cmrc_score, main_metric="em", baseline=lambda train, dev: [""] * len(dev),
     submission_format="json", submission_name="cmrc2018_predict.json",
     submission=lambda examples, predictions: [as_json({e.id: p for e, p in zip(examples, predictions, strict=True)})],
@@ -438,8 +447,8 @@ def _c3_featurize(example: C3Example, tokenizer: Tokenizer, max_length: int):
   return {**features, "label": label_or_ignore(example.label)}, cut
 
 
-C3 = Task(
-    name="c3", head="choice", labels=OPTIONS, max_length=512, featurize=_c3_featurize,
+C3 = _clue_task(
+    "c3", C3Example, "d-train.json and m-train.json", "multiple-choice", heading="C³", head="choice", labels=OPTIONS, max_length=512, featurize=_c3_featurize,
     decode=lambda e, f, logits: argmax(logits[:len(e.options)]), score=_labelled_accuracy,
     main_metric="accuracy", baseline=constant_baseline(lambda e: e.label), submission_format="json",
     submission_name="c311_predict.json", submission=per_example(lambda e, p: as_json({"id": e.id, "label": p})))
@@ -531,8 +540,8 @@ def _chid_submission(examples, predictions) -> list[str]:
 
 
 CHID_LABELS = tuple(str(i) for i in range(10))  # CLUE's 10 candidates (FewCLUE's 7 use the first 7)
-CHID = Task(
-    name="chid", head="choice", labels=CHID_LABELS, max_length=2 + 2 * CHID_CONTEXT + 4,
+CHID = _clue_task(
+    "chid", ChidExample, "train.json (and train_answer.json)", "multiple-choice", heading="ChID", head="choice", labels=CHID_LABELS, max_length=2 + 2 * CHID_CONTEXT + 4,
     featurize=_chid_featurize, decode=lambda e, f, logits: argmax(logits[:len(e.candidates)]),
     score=_labelled_accuracy,
     main_metric="accuracy", baseline=constant_baseline(lambda e: e.label), submission_format="json",
@@ -540,8 +549,6 @@ CHID = Task(
 
 
 TASKS = (*CLASSIFICATION, CMRC2018, CHID, C3)  # CLUE's order
-EXAMPLE_TYPES = {**{task: ClueExample for task in FORMATS}, "cmrc2018": CmrcExample, "chid": ChidExample,
-                 "c3": C3Example}
 
 
 def split_files(task: str, data_dir, split: str) -> list[pathlib.Path]:

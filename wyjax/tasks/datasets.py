@@ -1,7 +1,7 @@
 """Task files as TFDS datasets (ArrayRecord, no TensorFlow), read back through grain.
 
 The builder reads a task folder exactly as its benchmark publishes it (its manual directory)
-with the strict readers of wyweb.py, ccpm.py, cclue.py and aceval.py, so a malformed line fails
+with the strict reader of its Task's `files`, so a malformed line fails
 the build with `file:line`. Records keep the example's fields, typed, and its line number; file
 order is kept. Builds are cached under <cache>/tfds keyed by the files' SHA-256, so edited files
 are rebuilt and unchanged ones are read from disk.
@@ -14,51 +14,15 @@ import io
 import logging
 import pathlib
 import typing
-from collections.abc import Callable
 
 import grain
 import numpy as np
 import tensorflow_datasets as tfds
 
 from wyjax.core.storage import cache_dir
-from wyjax.tasks import aceval, cclue, ccpm, clue, wyweb
+from wyjax.tasks.task import Files
 
 SPLITS = ("train", "dev", "test")
-EXAMPLE_TYPES = {
-    "tlc": wyweb.TlcExample, "gjc": wyweb.GjcExample, "punc": wyweb.PuncExample, "glner": wyweb.GlnerExample,
-    "fspc": wyweb.FspcExample, "xuci": wyweb.XuciExample, "irc": wyweb.ChoiceExample,
-    "wywrc": wyweb.ChoiceExample, "wywmt": wyweb.MtExample, "ccpm": ccpm.CcpmExample,
-    "cclue_ner": cclue.NerExample, "cclue_re": cclue.RelationExample, "aceval": aceval.Question,
-    **clue.EXAMPLE_TYPES,
-}
-# How each dataset's train split is named in its folder (for errors).
-TRAIN_FILES = {**{task: f"train.{{{','.join(ext)}}}" for task, ext in wyweb.EXTENSIONS.items()},
-               "ccpm": "train.jsonl", "cclue_ner": "source.txt and target.txt (or train.txt and train-label.txt)",
-               "cclue_re": "train_data.json", "aceval": "dev/<subject>.csv",
-               **{task: "train.json" for task in clue.FORMATS}, "cmrc2018": "cmrc2018_train.json",
-               "chid": "train.json (and train_answer.json)", "c3": "d-train.json and m-train.json"}
-
-
-def _format(dataset: str) -> tuple[Callable, Callable]:
-  """(split_files, read_split) of the dataset's format module, both taking (data_dir, split)."""
-  if dataset in wyweb.EXTENSIONS:
-    return functools.partial(wyweb.split_files, dataset), functools.partial(wyweb.read_split, dataset)
-  if dataset in clue.EXAMPLE_TYPES:
-    return functools.partial(clue.split_files, dataset), functools.partial(clue.read_split, dataset)
-  if dataset in ("ccpm", "aceval"):
-    module = ccpm if dataset == "ccpm" else aceval
-    return module.split_files, module.read_split
-  return functools.partial(cclue.split_files, dataset), functools.partial(cclue.read_split, dataset)
-
-
-def split_files(dataset: str, data_dir, split: str) -> list[pathlib.Path]:
-  """The files that hold one split of a dataset folder (none: the split is absent)."""
-  return _format(dataset)[0](data_dir, split)
-
-
-def read_split(dataset: str, data_dir, split: str) -> list | None:
-  """The split's examples straight from the files (no TFDS), or None when absent."""
-  return _format(dataset)[1](data_dir, split)
 
 
 _SPAN = {"start": np.int32, "end": np.int32, "type": tfds.features.Text()}
@@ -123,27 +87,29 @@ def _from_record(example_type, record: dict):
 
 
 class TaskFiles(tfds.core.GeneratorBasedBuilder):
-  """One config per dataset; the manual directory is the dataset's folder."""
+  """One config per folder format (a Task's `files`); the manual directory is the folder."""
 
   VERSION = tfds.core.Version("1.1.0")  # 1.1.0: RelationExample.given_predicate
-  BUILDER_CONFIGS = [tfds.core.BuilderConfig(name=task) for task in EXAMPLE_TYPES]
-  MANUAL_DOWNLOAD_INSTRUCTIONS = "Pass the task folder (train/dev/test files in WYWEB formats) as manual_dir."
+  MANUAL_DOWNLOAD_INSTRUCTIONS = "Pass the task folder (its benchmark's files as released) as manual_dir."
+
+  def __init__(self, files: Files, **kwargs):
+    self.files = files
+    super().__init__(config=tfds.core.BuilderConfig(name=files.name), **kwargs)
 
   def _info(self):
-    fields = _fields(EXAMPLE_TYPES[self.builder_config.name])
+    fields = _fields(self.files.example_type)
     return tfds.core.DatasetInfo(
         builder=self, features=tfds.features.FeaturesDict({k: _feature(v) for k, v in fields.items()}),
         disable_shuffling=True)  # file order: predictions are written in the order of the file
 
   def _split_generators(self, dl_manager):
-    dataset = self.builder_config.name
     generators = {}
     for split in SPLITS:
-      examples = read_split(dataset, dl_manager.manual_dir, split)
+      examples = self.files.read_split(dl_manager.manual_dir, split)
       if examples:
         generators[split] = self._generate_examples(examples)
       elif examples is not None:
-        logging.warning("%s has no examples: no %s split", split_files(dataset, dl_manager.manual_dir, split), split)
+        logging.warning("%s has no examples: no %s split", self.files.split_files(dl_manager.manual_dir, split), split)
     return generators
 
   def _generate_examples(self, examples):
@@ -151,51 +117,49 @@ class TaskFiles(tfds.core.GeneratorBasedBuilder):
       yield index, _to_record(example)
 
 
-def _fingerprint(data_dir: pathlib.Path, dataset: str) -> str:
+def _fingerprint(data_dir: pathlib.Path, files: Files) -> str:
   digest = hashlib.sha256()
   for split in SPLITS:
-    for path in split_files(dataset, data_dir, split):
+    for path in files.split_files(data_dir, split):
       digest.update(path.name.encode())
       digest.update(hashlib.sha256(path.read_bytes()).digest())
   return digest.hexdigest()[:16]
 
 
-def builder(dataset: str, data_dir) -> TaskFiles:
-  """The dataset's builder, prepared (built once per distinct set of files)."""
+def builder(files: Files, data_dir) -> TaskFiles:
+  """The folder's builder, prepared (built once per distinct set of files)."""
   data_dir = pathlib.Path(data_dir)
-  if dataset not in EXAMPLE_TYPES:
-    raise ValueError(f"unknown dataset {dataset!r}; datasets are {sorted(EXAMPLE_TYPES)}")
   if not data_dir.is_dir():
     raise FileNotFoundError(f"{data_dir}: no such task folder")
-  if not split_files(dataset, data_dir, "train"):
-    raise FileNotFoundError(f"{data_dir}: no {TRAIN_FILES[dataset]} for {dataset}")
-  tfds_dir = cache_dir() / "tfds" / f"{dataset}-{_fingerprint(data_dir, dataset)}"
-  result = TaskFiles(config=dataset, data_dir=str(tfds_dir), file_format="array_record")
+  if not files.split_files(data_dir, "train"):
+    raise FileNotFoundError(f"{data_dir}: no {files.train_files} for {files.name}")
+  tfds_dir = cache_dir() / "tfds" / f"{files.name}-{_fingerprint(data_dir, files)}"
+  result = TaskFiles(files, data_dir=str(tfds_dir), file_format="array_record")
   if not result.is_prepared():
-    logging.info("building TFDS %s from %s into %s", dataset, data_dir, tfds_dir)
+    logging.info("building TFDS %s from %s into %s", files.name, data_dir, tfds_dir)
     tfds.disable_progress_bar()
     with contextlib.redirect_stdout(io.StringIO()):  # TFDS prints where it builds: the line above says so
       result.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=str(data_dir)))
   return result
 
 
-def load_splits(dataset: str, data_dir) -> dict[str, list]:
+def load_splits(files: Files, data_dir) -> dict[str, list]:
   """{split: examples} for the splits present (test may be absent), read through grain. A
   split whose files hold no example is an error, not an absent split."""
-  ds_builder = builder(dataset, data_dir)
-  example_type = EXAMPLE_TYPES[dataset]
+  ds_builder = builder(files, data_dir)
+  example_type = files.example_type
   out = {}
   for split in ds_builder.info.splits:
     source = grain.MapDataset.source(ds_builder.as_data_source(split))
     out[split] = list(source.map(lambda record: _from_record(example_type, record)))
   for split in SPLITS:
-    if not out.get(split) and split_files(dataset, data_dir, split):
-      raise ValueError(f"{file_of(dataset, data_dir, split)}: the {split} split has no examples (empty file)")
+    if not out.get(split) and files.split_files(data_dir, split):
+      raise ValueError(f"{file_of(files, data_dir, split)}: the {split} split has no examples (empty file)")
   return {split: out[split] for split in SPLITS if split in out}
 
 
-def file_of(dataset: str, data_dir, split: str) -> pathlib.Path | None:
+def file_of(files: Files, data_dir, split: str) -> pathlib.Path | None:
   """The split's (first) file, for messages; None when the split is absent."""
-  paths = split_files(dataset, data_dir, split)
+  paths = files.split_files(data_dir, split)
   return paths[0] if paths else None
 

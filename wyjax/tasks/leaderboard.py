@@ -1,14 +1,16 @@
 """leaderboard.md / leaderboard.json in the shape of the WYWEB README table, and the plots.
 
-One row per model (and one for the majority-class baseline), one column per task in WYWEB's
-order, scores ×100 on the dev split. Avg. is WYWEB's: the mean of the 8 tasks other than
-WYWMT (its leaderboard's 607.2 / 8 = 75.9 for DeBERTa-base), WYWMT's BLEU shown apart. A
-second table shows the other classical benchmarks (CCPM, C-CLUE, AC-EVAL) without an average,
-and AC-EVAL adds its paper's category table. A third shows CLUE, the modern-Chinese benchmark,
-with its score: the mean over its tasks present. A task that failed is listed with its error.
-leaderboard.json also works as `python -m wyjax.export --results=…` (its `tasks` go into the
-model card).
+One table per board (a Task's `board`), its tasks' columns in the registry's order, one row per
+model and one for the majority-class baseline, scores ×100 on the dev split. WYWEB's board
+leads with WYWEB's average: the mean of its tasks other than WYWMT (its leaderboard's 607.2 / 8
+= 75.9 for DeBERTa-base), WYWMT's BLEU shown apart. The other classical benchmarks (CCPM,
+C-CLUE, AC-EVAL) have no average, and AC-EVAL adds its paper's tables. CLUE, the
+modern-Chinese benchmark, leads with its score: the mean over its tasks present. A board
+wyjax does not know (a user's own task's) is a table of its own, without average. A task that
+failed is listed with its error. leaderboard.json also works as `python -m wyjax.export
+--results=…` (its `tasks` go into the model card).
 """
+import dataclasses
 import json
 import pathlib
 
@@ -17,18 +19,26 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the file-only backend)
 
-from wyjax.tasks import aceval  # noqa: E402
+from wyjax.tasks.registry import TASKS  # noqa: E402
+from wyjax.tasks.task import percent  # noqa: E402
 
-AVERAGED = ("punc", "glner", "gjc", "tlc", "fspc", "xuci", "irc", "wywrc")  # WYWEB's average
-COLUMNS = (*AVERAGED, "wywmt")
-CLASSICAL_COLUMNS = ("ccpm", "ccpm_match", "ccpm_softmax", "ccpm_match_shared", "cclue_ner", "cclue_re", "cclue_spo",
-                     "cclue_re_given_entities", "aceval")
-CLUE_COLUMNS = ("afqmc", "tnews", "iflytek", "cmnli", "ocnli", "cluewsc2020", "csl", "cmrc2018", "chid", "c3")
-HEADINGS = {"xuci": "XuCi", "ccpm": "CCPM (Cls)", "ccpm_match": "CCPM (Match)", "ccpm_softmax": "CCPM (softmax)",
-            "ccpm_match_shared": "CCPM (Match, one encoder)", "cclue_ner": "C-CLUE NER", "cclue_re": "C-CLUE RE",
-            "cclue_spo": "C-CLUE triples", "cclue_re_given_entities": "C-CLUE RE (given entities)",
-            "aceval": "AC-EVAL", "cluewsc2020": "WSC", "cmrc2018": "CMRC 2018", "chid": "ChID",
-            "c3": "C³"}
+
+@dataclasses.dataclass(frozen=True)
+class Board:
+  title: str
+  average: str | None = None  # the heading of the mean of its averaged tasks; None: no average
+  note: str = ""  # what the average is, under the tables
+
+
+BOARDS = {
+    "wyweb": Board("WYWEB", "Avg. (WYWMT apart)",
+                   "the mean of the WYWEB tasks shown other than WYWMT (WYWEB averages its 8 non-MT tasks)"),
+    "classical": Board("Other classical benchmarks"),
+    "clue": Board("CLUE (modern Chinese)", "CLUE score",
+                  "the mean of the CLUE tasks shown (CLUE's own averages all of its tasks)"),
+}
+
+
 # The plots' fonts may lack CJK glyphs: class names in ASCII.
 ASCII_LABELS = {
     "先秦": "pre-Qin", "两汉": "Han", "魏晋南北朝": "Wei-Jin-N&S", "唐": "Tang", "宋": "Song", "元明": "Yuan-Ming",
@@ -38,38 +48,28 @@ ASCII_LABELS = {
 }
 
 
-def _cell(value) -> str:
-  return "–" if value is None else f"{100 * value:.2f}"
+def board_of(name: str) -> Board:
+  return BOARDS.get(name, Board(name))
 
 
-def wyweb_average(scores: dict[str, float]) -> float | None:
-  """WYWEB's average: the mean of the 8 non-MT tasks present (None when none is)."""
-  return _mean(scores, AVERAGED)
+def average(scores: dict[str, float], board: str) -> float | None:
+  """The board's average: the mean of its averaged tasks present (None when none is, or the
+  board has no average)."""
+  present = [v for t, v in scores.items() if t in TASKS and TASKS[t].board == board and TASKS[t].averaged]
+  return sum(present) / len(present) if present and board_of(board).average else None
 
 
-def clue_score(scores: dict[str, float]) -> float | None:
-  """CLUE's score: the mean over its tasks present (None when none is)."""
-  return _mean(scores, CLUE_COLUMNS)
-
-
-def _mean(scores: dict[str, float], tasks) -> float | None:
-  present = [scores[t] for t in tasks if t in scores]
-  return sum(present) / len(present) if present else None
-
-
-WYWEB_AVERAGE = ("Avg. (WYWMT apart)", wyweb_average)
-
-
-def table(rows: dict[str, dict[str, float]], order=COLUMNS, average=WYWEB_AVERAGE) -> str:
-  """Markdown table: rows {model: {task: score in [0, 1]}}, the tasks of `order` present, and
-  first `average`, (heading, function of a row), unless it is None."""
-  columns = [c for c in order if any(c in scores for scores in rows.values())]
-  headings = [average[0]] if average else []
-  lines = ["| " + " | ".join(["Model", *headings, *(HEADINGS.get(c, c.upper()) for c in columns)]) + " |",
+def table(rows: dict[str, dict[str, float]], board: str) -> str:
+  """Markdown table of a board: rows {model: {task: score in [0, 1]}}, the board's tasks present,
+  after its average when it has one."""
+  columns = [t for t in TASKS if TASKS[t].board == board and any(t in scores for scores in rows.values())]
+  heading = board_of(board).average
+  headings = [heading] if heading else []
+  lines = ["| " + " | ".join(["Model", *headings, *(TASKS[c].column for c in columns)]) + " |",
            "|---" * (len(columns) + 1 + len(headings)) + "|"]
   for model, scores in rows.items():
-    cells = [_cell(average[1](scores))] if average else []
-    lines.append("| " + " | ".join([model, *cells, *(_cell(scores.get(c)) for c in columns)]) + " |")
+    cells = [percent(average(scores, board))] if heading else []
+    lines.append("| " + " | ".join([model, *cells, *(percent(scores.get(c)) for c in columns)]) + " |")
   return "\n".join(lines) + "\n"
 
 
@@ -79,12 +79,14 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
   out = pathlib.Path(out)
   out.mkdir(parents=True, exist_ok=True)
   failed = failed or {}
-  ordered = {t: results[t] for t in COLUMNS + CLASSICAL_COLUMNS + CLUE_COLUMNS if t in results}
+  ordered = {t: results[t] for t in TASKS if t in results}
   main = {t: r["dev"][r["main_metric"]] for t, r in ordered.items()}
   majority = {t: r["majority_baseline"][r["main_metric"]] for t, r in ordered.items()}
+  boards = list(dict.fromkeys(TASKS[t].board for t in ordered))
   board = {
-      "model": model_name, "split": "dev", "average": wyweb_average(main), "averaged_tasks": list(AVERAGED),
-      "clue_score": clue_score(main),
+      "model": model_name, "split": "dev", "average": average(main, "wyweb"),
+      "averaged_tasks": [t for t in TASKS if TASKS[t].board == "wyweb" and TASKS[t].averaged],
+      "clue_score": average(main, "clue"),
       "tasks": {t: r["dev"] for t, r in ordered.items()},
       "main_metric": {t: r["main_metric"] for t, r in ordered.items()},
       "dev_mean_std": {t: [r["dev_mean"], r["dev_std"]] for t, r in ordered.items()},
@@ -95,27 +97,16 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
   }
   baseline = "majority class" + (" (WYWMT: copy the source)" if "wywmt" in ordered else "")
   sections = []
-  if any(t in ordered for t in COLUMNS):
-    sections.append("## WYWEB\n\n" + table({model_name: main, baseline: majority}, COLUMNS))
-  if any(t in ordered for t in CLASSICAL_COLUMNS):
-    sections.append("## Other classical benchmarks\n\n"
-                    + table({model_name: main, baseline: majority}, CLASSICAL_COLUMNS, average=None))
-  if "aceval" in ordered:
-    r = ordered["aceval"]
-    protocols = {name: r[name] for name in ("transfer", "dev_finetune") if r.get(name)}
-    sections.append("## AC-EVAL (accuracy ×100; encoders, not the paper's prompting: not comparable)\n\n"
-                    + aceval_tables({**protocols, "chance": r["majority_baseline"]}))
-  if any(t in ordered for t in CLUE_COLUMNS):
-    sections.append("## CLUE (modern Chinese)\n\n"
-                    + table({model_name: main, "majority class": majority}, CLUE_COLUMNS, ("CLUE score", clue_score)))
+  for name in boards:
+    rows = {model_name: main, (baseline if name == "wyweb" else "majority class"): majority}
+    sections.append(f"## {board_of(name).title}\n\n" + table(rows, name))
+    sections += [TASKS[t].board_tables(r) for t, r in ordered.items() if TASKS[t].board == name and TASKS[t].board_tables]
   if failed:
-    sections.append("## Failed\n\n" + "".join(f"- {HEADINGS.get(t, t.upper())}: {error}\n"
+    sections.append("## Failed\n\n" + "".join(f"- {TASKS[t].column if t in TASKS else t}: {error}\n"
                                                for t, error in failed.items()))
-  notes = [_note(t, r) for t, r in ordered.items()]
-  if any(t in ordered for t in CLUE_COLUMNS):
-    notes.insert(0, "- CLUE score: the mean of the CLUE tasks shown (CLUE's own averages all of its tasks)")
-  if any(t in ordered for t in AVERAGED):
-    notes.insert(0, "- Avg.: the mean of the WYWEB tasks shown other than WYWMT (WYWEB averages its 8 non-MT tasks)")
+  notes = [f"- {board_of(name).average.split(' (')[0]}: {board_of(name).note}" for name in boards
+           if average(main, name) is not None]
+  notes += [_note(t, r) for t, r in ordered.items()]
   (out / "leaderboard.md").write_text(f"# {model_name}: dev scores (×100)\n\n" + "\n".join(sections)
                                       + "\n" + "\n".join(notes) + "\n", encoding="utf-8")
   (out / "leaderboard.json").write_text(json.dumps(board, indent=2, ensure_ascii=False), encoding="utf-8")
@@ -123,25 +114,12 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
 
 
 def _note(task: str, result: dict) -> str:
-  """One line under the tables: the task's main metric and what results.json notes about it."""
-  line = f"- {HEADINGS.get(task, task.upper())}: {result['main_metric']}"
-  if task == "tlc":
-    line += f" (dynasty, 7 classes; period accuracy {100 * result['dev']['period_accuracy']:.2f})"
+  """One line under the tables: the task's main metric, its own note, and what results.json
+  notes about its data."""
+  line = f"- {TASKS[task].column}: {result['main_metric']}"
+  if TASKS[task].board_note:
+    line += f" ({TASKS[task].board_note(result)})"
   return line + "".join(f"; {split}: {note}" for split, notes in result.get("notes", {}).items() for note in notes)
-
-
-def aceval_tables(rows: dict[str, dict]) -> str:
-  """Markdown in the shape of the AC-EVAL paper: accuracy (×100) per category and their
-  average, then per subject; rows {name: scores of wyjax.tasks.aceval.scores}."""
-  categories = list(aceval.CATEGORIES)
-  lines = ["| Model | " + " | ".join(categories) + " | Average |", "|---" * (len(categories) + 2) + "|"]
-  for name, scores in rows.items():
-    lines.append(f"| {name} | " + " | ".join(_cell(scores.get(f"category/{c}")) for c in categories)
-                 + f" | {_cell(scores.get('average'))} |")
-  lines += ["", "| Model | " + " | ".join(aceval.SUBJECTS) + " |", "|---" * (len(aceval.SUBJECTS) + 1) + "|"]
-  for name, scores in rows.items():
-    lines.append(f"| {name} | " + " | ".join(_cell(scores.get(f"subject/{s}")) for s in aceval.SUBJECTS) + " |")
-  return "\n".join(lines) + "\n"
 
 
 def plot_confusion(path, labels, matrix, title: str) -> None:

@@ -1,8 +1,26 @@
-"""Every fine-tuning task by name (`--config.task`, `wyjax.benchmark --tasks`)."""
+"""Every fine-tuning task by name (`--config.task`, `wyjax.benchmark --tasks`), in the
+leaderboard's order: WYWEB, the other classical benchmarks, CLUE. A task defined elsewhere
+joins with `register`."""
 from wyjax.tasks import aceval, cclue, ccpm, clue, wyweb
 from wyjax.tasks.task import Task
 
 TASKS = {t.name: t for t in (*wyweb.TASKS, *ccpm.TASKS, *cclue.TASKS, aceval.TASK, *clue.TASKS)}
+
+
+def register(task: Task) -> Task:
+  """Adds a task (a new benchmark's, a user's own) to TASKS; a name already taken is an error."""
+  if task.name in TASKS:
+    raise ValueError(f"a task named {task.name!r} exists already")
+  TASKS[task.name] = task
+  return task
+
+
+def boards() -> dict[str, list[str]]:
+  """{board: its tasks' names}, in the leaderboard's order: the --tasks groups."""
+  out = {}
+  for task in TASKS.values():
+    out.setdefault(task.board, []).append(task.name)
+  return out
 
 
 def majority_baseline(task: Task, train, dev) -> dict:

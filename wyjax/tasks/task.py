@@ -1,42 +1,56 @@
-"""A fine-tuning task as the training loop sees it, and the input layouts the benchmarks share.
+"""A fine-tuning task: everything wyjax knows about one task, in one place.
 
-A Task turns one example into model inputs (numpy, unpadded), one example's logits into a
-prediction, predictions into the benchmark's metrics, and predictions into the lines of the
-submission file in the benchmark's own format (docs/finetuning.md). Every text is encoded one
-token per visible character (`Tokenizer.encode_chars`), so spans and tags stay aligned with
-the text.
+A Task names its files (`Files`: the folder format, its example type and reader), its head
+kind (a key of wyjax.models.task_heads.HEADS), labels, the options it reads from the config
+(with their defaults), how one example becomes model inputs (numpy, unpadded) and one
+example's logits a prediction, its metrics, majority baseline and submission file in the
+benchmark's own format (docs/finetuning.md), and where it shows: its leaderboard board,
+heading and note, and its Hub task type. Nothing outside tasks/ names a task: the training
+loops, the leaderboard, the benchmark suite and the model card read these fields.
 
-Heads: 'sequence' (pooled [CLS] classifier), 'token' (per-token classifier), 'choice' (one
-score per option, softmax over the options), 'pair' (XuCi: [u; v; |u − v|] over span vectors),
-'prefix_lm' (WYWMT: the MLM head predicts the next token; predictions are generated text),
-'match' / 'match_shared' (CCPM Match: cosine similarity of texts encoded apart, by two
-encoders / by one), 'binary_choice' (CCPM Cls: each option classified match / no match).
-
-A split without gold labels (CCPM's and AC-EVAL's test files, an untagged C-CLUE test file)
-gets label IGNORE: it is predicted, never scored.
+Every text is encoded one token per visible character (`Tokenizer.encode_chars`), so spans
+and tags stay aligned with the text. A split without gold labels (CCPM's and AC-EVAL's test
+files, an untagged C-CLUE test file) gets label IGNORE: it is predicted, never scored.
 """
 import dataclasses
 import json
+import pathlib
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import metrics
+from wyjax.tasks.files import FormatError
 from wyjax.tasks.tagging import IGNORE
 
 Features = dict[str, np.ndarray]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Files:
+  """A benchmark folder's format, shared by the tasks that read it (CCPM's four models read one)."""
+  name: str  # the folder's name under wyjax.benchmark's --data_root, and its TFDS config
+  example_type: type  # a dataclass: its fields are what the reader keeps of a record
+  split_files: Callable[[pathlib.Path, str], list[pathlib.Path]]  # (folder, split) → its files; none: absent
+  read_split: Callable[[pathlib.Path, str], list | None]  # (folder, split) → examples; None: absent
+  train_files: str  # how the train split is named in the folder, for errors
+
+
+def _unchanged(task, splits: dict, config) -> tuple["Task", dict]:
+  return task, splits
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Task:
   name: str
-  head: str
+  files: Files
+  head: str  # the head kind: a key of wyjax.models.task_heads.HEADS
   labels: tuple[str, ...]  # the head's output classes (choice: the option indices)
   max_length: int  # the benchmark's max_seq_len
   # (example, tokenizer, max_length) → (features, characters cut by truncation)
   featurize: Callable[..., tuple[Features, int]]
-  # (example, features, logits of that example) → prediction
+  # (example, features, logits of that example) → prediction; a generating head's: its text
   decode: Callable
   # (examples, predictions) → metrics; `main_metric` among them selects checkpoints
   score: Callable[[Sequence, Sequence], dict]
@@ -47,19 +61,69 @@ class Task:
   submission: Callable[[Sequence, Sequence], list[str]]
   submission_format: str  # the submission's extension: "tsv", "jsonl", "json" or "txt"
   submission_name: str = ""  # the file name the benchmark asks for, when not <name>.<format>
-  dataset: str = ""  # the folder format it reads, when not its own name (CCPM's models share one)
   inserted_text: str = ""  # characters featurize adds to the text: a fresh vocabulary needs them
   # (examples of a split) → what a run's results should say about that data (records kept
   # although unusual)
   notes: Callable[[Sequence], list[str]] = lambda examples: []
-
-  @property
-  def data(self) -> str:
-    return self.dataset or self.name
+  # Config keys the task reads beyond wyjax.train.finetuning.base_config's, with their defaults.
+  options: dict = dataclasses.field(default_factory=dict)
+  # (task, {split: examples}, config) → (task, splits) to train and score on: the options at work
+  prepare: Callable = _unchanged
+  # (tokenizer, features, argmax tokens) → metrics of a generating head's forced predictions
+  # beside its generated text's (WYWMT: the toolkit's teacher-forced scores)
+  forced_scores: Callable | None = None
+  # A task that is not trained seed by seed runs itself (AC-EVAL's protocols):
+  # run(config, workdir, setup) → results.json, setup(init, splits) from wyjax.train.task_model.
+  run: Callable | None = None
+  # (the suite's earlier [(task, results)], its output folder) → config values this task takes
+  # from them (C-CLUE's triples: the predicate run); such a task runs after the others.
+  from_other_runs: Callable | None = None
+  config: str = ""  # its packaged config (wyjax.core.config_files), when not configs/<name>.py
+  # The leaderboard: the board (a table; also a --tasks group) and its column.
+  board: str = ""
+  heading: str = ""  # its column's heading, when not NAME
+  averaged: bool = True  # whether it counts in its board's average (WYWEB's leaves WYWMT out)
+  board_note: Callable[[dict], str] | None = None  # (results.json) → what its note adds
+  board_tables: Callable[[dict], str] | None = None  # (results.json) → tables of its own
+  # The Hub: model-index task type, benchmark, and (name, type) of its dataset.
+  hub_task_type: str = "other"
+  benchmark: str = ""
+  hub_dataset: tuple[str, str] = ("", "")
 
   @property
   def submission_file(self) -> str:
     return self.submission_name or f"{self.name}.{self.submission_format}"
+
+  @property
+  def column(self) -> str:
+    return self.heading or self.name.upper()
+
+  @property
+  def config_name(self) -> str:
+    return self.config or self.name
+
+  def featurize_all(self, examples, tokenizer, max_length: int, path) -> tuple[list[Features], int]:
+    """Features of every example of the file at `path` and the characters truncation cut; an
+    example featurize refuses is an error naming its file and line."""
+    out, truncated = [], 0
+    for example in examples:
+      try:
+        features, cut = self.featurize(example, tokenizer, max_length)
+      except ValueError as e:
+        raise FormatError(path, example.line, str(e)) from e
+      out.append(features)
+      truncated += cut
+    return out, truncated
+
+  def write_predictions(self, path, examples, predictions) -> None:
+    """The submission's lines of (examples, predictions) into path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(line + "\n" for line in self.submission(examples, predictions)), encoding="utf-8")
+
+
+def percent(value) -> str:
+  """A score in [0, 1] as the leaderboards show it: ×100, two decimals ("–": absent)."""
+  return "–" if value is None else f"{100 * value:.2f}"
 
 
 def per_example(line: Callable) -> Callable[[Sequence, Sequence], list[str]]:

@@ -5,6 +5,7 @@ Every example keeps the line it came from. Nothing is dropped: a malformed recor
 FormatError naming the file and line.
 """
 import dataclasses
+import functools
 import pathlib
 
 import numpy as np
@@ -13,7 +14,7 @@ from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import files, metrics, tagging
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.tagging import IGNORE
-from wyjax.tasks.task import (OPTIONS, Task, argmax, as_json, choice_accuracy, choice_rows, classification_scores,
+from wyjax.tasks.task import (OPTIONS, Files, Task, argmax, as_json, choice_accuracy, choice_rows, classification_scores,
                               constant_baseline, most_common, pair, per_example, rows, single, with_specials)
 
 TLC_PERIODS = ("远古", "中古", "近古")
@@ -256,6 +257,14 @@ def read_split(task: str, data_dir, split: str):
   return None if path is None else READERS[task](pathlib.Path(path))
 
 
+def _wyweb_task(name: str, example_type, hub_task_type: str, **fields) -> Task:
+  """A WYWEB task: its folder's format, and its place on the WYWEB board and on the Hub."""
+  files = Files(name=name, example_type=example_type, split_files=functools.partial(split_files, name),
+                read_split=functools.partial(read_split, name), train_files=f"train.{{{','.join(EXTENSIONS[name])}}}")
+  return Task(name=name, files=files, board="wyweb", benchmark="WYWEB", hub_task_type=hub_task_type,
+              hub_dataset=(f"WYWEB {name.upper()}", f"wyweb-{name}"), **fields)
+
+
 # --- sequence classification: TLC, GJC, FSPC -----------------------------------------------------------
 
 def _tlc_featurize(example: TlcExample, tokenizer, max_length):
@@ -280,10 +289,11 @@ def _tlc_baseline(train, dev) -> list:
   return [(most_common(e.period for e in train), most_common(e.dynasty for e in train))] * len(dev)
 
 
-TLC = Task(
-    name="tlc", head="sequence", labels=TLC_DYNASTIES, max_length=512, featurize=_tlc_featurize,
+TLC = _wyweb_task(
+    "tlc", TlcExample, "text-classification", head="sequence", labels=TLC_DYNASTIES, max_length=512, featurize=_tlc_featurize,
     decode=_tlc_decode, score=_tlc_score, main_metric="accuracy", baseline=_tlc_baseline,
-    submission_format="tsv", submission=per_example(lambda e, p: f"{p[0]}\t{p[1]}\t{e.text}"))
+    submission_format="tsv", submission=per_example(lambda e, p: f"{p[0]}\t{p[1]}\t{e.text}"),
+    board_note=lambda results: f"dynasty, 7 classes; period accuracy {100 * results['dev']['period_accuracy']:.2f}")
 
 
 def _gjc_featurize(example: GjcExample, tokenizer, max_length):
@@ -291,8 +301,8 @@ def _gjc_featurize(example: GjcExample, tokenizer, max_length):
   return {**features, "label": np.int32(GJC_COLLECTIONS.index(example.collection))}, cut
 
 
-GJC = Task(
-    name="gjc", head="sequence", labels=GJC_COLLECTIONS, max_length=512, featurize=_gjc_featurize,
+GJC = _wyweb_task(
+    "gjc", GjcExample, "text-classification", head="sequence", labels=GJC_COLLECTIONS, max_length=512, featurize=_gjc_featurize,
     decode=lambda e, f, logits: GJC_COLLECTIONS[argmax(logits)],
     score=lambda examples, predictions: classification_scores(
         predictions, [e.collection for e in examples], GJC_COLLECTIONS),
@@ -305,6 +315,12 @@ def fspc_scoring_set(poems: list[FspcExample]) -> list[FspcExample]:
   of its own with the line's sentiment."""
   return poems + [dataclasses.replace(poem, lines=(line,), holistic=sentiment, line_sentiments=())
                   for poem in poems for line, sentiment in zip(poem.lines, poem.line_sentiments)]
+
+
+def _fspc_prepare(task: Task, splits: dict, config) -> tuple[Task, dict]:
+  """The toolkit scores poems and their lines; training uses both too unless train_on_lines is off."""
+  return task, {split: examples if split == "train" and not config.train_on_lines else fspc_scoring_set(examples)
+                for split, examples in splits.items()}
 
 
 def _fspc_featurize(example: FspcExample, tokenizer, max_length):
@@ -331,13 +347,14 @@ def _fspc_score(examples, predictions) -> dict:
           **{f"poem_{k}": v for k, v in poem_scores.items()}}
 
 
-FSPC = Task(
-    name="fspc", head="sequence", labels=FSPC_SENTIMENTS, max_length=48, featurize=_fspc_featurize,
+FSPC = _wyweb_task(
+    "fspc", FspcExample, "text-classification", head="sequence", labels=FSPC_SENTIMENTS, max_length=48, featurize=_fspc_featurize,
     decode=lambda e, f, logits: FSPC_SENTIMENTS[argmax(logits)], score=_fspc_score, main_metric="accuracy",
     baseline=constant_baseline(lambda e: e.holistic), submission_format="jsonl",
     submission=lambda examples, predictions: [  # whole poems: the released files' records
         as_json({"poem": "|".join(e.lines), "title": e.title, "poet": e.poet, "dynasty": e.dynasty,
-                 "sentiments": {"holistic": p}}) for e, p in zip(examples, predictions) if len(e.lines) > 1])
+                 "sentiments": {"holistic": p}}) for e, p in zip(examples, predictions) if len(e.lines) > 1],
+    options={"train_on_lines": True}, prepare=_fspc_prepare)
 
 
 # --- token classification: PUNC, GLNER ------------------------------------------------------------------
@@ -363,20 +380,25 @@ def punc_task(score_chars: int = 0) -> Task:
     return metrics.punctuation_f1(np.concatenate([ids(p) for p in predictions]),
                                   np.concatenate([ids(e.labels) for e in examples]))
 
-  return Task(
-      name="punc", head="token", labels=PUNC_LABELS, max_length=512,
+  return _wyweb_task(
+      "punc", PuncExample, "token-classification", head="token", labels=PUNC_LABELS, max_length=512,
       featurize=lambda e, tokenizer, max_length: tagging.tagging_inputs(
           tokenizer, e.text, [_PUNC_IDS[t] for t in e.labels], max_length),
       decode=_punc_decode, score=score, main_metric="f1",
       baseline=lambda train, dev: [["O"] * len(e.text) for e in dev],  # F1 0
       submission_format="tsv",
-      submission=per_example(lambda e, p: f"{e.text}\t{''.join('O' if t == 'O' else t[2:] for t in p)}"))
+      submission=per_example(lambda e, p: f"{e.text}\t{''.join('O' if t == 'O' else t[2:] for t in p)}"),
+      options={"score_chars": score_chars}, prepare=_punc_prepare)
+
+
+def _punc_prepare(task: Task, splits: dict, config) -> tuple[Task, dict]:
+  return (punc_task(config.score_chars) if config.score_chars else task), splits
 
 
 PUNC = punc_task()
 
-GLNER = Task(
-    name="glner", head="token", labels=GLNER_LABELS, max_length=512,
+GLNER = _wyweb_task(
+    "glner", GlnerExample, "token-classification", head="token", labels=GLNER_LABELS, max_length=512,
     featurize=lambda e, tokenizer, max_length: tagging.tagging_inputs(
         tokenizer, e.text, tagging.bio_tags(len(e.text), e.spans, _GLNER_IDS), max_length),
     decode=lambda e, f, logits: tagging.decode_spans(GLNER_LABELS, f, logits),
@@ -394,8 +416,8 @@ def _choice_featurize(example: ChoiceExample, tokenizer: Tokenizer, max_length: 
 
 
 def _choice_task(name: str, max_length: int, cut: str, submission_line) -> Task:
-  return Task(
-      name=name, head="choice", labels=OPTIONS, max_length=max_length,
+  return _wyweb_task(
+      name, ChoiceExample, "multiple-choice", head="choice", labels=OPTIONS, max_length=max_length,
       featurize=lambda e, tokenizer, n: _choice_featurize(e, tokenizer, n, cut),
       decode=lambda e, f, logits: argmax(logits), score=choice_accuracy, main_metric="accuracy",
       baseline=constant_baseline(lambda e: e.label), submission_format="jsonl",
@@ -428,8 +450,8 @@ def _xuci_featurize(example: XuciExample, tokenizer: Tokenizer, max_length: int)
   return {**features, "span_mask": span_mask, "label": np.int32(example.same_usage)}, 0
 
 
-XUCI = Task(
-    name="xuci", head="pair", labels=("f", "t"), max_length=96, featurize=_xuci_featurize,
+XUCI = _wyweb_task(
+    "xuci", XuciExample, "text-classification", head="span_pair", heading="XuCi", labels=("f", "t"), max_length=96, featurize=_xuci_featurize,
     decode=lambda e, f, logits: bool(argmax(logits)),
     score=lambda examples, predictions: classification_scores(
         predictions, [e.same_usage for e in examples], (False, True)),
@@ -453,13 +475,27 @@ def _wywmt_featurize(example: MtExample, tokenizer: Tokenizer, max_length: int):
   return {**features, "labels": labels}, cut
 
 
-WYWMT = Task(
-    name="wywmt", head="prefix_lm", labels=(), max_length=512, featurize=_wywmt_featurize,
+def _teacher_forced_scores(tokenizer, features, predicted) -> dict:
+  """The WYWEB toolkit's WYWMT score, for comparison with the paper: the argmax at each target
+  position given the gold prefix, tokens (with the closing [SEP]) joined by spaces, against
+  the gold tokens likewise. Its outputs have the reference's length by construction."""
+  as_text = lambda ids: " ".join(tokenizer.vocab[i] for i in ids)
+  scored = [f["labels"] != IGNORE for f in features]
+  scores = metrics.translation_scores([as_text(p[s]) for p, s in zip(predicted, scored)],
+                                      [as_text(f["labels"][s]) for f, s in zip(features, scored)], tokenized=True)
+  return {f"teacher_forced_{k}": v for k, v in scores.items()}
+
+
+WYWMT = _wyweb_task(
+    "wywmt", MtExample, "translation", head="prefix_lm", labels=(), max_length=512, featurize=_wywmt_featurize,
     decode=lambda e, f, text: text,
     score=lambda examples, predictions: metrics.translation_scores(predictions, [e.target for e in examples]),
     main_metric="bleu",
     # Copying the source: a floor well above zero, since classical and modern Chinese share many characters.
     baseline=lambda train, dev: [e.source for e in dev],
-    submission_format="tsv", submission=per_example(lambda e, p: f"{e.source}\t{p}"))
+    submission_format="tsv", submission=per_example(lambda e, p: f"{e.source}\t{p}"),
+    forced_scores=_teacher_forced_scores, averaged=False,
+    # Checkpoints are chosen on greedy translations; the final ones use this beam search.
+    options={"decoding": {"beam_size": 4, "length_penalty": 0.6, "max_ratio": 2.0, "max_extra": 32}})
 
 TASKS = (PUNC, GLNER, GJC, TLC, FSPC, XUCI, IRC, WYWRC, WYWMT)  # the leaderboard's order

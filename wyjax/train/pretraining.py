@@ -10,25 +10,23 @@ import sys
 import time
 from collections.abc import Callable
 
-import flax.linen as nn
 import grain
 import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-import optax
 import orbax.checkpoint as ocp
 import tqdm
 from etils import epath
 from jax.experimental import multihost_utils
-from jax.sharding import Mesh, NamedSharding
 
+from wyjax.core import aot, checkpoints, distributed, guards, partitioning, run_config, run_metrics
+from wyjax.core.storage import cache_dir
 from wyjax.data import pipeline, prepare
 from wyjax.data import tokenizer as tokenizer_lib
-from wyjax.core.storage import cache_dir
 from wyjax.models import EncoderConfig, MaskedLM
-from wyjax.core import aot, checkpoints, distributed, guards, optimizer, partitioning, run_config, run_metrics
-from wyjax.train import mlm
+from wyjax.train import mlm, program
+from wyjax.train.program import Program
 
 DATA_ITER = "data_iter"
 
@@ -96,7 +94,10 @@ def prepared_data_dir(config) -> epath.Path:
   return data_dir
 
 
-def make_train_step(model, tx, schedule, config, tokenizer, length: int):
+def make_steps(program: Program, config, tokenizer, length: int):
+  """The pure train step (state, batch) → (state, metrics) and the evaluation step (params,
+  batch, index) → loss sums; masking and dropout randomness is fold_in(seed, step)."""
+  model = program.model
   mask_kwargs = dict(
       mask_id=tokenizer.mask_id, vocab_size=len(tokenizer),
       special_ids=(tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id, tokenizer.unk_id),
@@ -139,13 +140,9 @@ def make_train_step(model, tx, schedule, config, tokenizer, length: int):
       (grads, sums), _ = jax.lax.scan(accumulate, (zeros, zero_sums), (jnp.arange(accum), micro))
     weight = jnp.maximum(sums["weight"], 1.0)
     grads = jax.tree_util.tree_map(lambda g: g / weight, grads)
-    updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
-    new_state = {"step": step + 1, "params": optax.apply_updates(state["params"], updates),
-                 "opt_state": opt_state}
-    new_state, finite = guards.skip_if_not_finite(state, new_state, sums["loss_sum"], grads)
+    new_state, update_metrics = program.apply_gradients(state, grads, sums["loss_sum"])
     return new_state, {"loss": sums["loss_sum"] / weight, "mlm_accuracy": sums["correct"] / weight,
-                       "grad_norm": optax.tree.norm(grads), "learning_rate": schedule(step),
-                       "masked_fraction": jnp.sum(weights) / jnp.sum(attention_mask), "finite": finite}
+                       "masked_fraction": jnp.sum(weights) / jnp.sum(attention_mask), **update_metrics}
 
   def eval_step(params, batch, index):
     inputs, targets, weights = mlm.mask_tokens(
@@ -181,57 +178,31 @@ def _restore_data_iterator(mngr, step: int, train_iter) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class Program:
-  """What a pretraining run compiles: the model, the mesh, the sharded state and the steps.
-  The run and `compile_only` build it the same way, so the step compiled ahead of time is the
-  step the run executes."""
+class Pretraining:
+  """What a pretraining run compiles: the program and its jitted steps. The run and
+  `compile_only` build it the same way, so the step compiled ahead of time is the step the run
+  executes."""
+  program: Program
   model_config: EncoderConfig
-  mesh: Mesh
-  data_sharding: NamedSharding
-  abstract_state: dict  # ShapeDtypeStructs carrying their shardings
-  init_state: Callable  # rng → sharded state
   train_step: Callable  # jitted (state, batch) → (state, metrics); the state is donated
   eval_step: Callable  # jitted (params, batch, index) → loss sums
   length: int
-  train_flops_per_step: float  # train/run_metrics.py's count: 3 × forward, MLM head on predicted positions
+  train_flops_per_step: float  # 3 × forward (EncoderConfig.forward_flops_per_token), MLM head on predicted positions
 
 
-def build(config: ml_collections.ConfigDict, tokenizer, length: int, devices=None) -> Program:
+def build(config: ml_collections.ConfigDict, tokenizer, length: int, devices=None) -> Pretraining:
   """The model, mesh and jitted steps of `config` over `devices` (default: all of them)."""
   model_config = EncoderConfig(**{**config.model.to_dict(), "vocab_size": len(tokenizer), "dtype": config.dtype,
                                   "remat": config.remat, "scan_layers": config.scan_layers,
                                   "attention": config.attention})
-  model = MaskedLM(model_config)
-  mesh = partitioning.make_mesh(config.mesh.to_dict(), devices)
-  logical_rules = partitioning.rules(config.logical_axis_rules)
-  tx, schedule = optimizer.adamw(
-      learning_rate=config.learning_rate, warmup_steps=config.warmup_steps, total_steps=config.num_train_steps,
-      b1=config.b1, b2=config.b2, eps=config.eps, weight_decay=config.weight_decay,
-      max_grad_norm=config.max_grad_norm)
-  dummy = jnp.zeros((1, length), jnp.int32)
-
-  def init_state(rng):
-    params = nn.unbox(model.init(rng, dummy)["params"])
-    return {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": tx.init(params)}
-
-  boxed_params = jax.eval_shape(lambda: model.init(jax.random.key(0), dummy)["params"])
-  abstract = jax.eval_shape(init_state, jax.random.key(0))
-  params_sharding = partitioning.param_shardings(boxed_params, mesh, logical_rules)
-  state_sharding = partitioning.state_shardings(abstract, params_sharding, tx, mesh)
-  abstract_state = jax.tree_util.tree_map(
-      lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, state_sharding)
-  train_step, eval_step = (partitioning.with_activation_constraints(step, mesh, logical_rules)
-                           for step in make_train_step(model, tx, schedule, config, tokenizer, length))
-  data_sharding = partitioning.batch_sharding(mesh)
-  replicated = partitioning.replicated(mesh)
+  prog = program.build(MaskedLM(model_config), {"input_ids": jnp.zeros((1, length), jnp.int32)}, config,
+                       warmup_steps=config.warmup_steps, total_steps=config.num_train_steps, devices=devices)
+  train_step, eval_step = make_steps(prog, config, tokenizer, length)
   predicted_fraction = mlm.max_predictions(length, config.masking.rate) / length
-  return Program(
-      model_config=model_config, mesh=mesh, data_sharding=data_sharding, abstract_state=abstract_state,
-      init_state=jax.jit(init_state, out_shardings=state_sharding),
-      train_step=jax.jit(train_step, in_shardings=(state_sharding, data_sharding),
-                         out_shardings=(state_sharding, replicated), donate_argnums=(0,)),
-      eval_step=jax.jit(eval_step, in_shardings=(params_sharding, data_sharding, None), out_shardings=replicated),
-      length=length,
+  return Pretraining(
+      program=prog, model_config=model_config, length=length,
+      train_step=prog.jit_train(train_step, prog.data_sharding),
+      eval_step=prog.jit_eval(eval_step, prog.data_sharding, None),
       train_flops_per_step=3 * model_config.forward_flops_per_token(length, predicted_fraction)
       * config.batch_size * length)
 
@@ -250,12 +221,12 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
     if not config.model.get("vocab_size"):
       raise guards.RunError("no prepared corpus: set --config.model.vocab_size (or --config.data_dir) to compile")
     tokenizer, length = tokenizer_lib.placeholder(config.model.vocab_size), config.corpus.sequence_length
-  program = build(config, tokenizer, length, devices)
-  batch = jax.ShapeDtypeStruct((config.batch_size, length), jnp.int32, sharding=program.data_sharding)
-  compiled = aot.compile_step(program.train_step, program.abstract_state, batch, topology=topology)
-  result = aot.report(compiled, topology=topology, devs=devices, mesh=program.mesh,
-                      abstract_state=program.abstract_state,
-                      analytic_flops_per_step=program.train_flops_per_step,
+  run = build(config, tokenizer, length, devices)
+  batch = jax.ShapeDtypeStruct((config.batch_size, length), jnp.int32, sharding=run.program.data_sharding)
+  compiled = aot.compile_step(run.train_step, run.program.abstract_state, batch, topology=topology)
+  result = aot.report(compiled, topology=topology, devs=devices, mesh=run.program.mesh,
+                      abstract_state=run.program.abstract_state,
+                      analytic_flops_per_step=run.train_flops_per_step,
                       tokens_per_step=config.batch_size * length)
   aot.check_fits(result)
   return result
@@ -273,8 +244,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_con
   is_main = jax.process_index() == 0
   data_dir = prepared_data_dir(config)
   tokenizer = tokenizer_lib.Tokenizer.load(data_dir / "tokenizer")
-  program = build(config, tokenizer, prepare.read_manifest(data_dir)["sequence_length"])
-  model_config, length = program.model_config, program.length
+  run = build(config, tokenizer, prepare.read_manifest(data_dir)["sequence_length"])
+  model_config, length = run.model_config, run.length
 
   # --- data and checkpoints ------------------------------------------------------------------------
   train_iter = iter(pipeline.train_dataset(
@@ -290,9 +261,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_con
   changes = run_config.check_config(workdir, config, ignore=RESUMABLE_CHANGES, defaults=base_config(),
                                 accept=accept_config_change) \
       if mngr.all_steps() else {}
-  state, start_step = checkpoints.restore_latest(mngr, program.abstract_state)
+  state, start_step = checkpoints.restore_latest(mngr, run.program.abstract_state)
   if state is None:
-    state = program.init_state(jax.random.key(config.seed))
+    state = run.program.init_state(jax.random.key(config.seed))
   else:
     _restore_data_iterator(mngr, start_step, train_iter)
     logging.info("resumed from step %d", start_step)
@@ -304,10 +275,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_con
     run_config.trim_metrics(workdir, start_step)
 
   # --- steps ------------------------------------------------------------------------------------
-  jit_train, jit_eval = program.train_step, program.eval_step
+  jit_train, jit_eval = run.train_step, run.eval_step
 
   def global_batch(local):
-    return jax.make_array_from_process_local_data(program.data_sharding, local)
+    return jax.make_array_from_process_local_data(run.program.data_sharding, local)
 
   entropy = unigram_entropy(eval_batches, tokenizer)
   eval_arrays = [global_batch(b) for b in eval_batches]  # on device once, reused at every evaluation
@@ -327,7 +298,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_con
   nonfinite = guards.NonFiniteSteps(config.max_nonfinite_steps)
   tokens_per_step = config.batch_size * length
   peak = run_metrics.peak_flops_per_device(config.peak_flops_per_device or None)
-  train_flops_per_step = program.train_flops_per_step
+  train_flops_per_step = run.train_flops_per_step
   batch = global_batch(next(train_iter)) if start_step < config.num_train_steps else None
   compile_start = time.perf_counter()
   if batch is not None:

@@ -38,6 +38,9 @@ def _keep_smallest(heap: list, size: int, key: int, item) -> None:
     heapq.heappop(heap)
 
 
+TASKS = ("punc", "tlc")  # the tasks build_poetry_tasks writes, in the leaderboard's order
+
+
 def build_poetry_tasks(out, *, reader: corpus.PoetryReader | None = None, per_dynasty: int = 1200,
                        punc_examples: int = 5000, dev_fraction: float = 0.15, test_fraction: float = 0.15,
                        min_chars: int = 10, max_chars: int = 126) -> dict:

@@ -1,0 +1,84 @@
+"""What pretraining and fine-tuning both compile: a model's train state sharded over a named
+(data, fsdp, tensor) mesh, its AdamW optimizer, and jitted steps with explicit shardings. A
+loop writes its pure step functions and jits them here, so a run and its `--compile_only`
+report compile the same program."""
+import dataclasses
+from collections.abc import Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+from jax.sharding import Mesh, NamedSharding
+
+from wyjax.core import guards, optimizer, partitioning
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+  model: nn.Module
+  mesh: Mesh
+  logical_rules: tuple  # logical axis names → mesh axes
+  tx: optax.GradientTransformation
+  schedule: optax.Schedule
+  params_sharding: dict
+  state_sharding: dict
+  abstract_state: dict  # {step, params, opt_state} as ShapeDtypeStructs carrying their shardings
+  data_sharding: NamedSharding  # batches: rows over the data and fsdp axes
+  replicated: NamedSharding
+  init_state: Callable  # jitted rng → a fresh sharded state
+
+  def apply_gradients(self, state: dict, grads, loss) -> tuple[dict, dict]:
+    """The optimizer's update, inside a train step; skipped (state kept) when the loss or a
+    gradient is not finite. Returns (state, {grad_norm, learning_rate, finite})."""
+    updates, opt_state = self.tx.update(grads, state["opt_state"], state["params"])
+    new_state = {"step": state["step"] + 1, "params": optax.apply_updates(state["params"], updates),
+                 "opt_state": opt_state}
+    new_state, finite = guards.skip_if_not_finite(state, new_state, loss, grads)
+    return new_state, {"grad_norm": optax.tree.norm(grads), "learning_rate": self.schedule(state["step"]),
+                       "finite": finite}
+
+  def jit_train(self, step: Callable, *arg_shardings) -> Callable:
+    """step(state, *args) → (state, metrics), jitted: the state donated, metrics replicated."""
+    return jax.jit(partitioning.with_activation_constraints(step, self.mesh, self.logical_rules),
+                   in_shardings=(self.state_sharding, *arg_shardings),
+                   out_shardings=(self.state_sharding, self.replicated), donate_argnums=(0,))
+
+  def jit_eval(self, step: Callable, *arg_shardings) -> Callable:
+    """step(params, *args) → outputs, jitted: outputs replicated."""
+    return jax.jit(partitioning.with_activation_constraints(step, self.mesh, self.logical_rules),
+                   in_shardings=(self.params_sharding, *arg_shardings), out_shardings=self.replicated)
+
+  def place(self, params) -> dict:
+    """A fresh state around host params (fine-tuning's, pretrained parts grafted in), on the mesh."""
+    params = jax.device_put(params, self.params_sharding)
+    init_opt = jax.jit(self.tx.init, out_shardings=self.state_sharding["opt_state"])
+    return {"step": jax.device_put(jnp.zeros((), jnp.int32), self.state_sharding["step"]), "params": params,
+            "opt_state": init_opt(params)}
+
+
+def build(model: nn.Module, init_inputs: dict, config, *, warmup_steps: int, total_steps: int,
+          devices=None) -> Program:
+  """The program of `model` over config.mesh of `devices` (default: all of them): shapes from
+  model.init(**init_inputs), AdamW from config (learning_rate, b1, b2, eps, weight_decay,
+  max_grad_norm), parameters and optimizer state placed by config.logical_axis_rules."""
+  mesh = partitioning.make_mesh(config.mesh.to_dict(), devices)
+  logical_rules = partitioning.rules(config.logical_axis_rules)
+  tx, schedule = optimizer.adamw(
+      learning_rate=config.learning_rate, warmup_steps=warmup_steps, total_steps=total_steps, b1=config.b1,
+      b2=config.b2, eps=config.eps, weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm)
+
+  def init_state(rng):
+    params = nn.unbox(model.init(rng, **init_inputs)["params"])
+    return {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": tx.init(params)}
+
+  boxed_params = jax.eval_shape(lambda: model.init(jax.random.key(0), **init_inputs)["params"])
+  abstract = jax.eval_shape(init_state, jax.random.key(0))
+  params_sharding = partitioning.param_shardings(boxed_params, mesh, logical_rules)
+  state_sharding = partitioning.state_shardings(abstract, params_sharding, tx, mesh)
+  abstract_state = jax.tree_util.tree_map(
+      lambda a, sharding: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding), abstract, state_sharding)
+  return Program(
+      model=model, mesh=mesh, logical_rules=logical_rules, tx=tx, schedule=schedule, params_sharding=params_sharding,
+      state_sharding=state_sharding, abstract_state=abstract_state, data_sharding=partitioning.batch_sharding(mesh),
+      replicated=partitioning.replicated(mesh), init_state=jax.jit(init_state, out_shardings=state_sharding))

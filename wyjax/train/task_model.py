@@ -1,0 +1,281 @@
+"""A task's model over the mesh and what the fine-tuning loops do with it: the init (a
+pretrained model or a fresh tiny one), featurized splits, the jitted train and predict steps
+(built once per task, so every seed reuses the compiled steps), evaluation and translation.
+
+Batches are global: on several processes each one puts its own rows on its devices.
+"""
+import dataclasses
+import logging
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from wyjax.data import tokenizer as tokenizer_lib
+from wyjax.hf import loading
+from wyjax.models import EncoderConfig, prefix_lm, stack_layers
+from wyjax.models.task_heads import HEADS
+from wyjax.tasks import batching, datasets
+from wyjax.tasks.tagging import IGNORE
+from wyjax.tasks.task import Task
+from wyjax.train import program
+
+# The model used when no --config.init is given: the embedded default's architecture.
+FRESH_TINY_MODEL = dict(
+    model_type="deberta-v2", hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256,
+    max_position_embeddings=128, relative_attention=True, position_buckets=32, pos_att_type="p2c|c2p",
+    share_att_key=True, norm_rel_ebd="layer_norm", position_biased_input=False)
+
+
+def example_texts(example):
+  """Every string in an example (for a fresh vocabulary)."""
+  for value in dataclasses.astuple(example):
+    stack = [value]
+    while stack:
+      item = stack.pop()
+      if isinstance(item, str):
+        yield item
+      elif isinstance(item, tuple):
+        stack.extend(item)
+
+
+def load_init(init: str, train_examples, inserted_text: str = "") -> tuple[EncoderConfig, dict,
+                                                                          tokenizer_lib.Tokenizer]:
+  """(encoder config, pretrained params, tokenizer) from `init`, or a fresh tiny model
+  with a vocabulary of the train split's characters and the task's inserted_text (and no
+  pretrained params)."""
+  if init:
+    model = loading.load(init)
+    if model.tokenizer is None:
+      raise FileNotFoundError(f"{init}: no tokenizer (vocab.txt) beside the model")
+    params = model.params.get("scorer", model.params)  # a multiple-choice run keeps its model under 'scorer'
+    pretrained = {k: v for k, v in params.items() if k in ("encoder", "pooler", "classifier", "mlm_head")}
+    return model.config, pretrained, model.tokenizer
+  logging.warning("no --config.init: fine-tuning a FRESH, RANDOMLY INITIALISED tiny model; scores "
+                  "will be far below a pretrained model's (pretrain one with python -m wyjax.pretrain)")
+  texts = [text for e in train_examples for text in example_texts(e)]
+  vocab = tokenizer_lib.build_vocab(texts + [inserted_text] if inserted_text else texts)
+  return EncoderConfig(**FRESH_TINY_MODEL, vocab_size=len(vocab)), {}, tokenizer_lib.Tokenizer(vocab)
+
+
+def load_task_data(task: Task, config, tokenizer, model_config: EncoderConfig, splits: dict) -> dict:
+  """{'train'|'dev'|'test': (examples, features), 'max_length': n, 'truncated': {split: chars}}."""
+  max_length = config.max_length or task.max_length
+  if model_config.absolute_positions and max_length > model_config.max_position_embeddings:
+    logging.warning("max_length %d exceeds the model's %d absolute positions; using %d",
+                    max_length, model_config.max_position_embeddings, model_config.max_position_embeddings)
+    max_length = model_config.max_position_embeddings
+  data = {"max_length": max_length, "truncated": {}}
+  for split, examples in splits.items():
+    path = datasets.file_of(task.files, config.data_dir, split)
+    features, truncated = task.featurize_all(examples, tokenizer, max_length, path)
+    if truncated:
+      logging.warning("%s: truncation to %d tokens cut %d characters", path, max_length, truncated)
+    data[split] = (examples, features)
+    data["truncated"][split] = truncated
+  return data
+
+
+def graft(params: dict, pretrained: dict) -> dict:
+  """The model's freshly initialised params with the pretrained parts put in: the encoder
+  always (a second encoder, CCPM Match's candidate_encoder, starts from it too), the pooler,
+  classifier and MLM head when the model has them in the same shapes (the MLM head: the
+  prefix LM's; pooler and classifier: continuing a run of the same task); a new task's head
+  starts fresh. The pretrained encoder is per layer (wyjax.hf.Model's), stacked for a
+  scan_layers model."""
+  params = jax.tree_util.tree_map(np.asarray, params)
+  target = params["scorer"] if "scorer" in params else params
+  if "candidate_encoder" in target and "encoder" in pretrained:
+    pretrained = {**pretrained, "candidate_encoder": pretrained["encoder"]}
+  for name, tree in pretrained.items():
+    if name not in target:  # e.g. the MLM head of a pretrained model, for a classifier
+      continue
+    if name.endswith("encoder") and "layers" in target[name]:
+      tree = stack_layers(tree)
+    if jax.tree_util.tree_map(np.shape, target[name]) == jax.tree_util.tree_map(np.shape, tree):
+      target[name] = jax.tree_util.tree_map(np.asarray, tree)
+    elif name.endswith("encoder"):
+      raise ValueError("the pretrained encoder's params do not fit the model's: "
+                       f"{jax.tree_util.tree_map(np.shape, tree)} vs {jax.tree_util.tree_map(np.shape, target[name])}")
+    else:
+      logging.info("init's %s does not fit this task's head: initialised fresh", name)
+  return params
+
+
+def model_inputs(batch: dict) -> dict:
+  return {k: batch[k] for k in ("input_ids", "token_type_ids", "span_mask") if k in batch}
+
+
+def labels_of(batch: dict):
+  return batch["labels"] if "labels" in batch else batch["label"]
+
+
+def _init_inputs(inputs: dict) -> dict:
+  ids = inputs["input_ids"]
+  return {"input_ids": ids, "attention_mask": jnp.ones_like(ids), "token_type_ids": inputs.get("token_type_ids"),
+          **({"span_mask": inputs["span_mask"]} if "span_mask" in inputs else {})}
+
+
+def make_steps(prog: program.Program, head, pad_id: int):
+  """The pure train step (state, inputs, labels, rng) → (state, metrics) and the prediction
+  step (params, inputs) → logits (a generating head's: the argmax token at every position)."""
+
+  def logits_of(params, inputs, rng=None):
+    ids = inputs["input_ids"]
+    mask = (ids != pad_id).astype(jnp.int32)
+    if head.attention_mask:
+      mask = head.attention_mask(inputs["token_type_ids"], mask)
+    kwargs = {"span_mask": inputs["span_mask"]} if "span_mask" in inputs else {}
+    return prog.model.apply({"params": params}, ids, mask, inputs.get("token_type_ids"), deterministic=rng is None,
+                            rngs=None if rng is None else {"dropout": rng}, **kwargs)
+
+  def train_step(state, inputs, labels, rng):
+    def loss_fn(params):
+      valid = labels != IGNORE
+      losses = optax.softmax_cross_entropy_with_integer_labels(logits_of(params, inputs, rng),
+                                                               jnp.where(valid, labels, 0))
+      return jnp.sum(losses * valid) / jnp.maximum(jnp.sum(valid), 1)
+
+    loss, grads = jax.value_and_grad(loss_fn)(state["params"])
+    new_state, update_metrics = prog.apply_gradients(state, grads, loss)
+    return new_state, {"loss": loss, **update_metrics}
+
+  def predict_step(params, inputs):
+    logits = logits_of(params, inputs)
+    return jnp.argmax(logits, -1) if head.generates else logits
+
+  return train_step, predict_step
+
+
+class TaskModel:
+  """The jitted train and predict steps of one task and model over the mesh."""
+
+  def __init__(self, task: Task, model_config: EncoderConfig, tokenizer, config, total_steps: int,
+               max_length: int, example: dict, devices=None):
+    """example: one featurized example, for the shapes of the params (the head's included)."""
+    self.task, self.config, self.tokenizer, self.max_length = task, config, tokenizer, max_length
+    self.pad_id = tokenizer.pad_id
+    self.model_config = model_config
+    self.head = HEADS[task.head]
+    batch = batching.collate([example], batch_size=1, lengths=(example["input_ids"].shape[-1],), pad_id=self.pad_id)
+    self._init_inputs = _init_inputs({k: jnp.asarray(v) for k, v in model_inputs(batch).items()})
+    self.program = program.build(self.head.build(model_config, len(task.labels)), self._init_inputs, config,
+                                 warmup_steps=int(config.warmup_fraction * total_steps), total_steps=total_steps,
+                                 devices=devices)
+    shards = self.program.mesh.shape["data"] * self.program.mesh.shape["fsdp"]
+    if config.batch_size % shards or config.eval_batch_size % shards:
+      raise ValueError(f"batch_size {config.batch_size} and eval_batch_size {config.eval_batch_size} must be "
+                       f"multiples of the {shards} data shards of the mesh {dict(self.program.mesh.shape)}")
+    train_step, predict_step = make_steps(self.program, self.head, self.pad_id)
+    data = self.program.data_sharding
+    self.jit_train = self.program.jit_train(train_step, data, data, self.program.replicated)
+    self._predict = self.program.jit_eval(predict_step, data)
+
+  def init_params(self, pretrained: dict, seed: int) -> dict:
+    """Fresh head params for `seed` with the pretrained ones grafted in, placed on the mesh."""
+    params = nn.unbox(self.program.model.init(jax.random.key(seed), **self._init_inputs)["params"])
+    return jax.device_put(graft(params, pretrained), self.program.params_sharding)
+
+  def init_state(self, pretrained: dict, seed: int) -> dict:
+    return self.program.place(self.init_params(pretrained, seed))
+
+  def global_batch(self, batch: dict) -> dict:
+    """Global arrays from a batch every process holds whole: each puts its own rows."""
+    count, index = jax.process_count(), jax.process_index()
+
+    def put(x):
+      rows = x.shape[0] // count
+      return jax.make_array_from_process_local_data(self.program.data_sharding, x[index * rows:(index + 1) * rows],
+                                                    x.shape)
+
+    return jax.tree_util.tree_map(put, batch)
+
+  def train_step(self, state, batch, rng):
+    return self.jit_train(state, self.global_batch(model_inputs(batch)), self.global_batch(labels_of(batch)), rng)
+
+  def fit(self, pretrained: dict, features: list[dict], *, steps: int, seed: int) -> dict:
+    """Params after `steps` steps on features from the pretrained ones (no evaluation)."""
+    state = self.init_state(pretrained, seed)
+    batches = batching.train_batches(features, batch_size=self.config.batch_size, max_length=self.max_length,
+                                     pad_id=self.pad_id, seed=seed)
+    rng = jax.random.key(seed)
+    for step in range(1, steps + 1):
+      state, _ = self.train_step(state, next(batches), jax.random.fold_in(rng, step))
+    return state["params"]
+
+  def predict(self, params, features: list[dict]) -> list[np.ndarray]:
+    """Logits of each example (a generating head's: argmax tokens), cut by its head to its own
+    rows and tokens."""
+    out = [None] * len(features)
+    rows = features[0]["input_ids"].shape[0] if features[0]["input_ids"].ndim == 2 else 1  # options, sentences
+    batch_size = max(1, self.config.eval_batch_size // rows)
+    for indices, batch in batching.eval_batches(features, batch_size=batch_size,
+                                                max_length=self.max_length, pad_id=self.pad_id):
+      logits = np.asarray(self._predict(params, self.global_batch(model_inputs(batch))))
+      for row, i in enumerate(indices):
+        out[i] = self.head.trim(logits[row], features[i]["input_ids"].shape)
+    return out
+
+  def translate(self, params, examples, beam_size: int) -> list[str]:
+    """Generated target text for each example's source (the task's `decoding` options). The
+    source alone is encoded, never cut to make room for the reference: only one longer than
+    max_length − 4 (room for one target token) loses its tail, with a warning."""
+    room = self.max_length - 4
+    sources = [self.tokenizer.encode_chars(e.source)[0] for e in examples]
+    cut = sum(max(0, len(s) - room) for s in sources)
+    if cut:
+      logging.warning("sources longer than %d tokens lose %d characters before decoding", room, cut)
+    decoding = self.config.decoding
+    targets = prefix_lm.translate(
+        self.program.model, params, self.tokenizer, [s[:room] for s in sources], max_length=self.max_length,
+        max_ratio=decoding.max_ratio, max_extra=decoding.max_extra,
+        batch_size=max(1, self.config.eval_batch_size // beam_size), beam_size=beam_size,
+        length_penalty=decoding.length_penalty)
+    return [self.tokenizer.decode(t) for t in targets]
+
+  def evaluate(self, params, examples, features, *, beam_size: int = 1) -> tuple[dict | None, list, np.ndarray]:
+    """(metrics, predictions, confusion matrix [gold, predicted] over the head's classes);
+    metrics None for a split without gold labels.
+
+    A generating head's predictions are generated (beam_size 1: greedy) and scored; the task's
+    forced_scores of its argmax tokens join them.
+    """
+    task = self.task
+    logits = self.predict(params, features)
+    no_classes = np.zeros((0, 0), np.int64)
+    if self.head.generates:
+      texts = self.translate(params, examples, beam_size)
+      predictions = [task.decode(e, f, t) for e, f, t in zip(examples, features, texts)]
+      scores = task.score(examples, predictions)
+      if task.forced_scores:
+        scores |= task.forced_scores(self.tokenizer, features, logits)
+      return scores, predictions, no_classes
+    predictions = [task.decode(e, f, l) for e, f, l in zip(examples, features, logits)]
+    if not any(np.any(np.asarray(labels_of(f)) != IGNORE) for f in features):
+      return None, predictions, no_classes
+    if not task.labels:  # extractive answers: no classes to confuse
+      return task.score(examples, predictions), predictions, no_classes
+    confusion = np.zeros((len(task.labels),) * 2, np.int64)
+    for f, l in zip(features, logits):
+      gold = np.atleast_1d(labels_of(f))
+      predicted = np.atleast_1d(np.argmax(l, -1))
+      np.add.at(confusion, (gold[gold != IGNORE], predicted[gold != IGNORE]), 1)
+    return task.score(examples, predictions), predictions, confusion
+
+
+def total_steps(config, data: dict) -> int:
+  """config.num_train_steps, or num_epochs over the train split."""
+  return config.num_train_steps or max(1, len(data["train"][1]) // config.batch_size) * config.num_epochs
+
+
+def setup(task: Task, config, init: str, splits: dict, devices=None):
+  """(TaskModel, pretrained params, load_task_data's data) of `init` on the task's splits."""
+  model_config, pretrained, tokenizer = load_init(init, splits["train"], task.inserted_text)
+  model_config = model_config.replace(dtype=config.dtype, remat=config.remat, scan_layers=config.scan_layers,
+                                      attention=config.attention)
+  data = load_task_data(task, config, tokenizer, model_config, splits)
+  model = TaskModel(task, model_config, tokenizer, config, total_steps(config, data), data["max_length"],
+                    data["train"][1][0], devices)
+  return model, pretrained, data
