@@ -13,7 +13,7 @@ import pytest
 from wyjax.data.tokenizer import Tokenizer, build_vocab
 from wyjax.models import EncoderConfig, MultipleChoice
 from wyjax.models.heads import ABSENT
-from wyjax.tasks import batching, clue, leaderboard, spans
+from wyjax.tasks import batching, clue, clue_reading, leaderboard, spans
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.registry import TASKS
 from wyjax.tasks.tagging import IGNORE
@@ -210,14 +210,14 @@ def test_cmrc_scores_follow_the_official_rules():
   references = [["法赫德国王国际机场"], ["沙特位于红海海岸的吉达港", "吉达港"],
                 ["达曼的卫星城有现代经济中心 Khobar、世界最大的沙特Aramco石油公司所在地札哈兰"], ["达曼"],
                 ["沙特Aramco石油公司"], ["一条6车道公路"], ["200万"]]
-  scores = clue.cmrc_scores(predictions, references)
+  scores = clue_reading.cmrc_scores(predictions, references)
   em, f1 = _official_cmrc(predictions, references)
   assert 100 * scores["em"] == pytest.approx(em) and 100 * scores["f1"] == pytest.approx(f1)
   assert scores["average"] == pytest.approx((scores["em"] + scores["f1"]) / 2)
   # By hand: the first two match exactly (punctuation and the second reference); 200万 in 约200万人:
   # segments 200 万 vs 约 200 万 人, a common run of 2, F1 2·(2/4·2/2)/(2/4 + 2/2) = 2/3.
-  assert clue.cmrc_scores(predictions[:2], references[:2]) == {"em": 1.0, "f1": 1.0, "average": 1.0}
-  assert clue.cmrc_scores(predictions[6:], references[6:])["f1"] == pytest.approx(2 / 3)
+  assert clue_reading.cmrc_scores(predictions[:2], references[:2]) == {"em": 1.0, "f1": 1.0, "average": 1.0}
+  assert clue_reading.cmrc_scores(predictions[6:], references[6:])["f1"] == pytest.approx(2 / 3)
 
 
 def test_cmrc_reads_squad_json_and_repairs_a_missed_start(tmp_path):
@@ -227,7 +227,7 @@ def test_cmrc_reads_squad_json_and_repairs_a_missed_start(tmp_path):
                                               {"text": "沙特阿拉伯的东部省", "answer_start": 4}]}]}]}]}
   path = tmp_path / "cmrc2018_dev.json"
   path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
-  first, second = clue.read_cmrc(path)
+  first, second = clue_reading.read_cmrc(path)
   assert first.answer == (4, 9) and first.start_moved  # answer_start 5 missed 沙特阿拉伯 at 4
   assert second.answers == ("东部省", "沙特阿拉伯的东部省") and not second.start_moved
   assert TASKS["cmrc2018"].notes([first, second]) == [
@@ -239,7 +239,7 @@ def test_cmrc_reads_squad_json_and_repairs_a_missed_start(tmp_path):
   path.write_text(text, encoding="utf-8")
   line = next(i for i, content in enumerate(text.splitlines(), 1) if '"Q0"' in content)
   with pytest.raises(FormatError, match=rf"{path}:{line}: Q0: answer '麦加' is not in the context"):
-    clue.read_cmrc(path)
+    clue_reading.read_cmrc(path)
 
 
 def test_chid_in_clues_layout_one_example_per_blank(tmp_path):
@@ -249,7 +249,7 @@ def test_chid_in_clues_layout_one_example_per_blank(tmp_path):
                                     "content": ["他#idiom000001#，我#idiom000002#。", "又一段#idiom000003#"]}])
   (tmp_path / "train_answer.json").write_text(json.dumps({"#idiom000001#": 1, "#idiom000002#": 0,
                                                           "#idiom000003#": 9}))
-  examples = clue.read_split("chid", tmp_path, "train")
+  examples = clue_reading.read_split("chid", tmp_path, "train")
   assert [(e.id, e.left, e.right, e.label) for e in examples] == [
       ("#idiom000001#", "他", "，我□。", 1), ("#idiom000002#", "他□，我", "。", 0), ("#idiom000003#", "又一段", "", 9)]
   assert json.loads(TASKS["chid"].submission(examples, [1, 0, 2])[0]) == {
@@ -261,18 +261,18 @@ def test_chid_in_clues_layout_one_example_per_blank(tmp_path):
 
 
 def test_chid_fewclue_layout_and_c3_real_files(shared_data):
-  chid = clue.read_split("chid", shared_data / "clue" / "chid", "dev")
+  chid = clue_reading.read_split("chid", shared_data / "clue" / "chid", "dev")
   assert len(chid) == 202 and all(len(e.candidates) == 7 for e in chid)
   assert json.loads(TASKS["chid"].submission(chid[:1], [3])[0]) == {"id": int(chid[0].id), "answer": 3}
-  c3 = clue.read_split("c3", shared_data / "clue" / "c3", "dev")
+  c3 = clue_reading.read_split("c3", shared_data / "clue" / "c3", "dev")
   assert len(c3) == 1825 + 1991 and {len(e.options) for e in c3} == {2, 3, 4}
   assert [e.id for e in c3] == list(range(len(c3)))  # dialogue questions, then mixed-genre ones
 
 
 def test_questions_with_fewer_choices_get_padding_rows_the_head_never_picks():
   tokenizer = Tokenizer(build_vocab(["文章问题甲乙丙丁"]))
-  two = clue.C3Example(1, 0, "文章", "问题", ("甲", "乙"), 1)
-  four = clue.C3Example(1, 1, "文章", "问题", ("甲", "乙", "丙", "丁"), 3)
+  two = clue_reading.C3Example(1, 0, "文章", "问题", ("甲", "乙"), 1)
+  four = clue_reading.C3Example(1, 1, "文章", "问题", ("甲", "乙", "丙", "丁"), 3)
   items = [TASKS["c3"].featurize(e, tokenizer, 512)[0] for e in (two, four)]
   batch = batching.collate(items, batch_size=2, lengths=(32,), pad_id=tokenizer.pad_id)
   assert batch["input_ids"].shape == (2, 4, 32) and batch["label"].tolist() == [1, 3]

@@ -10,7 +10,7 @@ import pytest
 
 from wyjax.data import tokenizer as tk
 from tests.tasks.clue_test import write_pair_folders
-from wyjax.tasks import aceval, batching, cclue, ccpm, clue, datasets, registry, wyweb
+from wyjax.tasks import aceval, batching, cclue, ccpm, clue, clue_reading, datasets, registry, wyweb
 from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.task import Task
 
@@ -22,7 +22,7 @@ def task_dirs(shared_data, classical_dirs, tmp_path_factory):
   CMNLI written in CLUE's format."""
   dirs = {t: shared_data / "wyweb" / t for t in ("tlc", "glner", "fspc", "xuci", "irc", "wywrc", "wywmt")}
   dirs.update(classical_dirs)
-  dirs.update({t: shared_data / "clue" / t for t in (t.name for t in clue.TASKS) if t not in ("afqmc", "cmnli")})
+  dirs.update({t: shared_data / "clue" / t for t in (t.name for t in (*clue.TASKS, *clue_reading.TASKS)) if t not in ("afqmc", "cmnli")})
   dirs.update(write_pair_folders(shared_data, tmp_path_factory.mktemp("clue_pairs")))
   built = tmp_path_factory.mktemp("built")
   for task in ("gjc", "punc"):
@@ -50,7 +50,7 @@ def test_oracle_logits_score_perfectly_and_submissions_parse_back(task_dirs, nam
   splits = datasets.load_splits(task.files, task_dirs[task.files.name])
   examples = splits["dev"][:300]
   if name == "cmrc2018":  # answers longer than the decoding limit cannot be predicted whole
-    examples = [e for e in examples if e.answer[1] - e.answer[0] <= clue.MAX_ANSWER_TOKENS]
+    examples = [e for e in examples if e.answer[1] - e.answer[0] <= clue_reading.MAX_ANSWER_TOKENS]
   t2s = name != "wywmt"  # WYWMT's oracle must write the reference's own characters back
   texts = [t for e in examples for t in _strings(e)] + [task.inserted_text]
   tokenizer = tk.Tokenizer(tk.build_vocab(texts, t2s=t2s), t2s=t2s)

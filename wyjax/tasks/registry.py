@@ -1,10 +1,10 @@
 """Every fine-tuning task by name (`--config.task`, `wyjax.benchmark --tasks`), in the
 leaderboard's order: WYWEB, the other classical benchmarks, CLUE. A task defined elsewhere
 joins with `register`."""
-from wyjax.tasks import aceval, cclue, ccpm, clue, wyweb
+from wyjax.tasks import aceval, cclue, ccpm, clue, clue_reading, wyweb
 from wyjax.tasks.task import Task
 
-TASKS = {t.name: t for t in (*wyweb.TASKS, *ccpm.TASKS, *cclue.TASKS, aceval.TASK, *clue.TASKS)}
+TASKS = {t.name: t for t in (*wyweb.TASKS, *ccpm.TASKS, *cclue.TASKS, aceval.TASK, *clue.TASKS, *clue_reading.TASKS)}
 
 
 def register(task: Task) -> Task:
