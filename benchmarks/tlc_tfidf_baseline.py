@@ -10,14 +10,14 @@ import argparse
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
-from wyjax.tasks import wyweb
+from wyjax.tasks import wyweb_files
 
 
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--data", required=True, help="a TLC task folder (train and dev files)")
   args = parser.parse_args()
-  train, dev = (wyweb.read_split("tlc", args.data, split) for split in ("train", "dev"))
+  train, dev = (wyweb_files.read_split("tlc", args.data, split) for split in ("train", "dev"))
   vectorizer = TfidfVectorizer(analyzer="char", ngram_range=(1, 3))
   x_train = vectorizer.fit_transform([e.text for e in train])
   x_dev = vectorizer.transform([e.text for e in dev])

@@ -10,13 +10,13 @@ written from real classical text in ../shared/data (none of it is committed):
 import csv
 import json
 
-from wyjax.tasks import aceval, cclue, wyweb
+from wyjax.tasks import aceval, cclue_files, wyweb_files
 
 PREDICATE_OF_TYPE = {"JOB": "任职", "LOC": "位于", "ORG": "隶属于", "PER": "同名于"}
 
 
 def _pairs(shared_data, longest: int):
-  return [e for e in wyweb.read_wywmt(shared_data / "wyweb" / "wywmt" / "train.tsv") if len(e.source) <= longest]
+  return [e for e in wyweb_files.read_wywmt(shared_data / "wyweb" / "wywmt" / "train.tsv") if len(e.source) <= longest]
 
 
 def _jsonl(path, records):
@@ -40,7 +40,7 @@ def write_ccpm(shared_data, out):
 def write_cclue_re(shared_data, out):
   out.mkdir(parents=True)
   records = []
-  for e in cclue.read_split("cclue_ner", shared_data / "cclue" / "ner", "train"):
+  for e in cclue_files.read_split("cclue_ner", shared_data / "cclue" / "ner", "train"):
     if len(e.text) > 150:
       continue
     people = [s for s in e.spans if s[2] == "PER"]

@@ -11,7 +11,7 @@ import transformers
 
 from tests.conftest import assert_plot
 from tests.train.conftest import REPO_ROOT, pretrain_env
-from wyjax.tasks import wyweb
+from wyjax.tasks import wyweb_files
 
 # Where chinese-poetry files a dynasty's poems (folders the reader maps back to the dynasty).
 POETRY_FILES = {"先秦": "shijing/shijing.json", "唐": "quantangshi/poet.tang.0.json", "宋": "songci/ci.song.0.json",
@@ -21,7 +21,7 @@ POETRY_FILES = {"先秦": "shijing/shijing.json", "唐": "quantangshi/poet.tang.
 def _poetry_package(shared_data, root, per_dynasty: int = 150):
   """Real TLC passages, each filed as a 'poem' under its dynasty's collection."""
   poems = collections.defaultdict(list)
-  for e in wyweb.read_split("tlc", shared_data / "wyweb" / "tlc", "train"):
+  for e in wyweb_files.read_split("tlc", shared_data / "wyweb" / "tlc", "train"):
     if e.dynasty in POETRY_FILES and len(poems[e.dynasty]) < per_dynasty:
       poems[e.dynasty].append({"title": f"tlc {e.line}", "author": "", "paragraphs": [e.text]})
   for dynasty, records in poems.items():
@@ -51,15 +51,15 @@ def test_demo_runs_end_to_end(shared_data, tmp_path):
   assert set(board["tasks"]) == {"punc", "tlc"}
   tlc = json.loads((results / "tlc" / "results.json").read_text())
   assert board["tasks"]["tlc"]["accuracy"] == tlc["dev"]["accuracy"]
-  predicted = wyweb.read_tlc(results / "tlc" / "seed_0" / "dev_predictions.tsv")
-  gold = wyweb.read_split("tlc", workdir / "tasks" / "tlc", "dev")
+  predicted = wyweb_files.read_tlc(results / "tlc" / "seed_0" / "dev_predictions.tsv")
+  gold = wyweb_files.read_split("tlc", workdir / "tasks" / "tlc", "dev")
   assert [p.text for p in predicted] == [g.text for g in gold]
   assert tlc["dev"]["accuracy"] == np.mean([p.dynasty == g.dynasty for p, g in zip(predicted, gold)])
   # The dynasty task holds the five dynasties the package files poems under, in TLC format.
-  dev = wyweb.read_split("tlc", workdir / "tasks" / "tlc", "dev")
+  dev = wyweb_files.read_split("tlc", workdir / "tasks" / "tlc", "dev")
   assert {e.dynasty for e in dev} <= set(POETRY_FILES) and len({e.dynasty for e in dev}) >= 3
   for task in ("punc", "tlc"):
-    assert wyweb.READERS[task](results / task / "submission" / f"{task}.tsv")  # test predictions parse
+    assert wyweb_files.READERS[task](results / task / "submission" / f"{task}.tsv")  # test predictions parse
     for plot in (f"{task}_confusion.png", f"{task}_curve.png"):
       assert_plot(results / "plots" / plot)
 

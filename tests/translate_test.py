@@ -11,7 +11,7 @@ import sacrebleu
 
 from tests.train.conftest import REPO_ROOT, pretrain_env
 from wyjax.hf import export_folder, loading
-from wyjax.tasks import wyweb
+from wyjax.tasks import wyweb_files
 
 DECODING = ["--config.decoding.beam_size=2", "--config.decoding.max_ratio=1.0", "--config.decoding.max_extra=8"]
 
@@ -39,8 +39,8 @@ def run(shared_data, tmp_path_factory):
 def test_dev_translations_are_generated_scored_and_written(run):
   data, workdir = run
   results = json.loads((workdir / "results.json").read_text())
-  dev = wyweb.read_wywmt(data / "dev.tsv")
-  predictions = wyweb.read_wywmt(workdir / "seed_0" / "dev_predictions.tsv")  # never empty: it parses
+  dev = wyweb_files.read_wywmt(data / "dev.tsv")
+  predictions = wyweb_files.read_wywmt(workdir / "seed_0" / "dev_predictions.tsv")  # never empty: it parses
   assert [p.source for p in predictions] == [e.source for e in dev]
   for p in predictions:
     assert len(p.target) <= math.ceil(1.0 * len(p.source)) + 8
@@ -99,7 +99,7 @@ def test_greedy_translations_equal_an_independent_decoder(run, tmp_path):
   """`wyjax.translate --beam=1` (KV-cached, batched, left-padded) from the workdir and from its
   transformers export gives what a plain step-by-step decoder on transformers gives."""
   data, workdir = run
-  dev = wyweb.read_wywmt(data / "dev.tsv")[:6]
+  dev = wyweb_files.read_wywmt(data / "dev.tsv")[:6]
   model = loading.load(workdir / "seed_0")
   hf_dir = export_folder.export(model, tmp_path / "hf")
   expected = []

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from wyjax.tasks import aceval, cclue, ccpm, datasets
+from wyjax.tasks import aceval, cclue_files, ccpm, datasets
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.registry import TASKS
 
@@ -16,7 +16,7 @@ def test_real_cclue_ner_files_parse_completely_and_entities_map_back(shared_data
   folder = shared_data / "cclue" / "ner"
   counts = collections.Counter()
   for split, sentences in (("train", 1902), ("dev", 238)):
-    examples = cclue.read_split("cclue_ner", folder, split)
+    examples = cclue_files.read_split("cclue_ner", folder, split)
     assert len(examples) == sentences
     lines = (folder / f"{split}.txt").read_text(encoding="utf-8").splitlines()
     tag_lines = (folder / f"{split}-label.txt").read_text(encoding="utf-8").splitlines()
@@ -39,7 +39,7 @@ def test_cclue_ner_counts_that_differ_are_listed_by_line(tmp_path):
   (tmp_path / "dev-label.txt").write_text("B-PER I-PER \nO O\nO O\nO\n", encoding="utf-8")
   with pytest.raises(FormatError, match=r"dev-label\.txt:2: 2 lines have token and tag counts that differ .*"
                                         r"line 2 \(3 characters, 2 tags\), line 4 \(2 characters, 1 tags\)"):
-    cclue.read_split("cclue_ner", tmp_path, "dev")
+    cclue_files.read_split("cclue_ner", tmp_path, "dev")
 
 
 @pytest.mark.parametrize("text,tags,line,message", [
@@ -52,16 +52,16 @@ def test_malformed_cclue_ner(tmp_path, text, tags, line, message):
   (tmp_path / "train.txt").write_text(text, encoding="utf-8")
   (tmp_path / "train-label.txt").write_text(tags, encoding="utf-8")
   with pytest.raises(FormatError, match=rf"train(-label)?\.txt:{line}: {message}"):
-    cclue.read_split("cclue_ner", tmp_path, "train")
+    cclue_files.read_split("cclue_ner", tmp_path, "train")
 
 
 def test_cclue_ner_whitespace_tokens_and_untagged_test(tmp_path):
   (tmp_path / "test.txt").write_text("裴 约   刘 仁\n", encoding="utf-8")  # an empty token: a whitespace character
-  (example,) = cclue.read_split("cclue_ner", tmp_path, "test")
+  (example,) = cclue_files.read_split("cclue_ner", tmp_path, "test")
   assert example.text == "裴约  刘仁" and not example.tagged and example.spans == ()
   (tmp_path / "train.txt").write_text("裴 约\n", encoding="utf-8")
   with pytest.raises(FileNotFoundError, match="no train-label.txt"):
-    cclue.read_split("cclue_ner", tmp_path, "train")
+    cclue_files.read_split("cclue_ner", tmp_path, "train")
 
 
 def test_ccpm_fixture_round_trip(classical_dirs):
@@ -94,18 +94,18 @@ def test_malformed_ccpm(tmp_path, records, line, message):
 def test_cclue_relations_fixture_round_trip(classical_dirs):
   folder = classical_dirs["cclue_re"]
   records = [json.loads(line) for line in (folder / "dev_data.json").read_text(encoding="utf-8").splitlines()]
-  examples = cclue.read_split("cclue_re", folder, "dev")
+  examples = cclue_files.read_split("cclue_re", folder, "dev")
   assert [(e.text, e.predicate, e.subject, e.object, e.subject_type, e.object_type) for e in examples] == [
       (r["text"], *(r["spo_list"][k] for k in ("predicate", "subject", "object", "subject_type", "object_type")))
       for r in records]
-  assert all(e.predicate == "" for e in cclue.read_split("cclue_re", folder, "test"))
+  assert all(e.predicate == "" for e in cclue_files.read_split("cclue_re", folder, "test"))
 
 
 def test_cclue_relations_list_of_triples(tmp_path):
   spo = {"predicate": "父", "subject": "荣", "subject_type": "PER", "object": "昪", "object_type": "PER"}
   (tmp_path / "dev_data.json").write_text(json.dumps({"text": "父荣，昪少孤", "spo_list": [
       spo, {**spo, "predicate": "子", "subject": "昪", "object": "荣"}]}, ensure_ascii=False) + "\n", encoding="utf-8")
-  examples = cclue.read_split("cclue_re", tmp_path, "dev")
+  examples = cclue_files.read_split("cclue_re", tmp_path, "dev")
   assert [(e.line, e.predicate, e.subject) for e in examples] == [(1, "父", "荣"), (1, "子", "昪")]
 
 
@@ -126,7 +126,7 @@ _SPO = '"predicate": "任职", "subject_type": "PER", "object_type": "JOB"'
 def test_malformed_cclue_relations(tmp_path, records, line, message):
   (tmp_path / "dev_data.json").write_text(records, encoding="utf-8")
   with pytest.raises(FormatError, match=rf"dev_data\.json:{line}: {message}"):
-    cclue.read_split("cclue_re", tmp_path, "dev")
+    cclue_files.read_split("cclue_re", tmp_path, "dev")
 
 
 def test_aceval_csv_quoting_round_trip(classical_dirs):

@@ -9,7 +9,7 @@ import pytest
 from sklearn.metrics import f1_score, precision_recall_fscore_support
 
 from wyjax.data import tokenizer as tk
-from wyjax.tasks import cclue, ccpm, datasets, leaderboard, wyweb
+from wyjax.tasks import cclue, cclue_files, ccpm, datasets, leaderboard, wyweb, wyweb_files
 
 
 def test_ccpm_released_test_file_with_its_empty_translation(shared_data, classical_dirs, tmp_path):
@@ -43,19 +43,19 @@ def test_cclue_ner_published_file_names(shared_data, tmp_path):
   splits = datasets.load_splits(cclue.NER_FOLDER, tmp_path)
   assert {k: len(v) for k, v in splits.items()} == {"train": 30, "dev": 10, "test": 10}
   assert all(e.tagged for e in splits["test"])  # test_tgt.txt: the test split is scored
-  expected = cclue.read_ner(source / "dev.txt", source / "dev-label.txt")[10:20]
+  expected = cclue_files.read_ner(source / "dev.txt", source / "dev-label.txt")[10:20]
   assert [(e.text, e.spans) for e in splits["test"]] == [(e.text, e.spans) for e in expected]
 
 
 def test_cclue_ner_token_macro_scores_equal_scikit_learn():
   """run_NER.py: tf_metrics' macro precision/recall/F1 over label ids 1-6 (B/I-LOC, ORG, PER)."""
   rng = np.random.default_rng(0)
-  labels = cclue.NER_LABELS
+  labels = cclue_files.NER_LABELS
   gold = [tuple(labels[i] for i in rng.integers(0, len(labels), n)) for n in (40, 7, 25)]
   predicted = [tuple(t if rng.random() < 0.5 else labels[rng.integers(0, len(labels))] for t in g) for g in gold]
   ours = cclue.token_macro_scores(predicted, gold)
   flat = lambda tags: [t for sentence in tags for t in sentence]
-  theirs = precision_recall_fscore_support(flat(gold), flat(predicted), labels=list(cclue.SCORED_NER_LABELS),
+  theirs = precision_recall_fscore_support(flat(gold), flat(predicted), labels=list(cclue_files.SCORED_NER_LABELS),
                                            average="macro", zero_division=0)
   assert (ours["precision"], ours["recall"], ours["f1"]) == pytest.approx(theirs[:3])
 
@@ -87,15 +87,15 @@ def evaluate_labeling(gold_lines: list[str], predicted_lines: list[str]) -> tupl
 
 def test_given_entity_triples_scored_asevaluate_labeling(classical_dirs, tmp_path):
   gold_file = classical_dirs["cclue_re"] / "dev_data.json"
-  examples = cclue.read_relations(gold_file)
+  examples = cclue_files.read_relations(gold_file)
   # A repeated text with another triple: C-CLUE keeps the later line (in gold and predictions).
   e = examples[0]
-  examples.append(cclue.RelationExample(99, e.text, e.object, e.object_type, e.subject, e.subject_type, "兄"))
+  examples.append(cclue_files.RelationExample(99, e.text, e.object, e.object_type, e.subject, e.subject_type, "兄"))
   gold_lines = gold_file.read_text(encoding="utf-8").splitlines() + [json.dumps(
       {"text": e.text, "spo_list": {"predicate": "兄", "object_type": e.subject_type, "subject_type": e.object_type,
                                     "object": e.subject, "subject": e.object}}, ensure_ascii=False)]
   rng = np.random.default_rng(1)
-  predictions = [x.predicate if rng.random() < 0.6 else cclue.PREDICATES[rng.integers(25)] for x in examples]
+  predictions = [x.predicate if rng.random() < 0.6 else cclue_files.PREDICATES[rng.integers(25)] for x in examples]
   path = tmp_path / "spo.json"
   path.write_text("".join(line + "\n" for line in cclue.RE_GIVEN_ENTITIES.submission(examples, predictions)),
                   encoding="utf-8")
@@ -106,13 +106,13 @@ def test_given_entity_triples_scored_asevaluate_labeling(classical_dirs, tmp_pat
 
 
 def test_fspc_toolkit_metrics_over_poems_and_lines(shared_data):
-  poems = wyweb.read_split("fspc", shared_data / "wyweb" / "fspc", "dev")[:200]
+  poems = wyweb_files.read_split("fspc", shared_data / "wyweb" / "fspc", "dev")[:200]
   examples = wyweb.fspc_scoring_set(poems)
   assert len(examples) == 5 * len(poems) and all(len(e.lines) == 1 for e in examples[len(poems):])
   rng = np.random.default_rng(2)
-  predictions = [e.holistic if rng.random() < 0.5 else wyweb.FSPC_SENTIMENTS[rng.integers(5)] for e in examples]
+  predictions = [e.holistic if rng.random() < 0.5 else wyweb_files.FSPC_SENTIMENTS[rng.integers(5)] for e in examples]
   scores = wyweb.FSPC.score(examples, predictions)
-  ids = lambda values: [wyweb.FSPC_SENTIMENTS.index(v) for v in values]
+  ids = lambda values: [wyweb_files.FSPC_SENTIMENTS.index(v) for v in values]
   gold, predicted = ids(e.holistic for e in examples), ids(predictions)
   assert scores["accuracy"] == pytest.approx(np.mean(np.equal(gold, predicted)))
   # The toolkit's macro-F1: label ids range(10), the five unused ones scoring 0.
@@ -128,7 +128,7 @@ def test_punc_toolkit_cut_scores_the_first_510_characters():
   text = "天" * 600
   gold = ["O"] * 600
   gold[100], gold[550] = "S-，", "S-。"
-  example = wyweb.PuncExample(1, text, tuple(gold))
+  example = wyweb_files.PuncExample(1, text, tuple(gold))
   predicted = ["O"] * 600
   predicted[100] = "S-，"  # the mark after character 550 is missed
   assert wyweb.PUNC.score([example], [predicted])["recall"] == pytest.approx(1 / 2)

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from wyjax.data import corpus
-from wyjax.tasks import wyweb
+from wyjax.tasks import wyweb_files
 from wyjax.tasks.builders import gjc
 
 
@@ -29,7 +29,7 @@ def test_build_gjc_on_the_daizhige_sample(shared_data, tmp_path):
   per_collection = collections.Counter()
   seen = set()
   for split in ("train", "dev", "test"):
-    for e in wyweb.read_split("gjc", out, split):
+    for e in wyweb_files.read_split("gjc", out, split):
       assert 16 <= len(e.text) <= 510 and e.text not in seen
       seen.add(e.text)
       sources = [unit for unit, text in books.items() if e.text in text]

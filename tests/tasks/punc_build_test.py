@@ -3,7 +3,7 @@ import subprocess
 import sys
 import unicodedata
 
-from wyjax.tasks import wyweb
+from wyjax.tasks import wyweb_files
 from wyjax.tasks.builders import punc
 
 
@@ -31,7 +31,7 @@ def test_build_punc_on_the_daizhige_sample(shared_data, tmp_path):
     if summary.get(f"no_{split}_split"):
       assert not (out / f"{split}.tsv").exists() and f"{split}_examples" not in summary
       continue
-    examples = wyweb.read_split("punc", out, split)
+    examples = wyweb_files.read_split("punc", out, split)
     for e in examples:
       assert not any(unicodedata.category(c).startswith("P") for c in e.text), e.text
       assert len(e.text) <= 510 and any(label != "O" for label in e.labels)

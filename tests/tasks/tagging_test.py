@@ -3,19 +3,19 @@ import numpy as np
 import pytest
 
 from wyjax.data import tokenizer as tk
-from wyjax.tasks import tagging, wyweb
+from wyjax.tasks import tagging, wyweb_files
 
-LABEL_IDS = {label: i for i, label in enumerate(wyweb.GLNER_LABELS)}
+LABEL_IDS = {label: i for i, label in enumerate(wyweb_files.GLNER_LABELS)}
 
 
 @pytest.fixture(scope="module")
 def glner(shared_data):
-  return {split: wyweb.read_split("glner", shared_data / "wyweb" / "glner", split) for split in ("train", "dev")}
+  return {split: wyweb_files.read_split("glner", shared_data / "wyweb" / "glner", split) for split in ("train", "dev")}
 
 
 def test_every_gold_entity_is_recovered_from_the_features(glner):
   tokenizer = tk.Tokenizer(tk.build_vocab(e.text for e in glner["train"]))
-  names = wyweb.GLNER_LABELS
+  names = wyweb_files.GLNER_LABELS
   entities = whitespace_texts = 0
   for split, examples in glner.items():
     for e in examples:
@@ -39,7 +39,7 @@ def test_labels_stay_on_their_characters_after_whitespace():
   spans = [(2, 4, "noun_bookname"), (5, 7, "noun_bookname")]
   features = tagging.tagging_features(tokenizer, text, tagging.bio_tags(len(text), spans, LABEL_IDS), 16)
   assert "".join(text[i] for i in features.char_index[1:-1]) == "读史记汉书"
-  assert [wyweb.GLNER_LABELS[i] for i in features.labels[1:-1]] == [
+  assert [wyweb_files.GLNER_LABELS[i] for i in features.labels[1:-1]] == [
       "O", "B-noun_bookname", "I-noun_bookname", "B-noun_bookname", "I-noun_bookname"]
 
 

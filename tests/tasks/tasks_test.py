@@ -10,7 +10,7 @@ import pytest
 
 from wyjax.data import tokenizer as tk
 from tests.tasks.clue_test import write_pair_folders
-from wyjax.tasks import aceval, batching, cclue, ccpm, clue, clue_reading, datasets, registry, wyweb
+from wyjax.tasks import aceval, batching, cclue, cclue_files, ccpm, clue, clue_reading, datasets, registry, wyweb, wyweb_files
 from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.task import Task
 
@@ -93,8 +93,8 @@ def test_oracle_logits_score_perfectly_and_submissions_parse_back(task_dirs, nam
       gold = [(e.id, e.label if name == "c3" else task.labels[e.label]) for e in examples if e.label is not None]
       assert [(r["id"], r["label"]) for r, e in zip(records, examples) if e.label is not None] == gold
     return
-  readers = {**wyweb.READERS, **{t.name: ccpm.read_ccpm for t in ccpm.TASKS},
-             "cclue_ner": lambda labels: cclue.read_ner(task_dirs["cclue_ner"] / "dev.txt", labels)[:len(examples)]}
+  readers = {**wyweb_files.READERS, **{t.name: ccpm.read_ccpm for t in ccpm.TASKS},
+             "cclue_ner": lambda labels: cclue_files.read_ner(task_dirs["cclue_ner"] / "dev.txt", labels)[:len(examples)]}
   reread = readers[name](path)
   if name == "wywmt":  # the gold next tokens decode to the reference itself (spaces have no token)
     assert [(e.source, e.target) for e in reread] == [(e.source, "".join(e.target.split())) for e in examples]
@@ -175,13 +175,13 @@ def test_wywmt_features_are_the_prefix_lm_layout(shared_data):
 
 
 def test_wywmt_truncation_trims_the_longer_side():
-  example = wyweb.MtExample(1, "天" * 30, "地" * 5)
+  example = wyweb_files.MtExample(1, "天" * 30, "地" * 5)
   tokenizer = tk.Tokenizer(tk.build_vocab(["天地"]))
   features, cut = wyweb.WYWMT.featurize(example, tokenizer, 20)
   ids = list(features["input_ids"])
   assert len(ids) == 20 and cut == 18
   assert ids.count(tokenizer.token_to_id["天"]) == 12 and ids.count(tokenizer.token_to_id["地"]) == 5
-  features, cut = wyweb.WYWMT.featurize(wyweb.MtExample(1, "天" * 12, "地" * 12), tokenizer, 20)
+  features, cut = wyweb.WYWMT.featurize(wyweb_files.MtExample(1, "天" * 12, "地" * 12), tokenizer, 20)
   assert cut == 7 and list(features["input_ids"]).count(tokenizer.token_to_id["天"]) == 9
 
 
@@ -212,26 +212,26 @@ def test_aceval_truncation_keeps_the_question_ends_and_the_options():
 
 
 def test_relation_marks_the_pair_and_keeps_it_when_cut():
-  example = cclue.RelationExample(1, "司马宣王围公孙渊於襄平，传渊首于京都", "渊", "PER", "公孙渊", "PER", "同名于")
+  example = cclue_files.RelationExample(1, "司马宣王围公孙渊於襄平，传渊首于京都", "渊", "PER", "公孙渊", "PER", "同名于")
   assert cclue.marked(example) == "司马宣王围『公孙渊』於襄平，传「渊」首于京都"  # 渊 outside 公孙渊
-  inside = cclue.RelationExample(1, "围公孙渊", "渊", "PER", "公孙渊", "PER", "同名于")
+  inside = cclue_files.RelationExample(1, "围公孙渊", "渊", "PER", "公孙渊", "PER", "同名于")
   with pytest.raises(ValueError, match="no occurrence of the subject '渊' outside the object '公孙渊'"):
     cclue.marked(inside)
 
-  far = cclue.RelationExample(1, "杨虔" + "之" * 100 + "为刺史", "杨虔", "PER", "刺史", "JOB", "任职")
+  far = cclue_files.RelationExample(1, "杨虔" + "之" * 100 + "为刺史", "杨虔", "PER", "刺史", "JOB", "任职")
   task = cclue.RE_GIVEN_ENTITIES
   tokenizer = _chars_tokenizer(far.text, cclue.RELATION_MARKERS)
   features, cut = task.featurize(far, tokenizer, 32)
   text = tokenizer.decode(features["input_ids"])
   assert len(features["input_ids"]) == 32 and cut == 105 + 4 - 30 and features["label"] == 0
   assert text.startswith("「杨虔」") and text.endswith("『刺史』")  # the middle is cut, both entities stay
-  near = cclue.RelationExample(1, "之" * 100 + "杨虔为刺史", "杨虔", "PER", "刺史", "JOB", "")
+  near = cclue_files.RelationExample(1, "之" * 100 + "杨虔为刺史", "杨虔", "PER", "刺史", "JOB", "")
   features, _ = task.featurize(near, tokenizer, 32)
   assert tokenizer.decode(features["input_ids"]).endswith("「杨虔」为『刺史』") and features["label"] == IGNORE
 
 
 def test_cclue_ner_majority_tag_baseline_by_hand():
-  example = lambda text, spans: cclue.NerExample(1, text, spans, True)
+  example = lambda text, spans: cclue_files.NerExample(1, text, spans, True)
   train = [example("秦王至", ((0, 2, "PER"),)), example("秦王", ((0, 2, "PER"),)), example("秦人", ((0, 1, "LOC"),))]
   dev = [example("秦王人", ((0, 2, "PER"),)), example("王秦", ())]
   # 秦 → B-PER (2 of 3), 王 → I-PER, 人 → O: dev predicts 秦王 (right), then 王 and 秦 as two PER
@@ -252,7 +252,7 @@ def test_unlabelled_splits_get_ignored_labels(classical_dirs):
     features, _ = task.featurize_all(test, tokenizer, 64, "test")
     assert all(np.all(f["label"] == IGNORE) for f in features)
   assert features[0]["input_ids"].shape[0] == 5  # Match: the translation and its four lines apart
-  untagged = cclue.NerExample(1, "秦王", (), False)
+  untagged = cclue_files.NerExample(1, "秦王", (), False)
   features, _ = cclue.NER.featurize(untagged, _chars_tokenizer("秦王"), 16)
   assert (features["labels"] == IGNORE).all()
 

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from wyjax.tasks import wyweb
+from wyjax.tasks import wyweb_files
 from wyjax.tasks.files import FormatError
 
 TASKS_WITH_DATA = ("tlc", "glner", "fspc", "xuci", "irc", "wywrc", "wywmt")
@@ -19,24 +19,24 @@ def _expected_records(path) -> int:
 @pytest.mark.parametrize("task", TASKS_WITH_DATA)
 def test_every_record_of_the_real_files_parses(shared_data, task):
   for split in ("train", "dev"):
-    path = shared_data / "wyweb" / task / f"{split}.{wyweb.EXTENSIONS[task][0]}"
-    examples = wyweb.read_split(task, path.parent, split)
+    path = shared_data / "wyweb" / task / f"{split}.{wyweb_files.EXTENSIONS[task][0]}"
+    examples = wyweb_files.read_split(task, path.parent, split)
     assert len(examples) == _expected_records(path), (task, split)
     assert all(e.line >= 1 for e in examples)
-  assert wyweb.read_split(task, shared_data / "wyweb" / task, "test") is None  # absent: fine
+  assert wyweb_files.read_split(task, shared_data / "wyweb" / task, "test") is None  # absent: fine
 
 
 def test_real_file_contents(shared_data):
-  tlc = wyweb.read_split("tlc", shared_data / "wyweb" / "tlc", "dev")
-  assert {e.period for e in tlc} == set(wyweb.TLC_PERIODS) and not any("\r" in e.text for e in tlc)
-  glner = wyweb.read_split("glner", shared_data / "wyweb" / "glner", "dev")
+  tlc = wyweb_files.read_split("tlc", shared_data / "wyweb" / "tlc", "dev")
+  assert {e.period for e in tlc} == set(wyweb_files.TLC_PERIODS) and not any("\r" in e.text for e in tlc)
+  glner = wyweb_files.read_split("glner", shared_data / "wyweb" / "glner", "dev")
   assert sum(len(e.spans) for e in glner) > 1000
   assert all(e.text[s:t].strip() for e in glner for s, t, _ in e.spans)
-  fspc = wyweb.read_split("fspc", shared_data / "wyweb" / "fspc", "train")
-  assert {e.holistic for e in fspc} == set(wyweb.FSPC_SENTIMENTS)
-  xuci = wyweb.read_split("xuci", shared_data / "wyweb" / "xuci", "train")
+  fspc = wyweb_files.read_split("fspc", shared_data / "wyweb" / "fspc", "train")
+  assert {e.holistic for e in fspc} == set(wyweb_files.FSPC_SENTIMENTS)
+  xuci = wyweb_files.read_split("xuci", shared_data / "wyweb" / "xuci", "train")
   assert all(e.text_a[e.span_a[0]:e.span_a[1] + 1] == e.text_b[e.span_b[0]:e.span_b[1] + 1] for e in xuci[:500])
-  wywrc = wyweb.read_split("wywrc", shared_data / "wyweb" / "wywrc", "dev")
+  wywrc = wyweb_files.read_split("wywrc", shared_data / "wyweb" / "wywrc", "dev")
   assert all(len(e.options) == 4 and 0 <= e.label < 4 for e in wywrc)
 
 
@@ -82,13 +82,13 @@ MALFORMED = [
 def test_malformed_input_names_file_and_line(tmp_path, task, name, content, line, message):
   (tmp_path / name).write_text(content, encoding="utf-8")
   with pytest.raises(FormatError, match=rf"{name}:{line}: .*{message}"):
-    wyweb.read_split(task, tmp_path, "dev")
+    wyweb_files.read_split(task, tmp_path, "dev")
 
 
 def test_punc_and_gjc_formats(tmp_path):
   (tmp_path / "train.tsv").write_text("子曰学而时习之\tO：OOOO。\n", encoding="utf-8")
-  (example,) = wyweb.read_split("punc", tmp_path, "train")
+  (example,) = wyweb_files.read_split("punc", tmp_path, "train")
   assert example.labels == ("O", "S-：", "O", "O", "O", "O", "S-。")
   (tmp_path / "dev.tsv").write_text("史藏\t太史公曰\r\n", encoding="utf-8")
-  (gjc,) = wyweb.read_split("gjc", tmp_path, "dev")
+  (gjc,) = wyweb_files.read_split("gjc", tmp_path, "dev")
   assert gjc.collection == "史藏" and gjc.text == "太史公曰"

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import assert_plot
 from tests.train.conftest import REPO_ROOT, pretrain_env, tiny_checkpoint
-from wyjax.tasks import aceval, cclue, ccpm
+from wyjax.tasks import aceval, cclue_files, ccpm
 from wyjax.core import checkpoints
 from wyjax.train import finetuning, suite
 
@@ -100,18 +100,18 @@ def test_ccpm_submission_is_the_test_file_with_answers(board, task):
 
 def test_cclue_ner_submission_is_a_label_file_for_test1_txt(board):
   root, out, _ = board
-  submitted = cclue.read_ner(root / "cclue_ner" / "test1.txt", out / "cclue_ner" / "submission" / "cclue_ner.txt")
-  assert [e.text for e in submitted] == [e.text for e in cclue.read_split("cclue_ner", root / "cclue_ner", "test")]
+  submitted = cclue_files.read_ner(root / "cclue_ner" / "test1.txt", out / "cclue_ner" / "submission" / "cclue_ner.txt")
+  assert [e.text for e in submitted] == [e.text for e in cclue_files.read_split("cclue_ner", root / "cclue_ner", "test")]
   results = json.loads((out / "cclue_ner" / "results.json").read_text(encoding="utf-8"))
   assert results["test"] is None
   predicted_file = out / "cclue_ner" / "seed_0" / "dev_predictions.txt"
-  predicted = cclue.read_ner(root / "cclue_ner" / "dev.txt", predicted_file)
-  gold = cclue.read_split("cclue_ner", root / "cclue_ner", "dev")
+  predicted = cclue_files.read_ner(root / "cclue_ner" / "dev.txt", predicted_file)
+  gold = cclue_files.read_split("cclue_ner", root / "cclue_ner", "dev")
   # C-CLUE's main score from the written dev labels: token macro P/R/F1 over B/I-LOC, ORG, PER.
   from sklearn.metrics import precision_recall_fscore_support
   tags = lambda path: [t for line in path.read_text(encoding="utf-8").splitlines() for t in line.split()]
   scores = precision_recall_fscore_support(tags(root / "cclue_ner" / "dev-lable.txt"), tags(predicted_file),
-                                           labels=list(cclue.SCORED_NER_LABELS), average="macro", zero_division=0)
+                                           labels=list(cclue_files.SCORED_NER_LABELS), average="macro", zero_division=0)
   assert (results["dev"]["precision"], results["dev"]["recall"], results["dev"]["f1"]) == pytest.approx(scores[:3])
   # Entity micro P/R/F1 beside it, counted here from the span sets.
   pairs = [({(i, *s) for s in p.spans}, {(i, *s) for s in g.spans}) for i, (p, g) in enumerate(zip(predicted, gold))]
@@ -124,14 +124,14 @@ def test_cclue_ner_submission_is_a_label_file_for_test1_txt(board):
 
 def test_cclue_re_submissions(board):
   root, out, _ = board
-  test = cclue.read_split("cclue_re", root / "cclue_re", "test")
+  test = cclue_files.read_split("cclue_re", root / "cclue_re", "test")
   # Predicate classification: predicate_predict.txt, one of the 25 predicates per record.
   submitted = (out / "cclue_re" / "submission" / "predicate_predict.txt").read_text(encoding="utf-8").splitlines()
   results = json.loads((out / "cclue_re" / "results.json").read_text(encoding="utf-8"))
-  assert results["labels"] == list(cclue.PREDICATES) and len(submitted) == len(test)
-  assert all(p in cclue.PREDICATES for p in submitted)
+  assert results["labels"] == list(cclue_files.PREDICATES) and len(submitted) == len(test)
+  assert all(p in cclue_files.PREDICATES for p in submitted)
   predicted = (out / "cclue_re" / "seed_0" / "dev_predictions.txt").read_text(encoding="utf-8").splitlines()
-  gold = [e.predicate for e in cclue.read_split("cclue_re", root / "cclue_re", "dev")]
+  gold = [e.predicate for e in cclue_files.read_split("cclue_re", root / "cclue_re", "dev")]
   # evaluate_classifiction.py: the lines whose predicate set equals the gold one.
   assert results["dev"]["accuracy"] == pytest.approx(np.mean([{p} == {g} for p, g in zip(predicted, gold)]))
   # Given entities: C-CLUE triples, spo_list a list, one record per text.
@@ -158,7 +158,7 @@ def test_cclue_spo_labels_the_predicted_predicates(board):
   expected = evaluate_labeling(gold, written)
   assert (results["dev"]["triple_precision"], results["dev"]["triple_recall"],
           results["dev"]["triple_f1"]) == pytest.approx(expected)
-  test_texts = [e.text for e in cclue.read_split("cclue_re", root / "cclue_re", "test")]
+  test_texts = [e.text for e in cclue_files.read_split("cclue_re", root / "cclue_re", "test")]
   submitted = (out / "cclue_spo" / "submission" / "cclue_spo.json").read_text(encoding="utf-8").splitlines()
   assert [json.loads(line)["text"] for line in submitted] == list(dict.fromkeys(test_texts))
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.train.conftest import REPO_ROOT, pretrain_env, tiny_checkpoint
 from wyjax.models import unstack_layers
-from wyjax.tasks import wyweb
+from wyjax.tasks import wyweb_files
 from wyjax.core import checkpoints, guards, run_config
 from wyjax.train import finetuning, suite
 
@@ -57,8 +57,8 @@ def test_tiny_model_beats_the_majority_class_on_real_tlc(shared_data, tmp_path):
   assert results["dev"]["accuracy"] >= majority["accuracy"] + 0.10, results["dev"]
   assert results["dev"]["period_accuracy"] >= majority["period_accuracy"] + 0.10, results["dev"]
   # Dev predictions in the TLC format, one per dev line, in file order.
-  predictions = wyweb.read_tlc(workdir / "seed_0" / "dev_predictions.tsv")
-  gold = wyweb.read_split("tlc", shared_data / "wyweb" / "tlc", "dev")
+  predictions = wyweb_files.read_tlc(workdir / "seed_0" / "dev_predictions.tsv")
+  gold = wyweb_files.read_split("tlc", shared_data / "wyweb" / "tlc", "dev")
   assert [p.text for p in predictions] == [g.text for g in gold]
   assert np.mean([p.dynasty == g.dynasty for p, g in zip(predictions, gold)]) == results["dev"]["accuracy"]
 
@@ -103,8 +103,8 @@ def test_early_stopping_restores_the_best_dev_checkpoint(trained, tmp_path):
   assert results["dev_mean"] == pytest.approx(np.mean(dev)) and results["dev_std"] == pytest.approx(np.std(dev))
   best_run = max(results["runs"], key=lambda r: r["dev"]["accuracy"])
   assert results["best_seed"] == best_run["seed"] and results["test"] == best_run["test"]
-  submission = wyweb.read_tlc(results["submission"])
-  assert [s.text for s in submission] == [e.text for e in wyweb.read_split("tlc", data_dir, "test")]
+  submission = wyweb_files.read_tlc(results["submission"])
+  assert [s.text for s in submission] == [e.text for e in wyweb_files.read_split("tlc", data_dir, "test")]
 
 
 def _records(workdir) -> list[dict]:
@@ -172,7 +172,7 @@ def _rescore(task: str, predictions_file, gold) -> float:
     import sacrebleu
     hypotheses = [line.split("\t")[1] for line in predictions_file.read_text(encoding="utf-8").splitlines()]
     return sacrebleu.BLEU(tokenize="zh").corpus_score(hypotheses, [[e.target for e in gold]]).score / 100
-  predicted = wyweb.READERS[task](predictions_file) if task != "fspc" else [
+  predicted = wyweb_files.READERS[task](predictions_file) if task != "fspc" else [
       json.loads(line)["sentiments"]["holistic"] for line in predictions_file.read_text(encoding="utf-8").splitlines()]
   if task == "glner":
     p = {(i, *span) for i, e in enumerate(predicted) for span in e.spans}
@@ -194,7 +194,7 @@ SCANNED = ("irc", "wywmt")  # fine-tuned with scan_layers: stacked encoders, a s
 def test_pretrained_encoder_is_grafted_into_every_head(shared_data, tmp_path, task):
   file, slicer, init = HEAD_TASKS[task]
   data_dir = slicer(shared_data / "wyweb" / file, tmp_path / task, {"train": slice(0, 16), "dev": slice(16, 24)})
-  texts = [text for split in ("train", "dev") for e in wyweb.read_split(task, data_dir, split)
+  texts = [text for split in ("train", "dev") for e in wyweb_files.read_split(task, data_dir, split)
            for text in finetuning.example_texts(e)]
   params = tiny_checkpoint(tmp_path, texts)
   # Learning rate 0: the run's best checkpoint must hold exactly the pretrained encoder.
@@ -211,7 +211,7 @@ def test_pretrained_encoder_is_grafted_into_every_head(shared_data, tmp_path, ta
   if task == "wywmt":  # the prefix LM keeps the pretrained MLM head too
     jax.tree_util.tree_map(same, tuned["mlm_head"], params["mlm_head"])
   # The reported main metric is the written dev predictions' against the dev file, counted here.
-  gold = wyweb.read_split(task, data_dir, "dev")
+  gold = wyweb_files.read_split(task, data_dir, "dev")
   written = tmp_path / "run" / "seed_0" / f"dev_predictions.{'tsv' if task in ('xuci', 'wywmt') else 'jsonl'}"
   # (FSPC: the submission has whole poems, scored by poem_accuracy; the main metric adds their lines.)
   metric = "poem_accuracy" if task == "fspc" else results["main_metric"]

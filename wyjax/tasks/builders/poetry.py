@@ -18,7 +18,7 @@ import pathlib
 
 from wyjax.data import corpus
 from wyjax.tasks.builders import gjc, punc
-from wyjax.tasks.wyweb import TLC_PERIOD_OF
+from wyjax.tasks.wyweb_files import TLC_PERIOD_OF
 
 DYNASTY_OF_COLLECTION = {
     "诗经": "先秦", "楚辞": "先秦", "曹操诗集": "两汉", "全唐诗": "唐", "唐诗三百首": "唐", "唐诗补录": "唐",

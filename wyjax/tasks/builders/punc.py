@@ -14,7 +14,7 @@ import pathlib
 import unicodedata
 
 from wyjax.data import corpus
-from wyjax.tasks.wyweb import PUNC_MARKS
+from wyjax.tasks.wyweb_files import PUNC_MARKS
 
 VARIANTS = {".": "。", "?": "？", "!": "！", ",": "，", ";": "；", ":": "：", "｡": "。", "､": "、",
             "｜": "|", "丨": None}
