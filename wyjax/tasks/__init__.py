@@ -1,2 +1,2 @@
-"""Benchmark tasks: one module per task with its original file format (and, as the
-fine-tuning issue lands, its features, head and metric)."""
+"""Benchmark tasks: everything about a task lives in its Task (task.py), one module per
+benchmark; registry.py maps names to tasks (docs/architecture.md)."""
