@@ -14,7 +14,7 @@ from tests.conftest import assert_plot
 from tests.train.conftest import REPO_ROOT, pretrain_env, tiny_checkpoint
 from wyjax.tasks import aceval, cclue_files, ccpm
 from wyjax.core import checkpoints
-from wyjax.train import finetuning, suite
+from wyjax.train import finetuning, suite, task_model
 
 TASKS = ["ccpm", "ccpm_softmax", "cclue_ner", "cclue_re", "cclue_spo", "cclue_re_given_entities", "aceval"]
 
@@ -193,7 +193,7 @@ def test_aceval_transfer_and_dev_finetune_submissions(board):
 def test_pretrained_encoder_is_grafted_into_the_match_head(classical_dirs, tmp_path, monkeypatch):
   monkeypatch.setenv("WYJAX_CACHE", str(tmp_path / "cache"))
   texts = [t for split in ("train", "dev", "test") for e in ccpm.read_split(classical_dirs["ccpm"], split)
-           for t in finetuning.example_texts(e)]
+           for t in task_model.example_texts(e)]
   params = tiny_checkpoint(tmp_path, texts)
   # Learning rate 0: the best checkpoint must hold exactly the pretrained encoder.
   config = suite.task_config("ccpm_match", data_dir=str(classical_dirs["ccpm"]), init=str(tmp_path / "hf"),

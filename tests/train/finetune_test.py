@@ -14,7 +14,7 @@ from tests.train.conftest import REPO_ROOT, pretrain_env, tiny_checkpoint
 from wyjax.models import unstack_layers
 from wyjax.tasks import wyweb_files
 from wyjax.core import checkpoints, guards, run_config
-from wyjax.train import finetuning, suite
+from wyjax.train import finetuning, suite, task_model
 
 
 @pytest.fixture(autouse=True)
@@ -195,7 +195,7 @@ def test_pretrained_encoder_is_grafted_into_every_head(shared_data, tmp_path, ta
   file, slicer, init = HEAD_TASKS[task]
   data_dir = slicer(shared_data / "wyweb" / file, tmp_path / task, {"train": slice(0, 16), "dev": slice(16, 24)})
   texts = [text for split in ("train", "dev") for e in wyweb_files.read_split(task, data_dir, split)
-           for text in finetuning.example_texts(e)]
+           for text in task_model.example_texts(e)]
   params = tiny_checkpoint(tmp_path, texts)
   # Learning rate 0: the run's best checkpoint must hold exactly the pretrained encoder.
   config = suite.task_config(task, data_dir=str(data_dir), init=str(tmp_path / init), num_train_steps=2,

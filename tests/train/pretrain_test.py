@@ -124,8 +124,8 @@ def test_corrupt_and_truncated_checkpoints_are_set_aside(tiny_corpus, straight, 
 def test_changed_config_is_refused_and_the_workdir_left_as_it_was(tiny_corpus, straight, tmp_path):
   workdir = tmp_path / "run"
   shutil.copytree(straight[0], workdir)
-  files = lambda: {p: p.read_bytes() for p in workdir.rglob("*") if p.is_file() and p.name != "pretraining.log"}
-  before = files()  # pretraining.log, the library log, records the refusals
+  files = lambda: {p: p.read_bytes() for p in workdir.rglob("*") if p.is_file() and p.name != "pretrain.log"}
+  before = files()  # pretrain.log, the library log, records the refusals
   refused = subprocess.run(pretrain_command(workdir, tiny_corpus, "--config.batch_size=16", f"--config.num_train_steps={N}"),
                            env=pretrain_env(), cwd=REPO_ROOT, capture_output=True, text=True)
   assert refused.returncode == 1 and "batch_size: 8 -> 16" in refused.stderr and "Traceback" not in refused.stderr

@@ -7,7 +7,7 @@ restore the best and predict dev and test.
       results.json            per-seed dev/test metrics, mean ± std, the best-dev run
       submission/<task>.<ext> test predictions of the best-dev run (docs/finetuning.md)
       seed_<k>/               one run: model.json, tokenizer/, checkpoints/<best step>/,
-                              run_metrics.jsonl, dev_predictions.<ext>, test predictions,
+                              metrics.jsonl, dev_predictions.<ext>, test predictions,
                               run.json once finished; resume/<step>/ while unfinished
 
 A rerun keeps finished seeds (run.json) as they are and continues an unfinished one from its
