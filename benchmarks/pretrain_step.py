@@ -39,11 +39,11 @@ def main():
   config.dtype = args.dtype or config.dtype
   length = args.length or config.corpus.sequence_length
   # The run's own program (wyjax.train.pretraining.build): the same state, shardings and step.
-  program = pretraining.build(config, tokenizer_lib.placeholder(args.vocab), length)
-  state = program.program.init_state(jax.random.key(0))
-  step = program.train_step
+  run = pretraining.build(config, tokenizer_lib.placeholder(args.vocab), length)
+  state = run.program.init_state(jax.random.key(0))
+  step = run.train_step
   batch = jax.device_put(np.random.default_rng(0).integers(5, args.vocab, (config.batch_size, length), np.int32),
-                         program.program.data_sharding)
+                         run.program.data_sharding)
   start = time.perf_counter()
   state, out = step(state, batch)
   jax.block_until_ready(out)
@@ -54,7 +54,7 @@ def main():
   jax.block_until_ready(out)
   seconds = (time.perf_counter() - start) / args.steps
   tokens = config.batch_size * length
-  flops = program.train_flops_per_step
+  flops = run.train_flops_per_step
   peak = run_metrics.peak_flops_per_device()
   n_params = sum(x.size for x in jax.tree_util.tree_leaves(state["params"]))
   line = (f"{args.config}: {n_params / 1e6:.1f} M params, batch {config.batch_size} × {length}, {config.dtype}, "

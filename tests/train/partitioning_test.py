@@ -29,9 +29,9 @@ def test_activation_constraints_split_heads_and_mlp_over_the_tensor_axis():
 
   def constraints(rules) -> collections.Counter:
     config.logical_axis_rules = rules
-    program = pretraining.build(config, tokenizer_lib.placeholder(config.model.vocab_size), 128, devices)
-    batch = jax.ShapeDtypeStruct((config.batch_size, 128), jnp.int32, sharding=program.program.data_sharding)
-    text = program.train_step.lower(program.program.abstract_state, batch).as_text()
+    run = pretraining.build(config, tokenizer_lib.placeholder(config.model.vocab_size), 128, devices)
+    batch = jax.ShapeDtypeStruct((config.batch_size, 128), jnp.int32, sharding=run.program.data_sharding)
+    text = run.train_step.lower(run.program.abstract_state, batch).as_text()
     return collections.Counter(line.split("<@mesh, ")[1].split(">")[0] for line in text.splitlines()
                                if "sdy.sharding_constraint" in line)
 
