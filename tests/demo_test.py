@@ -12,6 +12,7 @@ import transformers
 from tests.conftest import assert_plot
 from tests.train.conftest import REPO_ROOT, pretrain_env
 from wyjax.tasks import wyweb_files
+from wyjax.tasks.builders import poetry
 
 # Where chinese-poetry files a dynasty's poems (folders the reader maps back to the dynasty).
 POETRY_FILES = {"先秦": "shijing/shijing.json", "唐": "quantangshi/poet.tang.0.json", "宋": "songci/ci.song.0.json",
@@ -45,6 +46,11 @@ def test_demo_runs_end_to_end(shared_data, tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   assert "| Model | Avg. (WYWMT apart) | PUNC | TLC |" in result.stdout
   assert "| majority class |" in result.stdout
+  # It ends with use: the passage punctuated by the fine-tuned model, every character kept in order.
+  before, after = (line.split(": ", 1)[1] for line in result.stdout.splitlines()
+                   if line.strip().startswith(("before:", "after:")))
+  assert before == poetry.UNSEEN_PASSAGE
+  assert "".join(c for c in after if c not in wyweb_files.PUNC_MARKS) == before
 
   results = workdir / "results"
   board = json.loads((results / "leaderboard.json").read_text())

@@ -1,14 +1,25 @@
 """Export a wyjax checkpoint (or re-export a transformers folder) as a transformers folder.
 
     python -m wyjax.export --checkpoint=WORKDIR --out=HF_DIR [--verify] [--push_to_hub=ORG/NAME]
+    python -m wyjax.export --checkpoint=FINETUNING_RUN --out=HF_DIR --verify
     python -m wyjax.export --random_init=pretrain/deberta_base.py --out=HF_DIR --verify
 
-The model card tells how a wyjax workdir was trained (its run_config.json and the step
-exported) and, from --results or a leaderboard.json in the checkpoint's folder, its benchmark
-scores as a Hub model-index. --verify reloads the folder with transformers (PyTorch) and
-compares its MLM logits with wyjax's on a padded batch. --push_to_hub reads HF_TOKEN (and
-HF_ENDPOINT) from the environment. Every path may be a bucket (gs://…): the export is then
-fetched to a temporary folder for --verify and --push_to_hub.
+A pretraining workdir (or a transformers folder) becomes transformers' *ForMaskedLM. Its model
+card tells how it was trained (its run_config.json and the step exported) and, from --results
+or a leaderboard.json in the checkpoint's folder, its benchmark scores as a Hub model-index.
+
+A fine-tuning run (its workdir: the best seed; or one seed_<k> folder; or a folder exported
+from one) becomes the transformers task model its head computes (*ForSequenceClassification,
+*ForTokenClassification, *ForMultipleChoice, *ForQuestionAnswering; WYWMT's prefix LM:
+*ForMaskedLM), with the task's labels and wyjax's wyjax_task / wyjax_max_length in config.json
+(wyjax.hf.task_models.load reads it back) and a card with the seed's dev and test scores. A
+head transformers has no class for (XuCi's, CCPM's pair and match heads) is refused with the
+reason, before anything is written.
+
+--verify reloads the folder with transformers (PyTorch) and compares its logits with wyjax's
+on a padded batch. --push_to_hub reads HF_TOKEN (and HF_ENDPOINT) from the environment. Every
+path may be a bucket (gs://…): the export is then fetched to a temporary folder for --verify
+and --push_to_hub. A non-empty --out is refused unless --overwrite.
 """
 import json
 import logging
@@ -22,7 +33,7 @@ from etils import epath
 from wyjax.core import storage
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.hf import export_folder
-from wyjax.hf import hub, loading
+from wyjax.hf import hub, loading, task_models
 from wyjax.models import EncoderConfig
 from wyjax.core import config_files, logs
 
@@ -78,28 +89,61 @@ def main(argv):
   if (path is None) == (_RANDOM_INIT.value is None):
     raise app.UsageError("give exactly one of --checkpoint (or --workdir) and --random_init")
   try:
+    task = task_models.task_of(path) if path else None
+  except ValueError as e:
+    raise SystemExit(f"wyjax.export: {e}") from None
+  if task and (reason := task_models.unexportable(task)):
+    raise SystemExit(f"wyjax.export: {reason}")
+  if task and (_RESULTS.value or _TASK_DATA.value):
+    raise app.UsageError("--results and --task_data are for encoders; a fine-tuned model's card has its run's scores")
+  try:
     export_folder.check_out(_OUT.value, _OVERWRITE.value)  # before the (slow) load
   except FileExistsError as e:
     raise SystemExit(f"wyjax.export: {e}") from None
+  legacy = None if _LEGACY.value == "auto" else _LEGACY.value == "true"
+  name = _NAME.value or _PUSH.value or _OUT.value.rstrip("/").split("/")[-1]
+  if task:
+    out, check = _export_fine_tuned(path, legacy, name)
+  else:
+    out, check = _export_encoder(path, legacy, name)
+  logging.info("wrote %s", out)
+  if _VERIFY.value or _PUSH.value:
+    _verify_and_push(out, check)
+
+
+def _export_encoder(path, legacy, name):
+  """A pretrained (or random) encoder as *ForMaskedLM: (the folder, its --verify check)."""
   model = random_model(_RANDOM_INIT.value) if path is None else loading.load(path)
   training, results = (None, None) if path is None else export_folder.run_info(path)
   if _RESULTS.value:
     results = json.loads(epath.Path(_RESULTS.value).read_text())
   base_model = _BASE_MODEL.value or (export_folder.hub_id(training["config"].get("init")) if training else None)
-  legacy = None if _LEGACY.value == "auto" else _LEGACY.value == "true"
-  name = _NAME.value or _PUSH.value or _OUT.value.rstrip("/").split("/")[-1]
   out = export_folder.export(model, _OUT.value, legacy=legacy, name=name, license=_LICENSE.value,
-                          results=results, training=training, base_model=base_model, task_data=_TASK_DATA.value,
-                          overwrite=_OVERWRITE.value)
-  logging.info("wrote %s", out)
+                             results=results, training=training, base_model=base_model, task_data=_TASK_DATA.value,
+                             overwrite=_OVERWRITE.value)
   print(f"exported {model.config.model_type} ({model.config.num_hidden_layers} layers, "
         f"hidden {model.config.hidden_size}) to {out}")
-  if not (_VERIFY.value or _PUSH.value):
-    return
+  return out, lambda local: verify(model, local)
+
+
+def _export_fine_tuned(path, legacy, name):
+  """A fine-tuned run as its transformers task model: (the folder, its --verify check)."""
+  try:
+    model = task_models.load(path)
+  except (ValueError, FileNotFoundError) as e:
+    raise SystemExit(f"wyjax.export: {e}") from None
+  out = task_models.export(model, _OUT.value, name=name, license=_LICENSE.value, legacy=legacy,
+                           base_model=_BASE_MODEL.value, overwrite=_OVERWRITE.value)
+  print(f"exported {model.task.name} as {task_models.hf_config(model, legacy)['architectures'][0]} "
+        f"({model.model_config.num_hidden_layers} layers, hidden {model.model_config.hidden_size}) to {out}")
+  return out, lambda local: task_models.verify(model, local)
+
+
+def _verify_and_push(out, check) -> None:
   with tempfile.TemporaryDirectory() as tmp:
     local = out if storage.is_local(out) else storage.staged(out, export_folder.FILES, tmp)
     if _VERIFY.value:
-      diff = verify(model, local)
+      diff = check(local)
       print(f"transformers reload: max |logit difference| = {diff:.2e}")
       if diff > 1e-4:
         raise SystemExit(f"verification failed: logits differ by {diff:.2e} (> 1e-4)")

@@ -167,7 +167,7 @@ def test_windows_cover_a_long_context_and_answers_across_their_boundaries():
     logits = np.zeros((len(features["label"]), 2, 32), np.float32)
     logits[w, 0, features["label"][w][0]] = logits[w, 1, features["label"][w][1]] = 10.0
     logits[0, :, 0] = 50.0  # [CLS] and the question are never an answer
-    assert spans.best_span(features, logits) == answer
+    assert spans.best_span(features, logits) == (answer, 20.0)
 
 
 def test_a_span_longer_than_the_limit_is_not_chosen():
@@ -176,7 +176,7 @@ def test_a_span_longer_than_the_limit_is_not_chosen():
   features, _ = spans.windows(tokenizer, "问", context, 64, 16)
   logits = np.zeros((1, 2, features["input_ids"].shape[-1]), np.float32)
   logits[0, 0, 3], logits[0, 1, 18], logits[0, 1, 5] = 9.0, 9.0, 5.0  # tokens 3..18: 16 characters
-  assert spans.best_span(features, logits, max_answer_length=10) == (0, 3)  # tokens 3..5 = characters 0..2
+  assert spans.best_span(features, logits, max_answer_length=10) == ((0, 3), 14.0)  # tokens 3..5 = characters 0..2
   assert "label" in features and (features["label"] == IGNORE).all()  # no answer: unscored
 
 

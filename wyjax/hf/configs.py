@@ -5,11 +5,9 @@ error rather than a silently different model.
 """
 from wyjax.models.config import MODEL_TYPES, EncoderConfig
 
-ARCHITECTURES = {
-    "deberta-v2": "DebertaV2ForMaskedLM",
-    "bert": "BertForMaskedLM",
-    "roberta": "RobertaForMaskedLM",
-}
+# transformers' model class names: <prefix><task model suffix>, e.g. DebertaV2ForTokenClassification.
+CLASS_PREFIXES = {"deberta-v2": "DebertaV2", "bert": "Bert", "roberta": "Roberta"}
+ARCHITECTURES = {model_type: f"{prefix}ForMaskedLM" for model_type, prefix in CLASS_PREFIXES.items()}
 # transformers' per-model defaults where they differ from EncoderConfig's.
 _DEFAULTS = {
     "deberta-v2": dict(type_vocab_size=0, layer_norm_eps=1e-7, pad_token_id=0),
@@ -60,15 +58,16 @@ def from_hf(hf: dict, source: str = "config.json") -> EncoderConfig:
     raise UnsupportedConfigError(f"{source}: {e}") from e
 
 
-def to_hf(config: EncoderConfig, *, legacy: bool | None = None) -> dict:
-  """A config.json that transformers loads as the MLM model, every switch written out.
+def to_hf(config: EncoderConfig, *, legacy: bool | None = None, task_model: str = "ForMaskedLM") -> dict:
+  """A config.json that transformers loads as the task model `task_model` names (the class
+  name's suffix: the MLM model by default), every switch written out.
 
   DeBERTa's `relative_attention` defaults to False in transformers' code although its
   docstring says True, so nothing is left to defaults.
   """
   hf = {
       "model_type": config.model_type,
-      "architectures": [ARCHITECTURES[config.model_type]],
+      "architectures": [CLASS_PREFIXES[config.model_type] + task_model],
       **{k: getattr(config, k) for k in _SHARED_FIELDS},
       "tie_word_embeddings": True,
       "dtype": "float32",
@@ -89,6 +88,9 @@ def to_hf(config: EncoderConfig, *, legacy: bool | None = None) -> dict:
         pooler_dropout=0.0,
         pooler_hidden_act=config.hidden_act,
     )
+    if hf["legacy"] is False and config.embed_dim != config.hidden_size:
+      raise ValueError("legacy=False needs embedding_size == hidden_size: transformers' "
+                       "lm_predictions head maps hidden→hidden before the tied decoder")
   else:
     hf["position_embedding_type"] = "absolute"
   return hf

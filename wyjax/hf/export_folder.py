@@ -6,8 +6,10 @@ from etils import epath
 from safetensors.numpy import save
 
 from wyjax.core import checkpoints, run_config
+from wyjax.data.tokenizer import Tokenizer
 from wyjax.hf import card, configs, weights
 from wyjax.hf.loading import Model
+from wyjax.models import EncoderConfig
 
 # Every file `export` writes (the tokenizer's four included): what a Hub upload sends.
 FILES = ("config.json", "model.safetensors", "README.md", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
@@ -48,6 +50,29 @@ def hub_id(init) -> str | None:
   return init if looks_like_id and not epath.Path(init).exists() else None
 
 
+def check_tokenizer(tokenizer: Tokenizer | None, config: EncoderConfig) -> None:
+  """An export ships the model's own tokenizer: one of its vocabulary's size."""
+  if tokenizer is None:
+    raise ValueError("export needs the model's tokenizer (vocab.txt beside the checkpoint)")
+  if len(tokenizer) != config.vocab_size:
+    raise ValueError(f"tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {config.vocab_size}")
+
+
+def write(out, hf_config: dict, params, config: EncoderConfig, tokenizer: Tokenizer, readme: str, *,
+          overwrite: bool = False) -> epath.Path:
+  """Writes `out` (FILES): config.json, the params as transformers' model.safetensors, the
+  tokenizer's files and README.md. A folder that already holds files is refused unless
+  `overwrite` (then the exported files replace theirs; other files are left alone)."""
+  out = check_out(out, overwrite)
+  state_dict = weights.to_hf(params, config, legacy=hf_config.get("legacy", True))
+  out.mkdir(parents=True, exist_ok=True)
+  (out / "model.safetensors").write_bytes(save(state_dict, metadata={"format": "pt"}))
+  (out / "config.json").write_text(json.dumps(hf_config, indent=2, ensure_ascii=False) + "\n")
+  tokenizer.save(out)
+  (out / "README.md").write_text(readme)
+  return out
+
+
 def export(model: Model, out, *, legacy: bool | None = None, name: str = "wyjax-model",
            license: str = "apache-2.0", results: dict | None = None, training: dict | None = None,
            base_model: str | None = None, task_data: str | None = None, overwrite: bool = False) -> epath.Path:
@@ -57,29 +82,14 @@ def export(model: Model, out, *, legacy: bool | None = None, name: str = "wyjax-
   ({"split": "dev", "tasks": {"tlc": {"accuracy": 0.81, ...}, ...}, "main_metric": {...}}), the
   model-index; task_data: the corpus its tasks were derived from when they are not the
   benchmarks' own data (the demo's). training: {"config": the run's run_config.json, "step": the
-  step exported}. base_model: the Hub model the run started from.
-  A folder that already holds files is refused unless `overwrite` (then the exported files
-  replace theirs; other files are left alone).
+  step exported}. base_model: the Hub model the run started from. `overwrite`: see `write`.
   """
-  out = check_out(out, overwrite)
+  check_out(out, overwrite)
   if not model.has_mlm:
     raise ValueError("export writes *ForMaskedLM folders; this model has no MLM head")
-  if model.tokenizer is None:
-    raise ValueError("export needs the model's tokenizer (vocab.txt beside the checkpoint)")
-  if len(model.tokenizer) != model.config.vocab_size:
-    raise ValueError(f"tokenizer has {len(model.tokenizer)} tokens but the model's vocab_size is "
-                     f"{model.config.vocab_size}")
+  check_tokenizer(model.tokenizer, model.config)
   config = model.config.replace(dtype="float32")
   hf_config = configs.to_hf(config, legacy=legacy)
-  if hf_config.get("legacy") is False and config.embed_dim != config.hidden_size:
-    raise ValueError("legacy=False needs embedding_size == hidden_size: transformers' "
-                     "lm_predictions head maps hidden→hidden before the tied decoder")
-  out.mkdir(parents=True, exist_ok=True)
-  state_dict = weights.to_hf(model.params, config, legacy=hf_config.get("legacy", True))
-  (out / "model.safetensors").write_bytes(save(state_dict, metadata={"format": "pt"}))
-  (out / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
-  model.tokenizer.save(out)
-  (out / "README.md").write_text(card.model_card(
-      hf_config, model.tokenizer, name=name, license=license, results=results, training=training,
-      base_model=base_model, task_data=task_data))
-  return out
+  readme = card.model_card(hf_config, model.tokenizer, name=name, license=license, results=results,
+                           training=training, base_model=base_model, task_data=task_data)
+  return write(out, hf_config, model.params, config, model.tokenizer, readme, overwrite=overwrite)

@@ -36,10 +36,10 @@ def param_shapes(config: EncoderConfig, *, mlm: bool, pooler: bool = False) -> d
   return jax.tree_util.tree_map(lambda s: s.shape, shapes)
 
 
-def _per_layer(params: dict) -> dict:
+def per_layer(params: dict) -> dict:
   """Params of a scan_layers model with each encoder's layers unstacked (a multiple-choice
   model keeps its encoder under 'scorer'; CCPM Match has a 'candidate_encoder' too)."""
-  return {k: unstack_layers(v) if k.endswith("encoder") else _per_layer(v) if k == "scorer" else v
+  return {k: unstack_layers(v) if k.endswith("encoder") else per_layer(v) if k == "scorer" else v
           for k, v in params.items()}
 
 
@@ -49,7 +49,7 @@ class Model:
 
   def __init__(self, config: EncoderConfig, params: dict, tokenizer: Tokenizer | None = None):
     if config.scan_layers:
-      config, params = config.replace(scan_layers=False), _per_layer(params)
+      config, params = config.replace(scan_layers=False), per_layer(params)
     self.config = config
     self.params = jax.tree_util.tree_map(jnp.asarray, params)
     self.tokenizer = tokenizer

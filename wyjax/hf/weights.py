@@ -89,6 +89,22 @@ def pooler_entries(config: EncoderConfig, prefix: str) -> Iterator[Entry]:
   yield from _dense(f"{'' if config.model_type == 'deberta-v2' else prefix}pooler.dense", ("pooler", "dense"))
 
 
+def head_entries(config: EncoderConfig, prefix: str, names, *, classification_head: bool = False) -> Iterator[Entry]:
+  """A task model's head, for the params of it among `names` (pooler, classifier, qa_outputs).
+  classification_head: RoBERTa's *ForSequenceClassification, whose RobertaClassificationHead
+  is our pooler and classifier (token 0 → dense → tanh → out_proj) named classifier.dense and
+  classifier.out_proj; its base model has no pooler."""
+  if classification_head:
+    yield from _dense("classifier.dense", ("pooler", "dense"))
+    yield from _dense("classifier.out_proj", ("classifier",))
+    return
+  if "pooler" in names:
+    yield from pooler_entries(config, prefix)
+  for name in ("classifier", "qa_outputs"):
+    if name in names:
+      yield from _dense(name, (name,))
+
+
 def mlm_layout(config: EncoderConfig, legacy: bool) -> str:
   """The head layout transformers' *ForMaskedLM of this model type expects."""
   if config.model_type == "roberta":
@@ -138,14 +154,16 @@ def _hf_shape(shape: tuple[int, ...], path: tuple[str, ...], n_in: int | None) -
 
 def from_hf(state_dict: Mapping[str, np.ndarray], config: EncoderConfig, target_shapes: Mapping,
             *, source: str = "state dict") -> tuple[dict, list[str]]:
-  """Returns (params, unused transformers keys). target_shapes: a params tree of shapes."""
+  """Returns (params, unused transformers keys). target_shapes: a params tree of shapes; a
+  multiple-choice model's (its one-label classifier under 'scorer') gets its params there."""
+  if "scorer" in target_shapes:
+    params, unused = from_hf(state_dict, config, target_shapes["scorer"], source=source)
+    return {"scorer": params}, unused
   keys = set(state_dict)
   prefix = encoder_prefix(config, keys)
   entries = list(encoder_entries(config, prefix))
-  if "pooler" in target_shapes:
-    entries += pooler_entries(config, prefix)
-  if "classifier" in target_shapes:
-    entries += _dense("classifier", ("classifier",))
+  entries += head_entries(config, prefix, target_shapes,
+                          classification_head="classifier.out_proj.weight" in keys and "pooler" in target_shapes)
   if "mlm_head" in target_shapes:
     layout = detect_mlm_layout(keys)
     if layout is None:
@@ -189,14 +207,20 @@ def _check_tied(state_dict: Mapping, entries: list[Entry], source: str) -> set[s
 
 
 def to_hf(params: Mapping, config: EncoderConfig, *, legacy: bool = False) -> dict[str, np.ndarray]:
-  """transformers *ForMaskedLM state dict, or a base model's (encoder and pooler) without
-  an MLM head. *ForMaskedLM has no pooler, so a pooler is written for base models only."""
-  has_mlm = "mlm_head" in params
-  entries = list(encoder_entries(config, PREFIXES[config.model_type] if has_mlm else ""))
-  if has_mlm:
+  """transformers state dict of the model `params` make: *ForMaskedLM (an MLM head), a task
+  model (a classifier or qa_outputs; a multiple-choice model's under 'scorer'), else a base
+  model (encoder and pooler: *ForMaskedLM has no pooler)."""
+  multiple_choice = "scorer" in params
+  params = params["scorer"] if multiple_choice else params
+  task_model = multiple_choice or any(name in params for name in ("mlm_head", "classifier", "qa_outputs"))
+  prefix = PREFIXES[config.model_type] if task_model else ""
+  entries = list(encoder_entries(config, prefix))
+  if "mlm_head" in params:
     entries += mlm_entries(mlm_layout(config, legacy))
-  elif "pooler" in params:
-    entries += pooler_entries(config, "")
+  else:
+    sequence_classifier = not multiple_choice and "pooler" in params and "classifier" in params
+    entries += head_entries(config, prefix, params,
+                            classification_head=sequence_classifier and config.model_type == "roberta")
   state_dict = {}
   for key, path, n_in in entries:
     value = np.asarray(_get(params, path), dtype=np.float32)

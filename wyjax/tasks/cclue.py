@@ -86,7 +86,9 @@ NER = Task(
     name="cclue_ner", files=NER_FOLDER, head="token", labels=NER_LABELS, max_length=512, featurize=_ner_featurize,
     decode=_ner_decode, score=_ner_score, main_metric="f1", baseline=_majority_tags,
     submission_format="txt", submission=per_example(lambda e, p: " ".join(p)),  # the label file's format
-    heading="C-CLUE NER", hub_task_type="token-classification", **_NER_PLACE)
+    heading="C-CLUE NER", hub_task_type="token-classification", **_NER_PLACE, inputs=("text",), long_text=True,
+    show=lambda e, p, f, logits: {**tagging.entities(e.text, tagging.decode_spans(NER_LABELS, f, logits)),
+                                  "tags": " ".join(p)})  # the label file's line, which the metric scores
 
 
 # --- relations --------------------------------------------------------------------------------------------------
@@ -113,7 +115,7 @@ RE = Task(
                                                               PREDICATES),
     main_metric="accuracy", baseline=constant_baseline(lambda e: e.predicate), submission_format="txt",
     submission=per_example(lambda e, p: p), submission_name="predicate_predict.txt",
-    heading="C-CLUE RE", hub_task_type="text-classification", **_RELATIONS_PLACE)
+    heading="C-CLUE RE", hub_task_type="text-classification", **_RELATIONS_PLACE, inputs=("text",))
 
 # The gold-entity task marks the pair inside the text: 「subject」 and 『object』.
 RELATION_MARKERS = "「」『』"
@@ -213,7 +215,7 @@ RE_GIVEN_ENTITIES = Task(
     submission_format="json",
     submission=lambda examples, predictions: [as_json(r) for r in triple_records(examples, predictions)],
     inserted_text=RELATION_MARKERS, config="cclue_re:given_entities", heading="C-CLUE RE (given entities)",
-    hub_task_type="text-classification", **_RELATIONS_PLACE)
+    hub_task_type="text-classification", **_RELATIONS_PLACE, inputs=("text", "subject", "object"))
 
 
 # --- end-to-end triples: C-CLUE's pipeline, predicate classification then labelling -----------------------
@@ -305,6 +307,7 @@ SPO = Task(
     submission=lambda examples, triples: [as_json(r) for r in spo_records(examples, triples)],
     # a cclue_re workdir: its dev and test predictions are the inputs (empty: the gold predicates)
     options={"predicates_from": ""}, prepare=_spo_prepare, from_other_runs=_predicates_run,
-    config="cclue_re:spo", heading="C-CLUE triples", hub_task_type="token-classification", **_RELATIONS_PLACE)
+    config="cclue_re:spo", heading="C-CLUE triples", hub_task_type="token-classification", **_RELATIONS_PLACE,
+    inputs=("text", "given_predicate"))
 
 TASKS = (NER, RE, SPO, RE_GIVEN_ENTITIES)  # the leaderboard's order

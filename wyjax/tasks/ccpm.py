@@ -140,7 +140,8 @@ def _task(name: str, head: str, featurize, heading: str, decode=lambda e, f, log
       submission=per_example(lambda e, p: as_json({"translation": e.translation, "choices": list(e.choices),
                                                     "answer": p})),
       submission_name="CCPM.jsonl", notes=_notes, board="classical", heading=heading, benchmark="CCPM",
-      hub_task_type="multiple-choice", hub_dataset=("CCPM", "ccpm"), config=name.replace("ccpm_", "ccpm:"))
+      hub_task_type="multiple-choice", hub_dataset=("CCPM", "ccpm"), config=name.replace("ccpm_", "ccpm:"),
+      inputs=("translation", "choices"), show=lambda e, p, f, logits: {"answer": p, "line": e.choices[p]})
 
 
 CLS = _task("ccpm", "binary_choice", _pair_featurize, "CCPM (Cls)", _most_probable_match, labels=("no match", "match"))

@@ -132,16 +132,17 @@ def _wsc(path, line, record, position) -> ClueExample:
 class _Format:
   labels: tuple[str, ...]
   read_record: object  # (path, line, record, position in the file) → ClueExample
+  inputs: tuple[str, ...] = ("text_a", "text_b")  # what wyjax.predict's input gives
 
 
 FORMATS = {
-    "tnews": _Format(TNEWS_LABELS, _sentence(TNEWS_LABELS)),
-    "iflytek": _Format(IFLYTEK_LABELS, _sentence(IFLYTEK_LABELS)),
+    "tnews": _Format(TNEWS_LABELS, _sentence(TNEWS_LABELS), ("text_a",)),
+    "iflytek": _Format(IFLYTEK_LABELS, _sentence(IFLYTEK_LABELS), ("text_a",)),
     "afqmc": _Format(("0", "1"), _pair(("0", "1"))),
     "cmnli": _Format(NLI_LABELS, _pair(NLI_LABELS, unlabelled=(NO_MAJORITY,))),
     "ocnli": _Format(NLI_LABELS, _pair(NLI_LABELS, unlabelled=(NO_MAJORITY,))),
     "csl": _Format(("0", "1"), _csl),
-    "cluewsc2020": _Format(("false", "true"), _wsc),
+    "cluewsc2020": _Format(("false", "true"), _wsc, ("text_a",)),  # the text with its two spans marked
 }
 
 
@@ -227,7 +228,7 @@ def _task(name: str, max_length: int, submission_name: str, heading: str = "") -
       decode=lambda e, f, logits: labels[argmax(logits)], score=_score(labels), main_metric="accuracy",
       baseline=_baseline(labels), submission_format="json", submission_name=submission_name,
       submission=per_example(lambda e, p: as_json({"id": e.id, "label": p})),
-      inserted_text=WSC_MARKS if name == "cluewsc2020" else "", notes=_notes)
+      inserted_text=WSC_MARKS if name == "cluewsc2020" else "", notes=_notes, inputs=FORMATS[name].inputs)
 
 
 # The CLUE paper's max_seq_length per task; CLUE 1.1's submission file names.

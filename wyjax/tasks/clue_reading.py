@@ -186,8 +186,15 @@ def _cmrc_featurize(example: CmrcExample, tokenizer: Tokenizer, max_length: int)
 
 
 def _cmrc_decode(example: CmrcExample, features, logits) -> str:
-  span = spans.best_span(features, logits, max_answer_length=MAX_ANSWER_TOKENS)
+  span, _ = spans.best_span(features, logits, max_answer_length=MAX_ANSWER_TOKENS)
   return "" if span is None else example.context[span[0]:span[1]]
+
+
+def _cmrc_show(example: CmrcExample, answer: str, features, logits) -> dict:
+  """The answer, its [start, end) characters in the context and its score (start + end logit)."""
+  span, score = spans.best_span(features, logits, max_answer_length=MAX_ANSWER_TOKENS)
+  start, end = span or (-1, -1)
+  return {"answer": answer, "start": start, "end": end, "score": round(float(score), 4)}
 
 
 def _cmrc_score(examples, predictions) -> dict:
@@ -210,7 +217,7 @@ CMRC2018 = clue_task(
     score=_cmrc_score, main_metric="em", baseline=lambda train, dev: [""] * len(dev),
     submission_format="json", submission_name="cmrc2018_predict.json",
     submission=lambda examples, predictions: [as_json({e.id: p for e, p in zip(examples, predictions, strict=True)})],
-    notes=_cmrc_notes)
+    notes=_cmrc_notes, inputs=("context", "question"), show=_cmrc_show)
 
 
 # --- C3: multiple-choice reading comprehension (dialogue d- and mixed-genre m- files) -----------------------
@@ -276,7 +283,8 @@ C3 = clue_task(
     split_files=split_files, read_split=read_split, heading="C³", head="choice", labels=OPTIONS, max_length=512, featurize=_c3_featurize,
     decode=lambda e, f, logits: argmax(logits[:len(e.options)]), score=_labelled_accuracy,
     main_metric="accuracy", baseline=constant_baseline(lambda e: e.label), submission_format="json",
-    submission_name="c311_predict.json", submission=per_example(lambda e, p: as_json({"id": e.id, "label": p})))
+    submission_name="c311_predict.json", submission=per_example(lambda e, p: as_json({"id": e.id, "label": p})),
+    inputs=("context", "question", "options"), show=lambda e, p, f, logits: {"answer": p, "option": e.options[p]})
 
 
 # --- ChID: the idiom that fills a blank, among candidates ---------------------------------------------------
@@ -371,7 +379,8 @@ CHID = clue_task(
     featurize=_chid_featurize, decode=lambda e, f, logits: argmax(logits[:len(e.candidates)]),
     score=_labelled_accuracy,
     main_metric="accuracy", baseline=constant_baseline(lambda e: e.label), submission_format="json",
-    submission_name="chid11_predict.json", submission=_chid_submission, inserted_text=BLANK)
+    submission_name="chid11_predict.json", submission=_chid_submission, inserted_text=BLANK,
+    inputs=("left", "right", "candidates"), show=lambda e, p, f, logits: {"answer": p, "idiom": e.candidates[p]})
 
 
 TASKS = (CMRC2018, CHID, C3)  # CLUE's order

@@ -53,10 +53,11 @@ def windows(tokenizer: Tokenizer, question: str, context: str, max_length: int, 
 
 
 def best_span(features: dict, logits: np.ndarray, *, n_best: int = 20,
-              max_answer_length: int = 30) -> tuple[int, int] | None:
-  """The [start, end) characters of the best answer over all windows: of each window's n_best
-  start and end tokens, the pairs inside the context with start ≤ end and at most
-  max_answer_length tokens, scored start logit + end logit. None when no pair qualifies.
+              max_answer_length: int = 30) -> tuple[tuple[int, int] | None, float]:
+  """The [start, end) characters of the best answer over all windows and its score: of each
+  window's n_best start and end tokens, the pairs inside the context with start ≤ end and at
+  most max_answer_length tokens, scored start logit + end logit. (None, -inf) when no pair
+  qualifies.
 
   logits: [windows, 2, length] (start, end) of this example's windows.
   """
@@ -73,4 +74,4 @@ def best_span(features: dict, logits: np.ndarray, *, n_best: int = 20,
         score = start_logits[s] + end_logits[e]
         if score > best_score:
           best, best_score = (int(chars[s]), int(chars[e]) + 1), score
-  return best
+  return best, float(best_score)

@@ -77,6 +77,13 @@ def decode_spans(labels: tuple[str, ...], features: dict, logits) -> tuple[tuple
   return tuple(spans_from_tags(token_tags, features["char_index"]))
 
 
+def entities(text: str, spans) -> dict:
+  """wyjax.predict's output of entity spans: the text and each entity's text, type, start and
+  end (exclusive) characters."""
+  return {"text": text, "entities": [{"text": text[start:end], "type": kind, "start": start, "end": end}
+                                     for start, end, kind in spans]}
+
+
 def span_tags(labels: tuple[str, ...], text: str, spans) -> list[str]:
   """One BIO tag (a string of labels) per character of text."""
   ids = {label: i for i, label in enumerate(labels)}

@@ -37,6 +37,10 @@ class Files:
   train_files: str  # how the train split is named in the folder, for errors
 
 
+def default_show(example, prediction, features, logits) -> dict:
+  return {"prediction": prediction}
+
+
 def _unchanged(task, splits: dict, config) -> tuple["Task", dict]:
   return task, splits
 
@@ -89,6 +93,13 @@ class Task:
   hub_task_type: str = "other"
   benchmark: str = ""
   hub_dataset: tuple[str, str] = ("", "")
+  # wyjax.predict (tasks/user_inputs.py): the example fields a user's input gives (none: the
+  # task takes no raw input); with one field, a plain text line is that field.
+  inputs: tuple[str, ...] = ()
+  long_text: bool = False  # character tagging of a text of any length: cut into overlapping windows
+  unmarked: Callable[[str], str] | None = None  # the text without the marks the task predicts (PUNC's)
+  # (example, prediction, features, logits) → its output: a JSON-able value, or a line of text
+  show: Callable = default_show
 
   @property
   def submission_file(self) -> str:
@@ -175,6 +186,11 @@ def rows(sequences: list[np.ndarray], pad_id: int, second_segment_from: int | No
 
 def label_or_ignore(index: int | None) -> np.int32:
   return np.int32(IGNORE if index is None else index)
+
+
+def label_in(labels: Sequence[str], value: str) -> np.int32:
+  """The index of a gold label, IGNORE for none ("": an unlabelled input)."""
+  return label_or_ignore(labels.index(value) if value else None)
 
 
 def argmax(logits) -> int:

@@ -10,8 +10,9 @@ from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import metrics, tagging
 from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.task import (OPTIONS, Files, Task, argmax, as_json, choice_accuracy, choice_rows, classification_scores,
-                              constant_baseline, most_common, pair, per_example, rows, single, with_specials)
-from wyjax.tasks.wyweb_files import (EXTENSIONS, FSPC_SENTIMENTS, GJC_COLLECTIONS, GLNER_LABELS, PUNC_LABELS,
+                              constant_baseline, label_in, label_or_ignore, most_common, pair, per_example, rows, single,
+                              with_specials)
+from wyjax.tasks.wyweb_files import (EXTENSIONS, FSPC_SENTIMENTS, GJC_COLLECTIONS, GLNER_LABELS, PUNC_LABELS, PUNC_MARKS,
                                      TLC_DYNASTIES, TLC_PERIOD_OF, TLC_PERIODS, ChoiceExample, FspcExample, GjcExample,
                                      GlnerExample, MtExample, PuncExample, TlcExample, XuciExample, read_split,
                                      split_files)
@@ -29,7 +30,7 @@ def _wyweb_task(name: str, example_type, hub_task_type: str, **fields) -> Task:
 
 def _tlc_featurize(example: TlcExample, tokenizer, max_length):
   features, cut = single(tokenizer, example.text, max_length)
-  return {**features, "label": np.int32(TLC_DYNASTIES.index(example.dynasty))}, cut
+  return {**features, "label": label_in(TLC_DYNASTIES, example.dynasty)}, cut
 
 
 def _tlc_decode(example, features, logits) -> tuple[str, str]:
@@ -53,12 +54,13 @@ TLC = _wyweb_task(
     "tlc", TlcExample, "text-classification", head="sequence", labels=TLC_DYNASTIES, max_length=512, featurize=_tlc_featurize,
     decode=_tlc_decode, score=_tlc_score, main_metric="accuracy", baseline=_tlc_baseline,
     submission_format="tsv", submission=per_example(lambda e, p: f"{p[0]}\t{p[1]}\t{e.text}"),
-    board_note=lambda results: f"dynasty, 7 classes; period accuracy {100 * results['dev']['period_accuracy']:.2f}")
+    board_note=lambda results: f"dynasty, 7 classes; period accuracy {100 * results['dev']['period_accuracy']:.2f}",
+    inputs=("text",), show=lambda e, p, f, logits: {"period": p[0], "dynasty": p[1]})
 
 
 def _gjc_featurize(example: GjcExample, tokenizer, max_length):
   features, cut = single(tokenizer, example.text, max_length)
-  return {**features, "label": np.int32(GJC_COLLECTIONS.index(example.collection))}, cut
+  return {**features, "label": label_in(GJC_COLLECTIONS, example.collection)}, cut
 
 
 GJC = _wyweb_task(
@@ -67,7 +69,7 @@ GJC = _wyweb_task(
     score=lambda examples, predictions: classification_scores(
         predictions, [e.collection for e in examples], GJC_COLLECTIONS),
     main_metric="accuracy", baseline=constant_baseline(lambda e: e.collection),
-    submission_format="tsv", submission=per_example(lambda e, p: f"{p}\t{e.text}"))
+    submission_format="tsv", submission=per_example(lambda e, p: f"{p}\t{e.text}"), inputs=("text",))
 
 
 def fspc_scoring_set(poems: list[FspcExample]) -> list[FspcExample]:
@@ -87,7 +89,7 @@ def _fspc_featurize(example: FspcExample, tokenizer, max_length):
   # The whole poem as the toolkit writes it: lines joined by '，', closed by '。'.
   text = "，".join(example.lines) + ("。" if len(example.lines) > 1 else "")
   features, cut = single(tokenizer, text, max_length)
-  return {**features, "label": np.int32(FSPC_SENTIMENTS.index(example.holistic))}, cut
+  return {**features, "label": label_in(FSPC_SENTIMENTS, example.holistic)}, cut
 
 
 FSPC_TOOLKIT_CLASSES = 10  # the toolkit's macro-F1 averages over label ids range(10), 5 of them unused
@@ -114,7 +116,7 @@ FSPC = _wyweb_task(
     submission=lambda examples, predictions: [  # whole poems: the released files' records
         as_json({"poem": "|".join(e.lines), "title": e.title, "poet": e.poet, "dynasty": e.dynasty,
                  "sentiments": {"holistic": p}}) for e, p in zip(examples, predictions) if len(e.lines) > 1],
-    options={"train_on_lines": True}, prepare=_fspc_prepare)
+    options={"train_on_lines": True}, prepare=_fspc_prepare, inputs=("lines",))
 
 
 # --- token classification: PUNC, GLNER ------------------------------------------------------------------
@@ -127,6 +129,26 @@ TOOLKIT_PUNC_CHARS = 510  # the toolkit cuts PUNC texts (and their tags) to max_
 def _punc_decode(example: PuncExample, features, logits) -> list[str]:
   tags = tagging.char_tags(PUNC_LABELS, features, logits)
   return tags + ["O"] * (len(example.text) - len(tags))
+
+
+def _punc_featurize(example: PuncExample, tokenizer, max_length):
+  labels = [_PUNC_IDS[t] for t in example.labels] if example.labels else np.full(len(example.text), IGNORE)
+  return tagging.tagging_inputs(tokenizer, example.text, labels, max_length)
+
+
+def unpunctuated(text: str) -> str:
+  return "".join(c for c in text if c not in PUNC_MARKS)
+
+
+def punctuated(text: str, tags) -> str:
+  """The text with each predicted mark after its character; a mark itself, or a character
+  already followed by one (punctuation kept from the input), gets none."""
+  out = []
+  for i, (char, tag) in enumerate(zip(text, tags)):
+    out.append(char)
+    if tag != "O" and char not in PUNC_MARKS and text[i + 1:i + 2] not in PUNC_MARKS:
+      out.append(tag[2:])
+  return "".join(out)
 
 
 def punc_task(score_chars: int = 0) -> Task:
@@ -142,13 +164,12 @@ def punc_task(score_chars: int = 0) -> Task:
 
   return _wyweb_task(
       "punc", PuncExample, "token-classification", head="token", labels=PUNC_LABELS, max_length=512,
-      featurize=lambda e, tokenizer, max_length: tagging.tagging_inputs(
-          tokenizer, e.text, [_PUNC_IDS[t] for t in e.labels], max_length),
-      decode=_punc_decode, score=score, main_metric="f1",
+      featurize=_punc_featurize, decode=_punc_decode, score=score, main_metric="f1",
       baseline=lambda train, dev: [["O"] * len(e.text) for e in dev],  # F1 0
       submission_format="tsv",
       submission=per_example(lambda e, p: f"{e.text}\t{''.join('O' if t == 'O' else t[2:] for t in p)}"),
-      options={"score_chars": score_chars}, prepare=_punc_prepare)
+      options={"score_chars": score_chars}, prepare=_punc_prepare, inputs=("text",), long_text=True,
+      unmarked=unpunctuated, show=lambda e, p, f, logits: punctuated(e.text, p))
 
 
 def _punc_prepare(task: Task, splits: dict, config) -> tuple[Task, dict]:
@@ -165,14 +186,15 @@ GLNER = _wyweb_task(
     score=lambda examples, predictions: tagging.entity_scores(GLNER_LABELS, examples, predictions),
     main_metric="f1", baseline=lambda train, dev: [() for _ in dev],  # F1 0
     submission_format="jsonl",
-    submission=per_example(lambda e, p: as_json({"text": e.text, "label": [list(span) for span in p]})))
+    submission=per_example(lambda e, p: as_json({"text": e.text, "label": [list(span) for span in p]})),
+    inputs=("text",), long_text=True, show=lambda e, p, f, logits: tagging.entities(e.text, p))
 
 
 # --- multiple choice: IRC, WYWRC --------------------------------------------------------------------------
 
 def _choice_featurize(example: ChoiceExample, tokenizer: Tokenizer, max_length: int, cut: str):
   features, truncated = choice_rows(tokenizer, example.context, example.question, example.options, max_length, cut)
-  return {**features, "label": np.int32(example.label)}, truncated
+  return {**features, "label": label_or_ignore(example.label)}, truncated
 
 
 def _choice_task(name: str, max_length: int, cut: str, submission_line) -> Task:
@@ -181,7 +203,8 @@ def _choice_task(name: str, max_length: int, cut: str, submission_line) -> Task:
       featurize=lambda e, tokenizer, n: _choice_featurize(e, tokenizer, n, cut),
       decode=lambda e, f, logits: argmax(logits), score=choice_accuracy, main_metric="accuracy",
       baseline=constant_baseline(lambda e: e.label), submission_format="jsonl",
-      submission=per_example(submission_line))
+      submission=per_example(submission_line), inputs=("context", "question", "options"),
+      show=lambda e, p, f, logits: {"answer": p, "option": e.options[p]})
 
 
 IRC = _choice_task("irc", 256, "question", lambda e, p: as_json(
@@ -217,7 +240,8 @@ XUCI = _wyweb_task(
         predictions, [e.same_usage for e in examples], (False, True)),
     main_metric="accuracy", baseline=constant_baseline(lambda e: e.same_usage), submission_format="tsv",
     submission=per_example(lambda e, p: "\t".join(
-        [e.text_a, e.text_b, "%d, %d" % e.span_a, "%d, %d" % e.span_b, "t" if p else "f"])))
+        [e.text_a, e.text_b, "%d, %d" % e.span_a, "%d, %d" % e.span_b, "t" if p else "f"])),
+    inputs=("text_a", "span_a", "text_b", "span_b"), show=lambda e, p, f, logits: {"same_usage": p})
 
 
 # --- WYWMT: classical → modern Chinese translation with a prefix LM ---------------------------------------------
@@ -254,7 +278,7 @@ WYWMT = _wyweb_task(
     # Copying the source: a floor well above zero, since classical and modern Chinese share many characters.
     baseline=lambda train, dev: [e.source for e in dev],
     submission_format="tsv", submission=per_example(lambda e, p: f"{e.source}\t{p}"),
-    forced_scores=_teacher_forced_scores, averaged=False,
+    forced_scores=_teacher_forced_scores, averaged=False, inputs=("source",), show=lambda e, p, f, text: p,
     # Checkpoints are chosen on greedy translations; the final ones use this beam search.
     options={"decoding": {"beam_size": 4, "length_penalty": 0.6, "max_ratio": 2.0, "max_extra": 32}})
 

@@ -1,0 +1,93 @@
+"""A user's input to `wyjax.predict`, one line at a time, made into the task's example.
+
+A line is a JSON object of the task's input fields (`Task.inputs`), or, for a task with one
+input field, that field's plain text. The example's other fields (its gold labels) get blank
+values, which every featurize reads as "unlabelled". A text given for a list field (FSPC's
+verse lines) is split at punctuation. A bad line is a FormatError naming its file and line.
+"""
+import dataclasses
+import json
+import re
+import types
+import typing
+
+from wyjax.tasks.files import FormatError
+from wyjax.tasks.task import Task
+
+_CLAUSE_END = re.compile(r"[，。？！；：、,.?!;:\s]+")
+
+
+def check_predictable(task: Task) -> None:
+  if not task.inputs:
+    raise ValueError(f"task {task.name} takes no raw input: its runs score another task's model")
+
+
+def describe(task: Task) -> str:
+  """What an input line of the task is, for errors and --help."""
+  fields = ", ".join(f'"{name}"' for name in task.inputs)
+  plain = f"a line of text ({task.inputs[0]}) or " if len(task.inputs) == 1 else ""
+  return f"{plain}a JSON object with {fields}"
+
+
+def _blank(field: dataclasses.Field, kind):
+  """The value of a field the input does not give: its default, else empty / None."""
+  if field.default is not dataclasses.MISSING:
+    return field.default
+  origin = typing.get_origin(kind) or kind
+  return {str: "", bool: False, tuple: ()}.get(origin)
+
+
+def _value(name: str, value, kind):
+  """`value` from JSON as the field's type: lists become tuples; a text for a list of texts is
+  split at punctuation; anything else of the wrong type is an error."""
+  origin = typing.get_origin(kind) or kind
+  if origin in (types.UnionType, typing.Union):  # `int | None`
+    if value is None:
+      return None
+    kind = origin = next(k for k in typing.get_args(kind) if k is not type(None))
+  if origin is tuple:
+    if isinstance(value, str) and typing.get_args(kind)[0] is str:
+      return tuple(part for part in _CLAUSE_END.split(value) if part)
+    if not isinstance(value, list):
+      raise ValueError(f'"{name}" must be a list')
+    item_kinds = typing.get_args(kind)
+    if item_kinds[-1] is Ellipsis:  # tuple[X, ...]
+      item_kinds = item_kinds[:1] * len(value)
+    if len(value) != len(item_kinds):
+      raise ValueError(f'"{name}" must have {len(item_kinds)} items')
+    return tuple(_value(name, v, k) for v, k in zip(value, item_kinds))
+  if origin is bool or origin is int:
+    if type(value) is not origin:
+      raise ValueError(f'"{name}" must be {"true or false" if origin is bool else "an integer"}')
+    return value
+  if origin is str and not isinstance(value, str):
+    raise ValueError(f'"{name}" must be a string')
+  return value
+
+
+def example(task: Task, text: str, path, line: int):
+  """The task's example of one input line (without its line ending)."""
+  if text.lstrip().startswith("{"):
+    try:
+      record = json.loads(text)
+    except json.JSONDecodeError as e:
+      raise FormatError(path, line, f"not valid JSON ({e.msg} at column {e.colno})") from None
+  elif len(task.inputs) == 1:
+    record = {task.inputs[0]: text}
+  else:
+    raise FormatError(path, line, f"expected {describe(task)}")
+  kinds = typing.get_type_hints(task.files.example_type)
+  fields = {f.name: f for f in dataclasses.fields(task.files.example_type) if f.name != "line"}
+  unknown = sorted(set(record) - set(fields))
+  missing = [name for name in task.inputs if name not in record]
+  if unknown or missing:
+    what = [f"unknown field(s) {', '.join(unknown)}"] * bool(unknown) + [f"missing {', '.join(missing)}"] * bool(missing)
+    raise FormatError(path, line, f"{'; '.join(what)}: expected {describe(task)}")
+  values = {name: _blank(field, kinds[name]) for name, field in fields.items()}
+  try:
+    values.update({name: _value(name, value, kinds[name]) for name, value in record.items()})
+  except ValueError as e:
+    raise FormatError(path, line, str(e)) from None
+  if not any(values[name].strip() if isinstance(values[name], str) else values[name] for name in task.inputs):
+    raise FormatError(path, line, "empty input")
+  return task.files.example_type(line=line, **values)

@@ -1,0 +1,137 @@
+"""A fine-tuned model applied to a user's raw inputs (`wyjax.predict`): lines streamed in chunks,
+each chunk featurized by its task, predicted in batches sorted by length by the same jitted
+step as evaluation (TaskModel's), and written back in input order.
+
+A character-tagging task (`Task.long_text`) takes texts of any length: cut into overlapping
+windows of the model's length, every character decided once, from the window where it has
+most context (tasks/long_texts.py). Other inputs longer than the model's length are cut as
+the task's featurize cuts them, and the characters cut are counted.
+"""
+import dataclasses
+import json
+import sys
+from collections.abc import Iterable, Iterator
+
+import jax
+import numpy as np
+
+from wyjax.tasks import long_texts, user_inputs
+from wyjax.tasks.files import FormatError
+from wyjax.train import finetuning
+from wyjax.train.task_model import TaskModel
+
+CHUNK_CHARACTERS = 1 << 20  # characters read before a chunk is predicted: memory stays flat
+
+
+@dataclasses.dataclass
+class Counts:
+  lines: int = 0
+  bad: int = 0  # bad lines reported and left empty (skip_bad_lines)
+  truncated: int = 0  # characters cut from inputs longer than the model's length
+
+
+class Predictor:
+  """Outputs of a fine-tuned model (wyjax.hf.task_models.FineTuned) for input lines."""
+
+  def __init__(self, fine_tuned, *, batch_size: int = 32, beam_size: int = 4, keep_marks: bool = False,
+               skip_bad_lines: bool = False):
+    self.task, self.tokenizer = fine_tuned.task, fine_tuned.tokenizer
+    user_inputs.check_predictable(self.task)
+    self.fine_tuned = fine_tuned
+    self.max_length = fine_tuned.max_length
+    self.batch_size, self.beam_size = batch_size, beam_size
+    self.keep_marks, self.skip_bad_lines = keep_marks, skip_bad_lines
+    self.counts = Counts()
+    self._model = self._params = None
+
+  def _build(self, example_features: dict) -> None:
+    """The task's model and params on all devices, built for the first featurized input."""
+    config = finetuning.base_config(self.task.name)
+    config.batch_size = config.eval_batch_size = self.batch_size
+    config.dtype = self.fine_tuned.model_config.dtype
+    self._model = TaskModel(self.task, self.fine_tuned.model_config, self.tokenizer, config, total_steps=1,
+                            max_length=self.max_length, example=example_features)
+    self._params = jax.device_put(self.fine_tuned.params, self._model.program.params_sharding)
+
+  def _featurized(self, text: str, path, line: int):
+    """(example, [its features] or, for a long text, (whole text's features, windows' features,
+    window starts)) of one input line."""
+    example = user_inputs.example(self.task, text, path, line)
+    if self.task.unmarked and not self.keep_marks:
+      field = self.task.inputs[0]
+      example = dataclasses.replace(example, **{field: self.task.unmarked(getattr(example, field))})
+    try:
+      if not self.task.long_text:
+        features, cut = self.task.featurize(example, self.tokenizer, self.max_length)
+        self.counts.truncated += cut
+        return example, [features]
+      tokens = len(self.tokenizer.encode_chars(getattr(example, self.task.inputs[0]))[0])
+      features, _ = self.task.featurize(example, self.tokenizer, tokens + 2)
+    except ValueError as e:
+      raise FormatError(path, line, str(e)) from None
+    room = self.max_length - 2
+    starts = long_texts.window_starts(tokens, room)
+    return example, (features, [long_texts.cut(features, start, room) for start in starts], starts)
+
+  def _predict(self, featurized: list) -> list:
+    """(prediction, features, logits) of each (example, features) of _featurized."""
+    examples = [example for example, _ in featurized]
+    if self.task.long_text:
+      features = [window for _, (_, windows, _) in featurized for window in windows]
+    else:
+      features = [f for _, (f,) in featurized]
+    if self._model is None:
+      self._build(features[0])
+    logits = self._model.predict(self._params, features)
+    if self._model.head.generates:
+      texts = self._model.translate(self._params, examples, self.beam_size)
+      return [(self.task.decode(e, f, t), f, l) for e, f, l, t in zip(examples, features, logits, texts)]
+    if not self.task.long_text:
+      return [(self.task.decode(e, f, l), f, l) for e, f, l in zip(examples, features, logits)]
+    out, first = [], 0
+    for example, (text_features, windows, starts) in featurized:
+      tokens = text_features["input_ids"].shape[-1] - 2
+      text_logits = long_texts.stitch(logits[first:first + len(windows)], starts, self.max_length - 2, tokens)
+      first += len(windows)
+      out.append((self.task.decode(example, text_features, text_logits), text_features, text_logits))
+    return out
+
+  def _show(self, example, prediction, features, logits) -> str:
+    shown = self.task.show(example, prediction, features, logits)
+    if isinstance(shown, str):
+      return shown
+    if np.ndim(logits) == 1 and len(logits) == len(self.task.labels):
+      probabilities = np.exp(logits - np.max(logits))
+      probabilities /= probabilities.sum()
+      shown["probabilities"] = {label: round(float(p), 6) for label, p in zip(self.task.labels, probabilities)}
+    return json.dumps(shown, ensure_ascii=False)
+
+  def _chunk(self, chunk: list[tuple[int, str]], path) -> list[str]:
+    featurized, out = {}, [""] * len(chunk)
+    for i, (line, text) in enumerate(chunk):
+      if self.task.long_text and not text.strip():
+        continue  # a blank line of a book stays a blank line
+      try:
+        featurized[i] = self._featurized(text, path, line)
+      except FormatError as e:
+        if not self.skip_bad_lines:
+          raise
+        print(e, file=sys.stderr)
+        self.counts.bad += 1
+    if featurized:
+      for i, (prediction, features, logits) in zip(featurized, self._predict(list(featurized.values()))):
+        out[i] = self._show(featurized[i][0], prediction, features, logits)
+    return out
+
+  def outputs(self, lines: Iterable[str], path="stdin") -> Iterator[str]:
+    """One output line per input line (without line endings), in order."""
+    chunk, characters = [], 0
+    for line, text in enumerate(lines, 1):
+      chunk.append((line, text))
+      characters += len(text)
+      self.counts.lines += 1
+      if characters >= CHUNK_CHARACTERS:
+        yield from self._chunk(chunk, path)
+        chunk, characters = [], 0
+    if chunk:
+      yield from self._chunk(chunk, path)
