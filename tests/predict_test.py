@@ -181,3 +181,21 @@ def test_a_200000_character_text_is_punctuated_whole(runs, shared_data):
   output, = predictor.outputs([text])
   assert "".join(c for c in output if c not in wyweb_files.PUNC_MARKS) == text
   assert len(output) > len(text)  # and it did punctuate
+
+
+def test_a_bad_line_is_one_error_line_or_skipped_and_counted(runs, tmp_path):
+  workdir, _, _ = runs["tlc"]
+  (tmp_path / "in.txt").write_text('子曰學而時習之\n{"text": \n有朋自遠方來\n', encoding="utf-8")
+  command = [sys.executable, "-m", "wyjax.predict", f"--model={workdir}", f"--input={tmp_path / 'in.txt'}",
+             f"--output={tmp_path / 'out.jsonl'}"]
+  failed = subprocess.run(command, cwd=REPO_ROOT, env=pretrain_env(), capture_output=True, text=True)
+  assert failed.returncode != 0 and "Traceback" not in failed.stderr
+  assert f"wyjax: error: {tmp_path / 'in.txt'}:2: not valid JSON" in failed.stderr
+  skipped = subprocess.run(command + ["--skip_bad_lines", "--overwrite"], cwd=REPO_ROOT, env=pretrain_env(),
+                           capture_output=True, text=True)
+  assert skipped.returncode == 0, skipped.stderr[-2000:]
+  first, bad, last = (tmp_path / "out.jsonl").read_text(encoding="utf-8").split("\n")[:3]
+  assert bad == "" and json.loads(first)["dynasty"] and json.loads(last)["dynasty"]
+  assert "1 bad line(s) of 3 left empty" in skipped.stderr
+  refused = subprocess.run(command, cwd=REPO_ROOT, env=pretrain_env(), capture_output=True, text=True)
+  assert refused.returncode != 0 and "exists; choose another --output or pass --overwrite" in refused.stderr
