@@ -47,7 +47,7 @@ def test_demo_runs_end_to_end(shared_data, tmp_path):
   assert "| Model | Avg. (WYWMT apart) | PUNC | TLC |" in result.stdout
   assert "| majority class |" in result.stdout
   # It ends with use: the passage punctuated by the fine-tuned model, every character kept in order.
-  before, after = (line.split(": ", 1)[1] for line in result.stdout.splitlines()
+  before, after = (line.split(":", 1)[1].strip() for line in result.stdout.splitlines()
                    if line.strip().startswith(("before:", "after:")))
   assert before == poetry.UNSEEN_PASSAGE
   assert "".join(c for c in after if c not in wyweb_files.PUNC_MARKS) == before
