@@ -144,24 +144,13 @@ def _training(training: dict) -> str:
       "peak learning rate": config.get("learning_rate")
                             and f"{config['learning_rate']} (AdamW, {config.get('warmup_steps', 0)} warmup steps)",
   }
-  listing = "\n".join(f"- {what}: {value}" for what, value in facts.items() if value)
   config_json = json.dumps(config, indent=2, ensure_ascii=False)
   return f"""
 ## Training
 
 Pretrained with `python -m wyjax.pretrain` (masked language modelling):
 
-{listing}
-
-<details>
-<summary>The run's config (run_config.json)</summary>
-
-```json
-{config_json}
-```
-
-</details>
-"""
+{_listing(facts, config_json)}"""
 
 
 def _results(results: dict, task_data: str | None) -> str:
@@ -320,24 +309,13 @@ def _fine_tuning(task: Task, run_config: dict, run: dict | None) -> str:
       "max length": run_config.get("max_length") or task.max_length,
       "exported": run and f"seed {run['seed']}, its best dev {task.main_metric} at step {run['best_step']}",
   }
-  listing = "\n".join(f"- {what}: {value}" for what, value in facts.items() if value)
   config_json = json.dumps(run_config, indent=2, ensure_ascii=False)
   return f"""
 ## Training
 
 Fine-tuned with `python -m wyjax.finetune --config={task.config_name}.py` on {task.column}'s train split:
 
-{listing}
-
-<details>
-<summary>The run's config (run_config.json)</summary>
-
-```json
-{config_json}
-```
-
-</details>
-"""
+{_listing(facts, config_json)}"""
 
 
 def _task_results(task: Task, scores: dict) -> str:
@@ -351,3 +329,10 @@ Scores of this model on {task.column}'s splits (wyjax's metrics; the main metric
 | split | metric | value |
 |---|---|---|
 {rows}"""
+
+
+def _listing(facts: dict, config_json: str) -> str:
+  """The Training section's facts (those known) and the run's whole config, folded."""
+  listing = "\n".join(f"- {what}: {value}" for what, value in facts.items() if value)
+  return (f"{listing}\n\n<details>\n<summary>The run's config (run_config.json)</summary>\n\n"
+          f"```json\n{config_json}\n```\n\n</details>\n")
