@@ -64,10 +64,11 @@ def tagging_inputs(tokenizer: Tokenizer, text: str, char_labels, max_length: int
 def char_tags(labels: tuple[str, ...], features: dict, logits) -> list[str]:
   """One predicted tag per character of the text up to its last token ('O' where a character
   has no token)."""
-  tags = ["O"] * (int(features["char_index"].max()) + 1)
-  for token, char in enumerate(features["char_index"]):
+  char_index = np.asarray(features["char_index"])
+  tags = ["O"] * (int(char_index.max()) + 1)
+  for char, label in zip(char_index, np.argmax(np.asarray(logits)[:len(char_index)], -1)):  # one argmax per text
     if char >= 0:
-      tags[char] = labels[int(np.argmax(logits[token]))]
+      tags[char] = labels[label]
   return tags
 
 
