@@ -32,7 +32,7 @@ _COMPILE_ONLY = flags.DEFINE_string("compile_only", None,
 def main(argv):
   del argv
   logs.to_file(_WORKDIR.value, "finetune")
-  aot.use_compilation_cache()
+  aot.use_compilation_cache(_COMPILE_ONLY.value)
   with guards.clean_exit():
     if _COMPILE_ONLY.value:
       aot.print_report(finetuning.compile_only(_CONFIG.value, _COMPILE_ONLY.value))

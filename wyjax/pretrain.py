@@ -31,7 +31,7 @@ flags.mark_flags_as_required(["config"])
 def main(argv):
   del argv
   logs.to_file(_WORKDIR.value, "pretrain")
-  aot.use_compilation_cache()
+  aot.use_compilation_cache(_COMPILE_ONLY.value)
   with guards.clean_exit():
     if _COMPILE_ONLY.value:
       aot.print_report(pretraining.compile_only(_CONFIG.value, _COMPILE_ONLY.value))

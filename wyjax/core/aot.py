@@ -51,10 +51,13 @@ DEVICE_KINDS = {"TPU v4": "v4", "TPU v5 lite": "v5e", "TPU v5e": "v5e", "TPU v5p
                 "TPU v6 lite": "v6e", "H100": "h100", "H200": "h200", "A100": "a100", "L4": "l4"}
 
 
-def use_compilation_cache() -> None:
+def use_compilation_cache(compile_only: str | None = None) -> None:
   """JAX's persistent compilation cache under <wyjax cache>/xla, unless one is configured
-  (JAX_COMPILATION_CACHE_DIR): a rerun of the same step loads it instead of compiling."""
-  if not jax.config.jax_compilation_cache_dir:
+  (JAX_COMPILATION_CACHE_DIR): a rerun of the same step loads it instead of compiling. Not when
+  compiling for a TPU topology: a compile-only client cannot load an executable back."""
+  if compile_only not in (None, "local"):
+    jax.config.update("jax_enable_compilation_cache", False)
+  elif not jax.config.jax_compilation_cache_dir:
     jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "xla"))
 
 
