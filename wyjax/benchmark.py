@@ -17,9 +17,9 @@ import json
 import pathlib
 import sys
 
-from absl import app, flags
+from absl import flags
 
-from wyjax.core import aot, guards, logs
+from wyjax.core import aot, cli, logs
 from wyjax.train import suite
 
 _INIT = flags.DEFINE_string("init", "", "transformers folder or wyjax workdir (empty: fresh tiny model).")
@@ -43,11 +43,10 @@ def main(argv):
   logs.to_file(_OUT.value, "benchmark")
   name = _NAME.value or (pathlib.Path(_INIT.value).name if _INIT.value else "fresh tiny model")
   aot.use_compilation_cache()
-  with guards.clean_exit():
-    board = suite.run(init=_INIT.value, data_root=_DATA_ROOT.value, out=_OUT.value,
-                          tasks=suite.task_names(_TASKS.value), name=name, accept_config_change=_ACCEPT.value,
-                          learning_rate=_LR.value, num_epochs=_EPOCHS.value, num_train_steps=_STEPS.value,
-                          eval_every=_EVAL_EVERY.value, seeds=_SEEDS.value, batch_size=_BATCH.value)
+  board = suite.run(init=_INIT.value, data_root=_DATA_ROOT.value, out=_OUT.value,
+                    tasks=suite.task_names(_TASKS.value), name=name, accept_config_change=_ACCEPT.value,
+                    learning_rate=_LR.value, num_epochs=_EPOCHS.value, num_train_steps=_STEPS.value,
+                    eval_every=_EVAL_EVERY.value, seeds=_SEEDS.value, batch_size=_BATCH.value)
   print((pathlib.Path(_OUT.value) / "leaderboard.md").read_text(encoding="utf-8"))
   print(json.dumps({"written": str(pathlib.Path(_OUT.value).resolve())}))
   if board["failed"]:
@@ -56,4 +55,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -19,9 +19,9 @@
 import pathlib
 import time
 
-from absl import app, flags
+from absl import flags
 
-from wyjax.core import aot, checkpoints, config_files, guards, logs, storage
+from wyjax.core import aot, checkpoints, cli, config_files, guards, logs, storage
 from wyjax.data import corpus
 from wyjax.hf import export_folder, loading, task_models
 from wyjax.tasks.builders import poetry
@@ -57,8 +57,7 @@ def pretrained(config, workdir: pathlib.Path, accept_config_change: bool) -> pat
 def main(argv):
   del argv
   aot.use_compilation_cache()
-  with guards.clean_exit():
-    run_demo()
+  run_demo()
 
 
 def run_demo():
@@ -98,4 +97,4 @@ def run_demo():
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

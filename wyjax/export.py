@@ -30,7 +30,7 @@ import numpy as np
 from absl import app, flags
 from etils import epath
 
-from wyjax.core import storage
+from wyjax.core import cli, guards, storage
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.hf import export_folder
 from wyjax.hf import hub, loading, task_models
@@ -88,18 +88,12 @@ def main(argv):
   path = _CHECKPOINT.value or _WORKDIR.value
   if (path is None) == (_RANDOM_INIT.value is None):
     raise app.UsageError("give exactly one of --checkpoint (or --workdir) and --random_init")
-  try:
-    task = task_models.task_of(path) if path else None
-  except ValueError as e:
-    raise SystemExit(f"wyjax.export: {e}") from None
+  task = task_models.task_of(path) if path else None
   if task and (reason := task_models.unexportable(task)):
-    raise SystemExit(f"wyjax.export: {reason}")
+    raise guards.RunError(reason)
   if task and (_RESULTS.value or _TASK_DATA.value):
     raise app.UsageError("--results and --task_data are for encoders; a fine-tuned model's card has its run's scores")
-  try:
-    export_folder.check_out(_OUT.value, _OVERWRITE.value)  # before the (slow) load
-  except FileExistsError as e:
-    raise SystemExit(f"wyjax.export: {e}") from None
+  export_folder.check_out(_OUT.value, _OVERWRITE.value)  # before the (slow) load
   legacy = None if _LEGACY.value == "auto" else _LEGACY.value == "true"
   name = _NAME.value or _PUSH.value or _OUT.value.rstrip("/").split("/")[-1]
   if task:
@@ -128,10 +122,7 @@ def _export_encoder(path, legacy, name):
 
 def _export_fine_tuned(path, legacy, name):
   """A fine-tuned run as its transformers task model: (the folder, its --verify check)."""
-  try:
-    model = task_models.load(path)
-  except (ValueError, FileNotFoundError) as e:
-    raise SystemExit(f"wyjax.export: {e}") from None
+  model = task_models.load(path)
   out = task_models.export(model, _OUT.value, name=name, license=_LICENSE.value, legacy=legacy,
                            base_model=_BASE_MODEL.value, overwrite=_OVERWRITE.value)
   print(f"exported {model.task.name} as {task_models.hf_config(model, legacy)['architectures'][0]} "
@@ -146,11 +137,11 @@ def _verify_and_push(out, check) -> None:
       diff = check(local)
       print(f"transformers reload: max |logit difference| = {diff:.2e}")
       if diff > 1e-4:
-        raise SystemExit(f"verification failed: logits differ by {diff:.2e} (> 1e-4)")
+        raise guards.RunError(f"verification failed: logits differ by {diff:.2e} (> 1e-4)")
     if _PUSH.value:
       commit = hub.push(local, _PUSH.value, private=_PRIVATE.value)
       print(f"pushed to {_PUSH.value}: {commit}")
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

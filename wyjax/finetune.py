@@ -16,7 +16,7 @@ import json
 
 from absl import app, flags
 
-from wyjax.core import aot, config_files, guards, logs
+from wyjax.core import aot, cli, config_files, logs
 from wyjax.train import finetuning
 
 _CONFIG = config_files.DEFINE_config("config", None, "A task config: a name (tlc.py, ccpm.py:match) or a file.",
@@ -33,16 +33,15 @@ def main(argv):
   del argv
   logs.to_file(_WORKDIR.value, "finetune")
   aot.use_compilation_cache(_COMPILE_ONLY.value)
-  with guards.clean_exit():
-    if _COMPILE_ONLY.value:
-      aot.print_report(finetuning.compile_only(_CONFIG.value, _COMPILE_ONLY.value))
-      return
-    if not _WORKDIR.value:
-      raise app.UsageError("--workdir is required (except with --compile_only)")
-    results = finetuning.finetune(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value)
+  if _COMPILE_ONLY.value:
+    aot.print_report(finetuning.compile_only(_CONFIG.value, _COMPILE_ONLY.value))
+    return
+  if not _WORKDIR.value:
+    raise app.UsageError("--workdir is required (except with --compile_only)")
+  results = finetuning.finetune(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value)
   summary = {k: results[k] for k in ("task", "main_metric", "dev_mean", "dev_std", "dev", "test", "majority_baseline")}
   print(json.dumps(summary, indent=2, ensure_ascii=False))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -20,9 +20,9 @@ import os
 import sys
 
 import tqdm
-from absl import app, flags
+from absl import flags
 
-from wyjax.core import logs
+from wyjax.core import cli, guards, logs
 from wyjax.hf import task_models
 from wyjax.tasks import user_inputs
 from wyjax.train import inference
@@ -48,13 +48,10 @@ def main(argv):
   del argv
   logs.to_file(None, "predict")
   if _OUTPUT.value != "-" and os.path.exists(_OUTPUT.value) and not _OVERWRITE.value:
-    raise SystemExit(f"wyjax: error: {_OUTPUT.value} exists; choose another --output or pass --overwrite")
-  try:
-    fine_tuned = task_models.load(_MODEL.value)
-    predictor = inference.Predictor(fine_tuned, batch_size=_BATCH_SIZE.value, beam_size=_BEAM.value,
-                                    keep_marks=_KEEP_MARKS.value, skip_bad_lines=_SKIP_BAD_LINES.value)
-  except (ValueError, FileNotFoundError) as e:
-    raise SystemExit(f"wyjax: error: {e}") from None
+    raise guards.RunError(f"{_OUTPUT.value} exists; choose another --output or pass --overwrite")
+  fine_tuned = task_models.load(_MODEL.value)
+  predictor = inference.Predictor(fine_tuned, batch_size=_BATCH_SIZE.value, beam_size=_BEAM.value,
+                                  keep_marks=_KEEP_MARKS.value, skip_bad_lines=_SKIP_BAD_LINES.value)
   name = "stdin" if _INPUT.value == "-" else _INPUT.value
   source = sys.stdin if _INPUT.value == "-" else open(_INPUT.value, encoding="utf-8")
   total = None if _INPUT.value == "-" else os.path.getsize(_INPUT.value)
@@ -72,8 +69,8 @@ def main(argv):
       for output in predictor.outputs(counted(_lines(source)), name):
         sink.write(output + "\n")
   except ValueError as e:  # a bad line (tasks.files.FormatError)
-    raise SystemExit(f"wyjax: error: {e}\n(an input line is {user_inputs.describe(fine_tuned.task)}; "
-                     "--skip_bad_lines reports and skips bad lines)") from None
+    raise guards.RunError(f"{e}\n(an input line is {user_inputs.describe(fine_tuned.task)}; "
+                          "--skip_bad_lines reports and skips bad lines)") from None
   finally:
     progress.close()
   counts = predictor.counts
@@ -85,4 +82,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -14,7 +14,7 @@ and exit with 128 + the signal number; a run that cannot go on exits 1 with the 
 """
 from absl import app, flags
 
-from wyjax.core import aot, config_files, guards, logs
+from wyjax.core import aot, cli, config_files, logs
 from wyjax.train import pretraining
 
 _CONFIG = config_files.DEFINE_config("config", None, "Pretraining config: a name (pretrain/deberta_base.py) or a file.",
@@ -32,16 +32,15 @@ def main(argv):
   del argv
   logs.to_file(_WORKDIR.value, "pretrain")
   aot.use_compilation_cache(_COMPILE_ONLY.value)
-  with guards.clean_exit():
-    if _COMPILE_ONLY.value:
-      aot.print_report(pretraining.compile_only(_CONFIG.value, _COMPILE_ONLY.value))
-      return
-    if not _WORKDIR.value:
-      raise app.UsageError("--workdir is required (except with --compile_only)")
-    result = pretraining.train_and_evaluate(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value)
+  if _COMPILE_ONLY.value:
+    aot.print_report(pretraining.compile_only(_CONFIG.value, _COMPILE_ONLY.value))
+    return
+  if not _WORKDIR.value:
+    raise app.UsageError("--workdir is required (except with --compile_only)")
+  result = pretraining.train_and_evaluate(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value)
   if result:
     print("final evaluation: " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -12,11 +12,11 @@ import pathlib
 import sys
 
 import jax
-from absl import app, flags
+from absl import flags
 
 from wyjax.hf import loading
 from wyjax.models import MaskedLM, prefix_lm
-from wyjax.core import logs
+from wyjax.core import cli, guards, logs
 
 _INIT = flags.DEFINE_string("init", None, "WYWMT fine-tuning workdir, seed run or transformers folder.",
                             required=True)
@@ -48,7 +48,7 @@ def main(argv):
   logs.to_file(None, "translate")
   model = loading.load(_model_dir(pathlib.Path(_INIT.value)))
   if "mlm_head" not in model.params or model.tokenizer is None:
-    raise SystemExit(f"{_INIT.value}: needs an MLM head and a tokenizer; fine-tune one with "
+    raise guards.RunError(f"{_INIT.value}: needs an MLM head and a tokenizer; fine-tune one with "
                      "python -m wyjax.finetune --config=wywmt.py")
   name = "stdin" if _INPUT.value == "-" else _INPUT.value
   stream = sys.stdin if _INPUT.value == "-" else open(_INPUT.value, encoding="utf-8")
@@ -66,7 +66,7 @@ def main(argv):
   for number, reason in bad.items():
     print(f"{name}:{number}: {reason}", file=sys.stderr)
   if bad and not _SKIP_BAD_LINES.value:
-    raise SystemExit(f"{len(bad)} bad line(s) of {len(lines)}; fix them or pass --skip_bad_lines")
+    raise guards.RunError(f"{len(bad)} bad line(s) of {len(lines)}; fix them or pass --skip_bad_lines")
   good = [i for i in range(len(lines)) if i + 1 not in bad]
   params = jax.tree_util.tree_map(jax.numpy.asarray, model.params)
   targets = prefix_lm.translate(
@@ -82,4 +82,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

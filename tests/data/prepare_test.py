@@ -3,7 +3,9 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
+from wyjax.core import guards
 from wyjax.data import pipeline, prepare
 from wyjax.data import tokenizer as tk
 
@@ -50,12 +52,18 @@ def test_prepare_is_idempotent_and_rebuilds_on_change(shared_data, tmp_path):
   first = prepare.prepare_corpus(tmp_path, _options(shared_data), workers=1, progress=False, log=messages.append)
   second = prepare.prepare_corpus(tmp_path, _options(shared_data), workers=1, progress=False, log=messages.append)
   assert first == second and "nothing to do" in messages[-1]
-  (tmp_path / "manifest.json").unlink()  # an interrupted run: rebuilt, same result
+  # An interrupted run: its record of the build is there, the manifest not yet; rebuilt, same result.
+  (tmp_path / "manifest.json").unlink()
+  (tmp_path / prepare.BUILDING).write_text(json.dumps({"fingerprint": first["fingerprint"]}))
   third = prepare.prepare_corpus(tmp_path, _options(shared_data), workers=1, progress=False, log=messages.append)
   assert {k: v for k, v in third.items() if k not in ("seconds", "characters_per_second", "workers")} == \
       {k: v for k, v in first.items() if k not in ("seconds", "characters_per_second", "workers")}
+  assert not (tmp_path / prepare.BUILDING).exists()
+  with pytest.raises(guards.RunError, match="holds a corpus prepared with other options; .* --overwrite"):
+    prepare.prepare_corpus(tmp_path, _options(shared_data, sequence_length=128), workers=1, progress=False)
+  assert json.loads((tmp_path / "manifest.json").read_text()) == third  # refused: untouched
   longer = prepare.prepare_corpus(tmp_path, _options(shared_data, sequence_length=128), workers=1,
-                                  progress=False, log=messages.append)
+                                  progress=False, overwrite=True, log=messages.append)
   assert longer["sequence_length"] == 128 and json.loads((tmp_path / "manifest.json").read_text()) == longer
 
 
@@ -131,3 +139,35 @@ def test_prepare_corpus_command_refuses_bad_usage(tmp_path):
     result = subprocess.run([sys.executable, "-m", "wyjax.data", *args], capture_output=True, text=True)
     assert result.returncode != 0 and message in result.stderr, (args, result.stderr)
   assert not out.exists()
+
+
+def test_prepare_never_deletes_what_it_did_not_make(tmp_path):
+  """A folder of the user's files is refused, and kept whole even with --overwrite."""
+  texts, out = _write_texts(tmp_path / "texts"), tmp_path / "out"
+  out.mkdir()
+  (out / "notes.txt").write_text("mine")
+  options = prepare.Options(source=f"text:{texts}", sequence_length=16, valid_fraction=0.0)
+  with pytest.raises(guards.RunError, match="holds files that are not this corpus"):
+    prepare.prepare_corpus(out, options, workers=1, progress=False, log=lambda *_: None)
+  assert [p.name for p in out.iterdir()] == ["notes.txt"]
+  prepare.prepare_corpus(out, options, workers=1, progress=False, overwrite=True, log=lambda *_: None)
+  assert (out / "notes.txt").read_text() == "mine" and (out / "manifest.json").exists()
+  with pytest.raises(FileExistsError, match="is a file, not a folder"):
+    prepare.prepare_corpus(out / "notes.txt", options, workers=1, progress=False)
+
+
+@pytest.mark.parametrize("change, message", [({"sequence_length": 0}, "at least 8 tokens"),
+                                              ({"valid_fraction": 2.0}, r"a fraction in \[0, 1\)"),
+                                              ({"min_count": 0}, "must be positive")])
+def test_options_are_checked(change, message):
+  with pytest.raises(ValueError, match=message):
+    prepare.Options(source="text:x", **change)
+
+
+def test_a_corpus_without_characters_is_an_error(tmp_path):
+  (tmp_path / "texts").mkdir()
+  (tmp_path / "texts" / "empty.txt").write_text("\n \n")
+  with pytest.raises(guards.RunError, match="no text to train on .0 characters read"):
+    prepare.prepare_corpus(tmp_path / "out", prepare.Options(source=f"text:{tmp_path / 'texts'}"), workers=1,
+                           progress=False, log=lambda *_: None)
+  assert not (tmp_path / "out" / "manifest.json").exists()

@@ -141,7 +141,7 @@ def test_a_head_without_a_transformers_class_is_refused_before_anything_is_writt
   (seed.parent / "run_config.json").write_text(json.dumps(suite.task_config("xuci").to_dict()))
   result = subprocess.run([sys.executable, "-m", "wyjax.export", f"--checkpoint={seed}", f"--out={tmp_path / 'hf'}"],
                           env=pretrain_env(), cwd=REPO_ROOT, capture_output=True, text=True)
-  assert result.returncode == 1 and result.stderr.strip().splitlines()[-1] == f"wyjax.export: {reason}"
+  assert result.returncode == 1 and result.stderr.strip().splitlines()[-1] == f"wyjax: error: {reason}"
   assert not (tmp_path / "hf").exists()
 
 

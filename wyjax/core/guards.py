@@ -14,7 +14,6 @@ Both loops (pretraining, fine-tuning) use the same two guards:
 import contextlib
 import logging
 import signal
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -134,17 +133,3 @@ def stop_signals(sync_every: int = 1):
   finally:
     for sig, handler in previous.items():  # None: a handler not set from Python; the default then
       signal.signal(sig, signal.SIG_DFL if handler is None else handler)
-
-
-@contextlib.contextmanager
-def clean_exit():
-  """For entry points: Interrupted and RunError end the process with their message and exit
-  code (128 + signal, or 1) instead of a traceback."""
-  try:
-    yield
-  except Interrupted as e:
-    print(f"wyjax: {e}", file=sys.stderr)
-    sys.exit(e.exit_code)
-  except RunError as e:
-    print(f"wyjax: error: {e}", file=sys.stderr)
-    sys.exit(1)

@@ -45,6 +45,13 @@ def cache_dir() -> pathlib.Path:
   """wyjax's cache (corpora, TFDS builds, compiled programs, logs): $WYJAX_CACHE or ~/.cache/wyjax."""
   return pathlib.Path(os.environ.get("WYJAX_CACHE", pathlib.Path.home() / ".cache" / "wyjax"))
 
+class FormatError(ValueError):
+  """A malformed file: the message starts with `file:line:`."""
+
+  def __init__(self, path, line: int, message: str):
+    super().__init__(f"{path}:{line}: {message}")
+
+
 def read_text(path) -> str:
   """UTF-8 (a BOM is dropped); undecodable bytes are an error naming the file and line."""
   data = epath.Path(path).read_bytes()
@@ -52,4 +59,4 @@ def read_text(path) -> str:
     return data.decode("utf-8-sig")
   except UnicodeDecodeError as e:
     line = data[:e.start].count(b"\n") + 1
-    raise ValueError(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start})") from e
+    raise FormatError(path, line, f"not valid UTF-8 ({e.reason} at byte {e.start})") from e

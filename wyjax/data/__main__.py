@@ -3,9 +3,14 @@
     python -m wyjax.data prepare-corpus --source=daizhige:DIR|poetry|text:PATH --out=DIR
         [--sequence_length=512] [--vocab=TOKENIZER_DIR] [--valid_fraction=0.01] [--workers=N]
         [--no_t2s] [--char_filter=none|no_ascii_alnum|no_private_use] [--min_count=1] [--max_vocab=N]
+        [--overwrite]
+
+A folder already holding the same corpus is left as is; any other non-empty --out is refused
+unless --overwrite (which replaces the corpus files there and keeps the rest).
 """
 from absl import app, flags
 
+from wyjax.core import cli
 from wyjax.data import corpus, prepare
 
 _COMMANDS = ("prepare-corpus",)
@@ -21,6 +26,7 @@ _MIN_COUNT = flags.DEFINE_integer("min_count", 1, "Fewest occurrences for a char
 _MAX_VOCAB = flags.DEFINE_integer("max_vocab", None, "Largest vocabulary (default: no limit).")
 _SHARD_SEQUENCES = flags.DEFINE_integer("shard_sequences", 65536, "Sequences per ArrayRecord shard.")
 _WORKERS = flags.DEFINE_integer("workers", None, "Worker processes (default: all cores).")
+_OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace a corpus prepared in --out with other options.")
 
 
 def main(argv):
@@ -32,8 +38,9 @@ def main(argv):
       source=_SOURCE.value, sequence_length=_SEQUENCE_LENGTH.value, valid_fraction=_VALID_FRACTION.value,
       t2s=not _NO_T2S.value, char_filter=_CHAR_FILTER.value, min_count=_MIN_COUNT.value,
       max_vocab=_MAX_VOCAB.value, shard_sequences=_SHARD_SEQUENCES.value)
-  prepare.prepare_corpus(_OUT.value, options, vocab_dir=_VOCAB.value, workers=_WORKERS.value)
+  prepare.prepare_corpus(_OUT.value, options, vocab_dir=_VOCAB.value, workers=_WORKERS.value,
+                         overwrite=_OVERWRITE.value)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -13,7 +13,9 @@ Work units (files) are read, cleaned and tokenised in worker processes; the main
 de-duplicates paragraphs exactly (a set of 64-bit hashes: ~70 bytes per unique paragraph, the
 only memory that grows with the corpus), splits documents by hash (no sequence mixes train
 and validation) and streams sequences into shards. A finished folder whose manifest matches
-the options is left as is; an unfinished one is rebuilt.
+the options is left as is; an unfinished one is rebuilt. Any other non-empty folder (the
+user's files, or a corpus prepared with other options) is refused unless `overwrite`, which
+replaces the corpus files and keeps the rest.
 """
 import collections
 import dataclasses
@@ -30,12 +32,13 @@ import tqdm
 from array_record.python.array_record_module import ArrayRecordWriter
 from etils import epath
 
-from wyjax.core import storage
+from wyjax.core import guards, storage
 from wyjax.data import corpus
 from wyjax.data import tokenizer as tokenizer_lib
 
 SPLITS = ("train", "valid")
 MANIFEST = "manifest.json"
+BUILDING = "preparing.json"  # the fingerprint of the build under way: its folder may be rebuilt
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +51,15 @@ class Options:
   min_count: int = 1
   max_vocab: int | None = None
   shard_sequences: int = 65536
+
+  def __post_init__(self):
+    if self.sequence_length < 8:
+      raise ValueError(f"sequence_length {self.sequence_length}: at least 8 tokens ([CLS], text, [SEP])")
+    if not 0 <= self.valid_fraction < 1:
+      raise ValueError(f"valid_fraction {self.valid_fraction}: expected a fraction in [0, 1)")
+    if self.min_count < 1 or self.shard_sequences < 1 or (self.max_vocab is not None and self.max_vocab < 1):
+      raise ValueError(f"min_count {self.min_count}, shard_sequences {self.shard_sequences} and max_vocab "
+                       f"{self.max_vocab} must be positive")
 
 
 # --- worker side -------------------------------------------------------------------------------
@@ -175,8 +187,26 @@ def vocab_hash(tokenizer) -> str:
   return hashlib.sha256("".join(t + "\n" for t in tokenizer.vocab).encode()).hexdigest()
 
 
+def _claim(out: epath.Path, fingerprint: str, overwrite: bool) -> None:
+  """Makes `out` ready for this build: an empty or new folder, this build's own unfinished
+  one, or (with overwrite) any folder, whose corpus files are removed. Records the build."""
+  if out.exists() and not out.is_dir():
+    raise FileExistsError(f"--out {out} is a file, not a folder")
+  building = out / BUILDING
+  ours = building.exists() and json.loads(building.read_text()).get("fingerprint") == fingerprint
+  if out.exists() and any(out.iterdir()) and not (ours or overwrite):
+    held = "a corpus prepared with other options" if (out / MANIFEST).exists() else "files that are not this corpus"
+    raise guards.RunError(f"--out {out} holds {held}; choose an empty or new folder, or pass --overwrite to "
+                          "replace the corpus files there")
+  if out.exists():
+    for stale in list(out.glob("*.array_record")) + [out / "tokenizer", out / MANIFEST]:
+      stale.rmtree() if stale.is_dir() else stale.unlink(missing_ok=True)
+  out.mkdir(parents=True, exist_ok=True)
+  building.write_text(json.dumps({"fingerprint": fingerprint}))
+
+
 def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None = None,
-                   progress: bool | None = None, log=print) -> dict:
+                   progress: bool | None = None, overwrite: bool = False, log=print) -> dict:
   """Builds (or finds up to date) the prepared corpus in `out` (a folder or gs://…); returns its
   manifest. The manifest is written last: a corpus without one is incomplete."""
   out = epath.Path(out)
@@ -191,19 +221,18 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
     if manifest.get("fingerprint") == fingerprint:
       log(f"{out}: already prepared ({manifest['sequences']} sequences); nothing to do")
       return manifest
-  if out.exists():
-    for stale in list(out.glob("*.array_record")) + [out / "tokenizer", manifest_file]:
-      stale.rmtree() if stale.is_dir() else stale.unlink(missing_ok=True)
+  reader = corpus.reader_for(source)  # a source that does not read fails here, before `out` is touched
+  _claim(out, fingerprint, overwrite)
   if not storage.is_local(out):  # ArrayRecord writes local files: build them here, then upload
     with tempfile.TemporaryDirectory() as local:
       manifest = prepare_corpus(local, options, vocab_dir=vocab_dir, workers=workers, progress=progress, log=log)
       storage.upload(local, out, last=MANIFEST)
+    (out / BUILDING).unlink()
     log(f"uploaded to {out}")
     return manifest
-  out.mkdir(parents=True, exist_ok=True)
   progress = sys.stderr.isatty() if progress is None else progress
   start = time.perf_counter()
-  units = corpus.reader_for(source).units()
+  units = reader.units()
   workers = workers or multiprocessing.cpu_count()
 
   def pool_for(vocab):
@@ -256,6 +285,10 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
     pool.close()
   for packer in packers.values():
     packer.finish()
+  if not packers["train"].writer.sequences:
+    raise guards.RunError(f"{options.source}: no text to train on ({stats['raw_characters']} characters read, "
+                          f"{stats['characters']} kept after cleaning, in {stats['train_documents']} training "
+                          "documents)")
   seconds = time.perf_counter() - start
   manifest = {
       "fingerprint": fingerprint,
@@ -282,6 +315,7 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
   partial = out / (MANIFEST + ".partial")
   partial.write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
   partial.rename(manifest_file)
+  (out / BUILDING).unlink()
   log(f"{out}: {manifest['raw_characters']:,} characters, {sum(manifest['sequences'].values()):,} "
       f"sequences of {options.sequence_length} in {seconds:.1f} s ({manifest['characters_per_second']:,} chars/s)")
   return manifest

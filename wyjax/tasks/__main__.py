@@ -9,6 +9,7 @@ labels passages with their collection. Both take [--dev_fraction=0.05] [--test_f
 """
 from absl import app, flags
 
+from wyjax.core import cli
 from wyjax.tasks.builders import gjc, punc
 
 _COMMANDS = ("build-punc", "build-gjc")
@@ -49,4 +50,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

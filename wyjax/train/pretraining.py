@@ -77,7 +77,8 @@ def corpus_dir(config) -> epath.Path:
 
 def prepared_data_dir(config) -> epath.Path:
   """config.data_dir when it holds a prepared corpus (used as is); otherwise config.corpus is
-  prepared into corpus_dir(config) (idempotent), by process 0."""
+  prepared into corpus_dir(config) (idempotent), by process 0. The cache's corpus folder is
+  wyjax's own, rebuilt when the options change; a user's data_dir never is."""
   corpus = config.corpus
   data_dir = corpus_dir(config)
   if config.data_dir and (data_dir / prepare.MANIFEST).exists():
@@ -87,8 +88,8 @@ def prepared_data_dir(config) -> epath.Path:
         source=corpus.source, sequence_length=corpus.sequence_length, valid_fraction=corpus.valid_fraction,
         t2s=corpus.t2s, char_filter=corpus.char_filter, min_count=corpus.min_count,
         max_vocab=corpus.max_vocab or None)
-    prepare.prepare_corpus(data_dir, options, vocab_dir=corpus.vocab or None,
-                           workers=corpus.workers or None, log=logging.info)
+    prepare.prepare_corpus(data_dir, options, vocab_dir=corpus.vocab or None, workers=corpus.workers or None,
+                           overwrite=not config.data_dir, log=logging.info)
   if jax.process_count() > 1:
     multihost_utils.sync_global_devices("corpus prepared")
   return data_dir

@@ -41,6 +41,8 @@ def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bo
   unknown = sorted(set(tasks) - set(TASKS))
   if unknown:
     raise ValueError(f"unknown tasks {unknown}; benchmark tasks are {sorted(TASKS)}")
+  if not data_root.is_dir():
+    raise FileNotFoundError(f"--data_root {data_root}: no such folder")
   results, failed = {}, {}
   for task in sorted(tasks, key=lambda t: TASKS[t].from_other_runs is not None):
     folder = data_root / TASKS[task].files.name

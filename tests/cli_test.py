@@ -1,0 +1,88 @@
+"""Every entry point answers a user error with one line, `wyjax: error: …` (and at most a short
+hint), and a non-zero exit: bad flags and config keys, missing or wrong paths, bad input files.
+The cases run as real commands, two at a time."""
+import concurrent.futures
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+def _write_inputs(root):
+  (root / "a_file").write_text("not a folder")
+  (root / "gbk").mkdir()
+  (root / "gbk" / "gbk.txt").write_bytes("國家".encode("gbk"))
+  (root / "tlc").mkdir()
+  (root / "tlc" / "train.tsv").write_text("远古\t先秦\t学而时习之\n中古\t唐\n", encoding="utf-8")
+
+
+def _cases(root):
+  a_file, gbk, tlc, missing = root / "a_file", root / "gbk", root / "tlc", root / "missing"
+  return {
+      # name: (module, arguments, exit code, what the line says)
+      "pretrain: config key": ("wyjax.pretrain", ["--config=pretrain/deberta_tiny.py", f"--workdir={root / 'p'}",
+                                                  "--config.learnin_rate=1"], 2,
+                               "--config.learnin_rate: the config has no field 'learnin_rate'; did you mean "
+                               '"learning_rate"'),
+      "pretrain: corpus path": ("wyjax.pretrain", ["--config=pretrain/deberta_tiny.py", f"--workdir={root / 'p'}",
+                                                   f"--config.corpus.source=daizhige:{missing}"], 1, str(missing)),
+      "finetune: no data_dir": ("wyjax.finetune", ["--config=tlc.py", f"--workdir={root / 'f'}"], 1,
+                                "set --config.data_dir"),
+      "finetune: bad file": ("wyjax.finetune", ["--config=tlc.py", f"--workdir={root / 'f'}",
+                                                f"--config.data_dir={tlc}"], 1,
+                             f"{tlc / 'train.tsv'}:2: expected 3 tab-separated fields"),
+      "finetune: workdir a file": ("wyjax.finetune", ["--config=tlc.py", f"--workdir={a_file}",
+                                                      f"--config.data_dir={tlc}"], 1, str(a_file)),
+      "finetune: no workdir": ("wyjax.finetune", ["--config=tlc.py"], 2, "--workdir is required"),
+      "finetune: unknown flag": ("wyjax.finetune", ["--config=tlc.py", "--bogus"], 2, "'bogus'"),
+      "finetune: unknown config": ("wyjax.finetune", ["--config=nope.py", f"--workdir={root / 'f'}"], 2,
+                                   "no config 'nope.py'"),
+      "benchmark: data_root": ("wyjax.benchmark", [f"--data_root={missing}", f"--out={root / 'b'}"], 1,
+                               f"--data_root {missing}: no such folder"),
+      "demo: workdir a file": ("wyjax.demo", [f"--workdir={a_file}"], 1, str(a_file)),
+      "export: checkpoint": ("wyjax.export", [f"--checkpoint={missing}", f"--out={root / 'e'}"], 1,
+                             f"{missing} is neither a transformers folder"),
+      "translate: init": ("wyjax.translate", [f"--init={missing}"], 1, f"{missing} is neither a transformers folder"),
+      "predict: model": ("wyjax.predict", [f"--model={missing}"], 1, str(missing)),
+      "data: GBK file": ("wyjax.data", ["prepare-corpus", f"--source=text:{gbk}", f"--out={root / 'c'}",
+                                        "--workers=1"], 1, f"{gbk / 'gbk.txt'}:1: not valid UTF-8"),
+      "data: out a file": ("wyjax.data", ["prepare-corpus", f"--source=text:{gbk}", f"--out={a_file}"], 1,
+                           f"--out {a_file} is a file, not a folder"),
+      "data: source": ("wyjax.data", ["prepare-corpus", "--source=nope", f"--out={root / 'c2'}"], 1,
+                       "unknown corpus source 'nope'"),
+      "data: valid_fraction": ("wyjax.data", ["prepare-corpus", f"--source=text:{gbk}", f"--out={root / 'c3'}",
+                                              "--valid_fraction=2"], 1, "valid_fraction 2.0"),
+      "tasks: daizhige": ("wyjax.tasks", ["build-punc", f"--daizhige={missing}", f"--out={root / 't'}"], 1,
+                          str(missing)),
+      "tasks: no command": ("wyjax.tasks", [], 2, "expected one command"),
+  }
+
+
+def _run(module, arguments):
+  return subprocess.run([sys.executable, "-m", module, *arguments], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+  root = tmp_path_factory.mktemp("cli")
+  _write_inputs(root)
+  cases = _cases(root)
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    runs = {name: pool.submit(_run, module, arguments) for name, (module, arguments, _, _) in cases.items()}
+    return {name: (cases[name], run.result()) for name, run in runs.items()}
+
+
+@pytest.mark.parametrize("name", list(_cases(pathlib.Path("."))))
+def test_a_user_error_is_one_line(results, name):
+  (_, _, code, says), result = results[name]
+  lines = result.stderr.splitlines()
+  errors = [i for i, line in enumerate(lines) if line.startswith("wyjax: error: ")]
+  assert result.returncode == code, result.stderr
+  assert "Traceback" not in result.stderr, result.stderr
+  assert len(errors) == 1 and says in lines[errors[0]], result.stderr
+  assert len(lines) - errors[0] <= 2, result.stderr  # the line, and at most a hint after it
+
+
+def test_verbosity_shows_the_traceback(tmp_path):
+  result = _run("wyjax.translate", [f"--init={tmp_path / 'missing'}", "--verbosity=0"])
+  assert result.returncode != 0 and "Traceback" in result.stderr and "FileNotFoundError" in result.stderr

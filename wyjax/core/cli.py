@@ -1,0 +1,66 @@
+"""How every entry point starts and ends: `cli.run(main)` in place of absl's `app.run(main)`.
+
+A user error ends the process with one line, `wyjax: error: …` (and at most a short hint),
+not a traceback: bad flags and config keys (exit 2), bad input files, missing or wrong paths
+(exit 1). wyjax's modules say "the user must fix this" by raising RunError, ValueError (the
+readers' FormatError among them) or OSError; any other exception is a bug and keeps its
+traceback. `--verbosity` on the command line shows the traceback of user errors too.
+"""
+import sys
+
+from absl import app, flags
+
+from wyjax.core import guards
+
+USER_ERRORS = (guards.RunError, ValueError, OSError)
+
+
+def _fail(message: str, code: int, hint: str | None = None):
+  print(f"wyjax: error: {message}" + (f"\n({hint})" if hint else ""), file=sys.stderr)
+  sys.exit(code)
+
+
+def _missing_config_key(error: Exception, argv: list[str]) -> str:
+  """ml_collections' KeyError chain for --config.<key> as one line, with its suggestion."""
+  while error.__context__ is not None and not isinstance(error, KeyError):
+    error = error.__context__
+  reason = error.args[0] if error.args else str(error)
+  missing, _, suggestion = str(reason).partition("\n")
+  overrides = [a.split("=")[0] for a in argv[1:] if a.startswith("--") and "." in a.split("=")[0]]
+  flag = next((o for o in overrides if o.rsplit(".", 1)[-1] == missing.strip("'")), " ".join(overrides))
+  return f"{flag}: the config has no field {missing}" + (f"; {suggestion[0].lower()}{suggestion[1:]}"
+                                                         if suggestion else "")
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    _fail(str(e), 2, "--helpshort lists the flags")
+  except (AttributeError, KeyError) as e:  # ml_collections: an override of a field the config lacks
+    _fail(_missing_config_key(e, argv), 2)
+
+
+def _message(error: BaseException) -> str:
+  if isinstance(error, OSError) and error.filename is not None and error.strerror:
+    return f"{error.filename}: {error.strerror}"
+  return str(error)
+
+
+def _clean_exit(main, argv):
+  try:
+    main(argv)
+  except guards.Interrupted as e:
+    print(f"wyjax: {e}", file=sys.stderr)
+    sys.exit(e.exit_code)
+  except app.UsageError as e:
+    _fail(str(e), 2, "--helpshort lists the flags")
+  except USER_ERRORS as e:
+    if flags.FLAGS["verbosity"].present:
+      raise
+    _fail(_message(e), 1)
+
+
+def run(main) -> None:
+  """app.run(main) with flag errors, user errors and stop signals each ending in one line."""
+  app.run(lambda argv: _clean_exit(main, argv), flags_parser=_parse_flags)
