@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from wyjax.tasks import aceval, cclue_files, ccpm, datasets
+from wyjax.data import tokenizer as tk
+from wyjax.tasks import aceval, cclue, cclue_files, ccpm, datasets
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.registry import TASKS
 
@@ -64,6 +65,44 @@ def test_cclue_ner_whitespace_tokens_and_untagged_test(tmp_path):
     cclue_files.read_split("cclue_ner", tmp_path, "train")
 
 
+def test_cclue_ner_i_tags_that_begin_an_entity_are_scored_as_written(tmp_path):
+  """run_NER.py trains on and scores the label file's own tags; an I-X after O or after another
+  type begins an entity only for the entity score, and the notes count it."""
+  (tmp_path / "dev.txt").write_text("秦 王 使 李 斯\n汉 高 祖\n", encoding="utf-8")
+  (tmp_path / "dev-label.txt").write_text("O I-PER O B-PER I-PER\nB-LOC I-PER I-PER\n", encoding="utf-8")
+  examples = cclue_files.read_split("cclue_ner", tmp_path, "dev")
+  assert [e.spans for e in examples] == [((1, 2, "PER"), (3, 5, "PER")), ((0, 1, "LOC"), (1, 3, "PER"))]
+  features, _ = cclue.NER.featurize(examples[0], tk.Tokenizer(tk.build_vocab(["秦王使李斯"])), 16)
+  assert [cclue_files.NER_LABELS[i] for i in features["labels"][1:-1]] == ["O", "I-PER", "O", "B-PER", "I-PER"]
+  # Predicted: the tags with each entity begun by B-, so every entity is right.
+  predicted = [("O", "B-PER", "O", "B-PER", "I-PER"), ("B-LOC", "B-PER", "I-PER")]
+  scores = cclue.NER.score(examples, predicted)
+  assert scores["entity_f1"] == 1.0
+  # Token scores over B/I-LOC, B/I-ORG, B/I-PER against the file's tags: B-LOC 1/1 right (P, R,
+  # F 1); B-PER predicted 3 times, right once, of 1 gold (P 1/3, R 1, F 1/2); I-PER predicted 2
+  # times, both right, of 4 gold (P 1, R 1/2, F 2/3); the other three labels 0.
+  assert scores["precision"] == pytest.approx((1 + 1 / 3 + 1) / 6)
+  assert scores["recall"] == pytest.approx((1 + 1 + 1 / 2) / 6)
+  assert scores["f1"] == pytest.approx((1 + 1 / 2 + 2 / 3) / 6)
+  (note,) = cclue.NER.notes(examples)
+  assert note.startswith("2 I- tag(s) after O or another type (lines [1, 2])")
+
+
+@pytest.mark.parametrize("split,names,message", [
+    ("train", ("source.txt", "target.txt", "train.txt", "train-label.txt"),
+     r"source\.txt \+ target\.txt and train\.txt \+ train-label\.txt hold the train split under two namings"),
+    ("train", ("source.txt", "target.txt", "train-label.txt"),
+     r"source\.txt \+ target\.txt and train-label\.txt hold the train split under two namings"),
+    ("dev", ("dev.txt", "dev-lable.txt", "dev-label.txt"), r"dev-lable\.txt and dev-label\.txt are the same split"),
+    ("test", ("test-label.txt",), r"test-label\.txt: no test\.txt beside it"),
+])
+def test_cclue_ner_two_namings_or_labels_alone_are_errors(tmp_path, split, names, message):
+  for name in names:
+    (tmp_path / name).write_text("子 曰\n", encoding="utf-8")
+  with pytest.raises((ValueError, FileNotFoundError), match=message):
+    cclue_files.read_split("cclue_ner", tmp_path, split)
+
+
 def test_ccpm_fixture_round_trip(classical_dirs):
   folder = classical_dirs["ccpm"]
   train, test = ccpm.read_split(folder, "train"), ccpm.read_split(folder, "test")
@@ -101,12 +140,13 @@ def test_cclue_relations_fixture_round_trip(classical_dirs):
   assert all(e.predicate == "" for e in cclue_files.read_split("cclue_re", folder, "test"))
 
 
-def test_cclue_relations_list_of_triples(tmp_path):
+def test_cclue_relations_list_of_one_triple(tmp_path):
   spo = {"predicate": "父", "subject": "荣", "subject_type": "PER", "object": "昪", "object_type": "PER"}
-  (tmp_path / "dev_data.json").write_text(json.dumps({"text": "父荣，昪少孤", "spo_list": [
-      spo, {**spo, "predicate": "子", "subject": "昪", "object": "荣"}]}, ensure_ascii=False) + "\n", encoding="utf-8")
+  (tmp_path / "dev_data.json").write_text(
+      "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ({"text": "父荣，昪少孤", "spo_list": [spo]},
+                                                                 {"text": "荣子昪", "spo_list": spo})), encoding="utf-8")
   examples = cclue_files.read_split("cclue_re", tmp_path, "dev")
-  assert [(e.line, e.predicate, e.subject) for e in examples] == [(1, "父", "荣"), (1, "子", "昪")]
+  assert [(e.line, e.predicate, e.subject) for e in examples] == [(1, "父", "荣"), (2, "父", "荣")]
 
 
 _SPO = '"predicate": "任职", "subject_type": "PER", "object_type": "JOB"'
@@ -122,6 +162,13 @@ _SPO = '"predicate": "任职", "subject_type": "PER", "object_type": "JOB"'
     ('{"text": "杨虔为刺史", "spo_list": "任职"}\n', 1, "field 'spo_list' should be dict or list"),
     ('{"text": "杨虔为刺史", "spo_list": {"subject_type": "PER", "object_type": "JOB", "subject": "杨虔", '
      '"object": "刺史"}}\n', 1, "missing predicate \\(needed in the dev split\\)"),
+    # One triple per record, as C-CLUE's scripts read it: none or two would lose the record's
+    # line in predicate_predict.txt.
+    ('{"text": "杨虔为刺史", "spo_list": {' + _SPO + ', "subject": "杨虔", "object": "刺史"}}\n'
+     '{"text": "杨虔为刺史", "spo_list": []}\n', 2, "spo_list holds 0 triples, expected one per record"),
+    ('{"text": "杨虔为刺史", "spo_list": [{' + _SPO + ', "subject": "杨虔", "object": "刺史"}, {' + _SPO
+     + ', "subject": "杨虔", "object": "刺史"}]}\n', 1, "spo_list holds 2 triples, expected one per record"),
+    ('{"text": "杨虔为刺史", "spo_list": ["任职"]}\n', 1, "spo_list entry '任职' is not an object"),
 ])
 def test_malformed_cclue_relations(tmp_path, records, line, message):
   (tmp_path / "dev_data.json").write_text(records, encoding="utf-8")
@@ -147,6 +194,14 @@ def test_aceval_csv_quoting_round_trip(classical_dirs):
   assert aceval.read_split(folder, "train") == dev  # few-shot trains on the dev questions
 
 
+def _aceval_dev(folder, geography: str, header: str = ",Question,A,B,C,D,Answer,Explanation\n"):
+  """dev/ with one valid question per subject, and geography.csv holding `geography`."""
+  (folder / "dev").mkdir()
+  for subject in aceval.SUBJECTS:
+    content = geography if subject == "geography" else f"{header}0,问,a,b,c,d{',A,e' if 'Answer' in header else ''}\n"
+    (folder / "dev" / f"{subject}.csv").write_text(content, encoding="utf-8")
+
+
 @pytest.mark.parametrize("content,line,message", [
     ("Question,A,B,C,D,Answer\n", 1, "header"),
     (',Question,A,B,C,D,Answer,Explanation\n0,"问\n题, ""引""",a,b,c,d,A,e\n1,问,a,b,c,d,A\n', 4,
@@ -155,31 +210,32 @@ def test_aceval_csv_quoting_round_trip(classical_dirs):
     (",Question,A,B,C,D,Answer,Explanation\n0,问,a,b,c,d,A,e\n0,问,a,b,c,d,B,e\n", 3, "row id '0' is empty or repeated"),
     (",Question,A,B,C,D,Answer,Explanation\n0,问,a,,c,d,A,e\n", 2, "empty question or option"),
     (',Question,A,B,C,D,Answer,Explanation\n0,问,a,b,c,d,A,e\n1,"问"x,a,b,c,d,A,e\n', 3, "malformed CSV"),
+    (",Question,A,B,C,D,Answer,Explanation\n", 2, "no questions after the header: subject geography is empty"),
 ])
 def test_malformed_aceval(tmp_path, content, line, message):
-  (tmp_path / "dev").mkdir()
-  (tmp_path / "dev" / "geography.csv").write_text(content, encoding="utf-8")
+  _aceval_dev(tmp_path, content)
   with pytest.raises(FormatError, match=rf"geography\.csv:{line}: {message}"):
     aceval.read_split(tmp_path, "dev")
 
 
 def test_aceval_field_longer_than_csv_default_limit(tmp_path):
-  (tmp_path / "dev").mkdir()
   passage = "阅" * 200_000  # csv refuses fields over 131,072 characters by default
-  (tmp_path / "dev" / "geography.csv").write_text(f",Question,A,B,C,D,Answer,Explanation\n0,{passage},a,b,c,d,A,e\n",
-                                                  encoding="utf-8")
-  (question,) = aceval.read_split(tmp_path, "dev")
+  _aceval_dev(tmp_path, f",Question,A,B,C,D,Answer,Explanation\n0,{passage},a,b,c,d,A,e\n")
+  (question,) = [q for q in aceval.read_split(tmp_path, "dev") if q.subject == "geography"]
   assert question.question == passage
 
 
-def test_aceval_rejects_unknown_subjects_and_dev_without_answers(tmp_path):
-  (tmp_path / "dev").mkdir()
-  (tmp_path / "dev" / "geography.csv").write_text(",Question,A,B,C,D\n0,问,a,b,c,d\n", encoding="utf-8")
-  with pytest.raises(FormatError, match=r"geography\.csv:2: dev questions need the Answer column"):
+def test_aceval_rejects_unknown_and_missing_subjects_and_dev_without_answers(tmp_path):
+  _aceval_dev(tmp_path, ",Question,A,B,C,D\n0,问,a,b,c,d\n", header=",Question,A,B,C,D\n")
+  with pytest.raises(FormatError, match=r"historical_facts\.csv:2: dev questions need the Answer column"):
     aceval.read_split(tmp_path, "dev")
   (tmp_path / "dev" / "astrology.csv").write_text(",Question,A,B,C,D\n", encoding="utf-8")
   with pytest.raises(FileNotFoundError, match=r"\['astrology.csv'\] are not AC-EVAL subjects"):
     aceval.read_split(tmp_path, "dev")
+  (tmp_path / "dev" / "astrology.csv").unlink()
+  (tmp_path / "dev" / "poetry_appreciation.csv").unlink()
+  with pytest.raises(FileNotFoundError, match=r"dev: no poetry_appreciation\.csv; AC-EVAL's dev/ has a file for each"):
+    aceval.read_split(tmp_path, "train")
 
 
 @pytest.mark.parametrize("dataset", ["ccpm", "cclue_ner", "cclue_re", "aceval"])

@@ -231,9 +231,9 @@ def test_relation_marks_the_pair_and_keeps_it_when_cut():
 
 
 def test_cclue_ner_majority_tag_baseline_by_hand():
-  example = lambda text, spans: cclue_files.NerExample(1, text, spans, True)
-  train = [example("秦王至", ((0, 2, "PER"),)), example("秦王", ((0, 2, "PER"),)), example("秦人", ((0, 1, "LOC"),))]
-  dev = [example("秦王人", ((0, 2, "PER"),)), example("王秦", ())]
+  example = lambda text, tags: cclue_files.NerExample(1, text, tuple(tags.split()))
+  train = [example("秦王至", "B-PER I-PER O"), example("秦王", "B-PER I-PER"), example("秦人", "B-LOC O")]
+  dev = [example("秦王人", "B-PER I-PER O"), example("王秦", "O O")]
   # 秦 → B-PER (2 of 3), 王 → I-PER, 人 → O: dev predicts 秦王 (right), then 王 and 秦 as two PER
   # chunks (a chunk may start with I-): entity precision 1/3, recall 1/1.
   scores = registry.majority_baseline(cclue.NER, train, dev)
@@ -252,7 +252,7 @@ def test_unlabelled_splits_get_ignored_labels(classical_dirs):
     features, _ = task.featurize_all(test, tokenizer, 64, "test")
     assert all(np.all(f["label"] == IGNORE) for f in features)
   assert features[0]["input_ids"].shape[0] == 5  # Match: the translation and its four lines apart
-  untagged = cclue_files.NerExample(1, "秦王", (), False)
+  untagged = cclue_files.NerExample(1, "秦王", ())
   features, _ = cclue.NER.featurize(untagged, _chars_tokenizer("秦王"), 16)
   assert (features["labels"] == IGNORE).all()
 

@@ -75,6 +75,14 @@ MALFORMED = [
                         '[{"idiom": "c", "origin": "d", "options": ["1", "2", "3", "4"], "label": 1}]', 2,
      "unexpected .* after the JSON array's closing"),
     ("wywrc", "dev.json", '[]\n\n  garbage', 3, "unexpected 'garbage' after"),
+    # Values the submission would change: type -1 was dropped from it, title null written "None".
+    ("wywrc", "dev.json", '[{"article": "a", "question": "q", "option0": "", "option1": "", "option2": "",'
+                          ' "option3": "", "answer": "0", "type": -1}]', 1, "type -1 is not a question type, 0..9"),
+    ("wywrc", "dev.json", '[{"article": "a", "question": "q", "option0": "", "option1": "", "option2": "",'
+                          ' "option3": "", "answer": "0", "type": null}]', 1, "field 'type' should be int, found NoneType"),
+    ("fspc", "dev.json", json.dumps([{"poem": "a|b|c|d", "title": None, "sentiments": {
+        "holistic": "neutral", "line1": "neutral", "line2": "neutral", "line3": "neutral", "line4": "neutral"}}]), 1,
+     "field 'title' should be str, found NoneType"),
 ]
 
 

@@ -1,7 +1,7 @@
 """AC-EVAL (yuting-wei/AC-EVAL): four-option questions on ancient Chinese in 13 subjects;
 accuracy per subject and per category, and their average.
 
-A data folder holds dev/<subject>.csv (5 questions per subject, header
+A data folder holds dev/<subject>.csv for each of the 13 subjects (5 questions each, header
 `,Question,A,B,C,D,Answer,Explanation`) and test/<subject>.csv (`,Question,A,B,C,D`), the
 first column being the row id the submission is keyed by. Fields may be quoted (commas,
 quotes and line breaks inside); the released questions write some line breaks as a literal
@@ -43,7 +43,7 @@ import numpy as np
 
 from wyjax.core.storage import read_text
 from wyjax.data.tokenizer import Tokenizer
-from wyjax.tasks import datasets, metrics
+from wyjax.tasks import datasets, files, metrics
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.task import (Files, Task, argmax, as_json, label_or_ignore, most_common, per_example, percent, rows,
                               with_specials)
@@ -104,17 +104,26 @@ def _questions(path, subject: str, reader) -> list[Question]:
     ids.add(row_id)
     out.append(Question(start, subject, row_id, question, tuple(options), answer, explanation))
     start = reader.line_num + 1
+  if not out:
+    raise FormatError(path, start, f"no questions after the header: subject {subject} is empty")
   return out
 
 
 def split_files(data_dir, split: str) -> list[pathlib.Path]:
-  """The split's subject files, in the order of SUBJECTS; another .csv there is an error."""
+  """The split's 13 subject files, in the order of SUBJECTS (none: the split is absent). A
+  subject missing (its accuracy, and the categories' and average's, would be computed without
+  it) or another .csv there is an error."""
   folder = pathlib.Path(data_dir) / _FOLDERS[split]
-  present = sorted(folder.glob("*.csv")) if folder.is_dir() else []
-  unknown = [p.name for p in present if p.stem not in SUBJECTS]
+  found = sorted(folder.glob("*.csv")) if files.present(folder, folder=True) else []
+  unknown = [p.name for p in found if p.stem not in SUBJECTS]
   if unknown:
     raise FileNotFoundError(f"{folder}: {unknown} are not AC-EVAL subjects ({', '.join(SUBJECTS)})")
-  return [folder / f"{s}.csv" for s in SUBJECTS if (folder / f"{s}.csv").exists()]
+  paths = [folder / f"{s}.csv" for s in SUBJECTS]
+  missing = [p.name for p in paths if not files.present(p)]
+  if found and missing:
+    raise FileNotFoundError(f"{folder}: no {', '.join(missing)}; AC-EVAL's {folder.name}/ has a file for each of "
+                            "its 13 subjects")
+  return paths if found else []
 
 
 def read_split(data_dir, split: str) -> list[Question] | None:

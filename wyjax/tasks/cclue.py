@@ -24,11 +24,13 @@ _NER_IDS = {label: i for i, label in enumerate(NER_LABELS)}
 
 
 def _ner_featurize(example: NerExample, tokenizer, max_length):
-  tags = tagging.bio_tags(len(example.text), example.spans, _NER_IDS)
-  features, cut = tagging.tagging_inputs(tokenizer, example.text, tags, max_length)
+  """The label file's tags as written are the labels, as run_NER.py trains (IGNORE without a
+  label file)."""
   if not example.tagged:
-    features["labels"] = np.full_like(features["labels"], IGNORE)
-  return features, cut
+    tags = np.full(len(example.text), IGNORE, np.int32)
+  else:
+    tags = np.array([_NER_IDS[t] for t in example.tags], np.int32)
+  return tagging.tagging_inputs(tokenizer, example.text, tags, max_length)
 
 
 def _ner_decode(example: NerExample, features, logits) -> tuple[str, ...]:
@@ -55,9 +57,10 @@ def token_macro_scores(predictions, gold) -> dict:
 
 
 def _ner_score(examples, predictions) -> dict:
-  """C-CLUE's token macro scores (the main ones), then wyjax's entity-level micro scores over
-  every type as entity_*."""
-  gold = [tagging.span_tags(NER_LABELS, e.text, e.spans) for e in examples]
+  """C-CLUE's token macro scores (the main ones) against the label file's tags as written,
+  then wyjax's entity-level micro scores over every type as entity_* (seqeval's chunks of the
+  same tags)."""
+  gold = [e.tags for e in examples]
   entity = metrics.entity_scores(predictions, gold)
   return {**token_macro_scores(predictions, gold), **{f"entity_{k}": v for k, v in entity.items()}}
 
@@ -66,9 +69,21 @@ def _majority_tags(train, dev) -> list[tuple[str, ...]]:
   """Each dev character gets the tag it had most often in training ('O' if unseen)."""
   seen = {}
   for e in train:
-    for char, tag in zip(e.text, tagging.span_tags(NER_LABELS, e.text, e.spans)):
+    for char, tag in zip(e.text, e.tags):
       seen.setdefault(char, []).append(tag)
   return [tuple(most_common(seen[c]) if c in seen else "O" for c in e.text) for e in dev]
+
+
+def _ner_notes(examples) -> list[str]:
+  """I-X tags that begin an entity (after O or after another type): scored as written by the
+  token score, read as an entity's start by seqeval's rules."""
+  lines = [e.line for e in examples for i, tag in enumerate(e.tags)
+           if tag.startswith("I-") and (i == 0 or e.tags[i - 1][2:] != tag[2:])]
+  if not lines:
+    return []
+  shown = sorted(set(lines))
+  return [f"{len(lines)} I- tag(s) after O or another type (lines {shown[:10]}{' …' if len(shown) > 10 else ''}): "
+          "scored as written by run_NER.py's token score, read as an entity's start for the entity score"]
 
 
 NER_FOLDER = Files(
@@ -84,7 +99,7 @@ _RELATIONS_PLACE = dict(board="classical", benchmark="C-CLUE", hub_dataset=("C-C
 
 NER = Task(
     name="cclue_ner", files=NER_FOLDER, head="token", labels=NER_LABELS, max_length=512, featurize=_ner_featurize,
-    decode=_ner_decode, score=_ner_score, main_metric="f1", baseline=_majority_tags,
+    decode=_ner_decode, score=_ner_score, main_metric="f1", baseline=_majority_tags, notes=_ner_notes,
     submission_format="txt", submission=per_example(lambda e, p: " ".join(p)),  # the label file's format
     heading="C-CLUE NER", hub_task_type="token-classification", **_NER_PLACE, inputs=("text",), long_text=True,
     show=lambda e, p, f, logits: {**tagging.entities(e.text, tagging.decode_spans(NER_LABELS, f, logits)),

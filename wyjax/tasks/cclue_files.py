@@ -8,15 +8,23 @@ label file has one BIO tag per character. A line whose token and tag counts diff
 listing every such line: tags are never realigned. The types are those of the data (counted in
 docs/finetuning.md). Files as C-CLUE's data_ner/ names them (source.txt / target.txt,
 dev.txt / dev-lable.txt, test1.txt / test_tgt.txt) or as train.txt / train-label.txt,
-dev.txt / dev-label.txt, test.txt / test-label.txt; the test split may come without labels.
+dev.txt / dev-label.txt, test.txt / test-label.txt, one naming per split (files of both, or a
+label file without its text, are an error); the test split may come without labels.
 The main score is C-CLUE's own (run_NER.py): token-level macro precision, recall and F1 over
-the label ids of B/I-LOC, B/I-ORG and B/I-PER; entity-level micro F1 over all types (seqeval's
-rules, as WYWEB scores GLNER) is reported beside it.
+the label ids of B/I-LOC, B/I-ORG and B/I-PER, against the label file's tags as written (and
+trained on them, as run_NER.py is); entity-level micro F1 over all types (seqeval's rules, as
+WYWEB scores GLNER) is reported beside it. The tags are kept even where they break BIO: an
+`I-X` after `O` or after another type (the shared sample's train and dev files have some)
+begins an entity by seqeval's rules (the entity score's, and an example's `spans`), and the
+run's notes count them.
 
 Relations: JSON Lines {"text", "spo_list": {"predicate", "subject", "subject_type", "object",
-"object_type"}} in train_data.json, dev_data.json and test_data.json (raw_data_guwen/; a list
-of such objects is read as one example per triple, all with the line of their record). Three
-tasks read them:
+"object_type"}} in train_data.json, dev_data.json and test_data.json (raw_data_guwen/). A
+record holds one triple, in every split: C-CLUE's scripts read `spo_list['predicate']` and
+write one line of predicate_out.txt (evaluate_classifiction.py's gold) per record. A list
+holding one triple is read as that triple; an empty list, or several triples, is an error:
+dropped or split in two, the record would lose its line in predicate_predict.txt, which must
+stay one line per record, and C-CLUE's own scripts fail on it. Three tasks read them:
 
 - `cclue_re`, C-CLUE's predicate classification: the predicate, of 25, from the text alone.
   C-CLUE's evaluate_classifiction.py counts the lines whose predicted predicate set equals the
@@ -57,9 +65,19 @@ PREDICATES = ("任职", "隶属于", "子", "同名于", "号", "作战", "位�
 class NerExample:
   line: int
   text: str
-  # (start, end exclusive, type), character offsets into text
-  spans: tuple[tuple[int, int, str], ...]
-  tagged: bool  # False for a sentence without a label file (the test split)
+  # the label file's tags, one per character, as written: run_NER.py's gold; () for a
+  # sentence without a label file (the test split)
+  tags: tuple[str, ...]
+
+  @property
+  def tagged(self) -> bool:
+    return bool(self.tags)
+
+  @property
+  def spans(self) -> tuple[tuple[int, int, str], ...]:
+    """(start, end exclusive, type) of each entity by seqeval's rules: an I-X after O or after
+    another type begins one."""
+    return tuple(sorted((start, end + 1, kind) for kind, start, end in metrics.chunks(self.tags)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +115,7 @@ def read_ner(text_path, label_path=None) -> list[NerExample]:
   sentences = _lines(text_path)
   texts = [_characters(text_path, i, s) for i, s in enumerate(sentences, 1)]
   if label_path is None:
-    return [NerExample(i, text, (), False) for i, text in enumerate(texts, 1)]
+    return [NerExample(i, text, ()) for i, text in enumerate(texts, 1)]
   tag_lines = [line.split() for line in _lines(label_path)]
   if len(tag_lines) != len(texts):
     raise FormatError(label_path, min(len(tag_lines), len(texts)) + 1,
@@ -115,47 +133,58 @@ def read_ner(text_path, label_path=None) -> list[NerExample]:
       prefix, _, kind = tag.partition("-")
       if tag != "O" and (prefix not in ("B", "I") or kind not in NER_TYPES):
         raise FormatError(label_path, i, f"tag {position} {tag!r} is not O or B-/I- of {NER_TYPES}")
-    spans = sorted((start, end + 1, kind) for kind, start, end in metrics.chunks(tags))
-    out.append(NerExample(i, text, tuple(spans), True))
+    out.append(NerExample(i, text, tuple(tags)))
   return out
 
 
 def read_relations(path) -> list[RelationExample]:
+  """One example per record, of its one triple (the module's docstring says why)."""
   out = []
   for line, record in files.json_records(path):
     text = files.field(path, line, record, "text", str)
     triples = files.field(path, line, record, "spo_list", (dict, list))
-    for triple in [triples] if isinstance(triples, dict) else triples:
-      if not isinstance(triple, dict):
-        raise FormatError(path, line, f"spo_list entry {triple!r} is not an object")
-      values = {key: files.field(path, line, triple, key, str)
-                for key in ("subject", "subject_type", "object", "object_type")}
-      for role in ("subject", "object"):
-        if not values[role] or values[role] not in text:
-          raise FormatError(path, line, f"{role} {values[role]!r} does not occur in the text")
-      predicate = triple.get("predicate", "")
-      if not isinstance(predicate, str):
-        raise FormatError(path, line, f"predicate should be str, found {type(predicate).__name__}")
-      out.append(RelationExample(line, text, predicate=predicate, **values))
+    if isinstance(triples, list) and len(triples) != 1:
+      raise FormatError(path, line, f"spo_list holds {len(triples)} triples, expected one per record (C-CLUE's "
+                                    "scripts read one, and predicate_predict.txt has one line per record)")
+    triple = triples if isinstance(triples, dict) else triples[0]
+    if not isinstance(triple, dict):
+      raise FormatError(path, line, f"spo_list entry {triple!r} is not an object")
+    values = {key: files.field(path, line, triple, key, str)
+              for key in ("subject", "subject_type", "object", "object_type")}
+    for role in ("subject", "object"):
+      if not values[role] or values[role] not in text:
+        raise FormatError(path, line, f"{role} {values[role]!r} does not occur in the text")
+    predicate = triple.get("predicate", "")
+    if not isinstance(predicate, str):
+      raise FormatError(path, line, f"predicate should be str, found {type(predicate).__name__}")
+    out.append(RelationExample(line, text, predicate=predicate, **values))
   if any(e.predicate for e in out) and not all(e.predicate for e in out):
     raise FormatError(path, next(e.line for e in out if not e.predicate), "empty or missing predicate")
   return out
 
 
 def _ner_files(data_dir, split: str) -> list[pathlib.Path]:
-  """[text file] or [text file, label file] of the first naming present."""
-  for text_name, label_names in NER_FILES[split]:
-    text = pathlib.Path(data_dir) / text_name
-    if text.exists():
-      labels = files.first_present(data_dir, label_names)
-      return [text] if labels is None else [text, labels]
-  return []
+  """[text file] or [text file, label file] of the split's naming present: files of two
+  namings, or a label file without its text file, are an error, not a choice."""
+  folder = pathlib.Path(data_dir)
+  found = [(folder / text, files.present(folder / text), files.first_present(folder, labels))
+           for text, labels in NER_FILES[split]]
+  found = [(text, labels) for text, has_text, labels in found if has_text or labels]
+  if len(found) > 1:
+    names = [" + ".join(p.name for p in (text, labels) if p and p.exists()) for text, labels in found]
+    raise ValueError(f"{folder}: {names[0]} and {names[1]} hold the {split} split under two namings; keep one")
+  if not found:
+    return []
+  (text, labels), = found
+  if not text.exists():
+    raise FileNotFoundError(f"{labels}: no {text.name} beside it")
+  return [text] if labels is None else [text, labels]
 
 
 def split_files(dataset: str, data_dir, split: str) -> list[pathlib.Path]:
   if dataset == "cclue_re":
     path = pathlib.Path(data_dir) / RELATION_FILES[split]
-    return [path] if path.exists() else []
+    return [path] if files.present(path) else []
   return _ner_files(data_dir, split)
 
 

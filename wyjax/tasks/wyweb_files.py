@@ -90,7 +90,7 @@ class ChoiceExample:
   question: str
   options: tuple[str, ...]
   label: int
-  kind: int | None = None  # WYWRC question type
+  kind: int | None = None  # WYWRC question type, 0..9 (None: the record gives none)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,8 +175,9 @@ def read_fspc(path) -> list[FspcExample]:
       value = files.field(path, line, sentiments, key, str)
       _check(value in FSPC_SENTIMENTS, path, line, f"sentiment {key}={value!r}; expected one of {FSPC_SENTIMENTS}")
       values.append(value)
-    out.append(FspcExample(line, verses, values[0], tuple(values[1:]), str(record.get("title", "")),
-                           str(record.get("poet", "")), str(record.get("dynasty", ""))))
+    title, poet, dynasty = (files.field(path, line, record, key, str) if key in record else ""
+                            for key in ("title", "poet", "dynasty"))  # copied to the submission
+    out.append(FspcExample(line, verses, values[0], tuple(values[1:]), title, poet, dynasty))
   return out
 
 
@@ -222,7 +223,8 @@ def read_wywrc(path) -> list[ChoiceExample]:
     options = _options(path, line, [record.get(f"option{i}") for i in range(4)])
     answer = files.field(path, line, record, "answer", str)
     _check(answer in ("0", "1", "2", "3"), path, line, f"answer {answer!r} is not '0'..'3'")
-    kind = files.field(path, line, record, "type", int) if record.get("type") is not None else None
+    kind = files.field(path, line, record, "type", int) if "type" in record else None
+    _check(kind is None or 0 <= kind <= 9, path, line, f"type {kind} is not a question type, 0..9")
     out.append(ChoiceExample(line, files.field(path, line, record, "article", str),
                              files.field(path, line, record, "question", str), options, int(answer), kind))
   return out
