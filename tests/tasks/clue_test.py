@@ -91,6 +91,13 @@ def test_pair_tasks_in_clue_format(shared_data, tmp_path):
     ("cluewsc2020", {"text": "他说张三来了", "label": "true", "idx": 0,
                      "target": {"span1_text": "张三", "span1_index": 1, "span2_text": "他", "span2_index": 0}},
      "span1_text '张三' is not at span1_index 1"),
+    ("cluewsc2020", {"text": "他说张三来了", "label": "true", "idx": 1,  # text[-6:-5] is 他: a slice, not a position
+                     "target": {"span1_text": "张三", "span1_index": 2, "span2_text": "他", "span2_index": -6}},
+     r"span2_index -6 is not a position in the text \(0 to 5\)"),
+    ("cluewsc2020", {"text": "他说张三来了", "label": "true", "idx": 1,
+                     "target": {"span1_text": "张三", "span1_index": 9, "span2_text": "他", "span2_index": 0}},
+     "span1_index 9 is not a position in the text"),
+    ("tnews", {"sentence": "标题", "label": 100, "id": "²"}, r"id '²' is not a number \(digits 0-9\)"),
     ("csl", {"abst": "摘要", "keyword": [], "label": "0", "id": 0}, "'keyword' should be a list"),
 ])
 def test_malformed_records_name_file_and_line(tmp_path, task, record, message):
@@ -227,7 +234,7 @@ def test_cmrc_reads_squad_json_and_repairs_a_missed_start(tmp_path):
                                               {"text": "沙特阿拉伯的东部省", "answer_start": 4}]}]}]}]}
   path = tmp_path / "cmrc2018_dev.json"
   path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
-  first, second = clue_reading.read_cmrc(path)
+  first, second = clue_reading.read_cmrc(path, labelled=True)
   assert first.answer == (4, 9) and first.start_moved  # answer_start 5 missed 沙特阿拉伯 at 4
   assert second.answers == ("东部省", "沙特阿拉伯的东部省") and not second.start_moved
   assert TASKS["cmrc2018"].notes([first, second]) == [
@@ -239,7 +246,7 @@ def test_cmrc_reads_squad_json_and_repairs_a_missed_start(tmp_path):
   path.write_text(text, encoding="utf-8")
   line = next(i for i, content in enumerate(text.splitlines(), 1) if '"Q0"' in content)
   with pytest.raises(FormatError, match=rf"{path}:{line}: Q0: answer '麦加' is not in the context"):
-    clue_reading.read_cmrc(path)
+    clue_reading.read_cmrc(path, labelled=True)
 
 
 def test_chid_in_clues_layout_one_example_per_blank(tmp_path):

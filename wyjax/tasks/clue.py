@@ -72,9 +72,21 @@ def _id(path, line, record, position: int, key: str = "id") -> int:
   if key not in record:
     return position
   value = files.field(path, line, record, key, (int, str))
-  if isinstance(value, str) and not value.isdigit():
-    raise FormatError(path, line, f"{key} {value!r} is not a number")
+  if isinstance(value, str) and not (value.isascii() and value.isdigit()):  # "²" and "３" are digits to isdigit
+    raise FormatError(path, line, f"{key} {value!r} is not a number (digits 0-9)")
   return int(value)
+
+
+def check_unique_ids(path, examples) -> list:
+  """examples, when no two share an id: ids name the submission's lines (or its keys), so a
+  repeated one would be lost or doubled there."""
+  first = {}
+  for example in examples:
+    if example.id in first:
+      raise FormatError(path, example.line, f"id {example.id!r} repeats the one at line {first[example.id]} "
+                                            "(each id names one prediction)")
+    first[example.id] = example.line
+  return examples
 
 
 def _sentence(labels):
@@ -116,6 +128,9 @@ def _wsc(path, line, record, position) -> ClueExample:
   for k in (1, 2):
     span = files.field(path, line, target, f"span{k}_text", str)
     start = files.field(path, line, target, f"span{k}_index", int)
+    if not 0 <= start < len(text):
+      raise FormatError(path, line, f"span{k}_index {start} is not a position in the text "
+                                    f"(0 to {len(text) - 1})")
     if not span or text[start:start + len(span)] != span:
       raise FormatError(path, line, f"span{k}_text {span!r} is not at span{k}_index {start} of the text "
                                     f"(found {text[start:start + len(span)]!r})")
@@ -147,8 +162,8 @@ FORMATS = {
 
 
 def read_clue(task: str, path) -> list[ClueExample]:
-  """Every record of one of the task's files; a file is labelled throughout or not at all
-  (but for NLI's "-" records)."""
+  """Every record of one of the task's files, each id once; a file is labelled throughout or
+  not at all (but for NLI's "-" records)."""
   out, labelled = [], None
   for position, (line, record) in enumerate(files.json_records(path)):
     example = FORMATS[task].read_record(path, line, record, position)
@@ -157,7 +172,7 @@ def read_clue(task: str, path) -> list[ClueExample]:
       raise FormatError(path, line, "some records have a 'label' and others do not")
     labelled = has_label
     out.append(example)
-  return out
+  return check_unique_ids(path, out)
 
 
 def _featurize(example: ClueExample, tokenizer: Tokenizer, max_length: int):
@@ -194,19 +209,15 @@ def split_files(task: str, data_dir, split: str) -> list[pathlib.Path]:
   return [] if path is None else [path]
 
 
-def check_labelled(examples, labelled, path, split: str):
-  """examples, when some are labelled or the split is test; train and dev need their labels."""
-  if split != "test" and examples and not any(labelled(e) for e in examples):
-    raise FormatError(path, examples[0].line, f"no labels or answers (needed in the {split} split)")
-  return examples
-
-
 def read_split(task: str, data_dir, split: str) -> list | None:
-  """The split's examples, or None when absent."""
+  """The split's examples, or None when absent; train and dev need their labels."""
   paths = split_files(task, data_dir, split)
   if not paths:
     return None
-  return check_labelled(read_clue(task, paths[0]), lambda e: e.label is not None, paths[0], split)
+  examples = read_clue(task, paths[0])
+  if split != "test" and examples and all(e.label is None for e in examples):
+    raise FormatError(paths[0], examples[0].line, f"no labels (needed in the {split} split)")
+  return examples
 
 
 def clue_task(name: str, example_type, train_files: str, hub_task_type: str, *, split_files, read_split,

@@ -4,18 +4,16 @@ them is on the same board as its classification tasks (wyjax/tasks/clue.py); the
 described at their readers below.
 """
 import dataclasses
-import json
 import pathlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from wyjax.core.storage import read_text
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import files, metrics, spans
-from wyjax.tasks.clue import check_labelled, clue_task
-from wyjax.tasks.files import FormatError
+from wyjax.tasks.clue import check_unique_ids, clue_task
+from wyjax.tasks.files import FormatError, expect, located_json, objects_of
 from wyjax.tasks.task import (OPTIONS, argmax, as_json, choice_rows, constant_baseline, label_or_ignore,
                               per_example, rows, with_specials)
 
@@ -34,18 +32,20 @@ def split_files(task: str, data_dir, split: str) -> list[pathlib.Path]:
 
 
 def read_split(task: str, data_dir, split: str) -> list | None:
-  """The split's examples, or None when absent; train and dev need their labels."""
+  """The split's examples, or None when absent; every question of train and dev (released
+  labelled) needs its answer, test's (released without) may lack one."""
   paths = split_files(task, data_dir, split)
   if not paths:
     return None
+  labelled = split != "test"
   if task == "c3":
     examples = []
     for path in paths:  # ids continue from the dialogue file into the mixed-genre one
-      examples += read_c3(path, first_id=len(examples))
-    return check_labelled(examples, lambda e: e.label is not None, paths[0], split)
+      examples += read_c3(path, first_id=len(examples), labelled=labelled)
+    return examples
   if task == "chid":
-    return check_labelled(read_chid(*paths), lambda e: e.label is not None, paths[0], split)
-  return check_labelled(read_cmrc(paths[0]), lambda e: bool(e.answers), paths[0], split)
+    return read_chid(*paths, labelled=labelled)
+  return read_cmrc(paths[0], labelled=labelled)
 
 
 # --- CMRC 2018: extractive reading comprehension (SQuAD v1.1 JSON) ------------------------------------------
@@ -66,57 +66,55 @@ class CmrcExample:
   start_moved: bool  # its answer_start did not point at its text: the nearest occurrence is used
 
 
-def _lines_of(text: str):
-  """line_of(needle): the line of needle's next occurrence after the previous one found, so a
-  file's records are located in one pass (a needle not found: the last line found)."""
-  position, line = 0, 1
-
-  def line_of(needle: str) -> int:
-    nonlocal position, line
-    at = text.find(needle, position)
-    if at >= 0:
-      line += text.count("\n", position, at)
-      position = at
-    return line
-  return line_of
-
-
-def read_cmrc(path) -> list[CmrcExample]:
-  """Every question of a SQuAD v1.1 file. An answer whose answer_start misses its text is
-  taken at the text's nearest occurrence in the context (5 of the trial file's 901 are off by
-  one) and counted in the run's notes, as are empty questions (one there); an answer not in
-  the context is an error."""
-  text = read_text(path)
-  line_of = _lines_of(text)
-  try:
-    data = json.loads(text)["data"]
-  except (json.JSONDecodeError, KeyError, TypeError) as e:
-    raise FormatError(path, 1, f"not SQuAD v1.1 JSON with a 'data' list ({e})") from e
+def read_cmrc(path, *, labelled: bool) -> list[CmrcExample]:
+  """Every question of a SQuAD v1.1 file, each id once. An answer whose answer_start misses
+  its text is taken at the text's nearest occurrence in the context (5 of the trial file's
+  901 are off by one) and counted in the run's notes, as are empty questions (one there); an
+  answer not in the context, or an answer_start outside it, is an error."""
+  squad, line_of = located_json(path)
+  articles = files.field(path, 1, expect(path, 1, squad, dict, "the file"), "data", list)
   out = []
-  for article in data:
-    for paragraph in article.get("paragraphs", []):
-      context = paragraph.get("context", "")
-      for qa in paragraph.get("qas", []):
-        qid = str(qa.get("id", ""))
-        line = line_of(f'"{qid}"')
-        question = files.field(path, line, qa, "question", str)
-        if not context.strip() or not qid:
-          raise FormatError(path, line, "a question needs an id and a non-empty context")
-        answers, starts, moved = [], [], False
-        for answer in qa.get("answers", []):
-          answer_text = files.field(path, line, answer, "text", str)
-          start = files.field(path, line, answer, "answer_start", int)
-          if context[start:start + len(answer_text)] != answer_text:
-            found = [i for i in range(len(context)) if context.startswith(answer_text, i)]
-            if not found or not answer_text:
-              raise FormatError(path, line, f"{qid}: answer {answer_text!r} is not in the context")
-            moved = moved or not answers  # the first answer's start is the one trained on
-            start = min(found, key=lambda i: abs(i - start))
-          answers.append(answer_text)
-          starts.append((start, start + len(answer_text)))
-        out.append(CmrcExample(line, qid, context, question, tuple(answers), starts[0] if starts else (-1, -1),
-                               moved))
-  return out
+  for article, line in objects_of(path, articles, line_of, "article"):
+    for paragraph, line in objects_of(path, files.field(path, line, article, "paragraphs", list), line_of,
+                                      "paragraph"):
+      context = files.field(path, line, paragraph, "context", str)
+      if not context.strip():
+        raise FormatError(path, line, "empty 'context'")
+      for qa, line in objects_of(path, files.field(path, line, paragraph, "qas", list), line_of, "question"):
+        out.append(_cmrc_question(path, line, line_of, qa, context, labelled))
+  return check_unique_ids(path, out)
+
+
+def _cmrc_question(path, line: int, line_of, qa: dict, context: str, labelled: bool) -> CmrcExample:
+  qid = files.field(path, line, qa, "id", str)
+  if not qid.strip():
+    raise FormatError(path, line, "empty 'id'")
+  line = line_of(qa, "id")
+  question = files.field(path, line, qa, "question", str)
+  answers = files.field(path, line, qa, "answers", list) if "answers" in qa else []
+  if labelled and not answers:
+    raise FormatError(path, line, f"{qid}: no 'answers' (a labelled split needs them)")
+  found = [_cmrc_answer(path, line, qid, answer, context) for answer, _ in objects_of(path, answers, line_of, "answer")]
+  texts, characters, moved = zip(*found) if found else ((), [(-1, -1)], [False])
+  return CmrcExample(line, qid, context, question, texts, characters[0], moved[0])  # the first answer is trained on
+
+
+def _cmrc_answer(path, line: int, qid: str, answer: dict, context: str) -> tuple[str, tuple[int, int], bool]:
+  """The answer's text, its [start, end) characters, and whether answer_start missed the text,
+  which is then taken at its nearest occurrence."""
+  text = files.field(path, line, answer, "text", str)
+  start = files.field(path, line, answer, "answer_start", int)
+  if not text:
+    raise FormatError(path, line, f"{qid}: empty answer text")
+  if not 0 <= start < len(context):
+    raise FormatError(path, line, f"{qid}: answer_start {start} is outside the context (0 to {len(context) - 1})")
+  if context[start:start + len(text)] == text:
+    return text, (start, start + len(text)), False
+  found = [i for i in range(len(context)) if context.startswith(text, i)]
+  if not found:
+    raise FormatError(path, line, f"{qid}: answer {text!r} is not in the context")
+  start = min(found, key=lambda i: abs(i - start))
+  return text, (start, start + len(text)), True
 
 
 # The official evaluation's punctuation (cmrc2018_evaluate.py's sp_char): its '……' entry is
@@ -233,7 +231,7 @@ def _labelled_accuracy(examples, predictions) -> dict:
 
 @dataclasses.dataclass(frozen=True)
 class C3Example:
-  line: int  # where the question's document id is in its file
+  line: int  # where the question starts in its file
   id: int  # the question's "id" (test files), else its position among the split's questions
   context: str  # the document's sentences, one per line
   question: str
@@ -241,35 +239,38 @@ class C3Example:
   label: int | None  # the answer's index among the options; None in a test file
 
 
-def read_c3(path, first_id: int = 0) -> list[C3Example]:
+def read_c3(path, first_id: int = 0, *, labelled: bool) -> list[C3Example]:
   """Every question of a C3 file: [[sentences], [{"question", "choice", "answer"}...], doc id]."""
-  text = read_text(path)
-  line_of = _lines_of(text)
-  try:
-    documents = json.loads(text)
-  except json.JSONDecodeError as e:
-    raise FormatError(path, e.lineno, f"invalid JSON ({e.msg})") from e
+  documents, line_of = located_json(path)
   out = []
-  for document in documents:
-    line = line_of(json.dumps(document[-1], ensure_ascii=False)) if isinstance(document, list) else 1
+  for index, document in enumerate(expect(path, 1, documents, list, "the file")):
+    line = line_of(documents, index)
     if not (isinstance(document, list) and len(document) == 3 and isinstance(document[0], list)
             and isinstance(document[1], list)):
       raise FormatError(path, line, "expected [[sentences], [questions], document id]")
     sentences, questions, _ = document
-    for qa in questions:
-      question = files.field(path, line, qa, "question", str)
-      options = files.field(path, line, qa, "choice", list)
-      if not 2 <= len(options) <= 4 or not all(isinstance(o, str) and o.strip() for o in options):
-        raise FormatError(path, line, f"'choice' should be 2 to 4 non-empty strings, found {options!r}")
-      label = None
-      if "answer" in qa:
-        answer = files.field(path, line, qa, "answer", str)
-        if answer not in options:
-          raise FormatError(path, line, f"answer {answer!r} is not one of the choices {options}")
-        label = options.index(answer)
+    for k, sentence in enumerate(sentences):
+      expect(path, line_of(sentences, k), sentence, str, f"sentence {k}")
+    for qa, line in objects_of(path, questions, line_of, "question"):
       qid = files.field(path, line, qa, "id", int) if "id" in qa else first_id + len(out)
-      out.append(C3Example(line, qid, "\n".join(sentences), question, tuple(options), label))
-  return out
+      out.append(C3Example(line, qid, "\n".join(sentences), files.field(path, line, qa, "question", str),
+                           *_c3_choice(path, line, qa, labelled)))
+  return check_unique_ids(path, out)
+
+
+def _c3_choice(path, line: int, qa: dict, labelled: bool) -> tuple[tuple[str, ...], int | None]:
+  """The question's options and its answer's index among them (None: no answer, in a test file)."""
+  options = files.field(path, line, qa, "choice", list)
+  if not 2 <= len(options) <= 4 or not all(isinstance(o, str) and o.strip() for o in options):
+    raise FormatError(path, line, f"'choice' should be 2 to 4 non-empty strings, found {options!r}")
+  if "answer" not in qa:
+    if labelled:
+      raise FormatError(path, line, "the question has no 'answer' (a labelled split needs one)")
+    return tuple(options), None
+  answer = files.field(path, line, qa, "answer", str)
+  if answer not in options:
+    raise FormatError(path, line, f"answer {answer!r} is not one of the choices {options}")
+  return tuple(options), options.index(answer)
 
 
 def _c3_featurize(example: C3Example, tokenizer: Tokenizer, max_length: int):
@@ -289,6 +290,7 @@ C3 = clue_task(
 
 # --- ChID: the idiom that fills a blank, among candidates ---------------------------------------------------
 
+CHID_CANDIDATES = {"FewCLUE": 7, "CLUE": 10}  # candidates per blank in each layout
 BLANK = "□"  # stands for the other blanks of a passage while one is filled
 CHID_CONTEXT = 64  # characters each side of the blank (CLUE's ChID baseline: max_seq_length 64 in all)
 
@@ -306,49 +308,78 @@ class ChidExample:
 _TAG = re.compile(r"#idiom\d*#")
 
 
-def _blanks(passage: str) -> list[tuple[str, str, str]]:
-  """(tag, left, right) of each blank of a passage, the others as BLANK."""
-  tags = list(_TAG.finditer(passage))
+def _blanks(path, line: int, passages: list) -> list[tuple[str, str, str]]:
+  """(tag, left, right) of each blank of the passages, the others in its passage as BLANK."""
   other = lambda text: _TAG.sub(BLANK, text)
-  return [(m.group(), other(passage[:m.start()])[-CHID_CONTEXT:], other(passage[m.end():])[:CHID_CONTEXT])
-          for m in tags]
+  blanks = []
+  for k, passage in enumerate(passages):
+    expect(path, line, passage, str, f"passage {k} of 'content'")
+    blanks += [(m.group(), other(passage[:m.start()])[-CHID_CONTEXT:], other(passage[m.end():])[:CHID_CONTEXT])
+               for m in _TAG.finditer(passage)]
+  if not blanks:
+    raise FormatError(path, line, "the content has no #idiom# blank")
+  return blanks
 
 
-def read_chid(path, answers_path=None) -> list[ChidExample]:
-  """FewCLUE's layout ({"id", "candidates", "content" with one #idiom#, "answer"}) or CLUE's
-  ({"candidates", "content": passages with #idiomNNNNNN# blanks}, the answers in answers_path:
-  {tag: index}); one example per blank."""
-  answers = None
-  if answers_path is not None:
-    answers = json.loads(read_text(answers_path))
-  out = []
+def read_chid(path, answers_path=None, *, labelled: bool) -> list[ChidExample]:
+  """FewCLUE's layout ({"id", "candidates": 7 idioms, "content": a text with one #idiom#,
+  "answer"}; no answer in its test file) or CLUE's ({"candidates": 10 idioms, "content":
+  passages with #idiomNNNNNN# blanks}, the answers in answers_path: {tag: index}); one
+  example per blank, each id once."""
+  answer = _chid_answers(answers_path) if answers_path is not None else None
+  out, first_layout = [], None
   for line, record in files.json_records(path):
-    candidates = files.field(path, line, record, "candidates", list)
-    if len(candidates) < 2 or not all(isinstance(c, str) and c for c in candidates):
-      raise FormatError(path, line, f"'candidates' should be idioms, found {candidates!r}")
     content = files.field(path, line, record, "content", (str, list))
-    passages = [content] if isinstance(content, str) else content
-    blanks = [blank for passage in passages for blank in _blanks(passage)]
-    if not blanks:
-      raise FormatError(path, line, "the content has no #idiom# blank")
-    if "answer" in record:  # FewCLUE
-      if len(blanks) != 1:
-        raise FormatError(path, line, f"FewCLUE's layout has one #idiom# blank per record, found {len(blanks)}")
-      answer = files.field(path, line, record, "answer", int)
-      if not 0 <= answer < len(candidates):
-        raise FormatError(path, line, f"answer {answer} is not an index into the {len(candidates)} candidates")
-      _, left, right = blanks[0]
-      out.append(ChidExample(line, str(files.field(path, line, record, "id", int)), left, right,
-                             tuple(candidates), answer))
-      continue
-    for tag, left, right in blanks:
-      if answers is not None and tag not in answers:
-        raise FormatError(answers_path, 1, f"no answer for {tag} ({path}:{line})")
-      label = None if answers is None else answers[tag]
-      if label is not None and not 0 <= label < len(candidates):
-        raise FormatError(answers_path, 1, f"{tag}: answer {label} is not an index into the candidates")
-      out.append(ChidExample(line, tag, left, right, tuple(candidates), label))
-  return out
+    layout = "FewCLUE" if isinstance(content, str) else "CLUE"
+    first_layout = first_layout or layout
+    if layout != first_layout:
+      raise FormatError(path, line, f"a record in {layout}'s layout after {first_layout}'s (content a text: "
+                                    "FewCLUE's; a list of passages: CLUE's)")
+    candidates = files.field(path, line, record, "candidates", list)
+    if len(candidates) != CHID_CANDIDATES[layout] or not all(isinstance(c, str) and c for c in candidates):
+      raise FormatError(path, line, f"'candidates' should be {CHID_CANDIDATES[layout]} idioms ({layout}'s layout), "
+                                    f"found {candidates!r}")
+    blanks = _blanks(path, line, [content] if layout == "FewCLUE" else content)
+    if layout == "FewCLUE":
+      out.append(_fewclue_chid(path, line, record, blanks, tuple(candidates), labelled))
+    elif answer is None and labelled:
+      raise FormatError(path, line, f"no {pathlib.Path(path).stem}_answer.json beside it, where CLUE's layout "
+                                    "keeps the answers (a labelled split needs them)")
+    else:
+      out += [ChidExample(line, tag, left, right, tuple(candidates),
+                          None if answer is None else answer(tag, f"{path}:{line}")) for tag, left, right in blanks]
+  return check_unique_ids(path, out)
+
+
+def _fewclue_chid(path, line: int, record: dict, blanks, candidates: tuple[str, ...], labelled: bool) -> ChidExample:
+  if len(blanks) != 1:
+    raise FormatError(path, line, f"FewCLUE's layout has one #idiom# blank per record, found {len(blanks)}")
+  label = None
+  if "answer" in record:
+    label = files.field(path, line, record, "answer", int)
+    if not 0 <= label < len(candidates):
+      raise FormatError(path, line, f"answer {label} is not an index into the {len(candidates)} candidates")
+  elif labelled:
+    raise FormatError(path, line, "no 'answer' (a labelled split needs one)")
+  _, left, right = blanks[0]
+  return ChidExample(line, str(files.field(path, line, record, "id", int)), left, right, candidates, label)
+
+
+def _chid_answers(path) -> Callable[[str, str], int]:
+  """CLUE's answers file {tag: index} as answer(tag, where the blank is), which checks the index."""
+  answers, line_of = located_json(path)
+  expect(path, 1, answers, dict, "the answers file ({tag: index})")
+  count = CHID_CANDIDATES["CLUE"]
+
+  def answer(tag: str, where: str) -> int:
+    if tag not in answers:
+      raise FormatError(path, 1, f"no answer for {tag} ({where})")
+    label = answers[tag]
+    if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < count:
+      raise FormatError(path, line_of(answers, tag), f"{tag}: answer {label!r} should be an index into the "
+                                                     f"{count} candidates (an int from 0 to {count - 1})")
+    return label
+  return answer
 
 
 def _chid_featurize(example: ChidExample, tokenizer: Tokenizer, max_length: int):
@@ -372,7 +403,7 @@ def _chid_submission(examples, predictions) -> list[str]:
   return [as_json({"id": int(e.id), "answer": p}) for e, p in zip(examples, predictions, strict=True)]
 
 
-CHID_LABELS = tuple(str(i) for i in range(10))  # CLUE's 10 candidates (FewCLUE's 7 use the first 7)
+CHID_LABELS = tuple(str(i) for i in range(CHID_CANDIDATES["CLUE"]))  # FewCLUE's 7 use the first 7
 CHID = clue_task(
     "chid", ChidExample, "train.json (and train_answer.json)", "multiple-choice",
     split_files=split_files, read_split=read_split, heading="ChID", head="choice", labels=CHID_LABELS, max_length=2 + 2 * CHID_CONTEXT + 4,

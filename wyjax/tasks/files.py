@@ -2,15 +2,18 @@
 
 WYWEB files mix CRLF and LF endings and usually lack a final newline; a trailing '\\r' is
 line-ending residue and is removed, nothing else is altered. JSON strings must be text: a lone
-surrogate escape ("\\ud800") is an error. A split is absent only when none of its names is
-there: a directory or a broken link in its place, or two of its names at once, is an error
-naming them.
+surrogate escape ("\\ud800") is an error. A file that is one JSON document (SQuAD, C3) is read
+by `located_json`, which keeps every value's line for the errors. A split is absent only when
+none of its names is there: a directory or a broken link in its place, or two of its names at
+once, is an error naming them.
 """
+import bisect
 import json
+import json.scanner
 import os
 import pathlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from wyjax.core.storage import FormatError, read_text
 
@@ -109,15 +112,9 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _checked(path, line: int, record) -> dict:
-  """A JSON object without lone surrogates: an escape like "\\ud800" decodes, but to no
-  character, so the text could not be written out (TFDS would fail on it long after reading;
-  text read as UTF-8 cannot hold one)."""
   if not isinstance(record, dict):
     raise FormatError(path, line, f"expected a JSON object, found {type(record).__name__}")
-  surrogate = next((m[0] for s in _strings(record) if (m := _SURROGATE.search(s))), None)
-  if surrogate:
-    raise FormatError(path, line,
-                      f"\\u{ord(surrogate):04x} is a lone surrogate (half of a UTF-16 pair), not a character")
+  _whole_characters(path, line, *_strings(record))
   return record
 
 
@@ -143,3 +140,71 @@ def field(path, line: int, record: dict, key: str, kind: type | tuple[type, ...]
     expected = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
     raise FormatError(path, line, f"field {key!r} should be {expected}, found {type(value).__name__}")
   return value
+
+
+def located_json(path) -> tuple[object, Callable]:
+  """A JSON document and line(container, key), the line where container[key] starts (key: an
+  object's key or an array's index): SQuAD and C3 files are one document, and an error should
+  name the line of the value at fault, which json.loads does not keep."""
+  text = read_text(path)
+  newlines = [m.start() for m in re.finditer("\n", text)]
+  line_at = lambda offset: bisect.bisect_left(newlines, offset) + 1
+  starts = {}  # id(container) → {key or index: offset of its value}
+
+  def parse_object(s_and_end, strict, scan_once, object_hook, object_pairs_hook, memo=None):
+    offsets = []
+    pairs, end = json.decoder.JSONObject(s_and_end, strict, _recording(scan_once, offsets), None, list, memo)
+    for (key, value), offset in zip(pairs, offsets):
+      _whole_characters(path, line_at(offset), key, value)
+    value = dict(pairs)
+    starts[id(value)] = dict(zip((key for key, _ in pairs), offsets))
+    return value, end
+
+  def parse_array(s_and_end, scan_once):
+    offsets = []
+    value, end = json.decoder.JSONArray(s_and_end, _recording(scan_once, offsets))
+    for item, offset in zip(value, offsets):
+      _whole_characters(path, line_at(offset), item)
+    starts[id(value)] = offsets
+    return value, end
+
+  decoder = json.JSONDecoder()
+  decoder.parse_object, decoder.parse_array = parse_object, parse_array
+  decoder.scan_once = json.scanner.py_make_scanner(decoder)
+  try:
+    document = decoder.decode(text)
+  except json.JSONDecodeError as e:
+    raise FormatError(path, e.lineno, f"invalid JSON ({e.msg})") from e
+  return document, lambda container, key: line_at(starts[id(container)][key])
+
+
+def _whole_characters(path, line: int, *values) -> None:
+  """An escape like "\\ud800" decodes to half a UTF-16 pair, no character: such a text could
+  not be written out (TFDS would fail on it long after reading; text read as UTF-8 cannot
+  hold one)."""
+  for value in values:
+    if isinstance(value, str) and (half := _SURROGATE.search(value)):
+      raise FormatError(path, line, f"\\u{ord(half[0]):04x} is a lone surrogate (half of a UTF-16 pair), "
+                                    "not a character")
+
+
+def _recording(scan_once, offsets: list):
+  """scan_once, noting where each value it reads starts."""
+  def scan(text, index):
+    offsets.append(index)
+    return scan_once(text, index)
+  return scan
+
+
+def expect(path, line: int, value, kind: type, what: str):
+  """value, checked to be of kind (files.field's check, for a value that is not an object's field)."""
+  if not isinstance(value, kind):
+    raise FormatError(path, line, f"{what} should be {kind.__name__}, found {type(value).__name__}")
+  return value
+
+
+def objects_of(path, array: list, line_of, what: str):
+  """(object, its line) of each element of a JSON array of objects."""
+  for index, value in enumerate(array):
+    line = line_of(array, index)
+    yield expect(path, line, value, dict, f"{what} {index}"), line
