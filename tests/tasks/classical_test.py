@@ -210,7 +210,7 @@ def _aceval_dev(folder, geography: str, header: str = ",Question,A,B,C,D,Answer,
     (",Question,A,B,C,D,Answer,Explanation\n0,问,a,b,c,d,A,e\n0,问,a,b,c,d,B,e\n", 3, "row id '0' is empty or repeated"),
     (",Question,A,B,C,D,Answer,Explanation\n0,问,a,,c,d,A,e\n", 2, "empty question or option"),
     (',Question,A,B,C,D,Answer,Explanation\n0,问,a,b,c,d,A,e\n1,"问"x,a,b,c,d,A,e\n', 3, "malformed CSV"),
-    (",Question,A,B,C,D,Answer,Explanation\n", 2, "no questions after the header: subject geography is empty"),
+    (",Question,A,B,C,D,Answer,Explanation\n", 1, "no questions after the header: subject geography is empty"),
 ])
 def test_malformed_aceval(tmp_path, content, line, message):
   _aceval_dev(tmp_path, content)

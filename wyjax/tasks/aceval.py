@@ -105,7 +105,7 @@ def _questions(path, subject: str, reader) -> list[Question]:
     out.append(Question(start, subject, row_id, question, tuple(options), answer, explanation))
     start = reader.line_num + 1
   if not out:
-    raise FormatError(path, start, f"no questions after the header: subject {subject} is empty")
+    raise FormatError(path, 1, f"no questions after the header: subject {subject} is empty")
   return out
 
 

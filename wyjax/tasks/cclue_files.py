@@ -118,8 +118,10 @@ def read_ner(text_path, label_path=None) -> list[NerExample]:
     return [NerExample(i, text, ()) for i, text in enumerate(texts, 1)]
   tag_lines = [line.split() for line in _lines(label_path)]
   if len(tag_lines) != len(texts):
-    raise FormatError(label_path, min(len(tag_lines), len(texts)) + 1,
-                      f"{len(tag_lines)} tag lines for the {len(texts)} sentences of {text_path}")
+    counts = f"{len(tag_lines)} tag lines for the {len(texts)} sentences"
+    if len(tag_lines) > len(texts):
+      raise FormatError(label_path, len(texts) + 1, f"{counts} of {text_path}")
+    raise FormatError(text_path, len(tag_lines) + 1, f"{counts} of this file in {label_path}: this one has none")
   differ = [(i, len(text), len(tags)) for i, (text, tags) in enumerate(zip(texts, tag_lines), 1)
             if len(text) != len(tags)]
   if differ:
