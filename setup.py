@@ -44,6 +44,7 @@ setup(
         "matplotlib>=3.11,<4",
         "sacrebleu>=2.6,<3",
         "rouge>=1.0.1,<1.1",  # the pltrdy ROUGE the WYWEB toolkit scores WYWMT with
+        "nltk>=3.10,<4",  # the word tokenizer of CMRC 2018's official F1 (cmrc2018_evaluate.py)
     ],
     extras_require={
         # torch first and pinned: this exact version is a CPU wheel; others pull CUDA.

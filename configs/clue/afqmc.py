@@ -4,10 +4,13 @@
         --config.data_dir=CLUE/afqmc --config.init=MODEL [--config.seeds=3]
 
 The folder holds train.json, dev.json and test.json as CLUE releases them (JSON Lines:
-sentence1, sentence2, label 0/1). Max length 128 (the CLUE paper's), batch 16, 3 epochs,
-learning rate 2e-05 (CLUE's BERT-base setting, docs/finetuning.md); the submission is
-submission/afqmc_predict.json. Sizes are for a base model; for the tiny model use
---config.learning_rate=1e-3."""
+sentence1, sentence2, label 0/1); the submission is submission/afqmc_predict.json.
+
+Settings, CLUE's README (its per-task tables, the BERT-base row): batch 16, max length 128, 3
+epochs, learning rate 2e-5; warm-up 0.1 (run_classifier.py's default warmup_proportion; the
+README gives none); a fixed number of epochs (patience 0) and the last model restored, scored
+and submitted (keep_checkpoint "last"), as CLUE's classification scripts train and predict.
+Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
 from wyjax.train.finetuning import base_config
 
 
@@ -16,4 +19,7 @@ def get_config():
   config.batch_size = 16
   config.num_epochs = 3
   config.learning_rate = 2e-05
+  config.warmup_fraction = 0.1
+  config.patience = 0
+  config.keep_checkpoint = "last"
   return config

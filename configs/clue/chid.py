@@ -3,12 +3,19 @@
     python -m wyjax.finetune --config=clue/chid.py --workdir=/tmp/chid \\
         --config.data_dir=CLUE/chid --config.init=MODEL [--config.seeds=3]
 
-The folder holds train.json, dev.json (and test.json) in either released layout: FewCLUE's
-({"id", "candidates", "content" with one #idiom#, "answer"}) or CLUE's (content with several
-#idiomNNNNNN# blanks, the answers in <split>_answer.json). One row per candidate: the blank
-filled with it, 64 characters each side. Batch 24, 3 epochs, learning rate 2e-5 (CLUE's
-baselines sweep 1e-5 to 3e-5); the submission is submission/chid11_predict.json. Sizes are for a
-base model; for the tiny model use --config.learning_rate=1e-3."""
+The folder holds train.json, dev.json (and test1.1.json or test.json) in either released
+layout: FewCLUE's ({"id", "candidates", "content" with one #idiom#, "answer"}) or CLUE's
+(content with several #idiomNNNNNN# blanks, the answers in <split>_answer.json). One row per
+candidate: [CLS] the text with the blank filled with it [SEP], max length 64 in all, the text
+around the blank cut. The blanks of a record take distinct idioms, as CLUE's baseline decodes
+them (--config.joint_blanks=False: each on its own); the submission is
+submission/chid11_predict.json.
+
+Settings, CLUE's README (its per-task tables, the BERT-base row): batch 24, max length 64, 3
+epochs, learning rate 2e-5; warm-up 0.06; a fixed number of epochs (patience 0), the best dev
+checkpoint kept (keep_checkpoint "best_dev"), as CLUE's reading-comprehension scripts
+(run_multichoice_mrc.py, evaluated per epoch); wyjax also evaluates every eval_every steps.
+Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
 from wyjax.train.finetuning import base_config
 
 
@@ -17,4 +24,8 @@ def get_config():
   config.batch_size = 24
   config.num_epochs = 3
   config.learning_rate = 2e-05
+  config.warmup_fraction = 0.06
+  config.max_length = 64
+  config.patience = 0
+  config.keep_checkpoint = "best_dev"
   return config

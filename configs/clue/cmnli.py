@@ -4,10 +4,14 @@
         --config.data_dir=CLUE/cmnli --config.init=MODEL [--config.seeds=3]
 
 The folder holds train.json, dev.json and test.json as CLUE releases them (JSON Lines:
-sentence1, sentence2, label; records labelled '-' are counted and left out). Max length 128 (the
-CLUE paper's), batch 64, 2 epochs, learning rate 3e-05 (CLUE's BERT-base setting,
-docs/finetuning.md); the submission is submission/cmnli_predict.json. Sizes are for a base
-model; for the tiny model use --config.learning_rate=1e-3."""
+sentence1, sentence2, label; records labelled '-' are counted and left out); the submission is
+submission/cmnli_predict.json.
+
+Settings, CLUE's README (its per-task tables, the BERT-base row): batch 64, max length 128, 2
+epochs, learning rate 3e-5; warm-up 0.1 (run_classifier.py's default warmup_proportion; the
+README gives none); a fixed number of epochs (patience 0) and the last model restored, scored
+and submitted (keep_checkpoint "last"), as CLUE's classification scripts train and predict.
+Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
 from wyjax.train.finetuning import base_config
 
 
@@ -16,4 +20,7 @@ def get_config():
   config.batch_size = 64
   config.num_epochs = 2
   config.learning_rate = 3e-05
+  config.warmup_fraction = 0.1
+  config.patience = 0
+  config.keep_checkpoint = "last"
   return config

@@ -5,10 +5,17 @@ match and F1 as its official evaluation computes them (EM, the main metric, is C
         --config.data_dir=CLUE/cmrc2018 --config.init=MODEL [--config.seeds=3]
 
 The folder holds cmrc2018_train.json and cmrc2018_dev.json (or train.json, dev.json), SQuAD v1.1
-JSON as released; a test file's predictions are submission/cmrc2018_predict.json ({id: answer}).
+JSON as released, every reference answer scored; a test file's (test.json, CLUE's
+cmrc2018_test_2k.json) predictions are submission/cmrc2018_predict.json ({id: answer}).
 Contexts longer than max length 512 are read in windows 128 tokens apart; answers of at most 100
-tokens. Batch 32, 2 epochs, learning rate 3e-5 (CLUE's BERT-base setting, docs/finetuning.md).
-Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
+tokens.
+
+Settings, CLUE's README (its per-task tables, the BERT-base row): batch 32, max length 512, 2
+epochs, learning rate 3e-5; warm-up 0.1; a fixed number of epochs (patience 0), the best dev
+checkpoint kept (keep_checkpoint "best_dev"), as CLUE's reading-comprehension scripts
+(run_mrc.py). Different: run_mrc.py evaluates every half epoch and keeps the best EM + F1; wyjax
+evaluates at each epoch's end and every eval_every steps, and keeps the best EM (the main
+metric). Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
 from wyjax.train.finetuning import base_config
 
 
@@ -17,4 +24,7 @@ def get_config():
   config.batch_size = 32
   config.num_epochs = 2
   config.learning_rate = 3e-05
+  config.warmup_fraction = 0.1
+  config.patience = 0
+  config.keep_checkpoint = "best_dev"
   return config

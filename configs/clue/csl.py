@@ -4,16 +4,24 @@
         --config.data_dir=CLUE/csl --config.init=MODEL [--config.seeds=3]
 
 The folder holds train.json, dev.json and test.json as CLUE releases them (JSON Lines: abst,
-keyword (a list), label 0/1, id; keywords first, the abstract second). Max length 256 (the CLUE
-paper's), batch 16, 5 epochs, learning rate 1e-05 (CLUE's BERT-base setting,
-docs/finetuning.md); the submission is submission/csl_predict.json. Sizes are for a base model;
-for the tiny model use --config.learning_rate=1e-3."""
+keyword (a list), label 0/1, id; the keywords joined by a space first, as CLUE's CslProcessor,
+the abstract second); the submission is
+submission/csl_predict.json.
+
+Settings, CLUE's README (its per-task tables, the BERT-base row): batch 4, max length 256, 5
+epochs, learning rate 1e-5; warm-up 0.1 (run_classifier.py's default warmup_proportion; the
+README gives none); a fixed number of epochs (patience 0) and the last model restored, scored
+and submitted (keep_checkpoint "last"), as CLUE's classification scripts train and predict.
+Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
 from wyjax.train.finetuning import base_config
 
 
 def get_config():
   config = base_config("csl")
-  config.batch_size = 16
+  config.batch_size = 4
   config.num_epochs = 5
   config.learning_rate = 1e-05
+  config.warmup_fraction = 0.1
+  config.patience = 0
+  config.keep_checkpoint = "last"
   return config

@@ -3,11 +3,16 @@
     python -m wyjax.finetune --config=clue/ocnli.py --workdir=/tmp/ocnli \\
         --config.data_dir=CLUE/ocnli --config.init=MODEL [--config.seeds=3]
 
-The folder holds train.json, dev.json and test.json as CLUE releases them (JSON Lines:
-sentence1, sentence2, label, genre, id; records labelled '-' are counted and left out). Max
-length 128 (the CLUE paper's), batch 32, 3 epochs, learning rate 2e-05 (CLUE's baselines sweep
-1e-5 to 3e-5); the submission is submission/ocnli_50k_predict.json. Sizes are for a base model;
-for the tiny model use --config.learning_rate=1e-3."""
+The folder holds train.50k.json (or train.json), dev.json and test.json as CLUE releases them
+(JSON Lines: sentence1, sentence2, label, genre, id; records labelled '-' are counted and left
+out); the submission is submission/ocnli_50k_predict.json.
+
+Settings: CLUE's README has no OCNLI row; OCNLI's own README (CLUEbenchmark/OCNLI) gives BERT's:
+batch 32, max length 128, 3 epochs, learning rate 2e-5; warm-up 0.1 (run_classifier.py's default
+warmup_proportion; the README gives none); a fixed number of epochs (patience 0) and the last
+model restored, scored and submitted (keep_checkpoint "last"), as CLUE's classification scripts
+train and predict. Sizes are for a base model; for the tiny model use
+--config.learning_rate=1e-3."""
 from wyjax.train.finetuning import base_config
 
 
@@ -16,4 +21,7 @@ def get_config():
   config.batch_size = 32
   config.num_epochs = 3
   config.learning_rate = 2e-05
+  config.warmup_fraction = 0.1
+  config.patience = 0
+  config.keep_checkpoint = "last"
   return config

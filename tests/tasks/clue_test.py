@@ -1,7 +1,7 @@
 """CLUE's tasks from their released files: the real FewCLUE, OCNLI, C3 and CMRC 2018 samples,
 AFQMC/CMNLI and CLUE-layout ChID fixtures; labels, ids, WSC's span marks, pair truncation,
 doc-stride windows and span decoding, CMRC 2018's EM/F1 against its rules written out apart,
-submissions and the CLUE score."""
+submissions and CLUE's scores (its published BERT-base numbers)."""
 import difflib
 import json
 import re
@@ -9,11 +9,12 @@ import re
 import jax
 import numpy as np
 import pytest
+from nltk.tokenize import word_tokenize
 
 from wyjax.data.tokenizer import Tokenizer, build_vocab
 from wyjax.models import EncoderConfig, MultipleChoice
 from wyjax.models.heads import ABSENT
-from wyjax.tasks import batching, clue, clue_reading, leaderboard, spans
+from wyjax.tasks import batching, clue, clue_reading, leaderboard, metrics, spans
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.registry import TASKS
 from wyjax.tasks.tagging import IGNORE
@@ -138,15 +139,72 @@ def test_accuracy_leaves_unlabelled_records_out_and_notes_them():
   assert task.baseline(examples, examples[:2]) == ["contradiction"] * 2  # the first of three tied
 
 
+def _result(score, metric="accuracy"):
+  return {"dev": {metric: score}, "main_metric": metric, "dev_mean": score, "dev_std": 0.0, "test": None,
+          "majority_baseline": {metric: 0.5}, "labels": []}
+
+
 def test_leaderboard_shows_the_clue_score_beside_the_wyweb_average(tmp_path):
-  result = lambda accuracy: {"dev": {"accuracy": accuracy}, "main_metric": "accuracy", "dev_mean": accuracy,
-                             "dev_std": 0.0, "test": None, "majority_baseline": {"accuracy": 0.5}, "labels": []}
-  board = leaderboard.write(tmp_path, "m", {"gjc": result(0.8), "afqmc": result(0.7), "ocnli": result(0.6)})
-  assert board["clue_score"] == pytest.approx(0.65) and board["average"] == pytest.approx(0.8)
+  board = leaderboard.write(tmp_path, "m", {"gjc": _result(0.8), "afqmc": _result(0.7), "ocnli": _result(0.6)})
+  assert board["clue_scores"] == {"CLUE 1.1 classification": {
+      "score": pytest.approx(0.65), "tasks": ["afqmc", "ocnli"],
+      "of": ["afqmc", "tnews", "iflytek", "ocnli", "cluewsc2020", "csl"], "complete": False}}
+  assert board["average"] == pytest.approx(0.8)
   markdown = (tmp_path / "leaderboard.md").read_text()
-  assert ("## CLUE (modern Chinese)\n\n| Model | CLUE score | AFQMC | OCNLI |\n|---|---|---|---|\n"
-          "| m | 65.00 | 70.00 | 60.00 |") in markdown
+  assert ("## CLUE (modern Chinese)\n\n| Model | CLUE 1.1 classification (partial: 2 of 6) | AFQMC | OCNLI |\n"
+          "|---|---|---|---|\n| m | 65.00 | 70.00 | 60.00 |") in markdown
   assert "## WYWEB" in markdown
+
+
+# CLUE's README, BERT-base (test, ×100): AFQMC, TNEWS, IFLYTEK, CMNLI, WSC, CSL; CMRC 2018 (EM), ChID, C³.
+BERT_BASE = {"afqmc": 73.70, "tnews": 56.58, "iflytek": 60.29, "cmnli": 79.69, "cluewsc2020": 62.0, "csl": 80.36,
+             "cmrc2018": 71.60, "chid": 82.04, "c3": 64.50}
+
+
+def _board(tmp_path, scores):
+  results = {t: _result(v / 100, "em" if t == "cmrc2018" else "accuracy") for t, v in scores.items()}
+  board = leaderboard.write(tmp_path, "m", results)
+  return board, (tmp_path / "leaderboard.md").read_text(encoding="utf-8")
+
+
+def test_the_clue_scores_are_clues_published_ones(tmp_path):
+  board, markdown = _board(tmp_path, BERT_BASE)
+  # CLUE's board: 412.62 / 6 = 68.77 (classification, 1.0), 218.14 / 3 = 72.71 (reading comprehension).
+  assert ("| Model | CLUE 1.0 classification | CLUE reading comprehension | AFQMC | TNEWS | IFLYTEK | CMNLI | WSC "
+          "| CSL | CMRC 2018 | ChID | C³ |") in markdown
+  assert "| m | 68.77 | 72.71 | 73.70 | 56.58 | 60.29 | 79.69 | 62.00 | 80.36 | 71.60 | 82.04 | 64.50 |" in markdown
+  scores = board["clue_scores"]
+  assert list(scores) == ["CLUE 1.0 classification", "CLUE reading comprehension"]
+  assert scores["CLUE 1.0 classification"]["score"] == pytest.approx(0.6877)
+  assert scores["CLUE reading comprehension"]["score"] == pytest.approx(2.1814 / 3)
+  assert all(s["complete"] and s["tasks"] == s["of"] for s in scores.values())
+  assert "- CLUE reading comprehension: the mean of CMRC 2018 (EM), ChID, C³" in markdown
+  assert "partial" not in markdown
+
+
+def test_clue_1_1_puts_ocnli_in_cmnlis_place(tmp_path):
+  # OCNLI at 73.69 (not a published number): (412.62 - 79.69 + 73.69) / 6 = 406.62 / 6 = 67.77.
+  ocnli = {**{t: v for t, v in BERT_BASE.items() if t != "cmnli"}, "ocnli": 73.69}
+  board, markdown = _board(tmp_path / "1.1", ocnli)
+  assert "| Model | CLUE 1.1 classification | CLUE reading comprehension | AFQMC |" in markdown
+  assert "| m | 67.77 | 72.71 |" in markdown and "CLUE 1.0" not in markdown
+  assert board["clue_scores"]["CLUE 1.1 classification"]["complete"]
+  board, markdown = _board(tmp_path / "both", {**BERT_BASE, "ocnli": 73.69})  # both NLI tasks: both boards
+  assert "| Model | CLUE 1.0 classification | CLUE 1.1 classification | CLUE reading comprehension |" in markdown
+  assert "| m | 68.77 | 67.77 | 72.71 |" in markdown
+
+
+def test_a_partial_clue_score_says_so(tmp_path):
+  # No NLI task: one classification score (1.1), (73.70 + 56.58 + 60.29 + 62.0) / 4 = 252.57 / 4 = 63.14.
+  partial = {t: BERT_BASE[t] for t in ("afqmc", "tnews", "iflytek", "cluewsc2020", "cmrc2018")}
+  board, markdown = _board(tmp_path, partial)
+  assert ("| Model | CLUE 1.1 classification (partial: 4 of 6) | CLUE reading comprehension (partial: 1 of 3) "
+          "| AFQMC | TNEWS | IFLYTEK | WSC | CMRC 2018 |\n") in markdown
+  assert "| m | 63.14 | 71.60 | 73.70 |" in markdown
+  assert board["clue_scores"]["CLUE reading comprehension"] == {
+      "score": pytest.approx(0.716), "tasks": ["cmrc2018"], "of": ["cmrc2018", "chid", "c3"], "complete": False}
+  assert not board["clue_scores"]["CLUE 1.1 classification"]["complete"]
+  assert "; partial: only 1 of its 3 tasks ran, not CLUE's number" in markdown
 
 
 # --- CMRC 2018, ChID, C3 ------------------------------------------------------------------------------------
@@ -188,14 +246,15 @@ def test_a_span_longer_than_the_limit_is_not_chosen():
 
 
 def _official_cmrc(predictions, references):
-  """CMRC 2018's evaluation rules written out separately: segments by regular expression,
+  """CMRC 2018's evaluation rules written out separately: Chinese characters by regular
+  expression, the runs between them by NLTK's word_tokenize (the official script's tokenizer),
   the longest common run by difflib, as cmrc2018_evaluate.py's calc_f1_score/calc_em_score."""
   punctuation = set("-:_*^/\\~`+=，。：？！“”；’《》·、「」（）－～『』")
 
   def segments(text):
     text = "".join(c for c in text.lower().strip() if c not in punctuation)
     return [s for part in re.findall(r"[\u4e00-\u9fa5]|[^\u4e00-\u9fa5]+", text)
-            for s in ([part] if re.match(r"[\u4e00-\u9fa5]", part) else re.findall(r"\w+|[^\w\s]", part))]
+            for s in ([part] if re.match(r"[\u4e00-\u9fa5]", part) else word_tokenize(part, preserve_line=True))]
 
   em = f1 = 0
   for prediction, answers in zip(predictions, references):
@@ -217,14 +276,38 @@ def test_cmrc_scores_follow_the_official_rules():
   references = [["法赫德国王国际机场"], ["沙特位于红海海岸的吉达港", "吉达港"],
                 ["达曼的卫星城有现代经济中心 Khobar、世界最大的沙特Aramco石油公司所在地札哈兰"], ["达曼"],
                 ["沙特Aramco石油公司"], ["一条6车道公路"], ["200万"]]
-  scores = clue_reading.cmrc_scores(predictions, references)
+  scores = metrics.cmrc_scores(predictions, references)
   em, f1 = _official_cmrc(predictions, references)
   assert 100 * scores["em"] == pytest.approx(em) and 100 * scores["f1"] == pytest.approx(f1)
   assert scores["average"] == pytest.approx((scores["em"] + scores["f1"]) / 2)
   # By hand: the first two match exactly (punctuation and the second reference); 200万 in 约200万人:
   # segments 200 万 vs 约 200 万 人, a common run of 2, F1 2·(2/4·2/2)/(2/4 + 2/2) = 2/3.
-  assert clue_reading.cmrc_scores(predictions[:2], references[:2]) == {"em": 1.0, "f1": 1.0, "average": 1.0}
-  assert clue_reading.cmrc_scores(predictions[6:], references[6:])["f1"] == pytest.approx(2 / 3)
+  assert metrics.cmrc_scores(predictions[:2], references[:2]) == {"em": 1.0, "f1": 1.0, "average": 1.0}
+  assert metrics.cmrc_scores(predictions[6:], references[6:])["f1"] == pytest.approx(2 / 3)
+
+
+# (prediction, references, EM, F1) worked by hand with cmrc2018_evaluate.py's rules: Chinese
+# characters one segment each, NLTK's word_tokenize between them, sp_char removed (':' among
+# them, '…' not), the longest common contiguous run, the best reference.
+CMRC_BY_HAND = [
+    ("364.6公里", ["364公里"], 0, 2 / 3),  # 364.6 公 里 vs 364 公 里: P = R = 2/3
+    ("2,400万年", ["2400万年"], 0, 2 / 3),  # '2,400' is one word; ',' is not removed for EM
+    ("0.304平方公里", ["0.304平方公里"], 1, 1),
+    ("约1.93米", ["1.93米"], 0, 4 / 5),  # 约 1.93 米 vs 1.93 米: P 2/3, R 1
+    ("Don't Stop", ["don't"], 0, 4 / 5),  # do n't stop vs do n't
+    ("IBM's 360型", ["IBM 360型"], 0, 4 / 7),  # ibm 's 360 型 vs ibm 360 型: run 360 型, P 2/4, R 2/3
+    ("12:30开始", ["12:30"], 0, 1 / 2),  # 1230 开 始 vs 1230
+    ("好……", ["好"], 0, 2 / 3),  # 好 …… vs 好
+    ("Hello  World", ["hello world"], 0, 1),  # EM keeps inner spaces; the words are equal
+    ("吉达港", ["沙特吉达港", "吉达港。"], 1, 1),  # the second reference, its 。 removed
+    ("", ["达曼"], 0, 0),
+]
+
+
+@pytest.mark.parametrize("prediction,references,em,f1", CMRC_BY_HAND)
+def test_cmrc_scores_equal_the_official_scripts_worked_by_hand(prediction, references, em, f1):
+  scores = metrics.cmrc_scores([prediction], [references])
+  assert scores["em"] == em and scores["f1"] == pytest.approx(f1)
 
 
 def test_cmrc_reads_squad_json_and_repairs_a_missed_start(tmp_path):
@@ -241,12 +324,28 @@ def test_cmrc_reads_squad_json_and_repairs_a_missed_start(tmp_path):
       "1 answer(s) whose answer_start missed their text, taken at its nearest occurrence (Q0)",
       "1 empty question(s), answered from the context alone (Q1)"]
   assert json.loads(TASKS["cmrc2018"].submission([first, second], ["沙特", ""])[0]) == {"Q0": "沙特", "Q1": ""}
-  data["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["text"] = "麦加"
-  text = json.dumps(data, ensure_ascii=False, indent=2)
-  path.write_text(text, encoding="utf-8")
-  line = next(i for i, content in enumerate(text.splitlines(), 1) if '"Q0"' in content)
-  with pytest.raises(FormatError, match=rf"{path}:{line}: Q0: answer '麦加' is not in the context"):
-    clue_reading.read_cmrc(path, labelled=True)
+
+
+def test_cmrc_references_not_in_the_context_are_scored_not_trained_on(tmp_path):
+  """The official dev and test files hold references that are not in the context (variant
+  characters, paraphrases): the file reads, every reference is scored, the first one found
+  is trained on, and the notes count the others."""
+  qas = [{"question": "达曼在哪？", "id": "Q0", "answers": [{"text": "沙特的东部", "answer_start": 4},
+                                                         {"text": "东部省", "answer_start": 10}]},
+         {"question": "何国？", "id": "Q1", "answers": [{"text": "阿拉伯國", "answer_start": 6}]}]
+  path = tmp_path / "cmrc2018_dev.json"
+  path.write_text(json.dumps({"data": [{"paragraphs": [{"context": "达曼位于沙特阿拉伯的东部省。", "qas": qas}]}]},
+                             ensure_ascii=False), encoding="utf-8")
+  first, second = clue_reading.read_cmrc(path, labelled=True)
+  assert first.answers == ("沙特的东部", "东部省") and first.answer == (10, 13) and first.unlocated == 1
+  assert second.answers == ("阿拉伯國",) and second.answer == clue_reading.NO_SPAN
+  tokenizer = Tokenizer(build_vocab(["达曼位于沙特阿拉伯的东部省。何国？在哪"]))
+  features, _ = TASKS["cmrc2018"].featurize(second, tokenizer, 64)
+  assert (features["label"] == IGNORE).all()  # nothing to train on
+  assert TASKS["cmrc2018"].notes([first, second]) == [
+      "2 reference answer(s) of 2 question(s) not in the context, scored but not trained on (Q0, Q1)",
+      "1 question(s) with no reference in the context: not trained on (Q1)"]
+  assert TASKS["cmrc2018"].score([first, second], ["沙特的东部", "阿拉伯国"])["em"] == 0.5
 
 
 def test_chid_in_clues_layout_one_example_per_blank(tmp_path):

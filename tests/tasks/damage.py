@@ -169,7 +169,8 @@ def count_chid_blanks(texts) -> int:
   if "dev_answer.json" in texts and not isinstance(loads(texts["dev_answer.json"]), dict):
     raise Malformed("the answer file is not a JSON object")
   total = 0
-  for record in json_records(texts["dev.json"], json_lines=False):
+  records = next(text for name, text in texts.items() if not name.endswith("_answer.json"))
+  for record in json_records(records, json_lines=False):
     content = record.get("content") if isinstance(record, dict) else None
     passages = [content] if isinstance(content, str) else content
     if not isinstance(passages, list) or not all(isinstance(p, str) for p in passages):
@@ -419,23 +420,28 @@ def _clue_reading() -> list[Seed]:
                   if r == 0 else [f"{next(tags)}{han(r, 9)}{next(tags)}"]} for r in range(2)]
   answers = {f"#idiom{n:06d}#": n % 10 for n in range(1, 6)}
 
-  def c3(first: int, questions: tuple[int, ...]) -> Doc:
+  def c3(first: int, questions: tuple[int, ...], test: bool = False) -> Doc:
+    """Documents of C3's train and dev files; test: CLUE's test file, its questions with ids
+    and without answers."""
     documents = []
     for d, n in enumerate(questions):
       options = [[han(first + d + q + k, 3) for k in range(2 + (d + q) % 3)] for q in range(n)]
       documents.append([[han(first + d, 12), han(first + d + 1, 9)],
-                        [{"question": han(first + q, 7), "choice": o, "answer": o[-1]} for q, o in enumerate(options)],
+                        [{"question": han(first + q, 7), "choice": o,
+                          **({"id": 10 * d + q} if test else {"answer": o[-1]})} for q, o in enumerate(options)],
                         f"{first}-{d}"])
     return Doc(documents, json_doc(1, "\r\n"))
 
-  chid_files = {"dev.json": Doc(fewclue, jsonl())}
+  unlabelled = [{k: v for k, v in record.items() if k != "answer"} for record in fewclue]
   return [
       Seed("cmrc2018", "cmrc2018", "dev", {"cmrc2018_dev.json": cmrc}, count_cmrc_questions, 4),
-      Seed("chid", "chid", "dev", chid_files, count_chid_blanks, 4),
+      Seed("chid", "chid", "dev", {"dev.json": Doc(fewclue, jsonl())}, count_chid_blanks, 4),
+      Seed("chid-test", "chid", "test", {"test1.1.json": Doc(unlabelled, jsonl())}, count_chid_blanks, 4),
       Seed("chid-clue-layout", "chid", "dev", {"dev.json": Doc(clue_layout, jsonl()),
                                                "dev_answer.json": Doc(answers, json_doc(None))},
            count_chid_blanks, 5, parallel=True),
       Seed("c3", "c3", "dev", {"d-dev.json": c3(0, (1, 2)), "m-dev.json": c3(5, (1, 1))}, count_c3_questions, 5),
+      Seed("c3-test", "c3", "test", {"test1.1.json": c3(0, (2, 1, 2), test=True)}, count_c3_questions, 5),
   ]
 
 

@@ -307,7 +307,9 @@ def _fine_tuning(task: Task, run_config: dict, run: dict | None) -> str:
       "batch size": run_config.get("batch_size"),
       "peak learning rate": run_config.get("learning_rate"),
       "max length": run_config.get("max_length") or task.max_length,
-      "exported": run and f"seed {run['seed']}, its best dev {task.main_metric} at step {run['best_step']}",
+      "exported": run and (f"seed {run['seed']}, its parameters at the end of training (step {run['best_step']})"
+                           if run_config.get("keep_checkpoint") == "last"
+                           else f"seed {run['seed']}, its best dev {task.main_metric} at step {run['best_step']}"),
   }
   config_json = json.dumps(run_config, indent=2, ensure_ascii=False)
   return f"""

@@ -31,6 +31,9 @@ from wyjax.tasks.task import (Files, Task, argmax, as_json, classification_score
                               per_example, single)
 
 SPLIT_FILES = {split: (f"{split}.json",) for split in ("train", "dev", "test")}
+# OCNLI releases its training set in four sizes (train.50k/30k/10k/3k.json); CLUE's board
+# (ocnli_50k_predict.json) trains on the 50k one, also read as train.json.
+OCNLI_TRAIN = "train.50k.json"
 TNEWS_LABELS = tuple(str(code) for code in range(100, 117) if code not in (105, 111))
 IFLYTEK_LABELS = tuple(str(i) for i in range(119))
 NLI_LABELS = ("contradiction", "entailment", "neutral")
@@ -68,7 +71,8 @@ def _label(path, line, record, labels: tuple[str, ...], *, unlabelled=()) -> int
   return labels.index(value)
 
 
-def _id(path, line, record, position: int, key: str = "id") -> int:
+def record_id(path, line, record, position: int, key: str = "id") -> int:
+  """The record's id (an integer, or a string of digits), or its position when it has none."""
   if key not in record:
     return position
   value = files.field(path, line, record, key, (int, str))
@@ -91,7 +95,7 @@ def check_unique_ids(path, examples) -> list:
 
 def _sentence(labels):
   def read(path, line, record, position):
-    return ClueExample(line, _id(path, line, record, position), _text(path, line, record, "sentence"), "",
+    return ClueExample(line, record_id(path, line, record, position), _text(path, line, record, "sentence"), "",
                        _label(path, line, record, labels))
   return read
 
@@ -99,7 +103,7 @@ def _sentence(labels):
 def _pair(labels, unlabelled=()):
   def read(path, line, record, position):
     sentences = (_text(path, line, record, "sentence1"), _text(path, line, record, "sentence2"))
-    return ClueExample(line, _id(path, line, record, position), *sentences,
+    return ClueExample(line, record_id(path, line, record, position), *sentences,
                        _label(path, line, record, labels, unlabelled=unlabelled))
   return read
 
@@ -108,8 +112,9 @@ def _csl(path, line, record, position) -> ClueExample:
   keywords = files.field(path, line, record, "keyword", list)
   if not keywords or not all(isinstance(k, str) and k.strip() for k in keywords):
     raise FormatError(path, line, f"'keyword' should be a list of non-empty strings, found {keywords!r}")
-  return ClueExample(line, _id(path, line, record, position), "，".join(keywords),  # keywords first, as CLUE's
-                     _text(path, line, record, "abst"), _label(path, line, record, ("0", "1")))  # baseline
+  # The keywords first, joined by a space, then the abstract: CLUE's CslProcessor.
+  return ClueExample(line, record_id(path, line, record, position), " ".join(keywords),
+                     _text(path, line, record, "abst"), _label(path, line, record, ("0", "1")))
 
 
 def mark_wsc_spans(text: str, span1: tuple[int, str], span2: tuple[int, str]) -> str:
@@ -139,7 +144,7 @@ def _wsc(path, line, record, position) -> ClueExample:
     marked = mark_wsc_spans(text, *spans)
   except ValueError as e:
     raise FormatError(path, line, str(e)) from e
-  return ClueExample(line, _id(path, line, record, position, "idx"), marked, "",
+  return ClueExample(line, record_id(path, line, record, position, "idx"), marked, "",
                      _label(path, line, record, ("false", "true")))
 
 
@@ -205,7 +210,8 @@ def _notes(examples) -> list[str]:
 
 def split_files(task: str, data_dir, split: str) -> list[pathlib.Path]:
   """The split's one file (none: the split is absent)."""
-  path = files.first_present(data_dir, SPLIT_FILES[split])
+  names = (OCNLI_TRAIN, *SPLIT_FILES[split]) if (task, split) == ("ocnli", "train") else SPLIT_FILES[split]
+  path = files.first_present(data_dir, names)
   return [] if path is None else [path]
 
 
@@ -234,7 +240,8 @@ def clue_task(name: str, example_type, train_files: str, hub_task_type: str, *, 
 def _task(name: str, max_length: int, submission_name: str, heading: str = "") -> Task:
   labels = FORMATS[name].labels
   return clue_task(
-      name, ClueExample, "train.json", "text-classification", split_files=split_files, read_split=read_split,
+      name, ClueExample, f"{OCNLI_TRAIN} or train.json" if name == "ocnli" else "train.json",
+      "text-classification", split_files=split_files, read_split=read_split,
       heading=heading, head="sequence", labels=labels, max_length=max_length, featurize=_featurize,
       decode=lambda e, f, logits: labels[argmax(logits)], score=_score(labels), main_metric="accuracy",
       baseline=_baseline(labels), submission_format="json", submission_name=submission_name,

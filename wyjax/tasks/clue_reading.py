@@ -1,7 +1,7 @@
 """CLUE's reading comprehension, from its released files: CMRC 2018 (span extraction; exact
-match and F1 by its official rules), ChID and C3 (multiple choice; accuracy). CLUE's score for
-them is on the same board as its classification tasks (wyjax/tasks/clue.py); the formats are
-described at their readers below.
+match and F1 by its official rules, metrics.cmrc_scores), ChID and C3 (multiple choice;
+accuracy). They share CLUE's board with its classification tasks (wyjax/tasks/clue.py); the
+formats are described at their readers below.
 """
 import dataclasses
 import pathlib
@@ -12,19 +12,20 @@ import numpy as np
 
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import files, metrics, spans
-from wyjax.tasks.clue import check_unique_ids, clue_task
+from wyjax.tasks.clue import check_unique_ids, clue_task, record_id
 from wyjax.tasks.files import FormatError, expect, located_json, objects_of
 from wyjax.tasks.task import (OPTIONS, argmax, as_json, choice_rows, constant_baseline, label_or_ignore,
                               per_example, rows, with_specials)
 
 
 def split_files(task: str, data_dir, split: str) -> list[pathlib.Path]:
-  """The files of one split (none: the split is absent): C3's dialogue and mixed-genre files,
-  ChID's file and (CLUE's layout) its answers, CMRC 2018's one file."""
+  """The files of one split (none: the split is absent): C3's dialogue and mixed-genre files
+  (its test also one file of both), ChID's file and (CLUE's layout) its answers, CMRC 2018's
+  one file."""
   if task == "c3":
-    return [path for kind in "dm" if (path := files.first_present(
-        data_dir, [name for name in C3_FILES[split] if name.endswith(f"{kind}-{split}.json")]))]
-  path = files.first_present(data_dir, CMRC_FILES[split] if task == "cmrc2018" else (f"{split}.json",))
+    return _c3_files(data_dir, split)
+  names = {"cmrc2018": CMRC_FILES, "chid": CHID_FILES}[task][split]
+  path = files.first_present(data_dir, names)
   if path is None:
     return []
   answers = pathlib.Path(data_dir) / f"{split}_answer.json"
@@ -50,8 +51,11 @@ def read_split(task: str, data_dir, split: str) -> list | None:
 
 # --- CMRC 2018: extractive reading comprehension (SQuAD v1.1 JSON) ------------------------------------------
 
-CMRC_FILES = {split: (f"cmrc2018_{split}.json", f"{split}.json") for split in ("train", "dev", "test")}
+# ymcui/cmrc2018's names and CLUE's; CLUE's test script reads its 2k-question test as cmrc2018_test_2k.json.
+CMRC_FILES = {split: (f"cmrc2018_{split}.json", f"{split}.json") for split in ("train", "dev")}
+CMRC_FILES["test"] = ("cmrc2018_test.json", "test.json", "cmrc2018_test_2k.json")
 CMRC_STRIDE = 128  # doc stride: tokens between the starts of a context's windows
+NO_SPAN = (-1, -1)  # a question without a reference in the context
 MAX_ANSWER_TOKENS = 100  # the longest answer decoded: 96% of the trial file's answers are shorter
 
 
@@ -61,16 +65,20 @@ class CmrcExample:
   id: str
   context: str
   question: str
-  answers: tuple[str, ...]  # every reference answer (dev and test files have several)
-  answer: tuple[int, int]  # the first answer's [start, end) characters; (-1, -1) without answers
-  start_moved: bool  # its answer_start did not point at its text: the nearest occurrence is used
+  answers: tuple[str, ...]  # every reference answer, all scored (dev and test files have up to three)
+  answer: tuple[int, int] = NO_SPAN  # [start, end) characters of the first reference found in the context
+  start_moved: bool = False  # that reference's answer_start missed its text: its nearest occurrence is used
+  unlocated: int = 0  # references not in the context (variant characters, paraphrases): scored, not trained on
 
 
 def read_cmrc(path, *, labelled: bool) -> list[CmrcExample]:
-  """Every question of a SQuAD v1.1 file, each id once. An answer whose answer_start misses
-  its text is taken at the text's nearest occurrence in the context (5 of the trial file's
-  901 are off by one) and counted in the run's notes, as are empty questions (one there); an
-  answer not in the context, or an answer_start outside it, is an error."""
+  """Every question of a SQuAD v1.1 file, each id once, with all its references: the official
+  evaluation scores against each. Training takes the first reference found in the context; an
+  answer_start that misses its text is moved to the text's nearest occurrence (5 of the trial
+  file's 901 are off by one). References not in the context at all (the official dev and test
+  files have some: variant characters, paraphrases) are kept for scoring; these, moved starts
+  and empty questions are counted in the run's notes. An answer_start outside the context is
+  an error."""
   squad, line_of = located_json(path)
   articles = files.field(path, 1, expect(path, 1, squad, dict, "the file"), "data", list)
   out = []
@@ -95,13 +103,15 @@ def _cmrc_question(path, line: int, line_of, qa: dict, context: str, labelled: b
   if labelled and not answers:
     raise FormatError(path, line, f"{qid}: no 'answers' (a labelled split needs them)")
   found = [_cmrc_answer(path, line, qid, answer, context) for answer, _ in objects_of(path, answers, line_of, "answer")]
-  texts, characters, moved = zip(*found) if found else ((), [(-1, -1)], [False])
-  return CmrcExample(line, qid, context, question, texts, characters[0], moved[0])  # the first answer is trained on
+  located = [(span, moved) for _, span, moved in found if span is not None]
+  span, moved = located[0] if located else (NO_SPAN, False)
+  return CmrcExample(line, qid, context, question, tuple(text for text, _, _ in found), span, moved,
+                     unlocated=len(found) - len(located))
 
 
-def _cmrc_answer(path, line: int, qid: str, answer: dict, context: str) -> tuple[str, tuple[int, int], bool]:
-  """The answer's text, its [start, end) characters, and whether answer_start missed the text,
-  which is then taken at its nearest occurrence."""
+def _cmrc_answer(path, line: int, qid: str, answer: dict, context: str) -> tuple[str, tuple[int, int] | None, bool]:
+  """The answer's text, its [start, end) characters (None: not in the context), and whether
+  answer_start missed the text, which is then taken at its nearest occurrence."""
   text = files.field(path, line, answer, "text", str)
   start = files.field(path, line, answer, "answer_start", int)
   if not text:
@@ -112,75 +122,14 @@ def _cmrc_answer(path, line: int, qid: str, answer: dict, context: str) -> tuple
     return text, (start, start + len(text)), False
   found = [i for i in range(len(context)) if context.startswith(text, i)]
   if not found:
-    raise FormatError(path, line, f"{qid}: answer {text!r} is not in the context")
+    return text, None, False
   start = min(found, key=lambda i: abs(i - start))
   return text, (start, start + len(text)), True
 
 
-# The official evaluation's punctuation (cmrc2018_evaluate.py's sp_char): its '……' entry is
-# two characters and never equals one, so '…' is kept, as there.
-CMRC_PUNCTUATION = frozenset("-:_*^/\\~`+=，。：？！“”；’《》·、「」（）－～『』")
-
-
-def _latin_words(text: str) -> list[str]:
-  # The official script splits non-Chinese runs with NLTK's word_tokenize; words and symbols here.
-  return re.findall(r"\w+|[^\w\s]", text)
-
-
-def cmrc_segments(text: str) -> list[str]:
-  """The official mixed segmentation with punctuation removed: lower case, each Chinese
-  character (U+4E00–U+9FA5) a segment, the runs between them split into words."""
-  segments, run = [], ""
-  for char in text.lower().strip():
-    if char in CMRC_PUNCTUATION:
-      continue
-    if "\u4e00" <= char <= "\u9fa5":
-      segments += _latin_words(run) + [char]
-      run = ""
-    else:
-      run += char
-  return segments + _latin_words(run)
-
-
-def _longest_common_run(a: list[str], b: list[str]) -> int:
-  """Length of the longest common contiguous run of segments (the official find_lcs)."""
-  best, previous = 0, [0] * (len(b) + 1)
-  for x in a:
-    current = [0] * (len(b) + 1)
-    for j, y in enumerate(b):
-      if x == y:
-        current[j + 1] = previous[j] + 1
-        best = max(best, current[j + 1])
-    previous = current
-  return best
-
-
-def _without_punctuation(text: str) -> str:
-  return "".join(c for c in text.lower().strip() if c not in CMRC_PUNCTUATION)
-
-
-def cmrc_scores(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> dict:
-  """CMRC 2018's exact match and F1 (×1, not ×100), each the maximum over the references and
-  averaged over the questions, and their mean, the official AVERAGE."""
-  em = f1 = 0.0
-  for prediction, answers in zip(predictions, references, strict=True):
-    em += max(_without_punctuation(a) == _without_punctuation(prediction) for a in answers)
-    predicted = cmrc_segments(prediction)
-    best = 0.0
-    for answer in answers:
-      gold = cmrc_segments(answer)
-      common = _longest_common_run(gold, predicted)
-      if common:
-        precision, recall = common / len(predicted), common / len(gold)
-        best = max(best, 2 * precision * recall / (precision + recall))
-    f1 += best
-  n = max(len(predictions), 1)
-  return {"em": em / n, "f1": f1 / n, "average": (em + f1) / (2 * n)}
-
-
 def _cmrc_featurize(example: CmrcExample, tokenizer: Tokenizer, max_length: int):
   return spans.windows(tokenizer, example.question, example.context, max_length, CMRC_STRIDE,
-                       example.answer if example.answers else None)
+                       None if example.answer == NO_SPAN else example.answer)
 
 
 def _cmrc_decode(example: CmrcExample, features, logits) -> str:
@@ -197,15 +146,23 @@ def _cmrc_show(example: CmrcExample, answer: str, features, logits) -> dict:
 
 def _cmrc_score(examples, predictions) -> dict:
   scored = [(p, e.answers) for e, p in zip(examples, predictions, strict=True) if e.answers]
-  return cmrc_scores([p for p, _ in scored], [a for _, a in scored])
+  return metrics.cmrc_scores([p for p, _ in scored], [a for _, a in scored])
 
 
 def _cmrc_notes(examples) -> list[str]:
   moved = [e.id for e in examples if e.start_moved]
+  unlocated = [e.id for e in examples if e.unlocated]
+  untrained = [e.id for e in examples if e.answers and e.answer == NO_SPAN]
   empty = [e.id for e in examples if not e.question.strip()]
+  listed = lambda ids: ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
   notes = [f"{len(moved)} answer(s) whose answer_start missed their text, taken at its nearest occurrence "
-           f"({', '.join(moved[:5])})"] if moved else []
-  return notes + ([f"{len(empty)} empty question(s), answered from the context alone ({', '.join(empty[:5])})"]
+           f"({listed(moved)})"] if moved else []
+  if unlocated:
+    notes.append(f"{sum(e.unlocated for e in examples)} reference answer(s) of {len(unlocated)} question(s) not "
+                 f"in the context, scored but not trained on ({listed(unlocated)})")
+  if untrained:
+    notes.append(f"{len(untrained)} question(s) with no reference in the context: not trained on ({listed(untrained)})")
+  return notes + ([f"{len(empty)} empty question(s), answered from the context alone ({listed(empty)})"]
                   if empty else [])
 
 
@@ -222,6 +179,19 @@ CMRC2018 = clue_task(
 
 C3_FILES = {split: tuple(f"{prefix}{kind}-{split}.json" for kind in "dm" for prefix in ("", "c3-"))
             for split in ("train", "dev", "test")}
+# CLUE releases C3's test as one file of both kinds, its questions with ids: test1.1.json for
+# the 1.1 board (c311_predict.json; CLUE's run_mrc_c3.sh reads it), test.json in other copies.
+C3_MIXED_TEST = ("test1.1.json", "test.json")
+
+
+def _c3_files(data_dir, split: str) -> list[pathlib.Path]:
+  found = [path for kind in "dm" if (path := files.first_present(
+      data_dir, [name for name in C3_FILES[split] if name.endswith(f"{kind}-{split}.json")]))]
+  mixed = files.first_present(data_dir, C3_MIXED_TEST) if split == "test" else None
+  if mixed and found:
+    raise ValueError(f"{data_dir}: {mixed.name} and {' and '.join(p.name for p in found)} are the test split "
+                     "under two names; keep one")
+  return [mixed] if mixed else found
 
 
 def _labelled_accuracy(examples, predictions) -> dict:
@@ -232,7 +202,7 @@ def _labelled_accuracy(examples, predictions) -> dict:
 @dataclasses.dataclass(frozen=True)
 class C3Example:
   line: int  # where the question starts in its file
-  id: int  # the question's "id" (test files), else its position among the split's questions
+  id: int  # the question's "id" (CLUE's test file), else its position among the split's questions
   context: str  # the document's sentences, one per line
   question: str
   options: tuple[str, ...]  # 2 to 4
@@ -252,7 +222,7 @@ def read_c3(path, first_id: int = 0, *, labelled: bool) -> list[C3Example]:
     for k, sentence in enumerate(sentences):
       expect(path, line_of(sentences, k), sentence, str, f"sentence {k}")
     for qa, line in objects_of(path, questions, line_of, "question"):
-      qid = files.field(path, line, qa, "id", int) if "id" in qa else first_id + len(out)
+      qid = record_id(path, line, qa, first_id + len(out))
       out.append(C3Example(line, qid, "\n".join(sentences), files.field(path, line, qa, "question", str),
                            *_c3_choice(path, line, qa, labelled)))
   return check_unique_ids(path, out)
@@ -291,8 +261,10 @@ C3 = clue_task(
 # --- ChID: the idiom that fills a blank, among candidates ---------------------------------------------------
 
 CHID_CANDIDATES = {"FewCLUE": 7, "CLUE": 10}  # candidates per blank in each layout
+# CLUE 1.1's test is test1.1.json (chid11_predict.json); test1.0.json, the retired 1.0 board's, is not read.
+CHID_FILES = {"train": ("train.json",), "dev": ("dev.json",), "test": ("test1.1.json", "test.json")}
 BLANK = "□"  # stands for the other blanks of a passage while one is filled
-CHID_CONTEXT = 64  # characters each side of the blank (CLUE's ChID baseline: max_seq_length 64 in all)
+CHID_CONTEXT = 64  # characters kept each side of the blank; max_length (CLUE's 64 in all) cuts them to fit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -396,6 +368,32 @@ def _chid_featurize(example: ChidExample, tokenizer: Tokenizer, max_length: int)
   return {**rows(rows_, tokenizer.pad_id), "label": label_or_ignore(example.label)}, cut
 
 
+def assign_blanks(examples: Sequence[ChidExample], logits: Sequence[np.ndarray]) -> list[int]:
+  """CLUE's ChID decoding: the blanks of one record (a line; its passages share the candidates)
+  take distinct idioms, the highest-scoring (idiom, blank) pair of those left first, ties in
+  idiom then blank order (its baseline's logits_matrix_to_array). A blank left over (more
+  blanks than candidates) takes its own best."""
+  predictions = [argmax(l[:len(e.candidates)]) for e, l in zip(examples, logits, strict=True)]
+  records = {}
+  for k, example in enumerate(examples):
+    records.setdefault(example.line, []).append(k)
+  for blanks in records.values():
+    candidates = range(len(examples[blanks[0]].candidates))
+    pairs = sorted(((c, k) for c in candidates for k in blanks), key=lambda pair: logits[pair[1]][pair[0]],
+                   reverse=True)  # stable: equal scores keep idiom-then-blank order
+    free_blanks, free_candidates = set(blanks), set(candidates)
+    for c, k in pairs:
+      if k in free_blanks and c in free_candidates:
+        predictions[k] = c
+        free_blanks.remove(k)
+        free_candidates.remove(c)
+  return predictions
+
+
+def _chid_prepare(task, splits: dict, config):
+  return (task if config.joint_blanks else dataclasses.replace(task, decode_together=None)), splits
+
+
 def _chid_submission(examples, predictions) -> list[str]:
   """CLUE's layout: one JSON object {tag: index}; FewCLUE's: {"id", "answer"} per line."""
   if examples and examples[0].id.startswith("#idiom"):
@@ -406,9 +404,9 @@ def _chid_submission(examples, predictions) -> list[str]:
 CHID_LABELS = tuple(str(i) for i in range(CHID_CANDIDATES["CLUE"]))  # FewCLUE's 7 use the first 7
 CHID = clue_task(
     "chid", ChidExample, "train.json (and train_answer.json)", "multiple-choice",
-    split_files=split_files, read_split=read_split, heading="ChID", head="choice", labels=CHID_LABELS, max_length=2 + 2 * CHID_CONTEXT + 4,
+    split_files=split_files, read_split=read_split, heading="ChID", head="choice", labels=CHID_LABELS, max_length=64,
     featurize=_chid_featurize, decode=lambda e, f, logits: argmax(logits[:len(e.candidates)]),
-    score=_labelled_accuracy,
+    decode_together=assign_blanks, options={"joint_blanks": True}, prepare=_chid_prepare, score=_labelled_accuracy,
     main_metric="accuracy", baseline=constant_baseline(lambda e: e.label), submission_format="json",
     submission_name="chid11_predict.json", submission=_chid_submission, inserted_text=BLANK,
     inputs=("left", "right", "candidates"), show=lambda e, p, f, logits: {"answer": p, "idiom": e.candidates[p]})

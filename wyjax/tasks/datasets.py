@@ -89,7 +89,8 @@ def _from_record(example_type, record: dict):
 class TaskFiles(tfds.core.GeneratorBasedBuilder):
   """One config per folder format (a Task's `files`); the manual directory is the folder."""
 
-  VERSION = tfds.core.Version("1.2.0")  # 1.1.0: RelationExample.given_predicate; 1.2.0: NerExample.tags
+  # 1.1.0: RelationExample.given_predicate; 1.2.0: NerExample.tags; 1.3.0: CmrcExample.unlocated
+  VERSION = tfds.core.Version("1.3.0")
   MANUAL_DOWNLOAD_INSTRUCTIONS = "Pass the task folder (its benchmark's files as released) as manual_dir."
 
   def __init__(self, files: Files, **kwargs):

@@ -5,10 +5,12 @@ model and one for the majority-class baseline, scores ×100 on the dev split. WY
 leads with WYWEB's average: the mean of its tasks other than WYWMT (its leaderboard's 607.2 / 8
 = 75.9 for DeBERTa-base), WYWMT's BLEU shown apart. The other classical benchmarks (CCPM,
 C-CLUE, AC-EVAL) have no average, and AC-EVAL adds its paper's tables. CLUE, the
-modern-Chinese benchmark, leads with its score: the mean over its tasks present. A board
-wyjax does not know (a user's own task's) is a table of its own, without average. A task that
-failed is listed with its error. leaderboard.json also works as `python -m wyjax.export
---results=…` (its `tasks` go into the model card).
+modern-Chinese benchmark, leads with the scores CLUE publishes (CLUE_SCORES): classification, the
+mean of six tasks (1.0 with CMNLI, 1.1 with OCNLI in its place), and reading comprehension, the
+mean of CMRC 2018's EM, ChID and C³; each shown where one of its tasks ran, marked partial (not
+CLUE's number) where not all did. A board wyjax does not know (a user's own task's) is a table of
+its own, without average. A task that failed is listed with its error. leaderboard.json also
+works as `python -m wyjax.export --results=…` (its `tasks` go into the model card).
 """
 import dataclasses
 import json
@@ -34,8 +36,16 @@ BOARDS = {
     "wyweb": Board("WYWEB", "Avg. (WYWMT apart)",
                    "the mean of the WYWEB tasks shown other than WYWMT (WYWEB averages its 8 non-MT tasks)"),
     "classical": Board("Other classical benchmarks"),
-    "clue": Board("CLUE (modern Chinese)", "CLUE score",
-                  "the mean of the CLUE tasks shown (CLUE's own averages all of its tasks)"),
+    "clue": Board("CLUE (modern Chinese)"),  # its scores: CLUE_SCORES
+}
+
+# The scores CLUE publishes (CLUEbenchmark/CLUE README.md), each the mean of its tasks' test scores.
+# Classification: "Score总分是通过计算6个数据集得分平均值获得", CMNLI on CLUE 1.0, OCNLI in its place on 1.1.
+# Reading comprehension: CMRC 2018 by EM ("F1和EM共存的情况下，取EM为最终指标", its main metric here), ChID, C³.
+CLUE_SCORES = {
+    "CLUE 1.0 classification": ("afqmc", "tnews", "iflytek", "cmnli", "cluewsc2020", "csl"),
+    "CLUE 1.1 classification": ("afqmc", "tnews", "iflytek", "ocnli", "cluewsc2020", "csl"),
+    "CLUE reading comprehension": ("cmrc2018", "chid", "c3"),
 }
 
 
@@ -59,16 +69,44 @@ def average(scores: dict[str, float], board: str) -> float | None:
   return sum(present) / len(present) if present and board_of(board).average else None
 
 
+def clue_scores(scores: dict[str, float]) -> dict[str, dict]:
+  """CLUE's scores over its tasks in `scores`, those with a task there: {name: {"score": mean of
+  "tasks" (those there), "of": all its tasks, "complete"}}. 1.0's classification needs CMNLI, and
+  1.1's is left out where CMNLI ran without OCNLI: with neither, 1.1 alone, not two equal numbers."""
+  shown = {}
+  for name, of in CLUE_SCORES.items():
+    ran = [t for t in of if t in scores]
+    if ran:
+      shown[name] = {"score": sum(scores[t] for t in ran) / len(ran), "tasks": ran, "of": list(of),
+                     "complete": len(ran) == len(of)}
+  if "cmnli" not in scores:
+    shown.pop("CLUE 1.0 classification", None)
+  elif "ocnli" not in scores:
+    shown.pop("CLUE 1.1 classification", None)
+  return shown
+
+
+def _heading(name: str, score: dict) -> str:
+  return name if score["complete"] else f"{name} (partial: {len(score['tasks'])} of {len(score['of'])})"
+
+
+def summaries(scores: dict[str, float], board: str) -> dict[str, float | None]:
+  """The columns before a board's tasks, {heading: score}: WYWEB's average, CLUE's scores."""
+  if board == "clue":
+    return {_heading(name, score): score["score"] for name, score in clue_scores(scores).items()}
+  heading = board_of(board).average
+  return {heading: average(scores, board)} if heading else {}
+
+
 def table(rows: dict[str, dict[str, float]], board: str) -> str:
   """Markdown table of a board: rows {model: {task: score in [0, 1]}}, the board's tasks present,
-  after its average when it has one."""
+  after its summaries (average, scores)."""
   columns = [t for t in TASKS if TASKS[t].board == board and any(t in scores for scores in rows.values())]
-  heading = board_of(board).average
-  headings = [heading] if heading else []
+  headings = list(summaries({t: 0.0 for scores in rows.values() for t in scores}, board))
   lines = ["| " + " | ".join(["Model", *headings, *(TASKS[c].column for c in columns)]) + " |",
            "|---" * (len(columns) + 1 + len(headings)) + "|"]
   for model, scores in rows.items():
-    cells = [percent(average(scores, board))] if heading else []
+    cells = [percent(summaries(scores, board).get(h)) for h in headings]
     lines.append("| " + " | ".join([model, *cells, *(percent(scores.get(c)) for c in columns)]) + " |")
   return "\n".join(lines) + "\n"
 
@@ -86,7 +124,7 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
   board = {
       "model": model_name, "split": "dev", "average": average(main, "wyweb"),
       "averaged_tasks": [t for t in TASKS if TASKS[t].board == "wyweb" and TASKS[t].averaged],
-      "clue_score": average(main, "clue"),
+      "clue_scores": clue_scores(main),
       "tasks": {t: r["dev"] for t, r in ordered.items()},
       "main_metric": {t: r["main_metric"] for t, r in ordered.items()},
       "dev_mean_std": {t: [r["dev_mean"], r["dev_std"]] for t, r in ordered.items()},
@@ -106,11 +144,21 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
                                                for t, error in failed.items()))
   notes = [f"- {board_of(name).average.split(' (')[0]}: {board_of(name).note}" for name in boards
            if average(main, name) is not None]
+  notes += [_clue_note(name, score) for name, score in board["clue_scores"].items()]
   notes += [_note(t, r) for t, r in ordered.items()]
   (out / "leaderboard.md").write_text(f"# {model_name}: dev scores (×100)\n\n" + "\n".join(sections)
                                       + "\n" + "\n".join(notes) + "\n", encoding="utf-8")
   (out / "leaderboard.json").write_text(json.dumps(board, indent=2, ensure_ascii=False), encoding="utf-8")
   return board
+
+
+def _clue_note(name: str, score: dict) -> str:
+  """What a CLUE score is, under the tables: a partial one must not pass for CLUE's."""
+  tasks = ", ".join(TASKS[t].column + (" (EM)" if TASKS[t].main_metric == "em" else "") for t in score["of"])
+  line = f"- {name}: the mean of {tasks}, as CLUE publishes it (on its test sets; dev here)"
+  if not score["complete"]:
+    line += f"; partial: only {len(score['tasks'])} of its {len(score['of'])} tasks ran, not CLUE's number"
+  return line
 
 
 def _note(task: str, result: dict) -> str:

@@ -6,7 +6,8 @@ translation metrics are sacrebleu's and, for ROUGE, the `rouge` package the tool
 - entity-level micro precision/recall/F1 over BIO/BIOES chunks with seqeval's default
   (conlleval-compatible) rules: an I-X after O or after another type starts a chunk;
 - PUNC F1: micro over positions whose label is not O (every PUNC tag is a one-character S-
-  chunk, so this equals seqeval's F1 there).
+  chunk, so this equals seqeval's F1 there);
+- CMRC 2018's exact match and F1, as its official cmrc2018_evaluate.py computes them.
 """
 from collections.abc import Sequence
 
@@ -117,3 +118,69 @@ def translation_scores(hypotheses: Sequence[str], references: Sequence[str], *, 
       "ter": sacrebleu.TER().corpus_score(spaced(hypotheses), [spaced(references)]).score / 100,
       **rouge_f(spaced(hypotheses), spaced(references)),
   }
+
+
+# The official evaluation's punctuation (cmrc2018_evaluate.py's sp_char): its '……' entry is
+# two characters and never equals one, so '…' is kept, as there.
+CMRC_PUNCTUATION = frozenset("-:_*^/\\~`+=，。：？！“”；’《》·、「」（）－～『』")
+
+
+def _words(text: str) -> list[str]:
+  """NLTK's word_tokenize, as the official script splits the runs between Chinese characters.
+  Without its sentence splitter (preserve_line), which needs the punkt data NLTK downloads:
+  the two differ only on a sentence-ending period inside a run, which answers rarely hold.
+  Imported here: NLTK takes seconds to import, and only CMRC 2018's scores need it."""
+  from nltk.tokenize import word_tokenize
+  return word_tokenize(text, preserve_line=True)
+
+
+def cmrc_segments(text: str) -> list[str]:
+  """The official mixed segmentation with punctuation removed: lower case, each Chinese
+  character (U+4E00–U+9FA5) a segment, the runs between them split by NLTK's tokenizer
+  ('364.6', '2,400' and "n't" are one word each)."""
+  segments, run = [], ""
+  for char in text.lower().strip():
+    if char in CMRC_PUNCTUATION:
+      continue
+    if "\u4e00" <= char <= "\u9fa5":
+      segments += _words(run) + [char]
+      run = ""
+    else:
+      run += char
+  return segments + _words(run)
+
+
+def _longest_common_run(a: list[str], b: list[str]) -> int:
+  """Length of the longest common contiguous run of segments (the official find_lcs)."""
+  best, previous = 0, [0] * (len(b) + 1)
+  for x in a:
+    current = [0] * (len(b) + 1)
+    for j, y in enumerate(b):
+      if x == y:
+        current[j + 1] = previous[j] + 1
+        best = max(best, current[j + 1])
+    previous = current
+  return best
+
+
+def _without_punctuation(text: str) -> str:
+  return "".join(c for c in text.lower().strip() if c not in CMRC_PUNCTUATION)
+
+
+def cmrc_scores(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> dict:
+  """CMRC 2018's exact match and F1 (×1, not ×100), each the maximum over the references and
+  averaged over the questions, and their mean, the official AVERAGE."""
+  em = f1 = 0.0
+  for prediction, answers in zip(predictions, references, strict=True):
+    em += max(_without_punctuation(a) == _without_punctuation(prediction) for a in answers)
+    predicted = cmrc_segments(prediction)
+    best = 0.0
+    for answer in answers:
+      gold = cmrc_segments(answer)
+      common = _longest_common_run(gold, predicted)
+      if common:
+        precision, recall = common / len(predicted), common / len(gold)
+        best = max(best, 2 * precision * recall / (precision + recall))
+    f1 += best
+  n = max(len(predictions), 1)
+  return {"em": em / n, "f1": f1 / n, "average": (em + f1) / (2 * n)}

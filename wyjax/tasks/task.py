@@ -56,6 +56,9 @@ class Task:
   featurize: Callable[..., tuple[Features, int]]
   # (example, features, logits of that example) → prediction; a generating head's: its text
   decode: Callable
+  # (examples, their logits) → predictions decided together when a split is evaluated (ChID:
+  # the blanks of a record take distinct idioms); None: decode, one example at a time
+  decode_together: Callable | None = None
   # (examples, predictions) → metrics; `main_metric` among them selects checkpoints
   score: Callable[[Sequence, Sequence], dict]
   main_metric: str

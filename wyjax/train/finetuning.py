@@ -1,12 +1,13 @@
-"""Fine-tuning one task: train, evaluate on dev every N steps and at each epoch's end, keep the
-best-dev parameters with orbax, stop after `patience` evaluations without improvement, then
-restore the best and predict dev and test.
+"""Fine-tuning one task: train, evaluate on dev every N steps and at each epoch's end, keep one
+checkpoint with orbax (`keep_checkpoint`: the best-dev parameters, or the last evaluation's),
+stop after `patience` evaluations without improvement (0: never, the fixed number of epochs or
+steps), then restore the kept parameters and predict dev and test.
 
     workdir/
       run_config.json         the config the runs were made with (a rerun must match it)
       results.json            per-seed dev/test metrics, mean ± std, the best-dev run
       submission/<task>.<ext> test predictions of the best-dev run (docs/finetuning.md)
-      seed_<k>/               one run: model.json, tokenizer/, checkpoints/<best step>/,
+      seed_<k>/               one run: model.json, tokenizer/, checkpoints/<kept step>/,
                               metrics.jsonl, dev_predictions.<ext>, test predictions,
                               run.json once finished; resume/<step>/ while unfinished
 
@@ -55,7 +56,8 @@ def base_config(task: str = "") -> ml_collections.ConfigDict:
   c.b1, c.b2, c.eps = 0.9, 0.999, 1e-6
   c.max_grad_norm = 1.0
   c.eval_every = 1000  # steps; the dev set is also evaluated at the end of every epoch
-  c.patience = 5  # evaluations without improvement before stopping
+  c.patience = 5  # evaluations without improvement before stopping; 0: no early stopping
+  c.keep_checkpoint = "best_dev"  # the parameters restored, scored and submitted (KEEP_CHECKPOINT)
   c.seed = 0
   c.seeds = 1  # runs with seeds seed, seed + 1, ...: mean, std and the best-dev run's test score
   c.dtype = "float32"
@@ -70,6 +72,20 @@ def base_config(task: str = "") -> ml_collections.ConfigDict:
   if task:
     c.update(_task(task).options)
   return c
+
+
+# "best_dev": the evaluation with the best dev score (main metric); "last": the last evaluation,
+# the end of training (as CLUE's classification scripts, which predict with the last model).
+KEEP_CHECKPOINT = ("best_dev", "last")
+
+
+def check_selection(config) -> None:
+  """Raises ValueError for a keep_checkpoint or patience that fine-tuning does not know."""
+  if config.keep_checkpoint not in KEEP_CHECKPOINT:
+    raise ValueError(f"config.keep_checkpoint is {config.keep_checkpoint!r}; allowed: 'best_dev' (the best dev "
+                     "score's parameters) or 'last' (the last evaluation's)")
+  if config.patience < 0:
+    raise ValueError(f"config.patience is {config.patience}; it should be ≥ 0 (0: no early stopping)")
 
 
 def _task(name: str) -> Task:
@@ -96,7 +112,7 @@ RESUMABLE_CHANGES = ("seeds", "log_every", "eval_batch_size", "mesh", "logical_a
 class Run:
   seed: int
   workdir: epath.Path
-  best_step: int
+  best_step: int  # the step whose parameters were kept (keep_checkpoint), restored and scored
   dev: dict
   test: dict | None
   stopped_early: bool
@@ -109,7 +125,7 @@ PROGRESS, BATCHES = "progress", "batches"  # items of a resume/ checkpoint besid
 
 def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict, seed: int,
               workdir: epath.Path, stop: guards.StopRequest) -> Run:
-  """One seed: train with early stopping, restore the best-dev params, predict dev and test.
+  """One seed: train (early stopping unless patience is 0), restore the kept params, predict dev and test.
 
   A finished seed (its run.json) is returned as it is; an unfinished one continues from its
   resume/ checkpoint. On a stop signal the seed checkpoints and raises guards.Interrupted.
@@ -144,7 +160,7 @@ def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict
         PROGRESS: ocp.args.JsonRestore(), BATCHES: grain.checkpoint.CheckpointRestore(batches)}))
     progress = items[PROGRESS]
     if progress["best_step"] == start_step and best_checkpoints.mngr.latest_step() != start_step:
-      # Stopped between the two saves of an improving evaluation: this state is the best.
+      # Stopped between the two saves of a kept evaluation: this state is the one to keep.
       save(best_checkpoints, start_step, {"params": state["params"]})
     logging.info("seed %d: resumed from step %d", seed, start_step)
   else:  # best checkpoints of an attempt that never reached a resume point: set aside
@@ -184,16 +200,19 @@ def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict
         writer.write(step, {f"dev_{k}": v for k, v in scores.items()} | {"epoch": step / steps_per_epoch})
         logging.info("seed %d step %d: dev %s", seed, step, run_metrics.brief(scores))
         improved = progress["best"] is None or scores[task.main_metric] > progress["best"]
+        kept = improved or config.keep_checkpoint == "last"
         if improved:
-          progress.update(best=scores[task.main_metric], best_step=step, stale=0)
+          progress.update(best=scores[task.main_metric], stale=0)
         else:
           progress["stale"] += 1
-          if progress["stale"] >= config.patience:
+          if config.patience and progress["stale"] >= config.patience:
             logging.info("seed %d: no improvement in %d evaluations, stopping at step %d", seed, progress["stale"],
                          step)
             progress["stopped_early"] = True
-        save_resume(step)  # first: an improving step's resume point can re-save its best (above)
-        if improved:
+        if kept:
+          progress["best_step"] = step  # the kept step (run.json's best_step)
+        save_resume(step)  # first: a kept step's resume point can re-save its checkpoint (above)
+        if kept:
           save(best_checkpoints, step, {"params": state["params"]})
       if signum := stop.signal_at(step):
         if not evaluation:
@@ -283,6 +302,7 @@ def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change
   """
   distributed.initialize()
   config = with_options(config)
+  check_selection(config)
   task = _task(config.task)
   if task.run:
     if not config.data_dir:
@@ -307,6 +327,8 @@ def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change
       "labels": list(task.labels), "dev_confusion": best_run.dev_confusion,
       "majority_baseline": majority_baseline(task, splits["train"], splits["dev"]),
       "truncated_characters": data["truncated"],
+      "files": {split: [str(path) for path in task.files.split_files(config.data_dir, split)]
+                for split, _ in _splits(data)},  # the files each split was read from
       "notes": {split: notes for split, (examples, _) in _splits(data) if (notes := task.notes(examples))},
       "runs": [{"seed": r.seed, "best_step": r.best_step, "stopped_early": r.stopped_early, "dev": r.dev,
                 "test": r.test} for r in runs],
