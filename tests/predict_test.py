@@ -20,6 +20,8 @@ from wyjax.tasks.registry import TASKS
 from wyjax.train import finetuning, inference, suite
 
 SMALL = dict(num_train_steps=30, eval_every=30, batch_size=16, eval_batch_size=32, learning_rate=1e-3)
+# C-CLUE NER's seven tags need longer: at 30 steps a fresh model may still tag everything O.
+LONGER = {"cclue_ner": dict(num_train_steps=60, eval_every=60)}
 
 
 def _punc_data(shared_data, out):
@@ -69,14 +71,14 @@ MAX_LENGTH = 64  # three length buckets to compile
 
 @pytest.fixture(scope="module")
 def runs(shared_data, tmp_path_factory):
-  """{task: (fine-tuning workdir, its results, dev examples)}: fresh tiny models, 30 steps each."""
+  """{task: (fine-tuning workdir, its results, dev examples)}: fresh tiny models, 30 steps each (NER 60)."""
   root = tmp_path_factory.mktemp("predict")
   out = {}
   with pytest.MonkeyPatch.context() as patch:
     patch.setenv("WYJAX_CACHE", str(tmp_path_factory.getbasetemp() / "wyjax-cache"))
     for name, write in DATA.items():
       data_dir = write(shared_data, root / f"{name}_data")
-      config = suite.task_config(name, data_dir=str(data_dir), max_length=MAX_LENGTH, **SMALL)
+      config = suite.task_config(name, data_dir=str(data_dir), max_length=MAX_LENGTH, **SMALL | LONGER.get(name, {}))
       results = finetuning.finetune(config, root / name)
       out[name] = root / name, results, TASKS[name].files.read_split(data_dir, "dev")
   return out
