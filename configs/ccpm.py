@@ -10,7 +10,8 @@ data_dir holds train.jsonl, valid.jsonl and test_public.jsonl as released; the s
 submission/CCPM.jsonl. The CCPM report's Cls classifies each (translation, line) pair as match
 or not and picks the most probable match; its Match encodes translation and lines with two
 encoders and picks the highest cosine (wyjax/tasks/ccpm.py). docs/finetuning.md compares the
-four. Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
+four. The learning rate is the one for a base-sized model (base_learning_rate); a smaller model
+gets a larger one, chosen from its size (docs/finetuning.md)."""
 from wyjax.train.finetuning import base_config
 
 TASKS = {"cls": "ccpm", "match": "ccpm_match", "softmax": "ccpm_softmax", "match_shared": "ccpm_match_shared"}
@@ -20,5 +21,5 @@ def get_config(model: str = "cls"):
   config = base_config(TASKS[model])
   config.batch_size = 32
   config.num_epochs = 3
-  config.learning_rate = 2e-05
+  config.base_learning_rate = 2e-05
   return config

@@ -5,7 +5,8 @@
 
 Hyper-parameters: the WYWEB scripts' batch size and learning rate, Table 15's schedule
 (warm-up 0.1, linear decay, weight decay 0.01, eps 1e-6, clip 1.0, at most 10 epochs).
-Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
+The learning rate is the one for a base-sized model (base_learning_rate); a smaller model gets a
+larger one, chosen from its size (docs/finetuning.md)."""
 from wyjax.train.finetuning import base_config
 
 
@@ -13,5 +14,5 @@ def get_config():
   config = base_config("glner")
   config.batch_size = 32
   config.num_epochs = 10
-  config.learning_rate = 5e-05
+  config.base_learning_rate = 5e-05
   return config

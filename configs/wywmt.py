@@ -6,8 +6,9 @@
 Input [CLS] source [SEP] target [SEP], next-token loss on the target (docs/finetuning.md).
 Checkpoints are chosen on the BLEU of greedy translations of dev; the final dev and test
 translations use `decoding` (beam 4, GNMT length penalty 0.6, at most 2 × source + 32
-tokens). The WYWEB script's batch size and learning rate; for the tiny model use
---config.learning_rate=1e-3.
+tokens). The WYWEB script's batch size and learning rate, the rate for a base-sized model
+(base_learning_rate); a smaller model gets a larger one, chosen from its size
+(docs/finetuning.md).
 """
 from wyjax.train.finetuning import base_config
 
@@ -16,6 +17,6 @@ def get_config():
   config = base_config("wywmt")
   config.batch_size = 64
   config.num_epochs = 10
-  config.learning_rate = 2e-04
+  config.base_learning_rate = 2e-04
   config.eval_every = 3000
   return config

@@ -28,7 +28,8 @@ _OUT = flags.DEFINE_string("out", None, "Output folder.", required=True)
 _TASKS = flags.DEFINE_list("tasks", ["wyweb", "classical"],
                            "Tasks (or groups: wyweb, classical, clue) to run, those with data.")
 _NAME = flags.DEFINE_string("name", None, "Model name in the table (default: the init folder's name).")
-_LR = flags.DEFINE_float("learning_rate", None, "Override every task's learning rate.")
+_LR = flags.DEFINE_float("learning_rate", None,
+                         "Override every task's learning rate (default: chosen from the model's size).")
 _EPOCHS = flags.DEFINE_integer("num_epochs", None, "Override every task's number of epochs.")
 _STEPS = flags.DEFINE_integer("num_train_steps", None, "Train this many steps per task instead of epochs.")
 _EVAL_EVERY = flags.DEFINE_integer("eval_every", None, "Override the evaluation interval (steps).")

@@ -31,7 +31,8 @@ _PRETRAIN = config_files.DEFINE_config("pretrain_config", "pretrain/deberta_tiny
                                        "Pretraining config: a name or a file.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output folder (default: <cache>/demo).")
 _STEPS = flags.DEFINE_integer("finetune_steps", 250, "Fine-tuning steps per task.")
-_LR = flags.DEFINE_float("learning_rate", 1e-3, "Fine-tuning learning rate (tiny model).")
+_LR = flags.DEFINE_float("learning_rate", None, "Fine-tuning learning rate (default: chosen from the model's size, "
+                         "1e-3 for the tiny model; wyjax/train/learning_rates.py).")
 _PER_DYNASTY = flags.DEFINE_integer("per_dynasty", 1200, "Poems per dynasty in the dynasty task.")
 _PUNC_EXAMPLES = flags.DEFINE_integer("punc_examples", 5000, "Poems in the punctuation task.")
 _PACKAGE = flags.DEFINE_string("poetry_package", None,

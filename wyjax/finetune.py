@@ -39,7 +39,8 @@ def main(argv):
   if not _WORKDIR.value:
     raise app.UsageError("--workdir is required (except with --compile_only)")
   results = finetuning.finetune(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value)
-  summary = {k: results[k] for k in ("task", "main_metric", "dev_mean", "dev_std", "dev", "test", "majority_baseline")}
+  shown = ("task", "main_metric", "dev_mean", "dev_std", "dev", "test", "majority_baseline", "linear_baseline")
+  summary = {k: results[k] for k in shown if k in results}  # AC-EVAL's protocols have no linear baseline
   print(json.dumps(summary, indent=2, ensure_ascii=False))
 
 

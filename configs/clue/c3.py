@@ -13,8 +13,9 @@ submission is submission/c311_predict.json.
 Settings, CLUE's README (its per-task tables, the BERT-base row): batch 24, max length 512, 8
 epochs, learning rate 2e-5; warm-up 0.1 (the README's; CLUE's run_mrc_c3.sh passes 0.05); a
 fixed number of epochs (patience 0), the best dev checkpoint kept (keep_checkpoint "best_dev"),
-as CLUE's reading-comprehension scripts (run_c3.py). Sizes are for a base model; for the tiny
-model use --config.learning_rate=1e-3."""
+as CLUE's reading-comprehension scripts (run_c3.py). The learning rate is the one for a
+base-sized model (base_learning_rate); a smaller model gets a larger one, chosen from its size
+(docs/finetuning.md)."""
 from wyjax.train.finetuning import base_config
 
 
@@ -22,7 +23,7 @@ def get_config():
   config = base_config("c3")
   config.batch_size = 24
   config.num_epochs = 8
-  config.learning_rate = 2e-05
+  config.base_learning_rate = 2e-05
   config.warmup_fraction = 0.1
   config.patience = 0
   config.keep_checkpoint = "best_dev"

@@ -15,7 +15,8 @@ Settings, CLUE's README (its per-task tables, the BERT-base row): batch 24, max 
 epochs, learning rate 2e-5; warm-up 0.06; a fixed number of epochs (patience 0), the best dev
 checkpoint kept (keep_checkpoint "best_dev"), as CLUE's reading-comprehension scripts
 (run_multichoice_mrc.py, evaluated per epoch); wyjax also evaluates every eval_every steps.
-Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
+The learning rate is the one for a base-sized model (base_learning_rate); a smaller model gets a
+larger one, chosen from its size (docs/finetuning.md)."""
 from wyjax.train.finetuning import base_config
 
 
@@ -23,7 +24,7 @@ def get_config():
   config = base_config("chid")
   config.batch_size = 24
   config.num_epochs = 3
-  config.learning_rate = 2e-05
+  config.base_learning_rate = 2e-05
   config.warmup_fraction = 0.06
   config.max_length = 64
   config.patience = 0

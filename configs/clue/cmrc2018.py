@@ -15,7 +15,8 @@ epochs, learning rate 3e-5; warm-up 0.1; a fixed number of epochs (patience 0), 
 checkpoint kept (keep_checkpoint "best_dev"), as CLUE's reading-comprehension scripts
 (run_mrc.py). Different: run_mrc.py evaluates every half epoch and keeps the best EM + F1; wyjax
 evaluates at each epoch's end and every eval_every steps, and keeps the best EM (the main
-metric). Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
+metric). The learning rate is the one for a base-sized model (base_learning_rate); a smaller
+model gets a larger one, chosen from its size (docs/finetuning.md)."""
 from wyjax.train.finetuning import base_config
 
 
@@ -23,7 +24,7 @@ def get_config():
   config = base_config("cmrc2018")
   config.batch_size = 32
   config.num_epochs = 2
-  config.learning_rate = 3e-05
+  config.base_learning_rate = 3e-05
   config.warmup_fraction = 0.1
   config.patience = 0
   config.keep_checkpoint = "best_dev"

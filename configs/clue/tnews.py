@@ -11,7 +11,8 @@ Settings, CLUE's README (its per-task tables, the BERT-base row): batch 16, max 
 epochs, learning rate 2e-5; warm-up 0.1 (run_classifier.py's default warmup_proportion; the
 README gives none); a fixed number of epochs (patience 0) and the last model restored, scored
 and submitted (keep_checkpoint "last"), as CLUE's classification scripts train and predict.
-Sizes are for a base model; for the tiny model use --config.learning_rate=1e-3."""
+The learning rate is the one for a base-sized model (base_learning_rate); a smaller model gets a
+larger one, chosen from its size (docs/finetuning.md)."""
 from wyjax.train.finetuning import base_config
 
 
@@ -19,7 +20,7 @@ def get_config():
   config = base_config("tnews")
   config.batch_size = 16
   config.num_epochs = 3
-  config.learning_rate = 2e-05
+  config.base_learning_rate = 2e-05
   config.warmup_fraction = 0.1
   config.patience = 0
   config.keep_checkpoint = "last"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from wyjax.core import guards
-from wyjax.train import finetuning, suite, task_model
+from wyjax.train import finetuning, learning_rates, suite, task_model
 
 MAIN_METRIC = "accuracy"  # TLC's
 
@@ -52,8 +52,9 @@ def worsening_dev(monkeypatch):
   return evaluated
 
 
-# 6 steps of batch 8 (an epoch is 8): evaluations at steps 2, 4 and 6, each worse than the last.
-SETTINGS = dict(num_train_steps=6, eval_every=2, batch_size=8, max_length=32, learning_rate=1e-3, log_every=2)
+# 6 steps of batch 8 (an epoch is 8): evaluations at steps 2, 4 and 6, each worse than the last. No
+# learning rate: the fresh tiny model's is chosen from its size (wyjax.train.learning_rates).
+SETTINGS = dict(num_train_steps=6, eval_every=2, batch_size=8, max_length=32, log_every=2)
 
 
 @pytest.mark.parametrize("keep, patience, kept_step, evaluations", [
@@ -94,7 +95,9 @@ def test_a_resumed_run_keeps_the_last_checkpoint(tlc_dir, tmp_path, worsening_de
   if stop_at == 6:
     shutil.rmtree(seed / "checkpoints" / "6")
   monkeypatch.setattr(guards.StopRequest, "signal_at", signal_at)
-  finetuning.finetune(config, tmp_path / "run")
+  results = finetuning.finetune(config, tmp_path / "run")  # the rerun resolves the same rate: no config change
+  assert results["learning_rate"] == learning_rates.TINY_LEARNING_RATE
+  assert json.loads((tmp_path / "run" / "run_config.json").read_text())["learning_rate"] == 1e-3  # as trained
   run = json.loads((seed / "run.json").read_text())
   assert run["best_step"] == 6 and not run["stopped_early"]
   assert sorted(p.name for p in (seed / "checkpoints").iterdir()) == ["6"]

@@ -1,9 +1,11 @@
 """leaderboard.md / leaderboard.json in the shape of the WYWEB README table, and the plots.
 
 One table per board (a Task's `board`), its tasks' columns in the registry's order, one row per
-model and one for the majority-class baseline, scores ×100 on the dev split. WYWEB's board
-leads with WYWEB's average: the mean of its tasks other than WYWMT (its leaderboard's 607.2 / 8
-= 75.9 for DeBERTa-base), WYWMT's BLEU shown apart. The other classical benchmarks (CCPM,
+model, one for the majority-class baseline and, on a board with classification tasks, one for
+the linear baseline (tasks/linear_baseline.py; "–" for the other tasks, and for an average or
+score over them), scores ×100 on the dev split. WYWEB's board leads with WYWEB's average: the
+mean of its tasks other than WYWMT (its leaderboard's 607.2 / 8 = 75.9 for DeBERTa-base),
+WYWMT's BLEU shown apart. The other classical benchmarks (CCPM,
 C-CLUE, AC-EVAL) have no average, and AC-EVAL adds its paper's tables. CLUE, the
 modern-Chinese benchmark, leads with the scores CLUE publishes (CLUE_SCORES): classification, the
 mean of six tasks (1.0 with CMNLI, 1.1 with OCNLI in its place), and reading comprehension, the
@@ -21,6 +23,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the file-only backend)
 
+from wyjax.tasks import linear_baseline  # noqa: E402
 from wyjax.tasks.registry import TASKS  # noqa: E402
 from wyjax.tasks.task import percent  # noqa: E402
 
@@ -49,6 +52,8 @@ CLUE_SCORES = {
 }
 
 
+LINEAR = "TF-IDF + logistic regression"  # the linear baseline's row
+
 # The plots' fonts may lack CJK glyphs: class names in ASCII.
 ASCII_LABELS = {
     "先秦": "pre-Qin", "两汉": "Han", "魏晋南北朝": "Wei-Jin-N&S", "唐": "Tang", "宋": "Song", "元明": "Yuan-Ming",
@@ -63,21 +68,23 @@ def board_of(name: str) -> Board:
 
 
 def average(scores: dict[str, float], board: str) -> float | None:
-  """The board's average: the mean of its averaged tasks present (None when none is, or the
-  board has no average)."""
+  """The board's average: the mean of its averaged tasks present (None when none is, when one's
+  score is None, or when the board has no average)."""
   present = [v for t, v in scores.items() if t in TASKS and TASKS[t].board == board and TASKS[t].averaged]
-  return sum(present) / len(present) if present and board_of(board).average else None
+  return sum(present) / len(present) if present and None not in present and board_of(board).average else None
 
 
 def clue_scores(scores: dict[str, float]) -> dict[str, dict]:
   """CLUE's scores over its tasks in `scores`, those with a task there: {name: {"score": mean of
-  "tasks" (those there), "of": all its tasks, "complete"}}. 1.0's classification needs CMNLI, and
-  1.1's is left out where CMNLI ran without OCNLI: with neither, 1.1 alone, not two equal numbers."""
+  "tasks" (those there; None when one's score is None), "of": all its tasks, "complete"}}. 1.0's
+  classification needs CMNLI, and 1.1's is left out where CMNLI ran without OCNLI: with neither,
+  1.1 alone, not two equal numbers."""
   shown = {}
   for name, of in CLUE_SCORES.items():
     ran = [t for t in of if t in scores]
     if ran:
-      shown[name] = {"score": sum(scores[t] for t in ran) / len(ran), "tasks": ran, "of": list(of),
+      values = [scores[t] for t in ran]  # None: a task the row has no score for (the linear baseline's)
+      shown[name] = {"score": None if None in values else sum(values) / len(values), "tasks": ran, "of": list(of),
                      "complete": len(ran) == len(of)}
   if "cmnli" not in scores:
     shown.pop("CLUE 1.0 classification", None)
@@ -100,14 +107,16 @@ def summaries(scores: dict[str, float], board: str) -> dict[str, float | None]:
 
 def table(rows: dict[str, dict[str, float]], board: str) -> str:
   """Markdown table of a board: rows {model: {task: score in [0, 1]}}, the board's tasks present,
-  after its summaries (average, scores)."""
+  after its summaries (average, scores); a row without a task has "–" there and in the
+  summaries over it."""
   columns = [t for t in TASKS if TASKS[t].board == board and any(t in scores for scores in rows.values())]
   headings = list(summaries({t: 0.0 for scores in rows.values() for t in scores}, board))
   lines = ["| " + " | ".join(["Model", *headings, *(TASKS[c].column for c in columns)]) + " |",
            "|---" * (len(columns) + 1 + len(headings)) + "|"]
   for model, scores in rows.items():
+    scores = {c: scores.get(c) for c in columns}
     cells = [percent(summaries(scores, board).get(h)) for h in headings]
-    lines.append("| " + " | ".join([model, *cells, *(percent(scores.get(c)) for c in columns)]) + " |")
+    lines.append("| " + " | ".join([model, *cells, *(percent(scores[c]) for c in columns)]) + " |")
   return "\n".join(lines) + "\n"
 
 
@@ -120,6 +129,7 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
   ordered = {t: results[t] for t in TASKS if t in results}
   main = {t: r["dev"][r["main_metric"]] for t, r in ordered.items()}
   majority = {t: r["majority_baseline"][r["main_metric"]] for t, r in ordered.items()}
+  linear = {t: r["linear_baseline"][r["main_metric"]] for t, r in ordered.items() if r.get("linear_baseline")}
   boards = list(dict.fromkeys(TASKS[t].board for t in ordered))
   board = {
       "model": model_name, "split": "dev", "average": average(main, "wyweb"),
@@ -130,6 +140,7 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
       "dev_mean_std": {t: [r["dev_mean"], r["dev_std"]] for t, r in ordered.items()},
       "test": {t: r["test"] for t, r in ordered.items() if r["test"] is not None},
       "majority_baseline": {t: r["majority_baseline"] for t, r in ordered.items()},
+      "linear_baseline": {t: r["linear_baseline"] for t, r in ordered.items() if r.get("linear_baseline")},
       "notes": {t: r["notes"] for t, r in ordered.items() if r.get("notes")},
       "failed": failed,
   }
@@ -137,6 +148,8 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
   sections = []
   for name in boards:
     rows = {model_name: main, (baseline if name == "wyweb" else "majority class"): majority}
+    if any(TASKS[t].board == name for t in linear):
+      rows[LINEAR] = linear
     sections.append(f"## {board_of(name).title}\n\n" + table(rows, name))
     sections += [TASKS[t].board_tables(r) for t, r in ordered.items() if TASKS[t].board == name and TASKS[t].board_tables]
   if failed:
@@ -146,6 +159,7 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
            if average(main, name) is not None]
   notes += [_clue_note(name, score) for name, score in board["clue_scores"].items()]
   notes += [_note(t, r) for t, r in ordered.items()]
+  notes += [f"- {LINEAR}: {linear_baseline.NOTE}"] if linear else []
   (out / "leaderboard.md").write_text(f"# {model_name}: dev scores (×100)\n\n" + "\n".join(sections)
                                       + "\n" + "\n".join(notes) + "\n", encoding="utf-8")
   (out / "leaderboard.json").write_text(json.dumps(board, indent=2, ensure_ascii=False), encoding="utf-8")

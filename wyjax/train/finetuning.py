@@ -31,10 +31,10 @@ import tqdm
 from etils import epath
 
 from wyjax.core import aot, checkpoints, distributed, guards, partitioning, run_config, run_metrics
-from wyjax.tasks import batching, datasets
+from wyjax.tasks import batching, datasets, linear_baseline
 from wyjax.tasks.registry import TASKS, majority_baseline
 from wyjax.tasks.task import Task
-from wyjax.train import task_model
+from wyjax.train import learning_rates, task_model
 from wyjax.train.task_model import TaskModel
 
 
@@ -50,7 +50,8 @@ def base_config(task: str = "") -> ml_collections.ConfigDict:
   c.eval_batch_size = 64  # sequences: a multiple-choice example counts as its options
   c.num_epochs = 10
   c.num_train_steps = 0  # > 0: train this many steps instead of num_epochs epochs
-  c.learning_rate = 2e-5
+  c.learning_rate = ml_collections.config_dict.placeholder(float)  # None: chosen from the model's size
+  c.base_learning_rate = 2e-5  # the paper's, for a base-sized model (wyjax.train.learning_rates)
   c.warmup_fraction = 0.1
   c.weight_decay = 0.01
   c.b1, c.b2, c.eps = 0.9, 0.999, 1e-6
@@ -103,9 +104,9 @@ def with_options(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict
   return merged
 
 
-# Keys a rerun may change: they do not change what a seed trains (more seeds add runs).
+# Keys a rerun may change: not what a seed trains (more seeds add runs; base_learning_rate acts by learning_rate).
 RESUMABLE_CHANGES = ("seeds", "log_every", "eval_batch_size", "mesh", "logical_axis_rules", "max_nonfinite_steps",
-                     "stop_check_every", "remat", "attention")
+                     "stop_check_every", "remat", "attention", "base_learning_rate")
 
 
 @dataclasses.dataclass
@@ -140,9 +141,8 @@ def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict
   batches = batching.train_batches(train_features, batch_size=config.batch_size, max_length=data["max_length"],
                                    pad_id=model.pad_id, seed=seed)
   best_checkpoints = checkpoints.Writer(checkpoints.manager(workdir, max_to_keep=1))
-  resume_checkpoints = checkpoints.Writer(checkpoints.manager(
-      workdir, folder="resume", max_to_keep=1,
-      extra_handlers={PROGRESS: ocp.JsonCheckpointHandler(), BATCHES: grain.checkpoint.CheckpointHandler()}))
+  resume_checkpoints = checkpoints.Writer(checkpoints.manager(workdir, folder="resume", max_to_keep=1, extra_handlers={
+      PROGRESS: ocp.JsonCheckpointHandler(), BATCHES: grain.checkpoint.CheckpointHandler()}))
 
   def save(writer, step, state, **items):  # synchronous: fine-tuning saves only at evaluations and stops
     writer.save(step, ocp.args.Composite(**{checkpoints.STATE: ocp.args.PyTreeSave(state)}, **items), force=True)
@@ -175,8 +175,8 @@ def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict
   nonfinite = guards.NonFiniteSteps(config.max_nonfinite_steps)
   dev_examples, dev_features = data["dev"]
   rng = jax.random.key(seed)
-  bar = tqdm.tqdm(total=last_step, initial=start_step, disable=not sys.stderr.isatty(), file=sys.stderr,
-                  unit="step")
+  bar = tqdm.tqdm(total=last_step, initial=start_step, disable=not sys.stderr.isatty(), file=sys.stderr, unit="step")
+  loss_watch = learning_rates.LossWatch(last_step, config.learning_rate, model.model_config)  # warns on a flat loss
   last_time = time.perf_counter()
   try:
     for step in range(start_step + 1, last_step + 1):
@@ -191,6 +191,7 @@ def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict
         step_metrics["step_seconds"] = (time.perf_counter() - last_time) / config.log_every
         step_metrics["nonfinite_steps"] = nonfinite.take_skipped()
         writer.write(step, step_metrics)
+        loss_watch.push(step, step_metrics["loss"])
         bar.set_postfix(loss=f"{step_metrics['loss']:.3f}")
         last_time = time.perf_counter()
       nonfinite.check()
@@ -309,10 +310,11 @@ def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change
       raise ValueError("set --config.data_dir to the task folder (its benchmark's files as released)")
     return task.run(config, workdir, lambda init, splits: task_model.setup(task, config, init, splits))
   workdir = epath.Path(workdir)
+  task, splits, data, model, pretrained = _prepare(config)
+  config = model.config  # learning_rate resolved (learning_rates): compared, stored and reported so
   changes = run_config.check_config(workdir, config, ignore=RESUMABLE_CHANGES, defaults=base_config(config.task),
                                     accept=accept_config_change) \
       if any(workdir.glob("seed_*")) else {}
-  task, splits, data, model, pretrained = _prepare(config)
   if jax.process_index() == 0:
     run_config.store_config(workdir, config, changes)
   with guards.stop_signals(config.stop_check_every) as stop:
@@ -322,10 +324,11 @@ def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change
   dev_scores = np.array([r.dev[task.main_metric] for r in runs])
   results = {
       "task": task.name, "main_metric": task.main_metric, "init": config.init or "fresh tiny model",
-      "dev_mean": float(dev_scores.mean()), "dev_std": float(dev_scores.std()),
+      "learning_rate": config.learning_rate, "dev_mean": float(dev_scores.mean()), "dev_std": float(dev_scores.std()),
       "best_seed": best_run.seed, "best_run": str(best_run.workdir), "dev": best_run.dev, "test": best_run.test,
       "labels": list(task.labels), "dev_confusion": best_run.dev_confusion,
       "majority_baseline": majority_baseline(task, splits["train"], splits["dev"]),
+      "linear_baseline": linear_baseline.dev_metrics(task, data["train"], data["dev"]),
       "truncated_characters": data["truncated"],
       "files": {split: [str(path) for path in task.files.split_files(config.data_dir, split)]
                 for split, _ in _splits(data)},  # the files each split was read from

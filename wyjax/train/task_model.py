@@ -20,7 +20,7 @@ from wyjax.models.task_heads import HEADS
 from wyjax.tasks import batching, datasets
 from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.task import Task
-from wyjax.train import program
+from wyjax.train import learning_rates, program
 
 # The model used when no --config.init is given: the embedded default's architecture.
 FRESH_TINY_MODEL = dict(
@@ -274,10 +274,13 @@ def total_steps(config, data: dict) -> int:
 
 
 def setup(task: Task, config, init: str, splits: dict, devices=None):
-  """(TaskModel, pretrained params, load_task_data's data) of `init` on the task's splits."""
+  """(TaskModel, pretrained params, load_task_data's data) of `init` on the task's splits; the
+  model's config (TaskModel.config) has its learning rate resolved for the model's size
+  (wyjax.train.learning_rates)."""
   model_config, pretrained, tokenizer = load_init(init, splits["train"], task.inserted_text)
   model_config = model_config.replace(dtype=config.dtype, remat=config.remat, scan_layers=config.scan_layers,
                                       attention=config.attention)
+  config = learning_rates.resolved(config, model_config)
   data = load_task_data(task, config, tokenizer, model_config, splits)
   model = TaskModel(task, model_config, tokenizer, config, total_steps(config, data), data["max_length"],
                     data["train"][1][0], devices)
