@@ -45,6 +45,7 @@ def cache_dir() -> pathlib.Path:
   """wyjax's cache (corpora, TFDS builds, compiled programs, logs): $WYJAX_CACHE or ~/.cache/wyjax."""
   return pathlib.Path(os.environ.get("WYJAX_CACHE", pathlib.Path.home() / ".cache" / "wyjax"))
 
+
 class FormatError(ValueError):
   """A malformed file: the message starts with `file:line:`."""
 
