@@ -1,4 +1,8 @@
 """wyjax vs transformers (PyTorch): HF → wyjax, and wyjax → export → from_pretrained."""
+import functools
+
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
@@ -92,6 +96,30 @@ def test_scanned_layers_match_transformers_through_checkpoint_and_export(tmp_pat
   assert not loaded.config.scan_layers and "layer_1" in loaded.params["encoder"]
   reloaded = transformers.AutoModelForMaskedLM.from_pretrained(export_folder.export(loaded, tmp_path / "hf")).eval()
   _assert_close(logits, tiny_models.torch_outputs(reloaded, ids, mask, types)[1], mask, "MLM logits after export")
+
+
+@pytest.mark.parametrize("layout", ["bozhou", "v3", "separate_keys"])
+def test_gradients_equal_transformers(layout):
+  """Every parameter's gradient of a loss over the MLM logits equals PyTorch's: the c2p/p2c
+  gathers' own backward (deberta_v2.gather_relative) included, at a length past the exact
+  buckets."""
+  hf_model = tiny_models.deberta(layout)
+  model = _converted(hf_model)
+  ids, mask, types = _inputs(model.config)
+  weight = np.random.default_rng(0).normal(size=(*ids.shape, model.config.vocab_size)) * mask[..., None]
+  kwargs = {"token_type_ids": torch.tensor(types)} if types is not None else {}
+  logits = hf_model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), **kwargs).logits
+  (logits * torch.tensor(weight, dtype=torch.float32)).sum().backward()
+  torch_grads = {name: tensor.grad.numpy() if tensor.grad is not None else np.zeros(tuple(tensor.shape), np.float32)
+                 for name, tensor in {**dict(hf_model.named_buffers()), **dict(hf_model.named_parameters())}.items()}
+  expected, _ = weights.from_hf(torch_grads, model.config, loading.param_shapes(model.config, mlm=True))
+  types = np.zeros_like(ids) if types is None else types
+  loss = lambda p: jnp.sum(MaskedLM(model.config).apply({"params": p}, ids, mask, types) * weight)
+  ours = jax.grad(loss)(model.params)
+  for path, theirs in jax.tree_util.tree_leaves_with_path(expected):
+    mine = np.asarray(functools.reduce(lambda tree, key: tree[key.key], path, ours))
+    scale = max(np.abs(theirs).max(), 1e-3)
+    assert np.abs(mine - theirs).max() / scale < 1e-4, jax.tree_util.keystr(path)
 
 
 def test_export_writes_every_relative_attention_field(tmp_path):

@@ -129,22 +129,61 @@ class DisentangledAttention(nn.Module):
                         name="out")(context)
 
 
+def _take_rows(table, rows):
+  """table[..., q, rows[q, k]] → [..., q, k]."""
+  if isinstance(rows, np.ndarray):  # static: one flat index, not one per batch and head
+    *lead, q_len, width = table.shape
+    flat = (np.arange(q_len)[:, None] * width + rows).reshape(-1)
+    return jnp.take(table.reshape(*lead, q_len * width), flat, axis=-1).reshape(*lead, *rows.shape)
+  return jnp.take_along_axis(table, jnp.broadcast_to(rows, table.shape[:-2] + rows.shape), axis=-1)
+
+
+def gather_relative(table: jax.Array, rows: np.ndarray) -> jax.Array:
+  """table[..., q, rows[q, k]] → [..., q, k] (c2p's and p2c's gather), for a static `rows`
+  monotone along k, as every row of a block's bucketed distances is.
+
+  The gradient is a sum over the keys k that read each [q, r]; they form one contiguous run, so
+  it is a difference of two entries of a cumulative sum, where autodiff's scatter-add took more
+  time than the rest of a step on CPU (docs/benchmarks.md)."""
+  steps = np.diff(rows, axis=-1)
+  if not (np.all(steps <= 0) or np.all(steps >= 0)):
+    raise ValueError("gather_relative needs rows monotone along the keys")
+  hits = rows[..., None] == np.arange(table.shape[-1])  # [q, k, r]
+  start = np.argmax(hits, axis=1).astype(np.int32)  # [q, r]: the run of keys reading r (empty: 0, 0)
+  end = (start + hits.sum(axis=1)).astype(np.int32)
+
+  @jax.custom_vjp
+  def gather(table):
+    return _take_rows(table, rows)
+
+  def backward(_, grad):
+    sums = jnp.cumsum(grad.astype(jnp.float32), axis=-1)
+    sums = jnp.pad(sums, [(0, 0)] * (grad.ndim - 1) + [(1, 0)])
+    return ((_take_rows(sums, end) - _take_rows(sums, start)).astype(table.dtype),)
+
+  gather.defvjp(lambda table: (gather(table), None), backward)
+  return gather(table)
+
+
 def xla_attention(cfg: EncoderConfig, q, k, v, mask, scale, pos_key, pos_query, rel_index, deterministic):
   """The reference: full [batch, heads, q, k] scores, c2p and p2c gathered from [.., 2S] tables.
-  Called inside DisentangledAttention (its softmax dropout is that module's child)."""
+  rel_index: the rows of a cached block (decoding); None for a whole block from position 0,
+  whose table is static (gather_relative). Called inside DisentangledAttention (its softmax
+  dropout is that module's child)."""
   scores = jnp.einsum("bqnd,bknd->bnqk", q, k / scale.astype(k.dtype))
-  batch, heads, q_len, k_len = scores.shape
+  q_len, k_len = scores.shape[-2:]
+  take = _take_rows
+  if rel_index is None:
+    rel_index, take = relative_position_index(np.arange(q_len), np.arange(k_len), cfg), gather_relative
   if pos_key is not None:
     c2p = jnp.einsum("bqnd,rnd->bnqr", q, pos_key)
-    index = jnp.broadcast_to(rel_index, (batch, heads, q_len, k_len))
-    scores = scores + jnp.take_along_axis(c2p, index, axis=-1) / scale.astype(c2p.dtype)
+    scores = scores + take(c2p, rel_index) / scale.astype(c2p.dtype)
   if pos_query is not None:
     if q_len == 1:  # a decoding step: gather its row's relative queries, not all 2S per key
       p2c = jnp.einsum("bknd,qknd->bnqk", k, pos_query[rel_index])
     else:
       p2c = jnp.einsum("bknd,rnd->bnkr", k, pos_query)
-      index = jnp.broadcast_to(rel_index.T, (batch, heads, k_len, q_len))
-      p2c = jnp.take_along_axis(p2c, index, axis=-1).swapaxes(-1, -2)
+      p2c = take(p2c, rel_index.T).swapaxes(-1, -2)
     scores = scores + p2c / scale.astype(p2c.dtype)
   return layers.masked_softmax_attention(
       scores, mask, v, dropout_rate=cfg.attention_probs_dropout_prob,
@@ -207,10 +246,10 @@ class DebertaV2(nn.Module):
       rel_embeddings = self.rel_embeddings.embedding.astype(jnp.dtype(cfg.dtype))
       if cfg.layer_norm_rel_embeddings:
         rel_embeddings = self.rel_norm(rel_embeddings)
-      keys = np.arange(attention_mask.shape[-1])
-      rel_index = jnp.asarray(relative_position_index(keys, keys, cfg))
-      if cache_start is not None:  # the rows of this block's positions
-        rel_index = jax.lax.dynamic_slice_in_dim(rel_index, cache_start, length, axis=0)
+      if cache_start is not None:  # the rows of this block's positions (else: static, in xla_attention)
+        keys = np.arange(attention_mask.shape[-1])
+        rel_index = jax.lax.dynamic_slice_in_dim(jnp.asarray(relative_position_index(keys, keys, cfg)),
+                                                 cache_start, length, axis=0)
     return layers.apply_layers(self.layers, cfg, x, mask, rel_embeddings, rel_index, deterministic, cache_start)
 
   def word_embedding_table(self) -> jax.Array:
