@@ -139,27 +139,31 @@ def _take_rows(table, rows):
 
 
 def gather_relative(table: jax.Array, rows: np.ndarray) -> jax.Array:
-  """table[..., q, rows[q, k]] → [..., q, k] (c2p's and p2c's gather), for a static `rows`
-  monotone along k, as every row of a block's bucketed distances is.
+  """table[..., q, rows[q, k]] → [..., q, k] (c2p's and p2c's gather), for a static `rows` that
+  depends on k - q alone, as a block's bucketed distances do.
 
-  The gradient is a sum over the keys k that read each [q, r]; they form one contiguous run, so
-  it is a difference of two entries of a cumulative sum, where autodiff's scatter-add took more
-  time than the rest of a step on CPU (docs/benchmarks.md)."""
-  steps = np.diff(rows, axis=-1)
-  if not (np.all(steps <= 0) or np.all(steps >= 0)):
-    raise ValueError("gather_relative needs rows monotone along the keys")
-  hits = rows[..., None] == np.arange(table.shape[-1])  # [q, k, r]
-  start = np.argmax(hits, axis=1).astype(np.int32)  # [q, r]: the run of keys reading r (empty: 0, 0)
-  end = (start + hits.sum(axis=1)).astype(np.int32)
+  The gradient of a [q, r] entry sums the keys that read it. Autodiff's scatter-add took more
+  time than the rest of a step on CPU (docs/benchmarks.md); here the gradient is skewed so that
+  its columns are the offsets k - q (a pad and a reshape, no gather), then multiplied by the
+  static offset → row one-hot matrix."""
+  q_len, k_len = rows.shape
+  if np.any(rows[1:, 1:] != rows[:-1, :-1]):
+    raise ValueError("gather_relative needs rows that depend on k - q alone")
+  offset_rows = np.concatenate([rows[q_len - 1], rows[:q_len - 1, k_len - 1][::-1]])  # offset k - q + q_len - 1
+  one_hot = offset_rows[:, None] == np.arange(table.shape[-1])
 
   @jax.custom_vjp
   def gather(table):
     return _take_rows(table, rows)
 
   def backward(_, grad):
-    sums = jnp.cumsum(grad.astype(jnp.float32), axis=-1)
-    sums = jnp.pad(sums, [(0, 0)] * (grad.ndim - 1) + [(1, 0)])
-    return ((_take_rows(sums, end) - _take_rows(sums, start)).astype(table.dtype),)
+    lead, pad = grad.shape[:-2], [(0, 0)] * (grad.ndim - 2)
+    padded = jnp.pad(grad, [*pad, (0, 0), (q_len - 1, q_len - 1)])  # row q: key k at column k + q_len - 1
+    width = padded.shape[-1]
+    flat = jnp.pad(padded.reshape(*lead, q_len * width), [*pad, (0, q_len)])
+    skewed = flat.reshape(*lead, q_len, width + 1)[..., :len(offset_rows)]  # row q read from column q on
+    summed = jnp.einsum("...qo,or->...qr", skewed, one_hot.astype(grad.dtype), preferred_element_type=jnp.float32)
+    return (summed.astype(table.dtype),)
 
   gather.defvjp(lambda table: (gather(table), None), backward)
   return gather(table)
