@@ -1,13 +1,13 @@
 """The embedded default, end to end on one machine with no user data:
 
-    python -m wyjax.demo [--workdir=DIR]
+    python -m wyjax.demo [--workdir=DIR] [--seeds=5]
 
 1. pretrains the tiny DeBERTa on the chinese-poetry corpus (configs/pretrain/deberta_tiny.py;
    fetched with npm, checked against its published hash), or reuses the finished run in DIR;
 2. derives two real tasks from that corpus in WYWEB formats (wyjax/tasks/builders/poetry.py): the
    dynasty of a poem (TLC format, from its collection's era) and punctuation (PUNC format);
 3. fine-tunes and evaluates the pretrained model on both (dev for checkpoint choice, test
-   predictions written as submissions);
+   predictions written as submissions; --seeds=N: N seeds each, their mean ± std on the board);
 4. exports the pretrained model as a transformers folder (DIR/hf);
 5. prints the leaderboard with majority-class baselines beside the scores;
 6. uses the fine-tuned punctuation model (as `wyjax.predict` does) on a passage from outside
@@ -31,6 +31,8 @@ _PRETRAIN = config_files.DEFINE_config("pretrain_config", "pretrain/deberta_tiny
                                        "Pretraining config: a name or a file.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output folder (default: <cache>/demo).")
 _STEPS = flags.DEFINE_integer("finetune_steps", 250, "Fine-tuning steps per task.")
+_SEEDS = flags.DEFINE_integer("seeds", 1, "Fine-tuning seeds per task; more than one adds their mean ± std to the "
+                              "leaderboard (README's table: 5).")
 _LR = flags.DEFINE_float("learning_rate", None, "Fine-tuning learning rate (default: chosen from the model's size, "
                          "1e-3 for the tiny model; wyjax/train/learning_rates.py).")
 _PER_DYNASTY = flags.DEFINE_integer("per_dynasty", 1200, "Poems per dynasty in the dynasty task.")
@@ -78,7 +80,8 @@ def run_demo():
   name = "wyjax tiny DeBERTa (poetry)"
   board = suite.run(init=str(model_dir), data_root=tasks_dir, out=workdir / "results", tasks=list(poetry.TASKS),
                         name=name, accept_config_change=_ACCEPT.value, learning_rate=_LR.value,
-                        num_train_steps=_STEPS.value, eval_every=max(1, _STEPS.value // 4), batch_size=32)
+                        num_train_steps=_STEPS.value, eval_every=max(1, _STEPS.value // 4), batch_size=32,
+                        seeds=_SEEDS.value)
   if board["failed"]:
     raise guards.RunError(f"demo tasks failed: {board['failed']}")
   training, _ = export_folder.run_info(model_dir)  # its run_config.json and step

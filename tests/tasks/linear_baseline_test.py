@@ -75,3 +75,17 @@ def test_no_row_without_a_linear_baseline(tmp_path):
   leaderboard.write(tmp_path, "m", {"punc": _result(0.5, 0.0, None, "f1"), "ccpm": _result(0.3, 0.25)})
   assert "TF-IDF" not in (tmp_path / "leaderboard.md").read_text(encoding="utf-8")
   assert leaderboard.average({"punc": 0.5, "tlc": None}, "wyweb") is None
+
+
+def test_several_seeds_add_their_mean_and_std(tmp_path):
+  """The best-dev seed's row, then the seeds' mean ± std (population), the average per seed."""
+  seeds = {"tlc": [0.40, 0.44, 0.42], "punc": [0.50, 0.56, 0.53]}
+  results = {t: {**_result(max(s), 0.1, metric="accuracy" if t == "tlc" else "f1"),
+                 "runs": [{"seed": k, "dev": {"accuracy" if t == "tlc" else "f1": v}} for k, v in enumerate(s)]}
+             for t, s in seeds.items()}
+  leaderboard.write(tmp_path, "m", results)
+  markdown = (tmp_path / "leaderboard.md").read_text(encoding="utf-8")
+  # Averages per seed: 0.45, 0.50, 0.475 → mean 47.50, std 2.04; TLC std 1.63, PUNC 2.45.
+  assert ("| m | 50.00 | 56.00 | 44.00 |\n| m: mean ± std of 3 seeds | 47.50 ± 2.04 | 53.00 ± 2.45 | 42.00 ± 1.63 |\n"
+          "| majority class |") in markdown
+  assert "the mean ± std (population) of the 3 seeds' dev scores" in markdown

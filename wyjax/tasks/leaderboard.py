@@ -22,6 +22,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the file-only backend)
+import numpy as np  # noqa: E402
 
 from wyjax.tasks import linear_baseline  # noqa: E402
 from wyjax.tasks.registry import TASKS  # noqa: E402
@@ -105,19 +106,36 @@ def summaries(scores: dict[str, float], board: str) -> dict[str, float | None]:
   return {heading: average(scores, board)} if heading else {}
 
 
-def table(rows: dict[str, dict[str, float]], board: str) -> str:
-  """Markdown table of a board: rows {model: {task: score in [0, 1]}}, the board's tasks present,
-  after its summaries (average, scores); a row without a task has "–" there and in the
-  summaries over it."""
-  columns = [t for t in TASKS if TASKS[t].board == board and any(t in scores for scores in rows.values())]
-  headings = list(summaries({t: 0.0 for scores in rows.values() for t in scores}, board))
+def _cell(values: list) -> str:
+  """One run's score, or the mean ± std (population, as results.json's dev_std) of several."""
+  if len(values) == 1 or None in values:
+    return percent(values[0]) if len(values) == 1 else "–"
+  return f"{percent(float(np.mean(values)))} ± {100 * float(np.std(values)):.2f}"
+
+
+def table(rows: dict[str, dict | list[dict]], board: str) -> str:
+  """Markdown table of a board: rows {model: {task: score in [0, 1]}} (or a list of such, one
+  per seed: cells of mean ± std), the board's tasks present, after its summaries (average,
+  scores); a row without a task has "–" there and in the summaries over it."""
+  draws = {model: scores if isinstance(scores, list) else [scores] for model, scores in rows.items()}
+  columns = [t for t in TASKS if TASKS[t].board == board and any(t in s for runs in draws.values() for s in runs)]
+  headings = list(summaries({t: 0.0 for runs in draws.values() for s in runs for t in s}, board))
   lines = ["| " + " | ".join(["Model", *headings, *(TASKS[c].column for c in columns)]) + " |",
            "|---" * (len(columns) + 1 + len(headings)) + "|"]
-  for model, scores in rows.items():
-    scores = {c: scores.get(c) for c in columns}
-    cells = [percent(summaries(scores, board).get(h)) for h in headings]
-    lines.append("| " + " | ".join([model, *cells, *(percent(scores[c]) for c in columns)]) + " |")
+  for model, runs in draws.items():
+    runs = [{c: scores.get(c) for c in columns} for scores in runs]
+    cells = [_cell([summaries(scores, board).get(h) for scores in runs]) for h in headings]
+    cells += [_cell([scores[c] for scores in runs]) for c in columns]
+    lines.append("| " + " | ".join([model, *cells]) + " |")
   return "\n".join(lines) + "\n"
+
+
+def per_seed(results: dict[str, dict]) -> list[dict[str, float]]:
+  """{task: dev main metric} of each seed index the tasks all ran (results.json's runs; one
+  run without them)."""
+  runs = {t: r.get("runs") or [r] for t, r in results.items()}
+  count = min(len(r) for r in runs.values())
+  return [{t: runs[t][k]["dev"][r["main_metric"]] for t, r in results.items()} for k in range(count)]
 
 
 def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str] | None = None) -> dict:
@@ -130,6 +148,7 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
   main = {t: r["dev"][r["main_metric"]] for t, r in ordered.items()}
   majority = {t: r["majority_baseline"][r["main_metric"]] for t, r in ordered.items()}
   linear = {t: r["linear_baseline"][r["main_metric"]] for t, r in ordered.items() if r.get("linear_baseline")}
+  seeds = per_seed(ordered) if ordered else []
   boards = list(dict.fromkeys(TASKS[t].board for t in ordered))
   board = {
       "model": model_name, "split": "dev", "average": average(main, "wyweb"),
@@ -147,7 +166,10 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
   baseline = "majority class" + (" (WYWMT: copy the source)" if "wywmt" in ordered else "")
   sections = []
   for name in boards:
-    rows = {model_name: main, (baseline if name == "wyweb" else "majority class"): majority}
+    rows = {model_name: main}
+    if len(seeds) > 1:
+      rows[f"{model_name}: mean ± std of {len(seeds)} seeds"] = seeds
+    rows[baseline if name == "wyweb" else "majority class"] = majority
     if any(TASKS[t].board == name for t in linear):
       rows[LINEAR] = linear
     sections.append(f"## {board_of(name).title}\n\n" + table(rows, name))
@@ -157,6 +179,9 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
                                                for t, error in failed.items()))
   notes = [f"- {board_of(name).average.split(' (')[0]}: {board_of(name).note}" for name in boards
            if average(main, name) is not None]
+  if len(seeds) > 1:
+    notes.append(f"- {model_name}: the best-dev seed's scores (its test predictions are the submission); below "
+                 f"it, the mean ± std (population) of the {len(seeds)} seeds' dev scores")
   notes += [_clue_note(name, score) for name, score in board["clue_scores"].items()]
   notes += [_note(t, r) for t, r in ordered.items()]
   notes += [f"- {LINEAR}: {linear_baseline.NOTE}"] if linear else []
