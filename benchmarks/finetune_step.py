@@ -13,15 +13,17 @@ folder, and both sides fine-tune that folder with a fresh task head: batch 32, A
 1.0, 10% linear warm-up then linear decay, --steps steps, one seed. wyjax runs its own command,
 `python -m wyjax.finetune` with configs/<task>.py, which also evaluates dev at every epoch's
 end and keeps the best; it runs twice, with an empty and then with a warm JAX compilation cache
-(a user's first and later runs; --no-warm_rerun: the first only). transformers runs a plain PyTorch loop in a subprocess of its
-own (shuffled batches padded to their longest sequence, dropout on, dev once at the end) on
-features that wyjax's task code wrote beforehand: its wall time leaves out reading and
-tokenizing the files. Both dev scores come from the task's own decode and metric.
+(a user's first and later runs; --no-warm_rerun: the first only). transformers runs a plain
+PyTorch loop in a subprocess of its own (shuffled batches padded to their longest sequence,
+dropout on, dev once at the end) on features that wyjax's task code wrote beforehand: its wall
+time leaves out reading and tokenizing the files. Both dev scores come from the task's own
+decode and metric.
 
 --profile instead breaks one wyjax run down by phase (setup, input pipeline, each length
-bucket's compile and steps, evaluation), in-process. Otherwise prints one markdown row per run: wall time of the whole command, median seconds per step
-after the first log interval (wyjax: its metrics.jsonl; transformers: steps 11 to the last),
-steps/s and the dev main metric. Results go in docs/benchmarks.md.
+bucket's compile and steps, evaluation), in-process. Otherwise prints one markdown row per run:
+wall time of the whole command, median seconds per step after the first 10 steps (wyjax: its
+metrics.jsonl's 10-step intervals; transformers: each step's), steps/s and the dev main metric.
+Results go in docs/benchmarks.md.
 """
 import argparse
 import json
@@ -160,8 +162,8 @@ def profile(task_name: str, data_dir: str, hf_dir, args) -> None:
   for length in sorted(first):
     rows.append((f"bucket {length}: first step (compiles)", first[length], 1))
     if later[length]:
-      rows.append((f"bucket {length}: later steps (median × count)", float(np.median(later[length])) * len(later[length]),
-                   len(later[length])))
+      median = float(np.median(later[length]))
+      rows.append((f"bucket {length}: later steps (median × count)", median * len(later[length]), len(later[length])))
   for call in ("first (compiles)", "second"):
     start = time.perf_counter()
     model.evaluate(state["params"], *data["dev"])
@@ -184,8 +186,8 @@ def run_wyjax(task_name: str, data_dir: str, hf_dir, workdir: pathlib.Path, cach
   shutil.rmtree(workdir, ignore_errors=True)
   wall = timed([sys.executable, "-m", "wyjax.finetune", f"--config=configs/{task_name}.py", f"--workdir={workdir}",
                 f"--config.data_dir={data_dir}", f"--config.init={hf_dir}", f"--config.num_train_steps={args.steps}",
-                f"--config.learning_rate={args.learning_rate}", "--config.batch_size=32", "--config.log_every=10",
-                f"--config.seed={args.seed}"], env)
+                f"--config.learning_rate={args.learning_rate}", f"--config.batch_size={args.batch_size}",
+                "--config.log_every=10", f"--config.seed={args.seed}"], env)
   records = [json.loads(line) for line in (workdir / f"seed_{args.seed}" / "metrics.jsonl").read_text().splitlines()]
   step_seconds = [r["step_seconds"] for r in records if "step_seconds" in r][1:]
   results = json.loads((workdir / "results.json").read_text())
@@ -196,7 +198,8 @@ def run_torch(task, dev_examples, dev_features, features: pathlib.Path, hf_dir, 
   logits_file = out / f"{task.name}_torch_logits.pkl"
   wall = timed([sys.executable, __file__, "--worker", f"--features={features}", f"--hf={hf_dir}",
                 f"--head={TASK_HEADS[task.name]}", f"--logits={logits_file}", f"--steps={args.steps}",
-                f"--learning_rate={args.learning_rate}", f"--seed={args.seed}", f"--torch_device={args.torch_device}"],
+                f"--learning_rate={args.learning_rate}", f"--batch_size={args.batch_size}", f"--seed={args.seed}",
+                f"--torch_device={args.torch_device}"],
                dict(os.environ))
   result = pickle.loads(logits_file.read_bytes())
   predictions = [task.decode(e, f, l) for e, f, l in zip(dev_examples, dev_features, result["logits"])]
@@ -236,7 +239,8 @@ def main():
   hf_dir = export_folder.export(loading.load(args.init), out / "hf", overwrite=True)
   print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; jax {jax.__version__} "
         f"({jax.devices()[0].platform}), torch {torch.__version__} ({args.torch_device}, {torch.get_num_threads()} "
-        f"threads); {args.steps} steps, batch {args.batch_size}, lr {args.learning_rate:g}; {time.strftime('%Y-%m-%d')}")
+        f"threads); {args.steps} steps, batch {args.batch_size}, lr {args.learning_rate:g}; "
+        f"{time.strftime('%Y-%m-%d')}")
   if not args.profile:
     print("\n| task | run | wall time (s) | s/step | steps/s | dev |\n|---|---|---:|---:|---:|---:|")
   for name, data_dir in (("tlc", args.tlc), ("punc", args.punc)):
