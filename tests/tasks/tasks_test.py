@@ -159,6 +159,30 @@ def test_collate_pads_to_buckets_and_fills_the_batch():
   assert batching.buckets(512) == (32, 48, 64, 96, 128, 192, 256, 384, 512)
 
 
+
+def test_length_sorted_batches_cover_each_epoch_and_pad_little():
+  """60 examples, batches of 4 in windows of 5: each 15 batches hold every example once (an
+  epoch of 3 windows); in a window, batches are ranges of the window's sorted lengths but not
+  in that order; the same seed gives the same stream and another seed another."""
+  lengths = np.random.default_rng(0).integers(5, 200, 60)
+  stream = batching.LengthSortedBatches(lengths, batch_size=4, sort_window=5, seed=1)
+  batches = [stream[i] for i in range(30)]
+  for epoch in (batches[:15], batches[15:]):
+    assert sorted(np.concatenate(epoch)) == list(range(60))
+  assert [list(b) for b in batches[:15]] != [list(b) for b in batches[15:]]
+  for w in range(6):
+    window = sorted((lengths[b] for b in batches[5 * w:5 * w + 5]), key=min)
+    assert all(a.max() <= b.min() for a, b in zip(window, window[1:]))
+    assert [min(lengths[b]) for b in batches[5 * w:5 * w + 5]] != sorted(min(lengths[b]) for b in batches[5 * w:5 * w + 5])
+  assert [list(b) for b in batches] == [list(batching.LengthSortedBatches(lengths, batch_size=4, sort_window=5,
+                                                                          seed=1)[i]) for i in range(30)]
+  other = batching.LengthSortedBatches(lengths, batch_size=4, sort_window=5, seed=2)
+  assert [list(other[i]) for i in range(15)] != [list(b) for b in batches[:15]]
+  padded = {w: np.mean([max(lengths[b]) for b in map(batching.LengthSortedBatches(
+      lengths, batch_size=4, sort_window=w, seed=1).__getitem__, range(150))]) for w in (1, 5)}
+  assert padded[5] < 0.8 * padded[1]
+
+
 def test_wywmt_features_are_the_prefix_lm_layout(shared_data):
   examples = datasets.load_splits(registry.TASKS["wywmt"].files, shared_data / "wyweb" / "wywmt")["dev"][:200]
   tokenizer = tk.Tokenizer(tk.build_vocab(t for e in examples for t in _strings(e)))

@@ -1,10 +1,12 @@
 """Batches of task features through grain, padded to a few bucket lengths.
 
 Each batch is padded to the smallest bucket that holds its longest sequence, so a task
-compiles at most one step per bucket instead of one per batch. Batches always have
-`batch_size` rows: the evaluation's last batch is filled with padding rows of weight 0.
+compiles at most one step per bucket instead of one per batch. Training batches hold examples
+close in length (sorted within windows of shuffled examples), so they pad little. Batches
+always have `batch_size` rows: the evaluation's last batch is filled with padding rows of weight 0.
 """
 import functools
+import sys
 
 import grain
 import numpy as np
@@ -59,13 +61,44 @@ def collate(items: list[dict], *, batch_size: int, lengths: tuple[int, ...], pad
   return batch
 
 
-def train_batches(features: list[dict], *, batch_size: int, max_length: int, pad_id: int, seed: int):
-  """Endless iterator of shuffled batches, reshuffled every epoch (full batches only)."""
+class LengthSortedBatches(grain.MapDataset):
+  """Batch i of an endless stream of shuffled examples (reshuffled every epoch) in which each
+  window of `sort_window` batches' worth is sorted by length before it is cut into batches, and
+  those batches come in shuffled order: a batch holds examples close in length, so it pads
+  little (TLC's batches: 75 tokens on average instead of 112, docs/finetuning.md). Lists of
+  example indices; `sort_window` 1: each batch as the shuffle drew it."""
+
+  def __init__(self, lengths: np.ndarray, *, batch_size: int, sort_window: int, seed: int):
+    super().__init__()
+    self._lengths, self._batch_size, self._sort_window, self._seed = lengths, batch_size, sort_window, seed
+
+  def __len__(self) -> int:
+    return sys.maxsize
+
+  def __getitem__(self, index: int) -> np.ndarray:
+    window, position = divmod(index, self._sort_window)
+    return self._window(window)[position]
+
+  @functools.lru_cache(maxsize=2)
+  def _window(self, window: int) -> np.ndarray:
+    count, size = len(self._lengths), self._batch_size * self._sort_window
+    start, stop = window * size, (window + 1) * size
+    stream = np.concatenate([np.random.default_rng([self._seed, epoch]).permutation(count)
+                             for epoch in range(start // count, (stop - 1) // count + 1)])
+    examples = stream[start - start // count * count:][:size]
+    batches = examples[np.argsort(self._lengths[examples], kind="stable")].reshape(self._sort_window, -1)
+    return np.random.default_rng([self._seed, window, count]).permutation(batches)
+
+
+def train_batches(features: list[dict], *, batch_size: int, max_length: int, pad_id: int, seed: int,
+                  sort_window: int = 16):
+  """Endless iterator of full batches (LengthSortedBatches) through grain."""
   if len(features) < batch_size:
     raise ValueError(f"{len(features)} training examples are fewer than one batch of {batch_size}")
-  batch_fn = functools.partial(collate, batch_size=batch_size, lengths=buckets(max_length), pad_id=pad_id)
-  ds = grain.MapDataset.source(features).seed(seed).shuffle().repeat(None)
-  ds = ds.batch(batch_size, drop_remainder=True, batch_fn=batch_fn)
+  lengths = np.array([f["input_ids"].shape[-1] for f in features])
+  ds = LengthSortedBatches(lengths, batch_size=batch_size, sort_window=sort_window, seed=seed)
+  ds = ds.map(lambda indices: collate([features[i] for i in indices], batch_size=batch_size,
+                                      lengths=buckets(max_length), pad_id=pad_id))
   return iter(ds.to_iter_dataset(grain.ReadOptions(num_threads=2, prefetch_buffer_size=8)))
 
 

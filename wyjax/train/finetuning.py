@@ -48,6 +48,7 @@ def base_config(task: str = "") -> ml_collections.ConfigDict:
   c.max_length = 0  # 0: the task's max_seq_len from the paper's scripts
   c.batch_size = 32
   c.eval_batch_size = 64  # sequences: a multiple-choice example counts as its options
+  c.sort_window = 16  # batches: training examples sorted by length within windows this large (1: none)
   c.num_epochs = 10
   c.num_train_steps = 0  # > 0: train this many steps instead of num_epochs epochs
   c.learning_rate = ml_collections.config_dict.placeholder(float)  # None: chosen from the model's size
@@ -139,7 +140,7 @@ def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict
   last_step = task_model.total_steps(config, data)
   state = model.init_state(pretrained, seed)
   batches = batching.train_batches(train_features, batch_size=config.batch_size, max_length=data["max_length"],
-                                   pad_id=model.pad_id, seed=seed)
+                                   pad_id=model.pad_id, seed=seed, sort_window=config.sort_window)
   best_checkpoints = checkpoints.Writer(checkpoints.manager(workdir, max_to_keep=1))
   resume_checkpoints = checkpoints.Writer(checkpoints.manager(workdir, folder="resume", max_to_keep=1, extra_handlers={
       PROGRESS: ocp.JsonCheckpointHandler(), BATCHES: grain.checkpoint.CheckpointHandler()}))

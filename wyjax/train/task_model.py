@@ -175,7 +175,7 @@ class TaskModel:
 
   def init_params(self, pretrained: dict, seed: int) -> dict:
     """Fresh head params for `seed` with the pretrained ones grafted in, placed on the mesh."""
-    params = nn.unbox(self.program.model.init(jax.random.key(seed), **self._init_inputs)["params"])
+    params = nn.unbox(jax.jit(self.program.model.init)(jax.random.key(seed), **self._init_inputs)["params"])
     return jax.device_put(graft(params, pretrained), self.program.params_sharding)
 
   def init_state(self, pretrained: dict, seed: int) -> dict:
@@ -199,7 +199,7 @@ class TaskModel:
     """Params after `steps` steps on features from the pretrained ones (no evaluation)."""
     state = self.init_state(pretrained, seed)
     batches = batching.train_batches(features, batch_size=self.config.batch_size, max_length=self.max_length,
-                                     pad_id=self.pad_id, seed=seed)
+                                     pad_id=self.pad_id, seed=seed, sort_window=self.config.sort_window)
     rng = jax.random.key(seed)
     for step in range(1, steps + 1):
       state, _ = self.train_step(state, next(batches), jax.random.fold_in(rng, step))
