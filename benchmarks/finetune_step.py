@@ -16,8 +16,9 @@ end and keeps the best; it runs twice, with an empty and then with a warm JAX co
 (a user's first and later runs; --no-warm_rerun: the first only). transformers runs a plain
 PyTorch loop in a subprocess of its own (shuffled batches padded to their longest sequence,
 dropout on, dev once at the end) on features that wyjax's task code wrote beforehand: its wall
-time leaves out reading and tokenizing the files. Both dev scores come from the task's own
-decode and metric.
+time leaves out reading and tokenizing the files. wyjax's batches hold examples close in length
+(config.sort_window); --torch_sort_window=16 gives the PyTorch loop those same batches.
+Both dev scores come from the task's own decode and metric.
 
 --profile instead breaks one wyjax run down by phase (setup, input pipeline, each length
 bucket's compile and steps, evaluation), in-process. Otherwise prints one markdown row per run:
@@ -100,9 +101,16 @@ def torch_worker(args):
     return ids.to(device), (ids != pad_id).long().to(device), labels.to(device)
 
   train, generator, order, seconds = data["train"], np.random.default_rng(args.seed), [], []
+  if args.torch_sort_window > 1:  # wyjax's own batches: examples close in length
+    from wyjax.tasks import batching
+    lengths = np.array([len(x["input_ids"]) for x in train])
+    sorted_batches = batching.LengthSortedBatches(lengths, batch_size=args.batch_size,
+                                                  sort_window=args.torch_sort_window, seed=args.seed)
   model.train()
   for step in range(args.steps):
-    if len(order) < args.batch_size:
+    if args.torch_sort_window > 1:
+      order = list(sorted_batches[step])
+    elif len(order) < args.batch_size:
       order = list(generator.permutation(len(train)))
     batch, order = [train[i] for i in order[:args.batch_size]], order[args.batch_size:]
     start = time.perf_counter()
@@ -148,7 +156,7 @@ def profile(task_name: str, data_dir: str, hf_dir, args) -> None:
   rows = [("setup: read, featurize, build the program", time.perf_counter() - start, 1)]
   start = time.perf_counter()
   batches = batching.train_batches(data["train"][1], batch_size=args.batch_size, max_length=data["max_length"],
-                                   pad_id=model.pad_id, seed=args.seed)
+                                   pad_id=model.pad_id, seed=args.seed, sort_window=config.sort_window)
   batches = [next(batches) for _ in range(args.steps)]
   rows.append((f"input pipeline: {args.steps} batches", time.perf_counter() - start, args.steps))
   state, rng = model.init_state(pretrained, args.seed), jax.random.key(args.seed)
@@ -203,7 +211,7 @@ def run_torch(task, dev_examples, dev_features, features: pathlib.Path, hf_dir, 
   wall = timed([sys.executable, __file__, "--worker", f"--features={features}", f"--hf={hf_dir}",
                 f"--head={TASK_HEADS[task.name]}", f"--logits={logits_file}", f"--steps={args.steps}",
                 f"--learning_rate={args.learning_rate}", f"--batch_size={args.batch_size}", f"--seed={args.seed}",
-                f"--torch_device={args.torch_device}"],
+                f"--torch_device={args.torch_device}", f"--torch_sort_window={args.torch_sort_window}"],
                dict(os.environ))
   result = pickle.loads(logits_file.read_bytes())
   predictions = [task.decode(e, f, l) for e, f, l in zip(dev_examples, dev_features, result["logits"])]
@@ -221,6 +229,9 @@ def main():
   parser.add_argument("--batch_size", type=int, default=32)
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--torch_device", default="cpu")
+  parser.add_argument("--torch_sort_window", type=int, default=1,
+                      help="> 1: the PyTorch loop draws wyjax's length-sorted batches (its sort_window) instead of "
+                           "shuffled ones, as transformers' Trainer does with group_by_length")
   parser.add_argument("--warm_rerun", action=argparse.BooleanOptionalAction, default=True,
                       help="rerun wyjax with the compilation cache its first run filled")
   parser.add_argument("--out", default="/tmp/wyjax-finetune-bench")

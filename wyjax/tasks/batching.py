@@ -85,13 +85,13 @@ class LengthSortedBatches(grain.MapDataset):
     start, stop = window * size, (window + 1) * size
     stream = np.concatenate([np.random.default_rng([self._seed, epoch]).permutation(count)
                              for epoch in range(start // count, (stop - 1) // count + 1)])
-    examples = stream[start - start // count * count:][:size]
+    examples = stream[start % count:][:size]
     batches = examples[np.argsort(self._lengths[examples], kind="stable")].reshape(self._sort_window, -1)
     return np.random.default_rng([self._seed, window, count]).permutation(batches)
 
 
 def train_batches(features: list[dict], *, batch_size: int, max_length: int, pad_id: int, seed: int,
-                  sort_window: int = 16):
+                  sort_window: int):
   """Endless iterator of full batches (LengthSortedBatches) through grain."""
   if len(features) < batch_size:
     raise ValueError(f"{len(features)} training examples are fewer than one batch of {batch_size}")
