@@ -1,9 +1,10 @@
 """Batches of task features through grain, padded to a few bucket lengths.
 
 Each batch is padded to the smallest bucket that holds its longest sequence, so a task
-compiles at most one step per bucket instead of one per batch. Training batches hold examples
-close in length (sorted within windows of shuffled examples), so they pad little. Batches
-always have `batch_size` rows: the evaluation's last batch is filled with padding rows of weight 0.
+compiles at most one step per bucket instead of one per batch. Training batches can hold
+examples close in length (sorted within windows of shuffled examples), so they pad little.
+Batches always have `batch_size` rows: the evaluation's last batch is filled with padding rows
+of weight 0.
 """
 import functools
 import sys
@@ -62,11 +63,12 @@ def collate(items: list[dict], *, batch_size: int, lengths: tuple[int, ...], pad
 
 
 class LengthSortedBatches(grain.MapDataset):
-  """Batch i of an endless stream of shuffled examples (reshuffled every epoch) in which each
-  window of `sort_window` batches' worth is sorted by length before it is cut into batches, and
-  those batches come in shuffled order: a batch holds examples close in length, so it pads
-  little (TLC's batches: 75 tokens on average instead of 112, docs/finetuning.md). Lists of
-  example indices; `sort_window` 1: each batch as the shuffle drew it."""
+  """Batch i (a list of example indices) of an endless stream of shuffled examples, reshuffled
+  every epoch. `sort_window` 1: each batch as the shuffle drew it. Above 1, each window of that
+  many batches' worth is sorted by length before it is cut into batches, which come in shuffled
+  order: a batch holds examples close in length and pads little (TLC's: 75 tokens on average
+  instead of 112 with 16), but its examples are alike, which cost the demo's tasks dev points
+  (docs/finetuning.md)."""
 
   def __init__(self, lengths: np.ndarray, *, batch_size: int, sort_window: int, seed: int):
     super().__init__()
