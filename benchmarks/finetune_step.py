@@ -16,8 +16,9 @@ end and keeps the best; it runs twice, with an empty and then with a warm JAX co
 (a user's first and later runs; --no-warm_rerun: the first only). transformers runs a plain
 PyTorch loop in a subprocess of its own (shuffled batches padded to their longest sequence,
 dropout on, dev once at the end) on features that wyjax's task code wrote beforehand: its wall
-time leaves out reading and tokenizing the files. wyjax's batches hold examples close in length
-(config.sort_window); --torch_sort_window=16 gives the PyTorch loop those same batches.
+time leaves out reading and tokenizing the files. --sort_window=16 gives wyjax batches of
+examples close in length (its --config.sort_window), --torch_sort_window=16 the PyTorch loop the
+same batches.
 Both dev scores come from the task's own decode and metric.
 
 --profile instead breaks one wyjax run down by phase (setup, input pipeline, each length
@@ -156,7 +157,7 @@ def profile(task_name: str, data_dir: str, hf_dir, args) -> None:
   rows = [("setup: read, featurize, build the program", time.perf_counter() - start, 1)]
   start = time.perf_counter()
   batches = batching.train_batches(data["train"][1], batch_size=args.batch_size, max_length=data["max_length"],
-                                   pad_id=model.pad_id, seed=args.seed, sort_window=config.sort_window)
+                                   pad_id=model.pad_id, seed=args.seed, sort_window=args.sort_window)
   batches = [next(batches) for _ in range(args.steps)]
   rows.append((f"input pipeline: {args.steps} batches", time.perf_counter() - start, args.steps))
   state, rng = model.init_state(pretrained, args.seed), jax.random.key(args.seed)
@@ -198,7 +199,7 @@ def run_wyjax(task_name: str, data_dir: str, hf_dir, workdir: pathlib.Path, cach
   wall = timed([sys.executable, "-m", "wyjax.finetune", f"--config=configs/{task_name}.py", f"--workdir={workdir}",
                 f"--config.data_dir={data_dir}", f"--config.init={hf_dir}", f"--config.num_train_steps={args.steps}",
                 f"--config.learning_rate={args.learning_rate}", f"--config.batch_size={args.batch_size}",
-                "--config.log_every=10", f"--config.seed={args.seed}"], env)
+                "--config.log_every=10", f"--config.seed={args.seed}", f"--config.sort_window={args.sort_window}"], env)
   records = [json.loads(line) for line in (workdir / f"seed_{args.seed}" / "metrics.jsonl").read_text().splitlines()]
   step_seconds = [r["step_seconds"] for r in records if "step_seconds" in r]
   step_seconds = step_seconds[1:] or step_seconds  # the first interval compiles (unless it is the only one)
@@ -229,6 +230,7 @@ def main():
   parser.add_argument("--batch_size", type=int, default=32)
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--torch_device", default="cpu")
+  parser.add_argument("--sort_window", type=int, default=1, help="wyjax's --config.sort_window")
   parser.add_argument("--torch_sort_window", type=int, default=1,
                       help="> 1: the PyTorch loop draws wyjax's length-sorted batches (its sort_window) instead of "
                            "shuffled ones, as transformers' Trainer does with group_by_length")
