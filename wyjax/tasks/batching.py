@@ -64,11 +64,11 @@ def collate(items: list[dict], *, batch_size: int, lengths: tuple[int, ...], pad
 
 class LengthSortedBatches(grain.MapDataset):
   """Batch i (a list of example indices) of an endless stream of shuffled examples, reshuffled
-  every epoch. `sort_window` 1: each batch as the shuffle drew it. Above 1, each window of that
-  many batches' worth is sorted by length before it is cut into batches, which come in shuffled
-  order: a batch holds examples close in length and pads little (TLC's: 75 tokens on average
-  instead of 112 with 16), but its examples are alike, which cost the demo's tasks dev points
-  (docs/finetuning.md)."""
+  every epoch. `sort_window` 1: each batch's examples as the shuffle drew them. Above 1, each
+  window of that many batches' worth is sorted by length before it is cut into batches, which
+  come in shuffled order: a batch holds examples close in length and pads little (TLC's: 75
+  tokens on average instead of 112 with 16), but its examples are alike, which cost the demo's
+  tasks dev points (docs/finetuning.md)."""
 
   def __init__(self, lengths: np.ndarray, *, batch_size: int, sort_window: int, seed: int):
     super().__init__()
@@ -82,11 +82,14 @@ class LengthSortedBatches(grain.MapDataset):
     return self._window(window)[position]
 
   @functools.lru_cache(maxsize=2)
+  def _epoch(self, epoch: int) -> np.ndarray:
+    return np.random.default_rng([self._seed, epoch]).permutation(len(self._lengths))
+
+  @functools.lru_cache(maxsize=2)
   def _window(self, window: int) -> np.ndarray:
     count, size = len(self._lengths), self._batch_size * self._sort_window
     start, stop = window * size, (window + 1) * size
-    stream = np.concatenate([np.random.default_rng([self._seed, epoch]).permutation(count)
-                             for epoch in range(start // count, (stop - 1) // count + 1)])
+    stream = np.concatenate([self._epoch(epoch) for epoch in range(start // count, (stop - 1) // count + 1)])
     examples = stream[start % count:][:size]
     batches = examples[np.argsort(self._lengths[examples], kind="stable")].reshape(self._sort_window, -1)
     return np.random.default_rng([self._seed, window, count]).permutation(batches)
