@@ -159,7 +159,6 @@ def test_collate_pads_to_buckets_and_fills_the_batch():
   assert batching.buckets(512) == (32, 48, 64, 96, 128, 192, 256, 384, 512)
 
 
-
 def test_length_sorted_batches_cover_each_epoch_and_pad_little():
   """60 examples, batches of 4 in windows of 5: each 15 batches hold every example once (an
   epoch of 3 windows); in a window, batches are ranges of the window's sorted lengths but not
@@ -171,9 +170,10 @@ def test_length_sorted_batches_cover_each_epoch_and_pad_little():
     assert sorted(np.concatenate(epoch)) == list(range(60))
   assert [list(b) for b in batches[:15]] != [list(b) for b in batches[15:]]
   for w in range(6):
+    shortest = [min(lengths[b]) for b in batches[5 * w:5 * w + 5]]
     window = sorted((lengths[b] for b in batches[5 * w:5 * w + 5]), key=min)
     assert all(a.max() <= b.min() for a, b in zip(window, window[1:]))
-    assert [min(lengths[b]) for b in batches[5 * w:5 * w + 5]] != sorted(min(lengths[b]) for b in batches[5 * w:5 * w + 5])
+    assert shortest != sorted(shortest)
   assert [list(b) for b in batches] == [list(batching.LengthSortedBatches(lengths, batch_size=4, sort_window=5,
                                                                           seed=1)[i]) for i in range(30)]
   other = batching.LengthSortedBatches(lengths, batch_size=4, sort_window=5, seed=2)

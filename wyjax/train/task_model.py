@@ -172,10 +172,11 @@ class TaskModel:
     data = self.program.data_sharding
     self.jit_train = self.program.jit_train(train_step, data, data, self.program.replicated)
     self._predict = self.program.jit_eval(predict_step, data)
+    self._init = jax.jit(self.program.model.init)  # one program, not one per op
 
   def init_params(self, pretrained: dict, seed: int) -> dict:
     """Fresh head params for `seed` with the pretrained ones grafted in, placed on the mesh."""
-    params = nn.unbox(jax.jit(self.program.model.init)(jax.random.key(seed), **self._init_inputs)["params"])
+    params = nn.unbox(self._init(jax.random.key(seed), **self._init_inputs)["params"])
     return jax.device_put(graft(params, pretrained), self.program.params_sharding)
 
   def init_state(self, pretrained: dict, seed: int) -> dict:
