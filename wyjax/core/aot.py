@@ -54,8 +54,8 @@ DEVICE_KINDS = {"TPU v4": "v4", "TPU v5 lite": "v5e", "TPU v5e": "v5e", "TPU v5p
 def use_compilation_cache(compile_only: str | None = None) -> None:
   """JAX's persistent compilation cache under <wyjax cache>/xla, unless one is configured
   (JAX_COMPILATION_CACHE_DIR): a rerun of the same step loads it instead of compiling; small
-  programs too (JAX keeps only those over a second by default; a fine-tuning run compiles 118
-  smaller ones, 5 s on 2 cores). Not when compiling for a TPU topology: a compile-only client
+  programs too (JAX keeps only those over a second by default; a warm TLC fine-tuning run
+  recompiled 118 smaller ones, 5 s on 2 cores). Not when compiling for a TPU topology: a compile-only client
   cannot load an executable back."""
   if compile_only not in (None, "local"):
     jax.config.update("jax_enable_compilation_cache", False)

@@ -102,8 +102,8 @@ def train_batches(features: list[dict], *, batch_size: int, max_length: int, pad
     raise ValueError(f"{len(features)} training examples are fewer than one batch of {batch_size}")
   lengths = np.array([f["input_ids"].shape[-1] for f in features])
   ds = LengthSortedBatches(lengths, batch_size=batch_size, sort_window=sort_window, seed=seed)
-  ds = ds.map(lambda indices: collate([features[i] for i in indices], batch_size=batch_size,
-                                      lengths=buckets(max_length), pad_id=pad_id))
+  batch_fn = functools.partial(collate, batch_size=batch_size, lengths=buckets(max_length), pad_id=pad_id)
+  ds = ds.map(lambda indices: batch_fn([features[i] for i in indices]))
   return iter(ds.to_iter_dataset(grain.ReadOptions(num_threads=2, prefetch_buffer_size=8)))
 
 
