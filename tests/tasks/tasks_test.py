@@ -159,6 +159,14 @@ def test_collate_pads_to_buckets_and_fills_the_batch():
   assert batching.buckets(512) == (32, 48, 64, 96, 128, 192, 256, 384, 512)
 
 
+def test_training_buckets_are_fitted_to_the_batches_longest_sequences():
+  """Maxima 90, 91, 100, 100, 120 would pad to two of `buckets`' lengths (96, 128; 608 tokens);
+  the two multiples of 8 that pad them least are 104 and 120 (536 tokens; 96 and 120: 552), then
+  max_length for a longer batch. Lengths never pass max_length."""
+  assert batching.fitted_buckets(np.array([90, 91, 100, 100, 120]), 512) == (104, 120, 512)
+  assert batching.fitted_buckets(np.array([500, 510]), 510) == (510,)
+
+
 def test_length_sorted_batches_cover_each_epoch_and_pad_little():
   """60 examples, batches of 4 in windows of 5: each 15 batches hold every example once (an
   epoch of 3 windows); in a window, batches are ranges of the window's sorted lengths but not

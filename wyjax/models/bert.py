@@ -29,7 +29,7 @@ class Embeddings(nn.Module):
       self.token_type_embeddings = layers.embed(cfg, cfg.type_vocab_size, cfg.hidden_size,
                                                 (None, "embed"), name="token_type_embeddings")
     self.norm = layers.LayerNorm(cfg)
-    self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
+    self.dropout = layers.Dropout(cfg.hidden_dropout_prob)
 
   def __call__(self, input_ids, token_type_ids, position_ids, deterministic):
     x = self.word_embeddings(input_ids) + self.position_embeddings(position_ids)

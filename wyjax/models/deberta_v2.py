@@ -58,7 +58,7 @@ class Embeddings(nn.Module):
       self.embed_proj = layers.dense(cfg, cfg.hidden_size, (None, "embed"), use_bias=False,
                                      name="embed_proj")
     self.norm = layers.LayerNorm(cfg)
-    self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
+    self.dropout = layers.Dropout(cfg.hidden_dropout_prob)
 
   def __call__(self, input_ids, token_type_ids, position_ids, padding_mask, deterministic):
     cfg = self.config
@@ -99,7 +99,7 @@ class DisentangledAttention(nn.Module):
     scale = np.sqrt(cfg.head_dim * (1 + len(cfg.pos_att_type))).astype(np.float32)
     pos_key = pos_query = None
     if cfg.relative_attention:
-      rel = nn.Dropout(cfg.hidden_dropout_prob)(rel_embeddings, deterministic=deterministic)
+      rel = layers.Dropout(cfg.hidden_dropout_prob)(rel_embeddings, deterministic=deterministic)
 
       def relative_projection(name, shared_proj):
         project = lambda: shared_proj(rel) if cfg.share_att_key else layers.dense(

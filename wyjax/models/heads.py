@@ -67,7 +67,7 @@ class Pooler(nn.Module):
 
   @nn.compact
   def __call__(self, hidden, *, deterministic: bool = True):
-    x = nn.Dropout(self.dropout_rate)(hidden[:, 0], deterministic=deterministic)
+    x = layers.Dropout(self.dropout_rate)(hidden[:, 0], deterministic=deterministic)
     x = layers.dense(self.config, self.config.hidden_size, ("embed", None), name="dense")(x)
     return layers.activation(self.act)(x)
 
@@ -88,7 +88,7 @@ class SequenceClassifier(nn.Module):
     self.encoder = encoder_class(self.config)(self.config)
     self.pooler = Pooler(self.config, act=pooler_activation(self.config))
     self.classifier = layers.dense(self.config, self.num_labels, ("embed", None), name="classifier")
-    self.dropout = nn.Dropout(self.config.hidden_dropout_prob if self.dropout_rate is None else self.dropout_rate)
+    self.dropout = layers.Dropout(self.config.hidden_dropout_prob if self.dropout_rate is None else self.dropout_rate)
 
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, *, deterministic: bool = True):
     hidden = self.encoder(input_ids, attention_mask, token_type_ids, deterministic=deterministic)
@@ -164,7 +164,7 @@ class TokenClassifier(nn.Module):
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, *, deterministic: bool = True):
     hidden = encoder_class(self.config)(self.config, name="encoder")(
         input_ids, attention_mask, token_type_ids, deterministic=deterministic)
-    hidden = nn.Dropout(self.config.hidden_dropout_prob)(hidden, deterministic=deterministic)
+    hidden = layers.Dropout(self.config.hidden_dropout_prob)(hidden, deterministic=deterministic)
     return layers.dense(self.config, self.num_labels, ("embed", None), name="classifier")(hidden).astype(jnp.float32)
 
 
@@ -204,6 +204,6 @@ class SpanPairClassifier(nn.Module):
     hidden = hidden.reshape(batch, sentences, length, -1).astype(jnp.float32)
     weights = span_mask / jnp.maximum(span_mask.sum(-1, keepdims=True), 1.0)
     u, v = jnp.unstack(jnp.einsum("bsl,bsld->bsd", weights, hidden), axis=1)
-    x = nn.Dropout(self.config.hidden_dropout_prob)(jnp.concatenate([u, v, jnp.abs(u - v)], -1),
+    x = layers.Dropout(self.config.hidden_dropout_prob)(jnp.concatenate([u, v, jnp.abs(u - v)], -1),
                                                     deterministic=deterministic)
     return layers.dense(self.config, self.num_labels, (None, None), use_bias=False, name="classifier")(x)

@@ -7,6 +7,7 @@ maps both onto the (data, fsdp, tensor) mesh. Without logical axis rules in cont
 the train steps) the activation constraints do nothing.
 """
 import functools
+import math
 from collections.abc import Sequence
 
 import flax.linen as nn
@@ -14,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax.linen import spmd
+from jax.extend.random import threefry2x32_p
 
 from wyjax.models.config import EncoderConfig
 
@@ -182,7 +184,7 @@ def post_ln_residuals(config: EncoderConfig, x, attention_output, deterministic:
   Called inside a layer's compact __call__, so its modules (attention_norm, mlp, mlp_norm)
   are that layer's children.
   """
-  dropout = nn.Dropout(config.hidden_dropout_prob)
+  dropout = Dropout(config.hidden_dropout_prob)
   attention_output = constrain(attention_output, HIDDEN)
   x = LayerNorm(config, name="attention_norm")(dropout(attention_output, deterministic=deterministic) + x)
   h = FeedForward(config, name="mlp")(x)
@@ -225,5 +227,41 @@ def masked_softmax_attention(scores, mask, value, *, dropout_rate: float, determ
   scores = constrain(scores.astype(jnp.float32), SCORES)
   scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
   probs = jax.nn.softmax(scores, axis=-1)
-  probs = nn.Dropout(dropout_rate)(probs, deterministic=deterministic)
+  probs = Dropout(dropout_rate)(probs, deterministic=deterministic)
   return constrain(jnp.einsum("bnqk,bknd->bqnd", probs.astype(dtype), value), PER_HEAD)
+
+
+def keep_mask(rng: jax.Array, shape: tuple[int, ...], threshold: int) -> jax.Array:
+  """Booleans of `shape`, each True with probability threshold / 2^16: 16-bit uniforms, four
+  from each threefry block.
+
+  jax.random spends a block (two 32-bit words) on every entry; the attention probabilities'
+  dropout mask is a step's largest array, and drawing it so took a fifth of a 512-token
+  fine-tuning step on CPU (docs/benchmarks.md). Counters are built per axis, as jax.random's
+  partitionable threefry builds them, so a sharded mask is drawn where it lives."""
+  *lead, last = shape
+  quarter = -(-last // 4)
+  blocks = (*lead, quarter)
+  if math.prod(blocks) >= 2**32:
+    raise ValueError(f"a dropout mask of shape {shape} needs more than 2^32 threefry counters")
+  strides = np.cumprod((1, *blocks[:0:-1]))[::-1]
+  counter = sum(jax.lax.broadcasted_iota(jnp.uint32, blocks, axis) * np.uint32(stride)
+                for axis, stride in enumerate(strides))
+  key = jax.random.bits(rng, (2,), jnp.uint32)
+  words = threefry2x32_p.bind(key[0], key[1], jnp.zeros_like(counter), counter)
+  quarters = [half < threshold for word in words for half in (word & 0xFFFF, word >> 16)]
+  return jnp.concatenate(quarters, -1)[..., :last]
+
+
+class Dropout(nn.Module):
+  """flax's nn.Dropout from `keep_mask`: an entry is kept with probability
+  round(2^16 (1 - rate)) / 2^16, within 2^-17 of 1 - rate, and scaled by its inverse."""
+  rate: float
+
+  @nn.compact
+  def __call__(self, x, deterministic: bool):
+    if deterministic or self.rate == 0.0:
+      return x
+    threshold = round(65536 * (1.0 - self.rate))
+    keep = keep_mask(self.make_rng("dropout"), x.shape, threshold)
+    return jnp.where(keep, x * (65536 / max(threshold, 1)), 0.0).astype(x.dtype)
