@@ -254,7 +254,7 @@ def keep_mask(rng: jax.Array, shape: tuple[int, ...], threshold: int) -> jax.Arr
 
 
 class Dropout(nn.Module):
-  """flax's nn.Dropout from `keep_mask`: an entry is kept with probability
+  """nn.Dropout with its mask from `keep_mask`: an entry is kept with probability
   round(2^16 (1 - rate)) / 2^16, within 2^-17 of 1 - rate, and scaled by its inverse."""
   rate: float
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from wyjax.tasks.tagging import IGNORE
 
-# Training buckets are fitted to the first this many batches of the run's stream.
+# Training buckets are fitted to this many batches from the start of the run's stream.
 FITTED_BATCHES = 512
 # Feature → padding value ('label' and 'labels' padding is ignored by the loss and metrics).
 _PAD_VALUES = {"labels": IGNORE, "label": IGNORE, "char_index": -1}
@@ -120,7 +120,8 @@ class LengthSortedBatches(grain.MapDataset):
 
 def train_batches(features: list[dict], *, batch_size: int, max_length: int, pad_id: int, seed: int,
                   sort_window: int):
-  """Endless iterator of full batches (LengthSortedBatches) through grain."""
+  """Endless iterator of full batches (LengthSortedBatches) through grain, padded to
+  `fitted_buckets`."""
   if len(features) < batch_size:
     raise ValueError(f"{len(features)} training examples are fewer than one batch of {batch_size}")
   lengths = np.array([f["input_ids"].shape[-1] for f in features])
