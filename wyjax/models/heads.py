@@ -205,5 +205,5 @@ class SpanPairClassifier(nn.Module):
     weights = span_mask / jnp.maximum(span_mask.sum(-1, keepdims=True), 1.0)
     u, v = jnp.unstack(jnp.einsum("bsl,bsld->bsd", weights, hidden), axis=1)
     x = layers.Dropout(self.config.hidden_dropout_prob)(jnp.concatenate([u, v, jnp.abs(u - v)], -1),
-                                                    deterministic=deterministic)
+                                                        deterministic=deterministic)
     return layers.dense(self.config, self.num_labels, (None, None), use_bias=False, name="classifier")(x)
