@@ -3,9 +3,8 @@
 Each batch is padded to the smallest bucket that holds its longest sequence, so a task
 compiles at most one step per bucket instead of one per batch. Training buckets are fitted to
 the batches the run will draw (`fitted_buckets`); training batches can also hold examples close
-in length (sorted within windows of shuffled examples), so they pad little.
-Batches always have `batch_size` rows: the evaluation's last batch is filled with padding rows
-of weight 0.
+in length (sorted within windows of shuffled examples), so they pad little. Batches always have
+`batch_size` rows: the evaluation's last batch is filled with padding rows of weight 0.
 """
 import functools
 import sys
