@@ -55,8 +55,8 @@ def use_compilation_cache(compile_only: str | None = None) -> None:
   """JAX's persistent compilation cache under <wyjax cache>/xla, unless one is configured
   (JAX_COMPILATION_CACHE_DIR): a rerun of the same step loads it instead of compiling; small
   programs too (JAX keeps only those over a second by default; a warm TLC fine-tuning run
-  recompiled 118 smaller ones, 5 s on 2 cores). Not when compiling for a TPU topology: a compile-only client
-  cannot load an executable back."""
+  recompiled 118 smaller ones, 5 s on 2 cores). Not when compiling for a TPU topology: a
+  compile-only client cannot load an executable back."""
   if compile_only not in (None, "local"):
     jax.config.update("jax_enable_compilation_cache", False)
   else:
