@@ -1,8 +1,12 @@
 """The layers of docs/architecture.md hold: lower layers never import higher ones, task facts
-stay in tasks/ (and head kinds in models/), module names are unique and modules small."""
+stay in tasks/ (and head kinds in models/), module names are unique and modules small; every
+exception wyjax defines pickles whole (worker processes raise them across process boundaries)."""
 import ast
 import collections
+import importlib
+import inspect
 import pathlib
+import pickle
 
 import pytest
 
@@ -75,6 +79,34 @@ def test_module_names_are_unique_and_modules_small():
   lines = {str(p.relative_to(PACKAGE)): len(p.read_text(encoding="utf-8").splitlines()) for p in modules}
   assert not {p: n for p, n in lines.items() if n > 450}
   assert lines["train/finetuning.py"] < 350
+
+
+def _exception_classes():
+  """Every exception class defined in wyjax (modules are imported only where a class is defined:
+  the entry points define flags, which two of them cannot both do in one process)."""
+  for path in _modules():
+    if not any(isinstance(node, ast.ClassDef) for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))):
+      continue
+    name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+    module = importlib.import_module(name)
+    yield from (value for value in vars(module).values() if isinstance(value, type)
+                and issubclass(value, BaseException) and value.__module__ == name)
+
+
+def test_every_exception_survives_pickling():
+  """A worker's error is pickled to the main process; one that cannot be rebuilt there (a custom
+  __init__ fed its message back) hung prepare-corpus's pool."""
+  classes = list(_exception_classes())
+  assert {"FormatError", "Interrupted", "RunError"} <= {c.__name__ for c in classes}
+  for cls in classes:
+    try:  # one argument per parameter of a custom __init__: ints are 2 (a line, a step, SIGINT)
+      parameters = inspect.signature(cls).parameters.values()
+      arguments = [2 if p.annotation is int else f"<{p.name}>" for p in parameters]
+    except ValueError:  # the builtin __init__: a message
+      arguments = ["message"]
+    error = cls(*arguments)
+    copy = pickle.loads(pickle.dumps(error))
+    assert (type(copy), copy.args, str(copy)) == (cls, error.args, str(error)), cls
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))

@@ -26,6 +26,10 @@ def _cases(root):
                                '"learning_rate"'),
       "pretrain: corpus path": ("wyjax.pretrain", ["--config=pretrain/deberta_tiny.py", f"--workdir={root / 'p'}",
                                                    f"--config.corpus.source=daizhige:{missing}"], 1, str(missing)),
+      "pretrain: GBK corpus": ("wyjax.pretrain", ["--config=pretrain/deberta_tiny.py", f"--workdir={root / 'p'}",
+                                                  f"--config.corpus.source=text:{gbk}",
+                                                  f"--config.data_dir={root / 'pc'}"],  # read by the default workers
+                               1, f"{gbk / 'gbk.txt'}:1: not valid UTF-8"),
       "finetune: no data_dir": ("wyjax.finetune", ["--config=tlc.py", f"--workdir={root / 'f'}"], 1,
                                 "set --config.data_dir"),
       "finetune: bad file": ("wyjax.finetune", ["--config=tlc.py", f"--workdir={root / 'f'}",

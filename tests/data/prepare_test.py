@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 
@@ -139,6 +140,28 @@ def test_prepare_corpus_command_refuses_bad_usage(tmp_path):
     result = subprocess.run([sys.executable, "-m", "wyjax.data", *args], capture_output=True, text=True)
     assert result.returncode != 0 and message in result.stderr, (args, result.stderr)
   assert not out.exists()
+
+
+@pytest.mark.parametrize("source", ["text", "daizhige"])
+def test_a_bad_file_ends_the_command_in_one_line_with_the_default_workers(tmp_path, source):
+  """A worker's error reaches the main process whole: one line, in seconds (it hung for ever)."""
+  bad = tmp_path / "corpus" / ("史藏/正史" if source == "daizhige" else "") / "gbk.txt"
+  bad.parent.mkdir(parents=True)
+  bad.write_bytes("國家".encode("gbk"))
+  assert os.cpu_count() > 1  # the default: a worker per core
+  result = subprocess.run([sys.executable, "-m", "wyjax.data", "prepare-corpus",
+                           f"--source={source}:{tmp_path / 'corpus'}", f"--out={tmp_path / 'out'}"],
+                          capture_output=True, text=True, timeout=90)
+  assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+  assert result.stderr.splitlines() == [f"wyjax: error: {bad}:1: not valid UTF-8 (invalid start byte at byte 0)"]
+
+
+def test_a_worker_that_dies_ends_the_run(tmp_path):
+  """multiprocessing.Pool waits for ever on a task whose worker died; the pool here raises."""
+  options = prepare.Options(source=f"text:{_write_texts(tmp_path / 'texts')}")
+  with prepare._worker_pool(2, options.source, options, None) as pool:
+    with pytest.raises(guards.RunError, match="reading: A process in the process pool was terminated abruptly"):
+      list(prepare._map(pool, os._exit, [1, 2], False, "reading"))
 
 
 def test_prepare_never_deletes_what_it_did_not_make(tmp_path):

@@ -33,6 +33,9 @@ class Interrupted(Exception):
     super().__init__(f"stopped by {signal.Signals(signum).name} at step {step} after checkpointing; "
                      "rerun the same command to resume")
 
+  def __reduce__(self):  # rebuilt from its arguments, not its message (pickle's default)
+    return type(self), (self.signum, self.step), self.__dict__
+
   @property
   def exit_code(self) -> int:
     return 128 + self.signum  # the shell's convention for a process ended by a signal

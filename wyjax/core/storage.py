@@ -50,7 +50,11 @@ class FormatError(ValueError):
   """A malformed file: the message starts with `file:line:`."""
 
   def __init__(self, path, line: int, message: str):
+    self.path, self.line, self.message = path, line, message
     super().__init__(f"{path}:{line}: {message}")
+
+  def __reduce__(self):  # rebuilt from its arguments, not its message: it crosses from worker processes
+    return type(self), (self.path, self.line, self.message), self.__dict__
 
 
 def read_text(path) -> str:

@@ -18,11 +18,14 @@ user's files, or a corpus prepared with other options) is refused unless `overwr
 replaces the corpus files and keeps the rest.
 """
 import collections
+import concurrent.futures
+import contextlib
 import dataclasses
 import hashlib
 import json
 import multiprocessing
 import pathlib
+import signal
 import sys
 import tempfile
 import time
@@ -167,13 +170,41 @@ class _Packer:
     self.writer.close()
 
 
+@contextlib.contextmanager
+def _worker_pool(workers: int, source: str, options: Options, vocab: list[str] | None):
+  """Processes for the work units (None: this process does them). A worker's error reaches
+  the caller as raised; a worker that dies, or a result that cannot be read back, breaks the
+  pool, which then raises where multiprocessing.Pool would wait for ever. Leaving the block
+  cancels the units not started."""
+  if workers == 1:
+    _init_worker(source, options, vocab)
+    yield None
+    return
+  pool = concurrent.futures.ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _init_worker,
+                                                (source, options, vocab))
+  try:
+    yield pool
+  finally:
+    pool.shutdown(cancel_futures=True)
+
+
 def _map(pool, fn, units, progress: bool, what: str):
-  bar = tqdm.tqdm(total=len(units), desc=what, unit="file", disable=not progress, file=sys.stderr)
-  results = pool.imap(fn, units, chunksize=1) if pool else map(fn, units)
-  for result in results:
-    bar.update()
-    yield result
-  bar.close()
+  """fn(unit) for every unit, in order."""
+  if pool:
+    # The workers start here and inherit SIGINT blocked: Ctrl-C, sent to the whole process
+    # group, reaches only this process, which cancels the work.
+    unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+    try:
+      results = pool.map(fn, units)
+    finally:
+      signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
+  with tqdm.tqdm(total=len(units), desc=what, unit="file", disable=not progress, file=sys.stderr) as bar:
+    try:
+      for result in results if pool else map(fn, units):
+        bar.update()
+        yield result
+    except concurrent.futures.process.BrokenProcessPool as e:
+      raise guards.RunError(f"{what}: {e} (--workers=1 does the work in this process)") from e
 
 
 def _fingerprint(source: str, options: Options, vocab: list[str] | None) -> str:
@@ -234,20 +265,11 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
   start = time.perf_counter()
   units = reader.units()
   workers = workers or multiprocessing.cpu_count()
-
-  def pool_for(vocab):
-    if workers == 1:
-      _init_worker(source, options, vocab)
-      return None
-    return multiprocessing.get_context("spawn").Pool(workers, _init_worker, (source, options, vocab))
-
   if given_vocab is None:
     counts = collections.Counter()
-    pool = pool_for(None)
-    for unit_counts in _map(pool, _count_unit, units, progress, "counting characters"):
-      counts.update(unit_counts)
-    if pool:
-      pool.close()
+    with _worker_pool(workers, source, options, None) as pool:
+      for unit_counts in _map(pool, _count_unit, units, progress, "counting characters"):
+        counts.update(unit_counts)
     vocab = tokenizer_lib.build_vocab(counts=counts, min_count=options.min_count,
                                       max_size=options.max_vocab, t2s=False)
   else:
@@ -259,30 +281,28 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
                         tokenizer) for s in SPLITS}
   seen: set[int] = set()
   stats = collections.Counter()
-  pool = pool_for(vocab)
-  for documents in _map(pool, _tokenize_unit, units, progress, "tokenising"):
-    for doc_id, raw_chars, kept_chars, hashes, ids, starts in documents:
-      stats["raw_characters"] += raw_chars
-      stats["characters"] += kept_chars
-      stats["paragraphs"] += len(hashes)
-      bounds = np.append(starts, len(ids))
-      unique = []
-      for i, h in enumerate(hashes.tolist()):
-        if h in seen:
-          stats["duplicate_paragraphs"] += 1
+  with _worker_pool(workers, source, options, vocab) as pool:
+    for documents in _map(pool, _tokenize_unit, units, progress, "tokenising"):
+      for doc_id, raw_chars, kept_chars, hashes, ids, starts in documents:
+        stats["raw_characters"] += raw_chars
+        stats["characters"] += kept_chars
+        stats["paragraphs"] += len(hashes)
+        bounds = np.append(starts, len(ids))
+        unique = []
+        for i, h in enumerate(hashes.tolist()):
+          if h in seen:
+            stats["duplicate_paragraphs"] += 1
+            continue
+          seen.add(h)
+          unique.append(ids[bounds[i]:bounds[i + 1]])
+        unique = [u for u in unique if len(u)]
+        stats["unk_tokens"] += sum(int((u == tokenizer.unk_id).sum()) for u in unique)
+        split = "valid" if corpus.is_validation(doc_id, options.valid_fraction) else "train"
+        if not unique:
+          stats["empty_documents"] += 1
           continue
-        seen.add(h)
-        unique.append(ids[bounds[i]:bounds[i + 1]])
-      unique = [u for u in unique if len(u)]
-      stats["unk_tokens"] += sum(int((u == tokenizer.unk_id).sum()) for u in unique)
-      split = "valid" if corpus.is_validation(doc_id, options.valid_fraction) else "train"
-      if not unique:
-        stats["empty_documents"] += 1
-        continue
-      stats[f"{split}_documents"] += 1
-      packers[split].add_document(np.concatenate(unique))
-  if pool:
-    pool.close()
+        stats[f"{split}_documents"] += 1
+        packers[split].add_document(np.concatenate(unique))
   for packer in packers.values():
     packer.finish()
   if not packers["train"].writer.sequences:
