@@ -179,6 +179,24 @@ def test_prepare_never_deletes_what_it_did_not_make(tmp_path):
     prepare.prepare_corpus(out / "notes.txt", options, workers=1, progress=False)
 
 
+def test_no_validation_sequences_is_an_error_and_the_rerun_with_other_options_works(tmp_path):
+  """Pretraining evaluates on the validation split: an empty one is refused here, not when
+  pretraining starts. The failed build's leftovers do not refuse a rerun with other options,
+  unless the folder holds something else."""
+  texts, out = _write_texts(tmp_path / "texts"), tmp_path / "out"  # two documents, at fractions 0.38 and 0.15
+  few = prepare.Options(source=f"text:{texts}", sequence_length=16, valid_fraction=0.1)
+  with pytest.raises(guards.RunError, match=r"no validation sequences: none of its 2 documents .*\(valid_fraction 0.1;"):
+    prepare.prepare_corpus(out, few, workers=1, progress=False, log=lambda *_: None)
+  assert not (out / "manifest.json").exists()
+  (out / "notes.txt").write_text("mine")
+  more = prepare.Options(source=f"text:{texts}", sequence_length=16, valid_fraction=0.2)
+  with pytest.raises(guards.RunError, match="holds files that are not this corpus"):
+    prepare.prepare_corpus(out, more, workers=1, progress=False)
+  (out / "notes.txt").unlink()
+  manifest = prepare.prepare_corpus(out, more, workers=1, progress=False, log=lambda *_: None)
+  assert manifest["documents"] == {"train": 1, "valid": 1} and manifest["sequences"]["valid"] == 1
+
+
 @pytest.mark.parametrize("change, message", [({"sequence_length": 0}, "at least 8 tokens"),
                                               ({"valid_fraction": 2.0}, r"a fraction in \[0, 1\)"),
                                               ({"min_count": 0}, "must be positive")])

@@ -218,22 +218,40 @@ def vocab_hash(tokenizer) -> str:
   return hashlib.sha256("".join(t + "\n" for t in tokenizer.vocab).encode()).hexdigest()
 
 
+def _made_by_a_build(name: str) -> bool:
+  return name.endswith(".array_record") or name in ("tokenizer", MANIFEST, MANIFEST + ".partial", BUILDING)
+
+
+def _unfinished_build(out: epath.Path, fingerprint: str) -> bool:
+  """Whether `out` holds an unfinished build that this one replaces: its own (the same options),
+  or, in a folder holding nothing else, one with other options (a failed run's leftovers must not
+  refuse the rerun that fixes its options)."""
+  building = out / BUILDING
+  if not building.exists():
+    return False
+  try:
+    if json.loads(building.read_text()).get("fingerprint") == fingerprint:
+      return True
+  except ValueError:  # cut short by a full disk: not this build's record, but still a build's
+    pass
+  return not (out / MANIFEST).exists() and all(_made_by_a_build(p.name) for p in out.iterdir())
+
+
 def _claim(out: epath.Path, fingerprint: str, overwrite: bool) -> None:
-  """Makes `out` ready for this build: an empty or new folder, this build's own unfinished
-  one, or (with overwrite) any folder, whose corpus files are removed. Records the build."""
+  """Makes `out` ready for this build: an empty or new folder, an unfinished build's, or (with
+  overwrite) any folder, whose corpus files are removed. Records the build."""
   if out.exists() and not out.is_dir():
     raise FileExistsError(f"--out {out} is a file, not a folder")
-  building = out / BUILDING
-  ours = building.exists() and json.loads(building.read_text()).get("fingerprint") == fingerprint
-  if out.exists() and any(out.iterdir()) and not (ours or overwrite):
+  if out.exists() and any(out.iterdir()) and not (overwrite or _unfinished_build(out, fingerprint)):
     held = "a corpus prepared with other options" if (out / MANIFEST).exists() else "files that are not this corpus"
     raise guards.RunError(f"--out {out} holds {held}; choose an empty or new folder, or pass --overwrite to "
                           "replace the corpus files there")
   if out.exists():
-    for stale in list(out.glob("*.array_record")) + [out / "tokenizer", out / MANIFEST]:
-      stale.rmtree() if stale.is_dir() else stale.unlink(missing_ok=True)
+    for stale in out.iterdir():
+      if _made_by_a_build(stale.name) and stale.name != BUILDING:
+        stale.rmtree() if stale.is_dir() else stale.unlink()
   out.mkdir(parents=True, exist_ok=True)
-  building.write_text(json.dumps({"fingerprint": fingerprint}))
+  (out / BUILDING).write_text(json.dumps({"fingerprint": fingerprint}))
 
 
 def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None = None,
@@ -308,7 +326,12 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
   if not packers["train"].writer.sequences:
     raise guards.RunError(f"{options.source}: no text to train on ({stats['raw_characters']} characters read, "
                           f"{stats['characters']} kept after cleaning, in {stats['train_documents']} training "
-                          "documents)")
+                          f"and {stats['valid_documents']} validation documents)")
+  if options.valid_fraction and not packers["valid"].writer.sequences:
+    raise guards.RunError(
+        f"{options.source}: no validation sequences: none of its {stats['train_documents']} documents fell into the "
+        f"validation split (valid_fraction {options.valid_fraction}; a document, e.g. a file, goes whole to one "
+        "split, by a hash of its name), and pretraining evaluates on it; add documents or raise valid_fraction")
   seconds = time.perf_counter() - start
   manifest = {
       "fingerprint": fingerprint,
