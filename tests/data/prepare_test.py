@@ -185,7 +185,7 @@ def test_no_validation_sequences_is_an_error_and_the_rerun_with_other_options_wo
   unless the folder holds something else."""
   texts, out = _write_texts(tmp_path / "texts"), tmp_path / "out"  # two documents, at fractions 0.38 and 0.15
   few = prepare.Options(source=f"text:{texts}", sequence_length=16, valid_fraction=0.1)
-  with pytest.raises(guards.RunError, match=r"no validation sequences: none of its 2 documents .*\(valid_fraction 0.1;"):
+  with pytest.raises(guards.RunError, match=r"no validation sequences: none of its 2 documents .*\(valid_fraction 0.1"):
     prepare.prepare_corpus(out, few, workers=1, progress=False, log=lambda *_: None)
   assert not (out / "manifest.json").exists()
   (out / "notes.txt").write_text("mine")

@@ -3,8 +3,10 @@ import subprocess
 import sys
 import unicodedata
 
+import pytest
+
 from wyjax.tasks import wyweb_files
-from wyjax.tasks.builders import punc
+from wyjax.tasks.builders import gjc, punc
 
 
 def test_label_paragraph():
@@ -49,3 +51,31 @@ def test_commands_refuse_unknown_commands_and_the_other_commands_flags(tmp_path)
     result = subprocess.run([sys.executable, "-m", "wyjax.tasks", *args], capture_output=True, text=True)
     assert result.returncode != 0 and message in result.stderr, (args, result.stderr)
   assert not out.exists()
+
+
+@pytest.mark.parametrize("command, build", [("build-punc", punc.build_punc), ("build-gjc", gjc.build_gjc)])
+def test_builders_never_replace_files_unless_told(tmp_path, command, build):
+  """The user's train/dev/test.tsv in --out are refused (the build replaced train and deleted the
+  others); with --overwrite, a build that fails leaves them as they were and nothing half-written."""
+  book = tmp_path / "daizhige" / "史藏" / "正史" / "a.txt"
+  book.parent.mkdir(parents=True)
+  book.write_text("太史公曰：余登箕山，其上盖有许由冢云。孔子序列古之仁圣贤人，如吴太伯、伯夷之伦详矣。\n", encoding="utf-8")
+  out = tmp_path / "out"
+  out.mkdir()
+  mine = {f"{split}.tsv": f"my {split}\n" for split in ("train", "dev", "test")}
+  for name, text in mine.items():
+    (out / name).write_text(text)
+  run = lambda *flags: subprocess.run([sys.executable, "-m", "wyjax.tasks", command, f"--daizhige={book.parents[2]}",
+                                       f"--out={out}", *flags], capture_output=True, text=True)
+  refused = run()
+  assert refused.returncode == 1 and refused.stderr.splitlines() == [
+      f"wyjax: error: --out {out} already holds train.tsv, dev.tsv, test.tsv; choose an empty or new folder, or pass "
+      "--overwrite to replace them"]
+  (book.parent / "b.txt").write_bytes("國家".encode("gbk"))
+  with pytest.raises(ValueError, match="b.txt:1: not valid UTF-8"):
+    build(book.parents[2], out, overwrite=True)
+  assert {p.name: p.read_text() for p in out.iterdir()} == mine
+  (book.parent / "b.txt").unlink()
+  replaced = run("--overwrite")
+  assert replaced.returncode == 0, replaced.stderr
+  assert sorted(p.name for p in out.iterdir()) == ["summary.json", "train.tsv"]  # one book: the other splits are empty

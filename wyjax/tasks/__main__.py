@@ -5,7 +5,8 @@
 
 build-punc labels each character of the punctuated texts with the mark that follows it; build-gjc
 labels passages with their collection. Both take [--dev_fraction=0.05] [--test_fraction=0.05]
-[--min_length=N] [--no_t2s].
+[--min_length=N] [--no_t2s] [--overwrite]. An --out already holding train/dev/test.tsv or
+summary.json (yours, or an earlier build's) is refused unless --overwrite.
 """
 from absl import app, flags
 
@@ -24,6 +25,7 @@ _MIN_LENGTH = flags.DEFINE_integer("min_length", None,
                                    "Shortest text kept (default: 8 for build-punc, 16 for build-gjc).")
 _MAX_LENGTH = flags.DEFINE_integer("max_length", 510, "Longest text written; longer ones are cut.")
 _NO_T2S = flags.DEFINE_bool("no_t2s", False, "Keep traditional characters.")
+_OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace train/dev/test.tsv and summary.json already in --out.")
 
 # Flags only one command reads: given to the other, they would be silently ignored.
 _OWNER = {_COLLECTIONS.name: "build-punc", _PER_COLLECTION.name: "build-gjc"}
@@ -39,7 +41,7 @@ def main(argv):
   if _DAIZHIGE.value is None or _OUT.value is None:
     raise app.UsageError(f"{command} needs --daizhige and --out")
   options = {"dev_fraction": _DEV_FRACTION.value, "test_fraction": _TEST_FRACTION.value,
-             "max_length": _MAX_LENGTH.value, "t2s": not _NO_T2S.value}
+             "max_length": _MAX_LENGTH.value, "t2s": not _NO_T2S.value, "overwrite": _OVERWRITE.value}
   if _MIN_LENGTH.value is not None:  # else the builder's own default
     options["min_length"] = _MIN_LENGTH.value
   if command == "build-gjc":

@@ -15,11 +15,11 @@ choices (docs/finetuning.md):
 """
 import collections
 import heapq
-import json
 import pathlib
 
+from wyjax.core.storage import written_whole
 from wyjax.data import corpus
-from wyjax.tasks.builders import punc
+from wyjax.tasks.builders import outputs, punc
 
 
 def passages(paragraphs: list[str], min_length: int, max_length: int):
@@ -42,8 +42,9 @@ def pieces(paragraph: str, max_length: int) -> list[str]:
 
 def build_gjc(daizhige_dir, out, *, per_collection: int = 10_000, dev_fraction: float = 0.05,
               test_fraction: float = 0.05, min_length: int = 16, max_length: int = 510,
-              t2s: bool = True) -> dict:
+              t2s: bool = True, overwrite: bool = False) -> dict:
   reader = corpus.DaizhigeReader(daizhige_dir)
+  out = outputs.claim(out, overwrite)
   counts, seen = collections.Counter(), set()
   # Per collection, a max-heap (by negated hash) of the per_collection smallest-hash passages.
   samples = collections.defaultdict(list)
@@ -70,14 +71,11 @@ def build_gjc(daizhige_dir, out, *, per_collection: int = 10_000, dev_fraction: 
   for collection, heap in samples.items():
     for negated_key, passage, split in heap:
       rows[split].append((-negated_key, collection, passage))
-  out = pathlib.Path(out)
-  out.mkdir(parents=True, exist_ok=True)
   for split, split_rows in rows.items():
     split_rows.sort()  # hash order: collections interleaved
-    (out / f"{split}.tsv").write_text("".join(f"{c}\t{p}\n" for _, c, p in split_rows), encoding="utf-8")
+    with written_whole(out / f"{split}.tsv", encoding="utf-8") as f:
+      f.write("".join(f"{c}\t{p}\n" for _, c, p in split_rows))
     counts[f"{split}_examples"] = len(split_rows)
     counts.update(f"{split} {c}" for _, c, _ in split_rows)
   corpus.drop_empty_splits(out, ".tsv", counts)
-  summary = dict(sorted(counts.items()))
-  (out / "summary.json").write_text(json.dumps(summary, ensure_ascii=False, indent=2))
-  return summary
+  return outputs.write_summary(out, counts)

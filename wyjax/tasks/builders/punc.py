@@ -9,11 +9,12 @@ sentence-ending mark. Documents are split into train/dev/test by hash; exact dup
 paragraphs are dropped (counted in the summary).
 """
 import collections
-import json
-import pathlib
+import contextlib
 import unicodedata
 
+from wyjax.core.storage import written_whole
 from wyjax.data import corpus
+from wyjax.tasks.builders import outputs
 from wyjax.tasks.wyweb_files import PUNC_MARKS
 
 VARIANTS = {".": "。", "?": "？", "!": "！", ",": "，", ";": "；", ":": "：", "｡": "。", "､": "、",
@@ -55,35 +56,31 @@ def split_long(text: str, tags: str, max_length: int) -> list[tuple[str, str]]:
 
 def build_punc(daizhige_dir, out, *, collections_=("史藏",), dev_fraction: float = 0.05,
                test_fraction: float = 0.05, min_length: int = 8, max_length: int = 510,
-               t2s: bool = True) -> dict:
+               t2s: bool = True, overwrite: bool = False) -> dict:
   reader = corpus.DaizhigeReader(daizhige_dir)
-  out = pathlib.Path(out)
-  out.mkdir(parents=True, exist_ok=True)
-  writers = {s: open(out / f"{s}.tsv", "w", encoding="utf-8") for s in ("train", "dev", "test")}
+  out = outputs.claim(out, overwrite)
   counts, seen = collections.Counter(), set()
-  for unit in reader.units():
-    if unit.split("/")[0] not in collections_:
-      continue
-    for doc in reader.read(unit):
-      h = corpus.document_fraction(doc.id)
-      split = "test" if h < test_fraction else "dev" if h < test_fraction + dev_fraction else "train"
-      for paragraph in corpus.clean_paragraphs(doc.paragraphs, t2s=t2s):
-        key = corpus.paragraph_hash(paragraph)
-        if key in seen:
-          counts["duplicate_paragraphs"] += 1
-          continue
-        seen.add(key)
-        text, tags = label_paragraph(paragraph)
-        if len(text) < min_length or set(tags) == {"O"}:
-          counts["skipped_unpunctuated_or_short"] += 1
-          continue
-        for piece_text, piece_tags in split_long(text, tags, max_length):
-          writers[split].write(f"{piece_text}\t{piece_tags}\n")
-          counts[f"{split}_examples"] += 1
-          counts.update(f"mark {t}" for t in piece_tags if t != "O")
-  for w in writers.values():
-    w.close()
+  with contextlib.ExitStack() as files:
+    writers = {s: files.enter_context(written_whole(out / f"{s}.tsv", encoding="utf-8")) for s in outputs.SPLITS}
+    for unit in reader.units():
+      if unit.split("/")[0] not in collections_:
+        continue
+      for doc in reader.read(unit):
+        h = corpus.document_fraction(doc.id)
+        split = "test" if h < test_fraction else "dev" if h < test_fraction + dev_fraction else "train"
+        for paragraph in corpus.clean_paragraphs(doc.paragraphs, t2s=t2s):
+          key = corpus.paragraph_hash(paragraph)
+          if key in seen:
+            counts["duplicate_paragraphs"] += 1
+            continue
+          seen.add(key)
+          text, tags = label_paragraph(paragraph)
+          if len(text) < min_length or set(tags) == {"O"}:
+            counts["skipped_unpunctuated_or_short"] += 1
+            continue
+          for piece_text, piece_tags in split_long(text, tags, max_length):
+            writers[split].write(f"{piece_text}\t{piece_tags}\n")
+            counts[f"{split}_examples"] += 1
+            counts.update(f"mark {t}" for t in piece_tags if t != "O")
   corpus.drop_empty_splits(out, ".tsv", counts)
-  summary = dict(sorted(counts.items()))
-  (out / "summary.json").write_text(json.dumps(summary, ensure_ascii=False, indent=2))
-  return summary
+  return outputs.write_summary(out, counts)
