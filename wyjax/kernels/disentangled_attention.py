@@ -1,5 +1,7 @@
-"""DeBERTa's disentangled attention as flash-style Pallas kernels (TPU Mosaic; interpret mode
-anywhere): tiles of queries and keys, an online softmax, no [L, L] tensor in HBM.
+"""DeBERTa's disentangled attention as flash-style Pallas kernels for TPUs (Mosaic; interpret mode
+anywhere): tiles of queries and keys, an online softmax, no [L, L] tensor in HBM. The GPU kernel
+is disentangled_attention_gpu; the tile math, spec and dropout hash both use are
+attention_common's.
 
 Scores, for query i and key j at distance d = i - j:
 
@@ -12,11 +14,10 @@ query's row so that its B keys line up (Transformer-XL's "relative shift", done 
 Without c2p and p2c this is plain flash attention (BERT).
 
 Attention-probability dropout draws its keep mask from a hash of (seed, batch·head, i, j)
-(`dropout_keep`), so the forward and both backward kernels see the same mask without storing it.
-The backward recomputes the scores from the saved log-sum-exp: one kernel accumulates dq (and
+(`attention_common.dropout_keep`), so the forward and both backward kernels see the same mask
+without storing it. The backward recomputes the scores from the saved log-sum-exp: one kernel accumulates dq (and
 the tables' gradients, over all batch rows and tiles of a head), one dk and dv.
 """
-import dataclasses
 import functools
 from typing import NamedTuple
 
@@ -26,25 +27,11 @@ import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-MASKED = float(np.finfo(np.float32).min)  # a key the mask hides: as the XLA path, so a fully masked row is uniform
+from wyjax.kernels import attention_common as common
+from wyjax.kernels.attention_common import MASKED, Spec
+from wyjax.kernels.attention_common import dropout_keep, fold_in  # noqa: F401  (the wiring's and tests' names)
+
 LANES = 128
-
-
-@dataclasses.dataclass(frozen=True)
-class Spec:
-  """What the kernels are compiled for (static)."""
-  length: int  # true sequence length; the arrays are padded to a multiple of `block`
-  block: int
-  scale: float
-  c2p: bool
-  p2c: bool
-  dropout_rate: float
-  interpret: bool
-
-  @property
-  def padded_length(self) -> int:
-    """Lp: the length padded to whole tiles."""
-    return -(-self.length // self.block) * self.block
 
 
 class Tables(NamedTuple):
@@ -101,18 +88,6 @@ def _spread(ds):
   return spread.astype(ds.dtype)
 
 
-def _dot(a, b):
-  return jax.lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
-
-
-def _dot_nt(a, b):  # a @ b.T
-  return jax.lax.dot_general(a, b, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
-
-
-def _dot_tn(a, b):  # a.T @ b
-  return jax.lax.dot_general(a, b, (((0,), (0,)), ((), ())), preferred_element_type=jnp.float32)
-
-
 def _to_column(row):
   """[1, B] → [B, 1] (through a lane-wide transpose, which Mosaic lowers)."""
   return jnp.transpose(jnp.broadcast_to(row, (LANES, row.shape[1])))[:, :1]
@@ -120,28 +95,6 @@ def _to_column(row):
 
 def _to_row(column):
   return jnp.transpose(jnp.broadcast_to(column, (column.shape[0], LANES)))[:1, :]
-
-
-def _mix(x):
-  """murmur3's 32-bit finaliser on int32: wrapping products have uint32's bits, shifts are logical."""
-  srl = jax.lax.shift_right_logical
-  x = x ^ srl(x, 16)
-  x = x * jnp.int32(-2048144789)  # 0x85ebca6b
-  x = x ^ srl(x, 13)
-  x = x * jnp.int32(-1028477387)  # 0xc2b2ae35
-  return x ^ srl(x, 16)
-
-
-def fold_in(seed, value):
-  """The int32 seed of stream `value` of `seed` (a batch row and head, a shard)."""
-  return _mix(seed ^ _mix(value * jnp.int32(-1640531527) + 1))  # 0x9e3779b9
-
-
-def dropout_keep(seed, batch_head, rows, cols, padded_length: int, rate: float):
-  """Keep mask of attention-probability dropout for query rows × key cols (int32, broadcastable)
-  of one batch row and head: P(keep) = 1 - rate, to 2⁻²⁴. The kernels and tests share it."""
-  bits = _mix((rows * padded_length + cols) ^ fold_in(seed, batch_head))
-  return jax.lax.shift_right_logical(bits, 8) >= jnp.int32(round(rate * (1 << 24)))
 
 
 def _batch_head():
@@ -159,22 +112,16 @@ def _scores(spec: Spec, r, query_tile, key_tile, tiles: int, cols):
   """Masked scores of one tile, float32 [B, B]."""
   q, k, block = r.q[...], r.k[...], spec.block
   descending, ascending = _window_starts(query_tile, key_tile, tiles, block)
-  s = _dot_nt(q, k)
+  s = common.dot_nt(q, k)
   if spec.c2p:
-    s += _skew(_dot_nt(q, _window(r.c2p, descending, block)), block)[:, :block]
+    s += _skew(common.dot_nt(q, _window(r.c2p, descending, block)), block)[:, :block]
   if spec.p2c:
-    s += jnp.transpose(_skew(_dot_nt(k, _window(r.p2c, ascending, block)), block)[:, :block])
-  s = jnp.where(r.mask[...] != 0, s * (1.0 / spec.scale), MASKED)
-  return jnp.where(cols < spec.length, s, -jnp.inf)
+    s += jnp.transpose(_skew(common.dot_nt(k, _window(r.p2c, ascending, block)), block)[:, :block])
+  return common.mask_scores(spec, s, r.mask[...], cols)
 
 
 def _dropout(spec: Spec, seed, rows, cols, tiles: int):
-  """This tile's dropout, its keep mask hashed once: x ↦ x with the dropped entries 0 and the kept
-  ones rescaled (x itself without dropout)."""
-  if not spec.dropout_rate:
-    return lambda x: x
-  keep = dropout_keep(seed, _batch_head(), rows, cols, tiles * spec.block, spec.dropout_rate)
-  return lambda x: jnp.where(keep, x * (1.0 / (1.0 - spec.dropout_rate)), 0.0)
+  return common.dropout(spec, seed, _batch_head(), rows, cols, tiles * spec.block)
 
 
 class _Refs:
@@ -211,13 +158,9 @@ def _forward_kernel(spec: Spec, tiles: int, *refs):
 
   rows, cols = _positions(spec, query_tile, key_tile)
   s = _scores(spec, r, query_tile, key_tile, tiles, cols)
-  m_prev = r.m[...]
-  m = jnp.maximum(m_prev, s.max(axis=1, keepdims=True))
-  p = jnp.exp(s - m)
-  correction = jnp.exp(m_prev - m)
-  r.l[...] = correction * r.l[...] + p.sum(axis=1, keepdims=True)
+  m, r.l[...], p, correction = common.softmax_step(s, r.m[...], r.l[...])
   p = _dropout(spec, r.seed[0], rows, cols, tiles)(p)
-  r.acc[...] = correction * r.acc[...] + _dot(p.astype(r.v.dtype), r.v[...])
+  r.acc[...] = correction * r.acc[...] + common.dot(p.astype(r.v.dtype), r.v[...])
   r.m[...] = m
 
   @pl.when(key_tile == tiles - 1)
@@ -233,8 +176,8 @@ def _score_gradient(spec: Spec, r: _Refs, query_tile, key_tile, tiles: int):
   s = _scores(spec, r, query_tile, key_tile, tiles, cols)
   p = jnp.exp(s - _to_column(r.lse[...]))
   dropout = _dropout(spec, r.seed[0], rows, cols, tiles)
-  dp = dropout(_dot_nt(r.do[...], r.v[...]))
-  ds = jnp.where(r.mask[...] != 0, p * (dp - _to_column(r.delta[...])) * (1.0 / spec.scale), 0.0)
+  dp = dropout(common.dot_nt(r.do[...], r.v[...]))
+  ds = common.score_gradient(spec, p, dp, _to_column(r.delta[...]), r.mask[...])
   return dropout(p), ds.astype(r.q.dtype)
 
 
@@ -258,13 +201,13 @@ def _dq_kernel(spec: Spec, tiles: int, *refs):
   _, ds = _score_gradient(spec, r, query_tile, key_tile, tiles)
   q, k, block = r.q[...], r.k[...], spec.block
   descending, ascending = _window_starts(query_tile, key_tile, tiles, block)
-  dq = _dot(ds, k)
+  dq = common.dot(ds, k)
   if spec.c2p:  # c2p's window gradient comes out ascending
     dwindow = _spread(ds)
-    dq += _dot(dwindow, _window(r.c2p_grad, ascending, block))
-    r.dc2p[pl.ds(ascending, 2 * block), :] += _dot_tn(dwindow, q)
+    dq += common.dot(dwindow, _window(r.c2p_grad, ascending, block))
+    r.dc2p[pl.ds(ascending, 2 * block), :] += common.dot_tn(dwindow, q)
   if spec.p2c:  # p2c's descending
-    r.dp2c[pl.ds(descending, 2 * block), :] += _dot_tn(_spread(jnp.transpose(ds)), k)
+    r.dp2c[pl.ds(descending, 2 * block), :] += common.dot_tn(_spread(jnp.transpose(ds)), k)
   r.dq_acc[...] += dq
 
   @pl.when(last)
@@ -284,11 +227,11 @@ def _dkv_kernel(spec: Spec, tiles: int, *refs):
 
   p, ds = _score_gradient(spec, r, query_tile, key_tile, tiles)
   q, do = r.q[...], r.do[...]
-  r.dv_acc[...] += _dot_tn(p.astype(do.dtype), do)
-  dk = _dot_tn(ds, q)
+  r.dv_acc[...] += common.dot_tn(p.astype(do.dtype), do)
+  dk = common.dot_tn(ds, q)
   if spec.p2c:
     descending, _ = _window_starts(query_tile, key_tile, tiles, spec.block)
-    dk += _dot(_spread(jnp.transpose(ds)), _window(r.p2c_grad, descending, spec.block))
+    dk += common.dot(_spread(jnp.transpose(ds)), _window(r.p2c_grad, descending, spec.block))
   r.dk_acc[...] += dk
 
   @pl.when(query_tile == tiles - 1)
