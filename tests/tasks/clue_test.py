@@ -348,6 +348,43 @@ def test_cmrc_references_not_in_the_context_are_scored_not_trained_on(tmp_path):
   assert TASKS["cmrc2018"].score([first, second], ["沙特的东部", "阿拉伯国"])["em"] == 0.5
 
 
+def test_cmrc_official_dev_layout_scores_as_cmrc2018_evaluate(tmp_path):
+  """The official dev file gives answer_start -1 to references it could not place, and 174 of its
+  3,219 questions have a reference not verbatim in the context. Such a file (written here) reads as
+  a dev or test split, and wyjax's EM/F1 on its submission are the official script's, which never
+  reads answer_start and scores every reference by its text."""
+  # Characters: 1898年 at 7, 京师大学堂 at 15; 2,740,000平方米 at 7, 海淀区 at 24.
+  contexts = ["北京大学创建于1898年，初名京师大学堂，是中国近代第一所国立大学。", "该校占地面积约2,740,000平方米，校园位于海淀区。"]
+  references = [[[("1898年", 7), ("1898年", 7), ("1898", 7)], [("京师大学堂", 15), ("京師大學堂", -1)],
+                 [("近代首所国立大学", -1)]],
+                [[("约274万平方米", -1), ("2,740,000平方米", 7)], [("海淀区", 24)], [("海淀区", -1)]]]
+  data = {"version": "v1.0", "data": [{"id": f"TEST_{a}", "title": "北大", "paragraphs": [{
+      "id": f"TEST_{a}", "context": context, "qas": [
+          {"question": "问？", "id": f"TEST_{a}_QUERY_{q}",
+           "answers": [{"text": text, "answer_start": start} for text, start in answers]}
+          for q, answers in enumerate(references[a])]}]} for a, context in enumerate(contexts)]}
+  for name in ("cmrc2018_dev.json", "cmrc2018_test.json"):
+    (tmp_path / name).write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+  examples = clue_reading.read_split("cmrc2018", tmp_path, "test")
+  assert examples == clue_reading.read_split("cmrc2018", tmp_path, "dev")
+  assert [e.answer for e in examples] == [(7, 12), (15, 20), clue_reading.NO_SPAN, (7, 19), (24, 27), (24, 27)]
+  task = TASKS["cmrc2018"]
+  assert task.notes(examples) == [
+      "1 answer(s) whose answer_start missed their text, taken at its nearest occurrence (TEST_1_QUERY_2)",
+      "3 reference answer(s) of 3 question(s) not in the context, scored but not trained on (TEST_0_QUERY_1, "
+      "TEST_0_QUERY_2, TEST_1_QUERY_0)",
+      "1 question(s) with no reference in the context: not trained on (TEST_0_QUERY_2)"]
+  (submission,) = task.submission(examples, ["1898年", "京師大學堂", "中国近代第一所国立大学", "2,740,000平方米。", "",
+                                             "位于海淀区"])
+  predicted = json.loads(submission)
+  scores = task.score(examples, [predicted[e.id] for e in examples])
+  # By hand, cmrc2018_evaluate.py over the six questions: EM 1, 1 (the reference not in the context),
+  # 0, 1 (。 removed), 0, 0. F1 1, 1; 近代首所国立大学 vs 中国近代第一所国立大学: the run 所国立大学,
+  # P 5/11, R 5/8, F1 10/19; 1; 0 (empty); 海淀区 vs 位于海淀区: P 3/5, R 1, F1 3/4.
+  em, f1 = 3 / 6, (1 + 1 + 10 / 19 + 1 + 0 + 3 / 4) / 6
+  assert scores == pytest.approx({"em": em, "f1": f1, "average": (em + f1) / 2})
+
+
 def test_chid_in_clues_layout_one_example_per_blank(tmp_path):
   idioms = ["画蛇添足", "雪中送炭", "草木皆兵", "小巧玲珑", "坚如盘石", "喜上眉梢", "脸红耳赤", "急功近利", "欢天喜地",
             "万人空巷"]

@@ -73,12 +73,14 @@ class CmrcExample:
 
 def read_cmrc(path, *, labelled: bool) -> list[CmrcExample]:
   """Every question of a SQuAD v1.1 file, each id once, with all its references: the official
-  evaluation scores against each. Training takes the first reference found in the context; an
-  answer_start that misses its text is moved to the text's nearest occurrence (5 of the trial
-  file's 901 are off by one). References not in the context at all (the official dev and test
-  files have some: variant characters, paraphrases) are kept for scoring; these, moved starts
-  and empty questions are counted in the run's notes. An answer_start outside the context is
-  an error."""
+  evaluation (cmrc2018_evaluate.py) scores against each reference's text and never reads
+  answer_start. Training takes the first reference found in the context; an answer_start that
+  misses its text, or is -1 (the official dev file's, for a reference without a position), is
+  moved to the text's nearest occurrence (5 of the trial file's 901 are off by one). References
+  not in the context at all (174 of the official dev file's 3,219 questions have one: variant
+  characters, paraphrases) are scored by their text; a question with no reference in the context
+  is not trained on (BERT's run_squad skips it). These, moved starts and empty questions are
+  counted in the run's notes. Any other answer_start outside the context is an error."""
   squad, line_of = located_json(path)
   articles = files.field(path, 1, expect(path, 1, squad, dict, "the file"), "data", list)
   out = []
@@ -111,14 +113,15 @@ def _cmrc_question(path, line: int, line_of, qa: dict, context: str, labelled: b
 
 def _cmrc_answer(path, line: int, qid: str, answer: dict, context: str) -> tuple[str, tuple[int, int] | None, bool]:
   """The answer's text, its [start, end) characters (None: not in the context), and whether
-  answer_start missed the text, which is then taken at its nearest occurrence."""
+  answer_start missed the text (or was -1), which is then taken at its nearest occurrence."""
   text = files.field(path, line, answer, "text", str)
   start = files.field(path, line, answer, "answer_start", int)
   if not text:
     raise FormatError(path, line, f"{qid}: empty answer text")
-  if not 0 <= start < len(context):
-    raise FormatError(path, line, f"{qid}: answer_start {start} is outside the context (0 to {len(context) - 1})")
-  if context[start:start + len(text)] == text:
+  if not -1 <= start < len(context):
+    raise FormatError(path, line, f"{qid}: answer_start {start} is outside the context (0 to {len(context) - 1}) "
+                                  "and not -1 (no position)")
+  if start >= 0 and context[start:start + len(text)] == text:
     return text, (start, start + len(text)), False
   found = [i for i in range(len(context)) if context.startswith(text, i)]
   if not found:
