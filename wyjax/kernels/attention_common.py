@@ -31,6 +31,14 @@ class Spec:
     return -(-self.length // self.block) * self.block
 
 
+class Refs:
+  """A kernel's refs by name, in pallas_call's order (inputs, outputs, scratch)."""
+
+  def __init__(self, names, refs):
+    assert len(names) == len(refs), (names, len(refs))
+    self.__dict__.update(zip(names, refs))
+
+
 def dot(a, b):
   return jax.lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
 

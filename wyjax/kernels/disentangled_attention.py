@@ -124,14 +124,6 @@ def _dropout(spec: Spec, seed, rows, cols, tiles: int):
   return common.dropout(spec, seed, _batch_head(), rows, cols, tiles * spec.block)
 
 
-class _Refs:
-  """The kernels' refs by name: inputs, outputs, scratch, in pallas_call's order."""
-
-  def __init__(self, names, refs):
-    assert len(names) == len(refs), (names, len(refs))
-    self.__dict__.update(zip(names, refs))
-
-
 def _table_names(spec: Spec, backward: bool):
   return ("c2p",) * spec.c2p + ("p2c",) * spec.p2c + (
       ("c2p_grad",) * spec.c2p + ("p2c_grad",) * spec.p2c if backward else ())
@@ -147,7 +139,7 @@ def _window(table_ref, start, block: int):
 
 
 def _forward_kernel(spec: Spec, tiles: int, *refs):
-  r = _Refs(_input_names(spec, backward=False) + ("o", "lse", "m", "l", "acc"), refs)
+  r = common.Refs(_input_names(spec, backward=False) + ("o", "lse", "m", "l", "acc"), refs)
   query_tile, key_tile = pl.program_id(2), pl.program_id(3)
 
   @pl.when(key_tile == 0)
@@ -169,7 +161,7 @@ def _forward_kernel(spec: Spec, tiles: int, *refs):
     r.lse[...] = _to_row(r.m[...] + jnp.log(r.l[...]))
 
 
-def _score_gradient(spec: Spec, r: _Refs, query_tile, key_tile, tiles: int):
+def _score_gradient(spec: Spec, r: common.Refs, query_tile, key_tile, tiles: int):
   """Recomputes a tile's probabilities: (dropped probabilities, d loss / d unscaled score terms
   in the compute dtype)."""
   rows, cols = _positions(spec, query_tile, key_tile)
@@ -185,7 +177,7 @@ def _dq_kernel(spec: Spec, tiles: int, *refs):
   """Grid (head, batch, query tile, key tile): dq, and the tables' gradients of this head,
   accumulated over all batch rows and tiles."""
   grads = ("dc2p",) * spec.c2p + ("dp2c",) * spec.p2c  # [2Lp, d] float32 blocks, resident over a head
-  r = _Refs(_input_names(spec, backward=True) + ("dq",) + grads + ("dq_acc",), refs)
+  r = common.Refs(_input_names(spec, backward=True) + ("dq",) + grads + ("dq_acc",), refs)
   query_tile, key_tile = pl.program_id(2), pl.program_id(3)
   first, last = key_tile == 0, key_tile == tiles - 1
 
@@ -217,7 +209,7 @@ def _dq_kernel(spec: Spec, tiles: int, *refs):
 
 def _dkv_kernel(spec: Spec, tiles: int, *refs):
   """Grid (head, batch, key tile, query tile): dk and dv."""
-  r = _Refs(_input_names(spec, backward=True) + ("dk", "dv", "dk_acc", "dv_acc"), refs)
+  r = common.Refs(_input_names(spec, backward=True) + ("dk", "dv", "dk_acc", "dv_acc"), refs)
   key_tile, query_tile = pl.program_id(2), pl.program_id(3)
 
   @pl.when(query_tile == 0)
