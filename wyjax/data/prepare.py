@@ -203,7 +203,7 @@ def _map(pool, fn, units, progress: bool, what: str):
       for result in results if pool else map(fn, units):
         bar.update()
         yield result
-    except concurrent.futures.process.BrokenProcessPool as e:
+    except concurrent.futures.BrokenExecutor as e:  # a worker died, or its result could not be read back
       raise guards.RunError(f"{what}: {e} (--workers=1 does the work in this process)") from e
 
 
