@@ -2,7 +2,7 @@
 same dropout mask, its dropout mask read back from its output, a planted backward error caught,
 and its three kernels compiled for an H100 (sm_90) through Triton's own compiler on this host.
 
-The parity with the XLA path through attention.py's wiring is in tests/models/attention_test.py.
+The parity with the XLA path through attention.py's wiring is in tests/models/attention_gpu_test.py.
 """
 import warnings
 
@@ -40,7 +40,7 @@ def _kernel(spec, key_mask, seed):
   def attend(q, k, v, pos_key, pos_query):
     to_tiles = lambda x: jnp.pad(x, ((0, 0), (0, 0), (0, pad), (0, 0)))
     mask = jnp.pad(key_mask.astype(jnp.int32), ((0, 0), (0, pad)))[:, None, :]
-    tables = gpu.relative_tables(pos_key, pos_query, _rows_of, spec.padded_length)
+    tables = gpu.distance_tables(pos_key, pos_query, _rows_of, spec.padded_length)
     return gpu.fused_attention(spec, to_tiles(q), to_tiles(k), to_tiles(v), mask, tables, seed)[:, :, :spec.length]
 
   return attend

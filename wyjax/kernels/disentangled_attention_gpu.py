@@ -41,6 +41,7 @@ from wyjax.kernels import attention_common as common
 from wyjax.kernels.attention_common import MASKED, Spec
 
 BLOCK = 64  # queries and keys per tile; untuned (no GPU measured yet): FlashDeBERTa finds small tiles best
+HEAD_DIMS = (16, 32, 64, 128)  # Triton's tiles are powers of two, its matmuls 16 deep at least
 
 
 class Tables(NamedTuple):
@@ -52,9 +53,9 @@ class Tables(NamedTuple):
   rows: jax.Array | None = None
 
 
-def relative_tables(pos_key, pos_query, relative_index, padded_length: int) -> Tables:
-  """[2S, heads, d] relative projections (or None) → `Tables`; relative_index maps distances
-  i - j (numpy) to rows of the projections."""
+def distance_tables(pos_key, pos_query, relative_index, padded_length: int) -> Tables:
+  """[2S, heads, d] relative projections (or None) → `Tables`: the projections, and the row of
+  every distance; relative_index maps distances i - j (numpy) to rows of the projections."""
   if pos_key is None and pos_query is None:
     return Tables()
   heads = (pos_key if pos_key is not None else pos_query).shape[1]
@@ -267,7 +268,7 @@ def fused_attention(spec: Spec, q, k, v, mask, tables: Tables, seed):
 
   q, k, v: [batch, heads, Lp, d] with Lp a multiple of spec.block (keys from spec.length on are
   never attended); mask: int32 [batch, 1 or Lp, Lp], nonzero where a query may attend a key;
-  tables: `relative_tables` (c2p, p2c entries as spec says); seed: int32 scalar of the dropout
+  tables: `distance_tables` (c2p, p2c entries as spec says); seed: int32 scalar of the dropout
   hash. Returns [batch, heads, Lp, d].
   """
   return _forward(spec, q, k, v, mask, tables, seed)[0]
