@@ -14,6 +14,9 @@ def _write_inputs(root):
   (root / "gbk" / "gbk.txt").write_bytes("國家".encode("gbk"))
   (root / "tlc").mkdir()
   (root / "tlc" / "train.tsv").write_text("远古\t先秦\t学而时习之\n中古\t唐\n", encoding="utf-8")
+  (root / "nested").mkdir()  # deeper than Python's JSON parser goes: 2,988 lines of RecursionError
+  (root / "nested" / "train.json").write_text('{"label": "100", "sentence": "学而"}\n{"label": ' + "[" * 100_000
+                                              + "]" * 100_000 + "}\n", encoding="utf-8")
 
 
 def _cases(root):
@@ -35,6 +38,9 @@ def _cases(root):
       "finetune: bad file": ("wyjax.finetune", ["--config=tlc.py", f"--workdir={root / 'f'}",
                                                 f"--config.data_dir={tlc}"], 1,
                              f"{tlc / 'train.tsv'}:2: expected 3 tab-separated fields"),
+      "finetune: nested JSON": ("wyjax.finetune", ["--config=clue/tnews.py", f"--workdir={root / 'fn'}",
+                                                   f"--config.data_dir={root / 'nested'}"], 1,
+                                f"{root / 'nested' / 'train.json'}:2: JSON nested 100001 levels deep"),
       "finetune: workdir a file": ("wyjax.finetune", ["--config=tlc.py", f"--workdir={a_file}",
                                                       f"--config.data_dir={tlc}"], 1, str(a_file)),
       "finetune: no workdir": ("wyjax.finetune", ["--config=tlc.py"], 2, "--workdir is required"),

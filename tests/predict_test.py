@@ -192,7 +192,7 @@ def test_a_bad_line_is_one_error_line_or_skipped_and_counted(runs, tmp_path):
              f"--output={tmp_path / 'out.jsonl'}"]
   failed = subprocess.run(command, cwd=REPO_ROOT, env=pretrain_env(), capture_output=True, text=True)
   assert failed.returncode != 0 and "Traceback" not in failed.stderr
-  assert f"wyjax: error: {tmp_path / 'in.txt'}:2: not valid JSON" in failed.stderr
+  assert f"wyjax: error: {tmp_path / 'in.txt'}:2: invalid JSON" in failed.stderr
   skipped = subprocess.run(command + ["--skip_bad_lines", "--overwrite"], cwd=REPO_ROOT, env=pretrain_env(),
                            capture_output=True, text=True)
   assert skipped.returncode == 0, skipped.stderr[-2000:]

@@ -21,7 +21,6 @@ on a padded batch. --push_to_hub reads HF_TOKEN (and HF_ENDPOINT) from the envir
 path may be a bucket (gs://…): the export is then fetched to a temporary folder for --verify
 and --push_to_hub. A non-empty --out is refused unless --overwrite.
 """
-import json
 import logging
 import tempfile
 
@@ -110,7 +109,7 @@ def _export_encoder(path, legacy, name):
   model = random_model(_RANDOM_INIT.value) if path is None else loading.load(path)
   training, results = (None, None) if path is None else export_folder.run_info(path)
   if _RESULTS.value:
-    results = json.loads(epath.Path(_RESULTS.value).read_text())
+    results = storage.read_json(_RESULTS.value)
   base_model = _BASE_MODEL.value or (export_folder.hub_id(training["config"].get("init")) if training else None)
   out = export_folder.export(model, _OUT.value, legacy=legacy, name=name, license=_LICENSE.value,
                              results=results, training=training, base_model=base_model, task_data=_TASK_DATA.value,

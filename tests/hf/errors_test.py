@@ -7,7 +7,8 @@ from safetensors.numpy import load_file, save_file
 
 import wyjax.hf
 from tests.hf import parity_test, tiny_models
-from wyjax.hf import configs, export_folder, weights
+from wyjax.core.storage import FormatError
+from wyjax.hf import configs, export_folder, task_models, weights
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +41,20 @@ def test_conv_kernel_size_is_not_supported(exported, tmp_path):
   (folder / "config.json").write_text(json.dumps(config))
   with pytest.raises(configs.UnsupportedConfigError, match="conv_kernel_size=3.*not supported"):
     wyjax.hf.load(folder)
+
+
+def test_a_truncated_json_file_names_itself_and_its_line(exported, tmp_path):
+  """config.json (hf loading, task model loading) and results.json (a fine-tuning workdir's best
+  run, which predict, translate and export load) cut short: json's bare message named neither."""
+  folder = _copy(exported, tmp_path)
+  cut = (folder / "config.json").read_text()[:60]
+  (folder / "config.json").write_text(cut)
+  for load in (wyjax.hf.load, task_models.load):
+    with pytest.raises(FormatError, match=rf"config\.json:{cut.count(chr(10)) + 1}: invalid JSON"):
+      load(folder)
+  (tmp_path / "results.json").write_text('{"task": "tlc", "best_run": ')
+  with pytest.raises(FormatError, match=r"results\.json:1: invalid JSON \(Expecting value: column 29\)"):
+    task_models.load(tmp_path)
 
 
 def test_missing_tensor_names_key_and_shape(exported, tmp_path):

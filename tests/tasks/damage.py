@@ -4,7 +4,8 @@ A seed is a small folder (3-6 records a file) as its benchmark releases it, held
 (JSON documents, rows of fields) and written the way the real files are (CRLF or LF, a final
 newline or none, JSON indents). Damage is drawn with hypothesis: edits of the values (a field or
 record deleted or written twice, a wrong JSON type, an out-of-range offset, an odd character in
-a string), then of the written bytes (truncation, a raw odd character). Each seed counts the
+a string; in JSON, nesting deeper than Python's parser goes or an integer of more digits than it
+converts), then of the written bytes (truncation, a raw odd character). Each seed counts the
 records of any text from the format's own definition, never through wyjax's readers, so the
 test can tell a clean read from a silent loss. The text is generated: nothing here comes from
 the shared data.
@@ -27,6 +28,8 @@ ODD_CHARACTERS = (SURROGATE, "\ufeff", "\x00", "\r", "\u0301", "\ue000")  # BOM,
 RAW_CHARACTERS = ODD_CHARACTERS[1:] + ("\t",)  # inserted into a file's text anywhere
 WRONG_JSON = (None, 0, -1, 1.5, True, False, "", "字", [], {})
 WRONG_TEXT = ("", " ", "字", "0", "-1", "1.5", "true", "null", "O", "I-PER")
+# Values json.dumps cannot write, written in their place after it (expanded).
+DEEP, HUGE = "⟦nested 100,000 deep⟧", "⟦an integer of 5,001 digits⟧"
 
 
 class Malformed(Exception):
@@ -243,6 +246,8 @@ def damage_value(data, value, table: bool) -> None:
     edits.append("offset")
   if isinstance(node, str):
     edits.append("odd character")
+  if not table:
+    edits += ["nest deeply", "huge integer"]
   edit = data.draw(st.sampled_from(edits), label="edit")
   if edit == "delete":
     del parent[key]
@@ -254,6 +259,8 @@ def damage_value(data, value, table: bool) -> None:
     parent[key] = _copy(data.draw(st.sampled_from(WRONG_TEXT if table else WRONG_JSON + ([node],)), label="value"))
   elif edit == "offset":
     parent[key] = _bad_offset(data, node)
+  elif edit in ("nest deeply", "huge integer"):
+    parent[key] = DEEP if edit == "nest deeply" else HUGE
   else:
     at = data.draw(st.integers(0, len(node)), label="at")
     # A table is written as text, which cannot hold a lone surrogate.
@@ -271,6 +278,10 @@ def damage_text(data, text: str) -> bytes:
   return text[:at].encode() + partial
 
 
+def expanded(text: str) -> str:
+  return text.replace(f'"{DEEP}"', "[" * 100_000 + "]" * 100_000).replace(f'"{HUGE}"', "9" * 5001)
+
+
 def written(seed: Seed) -> dict[str, bytes]:
   return {name: doc.write(doc.value).encode() for name, doc in seed.docs.items()}
 
@@ -284,7 +295,7 @@ def damaged(data, seed: Seed) -> tuple[str, dict[str, bytes]]:
   edits = data.draw(st.integers(0, 2), label="value edits")
   for _ in range(edits):
     damage_value(data, value, doc.table)
-  text = doc.write(value)
+  text = expanded(doc.write(value))
   raw = damage_text(data, text) if not edits or data.draw(st.booleans(), label="then a text edit") else text.encode()
   return target, {**written(seed), target: raw}
 

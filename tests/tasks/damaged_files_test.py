@@ -1,9 +1,10 @@
 """Damage every reader meets through wyjax.tasks.files: a split file that is a folder or a broken
-link, one split under two names, and text that is no character (a lone surrogate); each is an
-error naming the file, never an absent split or a failure long after reading."""
+link, one split under two names, text that is no character (a lone surrogate) or no text (a NUL
+byte), JSON that Python's parser cannot take (nested too deeply, an integer too long); each is
+an error naming the file, never an absent split or a failure long after reading."""
 import pytest
 
-from wyjax.tasks import aceval, cclue_files, ccpm, wyweb_files
+from wyjax.tasks import aceval, cclue_files, ccpm, clue_reading, wyweb_files
 from wyjax.tasks.files import FormatError
 
 # (reader of a folder's dev split, the dev file it reads)
@@ -61,3 +62,40 @@ def test_utf8_text_cannot_hold_a_surrogate(tmp_path):
   (tmp_path / "dev.tsv").write_bytes("远古\t先秦\t冽彼下泉\n".encode() + b"\xe8\xbf\x9c\xe5\x8f\xa4\t\xed\xa0\x80\n")
   with pytest.raises(ValueError, match=r"dev\.tsv:2: not valid UTF-8"):
     wyweb_files.read_split("tlc", tmp_path, "dev")
+
+
+_DEEP, _HUGE = "[" * 100_000 + "]" * 100_000, "9" * 5001  # json raised RecursionError, ValueError
+
+
+@pytest.mark.parametrize("value, message", [(_DEEP, r"JSON nested 1000\d\d levels deep"),
+                                            (_HUGE, r"an integer of 5001 digits \(Python reads at most 4300\)")])
+def test_json_too_deep_or_a_number_too_long_is_an_error_at_its_line(tmp_path, value, message):
+  """JSON Lines, a JSON array of records, one JSON document (files.located_json)."""
+  for folder in ("ccpm", "irc", "cmrc2018"):
+    (tmp_path / folder).mkdir()
+  (tmp_path / "ccpm" / "valid.jsonl").write_text(_CCPM % "t" + _CCPM.replace("0}", value + "}") % "t")
+  with pytest.raises(FormatError, match=rf"valid\.jsonl:2: {message}"):
+    ccpm.read_split(tmp_path / "ccpm", "dev")
+  (tmp_path / "irc" / "dev.json").write_text('[\n{"idiom": "a", "origin": "b", "options": ["1", "2", "3", "4"], '
+                                             f'"label": 0}},\n{{"idiom": "a", "label": {value}}}\n]')
+  with pytest.raises(FormatError, match=rf"dev\.json:3: {message}"):
+    wyweb_files.read_split("irc", tmp_path / "irc", "dev")
+  (tmp_path / "cmrc2018" / "cmrc2018_dev.json").write_text(f'{{"data": [\n{{"paragraphs": []}},\n{{"paragraphs": '
+                                                           f'{value}}}]}}')
+  with pytest.raises(FormatError, match=rf"cmrc2018_dev\.json:3: {message}"):
+    clue_reading.read_split("cmrc2018", tmp_path / "cmrc2018", "dev")
+
+
+def test_a_nul_byte_is_an_error_at_its_line(tmp_path):
+  """A NUL is valid UTF-8 (text saved as UTF-16 decodes so), but no task's text: TSV, C-CLUE's
+  text files, AC-EVAL's CSV."""
+  (tmp_path / "dev.tsv").write_text("远古\t先秦\t冽彼下泉\n远古\t先秦\t冽\0彼\n", encoding="utf-8")
+  with pytest.raises(FormatError, match=r"dev\.tsv:2: a NUL byte: not a text file"):
+    wyweb_files.read_split("tlc", tmp_path, "dev")
+  (tmp_path / "dev.txt").write_text("甲 乙\n丙 \0\n", encoding="utf-8")
+  (tmp_path / "dev-label.txt").write_text("O O\nO O\n", encoding="utf-8")
+  with pytest.raises(FormatError, match=r"dev\.txt:2: a NUL byte"):
+    cclue_files.read_split("cclue_ner", tmp_path, "dev")
+  (tmp_path / "geography.csv").write_text(",Question,A,B,C,D\n0,问\0,甲,乙,丙,丁\n", encoding="utf-8")
+  with pytest.raises(FormatError, match=r"geography\.csv:2: a NUL byte"):
+    aceval.read_subject(tmp_path / "geography.csv", "geography")

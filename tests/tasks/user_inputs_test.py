@@ -55,7 +55,7 @@ def test_a_text_for_a_list_field_is_split_at_punctuation():
 
 
 @pytest.mark.parametrize("line, message", [
-    ('{"context": "甲", "question": ', "not valid JSON"),
+    ('{"context": "甲", "question": ', "invalid JSON"),
     ('{"context": "甲", "options": ["乙"]}', "missing question"),
     ('{"context": "甲", "question": "乙", "options": ["丙"], "answer": 1}', "unknown field(s) answer"),
     ('{"context": "甲", "question": "乙", "options": "丙"}', None),  # a text for a list: split, accepted

@@ -281,7 +281,7 @@ def read_model_info(workdir) -> tuple[dict, list[str]]:
   if not info_file.exists():
     raise FileNotFoundError(
         f"{workdir} is neither a transformers folder (config.json) nor a wyjax workdir (model.json)")
-  info = json.loads(info_file.read_text())
+  info = storage.read_json(info_file)
   return info["encoder"], info["heads"]
 
 

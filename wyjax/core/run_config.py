@@ -16,7 +16,7 @@ import logging
 import ml_collections
 from etils import epath
 
-from wyjax.core import guards
+from wyjax.core import guards, storage
 
 CONFIG = "run_config.json"  # not config.json: that name marks a transformers folder
 CHANGES = "config_changes.jsonl"
@@ -51,7 +51,7 @@ def check_config(workdir, config: ml_collections.ConfigDict, *, ignore=(), defau
   workdir = epath.Path(workdir)
   if not (workdir / CONFIG).exists():
     return {}
-  stored = {**(flatten(defaults.to_dict()) if defaults else {}), **flatten(json.loads((workdir / CONFIG).read_text()))}
+  stored = {**(flatten(defaults.to_dict()) if defaults else {}), **flatten(storage.read_json(workdir / CONFIG))}
   current = flatten(config.to_dict())
   changes = {k: (stored.get(k, "<absent>"), current.get(k, "<absent>")) for k in sorted(set(stored) | set(current))
              if not _ignored(k, ignore) and stored.get(k, "<absent>") != current.get(k, "<absent>")}

@@ -5,8 +5,12 @@ live in a bucket. Two libraries need local files: ArrayRecord readers and writer
 reads its corpus from a staged local copy; pods may mount the bucket with gcsfuse instead) and
 transformers/huggingface_hub (an exported folder is staged before verifying or pushing).
 """
+import contextlib
+import json
 import os
 import pathlib
+import re
+import sys
 
 from etils import epath
 
@@ -65,3 +69,55 @@ def read_text(path) -> str:
   except UnicodeDecodeError as e:
     line = data[:e.start].count(b"\n") + 1
     raise FormatError(path, line, f"not valid UTF-8 ({e.reason} at byte {e.start})") from e
+
+def read_json(path):
+  """A JSON file (read as read_text reads it); every way it fails to parse is a FormatError
+  naming the file and line (json_errors)."""
+  text = read_text(path)
+  with json_errors(path, text):
+    return json.loads(text)
+
+
+@contextlib.contextmanager
+def json_errors(path, text: str, *, start: int = 0, first_line: int = 1):
+  """Inside the block, a failed parse of `text` (its JSON from offset `start`; its first line is
+  `first_line` of `path`) is a FormatError naming the file and line: invalid JSON, and what json
+  raises without a position, nesting deeper than Python's recursion limit (RecursionError, with
+  thousands of lines of traceback) and an integer of more digits than Python converts (ValueError)."""
+  line_at = lambda offset: first_line + text.count("\n", 0, offset)
+  try:
+    yield
+  except json.JSONDecodeError as e:
+    raise FormatError(path, first_line + e.lineno - 1, f"invalid JSON ({e.msg}: column {e.colno})") from e
+  except RecursionError:
+    depth, offset = _deepest(text, start)
+    raise FormatError(path, line_at(offset), f"JSON nested {depth} levels deep, more than Python's parser "
+                                             "takes") from None
+  except ValueError as e:
+    if "integer string conversion" not in str(e):
+      raise
+    limit = sys.get_int_max_str_digits()
+    number = next((m for m in _JSON_TOKENS.finditer(text, start)
+                   if m.group().lstrip("-").isdigit() and len(m.group().lstrip("-")) > limit), None)
+    if number is None:
+      raise
+    raise FormatError(path, line_at(number.start()), f"an integer of {len(number.group().lstrip('-'))} digits "
+                                                     f"(Python reads at most {limit})") from e
+
+
+# JSON's strings (skipped whole), brackets and numbers.
+_JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?')
+
+
+def _deepest(text: str, start: int) -> tuple[int, int]:
+  """(depth, offset) where the nesting of the JSON in text[start:] first reaches its deepest."""
+  depth = deepest = at = 0
+  for m in _JSON_TOKENS.finditer(text, start):
+    bracket = m.group()
+    if bracket in ("[", "{"):
+      depth += 1
+      if depth > deepest:
+        deepest, at = depth, m.start()
+    elif bracket in ("]", "}"):
+      depth -= 1
+  return deepest, at

@@ -7,7 +7,6 @@ documents. Text is kept as found here; `clean_paragraphs` does the documented no
 import base64
 import dataclasses
 import hashlib
-import json
 import logging
 import os
 import pathlib
@@ -18,7 +17,7 @@ from collections.abc import Iterator
 
 from etils import epath
 
-from wyjax.core.storage import cache_dir, read_text
+from wyjax.core.storage import cache_dir, read_json, read_text
 from wyjax.data.normalize import to_simplified
 
 DAIZHIGE_COLLECTIONS = ("佛藏", "儒藏", "史藏", "子藏", "艺藏", "道藏", "医藏", "诗藏", "集藏", "易藏")
@@ -264,10 +263,7 @@ class PoetryReader:
 
   def read(self, unit: str) -> list[Document]:
     path = self.dist / unit
-    try:
-      data = json.loads(read_text(path))
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from e
+    data = read_json(path)
     collection, dynasty = poetry_collection(unit)
     records = data if isinstance(data, list) else [data]
     docs = []

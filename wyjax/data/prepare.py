@@ -230,7 +230,7 @@ def _unfinished_build(out: epath.Path, fingerprint: str) -> bool:
   if not building.exists():
     return False
   try:
-    if json.loads(building.read_text()).get("fingerprint") == fingerprint:
+    if storage.read_json(building).get("fingerprint") == fingerprint:
       return True
   except ValueError:  # cut short by a full disk: not this build's record, but still a build's
     pass
@@ -266,7 +266,7 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
   fingerprint = _fingerprint(options.source, options, given_vocab)
   manifest_file = out / MANIFEST
   if manifest_file.exists():
-    manifest = json.loads(manifest_file.read_text())
+    manifest = storage.read_json(manifest_file)
     if manifest.get("fingerprint") == fingerprint:
       log(f"{out}: already prepared ({manifest['sequences']} sequences); nothing to do")
       return manifest
@@ -368,4 +368,4 @@ def read_manifest(data_dir) -> dict:
   manifest_file = epath.Path(data_dir) / MANIFEST
   if not manifest_file.exists():
     raise FileNotFoundError(f"{manifest_file} missing: run `python -m wyjax.data prepare-corpus` first")
-  return json.loads(manifest_file.read_text())
+  return storage.read_json(manifest_file)

@@ -28,6 +28,7 @@ from etils import epath
 from tokenizers import normalizers, pre_tokenizers, processors
 from tokenizers.models import WordPiece
 
+from wyjax.core.storage import read_json
 from wyjax.data.normalize import to_simplified
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
@@ -293,7 +294,7 @@ class Tokenizer:
     if vocab and vocab[-1] == "":
       vocab.pop()
     config_file = directory / "tokenizer_config.json"
-    config = json.loads(config_file.read_text()) if config_file.exists() else {}
+    config = read_json(config_file) if config_file.exists() else {}
     if config.get("do_lower_case", False):
       raise ValueError(f"{config_file}: do_lower_case=true is not supported by wyjax's tokenizer")
     return cls(vocab, t2s=config.get("wyjax_t2s", False),

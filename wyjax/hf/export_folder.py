@@ -5,7 +5,7 @@ import re
 from etils import epath
 from safetensors.numpy import save
 
-from wyjax.core import checkpoints, run_config
+from wyjax.core import checkpoints, run_config, storage
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.hf import card, configs, weights
 from wyjax.hf.loading import Model
@@ -39,9 +39,9 @@ def run_info(path) -> tuple[dict | None, dict | None]:
     if step is None:
       with checkpoints.manager(folder, max_to_keep=None, read_only=True) as mngr:
         step = mngr.latest_step()
-    training = {"config": json.loads((folder / run_config.CONFIG).read_text()), "step": step}
+    training = {"config": storage.read_json(folder / run_config.CONFIG), "step": step}
   leaderboard = folder / LEADERBOARD
-  return training, json.loads(leaderboard.read_text()) if leaderboard.exists() else None
+  return training, storage.read_json(leaderboard) if leaderboard.exists() else None
 
 
 def hub_id(init) -> str | None:

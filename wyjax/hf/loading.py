@@ -1,6 +1,5 @@
 """`wyjax.hf.load(path)`: one handle over a transformers folder or a wyjax checkpoint."""
 import functools
-import json
 import logging
 
 import flax.linen as nn
@@ -9,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from etils import epath
 
-from wyjax.core import checkpoints
+from wyjax.core import checkpoints, storage
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.hf import configs, weights
 from wyjax.models import EncoderConfig, MaskedLM, Pooler, encoder_class, unstack_layers
@@ -119,7 +118,7 @@ def read_state_dict(folder: epath.Path) -> tuple[dict[str, np.ndarray], str]:
 def load_hf(folder) -> Model:
   folder = epath.Path(folder)
   config_file = folder / "config.json"
-  config = configs.from_hf(json.loads(config_file.read_text()), source=str(config_file))
+  config = configs.from_hf(storage.read_json(config_file), source=str(config_file))
   state_dict, source = read_state_dict(folder)
   has_mlm = weights.detect_mlm_layout(state_dict) is not None
   shapes = param_shapes(config, mlm=has_mlm, pooler=weights.has_pooler(config, state_dict))

@@ -8,7 +8,6 @@ wyjax.train.finetuning). An exported folder's config.json names the task and the
 max_length under wyjax's own keys (TASK_KEY, MAX_LENGTH_KEY), so it loads back as it was.
 """
 import dataclasses
-import json
 import logging
 
 import flax.linen as nn
@@ -17,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from etils import epath
 
-from wyjax.core import checkpoints, run_config
+from wyjax.core import checkpoints, run_config, storage
 from wyjax.data.normalize import to_simplified
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.hf import card, configs, export_folder, loading, weights
@@ -59,7 +58,7 @@ def _registered(name: str, source) -> Task:
 
 
 def _json(path: epath.Path) -> dict:
-  return json.loads(path.read_text())
+  return storage.read_json(path)
 
 
 def task_of(path) -> Task | None:

@@ -41,7 +41,6 @@ import pathlib
 
 import numpy as np
 
-from wyjax.core.storage import read_text
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import datasets, files, metrics
 from wyjax.tasks.files import FormatError
@@ -78,7 +77,7 @@ def read_subject(path, subject: str) -> list[Question]:
   as long as the file (csv's default limit, 128 KiB, is lifted); what csv itself rejects is
   reported with the line it reached."""
   csv.field_size_limit(2**31 - 1)
-  reader = csv.reader(io.StringIO(read_text(path), newline=""), strict=True)
+  reader = csv.reader(io.StringIO(files.task_text(path), newline=""), strict=True)
   try:
     return _questions(path, subject, reader)
   except csv.Error as e:

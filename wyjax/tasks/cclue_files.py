@@ -43,7 +43,6 @@ import dataclasses
 import pathlib
 
 
-from wyjax.core.storage import read_text
 from wyjax.tasks import files, metrics
 from wyjax.tasks.files import FormatError
 
@@ -95,7 +94,7 @@ class RelationExample:
 
 
 def _lines(path) -> list[str]:
-  lines = read_text(path).split("\n")
+  lines = files.task_text(path).split("\n")
   if lines and lines[-1] == "":
     lines.pop()
   return [line.removesuffix("\r") for line in lines]

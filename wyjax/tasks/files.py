@@ -2,7 +2,8 @@
 
 WYWEB files mix CRLF and LF endings and usually lack a final newline; a trailing '\\r' is
 line-ending residue and is removed, nothing else is altered. JSON strings must be text: a lone
-surrogate escape ("\\ud800") is an error. A file that is one JSON document (SQuAD, C3) is read
+surrogate escape ("\\ud800") is an error, as are JSON nested too deeply and integers too long
+for Python (storage.json_errors). A file that is one JSON document (SQuAD, C3) is read
 by `located_json`, which keeps every value's line for the errors. A split is absent only when
 none of its names is there: a directory or a broken link in its place, or two of its names at
 once, is an error naming them.
@@ -15,7 +16,7 @@ import pathlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 
-from wyjax.core.storage import FormatError, read_text
+from wyjax.core.storage import FormatError, json_errors, read_text
 
 
 def find_split(data_dir, split: str, extensions: Sequence[str]) -> pathlib.Path | None:
@@ -45,10 +46,19 @@ def present(path, folder: bool = False) -> bool:
   return path.exists()
 
 
+def task_text(path) -> str:
+  """A task file's text (storage.read_text). A NUL byte is an error at its line: no task's text
+  holds one, and a file saved as UTF-16, or a binary one, can still decode as UTF-8."""
+  text = read_text(path)
+  if (nul := text.find("\0")) >= 0:
+    raise FormatError(path, text.count("\n", 0, nul) + 1, "a NUL byte: not a text file (UTF-16, or binary?)")
+  return text
+
+
 def tsv_rows(path, columns: int) -> Iterator[tuple[int, list[str]]]:
   """(line number, fields) of every line; a final empty line is allowed, other empty lines
   and lines with another number of columns are errors."""
-  lines = read_text(path).split("\n")
+  lines = task_text(path).split("\n")
   if lines and lines[-1] == "":
     lines.pop()
   for number, line in enumerate(lines, 1):
@@ -68,10 +78,8 @@ def json_records(path) -> Iterator[tuple[int, dict]]:
     for number, line in enumerate(text.split("\n"), 1):
       if not line.strip():
         continue
-      try:
+      with json_errors(path, line, first_line=number):
         record = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise FormatError(path, number, f"invalid JSON ({e.msg})") from e
       yield number, _checked(path, number, record)
     return
   decoder = json.JSONDecoder()
@@ -82,10 +90,8 @@ def json_records(path) -> Iterator[tuple[int, dict]]:
       _check_end(path, text, index + 1)
       return
     line = text.count("\n", 0, index) + 1
-    try:
+    with json_errors(path, text, start=index):
       record, index = decoder.raw_decode(text, index)
-    except json.JSONDecodeError as e:
-      raise FormatError(path, e.lineno, f"invalid JSON ({e.msg})") from e
     yield line, _checked(path, line, record)
     index = _skip_space(text, index)
     if index < len(text) and text[index] == ",":
@@ -119,16 +125,18 @@ def _checked(path, line: int, record) -> dict:
 
 
 def _strings(value) -> Iterator[str]:
-  """Every string in a decoded JSON value, keys included."""
-  if isinstance(value, str):
-    yield value
-  elif isinstance(value, dict):
-    for key, item in value.items():
-      yield key
-      yield from _strings(item)
-  elif isinstance(value, list):
-    for item in value:
-      yield from _strings(item)
+  """Every string in a decoded JSON value, keys included (without recursion: json parses nesting
+  deeper than Python's recursion limit)."""
+  pending = [value]
+  while pending:
+    value = pending.pop()
+    if isinstance(value, str):
+      yield value
+    elif isinstance(value, dict):
+      yield from value
+      pending += value.values()
+    elif isinstance(value, list):
+      pending += value
 
 
 def field(path, line: int, record: dict, key: str, kind: type | tuple[type, ...]):
@@ -171,10 +179,8 @@ def located_json(path) -> tuple[object, Callable]:
   decoder = json.JSONDecoder()
   decoder.parse_object, decoder.parse_array = parse_object, parse_array
   decoder.scan_once = json.scanner.py_make_scanner(decoder)
-  try:
+  with json_errors(path, text):
     document = decoder.decode(text)
-  except json.JSONDecodeError as e:
-    raise FormatError(path, e.lineno, f"invalid JSON ({e.msg})") from e
   return document, lambda container, key: line_at(starts[id(container)][key])
 
 

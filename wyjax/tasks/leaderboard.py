@@ -24,7 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the file-only backend)
 import numpy as np  # noqa: E402
 
-from wyjax.tasks import linear_baseline  # noqa: E402
+from wyjax.tasks import files, linear_baseline  # noqa: E402
 from wyjax.tasks.registry import TASKS  # noqa: E402
 from wyjax.tasks.task import percent  # noqa: E402
 
@@ -232,7 +232,7 @@ def plot_confusion(path, labels, matrix, title: str) -> None:
 
 def plot_curves(path, metrics_file, main_metric: str, title: str) -> None:
   """Training loss and the dev metric against steps, from a run's metrics.jsonl."""
-  records = [json.loads(line) for line in pathlib.Path(metrics_file).read_text().splitlines()]
+  records = [record for _, record in files.json_records(metrics_file)]
   train = [(r["step"], r["loss"]) for r in records if "loss" in r]
   dev = [(r["step"], r[f"dev_{main_metric}"]) for r in records if f"dev_{main_metric}" in r]
   fig, ax = plt.subplots(figsize=(6, 4))

@@ -11,6 +11,7 @@ import re
 import types
 import typing
 
+from wyjax.core.storage import json_errors
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.task import Task
 
@@ -68,10 +69,8 @@ def _value(name: str, value, kind):
 def example(task: Task, text: str, path, line: int):
   """The task's example of one input line (without its line ending)."""
   if text.lstrip().startswith("{"):
-    try:
+    with json_errors(path, text, first_line=line):
       record = json.loads(text)
-    except json.JSONDecodeError as e:
-      raise FormatError(path, line, f"not valid JSON ({e.msg} at column {e.colno})") from None
   elif len(task.inputs) == 1:
     record = {task.inputs[0]: text}
   else:
