@@ -6,6 +6,7 @@ reads its corpus from a staged local copy; pods may mount the bucket with gcsfus
 transformers/huggingface_hub (an exported folder is staged before verifying or pushing).
 """
 import contextlib
+import errno
 import json
 import os
 import pathlib
@@ -45,6 +46,29 @@ def staged(remote_dir, names, local_dir) -> pathlib.Path:
     partial.rename(target)
   return local_dir
 
+
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a full disk, quota or file-size limit
+
+
+@contextlib.contextmanager
+def written_whole(path, mode: str = "w", **open_kwargs):
+  """An open file that appears at `path` only once complete: it is written under a temporary
+  name beside it and renamed over `path` when the block ends without an exception. On any
+  exception (a full disk, Ctrl-C) the temporary file is removed, so nothing half-written is
+  left and nothing blocks a rerun. A full disk's error names `path` (a write's names no file)."""
+  path = epath.Path(path)
+  partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+  try:
+    with partial.open(mode, **open_kwargs) as f:
+      yield f
+    partial.replace(path)
+  except BaseException as e:
+    partial.unlink(missing_ok=True)
+    if isinstance(e, OSError) and e.errno in _NO_ROOM and e.filename is None:
+      raise OSError(e.errno, e.strerror, os.fspath(path)) from e
+    raise
+
+
 def cache_dir() -> pathlib.Path:
   """wyjax's cache (corpora, TFDS builds, compiled programs, logs): $WYJAX_CACHE or ~/.cache/wyjax."""
   return pathlib.Path(os.environ.get("WYJAX_CACHE", pathlib.Path.home() / ".cache" / "wyjax"))
@@ -69,6 +93,7 @@ def read_text(path) -> str:
   except UnicodeDecodeError as e:
     line = data[:e.start].count(b"\n") + 1
     raise FormatError(path, line, f"not valid UTF-8 ({e.reason} at byte {e.start})") from e
+
 
 def read_json(path):
   """A JSON file (read as read_text reads it); every way it fails to parse is a FormatError
