@@ -224,13 +224,70 @@ def test_kernels_compile_for_tpu_with_their_declared_cost():
 
 def test_cudnn_call_computes_bert_attention():
   """The GPU path's jax.nn.dot_product_attention call (run here with its XLA implementation):
-  the same scale and mask conventions as BERT's reference attention."""
+  the same scale and mask conventions as BERT's reference attention, at the real positions."""
   rng = np.random.default_rng(2)
   q, k, v = (jnp.asarray(rng.normal(size=(2, 9, 2, 16)), jnp.float32) for _ in range(3))
   mask = jnp.asarray(np.arange(9)[None, None, None, :] < np.array([9, 5])[:, None, None, None])
   ours = attention.cudnn_attention(q, k, v, mask, 4.0, implementation="xla")
   scores = jnp.where(mask, jnp.einsum("bqnd,bknd->bnqk", q, k) / 4.0, -jnp.inf)
-  np.testing.assert_allclose(ours, jnp.einsum("bnqk,bknd->bqnd", jax.nn.softmax(scores, -1), v), atol=1e-5)
+  expected = jnp.einsum("bnqk,bknd->bqnd", jax.nn.softmax(scores, -1), v)
+  np.testing.assert_allclose(ours[0], expected[0], atol=1e-5)
+  np.testing.assert_allclose(ours[1, :5], expected[1, :5], atol=1e-5)
+
+
+@pytest.fixture
+def cudnn_calls(monkeypatch):
+  """The models as on a GPU, each jax.nn.dot_product_attention call checked against cuDNN's
+  rules as jax states them (jax._src.cudnn: the combined bias/mask must be [B, N|1, T, S],
+  16-bit inputs, int32 [B] sequence lengths; flash attention: head dim a multiple of 8 up to
+  128) and then run by XLA. CI has no cuDNN: these rules are what it would refuse."""
+  from jax._src.cudnn import fused_attention_stablehlo as cudnn
+
+  calls, real = [], jax.nn.dot_product_attention
+
+  def checked(q, k, v, bias=None, mask=None, *, implementation=None, **kwargs):
+    assert implementation == "cudnn"
+    cudnn.check_layout(q, k, v, cudnn.combine_bias_and_mask(bias, mask, q.dtype), kwargs.get("query_seq_lengths"),
+                       kwargs.get("key_value_seq_lengths"), None, None, None, None, cudnn.AttentionLayout.BTNH)
+    assert q.shape[-1] % 8 == 0 and q.shape[-1] <= 128, q.shape
+    calls.append(q.shape)
+    return real(q, k, v, bias, mask, implementation="xla", **kwargs)
+
+  monkeypatch.setattr(jax.nn, "dot_product_attention", checked)
+  monkeypatch.setattr(attention, "platform", lambda: "gpu")
+  return calls
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta"])
+def test_gpu_padding_reaches_cudnn_as_sequence_lengths(cudnn_calls, model_type):
+  """bf16 BERT and RoBERTa on a padded batch call cuDNN in shapes it accepts (before, the
+  [B, 1, 1, L] padding mask crashed it) and equal the XLA path at the real tokens."""
+  config = EncoderConfig(**{**TINY, "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2},
+                         model_type=model_type, dtype="bfloat16")
+  ids, mask = _inputs(12)
+  params = _model(config.replace(attention="xla")).init(jax.random.key(0), ids, mask)
+  on_gpu = _model(config).apply(params, ids, mask)
+  assert len(cudnn_calls) == 2  # one per layer
+  reference = _model(config.replace(attention="xla")).apply(params, ids, mask)
+  assert len(cudnn_calls) == 2
+  real = np.asarray(mask, bool)
+  np.testing.assert_allclose(np.asarray(on_gpu, np.float32)[real], np.asarray(reference, np.float32)[real],
+                             atol=0.05, rtol=0.05)
+
+
+def test_gpu_takes_xla_where_cudnn_cannot_serve(cudnn_calls):
+  """No cuDNN call for float32, attention dropout in training, or a prefix-LM's [B, q, k] mask."""
+  bf16 = EncoderConfig(**{**TINY, "hidden_size": 64, "num_attention_heads": 4}, model_type="bert", dtype="bfloat16")
+  ids, mask = _inputs(8)
+  params = Bert(bf16.replace(attention="xla")).init(jax.random.key(0), ids, mask)
+  Bert(bf16.replace(dtype="float32")).apply(params, ids, mask)
+  Bert(bf16).apply(params, ids, mask, deterministic=False, rngs={"dropout": jax.random.key(1)})
+  prefix = np.tril(np.ones((8, 8), np.int32))[None].repeat(2, 0)
+  Bert(bf16).apply(params, ids, jnp.asarray(prefix))
+  assert cudnn_calls == []
+  Bert(bf16.replace(attention_probs_dropout_prob=0.0)).apply(params, ids, mask, deterministic=False,
+                                                             rngs={"dropout": jax.random.key(1)})
+  assert len(cudnn_calls) == 1  # training without attention dropout: cuDNN
 
 
 def test_auto_is_xla_on_cpu_and_pallas_on_a_tpu_mesh():

@@ -4,9 +4,9 @@ whole tiles, the relative tables by distance, one kernel per shard of batch rows
 "xla" is the reference: einsums, the c2p/p2c gathers and a float32 softmax in HBM.
 "pallas" is wyjax.kernels.disentangled_attention (Mosaic on TPU, interpret mode on CPU), for
 DeBERTa and for BERT/RoBERTa alike; on a GPU, BERT/RoBERTa get cuDNN's flash attention through
-jax.nn.dot_product_attention instead (when no attention dropout is needed: it has none), and
-DeBERTa has no GPU kernel yet. "auto" is the kernels on TPU, cuDNN for BERT on GPU, and "xla"
-elsewhere. Incremental decoding (one query at a time against a cache) always takes the XLA path.
+jax.nn.dot_product_attention instead, where cuDNN serves (`cudnn_serves`), and DeBERTa has no GPU
+kernel yet. "auto" is the kernels on TPU, cuDNN for BERT on GPU, and "xla" elsewhere.
+Incremental decoding (one query at a time against a cache) always takes the XLA path.
 """
 import functools
 
@@ -27,26 +27,45 @@ def platform() -> str:
   return jax.default_backend() if mesh.empty else mesh.abstract_device.platform
 
 
-def implementation(choice: str, *, relative: bool, dropout: bool) -> str:
-  """"xla", "pallas" or "cudnn" for config.attention = `choice` on this platform."""
+def implementation(choice: str, *, relative: bool, dropout: bool, padding_only: bool = True, dtype: str = "float32",
+                   head_dim: int = 64) -> str:
+  """"xla", "pallas" or "cudnn" for config.attention = `choice` on this platform. padding_only: the
+  mask is a [batch, key] padding mask (not a prefix-LM's [batch, query, key] one)."""
   where = platform()
   if where == "gpu":
     if relative and choice == "pallas":
       raise ValueError("attention='pallas': the disentangled-attention kernel lowers for TPU (Mosaic) and runs "
                        "interpreted on CPU; there is no GPU lowering yet. Use attention='auto' or 'xla' on GPUs.")
-    if choice != "xla" and not relative and not dropout:  # cuDNN's flash attention has no dropout
-      return "cudnn"
-    return "xla"
+    serves = cudnn_serves(relative=relative, dropout=dropout, padding_only=padding_only, dtype=dtype,
+                          head_dim=head_dim)
+    return "cudnn" if choice != "xla" and serves else "xla"
   if choice == "auto":
     return "pallas" if where == "tpu" else "xla"
   return choice
 
 
-def cudnn_attention(q, k, v, mask, scale: float, implementation: str = "cudnn"):
-  """softmax(q·k / scale, masked) · v by jax.nn.dot_product_attention (cuDNN's flash attention
-  on GPU; the tests check the call with implementation="xla"): q, k, v [batch, L, heads, d],
-  boolean mask [batch, 1, q|1, k]."""
-  return jax.nn.dot_product_attention(q, k, v, mask=mask, scale=1.0 / scale, implementation=implementation)
+def cudnn_serves(*, relative: bool, dropout: bool, padding_only: bool, dtype: str, head_dim: int) -> bool:
+  """Whether cuDNN's flash attention computes this attention: no relative terms, no attention
+  dropout (jax.nn.dot_product_attention has none), 16-bit inputs, a head dimension that is a
+  multiple of 8 up to 128, and padding it can take as sequence lengths. A prefix-LM mask would
+  reach it as a [batch, 1, query, key] bias, whose gradient some jax releases compute in full."""
+  return (not relative and not dropout and padding_only and jnp.dtype(dtype) in (jnp.bfloat16, jnp.float16)
+          and head_dim % 8 == 0 and head_dim <= 128)
+
+
+def cudnn_attention(q, k, v, key_mask, scale: float, implementation: str = "cudnn"):
+  """softmax(q·k / scale over the real keys) · v by jax.nn.dot_product_attention (cuDNN's flash
+  attention on GPU; the tests run the same call with implementation="xla"): q, k, v [batch, L,
+  heads, d]; key_mask: boolean [batch, 1, 1, L] (layers.expand_mask of a padding mask), the real
+  tokens first, as wyjax's batches pad at the end.
+
+  The padding reaches cuDNN as sequence lengths, never as a broadcast mask: cuDNN takes a mask
+  only in the full [batch, heads or 1, L, L] shape of a bias. The queries past a row's length
+  come out zero (nobody reads them); a row of padding alone counts as one token long, so that
+  it stays finite."""
+  lengths = jnp.maximum(jnp.sum(key_mask[:, 0, 0], axis=-1, dtype=jnp.int32), 1)
+  return jax.nn.dot_product_attention(q, k, v, scale=1.0 / scale, query_seq_lengths=lengths,
+                                      key_value_seq_lengths=lengths, implementation=implementation)
 
 
 def dropout_seed(module: nn.Module) -> jax.Array:

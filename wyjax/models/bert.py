@@ -53,8 +53,9 @@ class SelfAttention(nn.Module):
     if cache_start is not None:
       k, v = layers.cached_keys_values(self, k, v, cache_start, mask.shape[-1])
     dropout = not deterministic and cfg.attention_probs_dropout_prob > 0
-    how = "xla" if cache_start is not None else attention.implementation(cfg.attention, relative=False,
-                                                                         dropout=dropout)
+    how = "xla" if cache_start is not None else attention.implementation(
+        cfg.attention, relative=False, dropout=dropout, padding_only=mask.shape[2] == 1, dtype=cfg.dtype,
+        head_dim=cfg.head_dim)
     if how == "pallas":
       context = attention.fused_attention(
           q, k, v, mask, scale=cfg.head_dim**0.5, dropout_rate=cfg.attention_probs_dropout_prob if dropout else 0.0,

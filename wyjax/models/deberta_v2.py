@@ -115,7 +115,8 @@ class DisentangledAttention(nn.Module):
 
     dropout = not deterministic and cfg.attention_probs_dropout_prob > 0
     how = "xla" if cache_start is not None else attention.implementation(
-        cfg.attention, relative=cfg.relative_attention, dropout=dropout)
+        cfg.attention, relative=cfg.relative_attention, dropout=dropout, padding_only=mask.shape[2] == 1,
+        dtype=cfg.dtype, head_dim=cfg.head_dim)
     if how == "pallas":
       context = attention.fused_attention(
           q, k, v, mask, scale=scale, dropout_rate=cfg.attention_probs_dropout_prob if dropout else 0.0,
