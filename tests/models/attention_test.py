@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from wyjax.kernels import attention_common as common
 from wyjax.kernels import disentangled_attention as kernel
 from wyjax.models import Bert, DebertaV2, EncoderConfig, attention
 from wyjax.core import aot, partitioning
@@ -102,7 +103,7 @@ def _reference_with_dropout(q, k, v, mask, pos_key, pos_query, rows_of, scale, r
   s = (s + jnp.einsum("bnkd,qknd->bnqk", k, pos_query[rows])) / scale
   p = jax.nn.softmax(jnp.where(mask[:, None], s, np.finfo(np.float32).min), axis=-1)
   keep = jnp.stack([jnp.stack([
-      kernel.dropout_keep(seed, jnp.int32(b * heads + h), jnp.asarray(pos[:, None], jnp.int32),
+      common.dropout_keep(seed, jnp.int32(b * heads + h), jnp.asarray(pos[:, None], jnp.int32),
                           jnp.asarray(pos[None, :], jnp.int32), length, rate) for h in range(heads)])
       for b in range(batch)])
   return jnp.einsum("bnqk,bnkd->bnqd", jnp.where(keep, p / (1 - rate), 0.0), v)
@@ -136,10 +137,10 @@ def test_dropout_matches_reference_with_the_same_mask():
 def test_dropout_keep_rate_and_independence():
   """P(keep) = 1 - rate, and the masks of neighbouring heads, seeds and shards are uncorrelated."""
   pos = jnp.arange(256, dtype=jnp.int32)
-  keep = lambda seed, bh: np.asarray(kernel.dropout_keep(jnp.int32(seed), jnp.int32(bh), pos[:, None], pos[None, :],
+  keep = lambda seed, bh: np.asarray(common.dropout_keep(jnp.int32(seed), jnp.int32(bh), pos[:, None], pos[None, :],
                                                          256, 0.1))
   a, b, c = keep(7, 0), keep(7, 1), keep(8, 0)
-  d = keep(int(kernel.fold_in(jnp.int32(7), jnp.int32(1))), 0)
+  d = keep(int(common.fold_in(jnp.int32(7), jnp.int32(1))), 0)
   for m in (a, b, c, d):
     assert abs(m.mean() - 0.9) < 0.005, m.mean()  # 65,536 draws: 5 sigma is 0.006
   for m in (b, c, d):
@@ -275,8 +276,9 @@ def test_gpu_padding_reaches_cudnn_as_sequence_lengths(cudnn_calls, model_type):
                              atol=0.05, rtol=0.05)
 
 
-def test_gpu_takes_xla_where_cudnn_cannot_serve(cudnn_calls):
-  """No cuDNN call for float32, attention dropout in training, or a prefix-LM's [B, q, k] mask."""
+def test_gpu_takes_its_kernel_where_cudnn_cannot_serve(cudnn_calls):
+  """No cuDNN call for float32, attention dropout in training, or a prefix-LM's [B, q, k] mask:
+  the GPU kernel instead (interpreted here)."""
   bf16 = EncoderConfig(**{**TINY, "hidden_size": 64, "num_attention_heads": 4}, model_type="bert", dtype="bfloat16")
   ids, mask = _inputs(8)
   params = Bert(bf16.replace(attention="xla")).init(jax.random.key(0), ids, mask)

@@ -29,7 +29,6 @@ from jax.experimental.pallas import tpu as pltpu
 
 from wyjax.kernels import attention_common as common
 from wyjax.kernels.attention_common import MASKED, Spec
-from wyjax.kernels.attention_common import dropout_keep, fold_in  # noqa: F401  (the wiring's and tests' names)
 
 LANES = 128
 

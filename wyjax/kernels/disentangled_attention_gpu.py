@@ -222,9 +222,9 @@ def _in_specs(spec: Spec, mask_rows: int, d: int, width: int, key_major: bool, b
     specs.append(pl.BlockSpec((None, 2 * lp), lambda t, b, h: (h, 0)))
   specs += [query(spec, width)] * spec.c2p + [key(spec, width)] * spec.p2c
   if backward:
-    per_query = pl.BlockSpec((None, None, lp), lambda t, b, h: (b, h, 0)) if key_major else pl.BlockSpec(
-        (None, None, block), lambda t, b, h: (b, h, t))
-    specs += [query(spec, d), per_query, per_query]
+    per_query = (pl.BlockSpec((None, None, lp), lambda t, b, h: (b, h, 0)) if key_major
+                 else pl.BlockSpec((None, None, block), lambda t, b, h: (b, h, t)))
+    specs += [query(spec, d), per_query, per_query]  # do, lse, delta
   return specs
 
 

@@ -1,11 +1,13 @@
-"""Which attention an encoder runs (config.attention), and the fused kernel's wiring: padding to
-whole tiles, the relative tables by distance, one kernel per shard of batch rows and heads.
+"""Which attention an encoder runs (config.attention), and the fused kernels' wiring: padding to
+whole tiles, the relative tables, one kernel per shard of batch rows and heads.
 
 "xla" is the reference: einsums, the c2p/p2c gathers and a float32 softmax in HBM.
-"pallas" is wyjax.kernels.disentangled_attention (Mosaic on TPU, interpret mode on CPU), for
-DeBERTa and for BERT/RoBERTa alike; on a GPU, BERT/RoBERTa get cuDNN's flash attention through
-jax.nn.dot_product_attention instead, where cuDNN serves (`cudnn_serves`), and DeBERTa has no GPU
-kernel yet. "auto" is the kernels on TPU, cuDNN for BERT on GPU, and "xla" elsewhere.
+"pallas" is a fused flash-style kernel, for DeBERTa and for BERT/RoBERTa alike: on a TPU
+wyjax.kernels.disentangled_attention (Mosaic), on a GPU wyjax.kernels.disentangled_attention_gpu
+(Triton); on a CPU the TPU kernel runs interpreted (tests; `fused_attention(target="gpu")`
+interprets the GPU one). On a GPU, BERT/RoBERTa get cuDNN's flash attention through
+jax.nn.dot_product_attention instead where cuDNN serves (`cudnn_serves`). "auto" is the kernels
+on a TPU, on a GPU cuDNN where it serves and the GPU kernel elsewhere, and "xla" on a CPU.
 Incremental decoding (one query at a time against a cache) always takes the XLA path.
 """
 import functools
@@ -14,7 +16,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from wyjax.kernels import disentangled_attention as kernel
+from wyjax.kernels import attention_common as common
+from wyjax.kernels import disentangled_attention as tpu_kernel
+from wyjax.kernels import disentangled_attention_gpu as gpu_kernel
 
 TPU_BLOCK = 128  # the lane width: Mosaic's tiles of queries and keys
 INTERPRET_BLOCK = 32  # several tiles per test sequence, cheap to interpret
@@ -33,12 +37,16 @@ def implementation(choice: str, *, relative: bool, dropout: bool, padding_only: 
   mask is a [batch, key] padding mask (not a prefix-LM's [batch, query, key] one)."""
   where = platform()
   if where == "gpu":
-    if relative and choice == "pallas":
-      raise ValueError("attention='pallas': the disentangled-attention kernel lowers for TPU (Mosaic) and runs "
-                       "interpreted on CPU; there is no GPU lowering yet. Use attention='auto' or 'xla' on GPUs.")
-    serves = cudnn_serves(relative=relative, dropout=dropout, padding_only=padding_only, dtype=dtype,
-                          head_dim=head_dim)
-    return "cudnn" if choice != "xla" and serves else "xla"
+    if choice == "xla":
+      return "xla"
+    if cudnn_serves(relative=relative, dropout=dropout, padding_only=padding_only, dtype=dtype, head_dim=head_dim):
+      return "cudnn"
+    if head_dim in gpu_kernel.HEAD_DIMS:
+      return "pallas"
+    if choice == "pallas":
+      raise ValueError(f"attention='pallas': the GPU kernel takes a head dimension of {gpu_kernel.HEAD_DIMS} "
+                       f"(Triton's tiles are powers of two), not {head_dim}. Use attention='auto' or 'xla'.")
+    return "xla"
   if choice == "auto":
     return "pallas" if where == "tpu" else "xla"
   return choice
@@ -74,33 +82,54 @@ def dropout_seed(module: nn.Module) -> jax.Array:
 
 
 def fused_attention(q, k, v, mask, *, scale: float, dropout_rate: float = 0.0, seed=None, pos_key=None,
-                    pos_query=None, relative_index=None):
+                    pos_query=None, relative_index=None, target: str | None = None):
   """softmax((q·k + q·pos_key[r] + k·pos_query[r]) / scale, masked) · v, fused.
 
   q, k, v: [batch, L, heads, d]; mask: boolean [batch, 1, 1 or L, L] (layers.expand_mask);
   pos_key / pos_query: [2S, heads, d] relative projections for c2p / p2c, or None;
-  relative_index: numpy distances i - j → rows r of those projections. Returns [batch, L, heads, d].
+  relative_index: numpy distances i - j → rows r of those projections; target: "tpu" or "gpu",
+  whose kernel runs (default: the platform's; on a CPU, where kernels run interpreted, the TPU
+  one). Returns [batch, L, heads, d].
   """
+  where = platform()
+  if target is not None and (target not in ("tpu", "gpu") or where not in (target, "cpu")):
+    raise ValueError(f"fused_attention: no {target!r} kernel on a {where}; a CPU interprets 'tpu' or 'gpu'")
+  gpu = (target or where) == "gpu"
+  # Interpreted where CPUs run it: a CPU mesh's, or this host's without a mesh (also where tests
+  # take a GPU's choices on a CPU); a TPU or GPU mesh on a CPU host is compiled for, not run.
+  mesh = jax.sharding.get_abstract_mesh()
+  interpret = where == "cpu" or mesh.empty and jax.default_backend() == "cpu"
   length = q.shape[1]
-  interpret = platform() == "cpu"
-  spec = kernel.Spec(length=length, block=min(INTERPRET_BLOCK, -(-length // 8) * 8) if interpret else TPU_BLOCK,
-                     scale=float(scale), c2p=pos_key is not None, p2c=pos_query is not None,
-                     dropout_rate=float(dropout_rate), interpret=interpret)
+  spec = common.Spec(length=length, block=_block(length, gpu, interpret), scale=float(scale),
+                     c2p=pos_key is not None, p2c=pos_query is not None, dropout_rate=float(dropout_rate),
+                     interpret=interpret)
   padded = spec.padded_length
   to_tiles = lambda x: jnp.pad(x, ((0, 0), (0, padded - length), (0, 0), (0, 0))).transpose(0, 2, 1, 3)
   mask = mask[:, 0].astype(jnp.int32)  # padded queries see nothing (uniform over the real keys), unread
   mask = jnp.pad(mask, ((0, 0), (0, padded - length if mask.shape[1] > 1 else 0), (0, padded - length)))
+  kernel = gpu_kernel if gpu else tpu_kernel
   tables = kernel.distance_tables(pos_key, pos_query, relative_index, padded)
   seed = jnp.zeros((), jnp.int32) if seed is None else seed
-  out = _per_shard(spec)(to_tiles(q), to_tiles(k), to_tiles(v), mask, tables, seed)
+  out = _per_shard(kernel, spec)(to_tiles(q), to_tiles(k), to_tiles(v), mask, tables, seed)
   return out.transpose(0, 2, 1, 3)[:, :length]
 
 
-def _per_shard(spec: kernel.Spec):
-  """The kernel, run by shard_map on each device's batch rows and heads when a mesh is in
-  context (the train steps): XLA cannot partition a Pallas call. The logical axis rules say
-  which mesh axes hold the batch and the heads; each shard hashes its dropout from its own seed,
-  and the tables' gradients, partial sums over a shard's rows, are summed over the batch axes."""
+def _block(length: int, gpu: bool, interpret: bool) -> int:
+  """Queries and keys per tile. Interpreted: at most INTERPRET_BLOCK, so that test sequences
+  have several tiles; the GPU kernel's a power of two (Triton's tiles) and at least 16."""
+  if not interpret:
+    return gpu_kernel.BLOCK if gpu else TPU_BLOCK
+  if gpu:
+    return min(INTERPRET_BLOCK, max(16, 1 << (length - 1).bit_length()))
+  return min(INTERPRET_BLOCK, -(-length // 8) * 8)
+
+
+def _per_shard(kernel, spec: common.Spec):
+  """`kernel` (the TPU or the GPU kernel's module), run by shard_map on each device's batch rows
+  and heads when a mesh is in context (the train steps): XLA cannot partition a Pallas call. The
+  logical axis rules say which mesh axes hold the batch and the heads; each shard hashes its
+  dropout from its own seed, and the tables' gradients, partial sums over a shard's rows, are
+  summed over the batch axes."""
   mesh = jax.sharding.get_abstract_mesh()
   if mesh.empty:
     return functools.partial(kernel.fused_attention, spec)
@@ -111,7 +140,7 @@ def _per_shard(spec: kernel.Spec):
 
   def shard(q, k, v, mask, tables, seed):
     if sharded_axes:
-      seed = kernel.fold_in(seed, jax.lax.axis_index(sharded_axes))
+      seed = common.fold_in(seed, jax.lax.axis_index(sharded_axes))
     return kernel.fused_attention(spec, q, k, v, mask, tables, seed)
 
   return jax.shard_map(shard, mesh=mesh, in_specs=(P(batch_axes, head_axes),) * 3 + (P(batch_axes), P(head_axes), P()),
