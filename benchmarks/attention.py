@@ -1,29 +1,49 @@
-"""Attention implementations of DeBERTa-v2-base: forward and forward+backward, one layer and the
-full 12-layer encoder, at L = 128, 512, 2048, 8192 (16,384 tokens per batch), bf16.
+"""Attention implementations of DeBERTa-v2-base, bf16, 16,384 tokens per batch.
+
+Encoders: forward and forward+backward, one layer and the full 12-layer encoder, at L = 128,
+512, 2048, 8192.
 
     python benchmarks/attention.py > attention.jsonl          # measured, on this machine's accelerator
     JAX_PLATFORMS=cpu python benchmarks/attention.py --predict=v5p:2x2x1 > predicted.jsonl  # compile-only, one v5p chip
     python benchmarks/attention.py --table=attention.jsonl    # the markdown table
 
 Measured: median wall time of --repeats runs and the device's peak memory, for wyjax "xla" and,
-on a TPU, "pallas" (the kernels have no GPU lowering yet, and on a CPU they run interpreted: a
-correctness tool, left out); on a GPU also transformers' DebertaV2Model (PyTorch, bf16, eager)
-and, when installed, the Triton packages `disentangled-flash` and `flashdeberta` on the same
-shapes and inputs (a "layer" is a 1-layer encoder for all of them). Predicted: the XLA TPU compiler's FLOPs, bytes accessed and temporaries
-of each program for one chip, and the roofline time max(FLOPs / peak, bytes / bandwidth); these
-are predictions, not measurements. One JSON line per cell on stdout; results in docs/benchmarks.md.
+on a TPU or GPU, "pallas" (the fused kernels; on a CPU they run interpreted, a correctness tool,
+left out); on a GPU also transformers' DebertaV2Model (PyTorch, bf16, eager) and, when
+installed, the Triton packages `disentangled-flash` and `flashdeberta` on the same shapes and
+inputs (a "layer" is a 1-layer encoder for all of them). Predicted: the XLA TPU compiler's FLOPs,
+bytes accessed and temporaries of each program for one chip, and the roofline time
+max(FLOPs / peak, bytes / bandwidth); these are predictions, not measurements. One JSON line per
+cell on stdout; results in docs/benchmarks.md.
+
+The attention alone (`gpu_rows`, what benchmarks/gpu.py runs): markdown rows as they are measured.
+
+    python benchmarks/attention.py --alone [--budget_s=600]   # on a GPU
+    JAX_PLATFORMS=cpu python benchmarks/attention.py --alone --smoke
+
+On a GPU, at L = 512, 1024, 2048, 4096: wyjax's DisentangledAttention (projections, attention,
+output projection) with the GPU kernel ("pallas") and with the XLA path, and transformers'
+DebertaV2Attention (the same, plus its output LayerNorm and residual: one LayerNorm more),
+eager; forward in inference mode, forward+backward in training mode (dropout 0.1, as
+pretraining). Time: the median of --repeats runs after a warm-up. Peak memory: for wyjax the
+bytes XLA's buffer assignment gives the compiled program (arguments, outputs, temporaries), for
+transformers torch's peak allocation over the run (its inputs and parameters included). --smoke:
+the GPU kernel (on a CPU interpreted) against the XLA path on a small padded batch, one row with
+the largest relative error of the output and of the gradients (of q, k, v, pos_key, pos_query).
 """
 import argparse
 import json
 import statistics
 import time
+from collections.abc import Iterator
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from wyjax.models import DebertaV2, EncoderConfig
 from wyjax.core import aot
+from wyjax.models import DebertaV2, EncoderConfig, attention, deberta_v2, layers
 
 LENGTHS = (128, 512, 2048, 8192)
 TOKENS = 16384
@@ -33,9 +53,9 @@ BASE = dict(vocab_size=22669, hidden_size=768, num_attention_heads=12, intermedi
             max_position_embeddings=512, dtype="bfloat16", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
-def programs(layers: int, length: int, attention: str):
+def programs(depth: int, length: int, choice: str):
   """(forward, forward+backward) jitted, their params and inputs."""
-  config = EncoderConfig(**BASE, num_hidden_layers=layers, attention=attention)
+  config = EncoderConfig(**BASE, num_hidden_layers=depth, attention=choice)
   model = DebertaV2(config)
   batch = max(1, TOKENS // length)
   ids = jnp.asarray(np.random.default_rng(0).integers(5, config.vocab_size, (batch, length)), jnp.int32)
@@ -57,10 +77,10 @@ def predict(topology: str, layer_counts, lengths):
   spec = aot.CHIPS[chip]
   mesh = jax.sharding.Mesh(np.array(devices), ("data",))
   replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-  for layers in layer_counts:
+  for depth in layer_counts:
     for length in lengths:
-      for attention in ("xla", "pallas"):
-        fns, params, inputs = programs(layers, length, attention)
+      for choice in ("xla", "pallas"):
+        fns, params, inputs = programs(depth, length, choice)
         for name, fn in fns.items():
           abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated),
                                   (params, *inputs))
@@ -69,7 +89,7 @@ def predict(topology: str, layer_counts, lengths):
           cost = compiled.cost_analysis()
           cost = cost[0] if isinstance(cost, list) else cost
           flops, bytes_ = float(cost.get("flops", 0)), float(cost.get("bytes accessed", 0))
-          yield {"layers": layers, "length": length, "attention": attention, "pass": name, "predicted": True,
+          yield {"layers": depth, "length": length, "attention": choice, "pass": name, "predicted": True,
                  "chip": chip, "flops": flops, "bytes_accessed": bytes_,
                  "temp_bytes": compiled.memory_analysis().temp_size_in_bytes,
                  "roofline_ms": 1e3 * max(flops / spec.peak_flops, bytes_ / spec.hbm_bandwidth)}
@@ -91,21 +111,21 @@ def _peak_bytes():
 
 
 def measure_jax(repeats: int, layer_counts, lengths):
-  attentions = ("xla", "pallas") if jax.default_backend() == "tpu" else ("xla",)  # no GPU lowering yet
-  for layers in layer_counts:
+  choices = ("xla", "pallas") if jax.default_backend() in ("tpu", "gpu") else ("xla",)
+  for depth in layer_counts:
     for length in lengths:
-      for attention in attentions:
-        fns, abstract_params, inputs = programs(layers, length, attention)
+      for choice in choices:
+        fns, abstract_params, inputs = programs(depth, length, choice)
         params = jax.tree.map(lambda x: jnp.full(x.shape, 0.02, x.dtype), abstract_params)
         for name, fn in fns.items():
           jitted = jax.jit(fn)
           try:
             seconds = _median_seconds(lambda: jax.block_until_ready(jitted(params, *inputs)), repeats)
           except Exception as e:  # out of memory at long lengths: recorded, not fatal
-            yield {"layers": layers, "length": length, "attention": attention, "pass": name,
+            yield {"layers": depth, "length": length, "attention": choice, "pass": name,
                    "error": str(e).splitlines()[0][:200]}
             continue
-          yield {"layers": layers, "length": length, "attention": attention, "pass": name,
+          yield {"layers": depth, "length": length, "attention": choice, "pass": name,
                  "ms": 1e3 * seconds, "tokens_per_second": TOKENS / seconds, "peak_bytes": _peak_bytes()}
 
 
@@ -124,12 +144,9 @@ def measure_torch(repeats: int, layer_counts, lengths):
     variants["flashdeberta"] = lambda model: _flashdeberta(flashdeberta, model)
   except ImportError:
     pass
-  hf_fields = {k: v for k, v in BASE.items() if k not in ("dtype", "hidden_dropout_prob",
-                                                          "attention_probs_dropout_prob")}
-  for layers in layer_counts:
+  for depth in layer_counts:
     for length in lengths:
-      config = transformers.DebertaV2Config(**hf_fields, num_hidden_layers=layers, type_vocab_size=0,
-                                            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+      config = _hf_config(depth, dropout=0.0)
       batch = max(1, TOKENS // length)
       ids = torch.randint(5, config.vocab_size, (batch, length), device="cuda")
       mask = torch.ones_like(ids)
@@ -140,14 +157,21 @@ def measure_torch(repeats: int, layer_counts, lengths):
           try:
             seconds = _median_seconds(lambda: (run(), torch.cuda.synchronize()), repeats)
           except Exception as e:  # e.g. out of memory at 8192
-            yield {"layers": layers, "length": length, "attention": variant, "pass": name,
+            yield {"layers": depth, "length": length, "attention": variant, "pass": name,
                    "error": str(e).splitlines()[0][:200]}
             torch.cuda.empty_cache()
             continue
-          yield {"layers": layers, "length": length, "attention": variant, "pass": name, "ms": 1e3 * seconds,
+          yield {"layers": depth, "length": length, "attention": variant, "pass": name, "ms": 1e3 * seconds,
                  "tokens_per_second": TOKENS / seconds, "peak_bytes": torch.cuda.max_memory_allocated()}
         del passes
         torch.cuda.empty_cache()
+
+
+def _hf_config(depth: int, dropout: float):
+  import transformers  # pylint: disable=g-import-not-at-top
+  fields = {k: v for k, v in BASE.items() if k not in ("dtype", "hidden_dropout_prob", "attention_probs_dropout_prob")}
+  return transformers.DebertaV2Config(**fields, num_hidden_layers=depth, type_vocab_size=0, hidden_dropout_prob=dropout,
+                                      attention_probs_dropout_prob=dropout)
 
 
 def _torch_passes(model, ids, mask):
@@ -170,32 +194,182 @@ def _flashdeberta(flashdeberta, model):
   return flash
 
 
+ALONE_LENGTHS = (512, 1024, 2048, 4096)
+ALONE_SIDES = ("wyjax GPU kernel", "wyjax XLA", "transformers eager")
+ALONE_HEADER = "| part | measurement | by | result | peak memory | notes |\n|---|---|---|---|---|---|"  # gpu.py's
+
+
+def gpu_rows(smoke: bool, budget_s: float = float("inf"), repeats: int = 5) -> Iterator[str]:
+  """The attention alone, as rows of benchmarks/gpu.py's table (part "attention"), each yielded
+  when measured.
+
+  smoke: the GPU kernel (interpreted on a CPU) against the XLA path, in seconds. Otherwise (a
+  GPU): each length of ALONE_LENGTHS in turn, both passes, wyjax's kernel, wyjax's XLA path and
+  transformers eager, then wyjax's rates over transformers'; a cell not started within budget_s
+  of the call is skipped, and the last row says so. A cell that fails (out of memory) is a row
+  with the error. Each wyjax cell compiles its program first (seconds; not in the time)."""
+  if smoke:
+    yield _smoke_row()
+    return
+  start = time.perf_counter()
+  cells = [(length, name) for length in ALONE_LENGTHS for name in ("forward", "forward+backward")]
+  for done, (length, name) in enumerate(cells):
+    measurement = f"L = {length}, batch {TOKENS // length}, {name}"
+    seconds = {}
+    for side in ALONE_SIDES:
+      if time.perf_counter() - start > budget_s:
+        yield f"| attention | {measurement} | – | not run: past the {budget_s:.0f} s budget | | " \
+              f"{len(cells) - done} measurements left |"
+        return
+      measure = _measure_torch_attention if side == "transformers eager" else _measure_jax_attention
+      try:
+        seconds[side], peak = measure(side, length, name, repeats)
+      except Exception as e:  # pylint: disable=broad-except  (out of memory at long lengths: a row, not the end)
+        error = (str(e).splitlines() or [""])[0][:80]
+        yield f"| attention | {measurement} | {side} | {type(e).__name__}: {error} | | |"
+        continue
+      memory = "XLA's buffer assignment" if side != "transformers eager" else "torch's peak allocation"
+      yield f"| attention | {measurement} | {side} | {1e3 * seconds[side]:.2f} ms | {peak / 2**30:.2f} GiB | {memory} |"
+    kernel, xla, theirs = (seconds.get(side) for side in ALONE_SIDES)
+    if kernel and theirs:  # as gpu.py's rate rows: above 1, wyjax is faster
+      rates = f"**{theirs / kernel:.2f}×** GPU kernel" + (f", {theirs / xla:.2f}× XLA path" if xla else "")
+      yield f"| attention | {measurement} | wyjax ÷ transformers | {rates} | | |"
+
+
+def _alone_config(attention_choice: str = "xla") -> EncoderConfig:
+  return EncoderConfig(**{**BASE, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1},
+                       num_hidden_layers=1, attention=attention_choice)
+
+
+def _alone_inputs(config: EncoderConfig, length: int, dtype):
+  """Hidden states [TOKENS / L, L, hidden] and relative embeddings [2S, hidden], N(0, 1)."""
+  rng = np.random.default_rng(0)
+  x = rng.standard_normal((TOKENS // length, length, config.hidden_size), np.float32)
+  rel = rng.standard_normal((2 * config.relative_span, config.hidden_size), np.float32)
+  return x.astype(dtype), rel.astype(dtype)
+
+
+def _measure_jax_attention(implementation: str, length: int, name: str, repeats: int):
+  config = _alone_config("pallas" if implementation == "wyjax GPU kernel" else "xla")
+  module = deberta_v2.DisentangledAttention(config)
+  x, rel = (jnp.asarray(a) for a in _alone_inputs(config, length, jnp.bfloat16))
+  mask = layers.expand_mask(jnp.ones(x.shape[:2], jnp.int32))
+  params = deberta_v2.DisentangledAttention(_alone_config()).init(  # the same parameters, by the XLA path
+      jax.random.key(0), x[:1, :8], mask[:1, ..., :8], rel, None, True)
+  if name == "forward":
+    fn = lambda params, x, rel, mask: module.apply(params, x, mask, rel, None, True)
+  else:
+    fn = jax.grad(lambda params, x, rel, mask: module.apply(params, x, mask, rel, None, False, rngs={
+        "dropout": jax.random.key(1)}).astype(jnp.float32).sum(), argnums=(0, 1, 2))
+  compiled = jax.jit(fn).lower(params, x, rel, mask).compile()
+  memory = compiled.memory_analysis()
+  peak = (memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes
+          - memory.alias_size_in_bytes)
+  return _median_seconds(lambda: jax.block_until_ready(compiled(params, x, rel, mask)), repeats), peak
+
+
+def _measure_torch_attention(implementation: str, length: int, name: str, repeats: int):
+  """transformers' DebertaV2Attention, bf16, eager, on the GPU."""
+  del implementation
+  import torch  # pylint: disable=g-import-not-at-top
+  from transformers.models.deberta_v2 import modeling_deberta_v2  # pylint: disable=g-import-not-at-top
+
+  module = modeling_deberta_v2.DebertaV2Attention(_hf_config(1, dropout=0.1)).to("cuda", torch.bfloat16)
+  x, rel = (torch.from_numpy(a).to("cuda", torch.bfloat16) for a in _alone_inputs(_alone_config(), length, np.float32))
+  mask = torch.ones(x.shape[:2], dtype=torch.bool, device="cuda")
+  mask = mask[:, None, None, :] & mask[:, None, :, None]  # as DebertaV2Encoder.get_attention_mask builds it
+  if name == "forward":
+    module.eval()
+
+    def run():
+      with torch.no_grad():
+        module(x, mask, rel_embeddings=rel)
+  else:
+    module.train()
+    x.requires_grad_(True)
+    rel.requires_grad_(True)
+
+    def run():
+      module(x, mask, rel_embeddings=rel)[0].float().sum().backward()
+  try:
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    seconds = _median_seconds(lambda: (run(), torch.cuda.synchronize()), repeats)
+    return seconds, torch.cuda.max_memory_allocated()
+  finally:  # out of memory too: the next cell starts with the GPU's memory free
+    del module, x, rel, mask
+    torch.cuda.empty_cache()
+
+
+def _smoke_row() -> str:
+  """The GPU kernel (interpreted on a CPU) against the XLA path: DeBERTa-tiny's position layout
+  (32 log buckets), fp32, a batch of two rows of 40 tokens, the second padded after 29."""
+  config = EncoderConfig(vocab_size=40, hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=128, relative_attention=True,
+                         position_buckets=32, pos_att_type="p2c|c2p", share_att_key=True, position_biased_input=False)
+  batch, length, heads, d = 2, 40, config.num_attention_heads, config.head_dim
+  rng = np.random.default_rng(0)
+  q, k, v = (jnp.asarray(rng.standard_normal((batch, length, heads, d)), jnp.float32) for _ in range(3))
+  pos_key, pos_query = (jnp.asarray(rng.standard_normal((2 * config.relative_span, heads, d)), jnp.float32)
+                        for _ in range(2))
+  mask = layers.expand_mask(jnp.asarray(np.arange(length)[None, :] < np.array([[length], [29]]), jnp.int32))
+  scale = np.sqrt(d * 3).astype(np.float32)
+  weights = jnp.asarray(rng.standard_normal(q.shape), jnp.float32) * mask[:, 0, 0, :, None, None]
+
+  def kernel(q, k, v, pos_key, pos_query):
+    return attention.fused_attention(q, k, v, mask, scale=scale, pos_key=pos_key, pos_query=pos_query,
+                                     relative_index=lambda distance: deberta_v2.relative_rows(distance, config),
+                                     target="gpu")
+
+  class XLA(nn.Module):  # the XLA path runs inside a module: its softmax's dropout is one
+
+    @nn.compact
+    def __call__(self, q, k, v, pos_key, pos_query):
+      return deberta_v2.xla_attention(config, q, k, v, mask, scale, pos_key, pos_query, None, True)
+
+  xla = lambda *args: XLA().apply({}, *args)
+
+  def output_and_grads(fn):
+    args = (q, k, v, pos_key, pos_query)
+    output = jax.jit(fn)(*args)
+    return output, jax.jit(jax.grad(lambda *a: (fn(*a) * weights).sum(), argnums=range(5)))(*args)
+
+  error = lambda a, b: float(jnp.max(jnp.abs(a - b)) / jnp.max(jnp.abs(b)))
+  real = mask[:, 0, 0, :, None, None]
+  (ours, our_grads), (ref, ref_grads) = output_and_grads(kernel), output_and_grads(xla)
+  grads_error = max(error(a, b) for a, b in zip(our_grads, ref_grads))
+  where = "interpreted on the CPU" if jax.default_backend() == "cpu" else jax.devices()[0].device_kind
+  return (f"| attention | GPU kernel vs XLA path, fp32, {batch} × {length} tokens (one row padded), {heads} heads "
+          f"of {d}, 32 log buckets, c2p+p2c | wyjax | largest relative error: output "
+          f"{error(ours * real, ref * real):.1e}, gradients {grads_error:.1e} | | {where} |")
+
+
 def table(path: str) -> str:
   """docs/benchmarks.md's table from this script's saved output."""
   lines = [json.loads(line) for line in open(path)]
   header, cells = lines[0], [c for c in lines[1:] if "error" not in c]
-  rows = {}
+  by_cell = {}
   for c in cells:
-    rows.setdefault((c["layers"], c["length"], c["pass"]), {})[c["attention"]] = c
+    by_cell.setdefault((c["layers"], c["length"], c["pass"]), {})[c["attention"]] = c
   predicted = cells and cells[0].get("predicted")
-  out = [f"{header['device']}, jax {header['jax']}, {header['date']}" + (", compile-only predictions" if predicted else ""),
-         ""]
+  out = [f"{header['device']}, jax {header['jax']}, {header['date']}"
+         + (", compile-only predictions" if predicted else ""), ""]
   if predicted:
-    out += ["| layers | L | pass | xla: ms (roofline) | xla: HBM GiB | xla: temp GiB | pallas: ms (roofline) | pallas: HBM GiB | pallas: temp GiB | speed-up |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
-    for (layers, length, name), by in sorted(rows.items()):
+    out += ["| layers | L | pass | xla: ms (roofline) | xla: HBM GiB | xla: temp GiB | pallas: ms (roofline) "
+            "| pallas: HBM GiB | pallas: temp GiB | speed-up |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for (depth, length, name), by in sorted(by_cell.items()):
       x, p = by.get("xla"), by.get("pallas")
       fmt = lambda c: (f"{c['roofline_ms']:.2f} | {c['bytes_accessed'] / 2**30:.1f} | {c['temp_bytes'] / 2**30:.2f}"
                        if c else "n/a | | ")
       ratio = f"{x['roofline_ms'] / p['roofline_ms']:.0f}x" if x and p else ""
-      out.append(f"| {layers} | {length} | {name} | {fmt(x)} | {fmt(p)} | {ratio} |")
+      out.append(f"| {depth} | {length} | {name} | {fmt(x)} | {fmt(p)} | {ratio} |")
   else:
     names = sorted({c["attention"] for c in cells})
     out += ["| layers | L | pass | " + " | ".join(f"{n}: ms (peak GiB)" for n in names) + " |",
             "|---|---|---|" + "---|" * len(names)]
-    for (layers, length, name), by in sorted(rows.items()):
+    for (depth, length, name), by in sorted(by_cell.items()):
       fmt = lambda c: f"{c['ms']:.1f} ({(c['peak_bytes'] or 0) / 2**30:.2f})" if c else "n/a"
-      out.append(f"| {layers} | {length} | {name} | " + " | ".join(fmt(by.get(n)) for n in names) + " |")
+      out.append(f"| {depth} | {length} | {name} | " + " | ".join(fmt(by.get(n)) for n in names) + " |")
   return "\n".join(out)
 
 
@@ -206,9 +380,17 @@ def main():
   parser.add_argument("--layers", default="1,12", help="encoder depths: 1 (one layer) and 12 (base)")
   parser.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
   parser.add_argument("--table", default="", help="print the markdown table of a saved output and exit")
+  parser.add_argument("--alone", action="store_true", help="the attention alone, as markdown rows (`gpu_rows`)")
+  parser.add_argument("--smoke", action="store_true", help="with --alone: the interpreted GPU kernel against XLA, CPU")
+  parser.add_argument("--budget_s", type=float, default=1800, help="with --alone: cells start within this time")
   args = parser.parse_args()
   if args.table:
     print(table(args.table))
+    return
+  if args.alone:
+    print(ALONE_HEADER, flush=True)
+    for row in gpu_rows(args.smoke, args.budget_s, args.repeats):
+      print(row, flush=True)
     return
   layer_counts, lengths = [int(x) for x in args.layers.split(",")], [int(x) for x in args.lengths.split(",")]
   cells = (predict(args.predict, layer_counts, lengths) if args.predict
