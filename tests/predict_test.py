@@ -1,20 +1,28 @@
 """`wyjax.predict` on real dev texts of four fine-tuned runs (PUNC from the Daizhige sample,
 C-CLUE NER, TLC, CMRC 2018): its outputs score exactly the run's recorded dev score, equal the
 transformers model (pipeline) on the run's export, and a 200,000-character text is punctuated
-whole, every character kept in order."""
+whole, every character kept in order. It never writes over its input, leaves no half-written
+output (full disk, Ctrl-C), keeps lines and grapheme clusters whole, and refuses damaged or
+non-finite weights and a copied run without its seeds in one line."""
+import concurrent.futures
 import json
+import re
+import shutil
+import signal
 import subprocess
 import sys
+import time
 import unicodedata
 
 import numpy as np
 import pytest
 import torch
 import transformers
+from safetensors.numpy import load_file, save_file
 
 from tests.train.conftest import REPO_ROOT, pretrain_env
 from wyjax.hf import task_models
-from wyjax.tasks import clue_reading, spans, wyweb_files
+from wyjax.tasks import clue_reading, spans, wyweb, wyweb_files
 from wyjax.tasks.builders import punc
 from wyjax.tasks.registry import TASKS
 from wyjax.train import finetuning, inference, suite
@@ -201,3 +209,143 @@ def test_a_bad_line_is_one_error_line_or_skipped_and_counted(runs, tmp_path):
   assert "1 bad line(s) of 3 left empty" in skipped.stderr
   refused = subprocess.run(command, cwd=REPO_ROOT, env=pretrain_env(), capture_output=True, text=True)
   assert refused.returncode != 0 and "exists; choose another --output or pass --overwrite" in refused.stderr
+
+
+# --- what predict never does: destroy its input, leave half an output, split a line or a character ---
+
+def _predict(workdir, *flags, file_size_kb: int | None = None, **popen):
+  """wyjax.predict on the run as a user starts it; the cache (its log) is the test's own."""
+  command = [sys.executable, "-m", "wyjax.predict", f"--model={workdir}", *flags]
+  if file_size_kb:  # the shell's limit on the size of any file the command writes (RLIMIT_FSIZE)
+    command = ["bash", "-c", f'ulimit -f {file_size_kb} && exec "$@"', "bash", *command]
+  env = pretrain_env(WYJAX_CACHE=str(popen.pop("cache")))
+  if popen.pop("background", False):
+    return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stderr=subprocess.PIPE, text=True, **popen)
+  return subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, **popen)
+
+
+def _left_over(folder, name):
+  return sorted(p.name for p in folder.iterdir() if p.name.startswith((name, f".{name}")))
+
+
+def test_predict_never_writes_over_its_input_even_with_overwrite(runs, tmp_path):
+  """The same path, a symbolic link to it and a hard link (another name, the same inode): refused."""
+  workdir, _, _ = runs["punc"]
+  book = tmp_path / "book.txt"
+  book.write_text("子曰學而時習之\n", encoding="utf-8")
+  (tmp_path / "link.txt").symlink_to(book)
+  (tmp_path / "hard.txt").hardlink_to(book)
+  outputs = [book, tmp_path / "link.txt", tmp_path / "hard.txt"]
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    results = pool.map(lambda out: _predict(workdir, f"--input={book}", f"--output={out}", "--overwrite",
+                                            cache=tmp_path / "cache"), outputs)
+    for out, result in zip(outputs, results):
+      assert result.returncode == 1 and result.stderr.splitlines()[-1] == (
+          f"wyjax: error: --output {out} is the input file {book}; writing it would destroy the input "
+          "(--overwrite never does): choose another --output"), result.stderr[-2000:]
+  assert book.read_text(encoding="utf-8") == "子曰學而時習之\n"
+
+
+def test_a_full_disk_or_ctrl_c_leaves_no_output_and_the_rerun_needs_no_overwrite(runs, tmp_path):
+  """A full disk is simulated by a file-size limit (`ulimit -f`, RLIMIT_FSIZE): a write beyond it
+  fails with EFBIG as one on a full disk fails with ENOSPC (Python ignores SIGXFSZ); the same
+  write fails at the same byte on every run. Ctrl-C is SIGINT sent once the output's temporary
+  file exists (predict is writing)."""
+  workdir, _, dev = runs["punc"]
+  lines = [e.text for e in dev] * 4  # 27 kB: beyond the limit below
+  (tmp_path / "in.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+  out = tmp_path / "out.txt"
+  flags = (f"--input={tmp_path / 'in.txt'}", f"--output={out}")
+  full = _predict(workdir, *flags, file_size_kb=16, cache=tmp_path / "cache")
+  assert full.returncode == 1 and full.stderr.splitlines()[-1] == f"wyjax: error: {out}: File too large", \
+      full.stderr[-2000:]
+  assert _left_over(tmp_path, "out.txt") == []
+
+  interrupted = _predict(workdir, *flags, cache=tmp_path / "cache", background=True)
+  while not _left_over(tmp_path, "out.txt") and interrupted.poll() is None:
+    time.sleep(0.05)
+  interrupted.send_signal(signal.SIGINT)
+  stderr = interrupted.communicate(timeout=120)[1]
+  assert interrupted.returncode == 130 and stderr.splitlines()[-1] == "wyjax: stopped by SIGINT (Ctrl-C)", stderr
+  assert "Traceback" not in stderr and _left_over(tmp_path, "out.txt") == []
+
+  rerun = _predict(workdir, *flags, cache=tmp_path / "cache")  # no --overwrite: the failures left nothing
+  assert rerun.returncode == 0, rerun.stderr[-2000:]
+  assert len(out.read_text(encoding="utf-8").splitlines()) == len(lines)
+
+
+def test_lines_are_kept_exactly_and_undecodable_ones_named_or_skipped(runs, tmp_path):
+  """Only \\n ends a line (\\r\\n is one ending); a lone \\r stays inside its line, a blank line
+  comes back as it was, invalid UTF-8 is an error at its line or, with --skip_bad_lines, an
+  empty line, reported and counted."""
+  workdir, _, _ = runs["punc"]
+  source = tmp_path / "in.txt"
+  source.write_bytes("子曰學而時習之\r不亦說乎\r\n \t \n".encode() + "有朋自遠方來".encode()[:7] + b"\xff\n"
+                     + "人不知而不慍\n".encode())
+  out = tmp_path / "out.txt"
+  failed = _predict(workdir, f"--input={source}", f"--output={out}", cache=tmp_path / "cache")
+  assert failed.returncode == 1 and "Traceback" not in failed.stderr
+  assert failed.stderr.splitlines()[-2] == f"wyjax: error: {source}:3: not valid UTF-8 (invalid continuation byte " \
+                                           "at byte 7 of the line)", failed.stderr[-2000:]
+  assert not out.exists()
+  skipped = _predict(workdir, f"--input={source}", f"--output={out}", "--skip_bad_lines", cache=tmp_path / "cache")
+  assert skipped.returncode == 0, skipped.stderr[-2000:]
+  assert f"{source}:3: not valid UTF-8" in skipped.stderr and "1 bad line(s) of 4 left empty" in skipped.stderr
+  with out.open(encoding="utf-8", newline="") as f:
+    written = f.read().split("\n")
+  bare = lambda text: "".join(c for c in text if c not in wyweb_files.PUNC_MARKS)
+  assert [bare(line) for line in written] == ["子曰學而時習之\r不亦說乎", " \t ", "", "人不知而不慍", ""]
+
+
+@pytest.mark.parametrize("text, after", [
+    ("葛\U000e0100", "葛\U000e0100"),  # an ideographic variation selector
+    ("學\ufe0f", "學\ufe0f"),  # an emoji variation selector
+    ("👍🏽", "👍🏽"),  # a skin-tone modifier
+    ("e\u0301", "e\u0301"),  # a combining accent
+    ("👨\u200d👩\u200d👧", "👨\u200d👩\u200d👧"),  # a ZWJ sequence
+])
+def test_a_mark_never_goes_inside_a_grapheme_cluster(text, after):
+  """Whichever character of the cluster the model marks, the mark follows the whole cluster."""
+  for marked in range(len(text)):
+    tags = ["O"] * (len(text) + 1)
+    tags[marked] = "S-，"
+    assert wyweb.punctuated(text + "之", tags) == after + "，之", marked
+  assert wyweb.punctuated(text + "。", ["S-，"] * (len(text) + 1)) == text + "。"  # a mark already there: none
+
+
+def test_damaged_or_non_finite_weights_are_one_error_naming_the_file(runs, tmp_path):
+  workdir, _, _ = runs["punc"]
+  exported = task_models.export(task_models.load(workdir), tmp_path / "hf")
+  damaged = {}
+  for name in ("truncated", "two", "nan"):
+    damaged[name] = tmp_path / name
+    shutil.copytree(exported, damaged[name])
+  weights = damaged["truncated"] / "model.safetensors"
+  weights.write_bytes(weights.read_bytes()[:5000])
+  config = json.loads((exported / "config.json").read_text())
+  (damaged["two"] / "config.json").write_text(json.dumps({**config, "num_hidden_layers": "two"}))
+  tensors = load_file(exported / "model.safetensors")
+  tensors["deberta.encoder.layer.1.output.dense.weight"][3, 5] = np.nan
+  save_file(tensors, damaged["nan"] / "model.safetensors", metadata={"format": "pt"})
+  for name, message in (("truncated", f"{weights}: not a readable safetensors file"),
+                        ("two", f"{damaged['two'] / 'config.json'}: num_hidden_layers is 'two'; it must be an integer"),
+                        ("nan", f"{damaged['nan']}: 1 weight tensor(s) hold NaN or Inf")):
+    with pytest.raises(ValueError, match=re.escape(message)):
+      task_models.load(damaged[name])
+  (tmp_path / "in.txt").write_text("子曰學而時習之\n", encoding="utf-8")
+  refused = _predict(damaged["nan"], f"--input={tmp_path / 'in.txt'}", cache=tmp_path / "cache")
+  assert refused.returncode == 1 and refused.stderr.splitlines()[-1].startswith(f"wyjax: error: {damaged['nan']}: "
+                                                                                 "1 weight tensor(s) hold NaN")
+
+
+def test_a_copied_run_loads_its_own_seeds_never_the_originals(runs, tmp_path):
+  """results.json names its best run by an absolute path; a copy finds it inside itself, and a
+  copy without its seed folders is an error, not a silent load of the original run."""
+  workdir, _, _ = runs["punc"]
+  shutil.copytree(workdir, tmp_path / "copy")
+  assert task_models.load(tmp_path / "copy").run_dir == tmp_path / "copy" / "seed_0"
+  (tmp_path / "bare").mkdir()
+  for name in ("results.json", "run_config.json"):
+    shutil.copy(workdir / name, tmp_path / "bare" / name)
+  with pytest.raises(FileNotFoundError, match=f"its best run seed_0 is not in {tmp_path / 'bare'}"):
+    task_models.load(tmp_path / "bare")

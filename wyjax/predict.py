@@ -13,16 +13,20 @@ the label and class probabilities (classification), the chosen option (choice ta
 answer, its characters and score (CMRC 2018), the translation (WYWMT).
 
 Input is streamed (memory stays flat on a large file) and batched by length; a progress bar
-goes to stderr. A bad line is an error naming its file and line; with --skip_bad_lines it is
-reported, counted and left empty in the output.
+goes to stderr. Only `\n` ends a line (`\r\n` too, as one ending): a lone `\r` stays inside its
+line, so output line k always answers input line k. A bad line (invalid UTF-8 among them) is an
+error naming its file and line; with --skip_bad_lines it is reported, counted and left empty in
+the output. --output appears only once complete (a failure or Ctrl-C leaves nothing), and is
+never the input itself, even with --overwrite.
 """
+import contextlib
 import os
 import sys
 
 import tqdm
 from absl import flags
 
-from wyjax.core import cli, guards, logs
+from wyjax.core import cli, guards, logs, storage
 from wyjax.hf import task_models
 from wyjax.tasks import user_inputs
 from wyjax.train import inference
@@ -40,35 +44,49 @@ _OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace an existing --output
 
 
 def _lines(stream):
-  for line in stream:
-    yield line.rstrip("\r\n")
+  """The stream's lines as bytes, without their endings: b"\n", or b"\r\n" as one ending."""
+  for raw in stream:
+    line = raw.removesuffix(b"\n")
+    yield line.removesuffix(b"\r") if len(line) < len(raw) else line
+
+
+def _check_output(source: str, output: str, overwrite: bool) -> None:
+  """Refuses an --output that exists unless `overwrite`, and always one that is the input
+  itself (the same file, a link to it or a hard link: the same device and inode)."""
+  if output == "-" or not os.path.exists(output):
+    return
+  if source != "-" and os.path.samefile(source, output):
+    raise guards.RunError(f"--output {output} is the input file {source}; writing it would destroy the input "
+                          "(--overwrite never does): choose another --output")
+  if not overwrite:
+    raise guards.RunError(f"{output} exists; choose another --output or pass --overwrite")
 
 
 def main(argv):
   del argv
   logs.to_file(None, "predict")
-  if _OUTPUT.value != "-" and os.path.exists(_OUTPUT.value) and not _OVERWRITE.value:
-    raise guards.RunError(f"{_OUTPUT.value} exists; choose another --output or pass --overwrite")
+  _check_output(_INPUT.value, _OUTPUT.value, _OVERWRITE.value)
   fine_tuned = task_models.load(_MODEL.value)
   predictor = inference.Predictor(fine_tuned, batch_size=_BATCH_SIZE.value, beam_size=_BEAM.value,
                                   keep_marks=_KEEP_MARKS.value, skip_bad_lines=_SKIP_BAD_LINES.value)
   name = "stdin" if _INPUT.value == "-" else _INPUT.value
-  source = sys.stdin if _INPUT.value == "-" else open(_INPUT.value, encoding="utf-8")
+  source = sys.stdin.buffer if _INPUT.value == "-" else open(_INPUT.value, "rb")
   total = None if _INPUT.value == "-" else os.path.getsize(_INPUT.value)
-  sink = sys.stdout if _OUTPUT.value == "-" else open(_OUTPUT.value, "w", encoding="utf-8")
   progress = tqdm.tqdm(total=total, unit="B", unit_scale=True, desc=f"{fine_tuned.task.name} predict",
                        file=sys.stderr, disable=None)
 
   def counted(lines):
     for line in lines:
-      progress.update(len(line.encode("utf-8")) + 1)
+      progress.update(len(line) + 1)
       yield line
 
+  sink = (contextlib.nullcontext(sys.stdout) if _OUTPUT.value == "-"
+          else storage.written_whole(_OUTPUT.value, encoding="utf-8"))
   try:
-    with source, sink:
+    with source, sink as out:
       for output in predictor.outputs(counted(_lines(source)), name):
-        sink.write(output + "\n")
-  except ValueError as e:  # a bad line (tasks.files.FormatError)
+        out.write(output + "\n")
+  except storage.FormatError as e:  # a bad line
     raise guards.RunError(f"{e}\n(an input line is {user_inputs.describe(fine_tuned.task)}; "
                           "--skip_bad_lines reports and skips bad lines)") from None
   finally:

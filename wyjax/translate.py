@@ -7,7 +7,6 @@ or a transformers folder with an MLM head. Empty and over-long lines are errors 
 their line; with --skip_bad_lines they are reported, counted and left empty in the output,
 so output line k still translates input line k.
 """
-import json
 import pathlib
 import sys
 
@@ -16,7 +15,7 @@ from absl import flags
 
 from wyjax.hf import loading
 from wyjax.models import MaskedLM, prefix_lm
-from wyjax.core import cli, guards, logs
+from wyjax.core import checkpoints, cli, guards, logs
 
 _INIT = flags.DEFINE_string("init", None, "WYWMT fine-tuning workdir, seed run or transformers folder.",
                             required=True)
@@ -30,10 +29,9 @@ _BATCH_SIZE = flags.DEFINE_integer("batch_size", 32, "Sentences per batch.")
 _SKIP_BAD_LINES = flags.DEFINE_bool("skip_bad_lines", False, "Report bad lines and leave them empty.")
 
 
-def _model_dir(init: pathlib.Path) -> pathlib.Path:
-  results = init / "results.json"
-  if results.exists():  # a fine-tuning workdir: its best-dev run
-    return pathlib.Path(json.loads(results.read_text())["best_run"])
+def _model_dir(init: pathlib.Path):
+  if (init / "results.json").exists():  # a fine-tuning workdir: its best-dev run
+    return checkpoints.best_run(init)
   return init
 
 

@@ -261,6 +261,19 @@ def restore_latest(mngr: ocp.CheckpointManager, abstract_state) -> tuple[dict | 
   return None, 0
 
 
+def best_run(workdir) -> epath.Path:
+  """The best seed's folder of a fine-tuning workdir: its results.json's best_run, found by name
+  in `workdir` itself, so a copied or moved workdir uses its own seeds, never the original's."""
+  results = epath.Path(workdir) / "results.json"
+  best = storage.read_json(results).get("best_run")
+  if not best:
+    raise ValueError(f"{results} names no best_run: not a fine-tuning run with checkpoints")
+  run = epath.Path(workdir) / epath.Path(best).name
+  if not run.is_dir():
+    raise FileNotFoundError(f"{results}: its best run {run.name} is not in {workdir} (copied without it?)")
+  return run
+
+
 def tokenizer_dir(workdir) -> epath.Path:
   return _workdir_of(epath.Path(workdir)) / "tokenizer"
 

@@ -266,12 +266,8 @@ class Tokenizer:
 
   # --- files -------------------------------------------------------------------------------
 
-  def save(self, directory) -> None:
-    """vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json."""
-    directory = epath.Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "vocab.txt").write_text("".join(t + "\n" for t in self.vocab), encoding="utf-8")
-    (directory / "tokenizer.json").write_text(self._backend.to_str(pretty=True), encoding="utf-8")
+  def files(self) -> dict[str, str]:
+    """{name: text} of vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json."""
     special = {"unk_token": UNK, "sep_token": SEP, "pad_token": PAD, "cls_token": CLS, "mask_token": MASK}
     config = {
         "tokenizer_class": "BertTokenizer",
@@ -283,8 +279,15 @@ class Tokenizer:
         # Read by wyjax only: inputs go through OpenCC t2s before tokenisation.
         "wyjax_t2s": self.t2s,
     }
-    (directory / "tokenizer_config.json").write_text(json.dumps(config, ensure_ascii=False, indent=2))
-    (directory / "special_tokens_map.json").write_text(json.dumps(special, indent=2))
+    return {"vocab.txt": "".join(t + "\n" for t in self.vocab), "tokenizer.json": self._backend.to_str(pretty=True),
+            "tokenizer_config.json": json.dumps(config, ensure_ascii=False, indent=2),
+            "special_tokens_map.json": json.dumps(special, indent=2)}
+
+  def save(self, directory) -> None:
+    directory = epath.Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in self.files().items():
+      (directory / name).write_text(text, encoding="utf-8")
 
   @classmethod
   def load(cls, directory) -> "Tokenizer":

@@ -1,4 +1,5 @@
 """Write a transformers folder: config.json, model.safetensors, tokenizer files, model card."""
+import contextlib
 import json
 import re
 
@@ -62,14 +63,19 @@ def write(out, hf_config: dict, params, config: EncoderConfig, tokenizer: Tokeni
           overwrite: bool = False) -> epath.Path:
   """Writes `out` (FILES): config.json, the params as transformers' model.safetensors, the
   tokenizer's files and README.md. A folder that already holds files is refused unless
-  `overwrite` (then the exported files replace theirs; other files are left alone)."""
+  `overwrite` (then the exported files replace theirs; other files are left alone). Every file
+  is written under a temporary name first and all are renamed once all are complete: a failure
+  (a full disk, Ctrl-C) leaves none of them, and no old file beside a new one."""
   out = check_out(out, overwrite)
   state_dict = weights.to_hf(params, config, legacy=hf_config.get("legacy", True))
+  files = {"model.safetensors": save(state_dict, metadata={"format": "pt"}),
+           "config.json": json.dumps(hf_config, indent=2, ensure_ascii=False) + "\n", **tokenizer.files(),
+           "README.md": readme}
   out.mkdir(parents=True, exist_ok=True)
-  (out / "model.safetensors").write_bytes(save(state_dict, metadata={"format": "pt"}))
-  (out / "config.json").write_text(json.dumps(hf_config, indent=2, ensure_ascii=False) + "\n")
-  tokenizer.save(out)
-  (out / "README.md").write_text(readme)
+  with contextlib.ExitStack() as renamed_on_exit:
+    for name, content in files.items():
+      data = content if isinstance(content, bytes) else content.encode("utf-8")
+      renamed_on_exit.enter_context(storage.written_whole(out / name, "wb")).write(data)
   return out
 
 

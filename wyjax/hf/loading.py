@@ -93,12 +93,16 @@ def read_state_dict(folder: epath.Path) -> tuple[dict[str, np.ndarray], str]:
   whole (the folder may be in a bucket)."""
   safetensors_file = folder / "model.safetensors"
   if safetensors_file.exists():
+    from safetensors import SafetensorError
     from safetensors.numpy import load
     data = safetensors_file.read_bytes()
     try:
       return load(data), str(safetensors_file)
     except TypeError:  # bfloat16 tensors have no numpy dtype: go through torch.
       pass
+    except SafetensorError as e:  # truncated or overwritten
+      raise weights.WeightsError(f"{safetensors_file}: not a readable safetensors file ({e}); export or "
+                                 "download it again") from None
   torch_file = folder / "pytorch_model.bin"
   if not safetensors_file.exists() and not torch_file.exists():
     raise FileNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin")

@@ -92,15 +92,10 @@ def run_max_length(task: Task, configured: int, model_config: EncoderConfig) -> 
 
 
 def seed_dir(path) -> epath.Path:
-  """The seed folder of `path`: itself, or a fine-tuning workdir's best run (results.json's
-  best_run; found beside results.json when the workdir has moved)."""
+  """The seed folder of `path`: itself, or a fine-tuning workdir's best run (inside it)."""
   path = epath.Path(path)
   if (path / RESULTS).exists():
-    best = _json(path / RESULTS).get("best_run")
-    if not best:
-      raise ValueError(f"{path / RESULTS} names no best_run: not a fine-tuning run with checkpoints")
-    moved = path / epath.Path(best).name
-    path = moved if (moved / "model.json").exists() else epath.Path(best)
+    path = checkpoints.best_run(path)
   if not (path / "model.json").exists() or not (path.parent / run_config.CONFIG).exists():
     raise ValueError(f"{path}: not a fine-tuned model: no results.json (a fine-tuning workdir), model.json with "
                      f"{run_config.CONFIG} in its parent (a seed folder) or config.json (an exported folder)")
@@ -108,13 +103,18 @@ def seed_dir(path) -> epath.Path:
 
 
 def load(path) -> FineTuned:
-  """A fine-tuning workdir (its best run), one of its seed folders, or a folder `export` wrote."""
+  """A fine-tuning workdir (its best run), one of its seed folders, or a folder `export` wrote.
+  Weights holding NaN or Inf are refused: they would predict nothing, silently."""
   path = epath.Path(path)
   if not path.exists():
     raise FileNotFoundError(f"{path}: no such folder")
-  if (path / "config.json").exists():
-    return _load_export(path)
-  return _load_run(seed_dir(path))
+  model = _load_export(path) if (path / "config.json").exists() else _load_run(seed_dir(path))
+  flat, _ = jax.tree_util.tree_flatten_with_path(model.params)
+  broken = [jax.tree_util.keystr(key) for key, x in flat if not np.isfinite(x).all()]
+  if broken:
+    raise weights.WeightsError(f"{path}: {len(broken)} weight tensor(s) hold NaN or Inf ({', '.join(broken[:3])}); "
+                               "the model cannot predict")
+  return model
 
 
 def _load_run(seed: epath.Path) -> FineTuned:

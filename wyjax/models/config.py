@@ -4,11 +4,16 @@ Field names and defaults follow transformers' `DebertaV2Config` / `BertConfig`, 
 `config.json` maps onto it field by field (see `wyjax.hf.configs`).
 """
 import dataclasses
+import numbers
 
 MODEL_TYPES = ("deberta-v2", "bert", "roberta")
 POS_ATT_TYPES = ("c2p", "p2c")
 REMAT_MODES = ("none", "full", "dots")
 ATTENTION_IMPLEMENTATIONS = ("auto", "xla", "pallas")
+DTYPES = ("float32", "bfloat16", "float16")  # activations; parameters are always float32
+_KINDS = {int: (numbers.Integral, "an integer"), float: (numbers.Real, "a number"), str: (str, "a string"),
+          int | None: ((numbers.Integral, type(None)), "an integer or null")}
+_SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +65,15 @@ class EncoderConfig:
   attention: str = "auto"
 
   def __post_init__(self):
+    for field in dataclasses.fields(self):  # a config.json or model.json may hold anything
+      value, kind = getattr(self, field.name), _KINDS.get(field.type)
+      if kind and not (isinstance(value, kind[0]) and not isinstance(value, bool)):
+        raise ValueError(f"{field.name} is {value!r}; it must be {kind[1]}")
+    small = [name for name in _SIZES if getattr(self, name) < 1]
+    if small:
+      raise ValueError(", ".join(f"{name} is {getattr(self, name)}" for name in small) + "; sizes must be ≥ 1")
+    if self.dtype not in DTYPES:
+      raise ValueError(f"dtype {self.dtype!r} is not supported; use one of {DTYPES}")
     if self.model_type not in MODEL_TYPES:
       raise ValueError(
           f"model_type {self.model_type!r} is not supported; expected one of {MODEL_TYPES}")

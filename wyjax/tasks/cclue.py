@@ -4,11 +4,10 @@ C-CLUE's metrics and submissions, and their places on the board and the Hub.
 """
 import dataclasses
 import functools
-import json
 
 import numpy as np
-from etils import epath
 
+from wyjax.core import checkpoints
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import metrics, tagging
 from wyjax.tasks.tagging import IGNORE
@@ -292,7 +291,7 @@ def spo_records(examples, triples) -> list[dict]:
 def given_predicates(splits: dict, run) -> dict:
   """C-CLUE's pipeline: the dev and test records with the predicates a cclue_re run (its
   workdir) predicted for them, the labeller's input (train keeps the gold ones)."""
-  best_run = epath.Path(json.loads((epath.Path(run) / "results.json").read_text())["best_run"])
+  best_run = checkpoints.best_run(run)
   out = dict(splits)
   for split in ("dev", "test"):
     if split not in splits:

@@ -23,6 +23,16 @@ def check_predictable(task: Task) -> None:
     raise ValueError(f"task {task.name} takes no raw input: its runs score another task's model")
 
 
+def decoded(line: str | bytes, path, number: int) -> str:
+  """An input line as text: bytes are UTF-8, else a FormatError naming the file and line."""
+  if isinstance(line, str):
+    return line
+  try:
+    return line.decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise FormatError(path, number, f"not valid UTF-8 ({e.reason} at byte {e.start + 1} of the line)") from None
+
+
 def describe(task: Task) -> str:
   """What an input line of the task is, for errors and --help."""
   fields = ", ".join(f'"{name}"' for name in task.inputs)

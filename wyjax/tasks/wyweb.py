@@ -3,6 +3,7 @@ submission lines, and their places on the WYWEB board and the Hub.
 """
 import dataclasses
 import functools
+import unicodedata
 
 import numpy as np
 
@@ -140,14 +141,32 @@ def unpunctuated(text: str) -> str:
   return "".join(c for c in text if c not in PUNC_MARKS)
 
 
+_ZWJ = "\u200d"
+
+
+def _extends(previous: str, char: str) -> bool:
+  """Whether `char` continues the grapheme cluster `previous` is in (UAX #29's rules for what
+  follows a character: a combining mark or variation selector, an emoji modifier (skin tone),
+  a ZWJ and the character it joins, an emoji tag)."""
+  return (unicodedata.category(char) in ("Mn", "Mc", "Me") or "\U0001f3fb" <= char <= "\U0001f3ff"
+          or _ZWJ in (previous, char) or "\U000e0020" <= char <= "\U000e007f")
+
+
 def punctuated(text: str, tags) -> str:
-  """The text with each predicted mark after its character; a mark itself, or a character
-  already followed by one (punctuation kept from the input), gets none."""
-  out = []
+  """The text with each predicted mark after its character's grapheme cluster (never between a
+  character and its variation selector, modifier, combining mark or ZWJ sequence); a mark
+  itself, or a cluster already followed by one (punctuation kept from the input), gets none."""
+  out, mark = [], None
   for i, (char, tag) in enumerate(zip(text, tags)):
     out.append(char)
-    if tag != "O" and char not in PUNC_MARKS and text[i + 1:i + 2] not in PUNC_MARKS:
-      out.append(tag[2:])
+    if tag != "O" and char not in PUNC_MARKS:
+      mark = tag[2:]
+    following = text[i + 1:i + 2]
+    if following and _extends(char, following):
+      continue
+    if mark and following not in PUNC_MARKS:
+      out.append(mark)
+    mark = None
   return "".join(out)
 
 

@@ -106,12 +106,14 @@ class Predictor:
       shown["probabilities"] = {label: round(float(p), 6) for label, p in zip(self.task.labels, probabilities)}
     return json.dumps(shown, ensure_ascii=False)
 
-  def _chunk(self, chunk: list[tuple[int, str]], path) -> list[str]:
+  def _chunk(self, chunk: list[tuple[int, str | bytes]], path) -> list[str]:
     featurized, out = {}, [""] * len(chunk)
     for i, (line, text) in enumerate(chunk):
-      if self.task.long_text and not text.strip():
-        continue  # a blank line of a book stays a blank line
       try:
+        text = user_inputs.decoded(text, path, line)
+        if self.task.long_text and not text.strip():  # a blank line of a book stays as it was
+          out[i] = text if self.task.unmarked else ""
+          continue
         featurized[i] = self._featurized(text, path, line)
       except FormatError as e:
         if not self.skip_bad_lines:
@@ -123,8 +125,8 @@ class Predictor:
         out[i] = self._show(featurized[i][0], prediction, features, logits)
     return out
 
-  def outputs(self, lines: Iterable[str], path="stdin") -> Iterator[str]:
-    """One output line per input line (without line endings), in order."""
+  def outputs(self, lines: Iterable[str | bytes], path="stdin") -> Iterator[str]:
+    """One output line per input line (without line endings; bytes are decoded as UTF-8), in order."""
     chunk, characters = [], 0
     for line, text in enumerate(lines, 1):
       chunk.append((line, text))
