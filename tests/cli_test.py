@@ -14,6 +14,8 @@ def _write_inputs(root):
   (root / "gbk" / "gbk.txt").write_bytes("國家".encode("gbk"))
   (root / "tlc").mkdir()
   (root / "tlc" / "train.tsv").write_text("远古\t先秦\t学而时习之\n中古\t唐\n", encoding="utf-8")
+  (root / "broken_config.py").write_text("from wyjax.train.finetuning import base_config\ndef get_config()\n"
+                                         "  return base_config('tlc')\n")
   (root / "nested").mkdir()  # deeper than Python's JSON parser goes: 2,988 lines of RecursionError
   (root / "nested" / "train.json").write_text('{"label": "100", "sentence": "学而"}\n{"label": ' + "[" * 100_000
                                               + "]" * 100_000 + "}\n", encoding="utf-8")
@@ -43,6 +45,16 @@ def _cases(root):
                                 f"{root / 'nested' / 'train.json'}:2: JSON nested 100001 levels deep"),
       "finetune: workdir a file": ("wyjax.finetune", ["--config=tlc.py", f"--workdir={a_file}",
                                                       f"--config.data_dir={tlc}"], 1, str(a_file)),
+      "finetune: config value": ("wyjax.finetune", ["--config=tlc.py", f"--workdir={root / 'f'}",
+                                                    f"--config.data_dir={tlc}", "--config.dtype=float7"], 1,
+                                 "config.dtype is 'float7'; allowed: one of 'float32', 'bfloat16', 'float16'"),
+      "finetune: config file": ("wyjax.finetune", [f"--config={root / 'broken_config.py'}", f"--workdir={root / 'f'}"],
+                                2, f"{root / 'broken_config.py'}:2: SyntaxError: expected ':'"),
+      "pretrain: config value": ("wyjax.pretrain", ["--config=pretrain/deberta_tiny.py", f"--workdir={root / 'p'}",
+                                                    "--config.eval_every=0"], 1,
+                                 "config.eval_every is 0; allowed: an integer ≥ 1"),
+      "benchmark: config value": ("wyjax.benchmark", [f"--data_root={root}", f"--out={root / 'b'}", "--batch_size=0"],
+                                  1, "config.batch_size is 0; allowed: an integer ≥ 1"),
       "finetune: no workdir": ("wyjax.finetune", ["--config=tlc.py"], 2, "--workdir is required"),
       "finetune: unknown flag": ("wyjax.finetune", ["--config=tlc.py", "--bogus"], 2, "'bogus'"),
       "finetune: unknown config": ("wyjax.finetune", ["--config=nope.py", f"--workdir={root / 'f'}"], 2,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from wyjax.core import guards
-from wyjax.train import finetuning, learning_rates, suite, task_model
+from wyjax.train import config_values, finetuning, learning_rates, suite, task_model
 
 MAIN_METRIC = "accuracy"  # TLC's
 
@@ -110,7 +110,7 @@ def test_a_resumed_run_keeps_the_last_checkpoint(tlc_dir, tmp_path, worsening_de
 @pytest.mark.parametrize("override, message", [
     (dict(keep_checkpoint="final"), r"keep_checkpoint is 'final'; allowed: 'best_dev' .* or 'last'"),
     (dict(keep_checkpoint="best"), r"allowed: 'best_dev' .* or 'last'"),
-    (dict(patience=-1), r"patience is -1; it should be ≥ 0"),
+    (dict(patience=-1), r"patience is -1; allowed: an integer ≥ 0"),
 ])
 def test_an_unknown_selection_is_refused_before_anything_is_written(tmp_path, override, message):
   config = suite.task_config("tlc", data_dir=str(tmp_path / "absent"), **override)
@@ -124,6 +124,6 @@ def test_clue_configs_train_fixed_epochs():
   last model, the reading-comprehension ones (CLUE's MRC scripts) the best on dev."""
   for task in ("afqmc", "tnews", "iflytek", "cmnli", "ocnli", "cluewsc2020", "csl", "cmrc2018", "chid", "c3"):
     config = suite.task_config(task)
-    finetuning.check_selection(config)
+    config_values.check(config, config_values.FINETUNING)
     assert config.patience == 0, task
     assert config.keep_checkpoint == ("best_dev" if task in ("cmrc2018", "chid", "c3") else "last"), task

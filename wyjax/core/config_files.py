@@ -5,7 +5,9 @@ name finds the same files in a checkout, an editable install and a wheel, from a
 A path to a real file always wins over a name.
 """
 import importlib.util
+import os
 import pathlib
+import traceback
 
 from absl import flags
 from ml_collections import config_flags
@@ -58,14 +60,32 @@ def load(spec: str):
   return module.get_config(argument) if argument else module.get_config()
 
 
+def _user_error(path: str, error: Exception) -> str | None:
+  """`file:line: error` when `error` was raised by the config file itself (a syntax error, a
+  failed import, a mistake in get_config), else None."""
+  same = lambda filename: filename is not None and os.path.abspath(filename) == os.path.abspath(path)
+  if isinstance(error, SyntaxError) and same(error.filename):
+    return f"{path}:{error.lineno}: {type(error).__name__}: {error.msg}"
+  lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__) if same(frame.filename)]
+  return f"{path}:{lines[-1]}: {type(error).__name__}: {error}" if lines else None
+
+
 class _ConfigNameParser(flags.ArgumentParser):
-  """config_flags' own parser, given the file a config name resolves to."""
+  """config_flags' own parser, given the file a config name resolves to; an error in the file
+  is one line naming its file and line (the flag error that says so), not a traceback."""
 
   def __init__(self, config_file_parser):
     self._config_file_parser = config_file_parser
 
   def parse(self, argument):
-    return self._config_file_parser.parse(resolve(argument))
+    spec = resolve(argument)
+    try:
+      return self._config_file_parser.parse(spec)
+    except Exception as e:  # pylint: disable=broad-except  # whatever the user's file raised
+      message = _user_error(spec.partition(":")[0], e)
+      if message is None:
+        raise
+      raise ValueError(message) from None
 
 
 def DEFINE_config(name: str, default: str | None, help_string: str, flag_values=flags.FLAGS,  # noqa: N802

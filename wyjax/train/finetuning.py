@@ -34,7 +34,7 @@ from wyjax.core import aot, checkpoints, distributed, guards, partitioning, run_
 from wyjax.tasks import batching, datasets, linear_baseline
 from wyjax.tasks.registry import TASKS, majority_baseline
 from wyjax.tasks.task import Task
-from wyjax.train import learning_rates, task_model
+from wyjax.train import config_values, learning_rates, task_model
 from wyjax.train.task_model import TaskModel
 
 
@@ -59,7 +59,7 @@ def base_config(task: str = "") -> ml_collections.ConfigDict:
   c.max_grad_norm = 1.0
   c.eval_every = 1000  # steps; the dev set is also evaluated at the end of every epoch
   c.patience = 5  # evaluations without improvement before stopping; 0: no early stopping
-  c.keep_checkpoint = "best_dev"  # the parameters restored, scored and submitted (KEEP_CHECKPOINT)
+  c.keep_checkpoint = "best_dev"  # the parameters restored, scored and submitted (config_values.KEEP_CHECKPOINT)
   c.seed = 0
   c.seeds = 1  # runs with seeds seed, seed + 1, ...: mean, std and the best-dev run's test score
   c.dtype = "float32"
@@ -74,20 +74,6 @@ def base_config(task: str = "") -> ml_collections.ConfigDict:
   if task:
     c.update(_task(task).options)
   return c
-
-
-# "best_dev": the evaluation with the best dev score (main metric); "last": the last evaluation,
-# the end of training (as CLUE's classification scripts, which predict with the last model).
-KEEP_CHECKPOINT = ("best_dev", "last")
-
-
-def check_selection(config) -> None:
-  """Raises ValueError for a keep_checkpoint or patience that fine-tuning does not know."""
-  if config.keep_checkpoint not in KEEP_CHECKPOINT:
-    raise ValueError(f"config.keep_checkpoint is {config.keep_checkpoint!r}; allowed: 'best_dev' (the best dev "
-                     "score's parameters) or 'last' (the last evaluation's)")
-  if config.patience < 0:
-    raise ValueError(f"config.patience is {config.patience}; it should be ≥ 0 (0: no early stopping)")
 
 
 def _task(name: str) -> Task:
@@ -274,8 +260,9 @@ def _prepare(config, devices=None):
 def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
   """Compiles the task's train step for `topology` (see wyjax.core.aot) at config.batch_size
   × the task's longest batch, without running it; returns aot.report's figures."""
-  devices = aot.devices(topology)
   config = with_options(config)
+  config_values.check(config, config_values.FINETUNING)
+  devices = aot.devices(topology)
   _, _, data, model, _ = _prepare(config, devices)
   prog = model.program
   features = data["train"][1]
@@ -302,9 +289,9 @@ def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change
   Rerunning on the same workdir keeps finished seeds and continues unfinished ones (see the
   module docstring); a changed config is refused unless accept_config_change.
   """
-  distributed.initialize()
   config = with_options(config)
-  check_selection(config)
+  config_values.check(config, config_values.FINETUNING)
+  distributed.initialize()
   task = _task(config.task)
   if task.run:
     if not config.data_dir:

@@ -25,7 +25,7 @@ from wyjax.core.storage import cache_dir
 from wyjax.data import pipeline, prepare
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.models import EncoderConfig, MaskedLM
-from wyjax.train import mlm, program
+from wyjax.train import config_values, mlm, program
 from wyjax.train.program import Program
 
 DATA_ITER = "data_iter"
@@ -213,6 +213,7 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
   without running it; returns aot.report's figures. Uses the prepared corpus's tokenizer
   when there is one, else a vocabulary of config.model.vocab_size and config.corpus's length.
   Raises aot.DoesNotFit when the step needs more memory than the chips have."""
+  config_values.check(config, config_values.PRETRAINING)
   devices = aot.devices(topology)
   data_dir = corpus_dir(config)
   if (data_dir / prepare.MANIFEST).exists():
@@ -240,6 +241,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_con
   the run cannot go on (a changed config, an incompatible checkpoint, a failed save, too many
   non-finite steps); nothing in the workdir is overwritten before the restore succeeded.
   """
+  config_values.check(config, config_values.PRETRAINING)
   distributed.initialize()
   workdir = epath.Path(workdir)
   is_main = jax.process_index() == 0

@@ -6,7 +6,7 @@ import pathlib
 from wyjax.core import config_files, guards
 from wyjax.tasks import datasets, leaderboard
 from wyjax.tasks.registry import TASKS, boards
-from wyjax.train import finetuning
+from wyjax.train import config_values, finetuning
 
 
 def task_names(entries) -> list[str]:
@@ -43,6 +43,8 @@ def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bo
     raise ValueError(f"unknown tasks {unknown}; benchmark tasks are {sorted(TASKS)}")
   if not data_root.is_dir():
     raise FileNotFoundError(f"--data_root {data_root}: no such folder")
+  for task in tasks:  # a bad override is one error now, not one failed task after another
+    config_values.check(task_config(task, **overrides), config_values.FINETUNING)
   results, failed = {}, {}
   for task in sorted(tasks, key=lambda t: TASKS[t].from_other_runs is not None):
     folder = data_root / TASKS[task].files.name
