@@ -63,6 +63,11 @@ def test_benchmark_command_lists_a_failed_task_and_exits_1(tmp_path):
   assert result.returncode == 1, result.stderr[-2000:]
   assert "period '远古' does not contain dynasty '唐'" in (tmp_path / "out" / "leaderboard.md").read_text()
   assert "wyjax: 1 tasks failed: tlc" in result.stderr
+  # One line for the failed task on the terminal (it printed a 28-41-line traceback); the traceback is in the log.
+  assert "Traceback" not in result.stderr and "Traceback" in (tmp_path / "out" / "benchmark.log").read_text()
+  assert [line for line in result.stderr.splitlines() if "tlc" in line and "failed" in line] == [
+      f"error: tlc failed: FormatError: {tmp_path / 'data' / 'tlc' / 'train.tsv'}:1: period '远古' does not contain "
+      "dynasty '唐' (expected '中古')", "wyjax: 1 tasks failed: tlc"], result.stderr
 
 
 def test_every_task_is_on_the_leaderboard(board):

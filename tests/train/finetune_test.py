@@ -142,6 +142,28 @@ def test_sigterm_stops_a_seed_and_the_rerun_resumes_it_exactly(trained, tmp_path
   assert {key: ours[key] for key in theirs} == theirs  # every loss and dev score of the straight run
 
 
+def test_a_full_disk_stops_fine_tuning_with_one_line(trained, tmp_path):
+  """A full disk is simulated by a file-size limit (`ulimit -f`, RLIMIT_FSIZE): a write beyond it
+  fails with EFBIG as one on a full disk fails with ENOSPC (Python ignores SIGXFSZ), at the same
+  write every time: the first resume checkpoint (its optimizer state is over 1 MB). Orbax's writer
+  threads, tensorstore's callbacks into the event loop orbax had closed, then the error, once
+  printed 700-1,100 lines with 66-128 tracebacks."""
+  data_dir, _, _ = trained
+  workdir = tmp_path / "run"
+  overrides = {**TRAINED, "num_train_steps": 4, "eval_every": 2}
+  command = ["bash", "-c", 'ulimit -f 1000 && exec "$@"', "bash", sys.executable, "-m", "wyjax.finetune",
+             "--config=tlc", f"--workdir={workdir}", f"--config.data_dir={data_dir}",
+             *(f"--config.{k}={v}" for k, v in overrides.items())]
+  result = subprocess.run(command, cwd=REPO_ROOT, env=pretrain_env(), capture_output=True, text=True)
+  lines = result.stderr.splitlines()
+  assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+  assert lines[-1].startswith(f"wyjax: error: saving checkpoint [2] in {workdir / 'seed_0' / 'resume'} failed ")
+  assert "File too large" in lines[-1] and "tensorstore_spec" not in lines[-1]
+  assert not [line for line in lines[:-1] if line.startswith(("error", "wyjax: error"))] and len(lines) < 10, lines
+  assert "File too large" in (workdir / "finetune.log").read_text()  # the writers' errors: in the log
+  assert not list(workdir.rglob("*.orbax-checkpoint-tmp*"))  # and no partial checkpoint
+
+
 def test_rerun_keeps_finished_seeds_and_refuses_a_changed_config(trained):
   data_dir, workdir, results = trained
   seed_files = {p: p.stat().st_mtime_ns for p in (workdir / "seed_0").rglob("*") if p.is_file()}

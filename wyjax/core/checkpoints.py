@@ -173,8 +173,9 @@ class Writer:
       partial.rmtree()
     failed, self._unsealed = self._unsealed, []
     self.mngr.reload()
+    cause = str(error).split(" [tensorstore_spec=")[0]  # (tensorstore appends a screenful of its spec)
     raise CheckpointSaveError(
-        f"saving checkpoint {failed or '?'} in {directory} failed ({type(error).__name__}: {error}); its "
+        f"saving checkpoint {failed or '?'} in {directory} failed ({type(error).__name__}: {cause}); its "
         f"partial files were removed. Intact checkpoints: {self.mngr.all_steps() or 'none'}. Fix the cause "
         "(e.g. free disk space) and rerun the same command to resume from the latest of them.") from error
 

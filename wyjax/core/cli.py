@@ -4,10 +4,12 @@ A user error ends the process with one line, `wyjax: error: …` (and at most a 
 not a traceback: bad flags and config keys (exit 2), bad input files, missing or wrong paths
 (exit 1). wyjax's modules say "the user must fix this" by raising RunError, ValueError (the
 readers' FormatError among them) or OSError; any other exception is a bug and keeps its
-traceback. `--verbosity` on the command line shows the traceback of user errors too.
+traceback. `--verbosity` on the command line shows the traceback of user errors too. Ctrl-C
+ends any command with one line and exit 130 (a training loop first checkpoints: guards).
 """
 import ctypes
 import platform
+import signal
 import sys
 
 from absl import app, flags
@@ -55,6 +57,9 @@ def _clean_exit(main, argv):
   except guards.Interrupted as e:
     print(f"wyjax: {e}", file=sys.stderr)
     sys.exit(e.exit_code)
+  except KeyboardInterrupt:  # Ctrl-C outside a training loop
+    print("wyjax: stopped by SIGINT (Ctrl-C)", file=sys.stderr)
+    sys.exit(128 + signal.SIGINT)
   except app.UsageError as e:
     _fail(str(e), 2, "--helpshort lists the flags")
   except USER_ERRORS as e:

@@ -1,5 +1,8 @@
 """Where an entry point's log records go: the terminal shows wyjax's own lines (progress, one per
-phase, and warnings) and anyone's errors; orbax, TFDS, JAX and grain chatter goes to a log file.
+phase, warnings and errors), one line each; all else goes to a log file: orbax, TFDS, JAX and
+grain, their errors too (a failure that matters is raised, and ends the command with one line),
+tracebacks, and exceptions raised where nothing can catch them (sys.unraisablehook). A full disk
+under an async save is one line, not the traceback of every writer thread.
 
 `--verbosity=0` (or `-v 0`) on the command line turns this off: absl then prints every record
 at that level on the terminal, as it does by default.
@@ -17,20 +20,31 @@ _WYJAX = str(pathlib.Path(__file__).resolve().parents[1])
 
 
 def _terminal_worthy(record: logging.LogRecord) -> bool:
-  return record.levelno >= logging.ERROR or (record.levelno >= logging.INFO and record.pathname.startswith(_WYJAX))
+  return record.levelno >= logging.INFO and record.pathname.startswith(_WYJAX)
 
 
 class _TerminalFormatter(logging.Formatter):
-  """The message alone; warnings and errors say which they are."""
+  """The message alone, without a traceback; warnings and errors say which they are."""
 
   def format(self, record):
-    message = super().format(record)
+    message = record.getMessage()
     return message if record.levelno < logging.WARNING else f"{record.levelname.lower()}: {message}"
 
 
+def _unraisable_to(log_file: logging.Handler):
+  """A sys.unraisablehook writing to the log file: e.g. tensorstore's callbacks into the event
+  loop orbax closed after a failed save, dozens of tracebacks on the terminal otherwise."""
+  def hook(unraisable):
+    record = logging.LogRecord("unraisable", logging.WARNING, __file__, 0, "%s: %r", (
+        unraisable.err_msg or "Exception ignored", unraisable.object), (
+        unraisable.exc_type, unraisable.exc_value, unraisable.exc_traceback))
+    log_file.handle(record)
+  return hook
+
+
 def to_file(folder, program: str) -> pathlib.Path | None:
-  """Sends every log record (and Python warnings) to folder/<program>.log, wyjax's own records
-  and everyone's errors to stderr.
+  """Sends every log record (and Python warnings, and unraisable exceptions) to
+  folder/<program>.log, and wyjax's own records, one line each, to stderr.
 
   A folder in a bucket, or none, puts the file in the cache (~/.cache/wyjax/logs). Returns the
   log file, or None when the user chose --verbosity and absl's handler stays.
@@ -50,5 +64,6 @@ def to_file(folder, program: str) -> pathlib.Path | None:
   root.setLevel(logging.INFO)
   absl_logging.set_verbosity(absl_logging.INFO)
   logging.captureWarnings(True)
+  sys.unraisablehook = _unraisable_to(log_file)
   logging.info("library logs go to %s (--verbosity=0 shows them here)", path)
   return path

@@ -60,9 +60,8 @@ def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bo
     except guards.Interrupted:
       raise
     except Exception as e:  # noqa: BLE001  (one task's failure must not cost the others)
-      logging.exception("%s failed", task)
       failed[task] = f"{type(e).__name__}: {e}"
-      print(f"{task} FAILED: {failed[task]}", flush=True)
+      logging.exception("%s failed: %s", task, failed[task])  # one line on the terminal, the traceback in the log
   if not results and not failed:
     raise FileNotFoundError(f"{data_root}: no task folder with a train file among {list(tasks)}")
   board = leaderboard.write(out, name, results, failed)
