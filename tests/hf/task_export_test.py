@@ -21,7 +21,7 @@ from tests.hf import tiny_models
 from tests.hf.fake_hub import FakeHub
 from tests.train.conftest import REPO_ROOT, pretrain_env
 from wyjax.data import tokenizer as tk
-from wyjax.hf import configs, task_models
+from wyjax.hf import configs, export_folder, task_models
 from wyjax.tasks.registry import TASKS
 from wyjax.train import finetuning, suite
 
@@ -200,3 +200,20 @@ def test_cli_exports_a_fine_tuning_run_verified_with_its_scores(tlc_run, tmp_pat
   _assert_same_params(from_folder.params, from_run.params)
   with pytest.raises(FileExistsError, match="is not empty"):
     task_models.export(from_run, out)
+
+
+def test_a_full_disk_leaves_no_exported_file_and_the_rerun_needs_no_overwrite(tlc_run, tmp_path):
+  """A full disk is simulated by a file-size limit (`ulimit -f`, RLIMIT_FSIZE): model.safetensors
+  cannot be written (EFBIG, as ENOSPC on a full disk; Python ignores SIGXFSZ). No file of the
+  export may appear, not even the small ones that fit, so a rerun is not refused as non-empty."""
+  out = tmp_path / "hf"
+  command = [sys.executable, "-m", "wyjax.export", f"--checkpoint={tlc_run}", f"--out={out}"]
+  env = pretrain_env(WYJAX_CACHE=str(tmp_path / "cache"))  # (its log file, well below the limit)
+  full = subprocess.run(["bash", "-c", 'ulimit -f 64 && exec "$@"', "bash", *command], env=env, cwd=REPO_ROOT,
+                        capture_output=True, text=True)
+  assert full.returncode == 1 and full.stderr.splitlines()[-1] == f"wyjax: error: {out / 'model.safetensors'}: " \
+                                                                   "File too large", full.stderr[-3000:]
+  assert list(out.iterdir()) == []
+  rerun = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True)
+  assert rerun.returncode == 0, rerun.stderr[-3000:]
+  assert sorted(p.name for p in out.iterdir()) == sorted(export_folder.FILES)
