@@ -24,7 +24,7 @@ def check_predictable(task: Task) -> None:
 
 
 def decoded(line: str | bytes, path, number: int) -> str:
-  """An input line as text: bytes are UTF-8, else a FormatError naming the file and line."""
+  """An input line as text (bytes are UTF-8); undecodable bytes are a FormatError naming the file and line."""
   if isinstance(line, str):
     return line
   try:

@@ -61,8 +61,7 @@ FINETUNING = {
     "length_buckets": integer(0),
     "init_weights": one_of("pretrained", "random", says="'pretrained' (init's weights) or 'random' (init's "
                            "architecture and vocabulary from random weights)"),
-    "warmup_fraction": PROBABILITY, "patience": integer(0), "seeds": integer(1), "length_buckets": integer(0),
-    "init_weights": one_of("pretrained", "random"),
+    "warmup_fraction": PROBABILITY, "patience": integer(0), "seeds": integer(1),
     "keep_checkpoint": one_of(*KEEP_CHECKPOINT, says="'best_dev' (the best dev score's parameters) or 'last' "
                               "(the last evaluation's)"),
 }
