@@ -18,9 +18,9 @@ FINETUNING_CASES = [
     (dict(num_train_steps=-5), "config.num_train_steps is -5; allowed: an integer ≥ 0"),
     (dict(seeds=0), "config.seeds is 0; allowed: an integer ≥ 1"),
     (dict(dtype="float7"), "config.dtype is 'float7'; allowed: one of 'float32', 'bfloat16', 'float16'"),
-    (dict(learning_rate=-1.0), "config.learning_rate is -1.0; allowed: a number > 0, or None (chosen from the "
+    (dict(learning_rate=-1.0), "config.learning_rate is -1.0; allowed: a number ≥ 0, or None (chosen from the "
                                "model's size)"),
-    (dict(learning_rate=float("nan")), "config.learning_rate is nan; allowed: a number > 0"),
+    (dict(learning_rate=float("nan")), "config.learning_rate is nan; allowed: a number ≥ 0"),
     (dict(warmup_fraction=1.5), "config.warmup_fraction is 1.5; allowed: a number in [0, 1]"),
     (dict(b2=1.0), "config.b2 is 1.0; allowed: a number in [0, 1)"),
     (dict(patience=-1), "config.patience is -1; allowed: an integer ≥ 0"),
@@ -44,7 +44,7 @@ def test_fine_tuning_refuses_a_value_out_of_range_before_anything_is_written(tmp
     (dict(log_every=0), "config.log_every is 0; allowed: an integer ≥ 1"),
     (dict(checkpoint_every=0), "config.checkpoint_every is 0; allowed: an integer ≥ 1"),
     (dict(num_train_steps=-5), "config.num_train_steps is -5; allowed: an integer ≥ 0"),
-    (dict(learning_rate=-1.0), "config.learning_rate is -1.0; allowed: a number > 0"),
+    (dict(learning_rate=-1.0), "config.learning_rate is -1.0; allowed: a number ≥ 0"),
     (dict(dtype="float7"), "config.dtype is 'float7'; allowed: one of"),
 ])
 def test_pretraining_refuses_a_value_out_of_range_before_anything_is_written(tmp_path, override, message):

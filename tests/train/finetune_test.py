@@ -82,11 +82,12 @@ def trained(shared_data, tmp_path_factory):
 def test_early_stopping_restores_the_best_dev_checkpoint(trained, tmp_path):
   data_dir, workdir, trained_results = trained
   assert trained_results["dev"]["accuracy"] > trained_results["majority_baseline"]["accuracy"] + 0.05
-  # Continue from that run (same head) with a negative learning rate: the loss climbs, so the
-  # first evaluation (step 1, where the schedule's rate is still 0) is the best and every later
-  # one worse. The run must stop after `patience` evaluations and restore step 1's parameters.
+  # Continue from that run (same head) with a learning rate far too large: the parameters are
+  # thrown about, so the first evaluation (step 1, where the schedule's rate is still 0) is the
+  # best and every later one worse. The run must stop after `patience` evaluations and restore
+  # step 1's parameters. (A negative rate, which climbed the loss, is refused: config_values.)
   config = suite.task_config("tlc", data_dir=str(data_dir), init=str(workdir / "seed_0"),
-                                 num_train_steps=30, eval_every=1, patience=3, learning_rate=-5e-3,
+                                 num_train_steps=30, eval_every=1, patience=3, learning_rate=0.5,
                                  warmup_fraction=0.0, batch_size=16, seeds=2, max_length=64)
   results = finetuning.finetune(config, tmp_path / "run")
   for run in results["runs"]:

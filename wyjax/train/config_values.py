@@ -45,7 +45,7 @@ POSITIVE = number(0, above=True)
 PROBABILITY = number(0, 1)
 
 _TRAINING = {  # what both loops read
-    "seed": integer(0), "batch_size": integer(1), "num_train_steps": integer(0), "learning_rate": POSITIVE,
+    "seed": integer(0), "batch_size": integer(1), "num_train_steps": integer(0), "learning_rate": number(0),
     "weight_decay": number(0), "b1": number(0, 1, below=True), "b2": number(0, 1, below=True), "eps": POSITIVE,
     "max_grad_norm": POSITIVE, "dtype": one_of(*DTYPES), "remat": one_of(*REMAT_MODES),
     "attention": one_of(*ATTENTION_IMPLEMENTATIONS), "log_every": integer(1), "eval_every": integer(1),
@@ -56,7 +56,7 @@ _TRAINING = {  # what both loops read
 KEEP_CHECKPOINT = ("best_dev", "last")
 FINETUNING = {
     **_TRAINING,
-    "learning_rate": or_none(POSITIVE, "chosen from the model's size"), "base_learning_rate": POSITIVE,
+    "learning_rate": or_none(number(0), "chosen from the model's size"), "base_learning_rate": POSITIVE,
     "max_length": integer(0), "eval_batch_size": integer(1), "sort_window": integer(1), "num_epochs": integer(1),
     "length_buckets": integer(0),
     "init_weights": one_of("pretrained", "random", says="'pretrained' (init's weights) or 'random' (init's "
