@@ -169,3 +169,22 @@ def test_base_model_with_pooler(family, tmp_path):
   _assert_close(out.last_hidden_state.numpy(), model.encode(ids, mask), mask, "last hidden state")
   diff = np.abs(out.pooler_output.numpy() - model.pooled(ids, mask)).max()
   assert diff < TOL, f"pooler output differs by {diff:.2e}"
+
+
+def test_loading_an_export_builds_no_program(tmp_path):
+  """Loading puts the weights on the device as they are: no program per parameter shape (each
+  jnp.asarray was one, compiled on every load into a fresh process, and on a GPU autotuned)."""
+  folder = export_folder.export(_converted(tiny_models.bert()), tmp_path / "hf")
+  built = []
+
+  def listen(event, seconds, fun_name="", **_):
+    if event == "/jax/core/compile/backend_compile_duration":
+      built.append(fun_name)
+
+  jax.clear_caches()  # as in a fresh process
+  jax.monitoring.register_event_duration_secs_listener(listen)
+  try:
+    model = loading.load(folder)
+  finally:
+    jax.monitoring.unregister_event_duration_listener(listen)
+  assert built == [] and len(jax.tree_util.tree_leaves(model.params)) > 10

@@ -1,5 +1,4 @@
 """`wyjax.hf.load(path)`: one handle over a transformers folder or a wyjax checkpoint."""
-import functools
 import logging
 
 import flax.linen as nn
@@ -31,7 +30,7 @@ def init_params(config: EncoderConfig, rng: jax.Array, *, mlm: bool = True, pool
 
 
 def param_shapes(config: EncoderConfig, *, mlm: bool, pooler: bool = False) -> dict:
-  shapes = jax.eval_shape(functools.partial(init_params, config, mlm=mlm, pooler=pooler), jax.random.key(0))
+  shapes = jax.eval_shape(lambda: init_params(config, jax.random.key(0), mlm=mlm, pooler=pooler))  # traced: no program
   return jax.tree_util.tree_map(lambda s: s.shape, shapes)
 
 
@@ -50,7 +49,7 @@ class Model:
     if config.scan_layers:
       config, params = config.replace(scan_layers=False), per_layer(params)
     self.config = config
-    self.params = jax.tree_util.tree_map(jnp.asarray, params)
+    self.params = jax.device_put(params)  # on the device as they are: jnp.asarray compiles a program per shape
     self.tokenizer = tokenizer
     encoder = encoder_class(config)(config)
     self._encode = jax.jit(lambda p, ids, mask, types: encoder.apply(
