@@ -82,6 +82,7 @@ def torch_worker(args):
   model_class = (transformers.AutoModelForTokenClassification if args.head == "token"
                  else transformers.AutoModelForSequenceClassification)
   device = torch.device(args.torch_device)
+  torch.set_float32_matmul_precision("high")  # TF32 on a GPU, as XLA's default precision is there
   model = model_class.from_pretrained(args.hf, num_labels=loaded["num_labels"]).to(device)
   decay = [p for n, p in model.named_parameters() if not n.endswith("bias") and "LayerNorm" not in n]
   rest = [p for n, p in model.named_parameters() if n.endswith("bias") or "LayerNorm" in n]
@@ -157,14 +158,15 @@ def profile(task_name: str, data_dir: str, hf_dir, args) -> None:
   rows = [("setup: read, featurize, build the program", time.perf_counter() - start, 1)]
   start = time.perf_counter()
   batches = batching.train_batches(data["train"][1], batch_size=args.batch_size, max_length=data["max_length"],
-                                   pad_id=model.pad_id, seed=args.seed, sort_window=args.sort_window)
+                                   pad_id=model.pad_id, seed=args.seed, sort_window=args.sort_window,
+                                   bucket_count=model.bucket_count)
   batches = [next(batches) for _ in range(args.steps)]
   rows.append((f"input pipeline: {args.steps} batches", time.perf_counter() - start, args.steps))
   state, rng = model.init_state(pretrained, args.seed), jax.random.key(args.seed)
   first, later = {}, collections.defaultdict(list)
-  for step, batch in enumerate(batches):
+  for batch in batches:
     start = time.perf_counter()
-    state, metrics = model.train_step(state, batch, jax.random.fold_in(rng, step))
+    state, metrics = model.train_step(state, batch, rng)
     jax.block_until_ready(metrics)
     seconds, length = time.perf_counter() - start, batch["input_ids"].shape[-1]
     if length in first:
@@ -194,7 +196,7 @@ def timed(command: list[str], env: dict) -> float:
 
 
 def run_wyjax(task_name: str, data_dir: str, hf_dir, workdir: pathlib.Path, cache: pathlib.Path, args) -> dict:
-  env = {**os.environ, "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"), "JAX_COMPILATION_CACHE_DIR": str(cache)}
+  env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(cache)}  # the platform: the caller's JAX_PLATFORMS
   shutil.rmtree(workdir, ignore_errors=True)
   wall = timed([sys.executable, "-m", "wyjax.finetune", f"--config=configs/{task_name}.py", f"--workdir={workdir}",
                 f"--config.data_dir={data_dir}", f"--config.init={hf_dir}", f"--config.num_train_steps={args.steps}",

@@ -1,5 +1,6 @@
 """Fine-tuning end to end on real WYWEB files: learning beats the majority class, early stopping
 and best-checkpoint restore, pretrained encoders grafted into every head."""
+import collections
 import json
 import signal
 import subprocess
@@ -69,18 +70,55 @@ TRAINED = dict(num_train_steps=150, eval_every=150, learning_rate=1e-3, max_leng
 
 @pytest.fixture(scope="module")
 def trained(shared_data, tmp_path_factory):
-  """150 steps on 2,400 real TLC lines (dev: the next 160, test: 64): (data_dir, workdir, results)."""
+  """150 steps on 2,400 real TLC lines (dev: the next 160, test: 64): (data_dir, workdir, results,
+  the programs the run built: jax's fun_name of each, compiled or loaded from the persistent cache)."""
   root = tmp_path_factory.mktemp("trained")
   data_dir = _slice_tsv(shared_data / "wyweb" / "tlc" / "train.tsv", root / "data",
                         {"train": slice(0, 2400), "dev": slice(2400, 2560), "test": slice(2560, 2624)})
-  with pytest.MonkeyPatch.context() as patch:
-    patch.setenv("WYJAX_CACHE", str(tmp_path_factory.getbasetemp() / "wyjax-cache"))
-    results = finetuning.finetune(suite.task_config("tlc", data_dir=str(data_dir), **TRAINED), root / "run")
-  return data_dir, root / "run", results
+  programs = []
+
+  def built(event, seconds, fun_name="", **_):
+    if event == "/jax/core/compile/backend_compile_duration":  # jax's event for each executable it builds
+      programs.append(fun_name)
+
+  jax.monitoring.register_event_duration_secs_listener(built)
+  try:
+    with pytest.MonkeyPatch.context() as patch:
+      patch.setenv("WYJAX_CACHE", str(tmp_path_factory.getbasetemp() / "wyjax-cache"))
+      results = finetuning.finetune(suite.task_config("tlc", data_dir=str(data_dir), **TRAINED), root / "run")
+  finally:
+    jax.monitoring.unregister_event_duration_listener(built)
+  return data_dir, root / "run", results, programs
+
+
+def test_a_run_builds_a_program_per_padded_length_and_a_few_more(trained):
+  """What a fine-tuning run compiles (on a GPU each compiles and autotunes, seconds to a minute):
+  a train step per padded length its batches take and a predict step per evaluation length (at
+  most `buckets(64)`'s three each, on the CPU), the model's init, the fresh state around its
+  params, and at most three tiny programs jax makes the seed's key with. Nothing per step (the
+  dropout key is folded in inside the step) and nothing per parameter (jnp.asarray compiled one
+  program per parameter shape in loading.Model; the fresh state took two)."""
+  counts = collections.Counter(trained[3])
+  assert 1 <= counts.pop("jit(train_step)") <= 3 and 1 <= counts.pop("jit(predict_step)") <= 3, trained[3]
+  assert counts.pop("jit(init)") == 1 and counts.pop("jit(fresh_state)") == 1, trained[3]
+  assert set(counts) <= {"jit(stage)", "jit(convert_element_type)", "jit(_threefry_seed)"}, trained[3]
+  assert all(count == 1 for count in counts.values()), trained[3]
+
+
+def test_the_step_loop_moves_nothing_implicitly(trained, tmp_path, monkeypatch):
+  """The loop runs each step under jax.transfer_guard("disallow"): the old per-step
+  jax.random.fold_in(rng, step), a host integer sent to the device at every step, now stops the run."""
+  data_dir, _, _, _ = trained
+  take_step = task_model.TaskModel.train_step
+  monkeypatch.setattr(task_model.TaskModel, "train_step",
+                      lambda self, state, batch, rng: take_step(self, state, batch, jax.random.fold_in(rng, 1)))
+  with pytest.raises(jax.errors.JaxRuntimeError, match="Disallowed host-to-device transfer"):
+    finetuning.finetune(suite.task_config("tlc", data_dir=str(data_dir), **{**TRAINED, "num_train_steps": 2}),
+                        tmp_path / "run")
 
 
 def test_early_stopping_restores_the_best_dev_checkpoint(trained, tmp_path):
-  data_dir, workdir, trained_results = trained
+  data_dir, workdir, trained_results, _ = trained
   assert trained_results["dev"]["accuracy"] > trained_results["majority_baseline"]["accuracy"] + 0.05
   # Continue from that run (same head) with a learning rate far too large: the parameters are
   # thrown about, so the first evaluation (step 1, where the schedule's rate is still 0) is the
@@ -113,7 +151,7 @@ def _records(workdir) -> list[dict]:
 
 
 def test_sigterm_stops_a_seed_and_the_rerun_resumes_it_exactly(trained, tmp_path):
-  data_dir, straight, straight_results = trained
+  data_dir, straight, straight_results, _ = trained
   workdir = tmp_path / "run"
   command = [sys.executable, "-m", "wyjax.finetune", "--config=tlc", f"--workdir={workdir}",
              f"--config.data_dir={data_dir}", *(f"--config.{k}={v}" for k, v in TRAINED.items())]
@@ -149,7 +187,7 @@ def test_a_full_disk_stops_fine_tuning_with_one_line(trained, tmp_path):
   write every time: the first resume checkpoint (its optimizer state is over 1 MB). Orbax's writer
   threads, tensorstore's callbacks into the event loop orbax had closed, then the error, once
   printed 700-1,100 lines with 66-128 tracebacks."""
-  data_dir, _, _ = trained
+  data_dir, _, _, _ = trained
   workdir = tmp_path / "run"
   overrides = {**TRAINED, "num_train_steps": 4, "eval_every": 2}
   command = ["bash", "-c", 'ulimit -f 1000 && exec "$@"', "bash", sys.executable, "-m", "wyjax.finetune",
@@ -166,7 +204,7 @@ def test_a_full_disk_stops_fine_tuning_with_one_line(trained, tmp_path):
 
 
 def test_rerun_keeps_finished_seeds_and_refuses_a_changed_config(trained):
-  data_dir, workdir, results = trained
+  data_dir, workdir, results, _ = trained
   seed_files = {p: p.stat().st_mtime_ns for p in (workdir / "seed_0").rglob("*") if p.is_file()}
   again = finetuning.finetune(suite.task_config("tlc", data_dir=str(data_dir), **TRAINED), workdir)
   assert again == results
@@ -178,7 +216,7 @@ def test_rerun_keeps_finished_seeds_and_refuses_a_changed_config(trained):
 
 
 def test_nonfinite_fine_tuning_stops_with_an_error(trained, tmp_path):
-  data_dir, _, _ = trained
+  data_dir, _, _, _ = trained
   config = suite.task_config("tlc", data_dir=str(data_dir), num_train_steps=40, eval_every=40,
                                  learning_rate=1e30, warmup_fraction=0.0, max_nonfinite_steps=3, log_every=1)
   with pytest.raises(guards.NonFiniteError, match="not finite 3 times in a row"):
@@ -242,7 +280,7 @@ def test_pretrained_encoder_is_grafted_into_every_head(shared_data, tmp_path, ta
 
 
 def test_compile_only_reports_the_fine_tuning_step(trained):
-  data_dir, workdir, _ = trained
+  data_dir, workdir, _, _ = trained
   report = finetuning.compile_only(suite.task_config("tlc", data_dir=str(data_dir), **TRAINED), "local")
   assert report["chips"] == 1 and report["mesh"] == {"data": 1, "fsdp": 1, "tensor": 1}
   assert report["tokens_per_step"] == 32 * 64  # the config's batch at the longest length bucket

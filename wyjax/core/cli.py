@@ -8,10 +8,13 @@ traceback. `--verbosity` on the command line shows the traceback of user errors 
 ends any command with one line and exit 130 (a training loop first checkpoints: guards).
 """
 import ctypes
+import importlib.metadata
+import importlib.util
 import platform
 import signal
 import sys
 
+import jax
 from absl import app, flags
 
 from wyjax.core import guards
@@ -68,11 +71,24 @@ def _clean_exit(main, argv):
     _fail(_message(e), 1)
 
 
+def runs_on_cpu() -> bool:
+  """Whether JAX will compute on the CPU, told without starting it (a multi-host run starts it
+  after jax.distributed.initialize): JAX_PLATFORMS names the CPU alone, or no GPU or TPU
+  plugin (a `jax_plugins` module or entry point, libtpu) is installed."""
+  if jax.config.jax_platforms:
+    return set(jax.config.jax_platforms.split(",")) == {"cpu"}
+  plugins = importlib.util.find_spec("jax_plugins") or importlib.util.find_spec("libtpu")
+  return not plugins and not importlib.metadata.entry_points(group="jax_plugins")
+
+
 def keep_freed_memory() -> None:
   """XLA on CPU takes a step's scratch memory (139 MB for the tiny model's fine-tuning step at
   96 tokens) afresh on every step. glibc maps requests that large anew from the kernel, which
   faults in and zeroes every page each time: a quarter of that step on 2 cores
-  (docs/benchmarks.md). One arena that neither maps nor trims keeps the memory for the next step."""
+  (docs/benchmarks.md). One arena that neither maps nor trims keeps the memory for the next step.
+
+  For the CPU only: on a GPU the host allocates little per step, while XLA:GPU compiles and
+  autotunes on many threads at once, which one arena would serialise."""
   if platform.libc_ver()[0] != "glibc":
     return
   mallopt = ctypes.CDLL("libc.so.6").mallopt
@@ -82,5 +98,6 @@ def keep_freed_memory() -> None:
 
 def run(main) -> None:
   """app.run(main) with flag errors, user errors and stop signals each ending in one line."""
-  keep_freed_memory()
+  if runs_on_cpu():
+    keep_freed_memory()
   app.run(lambda argv: _clean_exit(main, argv), flags_parser=_parse_flags)

@@ -31,15 +31,16 @@ def buckets(max_length: int) -> tuple[int, ...]:
   return (*out, max_length)
 
 
-def fitted_buckets(batch_maxima: np.ndarray, max_length: int) -> tuple[int, ...]:
-  """As many lengths as `buckets` would pad these batches to, placed (multiples of 8, at most
-  max_length) to pad them least, then max_length for any longer batch.
+def fitted_buckets(batch_maxima: np.ndarray, max_length: int, count: int | None = None) -> tuple[int, ...]:
+  """`count` lengths (default: as many as `buckets` would pad these batches to), placed
+  (multiples of 8, at most max_length) to pad them least, then max_length for any longer batch.
 
   A shuffled batch's longest sequence is the longest of batch_size draws, so these cluster
   below the longest examples: TLC's sit mostly in 88-104 and `buckets` pads them to 96 or 128
   (112 on average), fitted lengths to 101 for the same number of compiled steps."""
-  geometric = buckets(max_length)
-  count = len({next(b for b in geometric if b >= m) for m in batch_maxima})
+  if count is None:
+    geometric = buckets(max_length)
+    count = len({next(b for b in geometric if b >= m) for m in batch_maxima})
   candidates, batches = np.unique(np.minimum(-(-np.asarray(batch_maxima) // 8) * 8, max_length),
                                   return_counts=True)
   covered = np.cumsum(batches)  # batches at or below each candidate
@@ -118,24 +119,32 @@ class LengthSortedBatches(grain.MapDataset):
 
 
 def train_batches(features: list[dict], *, batch_size: int, max_length: int, pad_id: int, seed: int,
-                  sort_window: int):
+                  sort_window: int, bucket_count: int | None = None):
   """Endless iterator of full batches (LengthSortedBatches) through grain, padded to
-  `fitted_buckets`."""
+  `fitted_buckets` (bucket_count of them, default as many as `buckets` would use)."""
   if len(features) < batch_size:
     raise ValueError(f"{len(features)} training examples are fewer than one batch of {batch_size}")
   lengths = np.array([f["input_ids"].shape[-1] for f in features])
   ds = LengthSortedBatches(lengths, batch_size=batch_size, sort_window=sort_window, seed=seed)
   maxima = [lengths[ds[i]].max() for i in range(FITTED_BATCHES)]
-  batch_fn = functools.partial(collate, batch_size=batch_size, lengths=fitted_buckets(maxima, max_length),
-                               pad_id=pad_id)
+  bucket_lengths = fitted_buckets(maxima, max_length, bucket_count)
+  batch_fn = functools.partial(collate, batch_size=batch_size, lengths=bucket_lengths, pad_id=pad_id)
   ds = ds.map(lambda indices: batch_fn([features[i] for i in indices]))
   return iter(ds.to_iter_dataset(grain.ReadOptions(num_threads=2, prefetch_buffer_size=8)))
 
 
-def eval_batches(features: list[dict], *, batch_size: int, max_length: int, pad_id: int):
-  """(indices into features, batch) in order of length, so each batch pads little."""
-  order = np.argsort([f["input_ids"].shape[-1] for f in features], kind="stable")
-  lengths = buckets(max_length)
+def eval_batches(features: list[dict], *, batch_size: int, max_length: int, pad_id: int,
+                 bucket_count: int | None = None):
+  """(indices into features, batch) in order of length, so each batch pads little: to `buckets`,
+  or to bucket_count `fitted_buckets`."""
+  lengths = np.array([f["input_ids"].shape[-1] for f in features])
+  order = np.argsort(lengths, kind="stable")
+  if bucket_count is None:
+    bucket_lengths = buckets(max_length)
+  else:
+    maxima = np.append(lengths[order][batch_size - 1::batch_size], lengths.max())  # each batch's longest
+    bucket_lengths = fitted_buckets(maxima, max_length, bucket_count)
   for start in range(0, len(order), batch_size):
     indices = order[start:start + batch_size]
-    yield indices, collate([features[i] for i in indices], batch_size=batch_size, lengths=lengths, pad_id=pad_id)
+    yield indices, collate([features[i] for i in indices], batch_size=batch_size, lengths=bucket_lengths,
+                           pad_id=pad_id)

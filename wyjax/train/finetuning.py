@@ -49,6 +49,7 @@ def base_config(task: str = "") -> ml_collections.ConfigDict:
   c.batch_size = 32
   c.eval_batch_size = 64  # sequences: a multiple-choice example counts as its options
   c.sort_window = 1  # > 1: train examples sorted by length in windows of this many batches (faster; docs/finetuning.md)
+  c.length_buckets = 0  # padded lengths, each a compiled step; 0: by backend (task_model.bucket_count)
   c.num_epochs = 10
   c.num_train_steps = 0  # > 0: train this many steps instead of num_epochs epochs
   c.learning_rate = ml_collections.config_dict.placeholder(float)  # None: chosen from the model's size
@@ -93,7 +94,7 @@ def with_options(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict
 
 # Keys a rerun may change: not what a seed trains (more seeds add runs; base_learning_rate acts by learning_rate).
 RESUMABLE_CHANGES = ("seeds", "log_every", "eval_batch_size", "mesh", "logical_axis_rules", "max_nonfinite_steps",
-                     "stop_check_every", "remat", "attention", "base_learning_rate")
+                     "stop_check_every", "remat", "attention", "base_learning_rate", "length_buckets")
 
 
 @dataclasses.dataclass
@@ -126,7 +127,8 @@ def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict
   last_step = task_model.total_steps(config, data)
   state = model.init_state(pretrained, seed)
   batches = batching.train_batches(train_features, batch_size=config.batch_size, max_length=data["max_length"],
-                                   pad_id=model.pad_id, seed=seed, sort_window=config.sort_window)
+                                   pad_id=model.pad_id, seed=seed, sort_window=config.sort_window,
+                                   bucket_count=model.bucket_count)
   best_checkpoints = checkpoints.Writer(checkpoints.manager(workdir, max_to_keep=1))
   resume_checkpoints = checkpoints.Writer(checkpoints.manager(workdir, folder="resume", max_to_keep=1, extra_handlers={
       PROGRESS: ocp.JsonCheckpointHandler(), BATCHES: grain.checkpoint.CheckpointHandler()}))
@@ -169,8 +171,9 @@ def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict
     for step in range(start_step + 1, last_step + 1):
       if progress["stopped_early"]:
         break
-      state, step_metrics = model.train_step(state, next(batches), jax.random.fold_in(rng, step))
-      nonfinite.push(step, step_metrics.pop("finite"))
+      with jax.transfer_guard("disallow"):  # a step moves its batch in, explicitly, and nothing else
+        state, step_metrics = model.train_step(state, next(batches), rng)
+        nonfinite.push(step, step_metrics.pop("finite"))
       bar.update()
       if step % config.log_every == 0:
         nonfinite.flush()

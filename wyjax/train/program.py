@@ -3,6 +3,7 @@
 loop writes its pure step functions and jits them here, so a run and its `--compile_only`
 report compile the same program."""
 import dataclasses
+import functools
 from collections.abc import Callable
 
 import flax.linen as nn
@@ -51,10 +52,15 @@ class Program:
 
   def place(self, params) -> dict:
     """A fresh state around host params (fine-tuning's, pretrained parts grafted in), on the mesh."""
-    params = jax.device_put(params, self.params_sharding)
-    init_opt = jax.jit(self.tx.init, out_shardings=self.state_sharding["opt_state"])
-    return {"step": jax.device_put(jnp.zeros((), jnp.int32), self.state_sharding["step"]), "params": params,
-            "opt_state": init_opt(params)}
+    return self._state_around(jax.device_put(params, self.params_sharding))
+
+  @functools.cached_property
+  def _state_around(self) -> Callable:
+    """params → a fresh state holding them: one program for the step counter and the optimizer state."""
+    def fresh_state(params):
+      return {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": self.tx.init(params)}
+
+    return jax.jit(fresh_state, out_shardings=self.state_sharding, donate_argnums=(0,))
 
 
 def build(model: nn.Module, init_inputs: dict, config, *, warmup_steps: int, total_steps: int,
