@@ -11,12 +11,14 @@ import transformers
 
 from tests.conftest import assert_plot
 from tests.train.conftest import REPO_ROOT, pretrain_env
-from wyjax.tasks import wyweb_files
+from wyjax.tasks import leaderboard, wyweb_files
 from wyjax.tasks.builders import poetry
 
 # Where chinese-poetry files a dynasty's poems (folders the reader maps back to the dynasty).
 POETRY_FILES = {"先秦": "shijing/shijing.json", "唐": "quantangshi/poet.tang.0.json", "宋": "songci/ci.song.0.json",
                 "元明": "yuanqu/yuanqu.json", "清": "nalanxingde/nalanxingde.json"}
+# What the unpretrained twin shares with the model's fine-tuning.
+RECIPE = ("learning_rate", "num_train_steps", "batch_size", "seed", "seeds", "warmup_fraction", "eval_every")
 
 
 def _poetry_package(shared_data, root, per_dynasty: int = 150):
@@ -55,6 +57,19 @@ def test_demo_runs_end_to_end(shared_data, tmp_path):
   results = workdir / "results"
   board = json.loads((results / "leaderboard.json").read_text())
   assert set(board["tasks"]) == {"punc", "tlc"}
+  # Beside the model: the same model from random weights (same recipe and seed) and the linear
+  # baseline, on dev and test.
+  for row in (leaderboard.TWIN, leaderboard.LINEAR):
+    assert sum(line.startswith(f"| {row} |") for line in result.stdout.splitlines()) == 2  # dev, test
+  assert "## WYWEB: test split" in result.stdout
+  for task in ("punc", "tlc"):
+    model, twin = (json.loads((results / run / "results.json").read_text()) for run in (task, f"no_pretraining/{task}"))
+    assert (twin["config"]["init"], twin["config"]["init_weights"]) == (str(workdir / "pretrain"), "random")
+    assert {k: twin["config"][k] for k in RECIPE} == {k: model["config"][k] for k in RECIPE}
+    assert board["no_pretraining_baseline"][task] == {"dev": twin["dev"], "test": twin["test"],
+                                                      "dev_mean_std": [twin["dev_mean"], twin["dev_std"]]}
+    assert set(board["linear_baseline"][task]) == {"dev", "test"}
+    assert None not in board["linear_baseline"][task].values()
   tlc = json.loads((results / "tlc" / "results.json").read_text())
   assert board["tasks"]["tlc"]["accuracy"] == tlc["dev"]["accuracy"]
   predicted = wyweb_files.read_tlc(results / "tlc" / "seed_0" / "dev_predictions.tsv")

@@ -1,7 +1,7 @@
 """Fine-tune and evaluate one model on every task that has data; write the leaderboard.
 
     python -m wyjax.benchmark --init=MODEL --data_root=TASKS --out=DIR [--tasks=tlc,glner|clue]
-        [--learning_rate=…] [--num_epochs=…] [--seeds=3]
+        [--learning_rate=…] [--num_epochs=…] [--seeds=3] [--no_pretraining_baseline]
 
 data_root holds one folder per dataset in its original format: the WYWEB tasks (tlc/, glner/,
 …), ccpm/ (both CCPM models), cclue_ner/, cclue_re/ and aceval/ (dev/ and test/ CSVs), or
@@ -35,6 +35,10 @@ _STEPS = flags.DEFINE_integer("num_train_steps", None, "Train this many steps pe
 _EVAL_EVERY = flags.DEFINE_integer("eval_every", None, "Override the evaluation interval (steps).")
 _SEEDS = flags.DEFINE_integer("seeds", None, "Seeds per task.")
 _BATCH = flags.DEFINE_integer("batch_size", None, "Override every task's batch size.")
+_NO_PRETRAINING = flags.DEFINE_bool("no_pretraining_baseline", False,
+                                    "Also fine-tune every task from random weights (--init's architecture and "
+                                    "vocabulary, the same recipe and seeds): the board's 'same model, no pretraining' "
+                                    "row. Doubles the time.")
 _ACCEPT = flags.DEFINE_bool("accept_config_change", False,
                             "Continue task runs in --out made with other settings (the changes are logged).")
 
@@ -46,6 +50,7 @@ def main(argv):
   aot.use_compilation_cache()
   board = suite.run(init=_INIT.value, data_root=_DATA_ROOT.value, out=_OUT.value,
                     tasks=suite.task_names(_TASKS.value), name=name, accept_config_change=_ACCEPT.value,
+                    no_pretraining=_NO_PRETRAINING.value,
                     learning_rate=_LR.value, num_epochs=_EPOCHS.value, num_train_steps=_STEPS.value,
                     eval_every=_EVAL_EVERY.value, seeds=_SEEDS.value, batch_size=_BATCH.value)
   print((pathlib.Path(_OUT.value) / "leaderboard.md").read_text(encoding="utf-8"))

@@ -11,8 +11,11 @@ import jax
 import numpy as np
 import pytest
 
+from tests import checkpoint_files
 from tests.train.conftest import REPO_ROOT, pretrain_env, tiny_checkpoint
-from wyjax.models import unstack_layers
+from wyjax.data.tokenizer import Tokenizer, build_vocab
+from wyjax.hf import loading
+from wyjax.models import EncoderConfig, unstack_layers
 from wyjax.tasks import wyweb_files
 from wyjax.core import checkpoints, guards, run_config
 from wyjax.train import finetuning, suite, task_model
@@ -323,3 +326,33 @@ def test_two_processes_fine_tune_as_one_process_with_two_devices(shared_data, tm
   assert two_results["dev"] == pytest.approx(one_results["dev"], abs=1e-6)
   assert (tmp_path / "two" / "seed_0" / "dev_predictions.tsv").read_text() == \
       (tmp_path / "one" / "seed_0" / "dev_predictions.tsv").read_text()
+
+
+def test_random_init_weights_keep_the_init_architecture_and_vocabulary_not_its_weights(shared_data, tmp_path):
+  """--config.init_weights=random, the board's "same model, no pretraining": the init's encoder
+  (here 1 layer of 64, not the fresh tiny model's) and its tokenizer (with a character the train
+  split lacks), every weight drawn afresh; at rate 1e-9 the kept checkpoint is that draw, far from
+  the init's. Without an init there is nothing to take the architecture from: an error."""
+  data_dir = _slice_tsv(shared_data / "wyweb" / "tlc" / "train.tsv", tmp_path / "tlc",
+                        {"train": slice(0, 16), "dev": slice(16, 24)})
+  texts = [e.text for split in ("train", "dev") for e in wyweb_files.read_split("tlc", data_dir, split)]
+  tokenizer = Tokenizer(build_vocab([*texts, "龘"]))
+  encoder = EncoderConfig(**{**task_model.FRESH_TINY_MODEL, "hidden_size": 64, "num_hidden_layers": 1,
+                             "intermediate_size": 128}, vocab_size=len(tokenizer))
+  params = loading.init_params(encoder, jax.random.key(7))
+  checkpoint_files.save_params(tmp_path / "init", 0, params, encoder, tokenizer)
+  overrides = dict(data_dir=str(data_dir), init_weights="random", num_train_steps=2, eval_every=1, batch_size=8,
+                   learning_rate=1e-9, max_length=64)
+  results = finetuning.finetune(suite.task_config("tlc", init=str(tmp_path / "init"), **overrides), tmp_path / "run")
+  assert results["config"]["init_weights"] == "random"
+  info, tuned = checkpoints.restore_model(tmp_path / "run" / "seed_0")
+  assert info == checkpoints.read_model_info(tmp_path / "init")[0]
+  assert loading.load(tmp_path / "run" / "seed_0").tokenizer.vocab == tokenizer.vocab
+  differences = jax.tree_util.tree_map(lambda a, b: float(np.max(np.abs(a - b))), tuned["encoder"], params["encoder"])
+  drawn = {jax.tree_util.keystr(k): v for k, v in jax.tree_util.tree_leaves_with_path(differences)
+           if k[-1].key in ("kernel", "embedding")}  # (biases and layer norms start at zeros and ones)
+  assert len(drawn) == 8 and min(drawn.values()) > 1e-2, drawn
+  with pytest.raises(ValueError, match="init_weights='random' takes the architecture and vocabulary of"):
+    finetuning.finetune(suite.task_config("tlc", **overrides), tmp_path / "fresh")
+  with pytest.raises(ValueError, match="config.init_weights is 'none'; allowed: 'pretrained'"):
+    finetuning.finetune(suite.task_config("tlc", **{**overrides, "init_weights": "none"}), tmp_path / "none")

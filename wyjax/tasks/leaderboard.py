@@ -1,12 +1,16 @@
 """leaderboard.md / leaderboard.json in the shape of the WYWEB README table, and the plots.
 
-One table per board (a Task's `board`), its tasks' columns in the registry's order, one row per
-model, one for the majority-class baseline and, on a board with classification tasks, one for
-the linear baseline (tasks/linear_baseline.py; "–" for the other tasks, and for an average or
-score over them), scores ×100 on the dev split. WYWEB's board leads with WYWEB's average: the
-mean of its tasks other than WYWMT (its leaderboard's 607.2 / 8 = 75.9 for DeBERTa-base),
-WYWMT's BLEU shown apart. The other classical benchmarks (CCPM,
-C-CLUE, AC-EVAL) have no average, and AC-EVAL adds its paper's tables. CLUE, the
+One table per board (a Task's `board`), its tasks' columns in the registry's order, scores ×100
+on the dev split: a row per model (with several seeds, their mean ± std below it), one for the
+same model fine-tuned from random weights where that ran (its unpretrained twin: what the
+pretraining adds), one for the majority-class baseline and, on a board with classification or
+tagging tasks, one for the linear baseline (tasks/linear_baseline.py; "–" for the other tasks,
+and for an average or score over them). Where the test split has gold labels, a second table
+per board shows the same rows' test scores (the majority class apart).
+
+WYWEB's board leads with WYWEB's average: the mean of its tasks other than WYWMT (its
+leaderboard's 607.2 / 8 = 75.9 for DeBERTa-base), WYWMT's BLEU shown apart. The other classical
+benchmarks (CCPM, C-CLUE, AC-EVAL) have no average, and AC-EVAL adds its paper's tables. CLUE, the
 modern-Chinese benchmark, leads with the scores CLUE publishes (CLUE_SCORES): classification, the
 mean of six tasks (1.0 with CMNLI, 1.1 with OCNLI in its place), and reading comprehension, the
 mean of CMRC 2018's EM, ChID and C³; each shown where one of its tasks ran, marked partial (not
@@ -53,7 +57,8 @@ CLUE_SCORES = {
 }
 
 
-LINEAR = "TF-IDF + logistic regression"  # the linear baseline's row
+LINEAR = "character n-grams + logistic regression"  # the linear baseline's row (tasks/linear_baseline.py)
+TWIN = "same model, no pretraining"  # the model fine-tuned from random weights (config.init_weights="random")
 
 # The plots' fonts may lack CJK glyphs: class names in ASCII.
 ASCII_LABELS = {
@@ -130,24 +135,44 @@ def table(rows: dict[str, dict | list[dict]], board: str) -> str:
   return "\n".join(lines) + "\n"
 
 
-def per_seed(results: dict[str, dict]) -> list[dict[str, float]]:
-  """{task: dev main metric} of each seed index the tasks all ran (results.json's runs; one
-  run without them)."""
+def per_seed(results: dict[str, dict], split: str = "dev") -> list[dict[str, float | None]]:
+  """{task: main metric on split} of each seed index the tasks all ran (results.json's runs; one
+  run without them); None where a seed has no score on the split."""
   runs = {t: r.get("runs") or [r] for t, r in results.items()}
   count = min(len(r) for r in runs.values())
-  return [{t: runs[t][k]["dev"][r["main_metric"]] for t, r in results.items()} for k in range(count)]
+  return [{t: _main(runs[t][k][split], r) for t, r in results.items()} for k in range(count)]
 
 
-def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str] | None = None) -> dict:
-  """leaderboard.md and leaderboard.json from {task: results.json of wyjax.finetune} and
-  {task: error} of the tasks that failed."""
+def _main(metrics: dict | None, result: dict) -> float | None:
+  return None if metrics is None else metrics[result["main_metric"]]
+
+
+def model_rows(name: str, results: dict[str, dict], split: str) -> dict[str, dict | list[dict]]:
+  """A model's rows on split: its best-dev seed's scores and, with several seeds, their mean ±
+  std (table's rows); the tasks without a score on split left out."""
+  scored = {t: r for t, r in results.items() if r[split] is not None}
+  if not scored:
+    return {}
+  rows = {name: {t: _main(r[split], r) for t, r in scored.items()}}
+  seeds = per_seed(scored, split)
+  if len(seeds) > 1:
+    rows[f"{name}: mean ± std of {len(seeds)} seeds"] = seeds
+  return rows
+
+
+def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str] | None = None,
+          no_pretraining: dict[str, dict] | None = None) -> dict:
+  """leaderboard.md and leaderboard.json from {task: results.json of wyjax.finetune}, {task:
+  error} of the tasks that failed and {task: results.json} of the same model fine-tuned from
+  random weights (config.init_weights="random"), when it ran."""
   out = pathlib.Path(out)
   out.mkdir(parents=True, exist_ok=True)
   failed = failed or {}
   ordered = {t: results[t] for t in TASKS if t in results}
+  twin = {t: no_pretraining[t] for t in TASKS if t in (no_pretraining or {})}
   main = {t: r["dev"][r["main_metric"]] for t, r in ordered.items()}
   majority = {t: r["majority_baseline"][r["main_metric"]] for t, r in ordered.items()}
-  linear = {t: r["linear_baseline"][r["main_metric"]] for t, r in ordered.items() if r.get("linear_baseline")}
+  linear = {t: r["linear_baseline"] for t, r in ordered.items() if r.get("linear_baseline")}
   seeds = per_seed(ordered) if ordered else []
   boards = list(dict.fromkeys(TASKS[t].board for t in ordered))
   board = {
@@ -159,21 +184,29 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
       "dev_mean_std": {t: [r["dev_mean"], r["dev_std"]] for t, r in ordered.items()},
       "test": {t: r["test"] for t, r in ordered.items() if r["test"] is not None},
       "majority_baseline": {t: r["majority_baseline"] for t, r in ordered.items()},
-      "linear_baseline": {t: r["linear_baseline"] for t, r in ordered.items() if r.get("linear_baseline")},
+      "linear_baseline": linear,  # {task: {"dev": metrics, "test": metrics or None}}
+      "no_pretraining_baseline": {t: {"dev": r["dev"], "test": r["test"], "dev_mean_std": [r["dev_mean"], r["dev_std"]]}
+                                  for t, r in twin.items()},
       "notes": {t: r["notes"] for t, r in ordered.items() if r.get("notes")},
       "failed": failed,
   }
   baseline = "majority class" + (" (WYWMT: copy the source)" if "wywmt" in ordered else "")
   sections = []
   for name in boards:
-    rows = {model_name: main}
-    if len(seeds) > 1:
-      rows[f"{model_name}: mean ± std of {len(seeds)} seeds"] = seeds
-    rows[baseline if name == "wyweb" else "majority class"] = majority
-    if any(TASKS[t].board == name for t in linear):
-      rows[LINEAR] = linear
+    on_board = lambda results: {t: r for t, r in results.items() if TASKS[t].board == name}  # noqa: E731
+    rows = {**model_rows(model_name, on_board(ordered), "dev"), **model_rows(TWIN, on_board(twin), "dev"),
+            baseline if name == "wyweb" else "majority class": majority}
+    linear_rows = {split: {t: _main(r[split], ordered[t]) for t, r in on_board(linear).items() if r[split]}
+                   for split in ("dev", "test")}
+    if linear_rows["dev"]:
+      rows[LINEAR] = linear_rows["dev"]
     sections.append(f"## {board_of(name).title}\n\n" + table(rows, name))
     sections += [TASKS[t].board_tables(r) for t, r in ordered.items() if TASKS[t].board == name and TASKS[t].board_tables]
+    test_rows = {**model_rows(model_name, on_board(ordered), "test"), **model_rows(TWIN, on_board(twin), "test")}
+    if test_rows:
+      if linear_rows["test"]:
+        test_rows[LINEAR] = linear_rows["test"]
+      sections.append(f"## {board_of(name).title}: test split\n\n" + table(test_rows, name))
   if failed:
     sections.append("## Failed\n\n" + "".join(f"- {TASKS[t].column if t in TASKS else t}: {error}\n"
                                                for t, error in failed.items()))
@@ -181,11 +214,18 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
            if average(main, name) is not None]
   if len(seeds) > 1:
     notes.append(f"- {model_name}: the best-dev seed's scores (its test predictions are the submission); below "
-                 f"it, the mean ± std (population) of the {len(seeds)} seeds' dev scores")
+                 f"it, the mean ± std (population) of the {len(seeds)} seeds' scores")
+  if twin:
+    notes.append(f"- {TWIN}: {model_name} fine-tuned from random weights (its architecture and vocabulary, "
+                 "config.init_weights='random') with the same recipe and seeds: the gap to it is what the "
+                 "pretraining adds")
+  if board["test"]:
+    notes.append("- test split: each seed's parameters chosen on dev, as for the submission")
   notes += [_clue_note(name, score) for name, score in board["clue_scores"].items()]
   notes += [_note(t, r) for t, r in ordered.items()]
   notes += [f"- {LINEAR}: {linear_baseline.NOTE}"] if linear else []
-  (out / "leaderboard.md").write_text(f"# {model_name}: dev scores (×100)\n\n" + "\n".join(sections)
+  title = "dev and test" if board["test"] else "dev"
+  (out / "leaderboard.md").write_text(f"# {model_name}: {title} scores (×100)\n\n" + "\n".join(sections)
                                       + "\n" + "\n".join(notes) + "\n", encoding="utf-8")
   (out / "leaderboard.json").write_text(json.dumps(board, indent=2, ensure_ascii=False), encoding="utf-8")
   return board

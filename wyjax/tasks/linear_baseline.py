@@ -1,31 +1,47 @@
-"""The linear baseline beside the majority class: character n-gram TF-IDF + logistic regression.
+"""The linear baseline beside the majority class: logistic regression over character n-grams.
 
 It shows on the leaderboard whether a fine-tuned model is worth anything: a tiny model can
 score far above the majority class and still below a bag of character n-grams. It reads what
 the model reads, each example's features from the task's own featurize (input_ids: one token
 per character, [SEP] between the two texts of a pair, the same truncation) and their labels, so
-a task needs nothing new: every task with a "sequence" head gets it. Its predicted classes go
-through the task's decode (one-hot logits) and score, so its metrics are the task's own.
+a task needs nothing new. Its predictions go through the task's decode (one-hot logits) and
+score, so its metrics are the task's own, on dev and, where the test split has gold labels, test.
 
-Fixed settings: TF-IDF over the token 1–3-grams found in at least 2 train examples, with
-sublinear term frequency (1 + log count), fitted on the train split (its examples without a
-label left out); multinomial logistic regression, C=10, Newton-CG (deterministic), at most
-1,000 iterations; scored on dev. On a 2-core CPU: 1–2 s for TLC's 3,424 lines, 16–40 s for
-IFLYTEK's 3,024 and 119 classes (leaving out the rare n-grams makes that 4× faster, at ±1 point).
+- Sequence heads (classification): TF-IDF over the token 1–NGRAMS-grams found in at least
+  MIN_EXAMPLES train examples, with sublinear term frequency (1 + log count), fitted on the train
+  split (its examples without a label left out); multinomial logistic regression, C=C,
+  Newton-CG (deterministic), at most 1,000 iterations. On a 2-core CPU: 1–2 s for TLC's 3,424
+  lines, 16–40 s for IFLYTEK's 3,024 and 119 classes.
+- Token heads (tagging: PUNC, GLNER, C-CLUE NER): every labelled character is an example, its
+  features the token 1–TAG_NGRAMS-grams inside the WINDOW tokens either side of it, each keyed by
+  its offset ([CLS], [SEP] and the edge of the text are tokens too, so the ends of a text are
+  seen), binary, those in at least MIN_EXAMPLES train characters; multinomial logistic
+  regression, C=TAG_C, SAGA to a tolerance of 1e-3 with a fixed seed (L-BFGS reaches the same
+  scores 4× slower: its own updates of 19 × 140,000 weights on C-CLUE NER dominate). A train
+  split of more than MAX_CHARACTERS labelled characters is sampled by whole examples (fixed seed)
+  down to that, with a warning. On a 2-core CPU: about 10 CPU-seconds for the 200,000 characters
+  of the demo's PUNC or of C-CLUE NER (docs/benchmarks.md).
 """
+import logging
+
 import numpy as np
+import scipy.sparse
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
 from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.task import Task
 
-NGRAMS = 3  # token 1- to NGRAMS-grams
-MIN_EXAMPLES = 2  # an n-gram counts when at least this many train examples have it
-C = 10.0  # inverse L2 strength
-NOTE = (f"character 1–{NGRAMS}-grams of the model's input tokens (those in ≥ {MIN_EXAMPLES} train examples), TF-IDF "
-        f"with sublinear tf, and multinomial logistic regression (C={C:g}), fitted on the train split; on the tasks "
-        "with a sequence head (classification)")
+NGRAMS = 3  # sequence heads: token 1- to NGRAMS-grams
+MIN_EXAMPLES = 2  # an n-gram counts when at least this many train examples (tagging: characters) have it
+C = 10.0  # sequence heads' inverse L2 strength
+WINDOW, TAG_NGRAMS, TAG_C = 3, 3, 1.0  # token heads: tokens either side, n-gram length, inverse L2 strength
+MAX_CHARACTERS = 300_000  # token heads: labelled train characters fitted on, at most
+NOTE = (f"logistic regression over character n-grams of the model's input tokens, fitted on the train split; "
+        f"classification: TF-IDF of each text's 1–{NGRAMS}-grams (those in ≥ {MIN_EXAMPLES} train examples, "
+        f"sublinear tf; C={C:g}); tagging: each character's 1–{TAG_NGRAMS}-grams within {WINDOW} tokens either "
+        f"side, keyed by offset (those in ≥ {MIN_EXAMPLES} train characters; C={TAG_C:g}; at most "
+        f"{MAX_CHARACTERS:,} train characters)")
 
 
 def _ngrams(ids: np.ndarray) -> list[tuple[int, ...]]:
@@ -33,8 +49,12 @@ def _ngrams(ids: np.ndarray) -> list[tuple[int, ...]]:
   return [tuple(ids[i:i + n]) for n in range(1, NGRAMS + 1) for i in range(len(ids) - n + 1)]
 
 
+def _gold(features) -> np.ndarray:
+  return np.asarray(features["label"] if "label" in features else features["labels"])
+
+
 def predicted_classes(train_features, dev_features) -> np.ndarray:
-  """The label index predicted for every dev example, from the labelled train examples."""
+  """Sequence heads: the label index predicted for every dev example, from the labelled train examples."""
   labelled = [f for f in train_features if int(f["label"]) != IGNORE]
   gold = np.array([int(f["label"]) for f in labelled])
   if len(np.unique(gold)) == 1:  # nothing to tell apart (a toy split)
@@ -45,11 +65,83 @@ def predicted_classes(train_features, dev_features) -> np.ndarray:
   return model.predict(vectorizer.transform([f["input_ids"] for f in dev_features]))
 
 
-def dev_metrics(task: Task, train, dev) -> dict | None:
-  """The dev metrics of the linear baseline, train and dev each (examples, features); None
-  for a task whose head is not "sequence"."""
-  if task.head != "sequence":
+def window_keys(features, base: int) -> np.ndarray:
+  """[tokens of all examples, templates] int64: one key per (offset, n-gram) template of each
+  token's window, the n-gram's ids and the template in one number. In the n-grams 0 stands past
+  a text's ends, id + 1 for a token, and base - 1 for an id the train split never had (> base - 3)."""
+  ids = [np.minimum(np.asarray(f["input_ids"], np.int64) + 1, base - 1) for f in features]
+  edge = np.zeros(WINDOW, np.int64)
+  stream = np.concatenate([part for x in ids for part in (edge, x)] + [edge])
+  lengths = [len(x) for x in ids]
+  positions = np.arange(sum(lengths)) + np.repeat(WINDOW * np.arange(1, len(ids) + 1), lengths)  # in stream
+  templates = [(offset, n) for n in range(1, TAG_NGRAMS + 1) for offset in range(-WINDOW, WINDOW - n + 2)]
+  keys = np.empty((len(positions), len(templates)), np.int64)
+  for t, (offset, n) in enumerate(templates):
+    code = np.zeros(len(positions), np.int64)
+    for j in range(n):
+      code = code * base + stream[positions + offset + j]
+    keys[:, t] = code * len(templates) + t
+  return keys
+
+
+def _one_hot_matrix(keys: np.ndarray, vocabulary: np.ndarray) -> scipy.sparse.csr_matrix:
+  """Rows of keys as binary rows over the sorted vocabulary of keys (keys not in it dropped)."""
+  index = np.minimum(np.searchsorted(vocabulary, keys), len(vocabulary) - 1)
+  known = vocabulary[index] == keys
+  rows = np.broadcast_to(np.arange(len(keys))[:, None], keys.shape)
+  return scipy.sparse.csr_matrix((np.ones(known.sum(), np.float32), (rows[known], index[known])),
+                                 shape=(len(keys), len(vocabulary)))
+
+
+def fitted_tagger(train_features):
+  """Token heads: (features → one class per token of each) fitted on the labelled characters
+  (at most MAX_CHARACTERS: whole examples sampled with a fixed seed)."""
+  order = np.random.default_rng(0).permutation(len(train_features))
+  characters = np.cumsum([np.sum(_gold(train_features[i]) != IGNORE) for i in order])
+  count = max(1, int(np.searchsorted(characters, MAX_CHARACTERS, side="right")))
+  if count < len(order):
+    logging.warning("linear baseline: fitted on %d of the %d train examples (%d of %d labelled characters)", count,
+                    len(order), characters[count - 1], characters[-1])
+  kept = [train_features[i] for i in np.sort(order[:count])]
+  base = max(int(np.max(f["input_ids"])) for f in kept) + 3
+  gold = np.concatenate([_gold(f) for f in kept])
+  keys = window_keys(kept, base)[gold != IGNORE]
+  gold = gold[gold != IGNORE]
+  found, times = np.unique(keys, return_counts=True)
+  vocabulary = found[times >= MIN_EXAMPLES]
+  classes = np.unique(gold)
+  model = None
+  if len(classes) > 1:
+    model = LogisticRegression(C=TAG_C, solver="saga", tol=1e-3, max_iter=200, random_state=0)
+    model.fit(_one_hot_matrix(keys, vocabulary), gold)
+
+  def predict(features) -> list[np.ndarray]:
+    predicted = np.full(sum(len(f["input_ids"]) for f in features), classes[0]) if model is None else \
+        model.predict(_one_hot_matrix(window_keys(features, base), vocabulary))
+    return np.split(predicted, np.cumsum([len(f["input_ids"]) for f in features])[:-1])
+
+  return predict
+
+
+def scores(task: Task, data: dict) -> dict | None:
+  """{"dev": metrics, "test": metrics or None} of the baseline fitted on data's train split
+  (wyjax.train.task_model.load_task_data's splits); test None where it is absent or has no gold
+  labels. None for a task whose head it does not cover (multiple choice, spans, generation)."""
+  if task.head not in ("sequence", "token"):
     return None
-  examples, features = dev
-  logits = np.eye(len(task.labels))[predicted_classes(train[1], features)]
-  return task.score(examples, [task.decode(e, f, l) for e, f, l in zip(examples, features, logits)])
+  splits = [s for s in ("dev", "test") if s in data and any(np.any(_gold(f) != IGNORE) for f in data[s][1])]
+  train = data["train"][1]
+  out = {"dev": None, "test": None}
+  if not splits:
+    return out
+  if task.head == "sequence":
+    predicted = predicted_classes(train, [f for s in splits for f in data[s][1]])
+    per_split = np.split(predicted, np.cumsum([len(data[s][1]) for s in splits])[:-1])
+  else:
+    predict = fitted_tagger(train)
+    per_split = [predict(data[s][1]) for s in splits]
+  eye = np.eye(len(task.labels))
+  for split, predicted in zip(splits, per_split):
+    examples, features = data[split]
+    out[split] = task.score(examples, [task.decode(e, f, eye[p]) for e, f, p in zip(examples, features, predicted)])
+  return out

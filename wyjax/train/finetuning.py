@@ -45,6 +45,7 @@ def base_config(task: str = "") -> ml_collections.ConfigDict:
   c.task = task
   c.data_dir = ""  # the task folder, as its benchmark publishes it
   c.init = ""  # transformers folder or wyjax workdir; empty: a fresh tiny model (with a warning)
+  c.init_weights = "pretrained"  # "random": init's architecture and vocabulary, random weights (its unpretrained twin)
   c.max_length = 0  # 0: the task's max_seq_len from the paper's scripts
   c.batch_size = 32
   c.eval_batch_size = 64  # sequences: a multiple-choice example counts as its options
@@ -319,7 +320,7 @@ def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change
       "best_seed": best_run.seed, "best_run": str(best_run.workdir), "dev": best_run.dev, "test": best_run.test,
       "labels": list(task.labels), "dev_confusion": best_run.dev_confusion,
       "majority_baseline": majority_baseline(task, splits["train"], splits["dev"]),
-      "linear_baseline": linear_baseline.dev_metrics(task, data["train"], data["dev"]),
+      "linear_baseline": linear_baseline.scores(task, data),  # {"dev": metrics, "test": metrics or None}
       "truncated_characters": data["truncated"],
       "files": {split: [str(path) for path in task.files.split_files(config.data_dir, split)]
                 for split, _ in _splits(data)},  # the files each split was read from

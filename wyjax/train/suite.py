@@ -25,7 +25,8 @@ def task_config(task: str, **overrides):
   return config
 
 
-def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bool = False, **overrides) -> dict:
+def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bool = False,
+        no_pretraining: bool = False, **overrides) -> dict:
   """Fine-tunes every task of `tasks` that has a folder in data_root; returns leaderboard.json.
 
   A task reads data_root/<its folder> (Task.files; CCPM's models share ccpm/). A task that
@@ -33,6 +34,9 @@ def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bo
   predicate run, AC-EVAL's transfer from the last multiple-choice run) runs after them.
   A task that fails is logged with its error and shown failed in the leaderboard; the others
   still run (leaderboard.json's `failed`: a caller should exit non-zero when it is not empty).
+  With no_pretraining, every task is fine-tuned a second time from random weights (init's
+  architecture and vocabulary, config.init_weights="random"; the same recipe and seeds) into
+  out/no_pretraining/<task>/: the board's "same model, no pretraining" row.
   Writes out/<task>/ (runs, results.json, submission), out/leaderboard.{md,json} and
   out/plots/<task>_{confusion,curve}.png. A rerun keeps the tasks' finished seeds
   (wyjax.train.finetuning).
@@ -45,26 +49,16 @@ def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bo
     raise FileNotFoundError(f"--data_root {data_root}: no such folder")
   for task in tasks:  # a bad override is one error now, not one failed task after another
     config_values.check(task_config(task, **overrides), config_values.FINETUNING)
-  results, failed = {}, {}
-  for task in sorted(tasks, key=lambda t: TASKS[t].from_other_runs is not None):
-    folder = data_root / TASKS[task].files.name
-    if not folder.is_dir() or datasets.file_of(TASKS[task].files, folder, "train") is None:
-      logging.warning("%s: no %s data, skipped", folder, task)
-      continue
-    config = task_config(task, init=init, data_dir=str(folder), **overrides)
-    if TASKS[task].from_other_runs:
-      config.update(TASKS[task].from_other_runs([(TASKS[t], r) for t, r in results.items()], out))
-    print(f"fine-tuning {task} ...", flush=True)
-    try:
-      results[task] = finetuning.finetune(config, out / task, accept_config_change=accept_config_change)
-    except guards.Interrupted:
-      raise
-    except Exception as e:  # noqa: BLE001  (one task's failure must not cost the others)
-      failed[task] = f"{type(e).__name__}: {e}"
-      logging.exception("%s failed: %s", task, failed[task])  # one line on the terminal, the traceback in the log
+  runs = dict(init=init, data_root=data_root, tasks=tasks, accept_config_change=accept_config_change, **overrides)
+  results, failed = finetune_all(out=out, **runs)
+  twin = {}
+  if no_pretraining:
+    twin, twin_failed = finetune_all(out=out / "no_pretraining", init_weights="random", label="from random weights",
+                                     **runs)
+    failed |= {f"{task} ({leaderboard.TWIN})": error for task, error in twin_failed.items()}
   if not results and not failed:
     raise FileNotFoundError(f"{data_root}: no task folder with a train file among {list(tasks)}")
-  board = leaderboard.write(out, name, results, failed)
+  board = leaderboard.write(out, name, results, failed, twin)
   plots = out / "plots"
   plots.mkdir(exist_ok=True)
   for task, r in results.items():
@@ -75,3 +69,26 @@ def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bo
       leaderboard.plot_curves(plots / f"{task}_curve.png", pathlib.Path(r["best_run"]) / "metrics.jsonl",
                               r["main_metric"], f"{task.upper()} (seed {r['best_seed']})")
   return board
+
+
+def finetune_all(*, init: str, data_root: pathlib.Path, out: pathlib.Path, tasks, accept_config_change: bool,
+                 label: str = "", **overrides) -> tuple[dict, dict]:
+  """({task: results.json}, {task: error}) of fine-tuning each task that has data into out/<task>/."""
+  results, failed = {}, {}
+  for task in sorted(tasks, key=lambda t: TASKS[t].from_other_runs is not None):
+    folder = data_root / TASKS[task].files.name
+    if not folder.is_dir() or datasets.file_of(TASKS[task].files, folder, "train") is None:
+      logging.warning("%s: no %s data, skipped", folder, task)
+      continue
+    config = task_config(task, init=init, data_dir=str(folder), **overrides)
+    if TASKS[task].from_other_runs:
+      config.update(TASKS[task].from_other_runs([(TASKS[t], r) for t, r in results.items()], out))
+    print(f"fine-tuning {task}{' ' + label if label else ''} ...", flush=True)
+    try:
+      results[task] = finetuning.finetune(config, out / task, accept_config_change=accept_config_change)
+    except guards.Interrupted:
+      raise
+    except Exception as e:  # noqa: BLE001  (one task's failure must not cost the others)
+      failed[task] = f"{type(e).__name__}: {e}"
+      logging.exception("%s failed: %s", task, failed[task])  # one line on the terminal, the traceback in the log
+  return results, failed

@@ -307,6 +307,10 @@ def setup(task: Task, config, init: str, splits: dict, devices=None):
   model's config (TaskModel.config) has its learning rate resolved for the model's size
   (wyjax.train.learning_rates)."""
   model_config, pretrained, tokenizer = load_init(init, splits["train"], task.inserted_text)
+  if config.init_weights == "random":  # the unpretrained twin: init's architecture and vocabulary only
+    if not init:
+      raise ValueError("config.init_weights='random' takes the architecture and vocabulary of --config.init: set it")
+    pretrained = {}
   model_config = model_config.replace(dtype=config.dtype, remat=config.remat, scan_layers=config.scan_layers,
                                       attention=config.attention)
   config = learning_rates.resolved(config, model_config)
