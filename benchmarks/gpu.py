@@ -1,0 +1,384 @@
+"""wyjax on a GPU beside transformers on the same GPU: one command, one markdown table.
+
+    bash .gpu/device.sh python3 benchmarks/gpu.py --data=.gpu/data    # a GPU machine (docs/benchmarks.md, "GPU")
+    JAX_PLATFORMS=cpu python benchmarks/gpu.py --smoke                # every part with tiny sizes, on the CPU
+
+Each part runs in a process of its own under its own time budget (--budgets, about 10 minutes in
+all); one that overruns or fails prints a row saying why, and the next part runs. Rows print as
+they are measured; a row of wyjax's rate over transformers' (above 1: wyjax is faster) follows each pair.
+
+  pretrain   steps of DeBERTa-base (with each --attentions) and BERT-base, batch 32 × 512, bf16:
+             wyjax's train step (configs/pretrain/*_base.py: its masking, loss, clipping and AdamW)
+             vs transformers' *ForMaskedLM under autocast bf16 with fused AdamW (SDPA attention for
+             BERT; DeBERTa has only eager): tokens/s, MFU (wyjax's FLOP count of the step over the
+             chip's dense bf16 peak, the same count for both), memory (wyjax: the compiled step's
+             buffers; transformers: torch's peak allocation), wyjax's compile time.
+  finetune   TLC (--data/wyweb/tlc): wyjax's whole command (`python -m wyjax.finetune`) vs the
+             PyTorch loop of benchmarks/finetune_step.py, on the same exported model: the demo's tiny
+             model (--init, else random weights of its architecture) for 300 steps, with an empty and
+             then a warm compilation cache, and a random DeBERTa-base for 150: wall time, seconds per
+             step after the first 10, dev accuracy. --smoke: the tiny model, 12 steps, once.
+  predict    punctuating --chars characters of the Daizhige sample (--data/daizhige_sample):
+             wyjax.predict's Predictor vs transformers' token-classification pipeline, both batch 32,
+             on the same exported tiny model (benchmarks/predict.py): characters/s.
+  attention  DeBERTa's disentangled attention alone (benchmarks/attention.py's gpu_rows): wyjax's
+             GPU kernel and XLA path vs transformers' eager DebertaV2Attention, forward and
+             forward+backward at L = 512 … 4096, as far as its budget goes; --smoke: the kernel
+             (interpreted) against the XLA path, the largest relative errors.
+
+Random weights cost what trained ones do, so timings hold for any checkpoint; dev scores of random
+models say nothing. JAX processes run with XLA_PYTHON_CLIENT_PREALLOCATE=false, so a part's peak
+memory is what it used and PyTorch can allocate beside it. Results go in docs/benchmarks.md.
+"""
+import argparse
+import importlib.metadata
+import os
+import pathlib
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parent
+BUDGETS = "pretrain=200,finetune=200,predict=60,attention=110"  # seconds: 9.5 minutes in all
+SMOKE_BUDGETS = "pretrain=600,finetune=900,predict=300,attention=300"  # a shared 2-core CPU
+GiB = 2**30
+
+
+def row(part: str, measurement: str, by: str, result: str, memory: str = "", notes: str = "") -> None:
+  print(f"| {part} | {measurement} | {by} | {result} | {memory} | {notes} |", flush=True)
+
+
+def speedup_row(part: str, measurement: str, their_seconds: float, our_seconds: float, what: str) -> None:
+  """wyjax's rate over transformers' (above 1: wyjax is faster)."""
+  row(part, measurement, "wyjax ÷ transformers", f"**{their_seconds / our_seconds:.2f}×** {what}")
+
+
+# --- the parent: one process per part, each under its budget -------------------------------------
+
+
+def versions() -> str:
+  def version(name):
+    try:
+      return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+      return "absent"
+
+  gpu = shutil.which("nvidia-smi") and subprocess.run(
+      ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"], capture_output=True,
+      text=True).stdout.strip()
+  packages = ", ".join(f"{name} {version(name)}" for name in ("jax", "jaxlib", "flax", "torch", "transformers"))
+  return f"{gpu or 'no GPU (CPU)'}; Python {sys.version.split()[0]}, {packages}; {time.strftime('%Y-%m-%d')}"
+
+
+def relay(part: str, budget: float, argv: list[str]) -> None:
+  """Runs `part` in a child process, printing its rows as they come; past `budget` seconds (or on
+  a failure) the child is stopped and a row says why, with the last line it wrote to stderr."""
+  env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "PYTHONUNBUFFERED": "1"}
+  stderr = open(pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"wyjax-gpu-{part}.log", "w+")
+  child = subprocess.Popen([sys.executable, __file__, f"--part={part}", f"--budget_s={budget}", *argv],
+                           stdout=subprocess.PIPE,
+                           stderr=stderr, text=True, env=env, start_new_session=True)
+  lines: queue.Queue = queue.Queue()
+  threading.Thread(target=lambda: [lines.put(line) for line in child.stdout] + [lines.put(None)], daemon=True).start()
+  deadline, start = time.monotonic() + budget, time.monotonic()
+  while True:
+    try:
+      line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+    except queue.Empty:
+      os.killpg(child.pid, signal.SIGKILL)
+      child.wait()
+      row(part, "–", "–", f"stopped: over its budget of {budget:.0f} s", notes=_last_line(stderr))
+      return
+    if line is None:
+      break
+    print(line, end="", flush=True)
+  if child.wait():
+    row(part, "–", "–", f"failed (exit {child.returncode}) after {time.monotonic() - start:.0f} s",
+        notes=_last_line(stderr))
+
+
+def _last_line(log) -> str:
+  log.flush()
+  log.seek(0)
+  lines = [line.strip() for line in log.read().splitlines() if line.strip()]
+  return f"{log.name}: {lines[-1][:200]}" if lines else ""
+
+
+# --- pretrain ---------------------------------------------------------------------------------------
+
+
+def pretrain_part(args) -> None:
+  import numpy as np
+
+  from wyjax.core import config_files, run_metrics
+
+  batch, length, steps = (4, 64, 2) if args.smoke else (32, 512, 10)
+  peak = run_metrics.peak_flops_per_device()
+  models = [("DeBERTa-base", "pretrain/deberta_base.py", args.attentions),
+            ("BERT-base", "pretrain/bert_base.py", ["auto"])]
+  for name, config_name, attentions in models:
+    config = config_files.load(config_name)
+    if args.smoke:
+      config.model.update(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
+    config.batch_size = batch
+    ids = np.random.default_rng(0).integers(5, config.model.vocab_size, (batch, length), np.int32)
+    size = " (smoke: 2 layers of 64)" if args.smoke else ""
+    measurement = f"{name}{size} pretraining step, {batch} × {length}, bf16"
+    seconds = {}
+    for attention in attentions:
+      config.attention = attention
+      seconds[attention], flops, memory, compile_s = wyjax_pretrain(config, ids, steps)
+      row("pretrain", measurement, "wyjax", _throughput(batch * length, seconds[attention], flops, peak),
+          _memory(memory), f"attention={attention}; compile {compile_s:.1f} s")
+    theirs, memory = torch_pretrain(config, ids, steps, args.torch_device)
+    attention = "sdpa" if config.model.model_type == "bert" else "eager"
+    fused = "fused AdamW" if args.torch_device == "cuda" else "AdamW"
+    row("pretrain", measurement, "transformers", _throughput(batch * length, theirs, flops, peak), _memory(memory),
+        f"{attention} attention, autocast bf16, {fused}")
+    speedup_row("pretrain", measurement, theirs, seconds[attentions[0]], f"tokens/s (attention={attentions[0]})")
+
+
+def _throughput(tokens: int, seconds: float, flops: float, peak: float | None) -> str:
+  mfu = f", MFU {flops / seconds / peak:.1%}" if peak else ""
+  return f"{seconds:.3f} s/step, {tokens / seconds:,.0f} tokens/s{mfu}"
+
+
+def _memory(size: int | None) -> str:
+  if not size:
+    return "–"
+  return f"{size / GiB:.1f} GiB" if size >= GiB else f"{size / 2**20:.0f} MiB"
+
+
+def wyjax_pretrain(config, ids, steps: int):
+  """(seconds per step, FLOPs per step, memory or None, compile seconds) of the pretraining run's
+  own jitted step (wyjax.train.pretraining.build), on `ids` every step, after one warm-up step.
+  Memory: what XLA's buffer assignment gives the compiled step (state, batch, temporaries; the
+  donated state counted once), since the device's peak does not reset between models."""
+  import jax
+
+  from wyjax.data import tokenizer as tokenizer_lib
+  from wyjax.train import pretraining
+
+  run = pretraining.build(config, tokenizer_lib.placeholder(config.model.vocab_size), ids.shape[1])
+  state = run.program.init_state(jax.random.key(0))
+  batch = jax.device_put(ids, run.program.data_sharding)
+  start = time.perf_counter()
+  step = run.train_step.lower(state, batch).compile()
+  compile_seconds = time.perf_counter() - start
+  memory = step.memory_analysis()
+  if memory is not None:
+    memory = (memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes
+              - memory.alias_size_in_bytes)
+  state, out = step(state, batch)
+  jax.block_until_ready(out)
+  start = time.perf_counter()
+  for _ in range(steps):
+    state, out = step(state, batch)
+  jax.block_until_ready(out)
+  return (time.perf_counter() - start) / steps, run.train_flops_per_step, memory, compile_seconds
+
+
+def torch_pretrain(config, ids, steps: int, device_name: str):
+  """(seconds per step, peak memory or None) of transformers' *ForMaskedLM of the same
+  architecture: autocast bf16, fused AdamW, 15% of the positions predicted."""
+  import torch
+  import transformers
+
+  from wyjax.hf import configs
+  from wyjax.models import EncoderConfig
+
+  hf = configs.to_hf(EncoderConfig(**config.model.to_dict()))
+  attention = "sdpa" if hf["model_type"] == "bert" else "eager"
+  device = torch.device(device_name)
+  model = transformers.AutoModelForMaskedLM.from_config(transformers.AutoConfig.for_model(**hf),
+                                                        attn_implementation=attention).to(device).train()
+  optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
+  inputs = torch.as_tensor(ids, dtype=torch.long, device=device)
+  labels = inputs.masked_fill(torch.rand(inputs.shape, device=device) > 0.15, -100)
+
+  def step():
+    with torch.autocast(device.type, dtype=torch.bfloat16):
+      loss = model(input_ids=inputs, labels=labels).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+  synchronize = torch.cuda.synchronize if device.type == "cuda" else lambda: None
+  if device.type == "cuda":
+    torch.cuda.reset_peak_memory_stats()
+  step()
+  synchronize()
+  start = time.perf_counter()
+  for _ in range(steps):
+    step()
+  synchronize()
+  seconds = (time.perf_counter() - start) / steps
+  return seconds, torch.cuda.max_memory_allocated() if device.type == "cuda" else None
+
+
+# --- finetune ----------------------------------------------------------------------------------------
+
+
+def finetune_part(args) -> None:
+  import finetune_step  # benchmarks/, beside this file
+
+  out = pathlib.Path(args.out)
+  tlc = _first_lines(args.data / "wyweb" / "tlc", out / "tlc", 256) if args.smoke else args.data / "wyweb" / "tlc"
+  # (name, exported model, steps, learning rate, rerun with the compilation cache the first run filled);
+  # --smoke: the tiny model, 12 steps (past the 10 the timing leaves out)
+  tiny = tiny_model(args, tlc, out / "hf_tiny")
+  runs = [("tiny", tiny, 12, 1e-3, False)] if args.smoke else [
+      ("tiny", tiny, 300, 1e-3, True), ("base", base_model(tlc, out / "hf_base"), 150, 5e-5, False)]
+  for name, hf_dir, steps, learning_rate, warm_rerun in runs:
+    settings = argparse.Namespace(steps=steps, learning_rate=learning_rate, batch_size=32, seed=0, sort_window=1,
+                                  torch_sort_window=1, torch_device=args.torch_device)
+    short = name.split()[0]
+    task, dev_examples, dev_features = finetune_step.featurize("tlc", str(tlc), hf_dir, out / f"{short}.pkl")
+    measurement = f"TLC fine-tuning, {name} model, {steps} steps, batch 32"
+    cache = out / f"{short}_xla_cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    ours = finetune_step.run_wyjax("tlc", str(tlc), hf_dir, out / f"{short}_wyjax", cache, settings)
+    _finetune_row(measurement, "wyjax", ours, "the whole command, compilation cache empty")
+    theirs = finetune_step.run_torch(task, dev_examples, dev_features, out / f"{short}.pkl", hf_dir, out, settings)
+    _finetune_row(measurement, "transformers", theirs, "the PyTorch loop (its process, reading features written "
+                  "beforehand)")
+    speedup_row("finetune", measurement, theirs["wall"], ours["wall"], "wall time, compilation cache empty")
+    if warm_rerun:
+      warm = finetune_step.run_wyjax("tlc", str(tlc), hf_dir, out / f"{short}_wyjax", cache, settings)
+      _finetune_row(measurement, "wyjax", warm, "the whole command again, compilation cache warm")
+      speedup_row("finetune", measurement, theirs["wall"], warm["wall"], "wall time, compilation cache warm")
+    speedup_row("finetune", measurement, theirs["step"], ours["step"], "steps/s")
+
+
+def _finetune_row(measurement: str, by: str, run: dict, notes: str) -> None:
+  row("finetune", measurement, by, f"{run['wall']:.1f} s wall, {run['step']:.4f} s/step ({1 / run['step']:.1f} "
+      f"steps/s), dev {100 * run['dev']:.2f}", notes=notes)
+
+
+def _first_lines(folder: pathlib.Path, out: pathlib.Path, count: int) -> pathlib.Path:
+  """A copy of a task folder with the first `count` lines of each file (--smoke)."""
+  out.mkdir(parents=True, exist_ok=True)
+  for path in folder.iterdir():
+    (out / path.name).write_bytes(b"\n".join(path.read_bytes().split(b"\n")[:count]))
+  return out
+
+
+def _tlc_tokenizer(tlc: pathlib.Path):
+  from wyjax.data import tokenizer as tokenizer_lib
+  from wyjax.tasks import datasets
+  from wyjax.tasks.registry import TASKS
+  from wyjax.train import task_model
+
+  examples = datasets.load_splits(TASKS["tlc"].files, str(tlc))["train"]
+  return tokenizer_lib.Tokenizer(tokenizer_lib.build_vocab(
+      [text for example in examples for text in task_model.example_texts(example)]))
+
+
+def _export_random(config_fields: dict, tlc: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
+  import jax
+
+  from wyjax.hf import export_folder, loading
+  from wyjax.models import EncoderConfig
+
+  tokenizer = _tlc_tokenizer(tlc)
+  config = EncoderConfig(**{**config_fields, "vocab_size": len(tokenizer)})
+  model = loading.Model(config, loading.init_params(config, jax.random.key(0)), tokenizer)
+  return export_folder.export(model, out, overwrite=True)
+
+
+def tiny_model(args, tlc: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
+  """The demo's pretrained model exported (--init), else random weights of its architecture."""
+  from wyjax.hf import export_folder, loading
+  from wyjax.train import task_model
+
+  if args.init:
+    return export_folder.export(loading.load(args.init), out, overwrite=True)
+  return _export_random(task_model.FRESH_TINY_MODEL, tlc, out)
+
+
+def base_model(tlc: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
+  """A random DeBERTa-base (configs/pretrain/deberta_base.py's architecture)."""
+  from wyjax.core import config_files
+
+  return _export_random(config_files.load("pretrain/deberta_base.py").model.to_dict(), tlc, out)
+
+
+# --- predict -----------------------------------------------------------------------------------------
+
+
+def predict_part(args) -> None:
+  import predict  # benchmarks/, beside this file
+  import torch
+  import transformers
+
+  from wyjax.hf import task_models
+  from wyjax.train import inference
+
+  chars = 2_000 if args.smoke else args.chars
+  lines = predict.text_lines(args.data / "daizhige_sample", chars, 500)
+  folder = task_models.export(predict.punc_model(lines, 512), pathlib.Path(args.out) / "punc", overwrite=True)
+  measurement = f"punctuating {chars:,} characters, tiny PUNC model, batch 32"
+  predictor = inference.Predictor(task_models.load(folder), batch_size=32)
+  ours = predict.timed(lambda batch: list(predictor.outputs(batch)), lines)
+  row("predict", measurement, "wyjax", f"{chars / ours:,.0f} characters/s", notes="wyjax.predict's Predictor")
+  pipe = transformers.pipeline("token-classification", model=str(folder), device=torch.device(args.torch_device))
+  theirs = predict.timed(lambda batch: list(pipe(batch, batch_size=32)), lines)
+  row("predict", measurement, "transformers", f"{chars / theirs:,.0f} characters/s", notes="token-classification "
+      "pipeline")
+  speedup_row("predict", measurement, theirs, ours, "characters/s")
+
+
+# --- attention ---------------------------------------------------------------------------------------
+
+
+def attention_part(args) -> None:
+  import attention  # benchmarks/, beside this file
+
+  for line in attention.gpu_rows(smoke=args.smoke, budget_s=args.budget_s - 15):  # 15 s: start-up, torch's import
+    print(line, flush=True)
+
+
+PARTS = {"pretrain": pretrain_part, "finetune": finetune_part, "predict": predict_part, "attention": attention_part}
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--data", type=pathlib.Path, default=REPO.parent / "shared" / "data")
+  parser.add_argument("--smoke", action="store_true", help="every part with tiny sizes (on the CPU: a test)")
+  parser.add_argument("--parts", default=",".join(PARTS), help="which parts, in order")
+  parser.add_argument("--budgets", help=f"seconds per part: name=seconds,… (default {BUDGETS}; --smoke: "
+                      f"{SMOKE_BUDGETS})")
+  parser.add_argument("--attentions", default="auto,xla", help="DeBERTa-base's config.attention values to time")
+  parser.add_argument("--init", default="", help="the demo's pretrained model (a wyjax workdir or transformers "
+                      "folder) for the tiny fine-tuning run; default: random weights of its architecture")
+  parser.add_argument("--chars", type=int, default=1_000_000, help="characters the predict part punctuates")
+  parser.add_argument("--out", default="/tmp/wyjax-gpu-bench")
+  parser.add_argument("--part", help="internal: run this part here")
+  parser.add_argument("--budget_s", type=float, help="internal: the part's budget")
+  args = parser.parse_args()
+  args.attentions = args.attentions.split(",")
+  if args.part:
+    import torch
+
+    args.torch_device = "cuda" if torch.cuda.is_available() else "cpu"
+    pathlib.Path(args.out).mkdir(parents=True, exist_ok=True)
+    sys.path.insert(0, str(HERE))
+    return PARTS[args.part](args)
+
+  budgets = args.budgets or (SMOKE_BUDGETS if args.smoke else BUDGETS)
+  budgets = {name: float(seconds) for name, seconds in (item.split("=") for item in budgets.split(","))}
+  print(f"# {versions()}{' (smoke: tiny sizes)' if args.smoke else ''}\n")
+  print("| part | measurement | by | result | peak memory | notes |\n|---|---|---|---|---|---|", flush=True)
+  forwarded = [a for a in sys.argv[1:] if not a.startswith(("--parts", "--budgets"))]
+  for part in args.parts.split(","):
+    relay(part, budgets[part], forwarded)
+
+
+if __name__ == "__main__":
+  main()

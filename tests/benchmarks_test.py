@@ -1,0 +1,46 @@
+"""benchmarks/gpu.py, the GPU yardstick, as CI can run it: every part with tiny sizes on the CPU
+(--smoke), one markdown table; a part over its budget is stopped with a row saying so."""
+import re
+import subprocess
+import sys
+
+from tests.train.conftest import REPO_ROOT, pretrain_env
+
+GPU_BENCHMARK = REPO_ROOT / "benchmarks" / "gpu.py"
+
+
+def _table(result) -> list[list[str]]:
+  assert result.returncode == 0, result.stderr[-3000:]
+  return [[cell.strip() for cell in line.strip("|").split("|")] for line in result.stdout.splitlines()
+          if line.startswith("| ") and not line.startswith("| part")]
+
+
+def test_every_part_measures_both_sides_on_the_cpu(shared_data, tmp_path):
+  result = subprocess.run([sys.executable, str(GPU_BENCHMARK), "--smoke", f"--data={shared_data}",
+                           f"--out={tmp_path}", "--attentions=auto"], cwd=REPO_ROOT,
+                          env=pretrain_env(TMPDIR=str(tmp_path)), capture_output=True, text=True, timeout=1500)
+  rows = _table(result)
+  assert result.stdout.startswith("# no GPU (CPU); Python 3.")
+  assert not [r for r in rows if r[1] == "–"], result.stdout  # no part failed or overran
+  by_part = {part: [r for r in rows if r[0] == part] for part in ("pretrain", "finetune", "predict", "attention")}
+  for part in ("pretrain", "finetune", "predict"):
+    measurements = {r[1] for r in by_part[part]}
+    for measurement in measurements:  # each: wyjax, transformers, and wyjax's rate over theirs
+      sides = [r[2] for r in by_part[part] if r[1] == measurement]
+      assert {"wyjax", "transformers", "wyjax ÷ transformers"} <= set(sides), (measurement, sides)
+      assert all(re.fullmatch(r"\*\*\d+\.\d\d×\*\* .+", r[3]) for r in by_part[part]
+                 if r[1] == measurement and r[2] == "wyjax ÷ transformers")
+  assert len({r[1] for r in by_part["pretrain"]}) == 2 and len({r[1] for r in by_part["finetune"]}) == 1
+  assert all(re.search(r"[\d,]+ tokens/s", r[3]) for r in by_part["pretrain"] if r[2] != "wyjax ÷ transformers")
+  assert all(re.search(r"s wall, [\d.]+ s/step .* dev \d+\.\d\d", r[3]) for r in by_part["finetune"]
+             if r[2] != "wyjax ÷ transformers")
+  assert by_part["attention"], result.stdout
+
+
+def test_a_part_over_its_budget_is_stopped_with_a_row(shared_data, tmp_path):
+  result = subprocess.run([sys.executable, str(GPU_BENCHMARK), "--smoke", f"--data={shared_data}",
+                           f"--out={tmp_path}", "--parts=finetune", "--budgets=finetune=3"], cwd=REPO_ROOT,
+                          env=pretrain_env(TMPDIR=str(tmp_path)), capture_output=True, text=True, timeout=120)
+  (stopped,) = _table(result)
+  assert stopped[:4] == ["finetune", "–", "–", "stopped: over its budget of 3 s"], stopped
+  assert stopped[5].startswith(str(tmp_path / "wyjax-gpu-finetune.log")) or stopped[5] == "", stopped
