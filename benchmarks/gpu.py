@@ -77,36 +77,50 @@ def versions() -> str:
 
 def relay(part: str, budget: float, argv: list[str]) -> None:
   """Runs `part` in a child process, printing its rows as they come; past `budget` seconds (or on
-  a failure) the child is stopped and a row says why, with the last line it wrote to stderr."""
+  a failure) the child and its own children are stopped and a row says why, with the child's
+  last error line (its whole stderr: $TMPDIR/wyjax-gpu-<part>.log)."""
   env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "PYTHONUNBUFFERED": "1"}
-  stderr = open(pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"wyjax-gpu-{part}.log", "w+")
-  child = subprocess.Popen([sys.executable, __file__, f"--part={part}", f"--budget_s={budget}", *argv],
-                           stdout=subprocess.PIPE,
-                           stderr=stderr, text=True, env=env, start_new_session=True)
-  lines: queue.Queue = queue.Queue()
-  threading.Thread(target=lambda: [lines.put(line) for line in child.stdout] + [lines.put(None)], daemon=True).start()
-  deadline, start = time.monotonic() + budget, time.monotonic()
-  while True:
-    try:
-      line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-    except queue.Empty:
-      os.killpg(child.pid, signal.SIGKILL)
-      child.wait()
-      row(part, "–", "–", f"stopped: over its budget of {budget:.0f} s", notes=_last_line(stderr))
-      return
-    if line is None:
-      break
-    print(line, end="", flush=True)
-  if child.wait():
-    row(part, "–", "–", f"failed (exit {child.returncode}) after {time.monotonic() - start:.0f} s",
-        notes=_last_line(stderr))
+  with open(pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"wyjax-gpu-{part}.log", "w+") as stderr:
+    child = subprocess.Popen([sys.executable, __file__, f"--part={part}", f"--budget_s={budget}", *argv],
+                             stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, start_new_session=True)
+    lines: queue.Queue = queue.Queue()
+
+    def pump():  # the child's stdout, line by line, then None
+      for line in child.stdout:
+        lines.put(line)
+      lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    start = time.monotonic()
+    while (line := _next(lines, start + budget)) is not None:
+      if line is _OVERRUN:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        row(part, "–", "–", f"stopped: over its budget of {budget:.0f} s", notes=_last_error(stderr))
+        return
+      print(line, end="", flush=True)
+    if child.wait():
+      row(part, "–", "–", f"failed (exit {child.returncode}) after {time.monotonic() - start:.0f} s",
+          notes=_last_error(stderr))
 
 
-def _last_line(log) -> str:
+_OVERRUN = object()
+
+
+def _next(lines: queue.Queue, deadline: float):
+  try:
+    return lines.get(timeout=max(0.0, deadline - time.monotonic()))
+  except queue.Empty:
+    return _OVERRUN
+
+
+def _last_error(log) -> str:
+  """The log's last line that names an error, else its last line, after the log's name."""
   log.flush()
   log.seek(0)
   lines = [line.strip() for line in log.read().splitlines() if line.strip()]
-  return f"{log.name}: {lines[-1][:200]}" if lines else ""
+  errors = [line for line in lines if "rror" in line]
+  return f"{log.name}: {(errors or lines)[-1][:200]}" if lines else ""
 
 
 # --- pretrain ---------------------------------------------------------------------------------------
@@ -238,19 +252,18 @@ def finetune_part(args) -> None:
   for name, hf_dir, steps, learning_rate, warm_rerun in runs:
     settings = argparse.Namespace(steps=steps, learning_rate=learning_rate, batch_size=32, seed=0, sort_window=1,
                                   torch_sort_window=1, torch_device=args.torch_device)
-    short = name.split()[0]
-    task, dev_examples, dev_features = finetune_step.featurize("tlc", str(tlc), hf_dir, out / f"{short}.pkl")
+    task, dev_examples, dev_features = finetune_step.featurize("tlc", str(tlc), hf_dir, out / f"{name}.pkl")
     measurement = f"TLC fine-tuning, {name} model, {steps} steps, batch 32"
-    cache = out / f"{short}_xla_cache"
+    cache = out / f"{name}_xla_cache"
     shutil.rmtree(cache, ignore_errors=True)
-    ours = finetune_step.run_wyjax("tlc", str(tlc), hf_dir, out / f"{short}_wyjax", cache, settings)
+    ours = finetune_step.run_wyjax("tlc", str(tlc), hf_dir, out / f"{name}_wyjax", cache, settings)
     _finetune_row(measurement, "wyjax", ours, "the whole command, compilation cache empty")
-    theirs = finetune_step.run_torch(task, dev_examples, dev_features, out / f"{short}.pkl", hf_dir, out, settings)
+    theirs = finetune_step.run_torch(task, dev_examples, dev_features, out / f"{name}.pkl", hf_dir, out, settings)
     _finetune_row(measurement, "transformers", theirs, "the PyTorch loop (its process, reading features written "
                   "beforehand)")
     speedup_row("finetune", measurement, theirs["wall"], ours["wall"], "wall time, compilation cache empty")
     if warm_rerun:
-      warm = finetune_step.run_wyjax("tlc", str(tlc), hf_dir, out / f"{short}_wyjax", cache, settings)
+      warm = finetune_step.run_wyjax("tlc", str(tlc), hf_dir, out / f"{name}_wyjax", cache, settings)
       _finetune_row(measurement, "wyjax", warm, "the whole command again, compilation cache warm")
       speedup_row("finetune", measurement, theirs["wall"], warm["wall"], "wall time, compilation cache warm")
     speedup_row("finetune", measurement, theirs["step"], ours["step"], "steps/s")
