@@ -21,15 +21,17 @@ The attention alone (`gpu_rows`, what benchmarks/gpu.py runs): markdown rows as 
     python benchmarks/attention.py --alone [--budget_s=600]   # on a GPU
     JAX_PLATFORMS=cpu python benchmarks/attention.py --alone --smoke
 
-On a GPU, at L = 512, 1024, 2048, 4096: wyjax's DisentangledAttention (projections, attention,
-output projection) with the GPU kernel ("pallas") and with the XLA path, and transformers'
-DebertaV2Attention (the same, plus its output LayerNorm and residual: one LayerNorm more),
-eager; forward in inference mode, forward+backward in training mode (dropout 0.1, as
-pretraining). Time: the median of --repeats runs after a warm-up. Peak memory: for wyjax the
-bytes XLA's buffer assignment gives the compiled program (arguments, outputs, temporaries), for
-transformers torch's peak allocation over the run (its inputs and parameters included). --smoke:
+On a GPU, at L = 512, 4096, 1024, 2048 (the issue's targets first, training before inference:
+ALONE_CELLS): wyjax's DisentangledAttention (projections, attention, output projection) with the
+GPU kernel ("pallas"), transformers' DebertaV2Attention (the same, plus its output LayerNorm and
+residual: one LayerNorm more), eager, and wyjax's XLA path; forward in inference mode,
+forward+backward in training mode (dropout 0.1, as pretraining). Time: the median of --repeats
+runs after a warm-up. Peak memory: for wyjax the bytes XLA's buffer assignment gives the
+compiled program (arguments, outputs, temporaries), for transformers torch's peak allocation
+over the run (its inputs and parameters included). --smoke:
 the GPU kernel (on a CPU interpreted) against the XLA path on a small padded batch, one row with
-the largest relative error of the output and of the gradients (of q, k, v, pos_key, pos_query).
+the largest relative error of the output and of the gradients (of q, k, v, pos_key, pos_query):
+`kernel_errors`, which tests/models/attention_gpu_test.py runs in more layouts.
 """
 import argparse
 import json
@@ -194,8 +196,11 @@ def _flashdeberta(flashdeberta, model):
   return flash
 
 
-ALONE_LENGTHS = (512, 1024, 2048, 4096)
-ALONE_SIDES = ("wyjax GPU kernel", "wyjax XLA", "transformers eager")
+# (L, pass) in order of importance, so that a budget cut short loses the least: pretraining's
+# length first, then 4096 (the issue's long-sequence target), training before inference.
+ALONE_CELLS = ((512, "forward+backward"), (4096, "forward+backward"), (512, "forward"), (4096, "forward"),
+               (1024, "forward+backward"), (2048, "forward+backward"), (1024, "forward"), (2048, "forward"))
+ALONE_SIDES = ("wyjax GPU kernel", "transformers eager", "wyjax XLA")  # the reference last
 ALONE_HEADER = "| part | measurement | by | result | peak memory | notes |\n|---|---|---|---|---|---|"  # gpu.py's
 
 
@@ -204,23 +209,22 @@ def gpu_rows(smoke: bool, budget_s: float = float("inf"), repeats: int = 5) -> I
   when measured.
 
   smoke: the GPU kernel (interpreted on a CPU) against the XLA path, in seconds. Otherwise (a
-  GPU): each length of ALONE_LENGTHS in turn, both passes, wyjax's kernel, wyjax's XLA path and
-  transformers eager, then wyjax's rates over transformers'; a cell not started within budget_s
-  of the call is skipped, and the last row says so. A cell that fails (out of memory) is a row
-  with the error. Each wyjax cell compiles its program first (seconds; not in the time)."""
+  GPU): the cells of ALONE_CELLS in turn, each measured by ALONE_SIDES, then wyjax's rates over
+  transformers'; a side not started within budget_s of the call is skipped, and the last row
+  says so. A side that fails (out of memory) is a row with the error. Each wyjax side compiles
+  its program first (seconds; not in the time)."""
   if smoke:
     yield _smoke_row()
     return
   start = time.perf_counter()
-  cells = [(length, name) for length in ALONE_LENGTHS for name in ("forward", "forward+backward")]
-  for done, (length, name) in enumerate(cells):
+  for done, (length, name) in enumerate(ALONE_CELLS):
     measurement = f"L = {length}, batch {TOKENS // length}, {name}"
     seconds = {}
+    out_of_time = False
     for side in ALONE_SIDES:
-      if time.perf_counter() - start > budget_s:
-        yield f"| attention | {measurement} | – | not run: past the {budget_s:.0f} s budget | | " \
-              f"{len(cells) - done} measurements left |"
-        return
+      out_of_time = time.perf_counter() - start > budget_s
+      if out_of_time:
+        break
       measure = _measure_torch_attention if side == "transformers eager" else _measure_jax_attention
       try:
         seconds[side], peak = measure(side, length, name, repeats)
@@ -230,10 +234,14 @@ def gpu_rows(smoke: bool, budget_s: float = float("inf"), repeats: int = 5) -> I
         continue
       memory = "XLA's buffer assignment" if side != "transformers eager" else "torch's peak allocation"
       yield f"| attention | {measurement} | {side} | {1e3 * seconds[side]:.2f} ms | {peak / 2**30:.2f} GiB | {memory} |"
-    kernel, xla, theirs = (seconds.get(side) for side in ALONE_SIDES)
+    kernel, theirs, xla = (seconds.get(side) for side in ALONE_SIDES)
     if kernel and theirs:  # as gpu.py's rate rows: above 1, wyjax is faster
       rates = f"**{theirs / kernel:.2f}×** GPU kernel" + (f", {theirs / xla:.2f}× XLA path" if xla else "")
       yield f"| attention | {measurement} | wyjax ÷ transformers | {rates} | | |"
+    if out_of_time:
+      yield f"| attention | {measurement} | – | not run: past the {budget_s:.0f} s budget | | " \
+            f"{len(ALONE_CELLS) - done} of {len(ALONE_CELLS)} measurements not complete |"
+      return
 
 
 def _alone_config(attention_choice: str = "xla") -> EncoderConfig:
@@ -301,22 +309,37 @@ def _measure_torch_attention(implementation: str, length: int, name: str, repeat
     torch.cuda.empty_cache()
 
 
-def _smoke_row() -> str:
-  """The GPU kernel (interpreted on a CPU) against the XLA path: DeBERTa-tiny's position layout
-  (32 log buckets), fp32, a batch of two rows of 40 tokens, the second padded after 29."""
-  config = EncoderConfig(vocab_size=40, hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=64, max_position_embeddings=128, relative_attention=True,
-                         position_buckets=32, pos_att_type="p2c|c2p", share_att_key=True, position_biased_input=False)
-  batch, length, heads, d = 2, 40, config.num_attention_heads, config.head_dim
-  rng = np.random.default_rng(0)
-  q, k, v = (jnp.asarray(rng.standard_normal((batch, length, heads, d)), jnp.float32) for _ in range(3))
-  pos_key, pos_query = (jnp.asarray(rng.standard_normal((2 * config.relative_span, heads, d)), jnp.float32)
-                        for _ in range(2))
-  mask = layers.expand_mask(jnp.asarray(np.arange(length)[None, :] < np.array([[length], [29]]), jnp.int32))
-  scale = np.sqrt(d * 3).astype(np.float32)
-  weights = jnp.asarray(rng.standard_normal(q.shape), jnp.float32) * mask[:, 0, 0, :, None, None]
+def kernel_errors(config: EncoderConfig, length: int, dtype: str = "float32", prefix: bool = False,
+                  wrap=lambda f: f, **jit_kwargs) -> dict[str, float]:
+  """The GPU kernel through attention.fused_attention (interpreted on a CPU) against the XLA path
+  as deberta_v2 and bert run it, on random inputs: the largest error of the output (at the real
+  queries) and of the gradient of each input ("dq", …, "dpos_query") of sum(output · weights),
+  each relative to the XLA path's largest entry. Used by --smoke and
+  tests/models/attention_gpu_test.py.
 
-  def kernel(q, k, v, pos_key, pos_query):
+  Two rows of `length` tokens: q, k, v and the relative projections config's pos_att_type uses
+  ([2S, heads, d]), N(0, 1) in dtype; a prefix-LM mask (a causal target after a bidirectional
+  12-token source, as WYWMT's) or padding: the first row's first 3 keys and 3 in its middle
+  (the kernel reads the mask per key), the second row's from 29 on. wrap, jit_kwargs: the
+  kernel's program's (a mesh's constraints and shardings)."""
+  rng = np.random.default_rng(0)
+  heads, d = config.num_attention_heads, config.head_dim
+  draw = lambda *shape: jnp.asarray(rng.standard_normal(shape), jnp.float32).astype(dtype)
+  inputs = {name: draw(2, length, heads, d) for name in ("q", "k", "v")}
+  if config.relative_attention:
+    inputs |= {name: draw(2 * config.relative_span, heads, d)
+               for term, name in (("c2p", "pos_key"), ("p2c", "pos_query")) if term in config.pos_att_type}
+  positions = np.arange(length)
+  if prefix:
+    mask = np.broadcast_to((positions[None, :] <= positions[:, None]) | (positions[None, :] < 12), (2, length, length))
+  else:
+    mask = np.stack([(positions >= 3) & ((positions < 16) | (positions >= 19)), positions < 29])
+  mask = layers.expand_mask(jnp.asarray(mask, jnp.int32))
+  real = 1 if prefix else mask[:, 0, 0, :, None, None]
+  weights = jnp.asarray(rng.standard_normal((2, length, heads, d)), jnp.float32) * real
+  scale = np.sqrt(d * (1 + len(config.pos_att_type))).astype(np.float32)
+
+  def kernel(q, k, v, pos_key=None, pos_query=None):
     return attention.fused_attention(q, k, v, mask, scale=scale, pos_key=pos_key, pos_query=pos_query,
                                      relative_index=lambda distance: deberta_v2.relative_rows(distance, config),
                                      target="gpu")
@@ -324,24 +347,38 @@ def _smoke_row() -> str:
   class XLA(nn.Module):  # the XLA path runs inside a module: its softmax's dropout is one
 
     @nn.compact
-    def __call__(self, q, k, v, pos_key, pos_query):
-      return deberta_v2.xla_attention(config, q, k, v, mask, scale, pos_key, pos_query, None, True)
+    def __call__(self, q, k, v, pos_key=None, pos_query=None):
+      if config.relative_attention:
+        return deberta_v2.xla_attention(config, q, k, v, mask, scale, pos_key, pos_query, None, True)
+      scores = jnp.einsum("bqnd,bknd->bnqk", q / scale.astype(q.dtype), k)
+      return layers.masked_softmax_attention(scores, mask, v, dropout_rate=0.0, deterministic=True, dtype=q.dtype)
 
-  xla = lambda *args: XLA().apply({}, *args)
+  def output_and_grads(attend, wrap=lambda f: f, **jit_kwargs):
+    """{"output": at the real queries, "d<input>": gradient}, from one jitted program."""
+    def loss(inputs):
+      output = attend(**inputs).astype(jnp.float32)
+      return (output * weights).sum(), output * real
 
-  def output_and_grads(fn):
-    args = (q, k, v, pos_key, pos_query)
-    output = jax.jit(fn)(*args)
-    return output, jax.jit(jax.grad(lambda *a: (fn(*a) * weights).sum(), argnums=range(5)))(*args)
+    (_, output), grads = jax.jit(wrap(jax.value_and_grad(loss, has_aux=True)), **jit_kwargs)(inputs)
+    return {"output": output} | {f"d{name}": grad.astype(jnp.float32) for name, grad in grads.items()}
 
-  error = lambda a, b: float(jnp.max(jnp.abs(a - b)) / jnp.max(jnp.abs(b)))
-  real = mask[:, 0, 0, :, None, None]
-  (ours, our_grads), (ref, ref_grads) = output_and_grads(kernel), output_and_grads(xla)
-  grads_error = max(error(a, b) for a, b in zip(our_grads, ref_grads))
+  ours = output_and_grads(kernel, wrap, **jit_kwargs)
+  ref = output_and_grads(lambda **inputs: XLA().apply({}, **inputs))
+  return {name: float(jnp.max(jnp.abs(ours[name] - ref[name])) / jnp.max(jnp.abs(ref[name]))) for name in ref}
+
+
+def _smoke_row() -> str:
+  """`kernel_errors` in DeBERTa-tiny's position layout (32 log buckets), fp32, 2 × 40 tokens."""
+  config = EncoderConfig(vocab_size=40, hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=128, relative_attention=True,
+                         position_buckets=32, pos_att_type="p2c|c2p", share_att_key=True, position_biased_input=False)
+  length = 40
+  errors = kernel_errors(config, length)
+  output_error = errors.pop("output")
   where = "interpreted on the CPU" if jax.default_backend() == "cpu" else jax.devices()[0].device_kind
-  return (f"| attention | GPU kernel vs XLA path, fp32, {batch} × {length} tokens (one row padded), {heads} heads "
-          f"of {d}, 32 log buckets, c2p+p2c | wyjax | largest relative error: output "
-          f"{error(ours * real, ref * real):.1e}, gradients {grads_error:.1e} | | {where} |")
+  return (f"| attention | GPU kernel vs XLA path, fp32, 2 × {length} tokens (padding at the start, inside and at "
+          f"the end of rows), {config.num_attention_heads} heads of {config.head_dim}, 32 log buckets, c2p+p2c | wyjax "
+          f"| largest relative error: output {output_error:.1e}, gradients {max(errors.values()):.1e} | | {where} |")
 
 
 def table(path: str) -> str:

@@ -29,6 +29,14 @@ def shared_data() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
+def h100_mesh() -> jax.sharding.AbstractMesh:
+  """One abstract H100: under jax.sharding.use_abstract_mesh(h100_mesh) a program takes a GPU's
+  choices (wyjax.models.attention.platform) and lowers for CUDA on this CPU host."""
+  device = jax.sharding.AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=132, platform="gpu")
+  return jax.sharding.AbstractMesh((1,), ("data",), abstract_device=device)
+
+
+@pytest.fixture(scope="session")
 def classical_dirs(shared_data, tmp_path_factory) -> dict[str, pathlib.Path]:
   """Data folders of the non-WYWEB benchmarks: C-CLUE NER as shared; CCPM, C-CLUE relations
   and AC-EVAL written by tests.classical_fixtures in their exact formats, from real text."""

@@ -11,6 +11,7 @@ import pytest
 
 import jax
 import jax.numpy as jnp
+from jax.experimental import pallas as pl
 
 from wyjax.kernels import attention_common as common
 from wyjax.kernels import disentangled_attention_gpu as gpu
@@ -109,6 +110,27 @@ def test_a_planted_backward_error_fails_the_comparison(dropout_case, monkeypatch
     _assert_close(ours, ref)
 
 
+def test_score_gradients_add_at_their_relative_rows():
+  """The backward's adds of a tile's score gradients into a score table's gradient, against
+  numpy's np.add.at: where the tile's distances fall in one relative row (its B sums added) and
+  where they spread over many (each entry added). Both occur in the dropout case above too: 2 of
+  its 9 tile pairs lie in one row (distances all ≥ 12 or all ≤ -16)."""
+  block, width = 16, 8
+  rng = np.random.default_rng(3)
+  ds = rng.normal(size=(block, block)).astype(np.float32)
+  for relative in (np.full((block, block), 5, np.int32), rng.integers(0, width, (block, block), dtype=np.int32)):
+    def kernel(relative_ref, ds_ref, table_ref):
+      table_ref[...] = jnp.zeros(table_ref.shape, jnp.float32)
+      rows = jax.lax.broadcasted_iota(jnp.int32, (block, 1), 0)
+      gpu._add_score_gradients(table_ref, rows, relative_ref[...], ds_ref[...])
+
+    table = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((block, width), jnp.float32), interpret=True)(
+        relative, ds)
+    expected = np.zeros((block, width), np.float32)
+    np.add.at(expected, (np.arange(block)[:, None], relative), ds)
+    np.testing.assert_allclose(table, expected, atol=1e-5, rtol=0)
+
+
 def test_dropout_keep_rate_and_independence_read_from_the_kernel():
   """With q = k = 0 every probability is 1/L and v = the identity reads the mask back:
   o[i, j] = keep[i, j] / ((1 - rate) L). 4 streams (2 batch rows x 2 heads) of 128 x 128 draws
@@ -127,11 +149,6 @@ def test_dropout_keep_rate_and_independence_read_from_the_kernel():
            "query rows": (step[..., :-1, :], step[..., 1:, :]), "steps": (step, next_step)}
   for name, (a, b) in pairs.items():
     assert abs((a & b).mean() - (1 - rate) ** 2) < 0.01, (name, (a & b).mean())
-
-
-def _h100_mesh():
-  device = jax.sharding.AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=132, platform="gpu")
-  return jax.sharding.AbstractMesh((1,), ("data",), abstract_device=device)
 
 
 def _triton_calls(lowered):
@@ -164,7 +181,7 @@ def _triton_calls(lowered):
     ("float32", 128, True, 512),  # the largest tiles: float32, d = 128, a prefix-LM mask
     ("bfloat16", 32, False, 1),  # BERT with dropout, DeBERTa-tiny's head dimension
 ])
-def test_kernels_compile_for_an_h100(dtype, d, relative, mask_rows, tmp_path):
+def test_kernels_compile_for_an_h100(dtype, d, relative, mask_rows, h100_mesh, tmp_path):
   """Forward and backward lowered for CUDA on this CPU host (an abstract H100 mesh tells Pallas
   the target), then each Triton kernel compiled by Triton to a cubin for sm_90 with ptxas, as
   XLA's Triton would on the GPU; each fits an H100 block's shared memory."""
@@ -178,7 +195,7 @@ def test_kernels_compile_for_an_h100(dtype, d, relative, mask_rows, tmp_path):
   tables = gpu.Tables(shape(heads, 256, d), shape(heads, 256, d), shape(heads, 2 * lp, dt=jnp.int32)) if relative \
       else gpu.Tables()
   loss = lambda q, k, v, tables, mask, seed: gpu.fused_attention(spec, q, k, v, mask, tables, seed).sum()
-  with warnings.catch_warnings(), jax.sharding.use_abstract_mesh(_h100_mesh()):
+  with warnings.catch_warnings(), jax.sharding.use_abstract_mesh(h100_mesh):
     warnings.filterwarnings("ignore", "The Pallas Triton backend is deprecated", DeprecationWarning)
     lowered = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3), allow_int=True)).trace(
         *[shape(2, heads, lp, d)] * 3, tables, shape(2, mask_rows, lp, dt=jnp.int32), shape(dt=jnp.int32),

@@ -1,7 +1,9 @@
 """attention.py's GPU path: the Triton kernel (wyjax/kernels/disentangled_attention_gpu.py),
 interpreted on CPU through the same wiring as on a GPU (padding to tiles, tables, transposes),
-equals the XLA path in output and every gradient; on an abstract H100 mesh attention="auto"
-picks it for DeBERTa (and for BERT where cuDNN does not serve) and the model lowers to it.
+equals the XLA path in output and every gradient (benchmarks/attention.py's kernel_errors, also
+its --smoke row); on an abstract H100 mesh attention="auto" picks it for DeBERTa (the XLA path
+when XLA_FLAGS asks for deterministic ops; the kernel for BERT where cuDNN does not serve) and
+the model lowers to it.
 
 Cases pair the layouts the configs use (pretraining's 32 and 128 log buckets, fine-tuning's
 checkpoints of those, WYWMT's prefix-LM mask, BERT) with lengths on and off the tile, each
@@ -14,15 +16,14 @@ import subprocess
 import sys
 import warnings
 
-import numpy as np
 import pytest
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from benchmarks import attention as attention_benchmark
 from wyjax.core import partitioning
-from wyjax.models import DebertaV2, EncoderConfig, attention, deberta_v2, layers
+from wyjax.models import DebertaV2, EncoderConfig, attention
 
 
 def _config(heads, d, **layout):
@@ -47,94 +48,26 @@ CASES = {
 }
 
 
-def _inputs(config, length, dtype, prefix):
-  rng = np.random.default_rng(0)
-  heads, d = config.num_attention_heads, config.head_dim
-  cast = lambda *shape: jnp.asarray(rng.standard_normal(shape), jnp.float32).astype(dtype)
-  q, k, v = (cast(2, length, heads, d) for _ in range(3))
-  tables = tuple(cast(2 * config.relative_span, heads, d) if term in config.pos_att_type else None
-                 for term in ("c2p", "p2c")) if config.relative_attention else (None, None)
-  if prefix:  # a causal target after a bidirectional 12-token source, as WYWMT's
-    positions = np.arange(length)
-    visible = (positions[None, :] <= positions[:, None]) | (positions[None, :] < 12)
-    mask = np.broadcast_to(visible, (2, length, length))
-  else:  # the second row padded after 29 tokens
-    mask = np.arange(length)[None, :] < np.array([[length], [29]])
-  return (q, k, v) + tables, layers.expand_mask(jnp.asarray(mask, jnp.int32))
-
-
-def _attend(config, mask, how):
-  """The attention of q, k, v (and the relative projections): the GPU kernel through
-  attention.fused_attention, or the XLA path as deberta_v2 and bert run it (in a module: its
-  softmax's dropout is one)."""
-  scale = np.sqrt(config.head_dim * (1 + len(config.pos_att_type))).astype(np.float32)
-  if how == "gpu":
-    return lambda q, k, v, pos_key=None, pos_query=None: attention.fused_attention(
-        q, k, v, mask, scale=scale, pos_key=pos_key, pos_query=pos_query,
-        relative_index=lambda distance: deberta_v2.relative_rows(distance, config), target="gpu")
-
-  class XLA(nn.Module):
-    @nn.compact
-    def __call__(self, q, k, v, pos_key=None, pos_query=None):
-      if config.relative_attention:
-        return deberta_v2.xla_attention(config, q, k, v, mask, scale, pos_key, pos_query, None, True)
-      scores = jnp.einsum("bqnd,bknd->bnqk", q / scale.astype(q.dtype), k)
-      return layers.masked_softmax_attention(scores, mask, v, dropout_rate=0.0, deterministic=True, dtype=q.dtype)
-
-  return lambda *args: XLA().apply({}, *args)
-
-
-def _outputs_and_grads(config, args, mask, how, weights, wrap=lambda f: f, **jit_kwargs):
-  """[output at the real queries, gradients of every argument], from one jitted program."""
-  attend = _attend(config, mask, how)
-  real = mask[:, 0, 0, :, None, None] if mask.shape[2] == 1 else jnp.ones((), bool)
-
-  def loss(*args):
-    output = attend(*args)
-    return (output.astype(jnp.float32) * weights).sum(), output * real
-
-  (_, output), grads = jax.jit(wrap(jax.value_and_grad(loss, argnums=range(len(args)), has_aux=True)),
-                               **jit_kwargs)(*args)
-  return [output, *grads]
-
-
-def _assert_close(config, ours, ref, tolerance):
-  names = ["output", "dq", "dk", "dv"] + [f"dpos_{name}" for term, name in (("c2p", "key"), ("p2c", "query"))
-                                          if config.relative_attention and term in config.pos_att_type]
-  for name, a, b in zip(names, ours, ref, strict=True):
-    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
-    np.testing.assert_allclose(a, b, atol=tolerance * np.abs(b).max(), rtol=0, err_msg=name)
-
-
-def _case(case):
-  config, length, dtype, prefix = CASES[case]
-  args, mask = _inputs(config, length, dtype, prefix)
-  args = tuple(a for a in args if a is not None)
-  real = mask[:, 0, 0, :, None, None] if not prefix else jnp.ones((), bool)
-  weights = jnp.asarray(np.random.default_rng(1).standard_normal(args[0].shape), jnp.float32) * real
-  return config, args, mask, weights
-
-
 @pytest.mark.parametrize("case", CASES)
 def test_gpu_kernel_equals_xla_path(case):
   """Output (at the real queries) and the gradients of q, k, v and the relative projections,
   each within 1e-4 of its largest entry in float32, 2e-2 in bfloat16 (its rounding of scores,
-  probabilities and the score tables, which both paths round differently)."""
-  config, args, mask, weights = _case(case)
-  tolerance = 1e-4 if CASES[case][2] == "float32" else 2e-2
-  _assert_close(config, _outputs_and_grads(config, args, mask, "gpu", weights),
-                _outputs_and_grads(config, args, mask, "xla", weights), tolerance)
+  probabilities and the score tables, which both paths round differently); padding at the start,
+  inside and at the end of rows (benchmarks/attention.py's kernel_errors)."""
+  config, length, dtype, prefix = CASES[case]
+  errors = attention_benchmark.kernel_errors(config, length, dtype, prefix)
+  assert max(errors.values()) < (1e-4 if dtype == "float32" else 2e-2), errors
 
 
 def check_sharded_equals_unsharded():
   """Run with 4 CPU devices (the test below)."""
-  config, args, mask, weights = _case("tiny_b32_L40_both")
+  config, length, _, _ = CASES["tiny_b32_L40_both"]
   mesh = partitioning.make_mesh({"data": 2, "fsdp": 1, "tensor": 2}, jax.devices()[:4])
   rules = partitioning.rules(partitioning.LOGICAL_AXIS_RULES)
-  sharded = _outputs_and_grads(config, args, mask, "gpu", weights,
-                               wrap=lambda f: partitioning.with_activation_constraints(f, mesh, rules),
-                               in_shardings=partitioning.replicated(mesh))
-  _assert_close(config, sharded, _outputs_and_grads(config, args, mask, "xla", weights), 1e-4)
+  errors = attention_benchmark.kernel_errors(config, length,
+                                             wrap=lambda f: partitioning.with_activation_constraints(f, mesh, rules),
+                                             in_shardings=partitioning.replicated(mesh))
+  assert max(errors.values()) < 1e-4, errors
 
 
 def test_sharded_gpu_kernel_equals_xla_path():
@@ -148,28 +81,48 @@ def test_sharded_gpu_kernel_equals_xla_path():
   assert result.returncode == 0, result.stderr[-3000:]
 
 
-def _h100_mesh():
-  device = jax.sharding.AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=132, platform="gpu")
-  return jax.sharding.AbstractMesh((1,), ("data",), abstract_device=device)
+def _pick(choice, **changes):
+  """attention.implementation's choice for bf16 BERT with a padding mask and head dimension 64, changed."""
+  return attention.implementation(choice, **{"relative": False, "dropout": False, "dtype": "bfloat16",
+                                             "head_dim": 64, **changes})
 
 
-def test_auto_picks_the_gpu_kernel_where_cudnn_does_not_serve():
-  with jax.sharding.use_abstract_mesh(_h100_mesh()):
-    pick = lambda choice, **kw: attention.implementation(choice, **{
-        "relative": False, "dropout": False, "dtype": "bfloat16", "head_dim": 64, **kw})
-    assert pick("auto", relative=True) == "pallas"  # DeBERTa
-    assert pick("pallas", relative=True, dtype="float32", head_dim=32) == "pallas"
-    assert pick("auto") == "cudnn"  # BERT in bf16 with a padding mask, no dropout
-    assert pick("auto", dropout=True) == "pallas"  # BERT training: cuDNN has no attention dropout
-    assert pick("auto", padding_only=False) == "pallas"  # a prefix-LM mask
-    assert pick("auto", dtype="float32") == "pallas"
-    assert pick("xla", relative=True) == "xla"
-    assert pick("auto", relative=True, head_dim=96) == "xla"  # Triton's tiles are powers of two
+def test_auto_picks_the_gpu_kernel_where_cudnn_does_not_serve(h100_mesh):
+  with jax.sharding.use_abstract_mesh(h100_mesh):
+    assert _pick("auto", relative=True) == "pallas"  # DeBERTa
+    assert _pick("pallas", relative=True, dtype="float32", head_dim=32) == "pallas"
+    assert _pick("auto") == "cudnn"  # BERT in bf16 with a padding mask, no dropout
+    assert _pick("auto", dropout=True) == "pallas"  # BERT training: cuDNN has no attention dropout
+    assert _pick("auto", padding_only=False) == "pallas"  # a prefix-LM mask
+    assert _pick("auto", dtype="float32") == "pallas"
+    assert _pick("xla", relative=True) == "xla"
+    assert _pick("auto", relative=True, head_dim=96) == "xla"  # Triton's tiles are powers of two
     with pytest.raises(ValueError, match="head dimension"):
-      pick("pallas", relative=True, head_dim=96)
+      _pick("pallas", relative=True, head_dim=96)
 
 
-def test_deberta_lowers_to_the_gpu_kernel_on_an_h100():
+def test_deterministic_gpu_ops_take_the_xla_path_for_deberta(h100_mesh, monkeypatch):
+  """XLA_FLAGS=--xla_gpu_deterministic_ops=true asks for the same bits every run: the GPU
+  kernel's backward adds the relative scores' gradients with float atomics in no fixed order, so
+  DeBERTa takes the XLA path ("pallas" is refused with the reason). BERT's choices stand: the
+  kernel without relative terms has no atomics, and XLA makes cuDNN's backward deterministic."""
+  with jax.sharding.use_abstract_mesh(h100_mesh):
+    for flags in ("--xla_gpu_deterministic_ops=true", "--xla_gpu_deterministic_ops",  # the last mention wins:
+                  "--xla_gpu_deterministic_ops=0 --xla_force_host_platform_device_count=2 "
+                  "--xla_gpu_deterministic_ops=1"):
+      monkeypatch.setenv("XLA_FLAGS", flags)
+      assert _pick("auto", relative=True) == "xla", flags
+      assert _pick("auto", relative=True, dropout=True, dtype="float32") == "xla", flags
+      assert _pick("auto") == "cudnn" and _pick("auto", dropout=True) == "pallas", flags  # BERT
+      with pytest.raises(ValueError, match="deterministic_ops"):
+        _pick("pallas", relative=True)
+    for flags in ("--xla_gpu_deterministic_ops=false", "--xla_gpu_deterministic_ops=true --xla_gpu_deterministic_ops=0",
+                  "--xla_gpu_deterministic_ops_extra=true"):
+      monkeypatch.setenv("XLA_FLAGS", flags)
+      assert _pick("auto", relative=True) == "pallas", flags
+
+
+def test_deberta_lowers_to_the_gpu_kernel_on_an_h100(h100_mesh):
   """DeBERTa-tiny's layout, bf16, a training step's forward and backward with attention dropout,
   lowered for CUDA on this CPU host: its attention is the three Triton kernels."""
   config = _deberta(4, 32, position_buckets=32, max_relative_positions=128, pos_att_type="p2c|c2p",
@@ -182,7 +135,7 @@ def test_deberta_lowers_to_the_gpu_kernel_on_an_h100():
     hidden = model.apply(params, ids, jnp.ones_like(ids), deterministic=False, rngs={"dropout": jax.random.key(1)})
     return hidden.astype(jnp.float32).sum()
 
-  with warnings.catch_warnings(), jax.sharding.use_abstract_mesh(_h100_mesh()):
+  with warnings.catch_warnings(), jax.sharding.use_abstract_mesh(h100_mesh):
     warnings.filterwarnings("ignore", "The Pallas Triton backend is deprecated", DeprecationWarning)
     hlo = jax.jit(jax.grad(loss)).trace(params, ids).lower(lowering_platforms=("cuda",)).as_text()
   assert hlo.count("__gpu$xla.gpu.triton") == 3, hlo.count("__gpu$xla.gpu.triton")

@@ -9,9 +9,11 @@ import subprocess
 import sys
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.experimental.pallas import triton as pltriton
 
 from wyjax.kernels import attention_common as common
 from wyjax.kernels import disentangled_attention as kernel
@@ -276,19 +278,29 @@ def test_gpu_padding_reaches_cudnn_as_sequence_lengths(cudnn_calls, model_type):
                              atol=0.05, rtol=0.05)
 
 
+def _triton_calls(jaxpr) -> int:
+  """The Pallas calls compiled by Triton (the GPU kernel's) in a jaxpr and the jaxprs inside it."""
+  return sum(isinstance(eqn.params["compiler_params"], pltriton.CompilerParams) if eqn.primitive.name == "pallas_call"
+             else sum(_triton_calls(p) for p in eqn.params.values() if isinstance(p, jax.extend.core.Jaxpr))
+             for eqn in jaxpr.eqns)
+
+
 def test_gpu_takes_its_kernel_where_cudnn_cannot_serve(cudnn_calls):
   """No cuDNN call for float32, attention dropout in training, or a prefix-LM's [B, q, k] mask:
-  the GPU kernel instead (interpreted here)."""
+  the GPU kernel instead, one Triton call per layer (traced: on a GPU's platform it is compiled
+  for the GPU, which this host cannot run)."""
   bf16 = EncoderConfig(**{**TINY, "hidden_size": 64, "num_attention_heads": 4}, model_type="bert", dtype="bfloat16")
   ids, mask = _inputs(8)
   params = Bert(bf16.replace(attention="xla")).init(jax.random.key(0), ids, mask)
-  Bert(bf16.replace(dtype="float32")).apply(params, ids, mask)
-  Bert(bf16).apply(params, ids, mask, deterministic=False, rngs={"dropout": jax.random.key(1)})
-  prefix = np.tril(np.ones((8, 8), np.int32))[None].repeat(2, 0)
-  Bert(bf16).apply(params, ids, jnp.asarray(prefix))
+  dropout = {"deterministic": False, "rngs": {"dropout": jax.random.key(1)}}
+  triton_calls = lambda config, mask, **kw: _triton_calls(
+      jax.make_jaxpr(lambda p: Bert(config).apply(p, ids, mask, **kw))(params))
+  prefix = jnp.asarray(np.tril(np.ones((8, 8), np.int32))[None].repeat(2, 0))
+  assert triton_calls(bf16.replace(dtype="float32"), mask) == 1
+  assert triton_calls(bf16, mask, **dropout) == 1
+  assert triton_calls(bf16, prefix) == 1
   assert cudnn_calls == []
-  Bert(bf16.replace(attention_probs_dropout_prob=0.0)).apply(params, ids, mask, deterministic=False,
-                                                             rngs={"dropout": jax.random.key(1)})
+  assert triton_calls(bf16.replace(attention_probs_dropout_prob=0.0), mask, **dropout) == 0
   assert len(cudnn_calls) == 1  # training without attention dropout: cuDNN
 
 

@@ -12,10 +12,14 @@ score tables (FlashDeBERTa's scheme): they grow with L·2S (2S = 256 for the pre
 128 buckets), not L². The backward recomputes each tile's probabilities from the saved
 log-sum-exp: one kernel for dq, one for dk and dv, each also adding the tile's score gradients
 into dc2p (at its queries' rows) or dp2c (its keys' rows) at the places the forward gathered
-from, atomically, as keys in one bucket share a place. XLA's matmuls (the VJP of the score
-tables) turn those into the gradients of q, k, pos_key and pos_query. Attention dropout hashes
-attention_common's counters, so the three kernels see one mask that is never stored. Without
-c2p and p2c this is plain flash attention (BERT with dropout, or with a prefix-LM mask).
+from, atomically, as keys in one bucket share a place (a tile pair whose distances all fall in
+one bucket adds its B row sums, not B² entries). XLA's matmuls (the VJP of the score tables)
+turn those into the gradients of q, k, pos_key and pos_query. The atomics' order varies from
+run to run, so these gradients are not bitwise reproducible, and XLA's
+--xla_gpu_deterministic_ops cannot change that (attention.py takes the XLA path under it).
+Attention dropout hashes attention_common's counters, so the three kernels see one mask that is
+never stored. Without c2p and p2c this is plain flash attention (BERT with dropout, or with a
+prefix-LM mask), with no atomics.
 
 Why Triton and not Mosaic GPU: on sm_90, Mosaic GPU (jax 0.11 and 0.12) can express neither way
 of lining a tile's relative scores up with its keys. It has no per-element gather, in registers
@@ -101,6 +105,17 @@ def _scores(spec: Spec, r: common.Refs, q, k, mask, cols, relative, c2p_rows, p2
   return common.mask_scores(spec, s, mask, cols)
 
 
+def _add_score_gradients(table, rows, relative, ds):
+  """table[rows, relative] += ds, atomically: a tile's score gradients [B, B] at the relative
+  rows its scores were gathered from (rows [B, 1]: the tile's rows of the table). Where a tile
+  pair's distances all fall in one relative row (distant tiles, under log buckets or clipping),
+  the B² adds would contend for B places: their sums are added instead, B adds to B places."""
+  lowest = jnp.min(relative)
+  jax.lax.cond(lowest == jnp.max(relative),
+               lambda: jax.ref.addupdate(table, (rows, jnp.full_like(rows, lowest)), ds.sum(axis=1, keepdims=True)),
+               lambda: jax.ref.addupdate(table, (rows, relative), ds))
+
+
 def _dropout_stream(r: common.Refs):
   """(seed, batch row · heads + head) of the program's dropout; the grid is (tile, batch, head).
   Read outside the loops: interpret mode finds program ids only at the kernel's top level."""
@@ -156,7 +171,7 @@ def _dq_kernel(spec: Spec, *refs):
     dp = dropout(common.dot_nt(do, r.v[keys, :]))
     ds = common.score_gradient(spec, jnp.exp(s - lse), dp, delta, mask)
     if spec.c2p:
-      jax.ref.addupdate(r.dc2p, (local, relative[0]), ds)
+      _add_score_gradients(r.dc2p, local, relative[0], ds)
     return dq + common.dot(ds.astype(k.dtype), k)
 
   r.dq[...] = jax.lax.fori_loop(0, spec.padded_length // block, step, jnp.zeros(q.shape, jnp.float32))
@@ -185,7 +200,7 @@ def _dkv_kernel(spec: Spec, mask_rows: int, *refs):
     dp = dropout(common.dot_nt(do, v))
     ds = common.score_gradient(spec, p, dp, r.delta[queries][:, None], mask)
     if spec.p2c:
-      jax.ref.addupdate(r.dp2c, (local.T, relative[1]), ds.T)  # key-major, as gathered
+      _add_score_gradients(r.dp2c, local.T, relative[1], ds.T)  # key-major, as gathered
     return dk + common.dot_tn(ds.astype(q.dtype), q), dv
 
   zeros = jnp.zeros(k.shape, jnp.float32)

@@ -8,9 +8,11 @@ wyjax.kernels.disentangled_attention (Mosaic), on a GPU wyjax.kernels.disentangl
 interprets the GPU one). On a GPU, BERT/RoBERTa get cuDNN's flash attention through
 jax.nn.dot_product_attention instead where cuDNN serves (`cudnn_serves`). "auto" is the kernels
 on a TPU, on a GPU cuDNN where it serves and the GPU kernel elsewhere, and "xla" on a CPU.
+DeBERTa on a GPU takes "xla" when XLA_FLAGS asks for deterministic ops (`deterministic_gpu`).
 Incremental decoding (one query at a time against a cache) always takes the XLA path.
 """
 import functools
+import os
 
 import flax.linen as nn
 import jax
@@ -39,6 +41,12 @@ def implementation(choice: str, *, relative: bool, dropout: bool, padding_only: 
   if where == "gpu":
     if choice == "xla":
       return "xla"
+    if relative and deterministic_gpu():
+      if choice == "pallas":
+        raise ValueError("attention='pallas': the GPU kernel's backward adds the relative scores' gradients with "
+                         "float atomics, in no fixed order, and XLA_FLAGS asks for --xla_gpu_deterministic_ops. "
+                         "Use attention='auto' or 'xla' (reproducible), or drop the flag.")
+      return "xla"
     if cudnn_serves(relative=relative, dropout=dropout, padding_only=padding_only, dtype=dtype, head_dim=head_dim):
       return "cudnn"
     if head_dim in gpu_kernel.HEAD_DIMS:
@@ -50,6 +58,18 @@ def implementation(choice: str, *, relative: bool, dropout: bool, padding_only: 
   if choice == "auto":
     return "pallas" if where == "tpu" else "xla"
   return choice
+
+
+def deterministic_gpu() -> bool:
+  """Whether XLA_FLAGS sets --xla_gpu_deterministic_ops (bare, true or 1; the last mention wins,
+  as XLA reads it), asking for GPU programs that give the same bits every run. XLA makes its own
+  reductions and cuDNN's backward deterministic then; the GPU kernel's atomics it cannot."""
+  deterministic = False
+  for flag in os.environ.get("XLA_FLAGS", "").split():
+    name, _, value = flag.partition("=")
+    if name == "--xla_gpu_deterministic_ops":
+      deterministic = value.lower() in ("", "true", "1")
+  return deterministic
 
 
 def cudnn_serves(*, relative: bool, dropout: bool, padding_only: bool, dtype: str, head_dim: int) -> bool:
@@ -64,8 +84,10 @@ def cudnn_serves(*, relative: bool, dropout: bool, padding_only: bool, dtype: st
 def cudnn_attention(q, k, v, key_mask, scale: float, implementation: str = "cudnn"):
   """softmax(q·k / scale over the real keys) · v by jax.nn.dot_product_attention (cuDNN's flash
   attention on GPU; the tests run the same call with implementation="xla"): q, k, v [batch, L,
-  heads, d]; key_mask: boolean [batch, 1, 1, L] (layers.expand_mask of a padding mask), the real
-  tokens first, as wyjax's batches pad at the end.
+  heads, d]; key_mask: boolean [batch, 1, 1, L] (layers.expand_mask of a padding mask) with the
+  real tokens first, as wyjax's batches pad at the end. Unchecked (a check would copy the mask
+  to the host): a row padded at the start or with holes attends the wrong keys (`Bert.__call__`
+  tells its callers).
 
   The padding reaches cuDNN as sequence lengths, never as a broadcast mask: cuDNN takes a mask
   only in the full [batch, heads or 1, L, L] shape of a bias. The queries past a row's length
@@ -95,10 +117,9 @@ def fused_attention(q, k, v, mask, *, scale: float, dropout_rate: float = 0.0, s
   if target is not None and (target not in ("tpu", "gpu") or where not in (target, "cpu")):
     raise ValueError(f"fused_attention: no {target!r} kernel on a {where}; a CPU interprets 'tpu' or 'gpu'")
   gpu = (target or where) == "gpu"
-  # Interpreted where CPUs run it: a CPU mesh's, or this host's without a mesh (also where tests
-  # take a GPU's choices on a CPU); a TPU or GPU mesh on a CPU host is compiled for, not run.
-  mesh = jax.sharding.get_abstract_mesh()
-  interpret = where == "cpu" or mesh.empty and jax.default_backend() == "cpu"
+  # Interpreted where the program runs on a CPU (a target kernel on a CPU, tests); under a TPU or
+  # GPU mesh on a CPU host (compiling ahead of time) the kernel is lowered for that platform.
+  interpret = where == "cpu"
   length = q.shape[1]
   spec = common.Spec(length=length, block=_block(length, gpu, interpret), scale=float(scale),
                      c2p=pos_key is not None, p2c=pos_query is not None, dropout_rate=float(dropout_rate),

@@ -92,7 +92,17 @@ class Bert(nn.Module):
 
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
                deterministic: bool = True, cache_start=None):
-    """cache_start: incremental decoding, as in `DebertaV2.__call__`."""
+    """attention_mask: [batch, key] padding mask or a [batch, query, key] mask (prefix LM).
+
+    A 2-D mask must hold each row's real tokens first and its padding at the end, as wyjax's
+    batches do: on a GPU, where cuDNN serves (`attention.cudnn_serves`: 16-bit, no attention
+    dropout), it reaches cuDNN as each row's number of real tokens, so a row padded at the start
+    or with holes would attend the wrong keys, silently (checking would copy the mask to the
+    host). Pass such a mask as [batch, query, key] (broadcast over the queries), or use
+    attention="xla": the XLA path and the kernels read any mask.
+
+    cache_start: incremental decoding, as in `DebertaV2.__call__`.
+    """
     cfg = self.config
     if attention_mask is None:
       attention_mask = jnp.ones_like(input_ids)

@@ -225,7 +225,9 @@ class DebertaV2(nn.Module):
                deterministic: bool = True, cache_start=None):
     """attention_mask: [batch, key] padding mask or a [batch, query, key] mask (prefix LM).
 
-    With a 3-D mask the embedding output is zeroed where input_ids == pad_token_id.
+    With a 3-D mask the embedding output is zeroed where input_ids == pad_token_id. Without
+    relative_attention, a 2-D mask must pad at the end of each row on a GPU, as `Bert.__call__`
+    says (cuDNN takes it as lengths); the relative attention's paths read any mask.
 
     cache_start (incremental decoding, with the 'cache' collection mutable): the tokens are at
     positions cache_start, cache_start + 1, … of a cache as long as attention_mask's last axis
