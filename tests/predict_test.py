@@ -249,8 +249,8 @@ def test_predict_never_writes_over_its_input_even_with_overwrite(runs, tmp_path)
 def test_a_full_disk_or_ctrl_c_leaves_no_output_and_the_rerun_needs_no_overwrite(runs, tmp_path):
   """A full disk is simulated by a file-size limit (`ulimit -f`, RLIMIT_FSIZE): a write beyond it
   fails with EFBIG as one on a full disk fails with ENOSPC (Python ignores SIGXFSZ); the same
-  write fails at the same byte on every run. Ctrl-C is SIGINT sent once the output's temporary
-  file exists (predict is writing)."""
+  write fails at the same byte on every run. Ctrl-C is SIGINT sent while predict writes its
+  output (the temporary file exists) and waits for more input: a pipe that stays open."""
   workdir, _, dev = runs["punc"]
   lines = [e.text for e in dev] * 4  # 27 kB: beyond the limit below
   (tmp_path / "in.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
@@ -261,11 +261,17 @@ def test_a_full_disk_or_ctrl_c_leaves_no_output_and_the_rerun_needs_no_overwrite
       full.stderr[-2000:]
   assert _left_over(tmp_path, "out.txt") == []
 
-  interrupted = _predict(workdir, *flags, cache=tmp_path / "cache", background=True)
-  while not _left_over(tmp_path, "out.txt") and interrupted.poll() is None:
+  interrupted = _predict(workdir, "--input=-", f"--output={out}", cache=tmp_path / "cache", background=True,
+                         stdin=subprocess.PIPE)
+  interrupted.stdin.write(lines[0] + "\n")
+  interrupted.stdin.flush()
+  while not _left_over(tmp_path, "out.txt"):
+    assert interrupted.poll() is None, interrupted.stderr.read()[-2000:]
     time.sleep(0.05)
   interrupted.send_signal(signal.SIGINT)
-  stderr = interrupted.communicate(timeout=120)[1]
+  with interrupted:  # (closes its pipes: stdin once it has ended)
+    interrupted.wait(timeout=120)
+    stderr = interrupted.stderr.read()
   assert interrupted.returncode == 130 and stderr.splitlines()[-1] == "wyjax: stopped by SIGINT (Ctrl-C)", stderr
   assert "Traceback" not in stderr and _left_over(tmp_path, "out.txt") == []
 
@@ -303,6 +309,9 @@ def test_lines_are_kept_exactly_and_undecodable_ones_named_or_skipped(runs, tmp_
     ("👍🏽", "👍🏽"),  # a skin-tone modifier
     ("e\u0301", "e\u0301"),  # a combining accent
     ("👨\u200d👩\u200d👧", "👨\u200d👩\u200d👧"),  # a ZWJ sequence
+    ("🇨🇳", "🇨🇳"),  # a flag: a pair of regional indicators
+    ("\u1112\u1161\u11ab", "\u1112\u1161\u11ab"),  # Hangul jamo: leading, vowel, trailing (한)
+    ("하\u11ab", "하\u11ab"),  # a precomposed syllable and a trailing jamo
 ])
 def test_a_mark_never_goes_inside_a_grapheme_cluster(text, after):
   """Whichever character of the cluster the model marks, the mark follows the whole cluster."""
@@ -311,6 +320,12 @@ def test_a_mark_never_goes_inside_a_grapheme_cluster(text, after):
     tags[marked] = "S-，"
     assert wyweb.punctuated(text + "之", tags) == after + "，之", marked
   assert wyweb.punctuated(text + "。", ["S-，"] * (len(text) + 1)) == text + "。"  # a mark already there: none
+
+
+def test_regional_indicators_pair_from_the_start_of_their_run():
+  """Two flags in a row are two clusters, and a lone indicator after a flag is one of its own."""
+  assert wyweb.punctuated("🇨🇳🇯🇵之", ["O", "S-，", "S-。", "O", "O"]) == "🇨🇳，🇯🇵。之"
+  assert wyweb.punctuated("🇨🇳🇯之", ["O", "O", "S-，", "O"]) == "🇨🇳🇯，之"
 
 
 def test_damaged_or_non_finite_weights_are_one_error_naming_the_file(runs, tmp_path):

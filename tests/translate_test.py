@@ -57,10 +57,11 @@ def test_dev_translations_are_generated_scored_and_written(run):
 
 
 def _translate(workdir, text: str, *flags):
+  """The command on `text` as stdin (a lone surrogate, "\\udcff", is that byte, not UTF-8)."""
   return subprocess.run(
       [sys.executable, "-m", "wyjax.translate", f"--init={workdir}", "--beam=2", "--max_ratio=1.0",
        "--max_extra=8", "--max_length=64", *flags],  # a later --beam wins
-      input=text, cwd=REPO_ROOT, env=pretrain_env(), capture_output=True, text=True)
+      input=text, cwd=REPO_ROOT, env=pretrain_env(), capture_output=True, encoding="utf-8", errors="surrogateescape")
 
 
 def _torch_greedy(hf_dir, source_ids: list[int], limit: int) -> list[int]:
@@ -115,15 +116,18 @@ def test_greedy_translations_equal_an_independent_decoder(run, tmp_path):
 
 
 def test_translate_cli_reports_bad_lines_and_never_drops_them(run):
+  """Only \\n ends a line (\\r\\n too): a lone \\r stays inside its line (text mode split it, and
+  the output no longer lined up with the input); invalid UTF-8 is a bad line too."""
   _, workdir = run
-  text = "子曰學而時習之\n   \n" + "天" * 70 + "\n不亦說乎\n"
+  text = "子曰學而時習之\r不亦說乎\r\n   \n" + "天" * 70 + "\n有朋\udcff自遠方來\n不亦說乎\n"
   strict = _translate(workdir, text)
   assert strict.returncode != 0 and strict.stdout == ""
   assert "stdin:2: empty line" in strict.stderr
   assert "stdin:3: 70 characters; at most 61 fit (--max_length 64)" in strict.stderr
+  assert "stdin:4: not valid UTF-8 (invalid start byte at byte 7 of the line)" in strict.stderr
   lenient = _translate(workdir, text, "--skip_bad_lines")
   assert lenient.returncode == 0, lenient.stderr[-3000:]
   out = lenient.stdout.split("\n")
-  assert len(out) == 5 and out[4] == ""  # four lines, each ended by a newline
-  assert out[0] and out[1] == "" and out[2] == "" and out[3]
-  assert "2 bad line(s) left empty, 2 translated" in lenient.stderr
+  assert len(out) == 6 and out[5] == ""  # five lines, each ended by a newline
+  assert out[0] and out[1] == out[2] == out[3] == "" and out[4]
+  assert "3 bad line(s) left empty, 2 translated" in lenient.stderr

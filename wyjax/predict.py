@@ -17,7 +17,8 @@ goes to stderr. Only `\n` ends a line (`\r\n` too, as one ending): a lone `\r` s
 line, so output line k always answers input line k. A bad line (invalid UTF-8 among them) is an
 error naming its file and line; with --skip_bad_lines it is reported, counted and left empty in
 the output. --output appears only once complete (a failure or Ctrl-C leaves nothing), and is
-never the input itself, even with --overwrite.
+never the input itself, even with --overwrite; a pipe or a device (/dev/null) is written as a
+stream, and a symbolic link through to its target.
 """
 import contextlib
 import os
@@ -25,6 +26,7 @@ import sys
 
 import tqdm
 from absl import flags
+from etils import epath
 
 from wyjax.core import cli, guards, logs, storage
 from wyjax.hf import task_models
@@ -43,22 +45,16 @@ _SKIP_BAD_LINES = flags.DEFINE_bool("skip_bad_lines", False, "Report bad lines a
 _OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace an existing --output file.")
 
 
-def _lines(stream):
-  """The stream's lines as bytes, without their endings: b"\n", or b"\r\n" as one ending."""
-  for raw in stream:
-    line = raw.removesuffix(b"\n")
-    yield line.removesuffix(b"\r") if len(line) < len(raw) else line
-
-
 def _check_output(source: str, output: str, overwrite: bool) -> None:
-  """Refuses an --output that exists unless `overwrite`, and always one that is the input
-  itself (the same file, a link to it or a hard link: the same device and inode)."""
-  if output == "-" or not os.path.exists(output):
+  """Refuses an --output file that exists (a local one or in a bucket) unless `overwrite`, and
+  always one that is the input itself (the same file, a link to it or a hard link: the same
+  device and inode). A pipe or a device (/dev/null) is written as a stream, as stdout is."""
+  if output == "-" or not epath.Path(output).exists():
     return
-  if source != "-" and os.path.samefile(source, output):
+  if source != "-" and storage.is_local(output) and os.path.samefile(source, output):
     raise guards.RunError(f"--output {output} is the input file {source}; writing it would destroy the input "
                           "(--overwrite never does): choose another --output")
-  if not overwrite:
+  if not overwrite and epath.Path(output).is_file():
     raise guards.RunError(f"{output} exists; choose another --output or pass --overwrite")
 
 
@@ -84,7 +80,7 @@ def main(argv):
           else storage.written_whole(_OUTPUT.value, encoding="utf-8"))
   try:
     with source, sink as out:
-      for output in predictor.outputs(counted(_lines(source)), name):
+      for output in predictor.outputs(counted(user_inputs.lines(source)), name):
         out.write(output + "\n")
   except storage.FormatError as e:  # a bad line
     raise guards.RunError(f"{e}\n(an input line is {user_inputs.describe(fine_tuned.task)}; "

@@ -3,9 +3,10 @@
     python -m wyjax.translate --init=WORKDIR [--beam=4] < classical.txt > modern.txt
 
 --init is a WYWMT fine-tuning workdir (its best-dev run is used), one of its seed_<k> runs,
-or a transformers folder with an MLM head. Empty and over-long lines are errors that name
-their line; with --skip_bad_lines they are reported, counted and left empty in the output,
-so output line k still translates input line k.
+or a transformers folder with an MLM head. Only `\n` ends a line (`\r\n` too, as one
+ending). Empty, over-long and undecodable (not UTF-8) lines are errors that name their line;
+with --skip_bad_lines they are reported, counted and left empty in the output, so output line
+k still translates input line k.
 """
 import pathlib
 import sys
@@ -15,7 +16,8 @@ from absl import flags
 
 from wyjax.hf import loading
 from wyjax.models import MaskedLM, prefix_lm
-from wyjax.core import checkpoints, cli, guards, logs
+from wyjax.core import checkpoints, cli, guards, logs, storage
+from wyjax.tasks import user_inputs
 
 _INIT = flags.DEFINE_string("init", None, "WYWMT fine-tuning workdir, seed run or transformers folder.",
                             required=True)
@@ -49,17 +51,20 @@ def main(argv):
     raise guards.RunError(f"{_INIT.value}: needs an MLM head and a tokenizer; fine-tune one with "
                      "python -m wyjax.finetune --config=wywmt.py")
   name = "stdin" if _INPUT.value == "-" else _INPUT.value
-  stream = sys.stdin if _INPUT.value == "-" else open(_INPUT.value, encoding="utf-8")
+  stream = sys.stdin.buffer if _INPUT.value == "-" else open(_INPUT.value, "rb")
   with stream:
-    lines = [line.rstrip("\r\n") for line in stream]
+    lines = list(user_inputs.lines(stream))
   max_length = _max_length(model)
   sources, bad = [], {}
   for number, line in enumerate(lines, 1):
-    ids = model.tokenizer.encode_chars(line)[0]
-    if not len(ids):
-      bad[number] = "empty line"
-    elif len(ids) + 3 > max_length:
-      bad[number] = f"{len(ids)} characters; at most {max_length - 3} fit (--max_length {max_length})"
+    try:
+      ids = model.tokenizer.encode_chars(user_inputs.decoded(line, name, number))[0]
+      if not len(ids):
+        bad[number] = "empty line"
+      elif len(ids) + 3 > max_length:
+        bad[number] = f"{len(ids)} characters; at most {max_length - 3} fit (--max_length {max_length})"
+    except storage.FormatError as e:  # not UTF-8
+      ids, bad[number] = [], e.message
     sources.append(ids)
   for number, reason in bad.items():
     print(f"{name}:{number}: {reason}", file=sys.stderr)

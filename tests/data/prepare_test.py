@@ -1,7 +1,10 @@
+import errno
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -154,6 +157,41 @@ def test_a_bad_file_ends_the_command_in_one_line_with_the_default_workers(tmp_pa
                           capture_output=True, text=True, timeout=90)
   assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
   assert result.stderr.splitlines() == [f"wyjax: error: {bad}:1: not valid UTF-8 (invalid start byte at byte 0)"]
+
+
+def test_ctrl_c_with_the_default_workers_ends_in_one_line_and_the_rerun_builds(tmp_path):
+  """Ctrl-C (SIGINT to the process group, as a terminal sends it) while a worker is inside a unit:
+  one line, exit 130, in seconds; the workers are ended (the pool waited for the unit to finish:
+  a long file, or here a pipe that stays open, for ever); the rerun builds the corpus."""
+  texts = _write_texts(tmp_path / "texts")
+  pipe = texts / "pipe.txt"
+  os.mkfifo(pipe)
+  out = tmp_path / "out"
+  command = [sys.executable, "-m", "wyjax.data", "prepare-corpus", f"--source=text:{texts}", f"--out={out}",
+             "--sequence_length=16", "--valid_fraction=0.2"]
+  assert os.cpu_count() > 1  # the default: a worker per core
+  process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, start_new_session=True)
+  try:
+    writer, deadline = None, time.monotonic() + 120
+    while writer is None:  # until a worker has the pipe open to read it: then it waits for text
+      try:
+        writer = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
+      except OSError as e:
+        assert e.errno == errno.ENXIO and process.poll() is None and time.monotonic() < deadline, e
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGINT)
+    stderr = process.communicate(timeout=30)[1]
+  finally:
+    if process.poll() is None:
+      os.killpg(process.pid, signal.SIGKILL)
+  assert process.returncode == 130 and stderr.splitlines() == ["wyjax: stopped by SIGINT (Ctrl-C)"], stderr
+  with pytest.raises(BrokenPipeError):  # no worker reads it any more
+    os.write(writer, "學".encode())
+  os.close(writer)
+  pipe.unlink()
+  rerun = subprocess.run(command + ["--workers=1"], capture_output=True, text=True, timeout=120)
+  assert rerun.returncode == 0 and json.loads((out / "manifest.json").read_text())["documents"] == \
+      {"train": 1, "valid": 1}, rerun.stderr
 
 
 def test_a_worker_that_dies_ends_the_run(tmp_path):

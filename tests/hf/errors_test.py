@@ -57,6 +57,27 @@ def test_a_truncated_json_file_names_itself_and_its_line(exported, tmp_path):
     task_models.load(tmp_path)
 
 
+def test_json_whose_top_level_is_no_object_names_its_file_and_line(exported, tmp_path):
+  """A config.json or results.json holding an array or a string: .get on it was a traceback."""
+  folder = _copy(exported, tmp_path)
+  (folder / "config.json").write_text('\n  "deberta-v2"\n')
+  with pytest.raises(FormatError, match=r"config\.json:2: expected a JSON object, not a string"):
+    wyjax.hf.load(folder)
+  (tmp_path / "results.json").write_text("[]")
+  with pytest.raises(FormatError, match=r"results\.json:1: expected a JSON object, not an array"):
+    task_models.load(tmp_path)
+
+
+def test_non_finite_weights_are_refused_by_every_loader(exported, tmp_path):
+  """wyjax.hf.load (translate, fine-tuning's init) took NaN weights silently, as task models did."""
+  folder = _copy(exported, tmp_path)
+  tensors = load_file(folder / "model.safetensors")
+  tensors["deberta.encoder.layer.0.attention.output.dense.weight"][1, 2] = np.inf
+  save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+  with pytest.raises(weights.WeightsError, match=rf"{folder}: 1 weight tensor\(s\) hold NaN or Inf \(\['encoder'\]"):
+    wyjax.hf.load(folder)
+
+
 def test_missing_tensor_names_key_and_shape(exported, tmp_path):
   folder = _copy(exported, tmp_path)
   tensors = load_file(folder / "model.safetensors")

@@ -6,7 +6,7 @@ import unicodedata
 import pytest
 
 from wyjax.tasks import wyweb_files
-from wyjax.tasks.builders import gjc, punc
+from wyjax.tasks.builders import punc
 
 
 def test_label_paragraph():
@@ -53,29 +53,37 @@ def test_commands_refuse_unknown_commands_and_the_other_commands_flags(tmp_path)
   assert not out.exists()
 
 
-@pytest.mark.parametrize("command, build", [("build-punc", punc.build_punc), ("build-gjc", gjc.build_gjc)])
-def test_builders_never_replace_files_unless_told(tmp_path, command, build):
+@pytest.mark.parametrize("command", ["build-punc", "build-gjc"])
+def test_builders_never_replace_files_unless_told(shared_data, tmp_path, command):
   """The user's train/dev/test.tsv in --out are refused (the build replaced train and deleted the
-  others); with --overwrite, a build that fails leaves them as they were and nothing half-written."""
+  others); with --overwrite, a build whose disk fills leaves them byte for byte: the files appear
+  together or not at all (build-punc renamed each file as it closed, build-gjc split by split, so
+  a failure left a new train or test.tsv beside the old ones). A full disk is simulated by a
+  file-size limit (`ulimit -f`, RLIMIT_FSIZE: a write beyond it fails with EFBIG as ENOSPC does):
+  every book goes to dev, whose 5 kB exceed the 2 KiB limit at its last flush, when it closes."""
+  history = (shared_data / "daizhige_sample" / "史藏" / "正史" / "史记.txt").read_text(encoding="utf-8")
+  paragraphs = [line for line in history.splitlines() if len(line) > 40][:16]  # 1,500 characters
   book = tmp_path / "daizhige" / "史藏" / "正史" / "a.txt"
   book.parent.mkdir(parents=True)
-  book.write_text("太史公曰：余登箕山，其上盖有许由冢云。孔子序列古之仁圣贤人，如吴太伯、伯夷之伦详矣。\n", encoding="utf-8")
+  book.write_text("".join(p + "\n" for p in paragraphs), encoding="utf-8")
   out = tmp_path / "out"
   out.mkdir()
   mine = {f"{split}.tsv": f"my {split}\n" for split in ("train", "dev", "test")}
   for name, text in mine.items():
     (out / name).write_text(text)
-  run = lambda *flags: subprocess.run([sys.executable, "-m", "wyjax.tasks", command, f"--daizhige={book.parents[2]}",
-                                       f"--out={out}", *flags], capture_output=True, text=True)
+  command = [sys.executable, "-m", "wyjax.tasks", command, f"--daizhige={book.parents[2]}", f"--out={out}",
+             "--dev_fraction=1", "--test_fraction=0"]
+  run = lambda *flags, limit="unlimited": subprocess.run(
+      ["bash", "-c", f'ulimit -f {limit} && exec "$@"', "bash", *command, *flags], capture_output=True, text=True)
   refused = run()
   assert refused.returncode == 1 and refused.stderr.splitlines() == [
       f"wyjax: error: --out {out} already holds train.tsv, dev.tsv, test.tsv; choose an empty or new folder, or pass "
       "--overwrite to replace them"]
-  (book.parent / "b.txt").write_bytes("國家".encode("gbk"))
-  with pytest.raises(ValueError, match="b.txt:1: not valid UTF-8"):
-    build(book.parents[2], out, overwrite=True)
-  assert {p.name: p.read_text() for p in out.iterdir()} == mine
-  (book.parent / "b.txt").unlink()
+  full = run("--overwrite", limit=2)
+  assert full.returncode == 1 and full.stderr.splitlines()[-1] == f"wyjax: error: {out / 'dev.tsv'}: File too large", \
+      full.stderr[-2000:]
+  assert {p.name: p.read_text() for p in out.iterdir()} == mine  # and no temporary file
   replaced = run("--overwrite")
   assert replaced.returncode == 0, replaced.stderr
-  assert sorted(p.name for p in out.iterdir()) == ["summary.json", "train.tsv"]  # one book: the other splits are empty
+  assert sorted(p.name for p in out.iterdir()) == ["dev.tsv", "summary.json"]  # the empty splits: no file
+  assert len((out / "dev.tsv").read_text(encoding="utf-8").splitlines()) == 16

@@ -79,3 +79,17 @@ def test_prepare_pretrain_resume_and_export_in_a_bucket(gcs_env, shared_data, ti
   assert exported.returncode == 0, exported.stderr[-3000:]
   assert "max |logit difference|" in exported.stdout
   assert sorted(p.name for p in epath.Path(f"{bucket}/hf").iterdir()) == sorted(export_folder.FILES)
+
+
+def test_predict_refuses_an_output_in_a_bucket_that_exists(gcs_env, tmp_path):
+  """--output gs://…: os.path.exists said no, so predict would have replaced it without --overwrite."""
+  out = epath.Path(f"gs://{BUCKET}/predictions.txt")
+  out.write_text("mine")
+  (tmp_path / "in.txt").write_text("子曰學而時習之\n", encoding="utf-8")
+  result = subprocess.run([sys.executable, "-m", "wyjax.predict", f"--model={tmp_path / 'run'}",
+                           f"--input={tmp_path / 'in.txt'}", f"--output={out}"],
+                          env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache"), **gcs_env), cwd=REPO_ROOT,
+                          capture_output=True, text=True)
+  assert result.returncode == 1 and result.stderr.splitlines()[-1] == (
+      f"wyjax: error: {out} exists; choose another --output or pass --overwrite"), result.stderr[-2000:]
+  assert out.read_text() == "mine"

@@ -2,6 +2,8 @@
 and best-checkpoint restore, pretrained encoders grafted into every head."""
 import collections
 import json
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +19,7 @@ from wyjax.data.tokenizer import Tokenizer, build_vocab
 from wyjax.hf import loading
 from wyjax.models import EncoderConfig, unstack_layers
 from wyjax.tasks import wyweb_files
-from wyjax.core import checkpoints, guards, run_config
+from wyjax.core import checkpoints, guards, run_config, storage
 from wyjax.train import finetuning, suite, task_model
 
 
@@ -216,6 +218,16 @@ def test_rerun_keeps_finished_seeds_and_refuses_a_changed_config(trained):
     finetuning.finetune(suite.task_config("tlc", data_dir=str(data_dir), **{**TRAINED, "learning_rate": 2e-3}),
                       workdir)
   assert {p: p.stat().st_mtime_ns for p in (workdir / "seed_0").rglob("*") if p.is_file()} == seed_files
+
+
+def test_a_damaged_run_json_is_an_error_naming_it(trained, tmp_path):
+  """A finished seed's run.json cut short (a full disk at the seed's end left it so; it is now
+  written whole): the rerun's error names the file and line, not json's bare "Expecting value"."""
+  data_dir, workdir, _, _ = trained
+  copy = shutil.copytree(workdir, tmp_path / "run")
+  (copy / "seed_0" / "run.json").write_text("")
+  with pytest.raises(storage.FormatError, match=re.escape(f"{copy / 'seed_0' / 'run.json'}:1: invalid JSON")):
+    finetuning.finetune(suite.task_config("tlc", data_dir=str(data_dir), **TRAINED), copy)
 
 
 def test_nonfinite_fine_tuning_stops_with_an_error(trained, tmp_path):

@@ -284,7 +284,7 @@ def write_model_info(workdir, encoder: dict, heads, tokenizer=None) -> None:
   workdir = epath.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   info = {"encoder": encoder, "heads": sorted(heads)}
-  (workdir / "model.json").write_text(json.dumps(info, indent=2))
+  storage.write_json(workdir / "model.json", info)
   if tokenizer is not None:
     tokenizer.save(tokenizer_dir(workdir))
 

@@ -74,8 +74,9 @@ def store_config(workdir, config: ml_collections.ConfigDict, changes: dict) -> N
     record = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "changes": {k: {"old": old, "new": new} for k, (old, new) in changes.items()}}
     logged = (workdir / CHANGES).read_text() if (workdir / CHANGES).exists() else ""  # no appending in a bucket
-    (workdir / CHANGES).write_text(logged + json.dumps(record, ensure_ascii=False) + "\n")
-  (workdir / CONFIG).write_text(json.dumps(config.to_dict(), indent=2, ensure_ascii=False))
+    with storage.written_whole(workdir / CHANGES, encoding="utf-8") as f:  # the history, never cut short
+      f.write(logged + json.dumps(record, ensure_ascii=False) + "\n")
+  storage.write_json(workdir / CONFIG, config.to_dict())
 
 
 def trim_metrics(workdir, last_step: int) -> None:

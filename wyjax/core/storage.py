@@ -11,6 +11,7 @@ import json
 import os
 import pathlib
 import re
+import stat
 import sys
 
 from etils import epath
@@ -52,21 +53,72 @@ _NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a full disk, quota or fi
 
 @contextlib.contextmanager
 def written_whole(path, mode: str = "w", **open_kwargs):
-  """An open file that appears at `path` only once complete: it is written under a temporary
-  name beside it and renamed over `path` when the block ends without an exception. On any
-  exception (a full disk, Ctrl-C) the temporary file is removed, so nothing half-written is
-  left and nothing blocks a rerun. A full disk's error names `path` (a write's names no file)."""
-  path = epath.Path(path)
-  partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+  """An open file that appears at `path` only once complete: written_together's one file."""
+  with written_together([path], mode, **open_kwargs) as (f,):
+    yield f
+
+
+@contextlib.contextmanager
+def written_together(paths, mode: str = "w", **open_kwargs):
+  """Open files, one for each of `paths`, that appear there only once all are complete: each is
+  written under a temporary name beside its path; when the block ends without an exception all
+  are closed (a full disk may fail a last flush), then all renamed over their paths. On any
+  exception (a full disk, Ctrl-C) the temporary files are removed: nothing half-written is left,
+  no new file beside an old one, and nothing blocks a rerun.
+
+  A symbolic link is written through (its target replaced, the link kept). A path that is there
+  and no regular file (a FIFO, a device such as /dev/null) is written as it is: renaming over it
+  would replace it. A full disk's error names the file (a write's names none: with several
+  files, their folder, unless the caller writes within `named`)."""
+  paths = [epath.Path(p) for p in paths]
+  targets = [epath.Path(os.path.realpath(p)) if is_local(p) else p for p in paths]
+  partials = [None if _is_stream(t) else t.with_name(f".{t.name}.{os.getpid()}.partial") for t in targets]
+  files, closing = [], None
   try:
-    with partial.open(mode, **open_kwargs) as f:
-      yield f
-    partial.replace(path)
+    for target, partial in zip(targets, partials):
+      files.append((partial or target).open(mode, **open_kwargs))
+    yield files
+    for closing, f in zip(paths, files):
+      f.close()
+    closing = None
+    for target, partial in zip(targets, partials):
+      if partial:
+        partial.replace(target)
   except BaseException as e:
-    partial.unlink(missing_ok=True)
-    if isinstance(e, OSError) and e.errno in _NO_ROOM and e.filename is None:
+    for f in files:
+      with contextlib.suppress(OSError):
+        f.close()
+    for partial in partials:
+      if partial:
+        partial.unlink(missing_ok=True)
+    with named(closing or (paths[0] if len(paths) == 1 else paths[0].parent)):
+      raise
+
+
+def _is_stream(path: epath.Path) -> bool:
+  """Whether `path` is there, local and no regular file (a FIFO, a device, a socket, a folder)."""
+  try:
+    return is_local(path) and not stat.S_ISREG(os.stat(path).st_mode)
+  except FileNotFoundError:
+    return False
+
+
+@contextlib.contextmanager
+def named(path):
+  """In the block, a full disk's error that names no file (a write's) names `path`."""
+  try:
+    yield
+  except OSError as e:
+    if e.errno in _NO_ROOM and e.filename is None:
       raise OSError(e.errno, e.strerror, os.fspath(path)) from e
     raise
+
+
+def write_json(path, value) -> None:
+  """`value` as JSON at `path`, which appears only once complete (written_whole): a full disk or
+  a kill never leaves half a file that a rerun would read (run.json, results.json, …)."""
+  with written_whole(path, encoding="utf-8") as f:
+    f.write(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def cache_dir() -> pathlib.Path:
@@ -95,12 +147,21 @@ def read_text(path) -> str:
     raise FormatError(path, line, f"not valid UTF-8 ({e.reason} at byte {e.start})") from e
 
 
-def read_json(path):
-  """A JSON file (read as read_text reads it); every way it fails to parse is a FormatError
+def read_json(path, kind: type = dict):
+  """A JSON file (read as read_text reads it) whose top level is a `kind` (dict: an object;
+  object: anything); every way it fails to parse, and another top level, is a FormatError
   naming the file and line (json_errors)."""
   text = read_text(path)
   with json_errors(path, text):
-    return json.loads(text)
+    value = json.loads(text)
+  if not isinstance(value, kind):
+    line = text.count("\n", 0, len(text) - len(text.lstrip())) + 1
+    raise FormatError(path, line, f"expected {_JSON_KINDS[kind]}, not {_JSON_KINDS[type(value)]}")
+  return value
+
+
+_JSON_KINDS = {dict: "a JSON object", list: "an array", str: "a string", int: "a number", float: "a number",
+               bool: "true or false", type(None): "null"}
 
 
 @contextlib.contextmanager

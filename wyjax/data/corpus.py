@@ -7,7 +7,6 @@ documents. Text is kept as found here; `clean_paragraphs` does the documented no
 import base64
 import dataclasses
 import hashlib
-import logging
 import os
 import pathlib
 import re
@@ -74,16 +73,6 @@ def document_fraction(document_id: str) -> float:
   """A stable number in [0, 1) from a document id: splits are decided by hash, not by order
   or a random draw."""
   return int.from_bytes(hashlib.sha256(document_id.encode()).digest()[:8], "little") % 1_000_000 / 1_000_000
-
-
-def drop_empty_splits(out: pathlib.Path, suffix: str, counts) -> None:
-  """Removes the file of a split no document fell into (an empty file would read as a broken
-  split), notes it in `counts` and warns: fine-tuning then reports the missing split."""
-  for split in ("train", "dev", "test"):
-    if not counts[f"{split}_examples"]:
-      (out / f"{split}{suffix}").unlink(missing_ok=True)
-      counts[f"no_{split}_split"] = 1
-      logging.warning("%s: no document fell into the %s split; no %s%s written", out, split, split, suffix)
 
 
 def is_validation(document_id: str, valid_fraction: float) -> bool:
@@ -263,7 +252,7 @@ class PoetryReader:
 
   def read(self, unit: str) -> list[Document]:
     path = self.dist / unit
-    data = read_json(path)
+    data = read_json(path, object)  # an array of records, or one record
     collection, dynasty = poetry_collection(unit)
     records = data if isinstance(data, list) else [data]
     docs = []

@@ -175,7 +175,8 @@ def _worker_pool(workers: int, source: str, options: Options, vocab: list[str] |
   """Processes for the work units (None: this process does them). A worker's error reaches
   the caller as raised; a worker that dies, or a result that cannot be read back, breaks the
   pool, which then raises where multiprocessing.Pool would wait for ever. Leaving the block
-  cancels the units not started."""
+  cancels the units not started; leaving it by an exception (an error, Ctrl-C) also ends the
+  workers, which would otherwise be waited for until their units end (a long file; a pipe, never)."""
   if workers == 1:
     _init_worker(source, options, vocab)
     yield None
@@ -184,6 +185,10 @@ def _worker_pool(workers: int, source: str, options: Options, vocab: list[str] |
                                                 (source, options, vocab))
   try:
     yield pool
+  except BaseException:
+    for process in pool._processes.values():  # (Python 3.14: pool.terminate_workers())
+      process.terminate()
+    raise
   finally:
     pool.shutdown(cancel_futures=True)
 

@@ -1,5 +1,4 @@
 """Write a transformers folder: config.json, model.safetensors, tokenizer files, model card."""
-import contextlib
 import json
 import re
 
@@ -72,10 +71,10 @@ def write(out, hf_config: dict, params, config: EncoderConfig, tokenizer: Tokeni
            "config.json": json.dumps(hf_config, indent=2, ensure_ascii=False) + "\n", **tokenizer.files(),
            "README.md": readme}
   out.mkdir(parents=True, exist_ok=True)
-  with contextlib.ExitStack() as renamed_on_exit:
-    for name, content in files.items():
-      data = content if isinstance(content, bytes) else content.encode("utf-8")
-      renamed_on_exit.enter_context(storage.written_whole(out / name, "wb")).write(data)
+  with storage.written_together([out / name for name in files], "wb") as handles:
+    for handle, (name, content) in zip(handles, files.items()):
+      with storage.named(out / name):
+        handle.write(content if isinstance(content, bytes) else content.encode("utf-8"))
   return out
 
 

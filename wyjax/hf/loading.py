@@ -128,16 +128,19 @@ def load_hf(folder) -> Model:
   params, unused = weights.from_hf(state_dict, config, shapes, source=source)
   if unused:
     log.warning("%s: %d tensors not used by wyjax: %s", source, len(unused), ", ".join(unused[:10]))
+  weights.check_finite(params, folder)
   tokenizer = Tokenizer.load(folder) if (folder / "vocab.txt").exists() else None
   return Model(config, params, tokenizer)
 
 
 def load(path) -> Model:
-  """A transformers folder (deberta-v2, bert, roberta) or a wyjax checkpoint (a workdir)."""
+  """A transformers folder (deberta-v2, bert, roberta) or a wyjax checkpoint (a workdir);
+  weights holding NaN or Inf are refused."""
   path = epath.Path(path)
   if (path / "config.json").exists():
     return load_hf(path)
   config, params = checkpoints.restore_model(path)
+  weights.check_finite(params, path)
   config = EncoderConfig.from_dict(config)
   tokenizer_dir = checkpoints.tokenizer_dir(path)
   tokenizer = Tokenizer.load(tokenizer_dir) if (tokenizer_dir / "vocab.txt").exists() else None

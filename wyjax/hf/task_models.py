@@ -109,11 +109,7 @@ def load(path) -> FineTuned:
   if not path.exists():
     raise FileNotFoundError(f"{path}: no such folder")
   model = _load_export(path) if (path / "config.json").exists() else _load_run(seed_dir(path))
-  flat, _ = jax.tree_util.tree_flatten_with_path(model.params)
-  broken = [jax.tree_util.keystr(key) for key, x in flat if not np.isfinite(x).all()]
-  if broken:
-    raise weights.WeightsError(f"{path}: {len(broken)} weight tensor(s) hold NaN or Inf ({', '.join(broken[:3])}); "
-                               "the model cannot predict")
+  weights.check_finite(model.params, path)
   return model
 
 

@@ -6,6 +6,7 @@ flattened back on the way out.
 """
 from collections.abc import Iterator, Mapping
 
+import jax
 import numpy as np
 
 from wyjax.models.config import EncoderConfig
@@ -24,6 +25,16 @@ Entry = tuple[str, tuple[str, ...], int | None]
 
 class WeightsError(ValueError):
   pass
+
+
+def check_finite(params, source) -> None:
+  """Refuses weights holding NaN or Inf: a model with them predicts nothing, silently. Checked
+  on the host, where they were read (numpy), before they are put on a device."""
+  flat, _ = jax.tree_util.tree_flatten_with_path(params)
+  broken = [jax.tree_util.keystr(key) for key, x in flat if not np.isfinite(x).all()]
+  if broken:
+    raise WeightsError(f"{source}: {len(broken)} weight tensor(s) hold NaN or Inf ({', '.join(broken[:3])}); "
+                       "the model cannot predict")
 
 
 def _dense(hf: str, path: tuple[str, ...], n_in: int = 1, bias: bool = True) -> Iterator[Entry]:

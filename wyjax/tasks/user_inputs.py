@@ -23,6 +23,14 @@ def check_predictable(task: Task) -> None:
     raise ValueError(f"task {task.name} takes no raw input: its runs score another task's model")
 
 
+def lines(stream):
+  """A binary stream's lines as bytes, without their endings: only b"\n" ends a line (b"\r\n" as
+  one ending), so a lone \r stays inside its line and output line k answers input line k."""
+  for raw in stream:
+    line = raw.removesuffix(b"\n")
+    yield line.removesuffix(b"\r") if len(line) < len(raw) else line
+
+
 def decoded(line: str | bytes, path, number: int) -> str:
   """An input line as text (bytes are UTF-8); undecodable bytes are a FormatError naming the file and line."""
   if isinstance(line, str):

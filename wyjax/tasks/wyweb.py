@@ -144,12 +144,39 @@ def unpunctuated(text: str) -> str:
 _ZWJ = "\u200d"
 
 
-def _extends(previous: str, char: str) -> bool:
-  """Whether `char` continues the grapheme cluster `previous` is in (UAX #29's rules for what
+def _regional_indicator(char: str) -> bool:
+  return "\U0001f1e6" <= char <= "\U0001f1ff"
+
+
+def _hangul(char: str) -> str:
+  """A character's Hangul syllable type (UAX #29): L, V, T (conjoining jamo), LV, LVT or ''."""
+  if "\u1100" <= char <= "\u115f" or "\ua960" <= char <= "\ua97c":
+    return "L"
+  if "\u1160" <= char <= "\u11a7" or "\ud7b0" <= char <= "\ud7c6":
+    return "V"
+  if "\u11a8" <= char <= "\u11ff" or "\ud7cb" <= char <= "\ud7fb":
+    return "T"
+  if "\uac00" <= char <= "\ud7a3":
+    return "LVT" if (ord(char) - 0xac00) % 28 else "LV"
+  return ""
+
+
+# Which Hangul syllable type may follow which inside one cluster (UAX #29's GB6-GB8).
+_HANGUL_JOINS = {"L": ("L", "V", "LV", "LVT"), "LV": ("V", "T"), "V": ("V", "T"), "LVT": ("T",), "T": ("T",)}
+
+
+def _extends(text: str, i: int) -> bool:
+  """Whether text[i] continues the grapheme cluster text[i - 1] is in (UAX #29's rules for what
   follows a character: a combining mark or variation selector, an emoji modifier (skin tone),
-  a ZWJ and the character it joins, an emoji tag)."""
+  a ZWJ and the character it joins, an emoji tag, conjoining Hangul jamo, and the second
+  regional indicator of a pair: a flag)."""
+  previous, char = text[i - 1], text[i]
+  if _regional_indicator(previous) and _regional_indicator(char):
+    before = next((j for j in range(i - 1, -1, -1) if not _regional_indicator(text[j])), -1)
+    return (i - 1 - before) % 2 == 1  # they pair from the run's start: 🇨🇳🇯🇵 is two flags
   return (unicodedata.category(char) in ("Mn", "Mc", "Me") or "\U0001f3fb" <= char <= "\U0001f3ff"
-          or _ZWJ in (previous, char) or "\U000e0020" <= char <= "\U000e007f")
+          or _ZWJ in (previous, char) or "\U000e0020" <= char <= "\U000e007f"
+          or _hangul(char) in _HANGUL_JOINS.get(_hangul(previous), ()))
 
 
 def punctuated(text: str, tags) -> str:
@@ -162,7 +189,7 @@ def punctuated(text: str, tags) -> str:
     if tag != "O" and char not in PUNC_MARKS:
       mark = tag[2:]
     following = text[i + 1:i + 2]
-    if following and _extends(char, following):
+    if following and _extends(text, i + 1):
       continue
     if mark and following not in PUNC_MARKS:
       out.append(mark)

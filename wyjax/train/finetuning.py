@@ -17,7 +17,6 @@ iterator's position and the early-stopping counters are in it); resume/ is remov
 seed has finished.
 """
 import dataclasses
-import json
 import logging
 import sys
 import time
@@ -30,7 +29,7 @@ import orbax.checkpoint as ocp
 import tqdm
 from etils import epath
 
-from wyjax.core import aot, checkpoints, distributed, guards, partitioning, run_config, run_metrics
+from wyjax.core import aot, checkpoints, distributed, guards, partitioning, run_config, run_metrics, storage
 from wyjax.tasks import batching, datasets, linear_baseline
 from wyjax.tasks.registry import TASKS, majority_baseline
 from wyjax.tasks.task import Task
@@ -122,7 +121,7 @@ def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict
   """
   if (workdir / RUN_FILE).exists():
     logging.info("seed %d finished earlier: kept as it is (%s)", seed, workdir)
-    return Run(**{**json.loads((workdir / RUN_FILE).read_text()), "workdir": workdir})
+    return Run(**{**storage.read_json(workdir / RUN_FILE), "workdir": workdir})
   train_features = data["train"][1]
   steps_per_epoch = max(1, len(train_features) // config.batch_size)
   last_step = task_model.total_steps(config, data)
@@ -232,8 +231,7 @@ def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict
   run = Run(seed, workdir, progress["best_step"], dev, test, progress["stopped_early"], confusion.tolist())
   if not is_main:
     return run
-  (workdir / RUN_FILE).write_text(json.dumps({**dataclasses.asdict(run), "workdir": str(workdir)}, indent=2,
-                                             ensure_ascii=False))
+  storage.write_json(workdir / RUN_FILE, {**dataclasses.asdict(run), "workdir": str(workdir)})
   resume_dir = workdir / "resume"  # the seed is finished: its resume point is no longer needed
   for path in resume_dir.iterdir():
     if path.name.isdigit():  # (anything set aside there as unreadable stays)
@@ -336,5 +334,5 @@ def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change
     if "test" in data:
       submission.parent.mkdir(parents=True, exist_ok=True)
       (best_run.workdir / f"test_predictions.{task.submission_format}").copy(submission, overwrite=True)
-    (workdir / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
+    storage.write_json(workdir / "results.json", results)
   return results

@@ -17,7 +17,6 @@ import collections
 import heapq
 import pathlib
 
-from wyjax.core.storage import written_whole
 from wyjax.data import corpus
 from wyjax.tasks.builders import outputs, punc
 
@@ -71,11 +70,10 @@ def build_gjc(daizhige_dir, out, *, per_collection: int = 10_000, dev_fraction: 
   for collection, heap in samples.items():
     for negated_key, passage, split in heap:
       rows[split].append((-negated_key, collection, passage))
-  for split, split_rows in rows.items():
-    split_rows.sort()  # hash order: collections interleaved
-    with written_whole(out / f"{split}.tsv", encoding="utf-8") as f:
-      f.write("".join(f"{c}\t{p}\n" for _, c, p in split_rows))
-    counts[f"{split}_examples"] = len(split_rows)
-    counts.update(f"{split} {c}" for _, c, _ in split_rows)
-  corpus.drop_empty_splits(out, ".tsv", counts)
-  return outputs.write_summary(out, counts)
+  with outputs.written(out, counts) as writers:
+    for split, split_rows in rows.items():
+      split_rows.sort()  # hash order: collections interleaved
+      writers[split].write("".join(f"{c}\t{p}\n" for _, c, p in split_rows))
+      counts[f"{split}_examples"] = len(split_rows)
+      counts.update(f"{split} {c}" for _, c, _ in split_rows)
+  return dict(sorted(counts.items()))

@@ -1,15 +1,18 @@
 """The files a task builder writes in its --out folder: {train,dev,test}.tsv and summary.json.
 
 They may be a user's results: a folder already holding any of them (the user's own, or an
-earlier build's) is refused unless `overwrite`. Each file is written under a temporary name and
-renamed when complete (storage.written_whole), so a failed or interrupted build leaves nothing
-half-written, and the files already there as they were.
+earlier build's) is refused unless `overwrite`. All are written under temporary names and
+renamed together once all are complete (storage.written_together), so a failed or interrupted
+build leaves the files already there as they were, byte for byte.
 """
+import collections
+import contextlib
 import json
+import logging
 import pathlib
 
 from wyjax.core import guards
-from wyjax.core.storage import written_whole
+from wyjax.core.storage import written_together
 
 SPLITS = ("train", "dev", "test")
 SUMMARY = "summary.json"
@@ -27,8 +30,19 @@ def claim(out, overwrite: bool, suffix: str = ".tsv") -> pathlib.Path:
   return out
 
 
-def write_summary(out: pathlib.Path, counts) -> dict:
-  summary = dict(sorted(counts.items()))
-  with written_whole(out / SUMMARY, encoding="utf-8") as f:
-    json.dump(summary, f, ensure_ascii=False, indent=2)
-  return summary
+@contextlib.contextmanager
+def written(out: pathlib.Path, counts: collections.Counter):
+  """{split: its open .tsv file}; when the block ends, the split files and summary.json (the
+  counts) appear in `out` together. A split with no examples (counts' <split>_examples) gets no
+  file, since an empty one would read as a broken split: one already there is removed, the
+  summary notes no_<split>_split, and a warning says so."""
+  with written_together([out / f"{s}.tsv" for s in SPLITS] + [out / SUMMARY], encoding="utf-8") as files:
+    yield dict(zip(SPLITS, files))
+    for split in SPLITS:
+      if not counts[f"{split}_examples"]:
+        counts[f"no_{split}_split"] = 1
+        logging.warning("%s: no document fell into the %s split; no %s.tsv written", out, split, split)
+    json.dump(counts, files[-1], ensure_ascii=False, indent=2, sort_keys=True)
+  for split in SPLITS:
+    if counts[f"no_{split}_split"]:
+      (out / f"{split}.tsv").unlink()

@@ -9,10 +9,8 @@ sentence-ending mark. Documents are split into train/dev/test by hash; exact dup
 paragraphs are dropped (counted in the summary).
 """
 import collections
-import contextlib
 import unicodedata
 
-from wyjax.core.storage import written_whole
 from wyjax.data import corpus
 from wyjax.tasks.builders import outputs
 from wyjax.tasks.wyweb_files import PUNC_MARKS
@@ -60,8 +58,7 @@ def build_punc(daizhige_dir, out, *, collections_=("史藏",), dev_fraction: flo
   reader = corpus.DaizhigeReader(daizhige_dir)
   out = outputs.claim(out, overwrite)
   counts, seen = collections.Counter(), set()
-  with contextlib.ExitStack() as files:
-    writers = {s: files.enter_context(written_whole(out / f"{s}.tsv", encoding="utf-8")) for s in outputs.SPLITS}
+  with outputs.written(out, counts) as writers:
     for unit in reader.units():
       if unit.split("/")[0] not in collections_:
         continue
@@ -82,5 +79,4 @@ def build_punc(daizhige_dir, out, *, collections_=("史藏",), dev_fraction: flo
             writers[split].write(f"{piece_text}\t{piece_tags}\n")
             counts[f"{split}_examples"] += 1
             counts.update(f"mark {t}" for t in piece_tags if t != "O")
-  corpus.drop_empty_splits(out, ".tsv", counts)
-  return outputs.write_summary(out, counts)
+  return dict(sorted(counts.items()))
