@@ -162,7 +162,7 @@ def profile(task_name: str, data_dir: str, hf_dir, args) -> None:
                                    bucket_count=model.bucket_count)
   batches = [next(batches) for _ in range(args.steps)]
   rows.append((f"input pipeline: {args.steps} batches", time.perf_counter() - start, args.steps))
-  state, rng = model.init_state(pretrained, args.seed), jax.random.key(args.seed)
+  state, rng = model.init_state(pretrained, args.seed), model.seed_key(args.seed)
   first, later = {}, collections.defaultdict(list)
   for batch in batches:
     start = time.perf_counter()

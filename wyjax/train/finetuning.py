@@ -163,7 +163,7 @@ def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict
   writer = run_metrics.MetricWriter(workdir, enabled=is_main)
   nonfinite = guards.NonFiniteSteps(config.max_nonfinite_steps)
   dev_examples, dev_features = data["dev"]
-  rng = jax.random.key(seed)
+  rng = model.seed_key(seed)
   bar = tqdm.tqdm(total=last_step, initial=start_step, disable=not sys.stderr.isatty(), file=sys.stderr, unit="step")
   loss_watch = learning_rates.LossWatch(last_step, config.learning_rate, model.model_config)  # warns on a flat loss
   last_time = time.perf_counter()

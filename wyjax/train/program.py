@@ -79,7 +79,7 @@ def build(model: nn.Module, init_inputs: dict, config, *, warmup_steps: int, tot
     return {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": tx.init(params)}
 
   boxed_params = jax.eval_shape(lambda: model.init(jax.random.key(0), **init_inputs)["params"])
-  abstract = jax.eval_shape(init_state, jax.random.key(0))
+  abstract = jax.eval_shape(lambda: init_state(jax.random.key(0)))  # the key traced: no program
   params_sharding = partitioning.param_shardings(boxed_params, mesh, logical_rules)
   state_sharding = partitioning.state_shardings(abstract, params_sharding, tx, mesh)
   abstract_state = jax.tree_util.tree_map(

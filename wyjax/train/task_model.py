@@ -179,17 +179,20 @@ class TaskModel:
     self.jit_train = self.program.jit_train(train_step, data, data, self.program.replicated)
     self._predict = self.program.jit_eval(predict_step, data)
     self._init = jax.jit(self.program.model.init)  # one program, not one per op
+    self._key = jax.jit(jax.random.key, out_shardings=self.program.replicated)
 
   def init_params(self, pretrained: dict, seed: int) -> dict:
     """Fresh head params for `seed` with the pretrained ones grafted in, placed on the mesh."""
-    params = nn.unbox(self._init(jax.random.key(seed), **self._init_inputs)["params"])
+    params = nn.unbox(self._init(self.seed_key(seed), **self._init_inputs)["params"])
     return jax.device_put(graft(params, pretrained), self.program.params_sharding)
 
   def init_state(self, pretrained: dict, seed: int) -> dict:
     return self.program.place(self.init_params(pretrained, seed))
 
   def global_batch(self, batch: dict) -> dict:
-    """Global arrays from a batch every process holds whole: each puts its own rows."""
+    """Global arrays from a batch every process holds whole: each puts its own rows. The one
+    transfer a step makes, allowed under the loop's guard (on several processes jax counts it
+    as implicit)."""
     count, index = jax.process_count(), jax.process_index()
 
     def put(x):
@@ -197,10 +200,16 @@ class TaskModel:
       return jax.make_array_from_process_local_data(self.program.data_sharding, x[index * rows:(index + 1) * rows],
                                                     x.shape)
 
-    return jax.tree_util.tree_map(put, batch)
+    with jax.transfer_guard_host_to_device("allow"):
+      return jax.tree_util.tree_map(put, batch)
+
+  def seed_key(self, seed: int) -> jax.Array:
+    """The seed's key on the mesh: the init draws the head from it, each train step its dropout
+    (make_steps). Made there by one program (every process makes the same), moved by no step."""
+    return self._key(np.uint32(seed))
 
   def train_step(self, state, batch, rng):
-    """One step on a host batch; rng: the seed's key (make_steps)."""
+    """One step on a host batch; rng: the seed's key (seed_key, make_steps)."""
     return self.jit_train(state, self.global_batch(model_inputs(batch)), self.global_batch(labels_of(batch)), rng)
 
   def fit(self, pretrained: dict, features: list[dict], *, steps: int, seed: int) -> dict:
@@ -209,7 +218,7 @@ class TaskModel:
     batches = batching.train_batches(features, batch_size=self.config.batch_size, max_length=self.max_length,
                                      pad_id=self.pad_id, seed=seed, sort_window=self.config.sort_window,
                                      bucket_count=self.bucket_count)
-    rng = jax.random.key(seed)
+    rng = self.seed_key(seed)
     for _ in range(steps):
       state, _ = self.train_step(state, next(batches), rng)
     return state["params"]
