@@ -28,10 +28,11 @@ residual: one LayerNorm more), eager, and wyjax's XLA path; forward in inference
 forward+backward in training mode (dropout 0.1, as pretraining). Time: the median of --repeats
 runs after a warm-up. Peak memory: for wyjax the bytes XLA's buffer assignment gives the
 compiled program (arguments, outputs, temporaries), for transformers torch's peak allocation
-over the run (its inputs and parameters included). --smoke:
-the GPU kernel (on a CPU interpreted) against the XLA path on a small padded batch, one row with
-the largest relative error of the output and of the gradients (of q, k, v, pos_key, pos_query):
-`kernel_errors`, which tests/models/attention_gpu_test.py runs in more layouts.
+over the run (its inputs and parameters included). Before the
+timings, the GPU kernel against the XLA path on a small padded batch, rows with the largest
+relative error of the output and of the gradients (of q, k, v, pos_key, pos_query):
+`kernel_errors`, which tests/models/attention_gpu_test.py runs in more layouts; --smoke: that
+row alone, the kernel interpreted on the CPU.
 """
 import argparse
 import json
@@ -208,14 +209,15 @@ def gpu_rows(smoke: bool, budget_s: float = float("inf"), repeats: int = 5) -> I
   """The attention alone, as rows of benchmarks/gpu.py's table (part "attention"), each yielded
   when measured.
 
-  smoke: the GPU kernel (interpreted on a CPU) against the XLA path, in seconds. Otherwise (a
-  GPU): the cells of ALONE_CELLS in turn, each measured by ALONE_SIDES, then wyjax's rates over
+  First the kernel's correctness, `kernel_errors` in fp32: DeBERTa-tiny's position layout (on a
+  CPU interpreted; smoke: this row alone) and, on a GPU, DeBERTa-base's at L = 512. Then the cells of ALONE_CELLS in turn, each measured by ALONE_SIDES, then wyjax's rates over
   transformers'; a side not started within budget_s of the call is skipped, and the last row
   says so. A side that fails (out of memory) is a row with the error. Each wyjax side compiles
   its program first (seconds; not in the time)."""
+  yield _errors_row(_TINY_LAYOUT, 40)
   if smoke:
-    yield _smoke_row()
     return
+  yield _errors_row(EncoderConfig(**{**BASE, "dtype": "float32"}, num_hidden_layers=1), 512)
   start = time.perf_counter()
   for done, (length, name) in enumerate(ALONE_CELLS):
     measurement = f"L = {length}, batch {TOKENS // length}, {name}"
@@ -367,18 +369,21 @@ def kernel_errors(config: EncoderConfig, length: int, dtype: str = "float32", pr
   return {name: float(jnp.max(jnp.abs(ours[name] - ref[name])) / jnp.max(jnp.abs(ref[name]))) for name in ref}
 
 
-def _smoke_row() -> str:
-  """`kernel_errors` in DeBERTa-tiny's position layout (32 log buckets), fp32, 2 × 40 tokens."""
-  config = EncoderConfig(vocab_size=40, hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=64, max_position_embeddings=128, relative_attention=True,
-                         position_buckets=32, pos_att_type="p2c|c2p", share_att_key=True, position_biased_input=False)
-  length = 40
+_TINY_LAYOUT = EncoderConfig(vocab_size=40, hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
+                             intermediate_size=64, max_position_embeddings=128, relative_attention=True,
+                             position_buckets=32, pos_att_type="p2c|c2p", share_att_key=True,
+                             position_biased_input=False)  # DeBERTa-tiny's: 32 log buckets
+
+
+def _errors_row(config: EncoderConfig, length: int) -> str:
+  """`kernel_errors` in config's position layout, fp32, 2 × length tokens."""
   errors = kernel_errors(config, length)
   output_error = errors.pop("output")
   where = "interpreted on the CPU" if jax.default_backend() == "cpu" else jax.devices()[0].device_kind
   return (f"| attention | GPU kernel vs XLA path, fp32, 2 × {length} tokens (padding at the start, inside and at "
-          f"the end of rows), {config.num_attention_heads} heads of {config.head_dim}, 32 log buckets, c2p+p2c | wyjax "
-          f"| largest relative error: output {output_error:.1e}, gradients {max(errors.values()):.1e} | | {where} |")
+          f"the end of rows), {config.num_attention_heads} heads of {config.head_dim}, {config.position_buckets} log "
+          f"buckets, c2p+p2c | wyjax | largest relative error: output {output_error:.1e}, gradients "
+          f"{max(errors.values()):.1e} | | {where} |")
 
 
 def table(path: str) -> str:

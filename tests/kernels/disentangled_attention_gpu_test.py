@@ -4,7 +4,6 @@ and its three kernels compiled for an H100 (sm_90) through Triton's own compiler
 
 The parity with the XLA path through attention.py's wiring is in tests/models/attention_gpu_test.py.
 """
-import warnings
 
 import numpy as np
 import pytest
@@ -195,8 +194,7 @@ def test_kernels_compile_for_an_h100(dtype, d, relative, mask_rows, h100_mesh, t
   tables = gpu.Tables(shape(heads, 256, d), shape(heads, 256, d), shape(heads, 2 * lp, dt=jnp.int32)) if relative \
       else gpu.Tables()
   loss = lambda q, k, v, tables, mask, seed: gpu.fused_attention(spec, q, k, v, mask, tables, seed).sum()
-  with warnings.catch_warnings(), jax.sharding.use_abstract_mesh(h100_mesh):
-    warnings.filterwarnings("ignore", "The Pallas Triton backend is deprecated", DeprecationWarning)
+  with jax.sharding.use_abstract_mesh(h100_mesh):
     lowered = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3), allow_int=True)).trace(
         *[shape(2, heads, lp, d)] * 3, tables, shape(2, mask_rows, lp, dt=jnp.int32), shape(dt=jnp.int32),
     ).lower(lowering_platforms=("cuda",))

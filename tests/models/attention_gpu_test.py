@@ -14,7 +14,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import warnings
 
 import pytest
 
@@ -82,17 +81,27 @@ def test_sharded_gpu_kernel_equals_xla_path():
 
 
 def _pick(choice, **changes):
-  """attention.implementation's choice for bf16 BERT with a padding mask and head dimension 64, changed."""
-  return attention.implementation(choice, **{"relative": False, "dropout": False, "dtype": "bfloat16",
-                                             "head_dim": 64, **changes})
+  """attention.implementation's choice for bf16 BERT's inference with a padding mask over 512
+  keys and head dimension 64, changed."""
+  return attention.implementation(choice, **{"relative": False, "training": False, "dropout": False, "length": 512,
+                                             "dtype": "bfloat16", "head_dim": 64, **changes})
 
 
 def test_auto_picks_the_gpu_kernel_where_cudnn_does_not_serve(h100_mesh):
+  """...and where the kernel was measured faster than the XLA path: inference at any length,
+  training from attention.GPU_KERNEL_TRAINS_FROM keys (docs/benchmarks.md, "GPU")."""
+  training = {"training": True, "dropout": True}
   with jax.sharding.use_abstract_mesh(h100_mesh):
-    assert _pick("auto", relative=True) == "pallas"  # DeBERTa
+    assert _pick("auto", relative=True) == "pallas"  # DeBERTa's inference
+    assert _pick("auto", relative=True, **training) == "xla"  # ... its training at 512
+    assert _pick("auto", relative=True, **training, length=2047) == "xla"
+    assert _pick("auto", relative=True, **training, length=2048) == "pallas"
+    assert _pick("pallas", relative=True, **training) == "pallas"  # asked for
     assert _pick("pallas", relative=True, dtype="float32", head_dim=32) == "pallas"
     assert _pick("auto") == "cudnn"  # BERT in bf16 with a padding mask, no dropout
-    assert _pick("auto", dropout=True) == "pallas"  # BERT training: cuDNN has no attention dropout
+    assert _pick("auto", training=True) == "cudnn"
+    assert _pick("auto", **training) == "xla"  # cuDNN has no attention dropout; the kernel trains slower at 512
+    assert _pick("auto", **training, length=4096) == "pallas"
     assert _pick("auto", padding_only=False) == "pallas"  # a prefix-LM mask
     assert _pick("auto", dtype="float32") == "pallas"
     assert _pick("xla", relative=True) == "xla"
@@ -112,8 +121,8 @@ def test_deterministic_gpu_ops_take_the_xla_path_for_deberta(h100_mesh, monkeypa
                   "--xla_gpu_deterministic_ops=1"):
       monkeypatch.setenv("XLA_FLAGS", flags)
       assert _pick("auto", relative=True) == "xla", flags
-      assert _pick("auto", relative=True, dropout=True, dtype="float32") == "xla", flags
-      assert _pick("auto") == "cudnn" and _pick("auto", dropout=True) == "pallas", flags  # BERT
+      assert _pick("auto", relative=True, training=True, dropout=True, length=4096, dtype="float32") == "xla", flags
+      assert _pick("auto") == "cudnn" and _pick("auto", padding_only=False) == "pallas", flags  # BERT
       with pytest.raises(ValueError, match="deterministic_ops"):
         _pick("pallas", relative=True)
     for flags in ("--xla_gpu_deterministic_ops=false", "--xla_gpu_deterministic_ops=true --xla_gpu_deterministic_ops=0",
@@ -126,7 +135,7 @@ def test_deberta_lowers_to_the_gpu_kernel_on_an_h100(h100_mesh):
   """DeBERTa-tiny's layout, bf16, a training step's forward and backward with attention dropout,
   lowered for CUDA on this CPU host: its attention is the three Triton kernels."""
   config = _deberta(4, 32, position_buckets=32, max_relative_positions=128, pos_att_type="p2c|c2p",
-                    dtype="bfloat16", attention_probs_dropout_prob=0.1)
+                    dtype="bfloat16", attention_probs_dropout_prob=0.1, attention="pallas")
   model = DebertaV2(config)
   ids = jax.ShapeDtypeStruct((2, 128), jnp.int32)
   params = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.ones((1, 8), jnp.int32)))
@@ -135,7 +144,6 @@ def test_deberta_lowers_to_the_gpu_kernel_on_an_h100(h100_mesh):
     hidden = model.apply(params, ids, jnp.ones_like(ids), deterministic=False, rngs={"dropout": jax.random.key(1)})
     return hidden.astype(jnp.float32).sum()
 
-  with warnings.catch_warnings(), jax.sharding.use_abstract_mesh(h100_mesh):
-    warnings.filterwarnings("ignore", "The Pallas Triton backend is deprecated", DeprecationWarning)
+  with jax.sharding.use_abstract_mesh(h100_mesh):
     hlo = jax.jit(jax.grad(loss)).trace(params, ids).lower(lowering_platforms=("cuda",)).as_text()
   assert hlo.count("__gpu$xla.gpu.triton") == 3, hlo.count("__gpu$xla.gpu.triton")

@@ -288,7 +288,8 @@ def _triton_calls(jaxpr) -> int:
 def test_gpu_takes_its_kernel_where_cudnn_cannot_serve(cudnn_calls):
   """No cuDNN call for float32, attention dropout in training, or a prefix-LM's [B, q, k] mask:
   the GPU kernel instead, one Triton call per layer (traced: on a GPU's platform it is compiled
-  for the GPU, which this host cannot run)."""
+  for the GPU, which this host cannot run); but training under "auto" on fewer keys than
+  attention.GPU_KERNEL_TRAINS_FROM takes the XLA path, which trains faster there."""
   bf16 = EncoderConfig(**{**TINY, "hidden_size": 64, "num_attention_heads": 4}, model_type="bert", dtype="bfloat16")
   ids, mask = _inputs(8)
   params = Bert(bf16.replace(attention="xla")).init(jax.random.key(0), ids, mask)
@@ -297,7 +298,8 @@ def test_gpu_takes_its_kernel_where_cudnn_cannot_serve(cudnn_calls):
       jax.make_jaxpr(lambda p: Bert(config).apply(p, ids, mask, **kw))(params))
   prefix = jnp.asarray(np.tril(np.ones((8, 8), np.int32))[None].repeat(2, 0))
   assert triton_calls(bf16.replace(dtype="float32"), mask) == 1
-  assert triton_calls(bf16, mask, **dropout) == 1
+  assert triton_calls(bf16.replace(attention="pallas"), mask, **dropout) == 1
+  assert triton_calls(bf16, mask, **dropout) == 0  # "auto" training on 8 keys: the XLA path
   assert triton_calls(bf16, prefix) == 1
   assert cudnn_calls == []
   assert triton_calls(bf16.replace(attention_probs_dropout_prob=0.0), mask, **dropout) == 0
@@ -305,9 +307,10 @@ def test_gpu_takes_its_kernel_where_cudnn_cannot_serve(cudnn_calls):
 
 
 def test_auto_is_xla_on_cpu_and_pallas_on_a_tpu_mesh():
-  assert attention.implementation("auto", relative=True, dropout=True) == "xla"
-  assert attention.implementation("pallas", relative=True, dropout=True) == "pallas"
+  training = dict(relative=True, training=True, dropout=True, length=512)
+  assert attention.implementation("auto", **training) == "xla"
+  assert attention.implementation("pallas", **training) == "pallas"
   mesh = jax.sharding.Mesh(np.array(aot.devices("v5p:2x2x1")[:1]), ("data",))
   with jax.sharding.use_abstract_mesh(mesh.abstract_mesh):
-    assert attention.implementation("auto", relative=True, dropout=True) == "pallas"
-    assert attention.implementation("xla", relative=True, dropout=True) == "xla"
+    assert attention.implementation("auto", **training) == "pallas"
+    assert attention.implementation("xla", **training) == "xla"

@@ -7,8 +7,10 @@ wyjax.kernels.disentangled_attention (Mosaic), on a GPU wyjax.kernels.disentangl
 (Triton); on a CPU the TPU kernel runs interpreted (tests; `fused_attention(target="gpu")`
 interprets the GPU one). On a GPU, BERT/RoBERTa get cuDNN's flash attention through
 jax.nn.dot_product_attention instead where cuDNN serves (`cudnn_serves`). "auto" is the kernels
-on a TPU, on a GPU cuDNN where it serves and the GPU kernel elsewhere, and "xla" on a CPU.
-DeBERTa on a GPU takes "xla" when XLA_FLAGS asks for deterministic ops (`deterministic_gpu`).
+on a TPU, and "xla" on a CPU; on a GPU it is cuDNN where it serves, else the GPU kernel where it
+was measured faster than the XLA path (inference; training from GPU_KERNEL_TRAINS_FROM keys),
+else "xla". DeBERTa on a GPU takes "xla" when XLA_FLAGS asks for deterministic ops
+(`deterministic_gpu`).
 Incremental decoding (one query at a time against a cache) always takes the XLA path.
 """
 import functools
@@ -24,6 +26,12 @@ from wyjax.kernels import disentangled_attention_gpu as gpu_kernel
 
 TPU_BLOCK = 128  # the lane width: Mosaic's tiles of queries and keys
 INTERPRET_BLOCK = 32  # several tiles per test sequence, cheap to interpret
+# Keys from which "auto" trains through the GPU kernel. On an H200 (docs/benchmarks.md, "GPU"),
+# DeBERTa-base's attention alone: the kernel's forward beat the XLA path at L = 512 and 4096
+# (1.35x, 1.41x); its training pass (forward and backward, dropout) lost at 512 and 1024 (0.71x,
+# 0.77x; the backward adds every score gradient atomically) and won at 4096 (1.34x, in a fifth of
+# the memory). 2048, between, is unmeasured.
+GPU_KERNEL_TRAINS_FROM = 2048
 
 
 def platform() -> str:
@@ -33,10 +41,12 @@ def platform() -> str:
   return jax.default_backend() if mesh.empty else mesh.abstract_device.platform
 
 
-def implementation(choice: str, *, relative: bool, dropout: bool, padding_only: bool = True, dtype: str = "float32",
-                   head_dim: int = 64) -> str:
-  """"xla", "pallas" or "cudnn" for config.attention = `choice` on this platform. padding_only: the
-  mask is a [batch, key] padding mask (not a prefix-LM's [batch, query, key] one)."""
+def implementation(choice: str, *, relative: bool, training: bool, dropout: bool, length: int,
+                   padding_only: bool = True, dtype: str = "float32", head_dim: int = 64) -> str:
+  """"xla", "pallas" or "cudnn" for config.attention = `choice` on this platform. training: a
+  pass whose gradient is taken (deterministic=False); dropout: attention dropout in it; length:
+  of the keys; padding_only: the mask is a [batch, key] padding mask (not a prefix-LM's [batch,
+  query, key] one)."""
   where = platform()
   if where == "gpu":
     if choice == "xla":
@@ -49,6 +59,8 @@ def implementation(choice: str, *, relative: bool, dropout: bool, padding_only: 
       return "xla"
     if cudnn_serves(relative=relative, dropout=dropout, padding_only=padding_only, dtype=dtype, head_dim=head_dim):
       return "cudnn"
+    if choice == "auto" and training and length < GPU_KERNEL_TRAINS_FROM:
+      return "xla"
     if head_dim in gpu_kernel.HEAD_DIMS:
       return "pallas"
     if choice == "pallas":

@@ -54,8 +54,8 @@ class SelfAttention(nn.Module):
       k, v = layers.cached_keys_values(self, k, v, cache_start, mask.shape[-1])
     dropout = not deterministic and cfg.attention_probs_dropout_prob > 0
     how = "xla" if cache_start is not None else attention.implementation(
-        cfg.attention, relative=False, dropout=dropout, padding_only=mask.shape[2] == 1, dtype=cfg.dtype,
-        head_dim=cfg.head_dim)
+        cfg.attention, relative=False, training=not deterministic, dropout=dropout, length=k.shape[1],
+        padding_only=mask.shape[2] == 1, dtype=cfg.dtype, head_dim=cfg.head_dim)
     if how == "pallas":
       context = attention.fused_attention(
           q, k, v, mask, scale=cfg.head_dim**0.5, dropout_rate=cfg.attention_probs_dropout_prob if dropout else 0.0,

@@ -115,8 +115,8 @@ class DisentangledAttention(nn.Module):
 
     dropout = not deterministic and cfg.attention_probs_dropout_prob > 0
     how = "xla" if cache_start is not None else attention.implementation(
-        cfg.attention, relative=cfg.relative_attention, dropout=dropout, padding_only=mask.shape[2] == 1,
-        dtype=cfg.dtype, head_dim=cfg.head_dim)
+        cfg.attention, relative=cfg.relative_attention, training=not deterministic, dropout=dropout,
+        length=k.shape[1], padding_only=mask.shape[2] == 1, dtype=cfg.dtype, head_dim=cfg.head_dim)
     if how == "pallas":
       context = attention.fused_attention(
           q, k, v, mask, scale=scale, dropout_rate=cfg.attention_probs_dropout_prob if dropout else 0.0,
