@@ -7,9 +7,11 @@
 2. derives two real tasks from that corpus in WYWEB formats (wyjax/tasks/builders/poetry.py): the
    dynasty of a poem (TLC format, from its collection's era) and punctuation (PUNC format);
 3. fine-tunes and evaluates the pretrained model on both (dev for checkpoint choice, test
-   predictions written as submissions; --seeds=N: N seeds each, their mean ± std on the board);
+   predictions written as submissions; --seeds=N: N seeds each, their mean ± std on the board),
+   and the same architecture from random weights with the same recipe (the unpretrained twin);
 4. exports the pretrained model as a transformers folder (DIR/hf);
-5. prints the leaderboard with majority-class baselines beside the scores;
+5. prints the leaderboard, dev and test, with the twin, majority-class and linear (character
+   n-grams + logistic regression) baselines beside the scores;
 6. uses the fine-tuned punctuation model (as `wyjax.predict` does) on a passage from outside
    the corpus, and prints it before and after.
 
@@ -30,7 +32,8 @@ from wyjax.train import inference, pretraining, suite
 _PRETRAIN = config_files.DEFINE_config("pretrain_config", "pretrain/deberta_tiny.py",
                                        "Pretraining config: a name or a file.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output folder (default: <cache>/demo).")
-_STEPS = flags.DEFINE_integer("finetune_steps", 250, "Fine-tuning steps per task.")
+_STEPS = {poetry.PUNCTUATION: flags.DEFINE_integer("punc_steps", 300, "Fine-tuning steps of the punctuation task."),
+          poetry.DYNASTY: flags.DEFINE_integer("tlc_steps", 750, "Fine-tuning steps of the dynasty task.")}
 _SEEDS = flags.DEFINE_integer("seeds", 1, "Fine-tuning seeds per task; more than one adds their mean ± std to the "
                               "leaderboard (README's table: 5).")
 _LR = flags.DEFINE_float("learning_rate", None, "Fine-tuning learning rate (default: chosen from the model's size, "
@@ -78,10 +81,10 @@ def run_demo():
     poetry.build_poetry_tasks(tasks_dir, reader=reader, per_dynasty=_PER_DYNASTY.value,
                               punc_examples=_PUNC_EXAMPLES.value)
   name = "wyjax tiny DeBERTa (poetry)"
+  steps = {task: dict(num_train_steps=flag.value, eval_every=max(1, flag.value // 4)) for task, flag in _STEPS.items()}
   board = suite.run(init=str(model_dir), data_root=tasks_dir, out=workdir / "results", tasks=list(poetry.TASKS),
-                        name=name, accept_config_change=_ACCEPT.value, learning_rate=_LR.value,
-                        num_train_steps=_STEPS.value, eval_every=max(1, _STEPS.value // 4), batch_size=32,
-                        seeds=_SEEDS.value, no_pretraining=True)
+                    name=name, accept_config_change=_ACCEPT.value, learning_rate=_LR.value, batch_size=32,
+                    seeds=_SEEDS.value, no_pretraining=True, per_task=steps)
   if board["failed"]:
     raise guards.RunError(f"demo tasks failed: {board['failed']}")
   training, _ = export_folder.run_info(model_dir)  # its run_config.json and step

@@ -26,7 +26,7 @@ def task_config(task: str, **overrides):
 
 
 def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bool = False,
-        no_pretraining: bool = False, **overrides) -> dict:
+        no_pretraining: bool = False, per_task: dict[str, dict] | None = None, **overrides) -> dict:
   """Fine-tunes every task of `tasks` that has a folder in data_root; returns leaderboard.json.
 
   A task reads data_root/<its folder> (Task.files; CCPM's models share ccpm/). A task that
@@ -36,7 +36,8 @@ def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bo
   still run (leaderboard.json's `failed`: a caller should exit non-zero when it is not empty).
   With no_pretraining, every task is fine-tuned a second time from random weights (init's
   architecture and vocabulary, config.init_weights="random"; the same recipe and seeds) into
-  out/no_pretraining/<task>/: the board's "same model, no pretraining" row.
+  out/no_pretraining/<task>/: the board's "same model, no pretraining" row. per_task: {task:
+  overrides} on top of the others for that task (the demo's steps per task).
   Writes out/<task>/ (runs, results.json, submission), out/leaderboard.{md,json} and
   out/plots/<task>_{confusion,curve}.png. A rerun keeps the tasks' finished seeds
   (wyjax.train.finetuning).
@@ -47,9 +48,10 @@ def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bo
     raise ValueError(f"unknown tasks {unknown}; benchmark tasks are {sorted(TASKS)}")
   if not data_root.is_dir():
     raise FileNotFoundError(f"--data_root {data_root}: no such folder")
+  overrides_of = {task: {**overrides, **(per_task or {}).get(task, {})} for task in tasks}
   for task in tasks:  # a bad override is one error now, not one failed task after another
-    config_values.check(task_config(task, **overrides), config_values.FINETUNING)
-  runs = dict(init=init, data_root=data_root, tasks=tasks, accept_config_change=accept_config_change, **overrides)
+    config_values.check(task_config(task, **overrides_of[task]), config_values.FINETUNING)
+  runs = dict(init=init, data_root=data_root, accept_config_change=accept_config_change, overrides_of=overrides_of)
   results, failed = finetune_all(out=out, **runs)
   twin = {}
   if no_pretraining:
@@ -71,16 +73,17 @@ def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bo
   return board
 
 
-def finetune_all(*, init: str, data_root: pathlib.Path, out: pathlib.Path, tasks, accept_config_change: bool,
-                 label: str = "", **overrides) -> tuple[dict, dict]:
-  """({task: results.json}, {task: error}) of fine-tuning each task that has data into out/<task>/."""
+def finetune_all(*, init: str, data_root: pathlib.Path, out: pathlib.Path, overrides_of: dict[str, dict],
+                 accept_config_change: bool, label: str = "", **common) -> tuple[dict, dict]:
+  """({task: results.json}, {task: error}) of fine-tuning each task of overrides_of ({task: its
+  overrides}, to which `common` adds) that has data into out/<task>/."""
   results, failed = {}, {}
-  for task in sorted(tasks, key=lambda t: TASKS[t].from_other_runs is not None):
+  for task in sorted(overrides_of, key=lambda t: TASKS[t].from_other_runs is not None):
     folder = data_root / TASKS[task].files.name
     if not folder.is_dir() or datasets.file_of(TASKS[task].files, folder, "train") is None:
       logging.warning("%s: no %s data, skipped", folder, task)
       continue
-    config = task_config(task, init=init, data_dir=str(folder), **overrides)
+    config = task_config(task, init=init, data_dir=str(folder), **overrides_of[task], **common)
     if TASKS[task].from_other_runs:
       config.update(TASKS[task].from_other_runs([(TASKS[t], r) for t, r in results.items()], out))
     print(f"fine-tuning {task}{' ' + label if label else ''} ...", flush=True)

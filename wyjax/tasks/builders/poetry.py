@@ -39,7 +39,8 @@ def _keep_smallest(heap: list, size: int, key: int, item) -> None:
 
 
 PUNCTUATION = "punc"  # the punctuation task (the demo ends by punctuating a passage with it)
-TASKS = (PUNCTUATION, "tlc")  # the tasks build_poetry_tasks writes, in the leaderboard's order
+DYNASTY = "tlc"  # the dynasty task
+TASKS = (PUNCTUATION, DYNASTY)  # the tasks build_poetry_tasks writes, in the leaderboard's order
 # Outside chinese-poetry (Shen Kuo, 梦溪笔谈, "movable type"), unpunctuated: the demo's closing example.
 UNSEEN_PASSAGE = ("板印书籍唐人尚未盛为之自冯瀛王始印五经已后典籍皆为板本庆历中有布衣毕昇又为活板其法用胶泥刻字"
                   "薄如钱唇每字为一印火烧令坚")
