@@ -210,15 +210,16 @@ def gpu_rows(smoke: bool, budget_s: float = float("inf"), repeats: int = 5) -> I
   when measured.
 
   First the kernel's correctness, `kernel_errors` in fp32: DeBERTa-tiny's position layout (on a
-  CPU interpreted; smoke: this row alone) and, on a GPU, DeBERTa-base's at L = 512. Then the cells of ALONE_CELLS in turn, each measured by ALONE_SIDES, then wyjax's rates over
+  CPU interpreted; smoke: this row alone) and, on a GPU, DeBERTa-base's at L = 512. Then the
+  cells of ALONE_CELLS in turn, each measured by ALONE_SIDES, then wyjax's rates over
   transformers'; a side not started within budget_s of the call is skipped, and the last row
   says so. A side that fails (out of memory) is a row with the error. Each wyjax side compiles
   its program first (seconds; not in the time)."""
+  start = time.perf_counter()
   yield _errors_row(_TINY_LAYOUT, 40)
   if smoke:
     return
   yield _errors_row(EncoderConfig(**{**BASE, "dtype": "float32"}, num_hidden_layers=1), 512)
-  start = time.perf_counter()
   for done, (length, name) in enumerate(ALONE_CELLS):
     measurement = f"L = {length}, batch {TOKENS // length}, {name}"
     seconds = {}
@@ -259,8 +260,8 @@ def _alone_inputs(config: EncoderConfig, length: int, dtype):
   return x.astype(dtype), rel.astype(dtype)
 
 
-def _measure_jax_attention(implementation: str, length: int, name: str, repeats: int):
-  config = _alone_config("pallas" if implementation == "wyjax GPU kernel" else "xla")
+def _measure_jax_attention(side: str, length: int, name: str, repeats: int):
+  config = _alone_config("pallas" if side == "wyjax GPU kernel" else "xla")
   module = deberta_v2.DisentangledAttention(config)
   x, rel = (jnp.asarray(a) for a in _alone_inputs(config, length, jnp.bfloat16))
   mask = layers.expand_mask(jnp.ones(x.shape[:2], jnp.int32))
@@ -278,9 +279,9 @@ def _measure_jax_attention(implementation: str, length: int, name: str, repeats:
   return _median_seconds(lambda: jax.block_until_ready(compiled(params, x, rel, mask)), repeats), peak
 
 
-def _measure_torch_attention(implementation: str, length: int, name: str, repeats: int):
+def _measure_torch_attention(side: str, length: int, name: str, repeats: int):
   """transformers' DebertaV2Attention, bf16, eager, on the GPU."""
-  del implementation
+  del side
   import torch  # pylint: disable=g-import-not-at-top
   from transformers.models.deberta_v2 import modeling_deberta_v2  # pylint: disable=g-import-not-at-top
 

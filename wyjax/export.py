@@ -27,7 +27,6 @@ import tempfile
 import jax
 import numpy as np
 from absl import app, flags
-from etils import epath
 
 from wyjax.core import cli, guards, storage
 from wyjax.data import tokenizer as tokenizer_lib

@@ -143,7 +143,7 @@ def test_dropout_keep_rate_and_independence_read_from_the_kernel():
   attend = lambda seed: gpu.fused_attention(spec, zeros, zeros, eye, mask, gpu.Tables(), seed)
   read = jax.jit(lambda seed: attend(seed) * (1 - rate) * length > 0.5)
   step, next_step = np.asarray(read(jnp.int32(7))), np.asarray(read(jnp.int32(8)))
-  assert abs(step.mean() - (1 - rate)) < 0.003, step.mean()  # 65,536 draws: 5 sigma is 0.0059
+  assert abs(step.mean() - (1 - rate)) < 0.006, step.mean()  # 65,536 draws: 5 sigma is 0.0059
   pairs = {"heads": (step[:, 0], step[:, 1]), "batch rows": (step[0], step[1]),
            "query rows": (step[..., :-1, :], step[..., 1:, :]), "steps": (step, next_step)}
   for name, (a, b) in pairs.items():

@@ -19,7 +19,6 @@ its own, without average. A task that failed is listed with its error. leaderboa
 works as `python -m wyjax.export --results=…` (its `tasks` go into the model card).
 """
 import dataclasses
-import json
 import pathlib
 
 import matplotlib
@@ -28,6 +27,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the file-only backend)
 import numpy as np  # noqa: E402
 
+from wyjax.core import storage  # noqa: E402
 from wyjax.tasks import files, linear_baseline  # noqa: E402
 from wyjax.tasks.registry import TASKS  # noqa: E402
 from wyjax.tasks.task import percent  # noqa: E402
@@ -227,7 +227,7 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
   title = "dev and test" if board["test"] else "dev"
   (out / "leaderboard.md").write_text(f"# {model_name}: {title} scores (×100)\n\n" + "\n".join(sections)
                                       + "\n" + "\n".join(notes) + "\n", encoding="utf-8")
-  (out / "leaderboard.json").write_text(json.dumps(board, indent=2, ensure_ascii=False), encoding="utf-8")
+  storage.write_json(out / "leaderboard.json", board)
   return board
 
 

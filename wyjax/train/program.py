@@ -58,9 +58,14 @@ class Program:
   def _state_around(self) -> Callable:
     """params → a fresh state holding them: one program for the step counter and the optimizer state."""
     def fresh_state(params):
-      return {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": self.tx.init(params)}
+      return _state_at_zero(params, self.tx)
 
     return jax.jit(fresh_state, out_shardings=self.state_sharding, donate_argnums=(0,))
+
+
+def _state_at_zero(params, tx: optax.GradientTransformation) -> dict:
+  """The training state before the first step, holding `params`."""
+  return {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": tx.init(params)}
 
 
 def build(model: nn.Module, init_inputs: dict, config, *, warmup_steps: int, total_steps: int,
@@ -75,8 +80,7 @@ def build(model: nn.Module, init_inputs: dict, config, *, warmup_steps: int, tot
       b2=config.b2, eps=config.eps, weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm)
 
   def init_state(rng):
-    params = nn.unbox(model.init(rng, **init_inputs)["params"])
-    return {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": tx.init(params)}
+    return _state_at_zero(nn.unbox(model.init(rng, **init_inputs)["params"]), tx)
 
   boxed_params = jax.eval_shape(lambda: model.init(jax.random.key(0), **init_inputs)["params"])
   abstract = jax.eval_shape(lambda: init_state(jax.random.key(0)))  # the key traced: no program

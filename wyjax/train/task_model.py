@@ -300,7 +300,7 @@ def bucket_count(config, platform: str) -> int | None:
   compiled: config.length_buckets, else by platform. On the CPU as many as batching.buckets
   would use (None), placed to pad least: a compile takes seconds there, a padded token real time.
   On a GPU or TPU one: every program compiles and autotunes for seconds to a minute (DeBERTa-base's
-  train step: 58.8 s on an H200), while a padded token costs little."""
+  pretraining step: 58.8 s on an H200), while a padded token costs little."""
   if config.length_buckets:
     return config.length_buckets
   return None if platform == "cpu" else 1

@@ -18,10 +18,10 @@ SPLITS = ("train", "dev", "test")
 SUMMARY = "summary.json"
 
 
-def claim(out, overwrite: bool, suffix: str = ".tsv") -> pathlib.Path:
+def claim(out, overwrite: bool) -> pathlib.Path:
   """out, created if need be; refused when it holds a file the build would replace or remove."""
   out = pathlib.Path(out)
-  held = [name for name in [f"{s}{suffix}" for s in SPLITS] + [SUMMARY]
+  held = [name for name in [f"{s}.tsv" for s in SPLITS] + [SUMMARY]
           if (out / name).exists() or (out / name).is_symlink()]
   if held and not overwrite:
     raise guards.RunError(f"--out {out} already holds {', '.join(held)}; choose an empty or new folder, or pass "
