@@ -15,7 +15,7 @@
 6. uses the fine-tuned punctuation model (as `wyjax.predict` does) on a passage from outside
    the corpus, and prints it before and after.
 
-14.5 minutes on 2 CPU cores from a fresh cache, about 7 when the pretraining is cached
+11 minutes on 2 CPU cores from a fresh cache, about 7 when the pretraining is cached
 (docs/benchmarks.md).
 """
 import pathlib

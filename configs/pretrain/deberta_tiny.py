@@ -11,7 +11,7 @@ and shorter sequences train faster (0.22 against 0.34 CPU-seconds a step), and m
 rather than 15% (or 40%) gave the best fine-tuned dynasty accuracy. Expected: validation MLM
 loss 5.64 at step 1,500; fine-tuned by `python -m wyjax.demo` (lr 1e-3, PUNC 300 steps, TLC
 750), PUNC F1 80.72 dev / 77.16 test and TLC dynasty accuracy 80.09 / 80.72, against 42.08 /
-41.82 and 76.67 / 79.37 for the linear baseline and 0.00 and 77.76 / 77.28 for this
+41.82 and 76.67 / 79.37 for the linear baseline and 0.00 / 0.00 and 77.76 / 77.28 for this
 architecture from random weights (docs/benchmarks.md, "The embedded demo's recipe").
 
 On a pod, checked before renting it (the real step compiled by libtpu on a CPU host,
