@@ -1,6 +1,7 @@
 """Shared fixtures. Tests that read ../shared/data use `shared_data`; CI always has it."""
 import os
 import pathlib
+import sys
 
 # libtpu (a test dependency: the compile-only tests compile for TPU topologies) would probe for
 # TPUs in every process; the tests and the runs they start use the CPU.
@@ -56,3 +57,12 @@ def assert_plot(path):
   image = matplotlib.image.imread(path)
   assert image.shape[0] >= 200 and image.shape[1] >= 200, image.shape
   assert len(np.unique(image.reshape(-1, image.shape[-1]), axis=0)) > 20  # axes, text, cells: not one colour
+
+
+def as_from_a_terminal(command: list[str]) -> list[str]:
+  """`command` started with SIGINT at its default action, as a terminal's foreground job has it.
+  A pytest worker can fork while it holds SIGINT ignored (seen: SIGHUP, SIGINT and SIGQUIT
+  ignored in the child, from a library at work in the worker), and an ignored signal stays
+  ignored across exec: Python would then never turn Ctrl-C into KeyboardInterrupt."""
+  default = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+  return [sys.executable, "-c", default, *command]

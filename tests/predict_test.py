@@ -20,6 +20,7 @@ import torch
 import transformers
 from safetensors.numpy import load_file, save_file
 
+from tests.conftest import as_from_a_terminal
 from tests.train.conftest import REPO_ROOT, pretrain_env
 from wyjax.hf import task_models
 from wyjax.tasks import clue_reading, spans, wyweb, wyweb_files
@@ -219,8 +220,9 @@ def _predict(workdir, *flags, file_size_kb: int | None = None, **popen):
   if file_size_kb:  # the shell's limit on the size of any file the command writes (RLIMIT_FSIZE)
     command = ["bash", "-c", f'ulimit -f {file_size_kb} && exec "$@"', "bash", *command]
   env = pretrain_env(WYJAX_CACHE=str(popen.pop("cache")))
-  if popen.pop("background", False):
-    return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stderr=subprocess.PIPE, text=True, **popen)
+  if popen.pop("background", False):  # to be interrupted
+    return subprocess.Popen(as_from_a_terminal(command), cwd=REPO_ROOT, env=env, stderr=subprocess.PIPE, text=True,
+                            **popen)
   return subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, **popen)
 
 

@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+from tests.conftest import as_from_a_terminal
 from wyjax.core import guards
 from wyjax.data import pipeline, prepare
 from wyjax.data import tokenizer as tk
@@ -170,7 +171,7 @@ def test_ctrl_c_with_the_default_workers_ends_in_one_line_and_the_rerun_builds(t
   command = [sys.executable, "-m", "wyjax.data", "prepare-corpus", f"--source=text:{texts}", f"--out={out}",
              "--sequence_length=16", "--valid_fraction=0.2"]
   assert os.cpu_count() > 1  # the default: a worker per core
-  process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, start_new_session=True)
+  process = subprocess.Popen(as_from_a_terminal(command), stderr=subprocess.PIPE, text=True, start_new_session=True)
   try:
     writer, deadline = None, time.monotonic() + 120
     while writer is None:  # until a worker has the pipe open to read it: then it waits for text
