@@ -84,7 +84,7 @@ def written_together(paths, mode: str = "w", **open_kwargs):
     for target, partial in zip(targets, partials):
       if partial:
         partial.replace(target)
-  except BaseException as e:
+  except BaseException:
     for f in files:
       with contextlib.suppress(OSError):
         f.close()
