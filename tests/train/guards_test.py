@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from wyjax.core import guards
+from wyjax.core import guards, optimizer
 
 
 def test_stop_signals_are_scoped_to_the_block():
@@ -35,17 +35,41 @@ def test_a_non_finite_step_keeps_the_state_but_advances_the_step():
   old = {"step": jnp.int32(3), "params": {"w": jnp.ones(3)}, "opt_state": (jnp.int32(2), jnp.zeros(3))}
   new = {"step": jnp.int32(4), "params": {"w": jnp.full(3, 2.0)}, "opt_state": (jnp.int32(3), jnp.ones(3))}
   finite_grads, nan_grads = {"w": jnp.ones(3)}, {"w": jnp.array([1.0, jnp.nan, 1.0])}
-  kept, ok = jax.jit(guards.skip_if_not_finite)(old, new, jnp.float32(1.0), finite_grads)
+  guard = jax.jit(lambda old, new, loss, grads: guards.skip_if_not_finite(old, new, loss, optimizer.global_norm(grads)))
+  kept, ok = guard(old, new, jnp.float32(1.0), finite_grads)
   assert bool(ok) and float(kept["params"]["w"][0]) == 2.0 and int(kept["opt_state"][0]) == 3
   for loss, grads, params in ((jnp.float32(jnp.inf), finite_grads, new["params"]),
                               (jnp.float32(1.0), nan_grads, new["params"]),
+                              (jnp.float32(1.0), {"w": jnp.array([1.0, jnp.inf, 1.0])}, new["params"]),
                               (jnp.float32(1.0), finite_grads, {"w": jnp.array([2.0, jnp.inf, 2.0])})):
-    kept, ok = jax.jit(guards.skip_if_not_finite)(old, {**new, "params": params}, loss, grads)
+    kept, ok = guard(old, {**new, "params": params}, loss, grads)
     assert not bool(ok) and int(kept["step"]) == 4
     np.testing.assert_array_equal(kept["params"]["w"], old["params"]["w"])
     assert int(kept["opt_state"][0]) == 2  # the optimizer's count (its schedule) does not advance
-  # Large but finite values are finite: no global norm that would overflow.
+  # Large but finite values are finite: all_finite reduces isfinite, not a norm that would overflow.
   assert bool(guards.all_finite({"w": jnp.full(1000, 3e38)}))
+
+
+def test_whole_tree_reductions_take_one_kernel_per_stack_of_like_leaves():
+  """all_finite and global_norm over a tree of 2 x 3 leaves (two shapes, float32 and bfloat16)
+  and an integer leaf: exact answers, each non-finite element found wherever it is, and one
+  reduction per stack (shape, dtype) in the compiled program, not one per leaf."""
+  rng = np.random.default_rng(0)
+  tree = {f"layer_{i}": {"kernel": rng.normal(size=(8, 4)).astype(np.float32),
+                         "bias": rng.normal(size=(4,)).astype(jnp.bfloat16)} for i in range(3)}
+  tree["count"] = np.int32(7)
+  expected = np.sqrt(sum(np.sum(np.square(np.asarray(x, np.float64))) for x in jax.tree_util.tree_leaves(tree)
+                         if not isinstance(x, np.int32)))
+  np.testing.assert_allclose(optimizer.global_norm(tree), expected, rtol=1e-6)
+  assert bool(guards.all_finite(tree))
+  for name, leaf in (("layer_2", "kernel"), ("layer_0", "bias")):
+    for bad in (np.nan, np.inf, -np.inf):
+      broken = jax.tree_util.tree_map(np.array, tree)
+      broken[name][leaf].flat[3] = bad
+      assert not bool(guards.all_finite(broken)) and not np.isfinite(optimizer.global_norm(broken))
+  for reduction in (guards.all_finite, optimizer.global_norm):
+    hlo = jax.jit(reduction).lower(tree).as_text()
+    assert hlo.count("stablehlo.reduce") == 2 + (reduction is guards.all_finite), hlo  # + all() of the stacks
 
 
 def test_non_finite_steps_counted_one_step_late_and_stopped_in_a_row():

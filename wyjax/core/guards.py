@@ -6,7 +6,7 @@ Both loops (pretraining, fine-tuning) use the same two guards:
   (it checkpoints, then raises `Interrupted`); the previous handlers come back when the loop
   ends, so Ctrl-C works again in whatever runs next. On several processes the request is
   agreed every `sync_every` steps (one small all-gather), so all stop at the same step.
-* `skip_if_not_finite()` runs inside the jitted step: a non-finite loss, gradient or updated
+* `skip_if_not_finite()` runs inside the jitted step: a non-finite loss, gradient norm or updated
   parameter keeps the old state (the step counter still advances). `NonFiniteSteps` counts
   them on the host and raises `NonFiniteError` after `max_in_a_row` in a row, so a state with
   NaN/Inf is never checkpointed and a diverged run ends with a non-zero exit.
@@ -19,6 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import multihost_utils
+
+from wyjax.core import trees
 
 
 class RunError(Exception):
@@ -46,17 +48,22 @@ class NonFiniteError(RunError):
 
 
 def all_finite(tree) -> jax.Array:
-  """True iff every floating-point element of the tree is finite (each leaf checked on its
-  own: a global norm would overflow for large but finite values)."""
-  leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)
-            if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
-  return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
+  """True iff every floating-point element of the tree is finite: exact for large values (no
+  norm that could overflow), in a reduction per stack of like leaves (trees.stacks)."""
+  stacks = trees.stacks(tree)
+  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in stacks])) if stacks else jnp.array(True)
 
 
-def skip_if_not_finite(old: dict, new: dict, loss, grads) -> tuple[dict, jax.Array]:
-  """(state, finite): `new` when the loss, gradients and new params and optimizer state are
-  finite, else `old` with `new`'s step counter. Inside jit the select fuses into the update."""
-  finite = all_finite((loss, grads, new["params"], new["opt_state"]))
+def skip_if_not_finite(old: dict, new: dict, loss, grad_norm) -> tuple[dict, jax.Array]:
+  """(state, finite): `new` when the loss, the gradients' global norm and the new params are
+  finite, else `old` with `new`'s step counter. Inside jit the select fuses into the update.
+
+  The norm (computed in float32 for clipping anyway, optimizer.global_norm) is finite iff every
+  gradient is, or its squares overflowed (a norm past about 1.8e19: that step is skipped too).
+  The new optimizer moments need no check: from finite moments, AdamW's are averages of them and
+  of the clipped gradients, whose squares are finite when the norm is. The new params are
+  checked: a learning rate or ε at float32's edge could still make them overflow."""
+  finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & all_finite(new["params"])
   kept = jax.tree_util.tree_map(lambda n, o: jnp.where(finite, n, o), new, old)
   return {**kept, "step": new["step"]}, finite
 

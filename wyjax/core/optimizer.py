@@ -2,7 +2,10 @@
 but biases and LayerNorm parameters, global-norm clipping 1.0, linear warm-up then linear
 decay to zero."""
 import jax
+import jax.numpy as jnp
 import optax
+
+from wyjax.core import trees
 
 
 def learning_rate_schedule(peak: float, warmup_steps: int, total_steps: int) -> optax.Schedule:
@@ -18,12 +21,31 @@ def decay_mask(params):
       lambda path, _: getattr(path[-1], "key", None) not in ("bias", "scale"), params)
 
 
+def global_norm(tree) -> jax.Array:
+  """sqrt(Σ x²) over the tree's floating-point leaves, in float32, a reduction per stack of like
+  leaves (trees.stacks); optax.tree.norm takes one per leaf. Overflows to inf past about 1.8e19."""
+  return jnp.sqrt(sum(jnp.sum(jnp.square(x.astype(jnp.float32))) for x in trees.stacks(tree)))
+
+
+def clip_by_global_norm(max_norm: float) -> optax.GradientTransformationExtraArgs:
+  """optax.clip_by_global_norm (the same arithmetic, the same empty state), taking the norm a
+  train step computed already (`update(..., grad_norm=global_norm(grads))`): the step reduces
+  its gradients once for the clip, the finiteness guard and the logged norm."""
+
+  def update(updates, state, params=None, *, grad_norm):
+    del params
+    clip = lambda g: jax.lax.select(grad_norm < max_norm, g, (g / grad_norm.astype(g.dtype)) * max_norm)
+    return jax.tree_util.tree_map(clip, updates), state
+
+  return optax.GradientTransformationExtraArgs(optax.init_empty_state, update)
+
+
 def adamw(*, learning_rate: float, warmup_steps: int, total_steps: int, b1: float = 0.9,
           b2: float = 0.999, eps: float = 1e-6, weight_decay: float = 0.01,
           max_grad_norm: float = 1.0) -> tuple[optax.GradientTransformation, optax.Schedule]:
   schedule = learning_rate_schedule(learning_rate, warmup_steps, total_steps)
   tx = optax.chain(
-      optax.clip_by_global_norm(max_grad_norm),
+      clip_by_global_norm(max_grad_norm),
       optax.adamw(schedule, b1=b1, b2=b2, eps=eps, weight_decay=weight_decay, mask=decay_mask),
   )
   return tx, schedule

@@ -30,14 +30,16 @@ class Program:
   init_state: Callable  # jitted rng → a fresh sharded state
 
   def apply_gradients(self, state: dict, grads, loss) -> tuple[dict, dict]:
-    """The optimizer's update, inside a train step; skipped (state kept) when the loss or a
-    gradient is not finite. Returns (state, {grad_norm, learning_rate, finite})."""
-    updates, opt_state = self.tx.update(grads, state["opt_state"], state["params"])
+    """The optimizer's update, inside a train step; skipped (state kept) when the loss, the
+    gradients' norm or a new parameter is not finite. The norm is reduced once, in a few kernels
+    (optimizer.global_norm), for the clip, the guard and the metric. Returns (state, {grad_norm,
+    learning_rate, finite})."""
+    grad_norm = optimizer.global_norm(grads)
+    updates, opt_state = self.tx.update(grads, state["opt_state"], state["params"], grad_norm=grad_norm)
     new_state = {"step": state["step"] + 1, "params": optax.apply_updates(state["params"], updates),
                  "opt_state": opt_state}
-    new_state, finite = guards.skip_if_not_finite(state, new_state, loss, grads)
-    return new_state, {"grad_norm": optax.tree.norm(grads), "learning_rate": self.schedule(state["step"]),
-                       "finite": finite}
+    new_state, finite = guards.skip_if_not_finite(state, new_state, loss, grad_norm)
+    return new_state, {"grad_norm": grad_norm, "learning_rate": self.schedule(state["step"]), "finite": finite}
 
   def jit_train(self, step: Callable, *arg_shardings) -> Callable:
     """step(state, *args) → (state, metrics), jitted: the state donated, metrics replicated."""
