@@ -6,14 +6,22 @@ architecture of SIKU-BERT and guwenbert, for comparison with DeBERTa-base.
 
 Global batch 256 × 512, 500k steps, peak lr 1e-4, bf16.
 
+No attention dropout (hidden dropout stays 0.1), as MosaicBERT and ModernBERT pretrain: on a GPU
+the attention is then cuDNN's flash attention ("auto"; jax.nn.dot_product_attention has no
+dropout), with nothing [L, L] in memory, and every dropout mask is still wyjax's own, drawn from
+(seed, step): exact resume, different masks per device. With attention dropout the GPU trains
+through the XLA path's [batch, heads, L, L] softmax instead, or through cuDNN's own dropout only
+when asked (attention="cudnn_dropout", which gives those promises up; docs/models.md). Models
+fine-tuned from this one inherit the 0 (model.json).
+
 Checked for a v5p-8 before renting it (docs/scaling.md; predictions, not measurements):
 
     JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=pretrain/bert_base.py \
         --compile_only=v5p:2x2x1 --config.batch_size=128
 
-predicts, with flash attention (the fused kernel attention="auto" picks on TPU), 6.9 GiB HBM
-per chip, 26 ms per step (memory-bound), 2.49 M tokens/s and an MFU ceiling of 80%; with
---config.attention=xla 12.6 GiB, 38 ms and 56%.
+predicted (in an earlier tree, with attention dropout 0.1), with flash attention (the fused
+kernel attention="auto" picks on TPU), 6.9 GiB HBM per chip, 26 ms per step (memory-bound),
+2.49 M tokens/s and an MFU ceiling of 80%; with --config.attention=xla 12.6 GiB, 38 ms and 56%.
 """
 from wyjax.train.pretraining import base_config
 
@@ -22,7 +30,8 @@ def get_config():
   config = base_config()
   config.model = dict(
       model_type="bert", vocab_size=22669, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-      intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12)
+      intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12,
+      attention_probs_dropout_prob=0.0)
   config.corpus.source = "daizhige:/data/daizhigev20"
   config.corpus.sequence_length = 512
   config.corpus.max_vocab = 22669

@@ -147,3 +147,40 @@ def test_deberta_lowers_to_the_gpu_kernel_on_an_h100(h100_mesh):
   with jax.sharding.use_abstract_mesh(h100_mesh):
     hlo = jax.jit(jax.grad(loss)).trace(params, ids).lower(lowering_platforms=("cuda",)).as_text()
   assert hlo.count("__gpu$xla.gpu.triton") == 3, hlo.count("__gpu$xla.gpu.triton")
+
+
+def test_cudnn_dropout_is_only_where_a_config_asks_for_it(h100_mesh, caplog):
+  """BERT's training with attention dropout keeps wyjax's own masks (the XLA path) under "auto";
+  cuDNN's dropout, whose masks follow its own counter, runs only under attention="cudnn_dropout",
+  and says once what it gives up. Elsewhere "cudnn_dropout" picks as "auto" does: DeBERTa, float32,
+  no dropout (plain cuDNN), and every platform but a GPU."""
+  training = {"training": True, "dropout": True}
+  with jax.sharding.use_abstract_mesh(h100_mesh):
+    assert _pick("auto", **training) == "xla"
+    assert _pick("cudnn_dropout", **training) == _pick("cudnn_dropout", **training, length=4096) == "cudnn_dropout"
+    assert _pick("cudnn_dropout", training=True) == _pick("cudnn_dropout") == "cudnn"
+    for changes in ({"relative": True}, {"dtype": "float32"}, {"padding_only": False}, {"head_dim": 256},
+                    {"relative": True, "length": 4096}):
+      assert _pick("cudnn_dropout", **training, **changes) == _pick("auto", **training, **changes), changes
+  assert _pick("cudnn_dropout", **training) == "xla"  # on this CPU
+  attention.warn_cudnn_dropout.cache_clear()
+  for _ in range(3):  # each layer of each traced step asks
+    attention.warn_cudnn_dropout()
+  (warning,) = [r.getMessage() for r in caplog.records if "cudnn_dropout" in r.getMessage()]
+  assert "resumed run draws other masks" in warning and "every device" in warning, warning
+
+
+def test_bert_base_pretrains_through_cudnn_on_a_gpu(h100_mesh):
+  """configs/pretrain/bert_base.py sets attention dropout 0 (its docstring says why), so its
+  training step's attention is cuDNN's flash attention on a GPU with wyjax's masks elsewhere:
+  BERT's SelfAttention asks attention.implementation with the config's own values."""
+  from wyjax.core import config_files
+
+  config = config_files.load("pretrain/bert_base.py")
+  model = EncoderConfig(**{**config.model.to_dict(), "vocab_size": 100, "dtype": config.dtype})
+  assert model.attention_probs_dropout_prob == 0.0 and model.hidden_dropout_prob > 0
+  with jax.sharding.use_abstract_mesh(h100_mesh):
+    assert attention.implementation(
+        config.attention, relative=model.relative_attention, training=True,
+        dropout=model.attention_probs_dropout_prob > 0, length=config.corpus.sequence_length, dtype=model.dtype,
+        head_dim=model.head_dim) == "cudnn"

@@ -11,14 +11,19 @@ on a TPU, and "xla" on a CPU; on a GPU it is cuDNN where it serves, else the GPU
 was measured faster than the XLA path (inference; training from GPU_KERNEL_TRAINS_FROM keys),
 else "xla". DeBERTa on a GPU takes "xla" when XLA_FLAGS asks for deterministic ops
 (`deterministic_gpu`).
+"cudnn_dropout" is "auto", except that BERT/RoBERTa's training with attention dropout on a GPU,
+where cuDNN serves but for the dropout, runs cuDNN's fused dropout (`cudnn_dropout_attention`):
+asked for by name, with a warning, as it gives up wyjax's masks (docs/models.md).
 Incremental decoding (one query at a time against a cache) always takes the XLA path.
 """
 import functools
+import logging
 import os
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax._src.cudnn import fused_attention_stablehlo as cudnn_private
 
 from wyjax.kernels import attention_common as common
 from wyjax.kernels import disentangled_attention as tpu_kernel
@@ -43,10 +48,14 @@ def platform() -> str:
 
 def implementation(choice: str, *, relative: bool, training: bool, dropout: bool, length: int,
                    padding_only: bool = True, dtype: str = "float32", head_dim: int = 64) -> str:
-  """"xla", "pallas" or "cudnn" for config.attention = `choice` on this platform. training: a
+  """"xla", "pallas", "cudnn" or "cudnn_dropout" for config.attention = `choice` on this platform. training: a
   pass whose gradient is taken (deterministic=False); dropout: attention dropout in it; length:
   of the keys; padding_only: the mask is a [batch, key] padding mask (not a prefix-LM's [batch,
   query, key] one)."""
+  if choice == "cudnn_dropout":  # "auto", but cuDNN's own attention dropout where cuDNN serves but for dropout
+    auto = functools.partial(implementation, "auto", relative=relative, training=training, length=length,
+                             padding_only=padding_only, dtype=dtype, head_dim=head_dim)
+    return "cudnn_dropout" if dropout and not relative and auto(dropout=False) == "cudnn" else auto(dropout=dropout)
   where = platform()
   if where == "gpu":
     if choice == "xla":
@@ -108,6 +117,30 @@ def cudnn_attention(q, k, v, key_mask, scale: float, implementation: str = "cudn
   lengths = jnp.maximum(jnp.sum(key_mask[:, 0, 0], axis=-1, dtype=jnp.int32), 1)
   return jax.nn.dot_product_attention(q, k, v, scale=1.0 / scale, query_seq_lengths=lengths,
                                       key_value_seq_lengths=lengths, implementation=implementation)
+
+
+CUDNN_DROPOUT_SEED = 0  # cuDNN's dropout seed is a static integer of the compiled program
+
+
+def cudnn_dropout_attention(q, k, v, key_mask, scale: float, rate: float):
+  """`cudnn_attention` with cuDNN's own attention dropout (config.attention="cudnn_dropout"), by
+  jax's private cuDNN wrapper (jax.nn.dot_product_attention takes no dropout): forward and
+  backward are cuDNN's fused kernels with dropout, nothing [L, L] in HBM. cuDNN draws the masks
+  from CUDNN_DROPOUT_SEED and a counter XLA keeps per compiled call, so they follow neither the
+  run's seed nor its step, restart when the program is recompiled or a run resumes, and are the
+  same on every device (`warn_cudnn_dropout`; docs/models.md)."""
+  lengths = jnp.maximum(jnp.sum(key_mask[:, 0, 0], axis=-1, dtype=jnp.int32), 1)
+  return cudnn_private.dot_product_attention(
+      q, k, v, q_seqlen=lengths, kv_seqlen=lengths, scale=1.0 / scale, mask_type=cudnn_private.MaskType.PADDING,
+      seed=CUDNN_DROPOUT_SEED, dropout_rate=rate, qkv_layout="BTNH")
+
+
+@functools.cache
+def warn_cudnn_dropout() -> None:
+  """Says once per process what attention="cudnn_dropout" gives up for cuDNN's fused dropout."""
+  logging.warning("attention='cudnn_dropout': cuDNN's attention dropout follows its own counter, not the run's "
+                  "seed and step: a resumed run draws other masks than an uninterrupted one, and every device "
+                  "draws the same; 'auto' keeps wyjax's masks (docs/models.md)")
 
 
 def dropout_seed(module: nn.Module) -> jax.Array:

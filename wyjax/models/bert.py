@@ -62,6 +62,9 @@ class SelfAttention(nn.Module):
           seed=attention.dropout_seed(self) if dropout else None)
     elif how == "cudnn":
       context = attention.cudnn_attention(q, k, v, mask, cfg.head_dim**0.5)
+    elif how == "cudnn_dropout":
+      attention.warn_cudnn_dropout()
+      context = attention.cudnn_dropout_attention(q, k, v, mask, cfg.head_dim**0.5, cfg.attention_probs_dropout_prob)
     else:
       scores = jnp.einsum("bqnd,bknd->bnqk", q * cfg.head_dim**-0.5, k)
       context = layers.masked_softmax_attention(

@@ -9,7 +9,7 @@ import numbers
 MODEL_TYPES = ("deberta-v2", "bert", "roberta")
 POS_ATT_TYPES = ("c2p", "p2c")
 REMAT_MODES = ("none", "full", "dots")
-ATTENTION_IMPLEMENTATIONS = ("auto", "xla", "pallas")
+ATTENTION_IMPLEMENTATIONS = ("auto", "xla", "pallas", "cudnn_dropout")
 DTYPES = ("float32", "bfloat16", "float16")  # activations; parameters are always float32
 _KINDS = {int: (numbers.Integral, "an integer"), float: (numbers.Real, "a number"), str: (str, "a string"),
           int | None: ((numbers.Integral, type(None)), "an integer or null")}
@@ -60,8 +60,9 @@ class EncoderConfig:
   # `layer_<i>` are then stacked as `layers` on a leading axis. Not part of the architecture,
   # but of the params' layout: wyjax.models.stack_layers / unstack_layers convert.
   scan_layers: bool = False
-  # "xla" (einsums, the reference), "pallas" (fused kernels; interpreted on CPU) or "auto" (pallas
-  # on TPU, xla on CPU; see wyjax.models.attention). Not part of the architecture.
+  # "xla" (einsums, the reference), "pallas" (fused kernels; interpreted on CPU), "auto" (pallas
+  # on TPU, xla on CPU; see wyjax.models.attention) or "cudnn_dropout" ("auto", with cuDNN's own
+  # attention dropout for BERT/RoBERTa on a GPU; its masks ignore the seed). Not part of the architecture.
   attention: str = "auto"
 
   def __post_init__(self):
