@@ -28,7 +28,7 @@ import tqdm
 from absl import flags
 from etils import epath
 
-from wyjax.core import cli, guards, logs, storage
+from wyjax.core import aot, cli, guards, logs, storage
 from wyjax.hf import task_models
 from wyjax.tasks import user_inputs
 from wyjax.train import inference
@@ -61,6 +61,7 @@ def _check_output(source: str, output: str, overwrite: bool) -> None:
 def main(argv):
   del argv
   logs.to_file(None, "predict")
+  aot.use_compilation_cache()  # a second run loads its programs (on a GPU, its autotuning too)
   _check_output(_INPUT.value, _OUTPUT.value, _OVERWRITE.value)
   fine_tuned = task_models.load(_MODEL.value)
   predictor = inference.Predictor(fine_tuned, batch_size=_BATCH_SIZE.value, beam_size=_BEAM.value,

@@ -55,14 +55,20 @@ def use_compilation_cache(compile_only: str | None = None) -> None:
   """JAX's persistent compilation cache under <wyjax cache>/xla, unless one is configured
   (JAX_COMPILATION_CACHE_DIR): a rerun of the same step loads it instead of compiling; small
   programs too (JAX keeps only those over a second by default; a warm TLC fine-tuning run
-  recompiled 118 smaller ones, 5 s on 2 cores). Not when compiling for a TPU topology: a
-  compile-only client cannot load an executable back."""
+  recompiled 118 smaller ones, 5 s on 2 cores). On a GPU, jax (jax_persistent_cache_enable_xla_caches'
+  default) keeps XLA's autotuning results beside it, fusion by fusion, in
+  xla/xla_gpu_per_fusion_autotune_cache_dir: a program that misses the cache (another length, a
+  changed model) still skips the autotuning of every fusion tuned before. A directory that
+  XLA_FLAGS names (--xla_gpu_per_fusion_autotune_cache_dir) stands: jax would override it. Not
+  when compiling for a TPU topology: a compile-only client cannot load an executable back."""
   if compile_only not in (None, "local"):
     jax.config.update("jax_enable_compilation_cache", False)
   else:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     if not jax.config.jax_compilation_cache_dir:
       jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "xla"))
+    if "--xla_gpu_per_fusion_autotune_cache_dir" in os.environ.get("XLA_FLAGS", ""):
+      jax.config.update("jax_persistent_cache_enable_xla_caches", None)
 
 
 class DoesNotFit(guards.RunError):
