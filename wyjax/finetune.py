@@ -9,7 +9,7 @@ with 128 + the signal number.
 
     python -m wyjax.finetune --config=tlc.py --config.data_dir=... --compile_only=v5p:2x2x1
 
-compiles the task's train step for a TPU topology (or 'local') and reports its cost, as
+compiles the task's train step for a TPU topology, a GPU (h100, h200, a100) or 'local' and reports its cost, as
 `wyjax.pretrain --compile_only` does (docs/scaling.md); nothing is trained or written.
 """
 import json
@@ -25,8 +25,9 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Output folder (runs, results.js
 _ACCEPT = flags.DEFINE_bool("accept_config_change", False,
                             "Continue a workdir whose runs were made with another config (the changes are logged).")
 _COMPILE_ONLY = flags.DEFINE_string("compile_only", None,
-                                    "Only compile the train step for this TPU topology (v5p:2x2x1, ...) or 'local', "
-                                    "and report its cost; trains nothing.")
+                                    "Only compile the train step for this TPU topology (v5p:2x2x1, ...), these "
+                                    "GPUs of one host (h100, h200, a100; h100:8) or 'local', and report its cost; "
+                                    "trains nothing.")
 
 
 def main(argv):

@@ -2,11 +2,13 @@
 
     python -m wyjax.pretrain --config=pretrain/deberta_tiny.py --workdir=DIR [--config.x=y]
     python -m wyjax.pretrain --config=pretrain/deberta_base.py --compile_only=v5p:2x2x1
+    python -m wyjax.pretrain --config=pretrain/deberta_base.py --config.batch_size=32 --compile_only=h100
 
 --compile_only compiles the run's exact train step for a TPU topology (through libtpu, no TPU
-needed) or for this machine ("local"), prints per-chip memory, FLOPs, HBM traffic and the
-roofline prediction, the last line as JSON, and exits 1 if the step does not fit
-(docs/scaling.md).
+needed), for GPUs of one host (XLA:GPU without a GPU: the 'gpu-compile' extra) or for this
+machine ("local"), prints per-chip memory, FLOPs, HBM traffic and the roofline prediction (for
+a GPU also its kernels per step, custom calls and largest buffers), the last line as JSON, and
+exits 1 if the step does not fit (docs/scaling.md).
 
 Rerunning the same command resumes from the workdir's latest checkpoint; a rerun with a
 changed training config is refused unless --accept_config_change. SIGTERM/SIGINT checkpoint
@@ -24,7 +26,8 @@ _ACCEPT = flags.DEFINE_bool("accept_config_change", False,
                             "Resume a workdir whose run was made with another config (the changes are logged).")
 _COMPILE_ONLY = flags.DEFINE_string("compile_only", None,
                                     "Only compile the train step for this TPU topology (v5p:2x2x1, v4:2x2x4, "
-                                    "v5e:16x16, ...) or 'local', and report its cost; runs nothing.")
+                                    "v5e:16x16, ...), these GPUs of one host (h100, h200, a100; h100:8) or 'local', "
+                                    "and report its cost; runs nothing.")
 flags.mark_flags_as_required(["config"])
 
 

@@ -1,5 +1,6 @@
-"""--compile_only: the real pretraining step compiled for a TPU topology through libtpu on
-this CPU, its report checked against figures computed here independently."""
+"""--compile_only: the real pretraining step compiled for a TPU topology through libtpu, or for
+a GPU through XLA:GPU, on this CPU; its report checked against figures computed here
+independently."""
 import json
 import re
 import subprocess
@@ -93,3 +94,41 @@ def test_unknown_topology_is_refused(tmp_path):
 def test_device_kinds_name_their_chip(kind, chip):
   device = type("Device", (), {"device_kind": kind})()
   assert aot.chip_of("local", device) == chip
+
+
+# H100 SXM5 (NVIDIA's datasheet): bf16 dense peak, HBM bandwidth; 80 GiB of HBM3 stacks.
+H100_PEAK, H100_BANDWIDTH, H100_HBM = 989e12, 3350e9, 80 * 2**30
+ONE_LAYER = ("--config.model.num_hidden_layers=1", "--config.dtype=bfloat16")
+
+
+def test_pretraining_step_compiled_for_an_h100_shows_its_gpu_program(tmp_path):
+  """XLA:GPU without a GPU (the gpu-compile extra): the report gains the program's kernels by
+  kind, custom calls and largest buffers, and a roofline from the H100's published figures."""
+  result = subprocess.run(
+      [sys.executable, "-m", "wyjax.pretrain", f"--config={TINY}", "--compile_only=h100", *ONE_LAYER],
+      env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")), cwd=tmp_path, capture_output=True, text=True)
+  assert result.returncode == 0, result.stderr[-3000:]
+  *lines, last = result.stdout.strip().splitlines()
+  report = json.loads(last)
+  assert any(line.startswith("  GPU program: ") and "kernels per step" in line for line in lines), lines
+  assert any(line.startswith("  custom calls: ") for line in lines), lines
+  assert report["chip"] == "h100" and report["chips"] == 1 and report["hbm_capacity_bytes"] == H100_HBM
+  assert 0 < report["hbm_bytes_per_chip"] < 2**30
+  assert report["kernels_per_step"] == sum(report["kernels_by_kind"].values()) > 50
+  assert {"gemm", "reduction", "elementwise"} <= set(report["kernels_by_kind"])
+  assert len(report["largest_buffers"]) == aot.LARGEST_BUFFERS
+  # XLA's FLOPs come from its cost analysis of the optimized GPU module (custom calls count none).
+  assert report["flops_per_step_per_chip"] == pytest.approx(report["analytic_flops_per_step_per_chip"], rel=0.25)
+  flops = max(report["flops_per_step_per_chip"], report["analytic_flops_per_step_per_chip"])
+  seconds = max(flops / H100_PEAK, report["bytes_accessed_per_chip"] / H100_BANDWIDTH)
+  assert report["roofline_step_seconds"] == pytest.approx(seconds)
+
+
+def test_a_batch_too_big_for_an_a100_is_refused(tmp_path):
+  # 131,072 sequences of 64: the MLM logits alone, float32 [131072, 29, 6000], are 85 GiB; an
+  # A100 has 80. (XLA:GPU rematerialises to fit the card where it can: at half this batch the
+  # step's 117 GiB came down to 78.7.)
+  code, _, stderr = compile_only(tmp_path, "a100", *ONE_LAYER, "--config.batch_size=131072")
+  assert code == 1, stderr[-3000:]
+  message = stderr.strip().splitlines()[-1]
+  assert re.search(r"the step needs [\d.]+ GiB per chip, [\d.]+ GiB more than one a100 has \(80\.0 GiB\)", message), message

@@ -1,11 +1,15 @@
 """Compile a train step for hardware this machine does not have, and predict what it costs.
 
-`devices("v5p:4x4x4")` gives the abstract devices of a TPU topology through libtpu (no TPU
-needed; "local" gives this machine's). The training code builds its exact step over them and
-compiles it ahead of time; `report()` turns the compiler's memory and cost analyses into
-per-chip figures and a roofline: a step can run no faster than its FLOPs at peak or its HBM
-traffic at full bandwidth, whichever takes longer, so `mfu_ceiling` (the model's FLOPs over
-that time at peak) bounds the MFU a real run can reach. All figures are predictions.
+`devices("v5p:4x4x4")` gives the abstract devices of a TPU topology through libtpu,
+`devices("h100")` (or "h200", "a100"; "h100:8" for 8 GPUs of one host) compile-only GPU devices
+through XLA:GPU's deviceless compilation (the CUDA plugin, ptxas and cuDNN of the
+'gpu-compile' extra; no GPU needed), and "local" this machine's. The training code builds its
+exact step over them and compiles it ahead of time; `report()` turns the compiler's memory and
+cost analyses into per-chip figures and a roofline: a step can run no faster than its FLOPs at
+peak or its HBM traffic at full bandwidth, whichever takes longer, so `mfu_ceiling` (the
+model's FLOPs over that time at peak) bounds the MFU a real run can reach. For a GPU it adds
+what XLA built (wyjax.core.gpu_program): kernels per step by kind, custom calls, the largest
+buffers. All figures are predictions.
 """
 import dataclasses
 import json
@@ -15,8 +19,8 @@ import re
 import jax
 import numpy as np
 
+from wyjax.core import gpu_program, guards
 from wyjax.core.storage import cache_dir
-from wyjax.core import guards
 
 GB, GiB = 1e9, 2**30
 
@@ -37,18 +41,90 @@ CHIPS = {
     "v5p": Chip(459e12, 95 * GB, 2765 * GB),
     # cloud.google.com/tpu/docs/v6e: 918 TFLOP/s bf16; HBM 32 GB, 1,640 GB/s
     "v6e": Chip(918e12, 32 * GB, 1640 * GB),
-    # NVIDIA H100 SXM5 datasheet: 989 TFLOP/s dense bf16; HBM3 80 GB, 3.35 TB/s
-    "h100": Chip(989e12, 80 * GB, 3350 * GB),
-    # NVIDIA H200 SXM datasheet: 989 TFLOP/s dense bf16; HBM3e 141 GB, 4.8 TB/s
-    "h200": Chip(989e12, 141 * GB, 4800 * GB),
-    # NVIDIA A100 SXM 80GB datasheet: 312 TFLOP/s dense bf16; HBM2e 80 GB, 2,039 GB/s
-    "a100": Chip(312e12, 80 * GB, 2039 * GB),
+    # NVIDIA H100 SXM5 datasheet: 989 TFLOP/s dense bf16; HBM3 80 GB (80 GiB of stacks; the
+    # device reports 79.1 GiB to CUDA), 3.35 TB/s
+    "h100": Chip(989e12, 80 * GiB, 3350 * GB),
+    # NVIDIA H200 SXM datasheet: 989 TFLOP/s dense bf16; HBM3e 141 GB (the device reports 141 GiB), 4.8 TB/s
+    "h200": Chip(989e12, 141 * GiB, 4800 * GB),
+    # NVIDIA A100 SXM 80GB datasheet: 312 TFLOP/s dense bf16; HBM2e 80 GB (80 GiB of stacks), 2,039 GB/s
+    "a100": Chip(312e12, 80 * GiB, 2039 * GB),
     # NVIDIA L4 datasheet: 121 TFLOP/s dense bf16; GDDR6 24 GB, 300 GB/s
     "l4": Chip(121e12, 24 * GB, 300 * GB),
 }
 # jax's device_kind → CHIPS key (the first that the kind contains), for this machine's devices.
 DEVICE_KINDS = {"TPU v4": "v4", "TPU v5 lite": "v5e", "TPU v5e": "v5e", "TPU v5p": "v5p", "TPU v5": "v5p",
                 "TPU v6 lite": "v6e", "H100": "h100", "H200": "h200", "A100": "a100", "L4": "l4"}
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuCard:
+  """What XLA:GPU needs to know of a card it compiles for without seeing it: its published
+  figures (the memory and bandwidth are CHIPS'), written as a GpuTargetConfigProto."""
+  name: str  # the device kind jax reports for it
+  sms: int
+  boost_clock_ghz: float
+  l2_bytes: int
+  shared_memory_per_sm: int
+  shared_memory_per_block: int  # the opt-in maximum
+  fp32_units_per_sm: int
+  compute_capability: tuple[int, int]
+  accelerated_features: bool  # sm_90a: wgmma and TMA, which XLA's Triton GEMMs and cuDNN use
+
+
+GPU_CARDS = {
+    # NVIDIA H100 Tensor Core GPU architecture whitepaper (SXM5): 132 SMs, 1.98 GHz boost,
+    # 50 MB L2, 228 KB shared memory per SM (227 KB per block), 128 FP32 cores per SM, sm_90.
+    "h100": GpuCard("NVIDIA H100 80GB HBM3", 132, 1.98, 50 * 2**20, 228 * 2**10, 227 * 2**10, 128, (9, 0), True),
+    # H200 SXM: the H100's GH100 with 141 GB of HBM3e.
+    "h200": GpuCard("NVIDIA H200", 132, 1.98, 50 * 2**20, 228 * 2**10, 227 * 2**10, 128, (9, 0), True),
+    # NVIDIA A100 Tensor Core GPU architecture whitepaper (SXM4 80GB): 108 SMs, 1.41 GHz boost,
+    # 40 MB L2, 164 KB shared memory per SM (163 KB per block), 64 FP32 cores per SM, sm_80.
+    "a100": GpuCard("NVIDIA A100-SXM4-80GB", 108, 1.41, 40 * 2**20, 164 * 2**10, 163 * 2**10, 64, (8, 0), False),
+}
+# The cuDNN the compiled program may call: which fused attentions XLA emits depends on it.
+# A current cuDNN 9 (the gpu-compile extra's wheel is 9.20); a GPU with an older one may differ.
+CUDNN_VERSION = (9, 10, 0)
+EXTRA = "pip install -c constraints.txt -e '.[gpu-compile]'"
+
+
+def gpu_target(chip: str) -> str:
+  """The GpuTargetConfigProto (text) of a GPU in GPU_CARDS: CUDA's per-architecture limits
+  (threads, blocks, registers) and the card's figures."""
+  card, spec = GPU_CARDS[chip], CHIPS[chip]
+  major, minor = card.compute_capability
+  cudnn = dict(zip(("major", "minor", "patch"), CUDNN_VERSION))
+  return f"""gpu_device_info {{
+  name: "{card.name}"
+  threads_per_block_limit: 1024
+  threads_per_warp: 32
+  threads_per_core_limit: 2048
+  thread_dim_limit_x: 1024
+  thread_dim_limit_y: 1024
+  thread_dim_limit_z: 64
+  block_dim_limit_x: 2147483647
+  block_dim_limit_y: 65535
+  block_dim_limit_z: 65535
+  registers_per_core_limit: 65536
+  registers_per_block_limit: 65536
+  shared_memory_per_block: 49152
+  shared_memory_per_core: {card.shared_memory_per_sm}
+  shared_memory_per_block_optin: {card.shared_memory_per_block}
+  core_count: {card.sms}
+  fpus_per_core: {card.fp32_units_per_sm}
+  clock_rate_ghz: {card.boost_clock_ghz}
+  memory_bandwidth: {int(spec.hbm_bandwidth)}
+  device_memory_size: {int(spec.hbm_bytes)}
+  l2_cache_size: {card.l2_bytes}
+  cuda_compute_capability {{
+    major: {major}
+    minor: {minor}
+    feature_extension: {"ACCELERATED_FEATURES" if card.accelerated_features else "NONE"}
+  }}
+}}
+platform_name: "CUDA"
+dnn_version_info {{ major: {cudnn["major"]} minor: {cudnn["minor"]} patch: {cudnn["patch"]} }}
+device_description_str: "{card.name}"
+"""
 
 
 def use_compilation_cache(compile_only: str | None = None) -> None:
@@ -76,13 +152,17 @@ class DoesNotFit(guards.RunError):
 
 
 def devices(topology: str) -> list:
-  """The devices to compile for: "local" (this machine's) or a TPU topology "v5p:2x2x1"."""
+  """The devices to compile for: "local" (this machine's), a TPU topology "v5p:2x2x1" or GPUs
+  of one host, "h100" or "h100:8"."""
   if topology == "local":
     return jax.devices()
-  chip = topology.split(":")[0]
+  chip, _, shape = topology.partition(":")
+  if chip in GPU_CARDS:
+    return _gpu_devices(topology, chip, shape)
   if chip not in CHIPS or not chip.startswith("v"):
-    raise guards.RunError(f"--compile_only={topology!r}: expected 'local' or a TPU topology such as v5p:2x2x1, "
-                     f"v4:2x2x4 or v5e:16x16 (chips {sorted(c for c in CHIPS if c.startswith('v'))})")
+    raise guards.RunError(f"--compile_only={topology!r}: expected 'local', a TPU topology such as v5p:2x2x1, "
+                          f"v4:2x2x4 or v5e:16x16 (chips {sorted(c for c in CHIPS if c.startswith('v'))}), or "
+                          f"GPUs of one host such as h100 or h100:8 ({sorted(GPU_CARDS)})")
   os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")  # compiling beside another libtpu process
   from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
   try:
@@ -90,6 +170,21 @@ def devices(topology: str) -> list:
   except Exception as e:  # libtpu missing, or a topology it does not know
     raise guards.RunError(f"--compile_only={topology}: no TPU topology ({type(e).__name__}: {str(e)[:300]}); "
                      "compiling for TPU needs libtpu (pip install -e '.[tpu]')") from e
+
+
+def _gpu_devices(topology: str, chip: str, count: str) -> list:
+  """Compile-only CUDA devices: XLA:GPU given the card's description, on a host without one."""
+  if not (count or "1").isdigit() or int(count or 1) < 1:
+    raise guards.RunError(f"--compile_only={topology!r}: expected {chip} or {chip}:N, N GPUs of one host")
+  from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
+  try:
+    topology_desc = topologies.get_topology_desc(platform="cuda", target_config=gpu_target(chip),
+                                                 topology=f"1x1x{int(count or 1)}")
+  except Exception as e:  # no CUDA plugin: jax knows no 'cuda' platform
+    raise guards.RunError(f"--compile_only={topology}: compiling for a GPU needs jax's CUDA plugin, ptxas and "
+                          f"cuDNN ({type(e).__name__}: {str(e).splitlines()[0][:200]}); install them: "
+                          f"{EXTRA}") from e
+  return list(topology_desc.devices)
 
 
 def chip_of(topology: str, device) -> str | None:
@@ -111,22 +206,44 @@ def per_device_bytes(tree) -> int:
                  for x in jax.tree_util.tree_leaves(tree)))
 
 
-def _cost(compiled) -> dict:
+@dataclasses.dataclass(frozen=True)
+class CompiledStep:
+  compiled: jax.stages.Compiled
+  cost: dict  # XLA's per-device "flops" and "bytes accessed" ({} where it has none)
+  gpu: gpu_program.GpuProgram | None  # what XLA built, for a GPU target
+
+
+def compile_step(jitted, *abstract_args, topology: str) -> CompiledStep:
+  """jitted.lower(*abstract_args).compile() with its cost analysis, and for a GPU what XLA
+  built; the TPU compiler's out-of-memory refusal turned into DoesNotFit."""
+  try:
+    lowered = jitted.lower(*abstract_args)
+    if topology.partition(":")[0] in GPU_CARDS:
+      compiled, program, cost = gpu_program.compile(lowered)
+      return CompiledStep(compiled, cost or {}, program)
+    compiled = lowered.compile()
+  except Exception as e:  # pylint: disable=broad-except
+    too_big = out_of_memory(e, topology)
+    if too_big is None:
+      raise
+    raise too_big from e
   cost = compiled.cost_analysis()
-  return cost[0] if isinstance(cost, (list, tuple)) else cost
+  return CompiledStep(compiled, (cost[0] if isinstance(cost, (list, tuple)) else cost) or {}, None)
 
 
-def report(compiled, *, topology: str, devs, mesh, abstract_state, analytic_flops_per_step: float,
+def report(step: CompiledStep, *, topology: str, devs, mesh, abstract_state, analytic_flops_per_step: float,
            tokens_per_step: int) -> dict:
   """Per-chip memory, FLOPs, HBM traffic and the roofline step time of a compiled step.
 
   analytic_flops_per_step is for the whole step over all chips (train/metrics.py); XLA's
-  figures are per device, and a chip holds `devices_per_chip` of them.
+  figures are per device, and a chip holds `devices_per_chip` of them. On a GPU, XLA counts no
+  FLOPs or bytes inside custom calls (cuDNN's attention): the roofline takes the larger of its
+  FLOPs and the model's.
   """
   per_chip = devices_per_chip(devs)
   chips = len(devs) // per_chip
   chip_name = chip_of(topology, devs[0])
-  memory, cost = compiled.memory_analysis(), _cost(compiled)
+  memory, cost = step.compiled.memory_analysis(), step.cost
   hbm = (memory.argument_size_in_bytes + memory.output_size_in_bytes - memory.alias_size_in_bytes
          + memory.temp_size_in_bytes + memory.generated_code_size_in_bytes) * per_chip
   result = {
@@ -135,35 +252,32 @@ def report(compiled, *, topology: str, devs, mesh, abstract_state, analytic_flop
       "params_bytes_per_chip": per_device_bytes(abstract_state["params"]) * per_chip,
       "optimizer_bytes_per_chip": per_device_bytes(abstract_state["opt_state"]) * per_chip,
       "temporaries_bytes_per_chip": int(memory.temp_size_in_bytes) * per_chip,
-      "flops_per_step_per_chip": float(cost.get("flops", 0.0)) * per_chip,
+      "flops_per_step_per_chip": max(float(cost.get("flops", 0.0)), 0.0) * per_chip,
       "analytic_flops_per_step_per_chip": analytic_flops_per_step / chips,
-      "bytes_accessed_per_chip": float(cost.get("bytes accessed", 0.0)) * per_chip,
+      "bytes_accessed_per_chip": max(float(cost.get("bytes accessed", 0.0)), 0.0) * per_chip,
       "tokens_per_step": tokens_per_step,
   }
+  if step.gpu is not None:
+    result.update(step.gpu.summary(), largest_buffers=[
+        f"{b.dtype}[{','.join(map(str, b.shape))}] {b.bytes / 2**20:.1f} MiB"
+        for b in sorted(step.gpu.buffers, key=lambda b: -b.bytes)[:LARGEST_BUFFERS]])
   spec = CHIPS.get(chip_name)
   if spec is None:  # e.g. --compile_only=local on a CPU: memory and FLOPs, but no roofline
     return result
-  seconds = max(result["flops_per_step_per_chip"] / spec.peak_flops,
-                result["bytes_accessed_per_chip"] / spec.hbm_bandwidth)
+  flops = result["flops_per_step_per_chip"]
+  if step.gpu is not None:
+    flops = max(flops, result["analytic_flops_per_step_per_chip"])
+  seconds = max(flops / spec.peak_flops, result["bytes_accessed_per_chip"] / spec.hbm_bandwidth)
   result.update(
       hbm_capacity_bytes=int(spec.hbm_bytes), peak_flops_per_chip=spec.peak_flops,
       hbm_bandwidth_per_chip=spec.hbm_bandwidth, roofline_step_seconds=seconds,
-      bound="compute" if result["flops_per_step_per_chip"] / spec.peak_flops >= seconds else "memory",
+      bound="compute" if flops / spec.peak_flops >= seconds else "memory",
       tokens_per_second=tokens_per_step / seconds,
       mfu_ceiling=result["analytic_flops_per_step_per_chip"] / (seconds * spec.peak_flops))
   return result
 
 
-def compile_step(jitted, *abstract_args, topology: str):
-  """jitted.lower(*abstract_args).compile(), with the TPU compiler's out-of-memory refusal
-  turned into DoesNotFit."""
-  try:
-    return jitted.lower(*abstract_args).compile()
-  except Exception as e:  # pylint: disable=broad-except
-    too_big = out_of_memory(e, topology)
-    if too_big is None:
-      raise
-    raise too_big from e
+LARGEST_BUFFERS = 5  # a GPU report lists this many of the step's largest arrays
 
 
 ADVICE = ("shard the state over more chips (config.mesh.fsdp), lower config.batch_size or raise "
@@ -175,7 +289,7 @@ def check_fits(result: dict) -> None:
   capacity = result.get("hbm_capacity_bytes")
   if capacity and result["hbm_bytes_per_chip"] > capacity:
     raise DoesNotFit(f"the step needs {result['hbm_bytes_per_chip'] / GiB:.1f} GiB per chip, "
-                     f"{(result['hbm_bytes_per_chip'] - capacity) / GiB:.1f} GiB more than a {result['chip']} has "
+                     f"{(result['hbm_bytes_per_chip'] - capacity) / GiB:.1f} GiB more than one {result['chip']} has "
                      f"({capacity / GiB:.1f} GiB): {ADVICE}")
 
 
@@ -205,6 +319,13 @@ def summary(result: dict) -> str:
            f"  per chip per step: {result['flops_per_step_per_chip'] / 1e12:.3f} TFLOP (XLA), "
            f"{result['analytic_flops_per_step_per_chip'] / 1e12:.3f} TFLOP (model), "
            f"{result['bytes_accessed_per_chip'] / GiB:.2f} GiB accessed"]
+  if "kernels_per_step" in result:
+    kinds = ", ".join(f"{kind} {n}" for kind, n in result["kernels_by_kind"].items())
+    calls = ", ".join(f"{target} {n}" for target, n in result["custom_calls"].items()) or "none"
+    loops = f"; {result['while_loops']} while loops, their bodies counted once" if result["while_loops"] else ""
+    lines += [f"  GPU program: {result['kernels_per_step']:,} kernels per step ({kinds}){loops}",
+              f"  custom calls: {calls}",
+              f"  largest buffers: {', '.join(result['largest_buffers'])}"]
   if "roofline_step_seconds" in result:
     lines.append(f"  predicted: {result['roofline_step_seconds'] * 1e3:.1f} ms per step ({result['bound']}-bound), "
                  f"{result['tokens_per_second']:,.0f} tokens/s, MFU ceiling {result['mfu_ceiling']:.1%}")

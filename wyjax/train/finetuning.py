@@ -274,11 +274,11 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
   inputs = jax.tree_util.tree_map(abstract, task_model.model_inputs(batch))
   labels = abstract(np.asarray(task_model.labels_of(batch)))
   rng = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=prog.replicated)
-  compiled = aot.compile_step(model.jit_train, prog.abstract_state, inputs, labels, rng, topology=topology)
+  step = aot.compile_step(model.jit_train, prog.abstract_state, inputs, labels, rng, topology=topology)
   tokens = int(np.prod(batch["input_ids"].shape))
   lm_fraction = 1.0 if model.head.generates else 0.0  # other heads are small beside the encoder
   flops = 3 * model.model_config.forward_flops_per_token(data["max_length"], lm_fraction) * tokens
-  result = aot.report(compiled, topology=topology, devs=devices, mesh=prog.mesh,
+  result = aot.report(step, topology=topology, devs=devices, mesh=prog.mesh,
                       abstract_state=prog.abstract_state, analytic_flops_per_step=flops, tokens_per_step=tokens)
   aot.check_fits(result)
   return result

@@ -225,8 +225,8 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
     tokenizer, length = tokenizer_lib.placeholder(config.model.vocab_size), config.corpus.sequence_length
   run = build(config, tokenizer, length, devices)
   batch = jax.ShapeDtypeStruct((config.batch_size, length), jnp.int32, sharding=run.program.data_sharding)
-  compiled = aot.compile_step(run.train_step, run.program.abstract_state, batch, topology=topology)
-  result = aot.report(compiled, topology=topology, devs=devices, mesh=run.program.mesh,
+  step = aot.compile_step(run.train_step, run.program.abstract_state, batch, topology=topology)
+  result = aot.report(step, topology=topology, devs=devices, mesh=run.program.mesh,
                       abstract_state=run.program.abstract_state,
                       analytic_flops_per_step=run.train_flops_per_step,
                       tokens_per_step=config.batch_size * length)
