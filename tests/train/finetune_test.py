@@ -307,6 +307,10 @@ def test_compile_only_reports_the_fine_tuning_step(trained):
   assert report["hbm_bytes_per_chip"] >= 3 * total
   assert report["flops_per_step_per_chip"] == pytest.approx(report["analytic_flops_per_step_per_chip"], rel=0.15)
   assert "roofline_step_seconds" not in report  # a CPU has no entry in the chip table
+  # The same step for an H100 (XLA:GPU without a GPU): the same state, and what the GPU program is.
+  gpu = finetuning.compile_only(suite.task_config("tlc", data_dir=str(data_dir), **TRAINED), "h100")
+  assert gpu["chip"] == "h100" and gpu["params_bytes_per_chip"] == total
+  assert gpu["kernels_per_step"] == sum(gpu["kernels_by_kind"].values()) > 0 and gpu["roofline_step_seconds"] > 0
 
 
 def test_two_processes_fine_tune_as_one_process_with_two_devices(shared_data, tmp_path):
