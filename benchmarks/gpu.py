@@ -29,8 +29,17 @@ they are measured; a row of wyjax's rate over transformers' (above 1: wyjax is f
 Random weights cost what trained ones do, so timings hold for any checkpoint; dev scores of random
 models say nothing. JAX processes run with XLA_PYTHON_CLIENT_PREALLOCATE=false, so a part's peak
 memory is what it used and PyTorch can allocate beside it. Results go in docs/benchmarks.md.
+
+--profile=DIR: after its timed steps, each side of the pretrain and predict parts runs two more
+steps (predict: a few batches) under its profiler, jax's (jax.profiler.trace) or torch's
+(torch.profiler), into DIR/<part>-<model>-<side>/, and the end of the run prints a table of each
+trace's top kernels by time (benchmarks/profile_traces.py, which reads them on any machine
+later). Timings are never taken under a profiler. Not profiled: finetune (whole commands, each
+in its own process) and attention (timed inside benchmarks/attention.py; the pretraining traces
+hold the same attention kernels within the step).
 """
 import argparse
+import contextlib
 import importlib.metadata
 import os
 import pathlib
@@ -148,10 +157,12 @@ def pretrain_part(args) -> None:
     seconds = {}
     for attention in attentions:
       config.attention = attention
-      seconds[attention], flops, memory, compile_s = wyjax_pretrain(config, ids, steps)
+      profile = jax_profile(args, f"pretrain-{name}-wyjax-{attention.replace('/', '-')}")
+      seconds[attention], flops, memory, compile_s = wyjax_pretrain(config, ids, steps, profile)
       row("pretrain", measurement, "wyjax", _throughput(batch * length, seconds[attention], flops, peak),
           _memory(memory), f"attention={attention}; compile {compile_s:.1f} s")
-    theirs, memory = torch_pretrain(config, ids, steps, args.torch_device)
+    theirs, memory = torch_pretrain(config, ids, steps, args.torch_device,
+                                    torch_profile(args, f"pretrain-{name}-transformers"))
     their_attention = "sdpa" if config.model.model_type == "bert" else "eager"
     fused = "fused AdamW" if args.torch_device == "cuda" else "AdamW"
     row("pretrain", measurement, "transformers", _throughput(batch * length, theirs, flops, peak), _memory(memory),
@@ -171,7 +182,7 @@ def _memory(size: int | None) -> str:
   return f"{size / GiB:.1f} GiB" if size >= GiB else f"{size / 2**20:.0f} MiB"
 
 
-def wyjax_pretrain(config, ids, steps: int):
+def wyjax_pretrain(config, ids, steps: int, profile=contextlib.nullcontext()):
   """(seconds per step, FLOPs per step, memory or None, compile seconds) of the pretraining run's
   own jitted step (wyjax.train.pretraining.build), on `ids` every step, after one warm-up step.
   Memory: what XLA's buffer assignment gives the compiled step (state, batch, temporaries; the
@@ -197,10 +208,15 @@ def wyjax_pretrain(config, ids, steps: int):
   for _ in range(steps):
     state, out = step(state, batch)
   jax.block_until_ready(out)
-  return (time.perf_counter() - start) / steps, run.train_flops_per_step, memory, compile_seconds
+  seconds = (time.perf_counter() - start) / steps
+  with profile:
+    for _ in range(2):
+      state, out = step(state, batch)
+    jax.block_until_ready(out)
+  return seconds, run.train_flops_per_step, memory, compile_seconds
 
 
-def torch_pretrain(config, ids, steps: int, device_name: str):
+def torch_pretrain(config, ids, steps: int, device_name: str, profile=contextlib.nullcontext()):
   """(seconds per step, peak memory or None) of transformers' *ForMaskedLM of the same
   architecture: autocast bf16, fused AdamW, 15% of the positions predicted."""
   import torch
@@ -236,7 +252,12 @@ def torch_pretrain(config, ids, steps: int, device_name: str):
     step()
   synchronize()
   seconds = (time.perf_counter() - start) / steps
-  return seconds, torch.cuda.max_memory_allocated() if device.type == "cuda" else None
+  peak = torch.cuda.max_memory_allocated() if device.type == "cuda" else None
+  with profile:
+    for _ in range(2):
+      step()
+    synchronize()
+  return seconds, peak
 
 
 # --- finetune ----------------------------------------------------------------------------------------
@@ -342,12 +363,45 @@ def predict_part(args) -> None:
   measurement = f"punctuating {chars:,} characters, tiny PUNC model, batch 32"
   predictor = inference.Predictor(task_models.load(folder), batch_size=32)
   ours = predict.timed(lambda batch: list(predictor.outputs(batch)), lines)
+  with jax_profile(args, "predict-wyjax"):
+    list(predictor.outputs(lines[:128]))
   row("predict", measurement, "wyjax", f"{chars / ours:,.0f} characters/s", notes="wyjax.predict's Predictor")
   pipe = transformers.pipeline("token-classification", model=str(folder), device=torch.device(args.torch_device))
   theirs = predict.timed(lambda batch: list(pipe(batch, batch_size=32)), lines)
+  with torch_profile(args, "predict-transformers"):
+    list(pipe(lines[:128], batch_size=32))
   row("predict", measurement, "transformers", f"{chars / theirs:,.0f} characters/s", notes="token-classification "
       "pipeline")
   speedup_row("predict", measurement, theirs, ours, "characters/s")
+
+
+# --- profiles ----------------------------------------------------------------------------------------
+
+
+def jax_profile(args, name: str):
+  """jax's profiler over a block, into <--profile>/<name>/ (nothing without --profile)."""
+  if not args.profile:
+    return contextlib.nullcontext()
+  import jax
+
+  return jax.profiler.trace(str(pathlib.Path(args.profile) / name), create_perfetto_trace=True)
+
+
+@contextlib.contextmanager
+def torch_profile(args, name: str):
+  """torch's profiler over a block (CPU and, where there is one, CUDA), into <--profile>/<name>/trace.json."""
+  if not args.profile:
+    yield
+    return
+  import torch
+
+  kinds = torch.profiler.ProfilerActivity
+  activities = [kinds.CPU, kinds.CUDA] if torch.cuda.is_available() else [kinds.CPU]
+  with torch.profiler.profile(activities=activities) as profiler:
+    yield
+  out = pathlib.Path(args.profile) / name
+  out.mkdir(parents=True, exist_ok=True)
+  profiler.export_chrome_trace(str(out / "trace.json"))
 
 
 # --- attention ---------------------------------------------------------------------------------------
@@ -376,6 +430,8 @@ def main():
                       "folder) for the tiny fine-tuning run; default: random weights of its architecture")
   parser.add_argument("--chars", type=int, default=300_000, help="characters the predict part punctuates")
   parser.add_argument("--out", default="/tmp/wyjax-gpu-bench")
+  parser.add_argument("--profile", default="", help="a folder for the profilers' traces of the pretrain and predict "
+                      "parts; a table of their top kernels prints at the end")
   parser.add_argument("--part", help="internal: run this part here")
   parser.add_argument("--budget_s", type=float, help="internal: the part's budget")
   args = parser.parse_args()
@@ -395,6 +451,10 @@ def main():
   forwarded = [a for a in sys.argv[1:] if not a.startswith(("--parts", "--budgets"))]
   for part in args.parts.split(","):
     relay(part, budgets[part], forwarded)
+  if args.profile:
+    import profile_traces  # benchmarks/, beside this file
+
+    print(f"\n## Top kernels by time ({args.profile})\n\n{profile_traces.table(args.profile)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -9,15 +9,17 @@ from tests.train.conftest import REPO_ROOT, pretrain_env
 GPU_BENCHMARK = REPO_ROOT / "benchmarks" / "gpu.py"
 
 
-def _table(result) -> list[list[str]]:
+def _table(result, heading: str = "") -> list[list[str]]:
+  """The rows of the markdown table after `heading` (the first table without one), to the next heading."""
   assert result.returncode == 0, result.stderr[-3000:]
-  return [[cell.strip() for cell in line.strip("|").split("|")] for line in result.stdout.splitlines()
-          if line.startswith("| ") and not line.startswith("| part")]
+  text = result.stdout.split(heading, 1)[1] if heading else result.stdout
+  return [[cell.strip() for cell in line.strip("|").split("|")] for line in text.split("\n## ")[0].splitlines()
+          if line.startswith("| ") and not line.startswith(("| part", "| trace"))]
 
 
 def test_every_part_measures_both_sides_on_the_cpu(shared_data, tmp_path):
   result = subprocess.run([sys.executable, str(GPU_BENCHMARK), "--smoke", f"--data={shared_data}",
-                           f"--out={tmp_path}", "--attentions=auto"], cwd=REPO_ROOT,
+                           f"--out={tmp_path}", "--attentions=auto", f"--profile={tmp_path / 'traces'}"], cwd=REPO_ROOT,
                           env=pretrain_env(TMPDIR=str(tmp_path)), capture_output=True, text=True, timeout=1500)
   rows = _table(result)
   assert result.stdout.startswith("# no GPU (CPU); Python 3.")
@@ -37,6 +39,16 @@ def test_every_part_measures_both_sides_on_the_cpu(shared_data, tmp_path):
   (attention,) = by_part["attention"]  # the GPU kernel, interpreted, against the XLA path
   errors = re.fullmatch(r"largest relative error: output (\S+), gradients (\S+)", attention[3])
   assert errors and max(float(errors[1]), float(errors[2])) < 1e-4, attention
+  # --profile: each side's trace of the pretrain and predict parts, its top kernels (ops, on a CPU) by time
+  kernels = _table(result, "## Top kernels by time")
+  traces = {trace.split(" (")[0] for trace, *_ in kernels}
+  assert traces == {"pretrain-DeBERTa-base-wyjax-auto", "pretrain-DeBERTa-base-transformers",
+                    "pretrain-BERT-base-wyjax-auto", "pretrain-BERT-base-transformers", "predict-wyjax",
+                    "predict-transformers"}, traces
+  for trace in traces:
+    rows = [r for r in kernels if r[0] == f"{trace} (CPU ops)"]
+    assert 1 <= len(rows) <= 10 and all(float(r[2]) >= 0 and int(r[3]) >= 1 for r in rows), (trace, rows)
+    assert float(rows[0][2]) > 0 and [float(r[2]) for r in rows] == sorted((float(r[2]) for r in rows), reverse=True)
 
 
 def test_a_part_over_its_budget_is_stopped_with_a_row(shared_data, tmp_path):

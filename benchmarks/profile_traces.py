@@ -1,0 +1,71 @@
+"""Where the time went, read from the traces `benchmarks/gpu.py --profile=DIR` writes: a table of
+the top kernels by total time in each trace, so that one GPU call brings the traces back and
+the rest is read on any machine.
+
+    python benchmarks/profile_traces.py DIR
+
+Both profilers write Chrome trace JSON: jax's (jax.profiler.trace, create_perfetto_trace) as
+DIR/<name>/plugins/profile/<run>/perfetto_trace.json.gz, torch's (torch.profiler) as
+DIR/<name>/trace.json. On a GPU a kernel is an event on the device's streams (jax) or of
+category "kernel" or a memory copy or set (torch); on a CPU, where no device kernels run
+(--smoke), the ops XLA's executor threads ran (jax) and torch's CPU ops (inclusive of the ops
+they call).
+"""
+import collections
+import gzip
+import json
+import pathlib
+import sys
+
+TORCH_DEVICE = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def traces(root) -> dict[str, pathlib.Path]:
+  """name → its trace file (jax's newest run) under `root`."""
+  found = {}
+  for path in sorted(pathlib.Path(root).glob("*/plugins/profile/*/perfetto_trace.json.gz")):
+    found[path.parents[3].name] = path  # sorted by run: the newest last
+  for path in sorted(pathlib.Path(root).glob("*/trace.json")):
+    found[path.parent.name] = path
+  return found
+
+
+def kernel_times(path: pathlib.Path) -> tuple[str, dict[str, list]]:
+  """(what was counted: "GPU kernels" or "CPU ops", {kernel: [total µs, calls]}) of one trace."""
+  opener = gzip.open if path.suffix == ".gz" else open
+  with opener(path, "rt", encoding="utf-8") as f:
+    trace = json.load(f)
+  events = trace["traceEvents"] if isinstance(trace, dict) else trace
+  processes = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+  threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+  spans = [e for e in events if e.get("ph") == "X"]
+  thread = lambda e: threads.get((e["pid"], e["tid"]), "")
+  on_device = [e for e in spans if e.get("cat") in TORCH_DEVICE
+               or processes.get(e["pid"], "").startswith("/device:GPU") and thread(e).startswith("Stream")]
+  kind, counted = "GPU kernels", on_device
+  if not on_device:
+    kind, counted = "CPU ops", [e for e in spans if e.get("cat") == "cpu_op" or (
+        thread(e).startswith("tf_XLAExecute")
+        and not e["name"].startswith(("end: ", "ThunkExecutor", "ThreadpoolListener")))]
+  times = collections.defaultdict(lambda: [0.0, 0])
+  for e in counted:
+    times[e["name"]][0] += float(e.get("dur", 0.0))
+    times[e["name"]][1] += 1
+  return kind, dict(times)
+
+
+def table(root, top: int = 10) -> str:
+  """A markdown table: each trace's `top` kernels by total time, with their share of its total."""
+  lines = ["| trace | kernel | total ms | calls | share |", "|---|---|---|---|---|"]
+  for name, path in traces(root).items():
+    kind, times = kernel_times(path)
+    total = sum(t for t, _ in times.values()) or 1.0
+    ranked = sorted(times.items(), key=lambda item: -item[1][0])[:top]
+    lines += [f"| {name} ({kind}) | `{kernel[:90]}` | {micros / 1e3:.3f} | {calls} | {micros / total:.1%} |"
+              for kernel, (micros, calls) in ranked]
+  return "\n".join(lines)
+
+
+if __name__ == "__main__":
+  print(table(sys.argv[1]))
