@@ -92,53 +92,72 @@ def main(argv):
   if task and (_RESULTS.value or _TASK_DATA.value):
     raise app.UsageError("--results and --task_data are for encoders; a fine-tuned model's card has its run's scores")
   export_folder.check_out(_OUT.value, _OVERWRITE.value)  # before the (slow) load
+  if _VERIFY.value:
+    _check_verify_can_run()
+  if _PUSH.value:  # a network, endpoint or token problem ends the command before anything is written
+    hub.create_repo(_PUSH.value, private=_PRIVATE.value)
   legacy = None if _LEGACY.value == "auto" else _LEGACY.value == "true"
   name = _NAME.value or _PUSH.value or _OUT.value.rstrip("/").split("/")[-1]
-  if task:
-    out, check = _export_fine_tuned(path, legacy, name)
-  else:
-    out, check = _export_encoder(path, legacy, name)
+  write, check, described = (_fine_tuned if task else _encoder)(path, legacy, name)
+  if _VERIFY.value:
+    _verify(write, check)
+  out = write(_OUT.value, _OVERWRITE.value)
+  print(f"exported {described} to {out}")
   logging.info("wrote %s", out)
-  if _VERIFY.value or _PUSH.value:
-    _verify_and_push(out, check)
+  if _PUSH.value:
+    _push(out)
 
 
-def _export_encoder(path, legacy, name):
-  """A pretrained (or random) encoder as *ForMaskedLM: (the folder, its --verify check)."""
+def _encoder(path, legacy, name):
+  """A pretrained (or random) encoder as *ForMaskedLM: (its writer (out, overwrite) → folder, its
+  --verify check, what it is)."""
   model = random_model(_RANDOM_INIT.value) if path is None else loading.load(path)
   training, results = (None, None) if path is None else export_folder.run_info(path)
   if _RESULTS.value:
     results = storage.read_json(_RESULTS.value)
   base_model = _BASE_MODEL.value or (export_folder.hub_id(training["config"].get("init")) if training else None)
-  out = export_folder.export(model, _OUT.value, legacy=legacy, name=name, license=_LICENSE.value,
-                             results=results, training=training, base_model=base_model, task_data=_TASK_DATA.value,
-                             overwrite=_OVERWRITE.value)
-  print(f"exported {model.config.model_type} ({model.config.num_hidden_layers} layers, "
-        f"hidden {model.config.hidden_size}) to {out}")
-  return out, lambda local: verify(model, local)
+  write = lambda out, overwrite: export_folder.export(
+      model, out, legacy=legacy, name=name, license=_LICENSE.value, results=results, training=training,
+      base_model=base_model, task_data=_TASK_DATA.value, overwrite=overwrite)
+  return (write, lambda local: verify(model, local),
+          f"{model.config.model_type} ({model.config.num_hidden_layers} layers, hidden {model.config.hidden_size})")
 
 
-def _export_fine_tuned(path, legacy, name):
-  """A fine-tuned run as its transformers task model: (the folder, its --verify check)."""
+def _fine_tuned(path, legacy, name):
+  """A fine-tuned run as its transformers task model: (its writer, its --verify check, what it is)."""
   model = task_models.load(path)
-  out = task_models.export(model, _OUT.value, name=name, license=_LICENSE.value, legacy=legacy,
-                           base_model=_BASE_MODEL.value, overwrite=_OVERWRITE.value)
-  print(f"exported {model.task.name} as {task_models.hf_config(model, legacy)['architectures'][0]} "
-        f"({model.model_config.num_hidden_layers} layers, hidden {model.model_config.hidden_size}) to {out}")
-  return out, lambda local: task_models.verify(model, local)
+  write = lambda out, overwrite: task_models.export(model, out, name=name, license=_LICENSE.value, legacy=legacy,
+                                                    base_model=_BASE_MODEL.value, overwrite=overwrite)
+  return (write, lambda local: task_models.verify(model, local),
+          f"{model.task.name} as {task_models.hf_config(model, legacy)['architectures'][0]} "
+          f"({model.model_config.num_hidden_layers} layers, hidden {model.model_config.hidden_size})")
 
 
-def _verify_and_push(out, check) -> None:
+def _check_verify_can_run() -> None:
+  """--verify's libraries, before anything is loaded or written."""
+  try:
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+  except ImportError as e:
+    raise guards.RunError(f"--verify needs PyTorch and transformers ({e}); install them (pip install -c "
+                          "constraints.txt torch transformers) or leave out --verify") from None
+
+
+def _verify(write, check) -> None:
+  """Verifies the export in a temporary folder, before --out is written: a failed verification
+  leaves --out as it was, and the rerun needs no --overwrite."""
+  with tempfile.TemporaryDirectory() as tmp:
+    diff = check(write(f"{tmp}/export", False))
+  print(f"transformers reload: max |logit difference| = {diff:.2e}")
+  if diff > 1e-4:
+    raise guards.RunError(f"verification failed: logits differ by {diff:.2e} (> 1e-4); nothing written to {_OUT.value}")
+
+
+def _push(out) -> None:
   with tempfile.TemporaryDirectory() as tmp:
     local = out if storage.is_local(out) else storage.staged(out, export_folder.FILES, tmp)
-    if _VERIFY.value:
-      diff = check(local)
-      print(f"transformers reload: max |logit difference| = {diff:.2e}")
-      if diff > 1e-4:
-        raise guards.RunError(f"verification failed: logits differ by {diff:.2e} (> 1e-4)")
-    if _PUSH.value:
-      commit = hub.push(local, _PUSH.value, private=_PRIVATE.value)
-      print(f"pushed to {_PUSH.value}: {commit}")
+    commit = hub.push(local, _PUSH.value, private=_PRIVATE.value)
+  print(f"pushed to {_PUSH.value}: {commit}")
 
 
 if __name__ == "__main__":

@@ -37,8 +37,8 @@ _MODEL = flags.DEFINE_string("model", None, "Fine-tuning workdir, seed run or ex
                              required=True)
 _INPUT = flags.DEFINE_string("input", "-", "Input file ('-': stdin).")
 _OUTPUT = flags.DEFINE_string("output", "-", "Output file ('-': stdout).")
-_BATCH_SIZE = flags.DEFINE_integer("batch_size", 32, "Sequences per batch.")
-_BEAM = flags.DEFINE_integer("beam", 4, "Beam size of a translation model (1: greedy).")
+_BATCH_SIZE = flags.DEFINE_integer("batch_size", 32, "Sequences per batch.", lower_bound=1)
+_BEAM = flags.DEFINE_integer("beam", 4, "Beam size of a translation model (1: greedy).", lower_bound=1)
 _KEEP_MARKS = flags.DEFINE_bool("keep_marks", False, "Keep the punctuation already in the input (PUNC); by default "
                                 "it is removed and the model punctuates the bare text.")
 _SKIP_BAD_LINES = flags.DEFINE_bool("skip_bad_lines", False, "Report bad lines and leave them empty.")

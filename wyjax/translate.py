@@ -8,6 +8,7 @@ ending). Empty, over-long and undecodable (not UTF-8) lines are errors that name
 with --skip_bad_lines they are reported, counted and left empty in the output, so output line
 k still translates input line k.
 """
+import os
 import pathlib
 import sys
 
@@ -22,12 +23,13 @@ from wyjax.tasks import user_inputs
 _INIT = flags.DEFINE_string("init", None, "WYWMT fine-tuning workdir, seed run or transformers folder.",
                             required=True)
 _INPUT = flags.DEFINE_string("input", "-", "Input file, one classical sentence per line ('-': stdin).")
-_BEAM = flags.DEFINE_integer("beam", 4, "Beam size (1: greedy).")
+_BEAM = flags.DEFINE_integer("beam", 4, "Beam size (1: greedy).", lower_bound=1)
 _LENGTH_PENALTY = flags.DEFINE_float("length_penalty", 0.6, "GNMT length penalty exponent.")
 _MAX_RATIO = flags.DEFINE_float("max_ratio", 2.0, "At most max_ratio × source + max_extra target characters.")
-_MAX_EXTRA = flags.DEFINE_integer("max_extra", 32, "See --max_ratio.")
-_MAX_LENGTH = flags.DEFINE_integer("max_length", 512, "Tokens of [CLS] source [SEP] target [SEP].")
-_BATCH_SIZE = flags.DEFINE_integer("batch_size", 32, "Sentences per batch.")
+_MAX_EXTRA = flags.DEFINE_integer("max_extra", 32, "See --max_ratio.", lower_bound=0)
+# [CLS] source [SEP] target [SEP]: one source and one target token at the least.
+_MAX_LENGTH = flags.DEFINE_integer("max_length", 512, "Tokens of [CLS] source [SEP] target [SEP].", lower_bound=5)
+_BATCH_SIZE = flags.DEFINE_integer("batch_size", 32, "Sentences per batch.", lower_bound=1)
 _SKIP_BAD_LINES = flags.DEFINE_bool("skip_bad_lines", False, "Report bad lines and leave them empty.")
 
 
@@ -43,6 +45,33 @@ def _max_length(model: loading.Model) -> int:
   return _MAX_LENGTH.value
 
 
+def _memory_bytes() -> int:
+  """What the device holds: its allocator's limit, or the host's memory on the CPU."""
+  stats = jax.devices()[0].memory_stats() or {}
+  return stats.get("bytes_limit") or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _check_decoding_fits(model: loading.Model, max_length: int) -> None:
+  """Refuses a --beam × --batch_size whose key/value cache (every layer's keys and values of
+  each beam's max_length tokens) cannot fit: XLA would fail deep in the first batch's compile."""
+  config, rows = model.config, _BEAM.value * _BATCH_SIZE.value
+  cache = 2 * config.num_hidden_layers * rows * max_length * config.hidden_size * 4
+  logits = 4 * rows * config.vocab_size * 4  # a step's logits, log-probabilities and their top candidates
+  needed, available = cache + logits, _memory_bytes()
+  if needed > available:
+    raise guards.RunError(f"--beam {_BEAM.value} × --batch_size {_BATCH_SIZE.value} needs about {_size(needed)} "
+                          f"to decode ({rows:,} rows of {max_length} tokens), more than the {_size(available)} "
+                          "here: lower --beam or --batch_size")
+
+
+def _size(n: float) -> str:
+  for unit in ("B", "KB", "MB", "GB", "TB"):
+    if n < 1000:
+      return f"{n:.1f} {unit}"
+    n /= 1000
+  return f"{n:.1f} PB"
+
+
 def main(argv):
   del argv
   logs.to_file(None, "translate")
@@ -50,11 +79,12 @@ def main(argv):
   if "mlm_head" not in model.params or model.tokenizer is None:
     raise guards.RunError(f"{_INIT.value}: needs an MLM head and a tokenizer; fine-tune one with "
                      "python -m wyjax.finetune --config=wywmt.py")
+  max_length = _max_length(model)
+  _check_decoding_fits(model, max_length)
   name = "stdin" if _INPUT.value == "-" else _INPUT.value
   stream = sys.stdin.buffer if _INPUT.value == "-" else open(_INPUT.value, "rb")
   with stream:
     lines = list(user_inputs.lines(stream))
-  max_length = _max_length(model)
   sources, bad = [], {}
   for number, line in enumerate(lines, 1):
     try:

@@ -1,12 +1,15 @@
 """Bad checkpoints give errors that name the file, the key and the shapes."""
 import json
+import re
 
 import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
 import wyjax.hf
+from tests import checkpoint_files
 from tests.hf import parity_test, tiny_models
+from wyjax.data import tokenizer as tk
 from wyjax.core.storage import FormatError
 from wyjax.hf import configs, export_folder, task_models, weights
 
@@ -113,3 +116,60 @@ def test_legacy_false_needs_equal_embedding_size(tmp_path):
   model = parity_test._converted(tiny_models.deberta("embed_proj"))
   with pytest.raises(ValueError, match="legacy=False needs embedding_size == hidden_size"):
     export_folder.export(model, tmp_path / "out", legacy=False)
+
+
+# --- parts that do not belong together: refused at load, naming two of the files ----------------
+
+@pytest.fixture(scope="module")
+def exported_bert(tmp_path_factory):
+  """BERT: absolute positions, a position_embeddings tensor to disagree with max_position_embeddings."""
+  return export_folder.export(parity_test._converted(tiny_models.bert()), tmp_path_factory.mktemp("bert") / "model")
+
+
+def _edit_config(folder, **changes):
+  config = json.loads((folder / "config.json").read_text())
+  config.update(changes)
+  (folder / "config.json").write_text(json.dumps({k: v for k, v in config.items() if v is not None}))
+
+
+MISMATCHES = {  # name: (damage of the folder, what the error says, with the folder's path for {})
+    "vocab.txt of another model": (lambda f: (f / "vocab.txt").write_text(
+        "".join(t + "\n" for t in [*tk.SPECIAL_TOKENS, *"子曰學而時習之不亦說乎"]), encoding="utf-8"),
+        "{}/vocab.txt has 16 tokens but {}/config.json says vocab_size 97 (the weights' embedding rows): the "
+        "tokenizer is not this model's"),
+    "vocab_size of another model": (lambda f: _edit_config(f, vocab_size=6000),
+                                    "{}/config.json says vocab_size 6000, hidden_size 32 but {}/model.safetensors "
+                                    "holds word_embeddings of 97 × 32: the config is not these weights'"),
+    "hidden_size of another model": (lambda f: _edit_config(f, hidden_size=64),
+                                     "{}/config.json says vocab_size 97, hidden_size 64 but {}/model.safetensors "
+                                     "holds word_embeddings of 97 × 32"),
+    "positions of another model": (lambda f: _edit_config(f, max_position_embeddings=512),
+                                   "{}/config.json says max_position_embeddings 512, hidden_size 32 but "
+                                   "{}/model.safetensors holds position_embeddings of 64 × 32"),
+    "no vocab_size": (lambda f: _edit_config(f, vocab_size=None), "{}/config.json gives no vocab_size; a model's "
+                      "config.json gives vocab_size, hidden_size"),
+    "no hidden_size": (lambda f: _edit_config(f, hidden_size=None), "{}/config.json gives no hidden_size"),
+}
+
+
+@pytest.mark.parametrize("name", MISMATCHES)
+def test_parts_that_do_not_belong_together_are_refused_naming_both_files(exported_bert, name, tmp_path):
+  """A 100-line vocab.txt beside 6,000 embedding rows predicted and fine-tuned with exit 0 (ids
+  past the rows gather NaN, or every other character is [UNK]); a config without vocab_size was
+  a TypeError's traceback, one without hidden_size a missing tensor far from the cause."""
+  folder = _copy(exported_bert, tmp_path)
+  damage, says = MISMATCHES[name]
+  damage(folder)
+  with pytest.raises(ValueError, match=re.escape(says.format(folder, folder))):
+    wyjax.hf.load(folder)
+
+
+def test_a_workdirs_tokenizer_of_another_model_is_refused(exported, tmp_path):
+  """A wyjax workdir (pretraining's, fine-tuning's init): tokenizer/vocab.txt against model.json
+  and the checkpoint's embedding rows."""
+  model = wyjax.hf.load(exported)
+  workdir = tmp_path / "workdir"
+  checkpoint_files.save_params(workdir, 1, model.params, model.config, tk.placeholder(model.config.vocab_size + 5))
+  with pytest.raises(wyjax.hf.loading.PartsError, match=re.escape(
+      f"{workdir}/tokenizer/vocab.txt has 102 tokens but {workdir}/model.json says vocab_size 97")):
+    wyjax.hf.load(workdir)

@@ -8,8 +8,10 @@ traceback. `--verbosity` on the command line shows the traceback of user errors 
 ends any command with one line and exit 130 (a training loop first checkpoints: guards).
 """
 import ctypes
+import glob
 import importlib.metadata
 import importlib.util
+import os
 import platform
 import signal
 import sys
@@ -71,6 +73,24 @@ def _clean_exit(main, argv):
     _fail(_message(e), 1)
 
 
+# Device nodes of an accelerator: a TPU's (/dev/accel<n>, or VFIO groups /dev/vfio/<n> on newer
+# TPU VMs), a GPU's (NVIDIA, NVIDIA under WSL2, AMD).
+_TPU_NODES = ("/dev/accel*", "/dev/vfio/[0-9]*")
+_GPU_NODES = ("/dev/nvidia0", "/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
+
+
+def look_for_accelerators_only_where_they_can_be() -> None:
+  """With JAX_PLATFORMS unset, JAX tries every backend installed: libtpu (the test extras bring
+  it) then prints its warnings and an `E0000 … TPU_WORKER_HOSTNAMES` line at the start of every
+  command on a machine without a TPU. Where no accelerator's device node exists, JAX is told
+  to start on the CPU alone, as it would after trying; the command's child processes inherit
+  it. A GPU machine keeps JAX's own search (its plugin's platform name is JAX's to choose)."""
+  if jax.config.jax_platforms or any(glob.glob(p) for p in _TPU_NODES) or any(map(os.path.exists, _GPU_NODES)):
+    return
+  os.environ["JAX_PLATFORMS"] = "cpu"
+  jax.config.update("jax_platforms", "cpu")
+
+
 def runs_on_cpu() -> bool:
   """Whether JAX will compute on the CPU, told without starting it (a multi-host run starts it
   after jax.distributed.initialize): JAX_PLATFORMS names the CPU alone, or no GPU or TPU
@@ -98,6 +118,7 @@ def keep_freed_memory() -> None:
 
 def run(main) -> None:
   """app.run(main) with flag errors, user errors and stop signals each ending in one line."""
+  look_for_accelerators_only_where_they_can_be()
   if runs_on_cpu():
     keep_freed_memory()
   app.run(lambda argv: _clean_exit(main, argv), flags_parser=_parse_flags)

@@ -8,8 +8,10 @@ under an async save is one line, not the traceback of every writer thread.
 at that level on the terminal, as it does by default.
 """
 import logging
+import os
 import pathlib
 import sys
+import tempfile
 
 from absl import flags
 from absl import logging as absl_logging
@@ -42,19 +44,32 @@ def _unraisable_to(log_file: logging.Handler):
   return hook
 
 
+def _open_log(folder, program: str) -> tuple[logging.Handler, pathlib.Path, str | None]:
+  """(the log file's handler, its path, why it is not where it belongs, or None): a folder it
+  cannot be written in (a read-only cache: predict needs it for nothing else) falls back to
+  the temporary folder."""
+  local = folder if folder and storage.is_local(folder) else storage.cache_dir() / "logs"
+  path = pathlib.Path(local) / f"{program}.log"
+  try:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return logging.FileHandler(path, encoding="utf-8"), path, None
+  except OSError as e:
+    fallback = pathlib.Path(tempfile.gettempdir()) / f"wyjax-logs-{os.getuid()}" / f"{program}.log"
+    fallback.parent.mkdir(parents=True, exist_ok=True)
+    return logging.FileHandler(fallback, encoding="utf-8"), fallback, f"{path}: {e.strerror}"
+
+
 def to_file(folder, program: str) -> pathlib.Path | None:
   """Sends every log record (and Python warnings, and unraisable exceptions) to
   folder/<program>.log, and wyjax's own records, one line each, to stderr.
 
-  A folder in a bucket, or none, puts the file in the cache (~/.cache/wyjax/logs). Returns the
-  log file, or None when the user chose --verbosity and absl's handler stays.
+  A folder in a bucket, or none, puts the file in the cache (~/.cache/wyjax/logs); one that
+  cannot be written, in the temporary folder, with a warning. Returns the log file, or None
+  when the user chose --verbosity and absl's handler stays.
   """
   if flags.FLAGS["verbosity"].present:
     return None
-  local = folder if folder and storage.is_local(folder) else storage.cache_dir() / "logs"
-  path = pathlib.Path(local) / f"{program}.log"
-  path.parent.mkdir(parents=True, exist_ok=True)
-  log_file = logging.FileHandler(path, encoding="utf-8")
+  log_file, path, unwritable = _open_log(folder, program)
   log_file.setFormatter(absl_logging.PythonFormatter())
   terminal = logging.StreamHandler(sys.stderr)
   terminal.addFilter(_terminal_worthy)
@@ -65,5 +80,7 @@ def to_file(folder, program: str) -> pathlib.Path | None:
   absl_logging.set_verbosity(absl_logging.INFO)
   logging.captureWarnings(True)
   sys.unraisablehook = _unraisable_to(log_file)
+  if unwritable:
+    logging.warning("cannot write the log at %s; it goes to %s", unwritable, path)
   logging.info("library logs go to %s (--verbosity=0 shows them here)", path)
   return path

@@ -7,6 +7,7 @@ transformers/huggingface_hub (an exported folder is staged before verifying or p
 """
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import pathlib
@@ -48,7 +49,7 @@ def staged(remote_dir, names, local_dir) -> pathlib.Path:
   return local_dir
 
 
-_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a full disk, quota or file-size limit
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a full disk, quota or file-size limit
 
 
 @contextlib.contextmanager
@@ -72,18 +73,20 @@ def written_together(paths, mode: str = "w", **open_kwargs):
   files, their folder, unless the caller writes within `named`)."""
   paths = [epath.Path(p) for p in paths]
   targets = [epath.Path(os.path.realpath(p)) if is_local(p) else p for p in paths]
-  partials = [None if _is_stream(t) else t.with_name(f".{t.name}.{os.getpid()}.partial") for t in targets]
+  partials = [None if _is_stream(t) else t.with_name(_partial_name(t.name)) for t in targets]
   files, closing = [], None
   try:
-    for target, partial in zip(targets, partials):
-      files.append((partial or target).open(mode, **open_kwargs))
+    for path, target, partial in zip(paths, targets, partials):
+      with _as(partial, path):
+        files.append((partial or target).open(mode, **open_kwargs))
     yield files
     for closing, f in zip(paths, files):
       f.close()
     closing = None
-    for target, partial in zip(targets, partials):
+    for path, target, partial in zip(paths, targets, partials):
       if partial:
-        partial.replace(target)
+        with _as(partial, path):
+          partial.replace(target)
   except BaseException:
     for f in files:
       with contextlib.suppress(OSError):
@@ -93,6 +96,31 @@ def written_together(paths, mode: str = "w", **open_kwargs):
         partial.unlink(missing_ok=True)
     with named(closing or (paths[0] if len(paths) == 1 else paths[0].parent)):
       raise
+
+
+_NAME_MAX = 255  # bytes of one file name on Linux's and macOS's file systems
+
+
+def _partial_name(name: str) -> str:
+  """`.<name>.<pid>.partial`, the temporary name beside `name`; a name too long to take the
+  suffix is cut (and told apart by a hash of it), so a legal name never fails as too long."""
+  suffix = f".{os.getpid()}.partial"
+  if len(f".{name}{suffix}".encode()) <= _NAME_MAX:
+    return f".{name}{suffix}"
+  suffix = f"~{hashlib.sha256(name.encode()).hexdigest()[:8]}{suffix}"
+  room = _NAME_MAX - 1 - len(suffix)
+  return f".{name.encode()[:room].decode(errors='ignore')}{suffix}"
+
+
+@contextlib.contextmanager
+def _as(partial, path):
+  """In the block, an error naming the temporary file `partial` names the user's `path`."""
+  try:
+    yield
+  except OSError as e:
+    if partial is not None and e.filename == os.fspath(partial):
+      raise type(e)(e.errno, e.strerror, os.fspath(path)) from None
+    raise
 
 
 def _is_stream(path: epath.Path) -> bool:
@@ -109,7 +137,7 @@ def named(path):
   try:
     yield
   except OSError as e:
-    if e.errno in _NO_ROOM and e.filename is None:
+    if e.errno in NO_ROOM and e.filename is None:
       raise OSError(e.errno, e.strerror, os.fspath(path)) from e
     raise
 

@@ -23,6 +23,10 @@ _DEBERTA_FIELDS = ("embedding_size", "relative_attention", "max_relative_positio
                    "position_biased_input")
 
 
+# Sizes a config.json must give: transformers' defaults (BERT-base's) belong to no model of wyjax's.
+REQUIRED_SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+
+
 class UnsupportedConfigError(ValueError):
   pass
 
@@ -32,6 +36,10 @@ def from_hf(hf: dict, source: str = "config.json") -> EncoderConfig:
   if model_type not in MODEL_TYPES:
     raise UnsupportedConfigError(
         f"{source}: model_type {model_type!r} is not supported; wyjax reads {', '.join(MODEL_TYPES)}")
+  missing = [k for k in REQUIRED_SIZES if hf.get(k) is None]
+  if missing:
+    raise UnsupportedConfigError(f"{source} gives no {' or '.join(missing)}; a model's config.json gives "
+                                 f"{', '.join(REQUIRED_SIZES)}: use the one saved with its weights")
   fields = {"model_type": model_type, **_DEFAULTS[model_type]}
   fields.update({k: hf[k] for k in _SHARED_FIELDS if hf.get(k) is not None})
   if model_type == "deberta-v2":

@@ -1,24 +1,52 @@
 """Upload an exported folder to the Hugging Face Hub (or any endpoint in HF_ENDPOINT)."""
+import contextlib
 import os
 import pathlib
 
+import httpx2
 import huggingface_hub
 
+from wyjax.core import guards
 from wyjax.hf import export_folder
+
+
+def _api() -> huggingface_hub.HfApi:
+  """The endpoint and token are read at call time from HF_ENDPOINT and HF_TOKEN (or a login)."""
+  if not huggingface_hub.get_token():
+    raise guards.RunError("--push_to_hub needs a Hugging Face token with write access: set HF_TOKEN or run "
+                          "`hf auth login`")
+  return huggingface_hub.HfApi(endpoint=os.environ.get("HF_ENDPOINT"), token=os.environ.get("HF_TOKEN"))
+
+
+@contextlib.contextmanager
+def _reaching(api: huggingface_hub.HfApi, repo_id: str):
+  """A failed request (no network, an endpoint that is no Hub, a refused token) as one line; the
+  Hub's own errors (httpx2's, which huggingface_hub speaks) carry a URL and advice over lines."""
+  try:
+    yield
+  except httpx2.HTTPError as e:
+    reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    raise guards.RunError(f"{repo_id}: the Hub at {api.endpoint} failed ({reason}); check the network, "
+                          "HF_ENDPOINT and HF_TOKEN") from e
+
+
+def create_repo(repo_id: str, *, private: bool = False) -> None:
+  """Creates `repo_id` if needed: before an export is written, so that a Hub it cannot reach
+  ends the command with nothing written."""
+  api = _api()
+  with _reaching(api, repo_id):
+    api.create_repo(repo_id, private=private, exist_ok=True)
 
 
 def push(folder, repo_id: str, *, private: bool = False, commit_message: str = "Upload from wyjax"):
   """Creates `repo_id` if needed and uploads the exported files of `folder` (export_folder.FILES;
-  anything else in the folder stays local) in one commit.
-
-  The endpoint and token are read at call time from HF_ENDPOINT and HF_TOKEN.
-  """
+  anything else in the folder stays local) in one commit."""
   folder = pathlib.Path(folder)
   missing = [f for f in export_folder.FILES if not (folder / f).is_file()]
   if missing:
     raise FileNotFoundError(f"{folder} is not a complete export: {missing} missing (run wyjax.export first)")
-  api = huggingface_hub.HfApi(endpoint=os.environ.get("HF_ENDPOINT"),
-                              token=os.environ.get("HF_TOKEN"))
-  api.create_repo(repo_id, private=private, exist_ok=True)
-  return api.upload_folder(folder_path=str(folder), repo_id=repo_id, allow_patterns=list(export_folder.FILES),
-                           commit_message=commit_message)
+  api = _api()
+  with _reaching(api, repo_id):
+    api.create_repo(repo_id, private=private, exist_ok=True)
+    return api.upload_folder(folder_path=str(folder), repo_id=repo_id, allow_patterns=list(export_folder.FILES),
+                             commit_message=commit_message)

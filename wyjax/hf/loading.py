@@ -87,6 +87,47 @@ class Model:
     return np.asarray(self._mlm(self.params, *self._inputs(input_ids, attention_mask, token_type_ids)))
 
 
+class PartsError(ValueError):
+  """A model folder's files that were not made together (its config, weights, tokenizer)."""
+
+
+def embedding_shapes(state_dict: dict, config: EncoderConfig) -> dict[str, tuple[int, ...]]:
+  """{"word_embeddings"|"position_embeddings": the wyjax-layout shape} of a transformers state dict."""
+  prefix = weights.encoder_prefix(config, state_dict)
+  return {name: state_dict[key].shape for name in ("word_embeddings", "position_embeddings")
+          if (key := f"{prefix}embeddings.{name}.weight") in state_dict}
+
+
+def param_embedding_shapes(params: dict) -> dict[str, tuple[int, ...]]:
+  """embedding_shapes of wyjax params (a multiple-choice model's encoder is under 'scorer')."""
+  embeddings = params.get("scorer", params)["encoder"]["embeddings"]
+  return {name: embeddings[name]["embedding"].shape for name in ("word_embeddings", "position_embeddings")
+          if name in embeddings}
+
+
+def check_parts(config: EncoderConfig, config_file, embeddings: dict, weights_file,
+                tokenizer: Tokenizer | None = None, vocab_file=None) -> None:
+  """Refuses a config, weights and tokenizer that do not belong together, naming two of their
+  files. A token id past the embedding rows is gathered as NaN (a silent wrong answer), a
+  vocabulary smaller than the rows reads every other character as [UNK], and sizes that differ
+  between config and weights failed far from the cause, at some tensor's shape."""
+  width = "embedding_size" if config.embedding_size else "hidden_size"
+  expected = {"word_embeddings": ((config.vocab_size, config.embed_dim), f"vocab_size {config.vocab_size}, "
+                                  f"{width} {config.embed_dim}"),
+              "position_embeddings": ((config.max_position_embeddings, config.embed_dim),
+                                      f"max_position_embeddings {config.max_position_embeddings}, "
+                                      f"{width} {config.embed_dim}")}
+  for name, shape in embeddings.items():
+    if tuple(shape) != expected[name][0]:
+      raise PartsError(f"{config_file} says {expected[name][1]} but {weights_file} holds {name} of "
+                       f"{shape[0]} × {shape[1]}: the config is not these weights'; use the config.json they "
+                       "were saved with")
+  if tokenizer is not None and len(tokenizer) != config.vocab_size:
+    raise PartsError(f"{vocab_file} has {len(tokenizer)} tokens but {config_file} says vocab_size "
+                     f"{config.vocab_size} (the weights' embedding rows): the tokenizer is not this model's; use "
+                     "the vocab.txt it was trained with")
+
+
 def read_state_dict(folder: epath.Path) -> tuple[dict[str, np.ndarray], str]:
   """model.safetensors, else pytorch_model.bin (needs torch); float32 numpy arrays. Read
   whole (the folder may be in a bucket)."""
@@ -123,13 +164,14 @@ def load_hf(folder) -> Model:
   config_file = folder / "config.json"
   config = configs.from_hf(storage.read_json(config_file), source=str(config_file))
   state_dict, source = read_state_dict(folder)
+  tokenizer = Tokenizer.load(folder) if (folder / "vocab.txt").exists() else None
+  check_parts(config, config_file, embedding_shapes(state_dict, config), source, tokenizer, folder / "vocab.txt")
   has_mlm = weights.detect_mlm_layout(state_dict) is not None
   shapes = param_shapes(config, mlm=has_mlm, pooler=weights.has_pooler(config, state_dict))
   params, unused = weights.from_hf(state_dict, config, shapes, source=source)
   if unused:
     log.warning("%s: %d tensors not used by wyjax: %s", source, len(unused), ", ".join(unused[:10]))
   weights.check_finite(params, folder)
-  tokenizer = Tokenizer.load(folder) if (folder / "vocab.txt").exists() else None
   return Model(config, params, tokenizer)
 
 
@@ -142,6 +184,8 @@ def load(path) -> Model:
   config, params = checkpoints.restore_model(path)
   weights.check_finite(params, path)
   config = EncoderConfig.from_dict(config)
-  tokenizer_dir = checkpoints.tokenizer_dir(path)
+  tokenizer_dir = checkpoints.tokenizer_dir(path)  # <workdir>/tokenizer, beside model.json
   tokenizer = Tokenizer.load(tokenizer_dir) if (tokenizer_dir / "vocab.txt").exists() else None
+  check_parts(config, tokenizer_dir.parent / "model.json", param_embedding_shapes(params),
+              tokenizer_dir.parent / "checkpoints", tokenizer, tokenizer_dir / "vocab.txt")
   return Model(config, params, tokenizer)

@@ -125,8 +125,11 @@ def _load_run(seed: epath.Path) -> FineTuned:
   tokenizer_dir = checkpoints.tokenizer_dir(seed)
   if not (tokenizer_dir / "vocab.txt").exists():
     raise FileNotFoundError(f"{seed}: no tokenizer (tokenizer/vocab.txt)")
+  tokenizer = Tokenizer.load(tokenizer_dir)
+  loading.check_parts(model_config, seed / "model.json", loading.param_embedding_shapes(params), seed / "checkpoints",
+                      tokenizer, tokenizer_dir / "vocab.txt")
   results = seed.parent / RESULTS
-  return FineTuned(task, model_config, params, Tokenizer.load(tokenizer_dir),
+  return FineTuned(task, model_config, params, tokenizer,
                    run_max_length(task, config.get("max_length", 0), model_config),
                    _json(results) if results.exists() else None, seed)
 
@@ -146,12 +149,19 @@ def _load_export(folder: epath.Path) -> FineTuned:
   task = _registered(hf[TASK_KEY], folder / "config.json")
   model_config = configs.from_hf(hf, source=str(folder / "config.json"))
   state_dict, source = loading.read_state_dict(folder)
+  tokenizer = Tokenizer.load(folder)
+  loading.check_parts(model_config, folder / "config.json", loading.embedding_shapes(state_dict, model_config), source,
+                      tokenizer, folder / "vocab.txt")
+  max_length = hf.get(MAX_LENGTH_KEY) or run_max_length(task, 0, model_config)
+  if model_config.absolute_positions and max_length > model_config.max_position_embeddings:
+    raise loading.PartsError(f"{folder / 'config.json'}: {MAX_LENGTH_KEY} {max_length} is more than its "
+                             f"max_position_embeddings {model_config.max_position_embeddings}; positions past them "
+                             "have no embedding: export the run again")
   shapes = param_shapes(HEADS[task.head], model_config, len(task.labels))
   params, unused = weights.from_hf(state_dict, model_config, shapes, source=source)
   if unused:
     log.warning("%s: %d tensors not used by wyjax: %s", source, len(unused), ", ".join(unused[:10]))
-  return FineTuned(task, model_config, params, Tokenizer.load(folder),
-                   hf.get(MAX_LENGTH_KEY) or run_max_length(task, 0, model_config))
+  return FineTuned(task, model_config, params, tokenizer, max_length)
 
 
 def hf_config(model: FineTuned, legacy: bool | None = None) -> dict:

@@ -12,13 +12,16 @@ import functools
 import hashlib
 import io
 import logging
+import os
 import pathlib
+import shutil
 import typing
 
 import grain
 import numpy as np
 import tensorflow_datasets as tfds
 
+from wyjax.core import guards, storage
 from wyjax.core.storage import cache_dir
 from wyjax.tasks.task import Files
 
@@ -127,36 +130,74 @@ def _fingerprint(data_dir: pathlib.Path, files: Files) -> str:
   return digest.hexdigest()[:16]
 
 
-def builder(files: Files, data_dir) -> TaskFiles:
-  """The folder's builder, prepared (built once per distinct set of files)."""
-  data_dir = pathlib.Path(data_dir)
+def _build_dir(files: Files, data_dir: pathlib.Path) -> pathlib.Path:
+  """Where the folder's build is cached, keyed by its files' SHA-256."""
   if not data_dir.is_dir():
     raise FileNotFoundError(f"{data_dir}: no such task folder")
   if not files.split_files(data_dir, "train"):
     raise FileNotFoundError(f"{data_dir}: no {files.train_files} for {files.name}")
-  tfds_dir = cache_dir() / "tfds" / f"{files.name}-{_fingerprint(data_dir, files)}"
+  return cache_dir() / "tfds" / f"{files.name}-{_fingerprint(data_dir, files)}"
+
+
+def builder(files: Files, data_dir) -> TaskFiles:
+  """The folder's builder, prepared (built once per distinct set of files)."""
+  return _prepared(files, pathlib.Path(data_dir), _build_dir(files, pathlib.Path(data_dir)))
+
+
+def _prepared(files: Files, data_dir: pathlib.Path, tfds_dir: pathlib.Path) -> TaskFiles:
   result = TaskFiles(files, data_dir=str(tfds_dir), file_format="array_record")
   if not result.is_prepared():
     logging.info("building TFDS %s from %s into %s", files.name, data_dir, tfds_dir)
     tfds.disable_progress_bar()
-    with contextlib.redirect_stdout(io.StringIO()):  # TFDS prints where it builds: the line above says so
+    with contextlib.redirect_stdout(io.StringIO()), _no_room_named(tfds_dir):  # TFDS prints where it builds
       result.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=str(data_dir)))
   return result
 
 
+@contextlib.contextmanager
+def _no_room_named(tfds_dir: pathlib.Path):
+  """A full disk during a build as one line naming the cache (ArrayRecord's writer reports it as
+  a RuntimeError holding the system's message; TFDS removes its incomplete folder)."""
+  try:
+    yield
+  except (OSError, RuntimeError) as e:
+    reason = next((os.strerror(n) for n in storage.NO_ROOM if os.strerror(n) in str(e)), None)
+    if reason is None:
+      raise
+    raise guards.RunError(f"{tfds_dir}: {reason} while building the dataset; free space there (or set WYJAX_CACHE "
+                          "to a disk with room) and rerun") from e
+
+
+def _read(files: Files, data_dir: pathlib.Path, tfds_dir: pathlib.Path) -> dict[str, list]:
+  ds_builder = _prepared(files, data_dir, tfds_dir)
+  source = lambda split: grain.MapDataset.source(ds_builder.as_data_source(split))
+  return {split: list(source(split).map(lambda record: _from_record(files.example_type, record)))
+          for split in ds_builder.info.splits}
+
+
 def load_splits(files: Files, data_dir) -> dict[str, list]:
   """{split: examples} for the splits present (test may be absent), read through grain. A
-  split whose files hold no example is an error, not an absent split."""
-  ds_builder = builder(files, data_dir)
-  example_type = files.example_type
-  out = {}
-  for split in ds_builder.info.splits:
-    source = grain.MapDataset.source(ds_builder.as_data_source(split))
-    out[split] = list(source.map(lambda record: _from_record(example_type, record)))
+  split whose files hold no example is an error, not an absent split. A cached build that
+  cannot be read (a truncated shard, a damaged dataset_info.json) is rebuilt, once."""
+  data_dir = pathlib.Path(data_dir)
+  tfds_dir = _build_dir(files, data_dir)
+  cached = any(tfds_dir.glob("*/*/*/dataset_info.json"))  # a finished build: <builder>/<config>/<version>/
+  try:
+    out = _read(files, data_dir, tfds_dir)
+  except Exception as e:  # pylint: disable=broad-except: whatever a damaged cache raises, a rebuild mends
+    if not cached or isinstance(e, guards.RunError):
+      raise
+    logging.warning("%s cannot be read (%s: %s); rebuilding it", tfds_dir, type(e).__name__, _first_line(e))
+    shutil.rmtree(tfds_dir)
+    out = _read(files, data_dir, tfds_dir)
   for split in SPLITS:
     if not out.get(split) and files.split_files(data_dir, split):
       raise ValueError(f"{file_of(files, data_dir, split)}: the {split} split has no examples (empty file)")
   return {split: out[split] for split in SPLITS if split in out}
+
+
+def _first_line(error: Exception) -> str:
+  return (str(error).strip().splitlines() or [""])[0]
 
 
 def file_of(files: Files, data_dir, split: str) -> pathlib.Path | None:

@@ -196,6 +196,11 @@ def build(config: ml_collections.ConfigDict, tokenizer, length: int, devices=Non
   model_config = EncoderConfig(**{**config.model.to_dict(), "vocab_size": len(tokenizer), "dtype": config.dtype,
                                   "remat": config.remat, "scan_layers": config.scan_layers,
                                   "attention": config.attention})
+  if model_config.absolute_positions and length > model_config.max_position_embeddings:
+    raise guards.RunError(
+        f"the corpus's sequences are {length} tokens but config.model.max_position_embeddings is "
+        f"{model_config.max_position_embeddings}: positions past it have no embedding (the loss would be NaN); set "
+        f"--config.model.max_position_embeddings={length}, or use a corpus of at most that many tokens")
   prog = program.build(MaskedLM(model_config), {"input_ids": jnp.zeros((1, length), jnp.int32)}, config,
                        warmup_steps=config.warmup_steps, total_steps=config.num_train_steps, devices=devices)
   train_step, eval_step = make_steps(prog, config, tokenizer, length)
