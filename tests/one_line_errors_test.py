@@ -107,10 +107,8 @@ def _cases(root: pathlib.Path, hub_url: str, read_only: pathlib.Path) -> dict:
       "predict: --output in a read-only folder": ("wyjax.predict", predict(m["tlc"], f"--output={read_only}/o.txt"),
                                                   {}, 1, f"{read_only}/o.txt: Permission denied"),
       "export: --verify without PyTorch": ("wyjax.export", export("verified", "--verify"),
-                                           {"PYTHONPATH": os.pathsep.join([str(root / "no_torch"),
-                                                                           *os.environ.get("PYTHONPATH", "").split(
-                                                                               os.pathsep)]).rstrip(os.pathsep)},
-                                           1,
+                                           {"PYTHONPATH": f"{root / 'no_torch'}{os.pathsep}"
+                                                          f"{os.environ.get('PYTHONPATH', '')}"}, 1,
                                            "--verify needs PyTorch and transformers (No module named 'torch'); "
                                            "install them"),
       "export: push with no token": ("wyjax.export", export("pushed", "--push_to_hub=org/tiny"), {}, 1,
