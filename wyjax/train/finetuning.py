@@ -65,7 +65,7 @@ def base_config(task: str = "") -> ml_collections.ConfigDict:
   c.seeds = 1  # runs with seeds seed, seed + 1, ...: mean, std and the best-dev run's test score
   c.dtype = "float32"
   c.remat = "none"  # per layer: "none", "full" or "dots" (wyjax.models.EncoderConfig.remat)
-  c.attention = "auto"  # "xla", "pallas" (fused kernels) or "auto": pallas on TPU (wyjax.models.attention)
+  c.attention = "auto"  # "auto", "xla", "pallas" (fused kernels) or "cudnn_dropout" (wyjax.models.attention)
   c.scan_layers = False  # nn.scan over the layers, params stacked (wyjax.models.EncoderConfig.scan_layers)
   c.log_every = 50
   c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))

@@ -54,7 +54,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.dtype = "float32"  # activations; "bfloat16" on accelerators
   c.remat = "none"  # per layer: "none", "full" (recompute it in the backward pass), "dots" (keep matmul outputs)
   c.scan_layers = False  # nn.scan over the layers: one compiled layer, params stacked (model.json records it)
-  c.attention = "auto"  # "xla", "pallas" (fused kernels) or "auto": pallas on TPU (wyjax.models.attention)
+  c.attention = "auto"  # "auto", "xla", "pallas" (fused kernels) or "cudnn_dropout" (wyjax.models.attention)
   c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))
   c.logical_axis_rules = partitioning.LOGICAL_AXIS_RULES  # params' and activations' logical axes → mesh
   c.log_every = 50
