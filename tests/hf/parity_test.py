@@ -100,9 +100,9 @@ def test_scanned_layers_match_transformers_through_checkpoint_and_export(tmp_pat
 
 @pytest.mark.parametrize("layout", ["bozhou", "v3", "separate_keys"])
 def test_gradients_equal_transformers(layout):
-  """Every parameter's gradient of a loss over the MLM logits equals PyTorch's: the c2p/p2c
-  gathers' own backward (deberta_v2.gather_relative) included, at a length past the exact
-  buckets."""
+  """Every parameter's gradient of a loss over the MLM logits equals PyTorch's: the backward of
+  the c2p/p2c terms by distance and skew (deberta_v2.relative_terms) included, at a length past
+  the exact buckets."""
   hf_model = tiny_models.deberta(layout)
   model = _converted(hf_model)
   ids, mask, types = _inputs(model.config)

@@ -27,7 +27,7 @@ TINY = dict(vocab_size=40, hidden_size=32, num_hidden_layers=1, num_attention_he
 def deberta(length_budget=513, **changes):
   layout = dict(relative_attention=True, position_biased_input=False, pos_att_type="c2p|p2c",
                 position_buckets=0, max_relative_positions=length_budget, share_att_key=True)
-  return EncoderConfig(**TINY, **{**layout, **changes})
+  return EncoderConfig(**{**TINY, **layout, **changes})
 
 
 # (config, length): L 1, 7, 128, 513; buckets 0 (raw), 128, 256; c2p, p2c, both, none; keys shared
@@ -304,6 +304,82 @@ def test_gpu_takes_its_kernel_where_cudnn_cannot_serve(cudnn_calls):
   assert cudnn_calls == []
   assert triton_calls(bf16.replace(attention_probs_dropout_prob=0.0), mask, **dropout) == 0
   assert len(cudnn_calls) == 1  # training without attention dropout: cuDNN
+
+
+def _relative_errors(ours, reference) -> dict[str, float]:
+  """max |ours - reference| / max |reference| of each gradient; one that is zero but for rounding
+  (pos_key's bias: the score gradients of a softmax row sum to zero) against 1e-3 of the largest
+  entry of them all."""
+  top = max(float(np.abs(x).max()) for x in jax.tree.leaves(reference))
+  return {jax.tree_util.keystr(path): float(np.abs(np.asarray(a) - np.asarray(b)).max()
+                                            / max(float(np.abs(b).max()), 1e-3 * top))
+          for (path, b), a in zip(jax.tree_util.tree_leaves_with_path(reference), jax.tree.leaves(ours))}
+
+
+def test_deberta_relative_terms_as_a_cudnn_bias_equal_the_xla_path(monkeypatch):
+  """DeBERTa's cuDNN route, float32, two layers, a padded batch: the relative terms by distance
+  and skew (`deberta_v2.relative_terms`) divided by the scale are the bias of the call that
+  cuDNN runs on a GPU (here jax.nn.dot_product_attention's XLA implementation, which takes the
+  same arguments). Output and every gradient equal the XLA path's, and two runs give the same
+  bits."""
+  config = deberta(position_buckets=16, max_relative_positions=64, num_hidden_layers=2)
+  ids, mask = _inputs(40)
+  params = _model(config).init(jax.random.key(0), ids, mask)
+  ref, ref_grads = _outputs_and_grads(config.replace(attention="xla"), params, ids, mask)
+  real_attention = jax.nn.dot_product_attention
+  calls = []
+
+  def on_cpu(q, k, v, bias=None, mask=None, *, implementation, **kwargs):
+    calls.append(bias.shape)
+    return real_attention(q, k, v, bias, mask, implementation="xla", **kwargs)
+
+  monkeypatch.setattr(jax.nn, "dot_product_attention", on_cpu)
+  monkeypatch.setattr(attention, "implementation", lambda *args, **kwargs: "cudnn")
+  (ours, our_grads), (again, again_grads) = (_outputs_and_grads(config, params, ids, mask) for _ in range(2))
+  assert calls[:2] == [(2, 2, 40, 40)] * 2  # traced: one call per layer, a [B, H, L, L] bias
+  real = np.asarray(mask, bool)
+  np.testing.assert_allclose(np.asarray(ours)[real], np.asarray(ref)[real], atol=1e-5, rtol=0)
+  errors = _relative_errors(our_grads, ref_grads)
+  assert max(errors.values()) < 1e-4, errors
+  assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves((ours, our_grads)),
+                                                  jax.tree.leaves((again, again_grads))))
+
+
+def test_gpu_trains_deberta_through_cudnn_with_its_relative_bias(cudnn_calls):
+  """bf16 DeBERTa training without attention dropout on a GPU: cuDNN, in shapes it accepts (a
+  [B, H, L, L] bias, lengths), equal to the XLA path at the real tokens; with attention dropout
+  or for inference it is not cuDNN."""
+  config = deberta(position_buckets=16, max_relative_positions=64, hidden_size=64, num_attention_heads=4,
+                   num_hidden_layers=2, dtype="bfloat16", attention_probs_dropout_prob=0.0)
+  ids, mask = _inputs(24)
+  params = _model(config.replace(attention="xla")).init(jax.random.key(0), ids, mask)
+  train = {"deterministic": False, "rngs": {"dropout": jax.random.key(1)}}
+  on_gpu = _model(config).apply(params, ids, mask, **train)
+  assert cudnn_calls == [(2, 24, 4, 16)] * 2
+  reference = _model(config.replace(attention="xla")).apply(params, ids, mask, **train)
+  real = np.asarray(mask, bool)
+  np.testing.assert_allclose(np.asarray(on_gpu, np.float32)[real], np.asarray(reference, np.float32)[real],
+                             atol=0.05, rtol=0.05)
+  jax.make_jaxpr(lambda p: _model(config.replace(attention_probs_dropout_prob=0.1)).apply(p, ids, mask, **train))(params)
+  jax.make_jaxpr(lambda p: _model(config).apply(p, ids, mask))(params)
+  assert len(cudnn_calls) == 2
+
+
+def test_auto_trains_deberta_on_a_gpu_through_cudnn_where_xla_trained(h100_mesh):
+  """"auto" gives DeBERTa's training pass to cuDNN where it serves (16-bit, no attention
+  dropout, a padding mask) and the XLA path trained before (fewer keys than
+  GPU_KERNEL_TRAINS_FROM); the GPU kernel keeps what it was measured faster at."""
+  pick = lambda **changes: attention.implementation("auto", **{
+      "relative": True, "training": True, "dropout": False, "length": 512, "dtype": "bfloat16", "head_dim": 64,
+      **changes})
+  with jax.sharding.use_abstract_mesh(h100_mesh):
+    assert pick() == "cudnn"
+    assert pick(length=attention.GPU_KERNEL_TRAINS_FROM - 1) == "cudnn"
+    assert pick(length=attention.GPU_KERNEL_TRAINS_FROM) == "pallas"
+    assert pick(training=False) == "pallas"
+    assert pick(dropout=True) == "xla"
+    assert pick(dtype="float32") == "xla"
+    assert pick(padding_only=False) == "xla"
 
 
 def test_auto_is_xla_on_cpu_and_pallas_on_a_tpu_mesh():

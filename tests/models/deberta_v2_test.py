@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -58,3 +60,47 @@ def test_bfloat16_activations_track_float32():
   relative = jnp.linalg.norm(bf16 - fp32) / jnp.linalg.norm(fp32)
   assert relative < 3e-2, relative
   assert float(jnp.mean(jnp.argmax(bf16, -1) == jnp.argmax(fp32, -1))) > 0.9
+
+
+def test_skew_lines_each_entry_up_with_its_distance():
+  import jax.numpy as jnp
+
+  from wyjax.models.deberta_v2 import skew
+  for length in (1, 2, 5):
+    by_distance = np.random.default_rng(length).normal(size=(2, 3, length, 2 * length - 1)).astype(np.float32)
+    i, j = np.meshgrid(np.arange(length), np.arange(length), indexing="ij")
+    np.testing.assert_array_equal(np.asarray(skew(jnp.asarray(by_distance))), by_distance[..., i, j - i + length - 1])
+
+
+def _instructions(hlo: str, op: str) -> list[tuple[int, ...]]:
+  """The result shapes of the `op` instructions of an HLO module's text, fusions' bodies included."""
+  return [tuple(int(n) for n in dims.split(",") if n)
+          for dims in re.findall(rf"= \w+\[([\d,]*)\]\{{[^}}]*\}} {op}\(", hlo)]
+
+
+def test_xla_path_trains_without_gathers_over_the_scores():
+  """The XLA path's compiled training pass (CPU; forward and backward, dropout): c2p and p2c come
+  by distance and skew, so no gather or scatter reaches an array of [B, H, L, ·] size (only the
+  [2L - 1, H, d] rows of the relative projections are gathered), and no matmul makes a [B·H·L,
+  2S] table: neither the forward's scores against all 2S rows nor the one-hot product the gather's
+  backward once was."""
+  import jax
+  import jax.numpy as jnp
+
+  from wyjax.models import DebertaV2
+  batch, length, heads = 4, 24, 4
+  config = EncoderConfig(vocab_size=40, hidden_size=32, num_hidden_layers=1, num_attention_heads=heads,
+                         intermediate_size=48, relative_attention=True, position_biased_input=False,
+                         pos_att_type="c2p|p2c", position_buckets=10, max_relative_positions=64, attention="xla")
+  span2 = 2 * config.relative_span  # 20: unlike L, 2L - 1, d and the hidden sizes (the embeddings' gather is
+  # [B·L, hidden], under half the scores)
+  ids = jnp.ones((batch, length), jnp.int32)
+  params = DebertaV2(config).init(jax.random.key(0), ids)
+  loss = lambda p: DebertaV2(config).apply(p, ids, deterministic=False, rngs={"dropout": jax.random.key(1)}).sum()
+  hlo = jax.jit(jax.grad(loss)).lower(params).compile().as_text()
+  scores_half = batch * heads * length * length // 2
+  moved = _instructions(hlo, "gather") + _instructions(hlo, "scatter")
+  assert moved and all(np.prod(shape) < scores_half for shape in moved), moved
+  dots = _instructions(hlo, "dot")
+  tables = [s for s in dots if s[-1] == span2 and np.prod(s) >= batch * heads * length * span2]
+  assert dots and not tables, tables

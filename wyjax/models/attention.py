@@ -9,8 +9,14 @@ interprets the GPU one). On a GPU, BERT/RoBERTa get cuDNN's flash attention thro
 jax.nn.dot_product_attention instead where cuDNN serves (`cudnn_serves`). "auto" is the kernels
 on a TPU, and "xla" on a CPU; on a GPU it is cuDNN where it serves, else the GPU kernel where it
 was measured faster than the XLA path (inference; training from GPU_KERNEL_TRAINS_FROM keys),
-else "xla". DeBERTa on a GPU takes "xla" when XLA_FLAGS asks for deterministic ops
-(`deterministic_gpu`).
+else "xla". DeBERTa's training on a GPU, where "auto" took "xla" (fewer keys than
+GPU_KERNEL_TRAINS_FROM), is cuDNN's too where it serves: its relative terms, by distance and
+skew (deberta_v2.relative_terms), are a bf16 [batch, heads, L, L] bias whose gradient cuDNN's
+backward returns. Chosen from the compiled program (an H100's, on a CPU; speed unmeasured): it
+holds no float32 [batch, heads, L, L] array. cuDNN serves only without attention dropout:
+its dropout masks follow a static seed and XLA's per-call counter, not wyjax's (seed, step),
+so DeBERTa with attention dropout keeps the XLA path ("cudnn_dropout" is BERT's alone).
+DeBERTa on a GPU takes "xla" when XLA_FLAGS asks for deterministic ops (`deterministic_gpu`).
 "cudnn_dropout" is "auto", except that BERT/RoBERTa's training with attention dropout on a GPU,
 where cuDNN serves but for the dropout, runs cuDNN's fused dropout (`cudnn_dropout_attention`):
 asked for by name, with a warning, as it gives up wyjax's masks (docs/models.md).
@@ -66,8 +72,9 @@ def implementation(choice: str, *, relative: bool, training: bool, dropout: bool
                          "float atomics, in no fixed order, and XLA_FLAGS asks for --xla_gpu_deterministic_ops. "
                          "Use attention='auto' or 'xla' (reproducible), or drop the flag.")
       return "xla"
-    if cudnn_serves(relative=relative, dropout=dropout, padding_only=padding_only, dtype=dtype, head_dim=head_dim):
-      return "cudnn"
+    if cudnn_serves(dropout=dropout, padding_only=padding_only, dtype=dtype, head_dim=head_dim) and (
+        not relative or training and length < GPU_KERNEL_TRAINS_FROM):
+      return "cudnn"  # DeBERTa: its relative terms as a bias, where "auto" trained through XLA
     if choice == "auto" and training and length < GPU_KERNEL_TRAINS_FROM:
       return "xla"
     if head_dim in gpu_kernel.HEAD_DIMS:
@@ -93,29 +100,31 @@ def deterministic_gpu() -> bool:
   return deterministic
 
 
-def cudnn_serves(*, relative: bool, dropout: bool, padding_only: bool, dtype: str, head_dim: int) -> bool:
-  """Whether cuDNN's flash attention computes this attention: no relative terms, no attention
-  dropout (jax.nn.dot_product_attention has none), 16-bit inputs, a head dimension that is a
-  multiple of 8 up to 128, and padding it can take as sequence lengths. A prefix-LM mask would
-  reach it as a [batch, 1, query, key] bias, whose gradient some jax releases compute in full."""
-  return (not relative and not dropout and padding_only and jnp.dtype(dtype) in (jnp.bfloat16, jnp.float16)
+def cudnn_serves(*, dropout: bool, padding_only: bool, dtype: str, head_dim: int) -> bool:
+  """Whether cuDNN's flash attention can compute this attention: no attention dropout
+  (jax.nn.dot_product_attention has none), 16-bit inputs, a head dimension that is a multiple of
+  8 up to 128, and padding it can take as sequence lengths. A prefix-LM mask would reach it as a
+  [batch, 1, query, key] bias, whose gradient some jax releases compute in full. DeBERTa's
+  relative terms reach it as a bias (`cudnn_attention`)."""
+  return (not dropout and padding_only and jnp.dtype(dtype) in (jnp.bfloat16, jnp.float16)
           and head_dim % 8 == 0 and head_dim <= 128)
 
 
-def cudnn_attention(q, k, v, key_mask, scale: float, implementation: str = "cudnn"):
-  """softmax(q·k / scale over the real keys) · v by jax.nn.dot_product_attention (cuDNN's flash
-  attention on GPU; the tests run the same call with implementation="xla"): q, k, v [batch, L,
-  heads, d]; key_mask: boolean [batch, 1, 1, L] (layers.expand_mask of a padding mask) with the
-  real tokens first, as wyjax's batches pad at the end. Unchecked (a check would copy the mask
-  to the host): a row padded at the start or with holes attends the wrong keys (`Bert.__call__`
-  tells its callers).
+def cudnn_attention(q, k, v, key_mask, scale: float, bias=None, implementation: str = "cudnn"):
+  """softmax(q·k / scale + bias over the real keys) · v by jax.nn.dot_product_attention (cuDNN's
+  flash attention on GPU; the tests run the same call with implementation="xla"): q, k, v [batch,
+  L, heads, d]; bias: None or [batch, heads, L, L] in q's dtype (DeBERTa's relative terms, its
+  gradient computed by cuDNN's backward); key_mask: boolean [batch, 1, 1, L] (layers.expand_mask
+  of a padding mask) with the real tokens first, as wyjax's batches pad at the end. Unchecked
+  (a check would copy the mask to the host): a row padded at the start or with holes attends
+  the wrong keys (`Bert.__call__` tells its callers).
 
   The padding reaches cuDNN as sequence lengths, never as a broadcast mask: cuDNN takes a mask
   only in the full [batch, heads or 1, L, L] shape of a bias. The queries past a row's length
   come out zero (nobody reads them); a row of padding alone counts as one token long, so that
   it stays finite."""
   lengths = jnp.maximum(jnp.sum(key_mask[:, 0, 0], axis=-1, dtype=jnp.int32), 1)
-  return jax.nn.dot_product_attention(q, k, v, scale=1.0 / scale, query_seq_lengths=lengths,
+  return jax.nn.dot_product_attention(q, k, v, bias, scale=1.0 / scale, query_seq_lengths=lengths,
                                       key_value_seq_lengths=lengths, implementation=implementation)
 
 

@@ -122,8 +122,11 @@ class DisentangledAttention(nn.Module):
           q, k, v, mask, scale=scale, dropout_rate=cfg.attention_probs_dropout_prob if dropout else 0.0,
           seed=attention.dropout_seed(self) if dropout else None, pos_key=pos_key, pos_query=pos_query,
           relative_index=lambda distance: relative_rows(distance, cfg))
-    elif how == "cudnn":
-      context = attention.cudnn_attention(q, k, v, mask, scale)
+    elif how == "cudnn":  # the relative terms as cuDNN's bias, in the compute dtype; its gradient is cuDNN's
+      relative = relative_terms(cfg, q, k, pos_key, pos_query)
+      bias = None if relative is None else layers.constrain(
+          (relative / scale.astype(relative.dtype)).astype(q.dtype), layers.SCORES)
+      context = attention.cudnn_attention(q, k, v, mask, float(scale), bias)  # a float: cuDNN's config is JSON
     else:
       context = xla_attention(cfg, q, k, v, mask, scale, pos_key, pos_query, rel_index, deterministic)
     return layers.dense(cfg, cfg.hidden_size, ("heads", "kv", "embed"), axis=(-2, -1),
@@ -131,65 +134,72 @@ class DisentangledAttention(nn.Module):
 
 
 def _take_rows(table, rows):
-  """table[..., q, rows[q, k]] → [..., q, k]."""
-  if isinstance(rows, np.ndarray):  # static: one flat index, not one per batch and head
-    *lead, q_len, width = table.shape
-    flat = (np.arange(q_len)[:, None] * width + rows).reshape(-1)
-    return jnp.take(table.reshape(*lead, q_len * width), flat, axis=-1).reshape(*lead, *rows.shape)
+  """table[..., q, rows[q, k]] → [..., q, k], for a cached block's rows (traced)."""
   return jnp.take_along_axis(table, jnp.broadcast_to(rows, table.shape[:-2] + rows.shape), axis=-1)
 
 
-def gather_relative(table: jax.Array, rows: np.ndarray) -> jax.Array:
-  """table[..., q, rows[q, k]] → [..., q, k] (c2p's and p2c's gather), for a static `rows` that
-  depends on k - q alone, as a block's bucketed distances do.
+def skew(by_distance: jax.Array) -> jax.Array:
+  """[..., L, 2L - 1] → [..., L, L]: out[..., i, j] = by_distance[..., i, j - i + L - 1].
 
-  The gradient of a [q, r] entry sums the keys that read it. Autodiff's scatter-add took more
-  time than the rest of a step on CPU (docs/benchmarks.md); here the gradient is skewed so that
-  its columns are the offsets k - q (a pad and a reshape, no gather), then multiplied by the
-  static offset → row one-hot matrix."""
-  q_len, k_len = rows.shape
-  if np.any(rows[1:, 1:] != rows[:-1, :-1]):
-    raise ValueError("gather_relative needs rows that depend on k - q alone")
-  offset_rows = np.concatenate([rows[q_len - 1], rows[:q_len - 1, k_len - 1][::-1]])  # offset k - q + q_len - 1
-  one_hot = offset_rows[:, None] == np.arange(table.shape[-1])
+  Transformer-XL's relative shift: the [L, 2L - 1] block read flat with a row pitch of 2L - 2
+  starting at L - 1, so that row i starts i columns further left. Slices and reshapes only, so
+  the gradient (autodiff's) is pads and reshapes: a skew back, no gather or scatter."""
+  *lead, length, width = by_distance.shape
+  if length == 1:
+    return by_distance
+  flat = by_distance.reshape(*lead, length * width)
+  rows = jax.lax.slice_in_dim(flat, length - 1, length - 1 + length * (width - 1), axis=-1)
+  return rows.reshape(*lead, length, width - 1)[..., :length]
 
-  @jax.custom_vjp
-  def gather(table):
-    return _take_rows(table, rows)
 
-  def backward(_, grad):
-    lead, pad = grad.shape[:-2], [(0, 0)] * (grad.ndim - 2)
-    padded = jnp.pad(grad, [*pad, (0, 0), (q_len - 1, q_len - 1)])  # row q: key k at column k + q_len - 1
-    width = padded.shape[-1]
-    flat = jnp.pad(padded.reshape(*lead, q_len * width), [*pad, (0, q_len)])
-    skewed = flat.reshape(*lead, q_len, width + 1)[..., :len(offset_rows)]  # row q read from column q on
-    summed = jnp.einsum("...qo,or->...qr", skewed, one_hot.astype(grad.dtype), preferred_element_type=jnp.float32)
-    return (summed.astype(table.dtype),)
+def _select_rows(projection, rows: np.ndarray):
+  """projection[rows] ([2S, heads, d] → [len(rows), heads, d]) as a product with a static one-hot
+  matrix: its gradient is a matmul too, summed in float32 in a fixed order, where a gather's is a
+  scatter-add in the projection's dtype (bf16) by atomics on a GPU. A few hundred rows: under a
+  thousandth of a layer's FLOPs."""
+  one_hot = jnp.asarray(rows[:, None] == np.arange(projection.shape[0]), projection.dtype)
+  return jnp.einsum("cr,rnd->cnd", one_hot, projection, precision=jax.lax.Precision.HIGHEST,
+                    preferred_element_type=jnp.float32).astype(projection.dtype)
 
-  gather.defvjp(lambda table: (gather(table), None), backward)
-  return gather(table)
+
+def relative_terms(cfg: EncoderConfig, q, k, pos_key, pos_query):
+  """c2p + p2c, unscaled, of a block from position 0: [batch, heads, L, L] (None without them).
+
+  By distance, not by gather: the relative rows are looked up once per distance L - 1, …,
+  -(L - 1) (`_select_rows` of the [2S, heads, d] projections), each query (key) scores all
+  2L - 1 of them in one matmul, and `skew` lines entry (i, j) up with distance i - j.
+  c2p[i, j] = q_i · pos_key[r(i - j)]; p2c[i, j] = k_j · pos_query[r(i - j)], skewed per key
+  (distances ascending) and transposed."""
+  length = q.shape[1]
+  rows = relative_rows(np.arange(length - 1, -length, -1), cfg)  # distance L - 1 - c at column c
+  terms = []
+  if pos_key is not None:
+    terms.append(skew(jnp.einsum("bqnd,cnd->bnqc", q, _select_rows(pos_key, rows))))
+  if pos_query is not None:
+    terms.append(skew(jnp.einsum("bknd,cnd->bnkc", k, _select_rows(pos_query, rows[::-1]))).swapaxes(-1, -2))
+  return sum(terms[1:], terms[0]) if terms else None
 
 
 def xla_attention(cfg: EncoderConfig, q, k, v, mask, scale, pos_key, pos_query, rel_index, deterministic):
-  """The reference: full [batch, heads, q, k] scores, c2p and p2c gathered from [.., 2S] tables.
-  rel_index: the rows of a cached block (decoding); None for a whole block from position 0,
-  whose table is static (gather_relative). Called inside DisentangledAttention (its softmax
-  dropout is that module's child)."""
+  """The reference: full [batch, heads, q, k] scores and a float32 softmax in HBM. rel_index:
+  the relative rows of a cached block (decoding), whose c2p and p2c are gathered from
+  [.., 2S] tables; None for a whole block from position 0 (`relative_terms`). Called inside
+  DisentangledAttention (its softmax dropout is that module's child)."""
   scores = jnp.einsum("bqnd,bknd->bnqk", q, k / scale.astype(k.dtype))
-  q_len, k_len = scores.shape[-2:]
-  take = _take_rows
   if rel_index is None:
-    rel_index, take = relative_position_index(np.arange(q_len), np.arange(k_len), cfg), gather_relative
-  if pos_key is not None:
-    c2p = jnp.einsum("bqnd,rnd->bnqr", q, pos_key)
-    scores = scores + take(c2p, rel_index) / scale.astype(c2p.dtype)
-  if pos_query is not None:
-    if q_len == 1:  # a decoding step: gather its row's relative queries, not all 2S per key
-      p2c = jnp.einsum("bknd,qknd->bnqk", k, pos_query[rel_index])
-    else:
-      p2c = jnp.einsum("bknd,rnd->bnkr", k, pos_query)
-      p2c = take(p2c, rel_index.T).swapaxes(-1, -2)
-    scores = scores + p2c / scale.astype(p2c.dtype)
+    relative = relative_terms(cfg, q, k, pos_key, pos_query)
+    if relative is not None:
+      scores = scores + relative / scale.astype(relative.dtype)
+  else:
+    if pos_key is not None:
+      c2p = jnp.einsum("bqnd,rnd->bnqr", q, pos_key)
+      scores = scores + _take_rows(c2p, rel_index) / scale.astype(c2p.dtype)
+    if pos_query is not None:
+      if q.shape[1] == 1:  # a decoding step: gather its row's relative queries, not all 2S per key
+        p2c = jnp.einsum("bknd,qknd->bnqk", k, pos_query[rel_index])
+      else:
+        p2c = _take_rows(jnp.einsum("bknd,rnd->bnkr", k, pos_query), rel_index.T).swapaxes(-1, -2)
+      scores = scores + p2c / scale.astype(p2c.dtype)
   return layers.masked_softmax_attention(
       scores, mask, v, dropout_rate=cfg.attention_probs_dropout_prob,
       deterministic=deterministic, dtype=jnp.dtype(cfg.dtype))
@@ -225,9 +235,10 @@ class DebertaV2(nn.Module):
                deterministic: bool = True, cache_start=None):
     """attention_mask: [batch, key] padding mask or a [batch, query, key] mask (prefix LM).
 
-    With a 3-D mask the embedding output is zeroed where input_ids == pad_token_id. Without
-    relative_attention, a 2-D mask must pad at the end of each row on a GPU, as `Bert.__call__`
-    says (cuDNN takes it as lengths); the relative attention's paths read any mask.
+    With a 3-D mask the embedding output is zeroed where input_ids == pad_token_id. On a GPU a
+    2-D mask must pad at the end of each row, as `Bert.__call__` says, wherever cuDNN runs (it
+    takes the mask as lengths): without relative_attention, and in training with it (its
+    relative terms as cuDNN's bias, `attention.implementation`); the other paths read any mask.
 
     cache_start (incremental decoding, with the 'cache' collection mutable): the tokens are at
     positions cache_start, cache_start + 1, … of a cache as long as attention_mask's last axis
@@ -253,7 +264,7 @@ class DebertaV2(nn.Module):
       rel_embeddings = self.rel_embeddings.embedding.astype(jnp.dtype(cfg.dtype))
       if cfg.layer_norm_rel_embeddings:
         rel_embeddings = self.rel_norm(rel_embeddings)
-      if cache_start is not None:  # the rows of this block's positions (else: static, in xla_attention)
+      if cache_start is not None:  # the rows of this block's positions (else: static, in relative_terms)
         keys = np.arange(attention_mask.shape[-1])
         rel_index = jax.lax.dynamic_slice_in_dim(jnp.asarray(relative_position_index(keys, keys, cfg)),
                                                  cache_start, length, axis=0)
