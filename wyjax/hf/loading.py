@@ -120,8 +120,8 @@ def check_parts(config: EncoderConfig, config_file, embeddings: dict, weights_fi
   for name, shape in embeddings.items():
     if tuple(shape) != expected[name][0]:
       raise PartsError(f"{config_file} says {expected[name][1]} but {weights_file} holds {name} of "
-                       f"{shape[0]} × {shape[1]}: the config is not these weights'; use the config.json they "
-                       "were saved with")
+                       f"{shape[0]} × {shape[1]}: the config is not these weights'; use the "
+                       f"{epath.Path(config_file).name} they were saved with")
   if tokenizer is not None and len(tokenizer) != config.vocab_size:
     raise PartsError(f"{vocab_file} has {len(tokenizer)} tokens but {config_file} says vocab_size "
                      f"{config.vocab_size} (the weights' embedding rows): the tokenizer is not this model's; use "
