@@ -4,6 +4,7 @@ The cases run as real commands, two at a time."""
 import concurrent.futures
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 
@@ -23,6 +24,7 @@ def _write_inputs(root):
 
 
 def _cases(root):
+  """Each command that reaches its workdir has its own: two at once in one would be refused (locks)."""
   a_file, gbk, tlc, missing = root / "a_file", root / "gbk", root / "tlc", root / "missing"
   return {
       # name: (module, arguments, exit code, what the line says)
@@ -30,15 +32,20 @@ def _cases(root):
                                                   "--config.learnin_rate=1"], 2,
                                "--config.learnin_rate: the config has no field 'learnin_rate'; did you mean "
                                '"learning_rate"'),
-      "pretrain: corpus path": ("wyjax.pretrain", ["--config=pretrain/deberta_tiny.py", f"--workdir={root / 'p'}",
+      "pretrain: corpus path": ("wyjax.pretrain", ["--config=pretrain/deberta_tiny.py", f"--workdir={root / 'p1'}",
                                                    f"--config.corpus.source=daizhige:{missing}"], 1, str(missing)),
-      "pretrain: GBK corpus": ("wyjax.pretrain", ["--config=pretrain/deberta_tiny.py", f"--workdir={root / 'p'}",
+      "pretrain: GBK corpus": ("wyjax.pretrain", ["--config=pretrain/deberta_tiny.py", f"--workdir={root / 'p2'}",
                                                   f"--config.corpus.source=text:{gbk}",
-                                                  f"--config.data_dir={root / 'pc'}"],  # read by the default workers
+                                                  f"--config.data_dir={root / 'pc'}",  # read by the default workers
+                                                  "--prepare_corpus"],
                                1, f"{gbk / 'gbk.txt'}:1: not valid UTF-8"),
-      "finetune: no data_dir": ("wyjax.finetune", ["--config=tlc.py", f"--workdir={root / 'f'}"], 1,
+      "pretrain: data_dir with no corpus": ("wyjax.pretrain", ["--config=pretrain/deberta_tiny.py",
+                                                             f"--workdir={root / 'p3'}",
+                                                             f"--config.data_dir={missing}"],
+                                            1, f"--config.data_dir {missing} does not exist; prepare a corpus there"),
+      "finetune: no data_dir": ("wyjax.finetune", ["--config=tlc.py", f"--workdir={root / 'f1'}"], 1,
                                 "set --config.data_dir"),
-      "finetune: bad file": ("wyjax.finetune", ["--config=tlc.py", f"--workdir={root / 'f'}",
+      "finetune: bad file": ("wyjax.finetune", ["--config=tlc.py", f"--workdir={root / 'f2'}",
                                                 f"--config.data_dir={tlc}"], 1,
                              f"{tlc / 'train.tsv'}:2: expected 3 tab-separated fields"),
       "finetune: nested JSON": ("wyjax.finetune", ["--config=clue/tnews.py", f"--workdir={root / 'fn'}",
@@ -129,6 +136,35 @@ def main(argv):
   print(faults[-1])
 cli.run(main)
 """
+
+
+_SIGTERM = """
+import os, signal, sys
+from wyjax.core import cli
+def main(argv):
+  try:
+    os.kill(os.getpid(), signal.SIGTERM)
+    signal.pause() if len(argv) == 1 else None  # (a command with SIGTERM ignored goes on)
+  except cli.Terminated:  # a cleanup still running when a second SIGTERM comes
+    os.kill(os.getpid(), signal.SIGTERM)
+    signal.pause()
+  print("went on")
+cli.run(main)
+"""
+
+
+def test_sigterm_is_one_line_143_a_second_ends_at_once_and_one_ignored_stays_so():
+  """SIGTERM outside a training loop ends a command as Ctrl-C does (predict_test shows its output
+  removed); a second SIGTERM ends one whose cleanup is stuck, at once; a command started with
+  SIGTERM ignored (as `nohup`-like launchers may) keeps ignoring it."""
+  once = subprocess.run([sys.executable, "-c", _SIGTERM.replace("except cli.Terminated", "except OSError")],
+                        capture_output=True, text=True, timeout=120)
+  assert once.returncode == 143 and once.stderr.splitlines()[-1] == "wyjax: stopped by SIGTERM", once.stderr
+  twice = subprocess.run([sys.executable, "-c", _SIGTERM], capture_output=True, text=True, timeout=120)
+  assert twice.returncode == -signal.SIGTERM, twice.stderr
+  ignored = subprocess.run([sys.executable, "-c", _SIGTERM, "go on"], capture_output=True, text=True, timeout=120,
+                           preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN))
+  assert ignored.returncode == 0 and ignored.stdout == "went on\n", ignored.stderr
 
 
 def test_entry_points_keep_freed_memory_for_the_next_step_on_the_cpu_only():

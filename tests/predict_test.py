@@ -251,8 +251,8 @@ def test_predict_never_writes_over_its_input_even_with_overwrite(runs, tmp_path)
 def test_a_full_disk_or_ctrl_c_leaves_no_output_and_the_rerun_needs_no_overwrite(runs, tmp_path):
   """A full disk is simulated by a file-size limit (`ulimit -f`, RLIMIT_FSIZE): a write beyond it
   fails with EFBIG as one on a full disk fails with ENOSPC (Python ignores SIGXFSZ); the same
-  write fails at the same byte on every run. Ctrl-C is SIGINT sent while predict writes its
-  output (the temporary file exists) and waits for more input: a pipe that stays open."""
+  write fails at the same byte on every run. Ctrl-C (SIGINT), then SIGTERM, is sent while predict
+  writes its output (the temporary file exists) and waits for more input: a pipe that stays open."""
   workdir, _, dev = runs["punc"]
   lines = [e.text for e in dev] * 4  # 27 kB: beyond the limit below
   (tmp_path / "in.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
@@ -263,19 +263,21 @@ def test_a_full_disk_or_ctrl_c_leaves_no_output_and_the_rerun_needs_no_overwrite
       full.stderr[-2000:]
   assert _left_over(tmp_path, "out.txt") == []
 
-  interrupted = _predict(workdir, "--input=-", f"--output={out}", cache=tmp_path / "cache", background=True,
-                         stdin=subprocess.PIPE)
-  interrupted.stdin.write(lines[0] + "\n")
-  interrupted.stdin.flush()
-  while not _left_over(tmp_path, "out.txt"):
-    assert interrupted.poll() is None, interrupted.stderr.read()[-2000:]
-    time.sleep(0.05)
-  interrupted.send_signal(signal.SIGINT)
-  with interrupted:  # (closes its pipes: stdin once it has ended)
-    interrupted.wait(timeout=120)
-    stderr = interrupted.stderr.read()
-  assert interrupted.returncode == 130 and stderr.splitlines()[-1] == "wyjax: stopped by SIGINT (Ctrl-C)", stderr
-  assert "Traceback" not in stderr and _left_over(tmp_path, "out.txt") == []
+  stops = ((signal.SIGINT, "wyjax: stopped by SIGINT (Ctrl-C)"), (signal.SIGTERM, "wyjax: stopped by SIGTERM"))
+  for signum, line in stops:
+    interrupted = _predict(workdir, "--input=-", f"--output={out}", cache=tmp_path / "cache", background=True,
+                           stdin=subprocess.PIPE)
+    interrupted.stdin.write(lines[0] + "\n")
+    interrupted.stdin.flush()
+    while not _left_over(tmp_path, "out.txt"):
+      assert interrupted.poll() is None, interrupted.stderr.read()[-2000:]
+      time.sleep(0.05)
+    interrupted.send_signal(signum)
+    with interrupted:  # (closes its pipes: stdin once it has ended)
+      interrupted.wait(timeout=120)
+      stderr = interrupted.stderr.read()
+    assert interrupted.returncode == 128 + signum and stderr.splitlines()[-1] == line, stderr
+    assert "Traceback" not in stderr and _left_over(tmp_path, "out.txt") == []  # SIGTERM left a hidden .partial
 
   rerun = _predict(workdir, *flags, cache=tmp_path / "cache")  # no --overwrite: the failures left nothing
   assert rerun.returncode == 0, rerun.stderr[-2000:]

@@ -28,7 +28,7 @@ import jax
 import numpy as np
 from absl import app, flags
 
-from wyjax.core import cli, guards, storage
+from wyjax.core import cli, guards, locks, storage
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.hf import export_folder
 from wyjax.hf import hub, loading, task_models
@@ -91,6 +91,12 @@ def main(argv):
     raise guards.RunError(reason)
   if task and (_RESULTS.value or _TASK_DATA.value):
     raise app.UsageError("--results and --task_data are for encoders; a fine-tuned model's card has its run's scores")
+  with locks.held(_OUT.value, "export"):  # one command writes a folder
+    _export(path, task)
+
+
+def _export(path, task):
+  """Exports `path` (None: --random_init) to --out, then verifies and pushes it as asked."""
   export_folder.check_out(_OUT.value, _OVERWRITE.value)  # before the (slow) load
   if _VERIFY.value:
     _check_verify_can_run()

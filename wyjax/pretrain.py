@@ -13,6 +13,10 @@ exits 1 if the step does not fit (docs/scaling.md).
 Rerunning the same command resumes from the workdir's latest checkpoint; a rerun with a
 changed training config is refused unless --accept_config_change. SIGTERM/SIGINT checkpoint
 and exit with 128 + the signal number; a run that cannot go on exits 1 with the reason.
+
+The corpus is --config.data_dir's, prepared beforehand (`python -m wyjax.data prepare-corpus`),
+or config.corpus prepared by the run: into wyjax's cache without a data_dir, into data_dir with
+--prepare_corpus (a data_dir holding no corpus is otherwise an error: a mistyped path is never filled).
 """
 from absl import app, flags
 
@@ -24,6 +28,9 @@ _CONFIG = config_files.DEFINE_config("config", None, "Pretraining config: a name
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run folder: checkpoints, metrics.jsonl, TensorBoard.")
 _ACCEPT = flags.DEFINE_bool("accept_config_change", False,
                             "Resume a workdir whose run was made with another config (the changes are logged).")
+_PREPARE_CORPUS = flags.DEFINE_bool("prepare_corpus", False,
+                                    "Prepare config.corpus into --config.data_dir when that folder holds no prepared "
+                                    "corpus (without it, that is an error: a mistyped path is never filled).")
 _COMPILE_ONLY = flags.DEFINE_string("compile_only", None,
                                     "Only compile the train step for this TPU topology (v5p:2x2x1, v4:2x2x4, "
                                     "v5e:16x16, ...), these GPUs of one host (h100, h200, a100; h100:8) or 'local', "
@@ -40,7 +47,8 @@ def main(argv):
     return
   if not _WORKDIR.value:
     raise app.UsageError("--workdir is required (except with --compile_only)")
-  result = pretraining.train_and_evaluate(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value)
+  result = pretraining.train_and_evaluate(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value,
+                                          prepare_corpus=_PREPARE_CORPUS.value)
   if result:
     print("final evaluation: " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()))
 

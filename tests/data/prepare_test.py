@@ -1,7 +1,9 @@
 import errno
 import json
 import os
+import pathlib
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -10,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import as_from_a_terminal
-from wyjax.core import guards
+from wyjax.core import guards, locks
 from wyjax.data import pipeline, prepare
 from wyjax.data import tokenizer as tk
 
@@ -160,26 +162,56 @@ def test_a_bad_file_ends_the_command_in_one_line_with_the_default_workers(tmp_pa
   assert result.stderr.splitlines() == [f"wyjax: error: {bad}:1: not valid UTF-8 (invalid start byte at byte 0)"]
 
 
+STALLED = pathlib.Path(__file__).with_name("stalled_prepare.py")
+
+
+def _stalled(texts, out, *args):
+  """prepare-corpus of `texts` into `out` with the default workers (one per core), started as a
+  terminal starts it, in its own process group, once a worker waits inside slow.txt (on the FIFO
+  beside it: stalled_prepare); returns (the process, the FIFO's write end, held open)."""
+  (texts / "slow.txt").write_text("")  # no text: the corpus's documents are the others
+  fifo = texts / "slow.fifo"
+  os.mkfifo(fifo)
+  assert os.cpu_count() > 1
+  process = subprocess.Popen(as_from_a_terminal([sys.executable, str(STALLED), "prepare-corpus",
+                                                 f"--source=text:{texts}", f"--out={out}", *args]),
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+  deadline = time.monotonic() + 120
+  while True:  # until a worker has the FIFO open to read it
+    try:
+      return process, os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as e:
+      assert e.errno == errno.ENXIO and process.poll() is None and time.monotonic() < deadline, e
+      time.sleep(0.05)
+
+
+def _children(pid: int) -> list[int]:
+  """The processes whose parent is `pid` (from /proc)."""
+  out = []
+  for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+    try:
+      fields = stat.read_text().rsplit(")", 1)[1].split()
+    except OSError:  # ended meanwhile
+      continue
+    if int(fields[1]) == pid:
+      out.append(int(stat.parent.name))
+  return out
+
+
+def _running(pid: int) -> bool:
+  try:
+    return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+  except OSError:
+    return False
+
+
 def test_ctrl_c_with_the_default_workers_ends_in_one_line_and_the_rerun_builds(tmp_path):
   """Ctrl-C (SIGINT to the process group, as a terminal sends it) while a worker is inside a unit:
   one line, exit 130, in seconds; the workers are ended (the pool waited for the unit to finish:
-  a long file, or here a pipe that stays open, for ever); the rerun builds the corpus."""
-  texts = _write_texts(tmp_path / "texts")
-  pipe = texts / "pipe.txt"
-  os.mkfifo(pipe)
-  out = tmp_path / "out"
-  command = [sys.executable, "-m", "wyjax.data", "prepare-corpus", f"--source=text:{texts}", f"--out={out}",
-             "--sequence_length=16", "--valid_fraction=0.2"]
-  assert os.cpu_count() > 1  # the default: a worker per core
-  process = subprocess.Popen(as_from_a_terminal(command), stderr=subprocess.PIPE, text=True, start_new_session=True)
+  a long file, or a pipe that stays open, for ever); the rerun builds the corpus."""
+  texts, out = _write_texts(tmp_path / "texts"), tmp_path / "out"
+  process, writer = _stalled(texts, out, "--sequence_length=16", "--valid_fraction=0.2")
   try:
-    writer, deadline = None, time.monotonic() + 120
-    while writer is None:  # until a worker has the pipe open to read it: then it waits for text
-      try:
-        writer = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
-      except OSError as e:
-        assert e.errno == errno.ENXIO and process.poll() is None and time.monotonic() < deadline, e
-        time.sleep(0.05)
     os.killpg(process.pid, signal.SIGINT)
     stderr = process.communicate(timeout=30)[1]
   finally:
@@ -189,10 +221,85 @@ def test_ctrl_c_with_the_default_workers_ends_in_one_line_and_the_rerun_builds(t
   with pytest.raises(BrokenPipeError):  # no worker reads it any more
     os.write(writer, "學".encode())
   os.close(writer)
-  pipe.unlink()
-  rerun = subprocess.run(command + ["--workers=1"], capture_output=True, text=True, timeout=120)
+  rerun = subprocess.run([sys.executable, "-m", "wyjax.data", "prepare-corpus", f"--source=text:{texts}",
+                          f"--out={out}", "--sequence_length=16", "--valid_fraction=0.2", "--workers=1"],
+                         capture_output=True, text=True, timeout=120)
   assert rerun.returncode == 0 and json.loads((out / "manifest.json").read_text())["documents"] == \
       {"train": 1, "valid": 1}, rerun.stderr
+
+
+def test_sigkill_of_prepare_corpus_leaves_no_worker_alive(tmp_path):
+  """SIGKILL (what the out-of-memory killer sends) to prepare-corpus while a worker reads a pipe
+  and another waits for work: both end within seconds (they lived on with parent 1, blocked on
+  their pipes, 80 s later and on), and the multiprocessing helper with them."""
+  process, writer = _stalled(_write_texts(tmp_path / "texts"), tmp_path / "out")
+  children = _children(process.pid)
+  try:
+    assert len(children) >= 2, children  # the workers (one per core), and multiprocessing's resource tracker
+    process.kill()
+    process.communicate(timeout=30)
+    deadline = time.monotonic() + 20
+    while (alive := [pid for pid in children if _running(pid)]) and time.monotonic() < deadline:
+      time.sleep(0.1)
+    assert alive == [], [pathlib.Path(f"/proc/{pid}/cmdline").read_bytes() for pid in alive]
+  finally:
+    for pid in children:
+      if _running(pid):
+        os.kill(pid, signal.SIGKILL)
+    os.close(writer)
+
+
+def test_two_commands_never_write_one_corpus_at_once(tmp_path):
+  """A second prepare-corpus into an --out another is writing is refused in one line naming the
+  first (its process id and host), and leaves the folder as it was (two at once left a manifest
+  of sequences of 512 over shards of 256, exit 0 both). Once the first is killed, its lock is
+  taken over: the second builds a corpus whose manifest matches its shards."""
+  texts, out = _write_texts(tmp_path / "texts"), tmp_path / "out"
+  first, writer = _stalled(texts, out, "--sequence_length=32")
+  second = [sys.executable, "-m", "wyjax.data", "prepare-corpus", f"--source=text:{texts}", f"--out={out}",
+            "--sequence_length=16", "--valid_fraction=0", "--workers=1"]
+  try:
+    before = sorted((p.name, p.stat().st_size) for p in out.iterdir())
+    refused = subprocess.run(second, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and refused.stderr.splitlines() == [
+        f"wyjax: error: {out} is being written by prepare-corpus (process {first.pid} on {socket.gethostname()}, "
+        f"since {json.loads((out / locks.LOCK).read_text())['since']}); wait until it ends, or choose another "
+        "folder"], refused.stderr
+    assert sorted((p.name, p.stat().st_size) for p in out.iterdir()) == before
+  finally:
+    os.killpg(first.pid, signal.SIGKILL)
+    first.communicate(timeout=30)
+    os.close(writer)
+  assert (out / locks.LOCK).exists()  # left by the killed command
+  rebuilt = subprocess.run(second, capture_output=True, text=True, timeout=120)
+  assert rebuilt.returncode == 0, rebuilt.stderr
+  manifest = json.loads((out / "manifest.json").read_text())
+  ds, dtype = pipeline._source(out, "train")
+  assert manifest["sequence_length"] == 16 and len(ds) == manifest["sequences"]["train"] > 0
+  assert {len(np.frombuffer(ds[i], dtype)) for i in range(len(ds))} == {16}
+  assert not (out / locks.LOCK).exists()
+
+
+def test_special_files_are_skipped_and_counted_never_opened(tmp_path):
+  """A FIFO (it hung prepare-corpus, silent), a socket and a link to a device among a corpus's
+  .txt files: skipped, named in the output and the manifest, never opened (the FIFO has no
+  writer: opening it would wait for ever)."""
+  texts, out = _write_texts(tmp_path / "texts"), tmp_path / "out"
+  os.mkfifo(texts / "fifo.txt")
+  with socket.socket(socket.AF_UNIX) as server:
+    server.bind(str(texts / "sub" / "socket.txt"))
+    (texts / "zero.txt").symlink_to("/dev/zero")
+    result = subprocess.run([sys.executable, "-m", "wyjax.data", "prepare-corpus", f"--source=text:{texts}",
+                             f"--out={out}", "--sequence_length=16", "--valid_fraction=0", "--workers=1"],
+                            capture_output=True, text=True, timeout=120)
+  assert result.returncode == 0, result.stderr
+  assert f"text:{texts}: skipped 3 special files (FIFOs, devices, sockets: never opened), e.g. fifo.txt" in \
+      result.stdout
+  manifest = json.loads((out / "manifest.json").read_text())
+  assert manifest["skipped_special_files"] == ["fifo.txt", "sub/socket.txt", "zero.txt"]
+  assert manifest["documents"]["train"] == 2
+  with pytest.raises(ValueError, match="is neither a file nor a folder"):
+    prepare.prepare_corpus(tmp_path / "out2", prepare.Options(source=f"text:{texts / 'fifo.txt'}"), workers=1)
 
 
 def test_a_worker_that_dies_ends_the_run(tmp_path):

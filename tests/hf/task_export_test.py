@@ -213,7 +213,7 @@ def test_a_full_disk_leaves_no_exported_file_and_the_rerun_needs_no_overwrite(tl
                         capture_output=True, text=True)
   assert full.returncode == 1 and full.stderr.splitlines()[-1] == f"wyjax: error: {out / 'model.safetensors'}: " \
                                                                    "File too large", full.stderr[-3000:]
-  assert list(out.iterdir()) == []
+  assert not out.exists()  # not even the folder: the export made it (locks.held) and wrote nothing there
   rerun = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True)
   assert rerun.returncode == 0, rerun.stderr[-3000:]
   assert sorted(p.name for p in out.iterdir()) == sorted(export_folder.FILES)

@@ -5,7 +5,8 @@ not a traceback: bad flags and config keys (exit 2), bad input files, missing or
 (exit 1). wyjax's modules say "the user must fix this" by raising RunError, ValueError (the
 readers' FormatError among them) or OSError; any other exception is a bug and keeps its
 traceback. `--verbosity` on the command line shows the traceback of user errors too. Ctrl-C
-ends any command with one line and exit 130 (a training loop first checkpoints: guards).
+ends any command with one line and exit 130, SIGTERM with 143 (a training loop first
+checkpoints: guards).
 """
 import ctypes
 import glob
@@ -56,6 +57,19 @@ def _message(error: BaseException) -> str:
   return str(error)
 
 
+class Terminated(BaseException):
+  """SIGTERM outside a training loop, raised wherever the command is, as Ctrl-C raises
+  KeyboardInterrupt: what it was writing is removed on the way out (storage.written_whole),
+  its workers are ended, and it exits with one line and 143 (it died at once, leaving a hidden
+  .partial file and no message)."""
+
+
+def _raise_terminated(signum, frame):
+  del signum, frame
+  signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends at once a command stuck outside Python
+  raise Terminated
+
+
 def _clean_exit(main, argv):
   try:
     main(argv)
@@ -65,6 +79,9 @@ def _clean_exit(main, argv):
   except KeyboardInterrupt:  # Ctrl-C outside a training loop
     print("wyjax: stopped by SIGINT (Ctrl-C)", file=sys.stderr)
     sys.exit(128 + signal.SIGINT)
+  except Terminated:
+    print("wyjax: stopped by SIGTERM", file=sys.stderr)
+    sys.exit(128 + signal.SIGTERM)
   except app.UsageError as e:
     _fail(str(e), 2, "--helpshort lists the flags")
   except USER_ERRORS as e:
@@ -121,4 +138,6 @@ def run(main) -> None:
   look_for_accelerators_only_where_they_can_be()
   if runs_on_cpu():
     keep_freed_memory()
+  if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:  # one ignored from the start stays so, as SIGINT does
+    signal.signal(signal.SIGTERM, _raise_terminated)
   app.run(lambda argv: _clean_exit(main, argv), flags_parser=_parse_flags)

@@ -6,20 +6,31 @@ refused with the differences listed, unless the user accepts them explicitly; ac
 changes are logged and appended to WORKDIR/config_changes.jsonl. Keys that only change how
 a run is executed or observed (the mesh, logging and evaluation intervals, ...) may change.
 
+A fine-tuning also stores the size and SHA-256 of every data file it read (WORKDIR/data_files.json):
+the same config over edited files would keep scores made from the old ones, so a rerun over
+changed files is refused with the files named; `set_aside` moves the old runs out of the way
+(never deleting them) for a run that starts afresh.
+
 A resumed run recomputes the steps after its checkpoint, so `trim_metrics` first drops their
 records from metrics.jsonl: every step is recorded once, by the run that kept it.
 """
 import datetime
+import hashlib
 import json
 import logging
+import os
 
+import jax
 import ml_collections
 from etils import epath
+from jax.experimental import multihost_utils
 
-from wyjax.core import guards, storage
+from wyjax.core import guards, locks, storage
 
 CONFIG = "run_config.json"  # not config.json: that name marks a transformers folder
 CHANGES = "config_changes.jsonl"
+DATA = "data_files.json"
+PREVIOUS = "previous-"  # WORKDIR/previous-<time>/: runs set aside for a fresh start
 
 
 class ConfigChanged(guards.RunError):
@@ -66,8 +77,9 @@ def check_config(workdir, config: ml_collections.ConfigDict, *, ignore=(), defau
   return changes
 
 
-def store_config(workdir, config: ml_collections.ConfigDict, changes: dict) -> None:
-  """Writes WORKDIR/run_config.json and appends accepted `changes` to config_changes.jsonl."""
+def store_config(workdir, config: ml_collections.ConfigDict, changes: dict, data: dict | None = None) -> None:
+  """Writes WORKDIR/run_config.json, appends accepted `changes` to config_changes.jsonl, and
+  writes the `data` fingerprint (data_fingerprint), if any, to data_files.json."""
   workdir = epath.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   if changes:
@@ -77,6 +89,70 @@ def store_config(workdir, config: ml_collections.ConfigDict, changes: dict) -> N
     with storage.written_whole(workdir / CHANGES, encoding="utf-8") as f:  # the history, never cut short
       f.write(logged + json.dumps(record, ensure_ascii=False) + "\n")
   storage.write_json(workdir / CONFIG, config.to_dict())
+  if data is not None:
+    storage.write_json(workdir / DATA, data)
+
+
+class DataChanged(guards.RunError):
+  """The data files differ from those the workdir's runs were made from."""
+
+
+def data_fingerprint(data_dir, files: dict) -> dict:
+  """{split: {file (relative to data_dir): {"bytes", "sha256"}}} of `files`, {split: [paths]}."""
+  fingerprint = {}
+  for split, paths in files.items():
+    fingerprint[split] = {}
+    for path in paths:
+      with open(path, "rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+      fingerprint[split][os.path.relpath(path, data_dir)] = {"bytes": os.path.getsize(path), "sha256": digest}
+  return fingerprint
+
+
+def check_data(workdir, fingerprint: dict) -> None:
+  """Raises DataChanged naming each file that differs from WORKDIR/data_files.json (changed,
+  new or gone). A workdir without one passes: a new one, or one whose runs began before wyjax
+  recorded their data (with a warning). Writes nothing: `store_config` does, once the run has
+  really continued."""
+  workdir = epath.Path(workdir)
+  if not (workdir / DATA).exists():
+    if (workdir / CONFIG).exists():
+      logging.warning("%s: no record of the data its runs read (%s); taking it to be these files", workdir, DATA)
+    return
+  stored = storage.read_json(workdir / DATA)
+  changes = []
+  for split in sorted(set(stored) | set(fingerprint)):
+    old, new = stored.get(split, {}), fingerprint.get(split, {})
+    for name in sorted(set(old) | set(new)):
+      if name not in new:
+        changes.append(f"  {split}: {name} is no longer read")
+      elif name not in old:
+        changes.append(f"  {split}: {name} is new")
+      elif old[name] != new[name]:
+        changes.append(f"  {split}: {name} changed ({old[name]['bytes']:,} bytes, sha256 {old[name]['sha256'][:12]} "
+                       f"-> {new[name]['bytes']:,} bytes, sha256 {new[name]['sha256'][:12]})")
+  if changes:
+    raise DataChanged(
+        f"{workdir} holds runs made from other data; continuing would keep their scores as if made from these files:\n"
+        + "\n".join(changes) + "\nPass --fresh_start to set those runs aside (WORKDIR/previous-<time>/) and train "
+        "afresh, or use another --workdir.")
+
+
+def set_aside(workdir) -> None:
+  """Moves what earlier runs left in `workdir` (all but its logs, its lock and runs set aside
+  before) into WORKDIR/previous-<UTC time>/, for a run that starts afresh: nothing is deleted.
+  Process 0 moves them; the others wait for it."""
+  workdir = epath.Path(workdir)
+  kept = lambda p: p.name == locks.LOCK or p.name.startswith(PREVIOUS) or p.name.endswith(".log")
+  earlier = [p for p in workdir.iterdir() if not kept(p)] if workdir.exists() else []
+  if earlier and jax.process_index() == 0:
+    aside = workdir / (PREVIOUS + datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S"))
+    aside.mkdir()
+    for path in earlier:
+      path.rename(aside / path.name)
+    logging.warning("starting afresh: the earlier runs of %s are now in %s", workdir, aside)
+  if jax.process_count() > 1:
+    multihost_utils.sync_global_devices("earlier runs set aside")
 
 
 def trim_metrics(workdir, last_step: int) -> None:

@@ -2,7 +2,8 @@
 
 A reader has two steps so that corpus preparation can run them in worker processes:
 `units()` lists cheap work units (files, tarball members) and `read(unit)` turns one unit into
-documents. Text is kept as found here; `clean_paragraphs` does the documented normalisation.
+documents; `special` then lists the files it skipped, never opened: FIFOs, devices, sockets.
+Text is kept as found here; `clean_paragraphs` does the documented normalisation.
 """
 import base64
 import dataclasses
@@ -10,12 +11,14 @@ import hashlib
 import os
 import pathlib
 import re
+import stat
 import subprocess
 import tarfile
 from collections.abc import Iterator
 
 from etils import epath
 
+from wyjax.core import storage
 from wyjax.core.storage import cache_dir, read_json, read_text
 from wyjax.data.normalize import to_simplified
 
@@ -94,7 +97,7 @@ class DaizhigeReader:
       raise FileNotFoundError(f"Daizhige root {self.root} is not a folder")
 
   def units(self) -> list[str]:
-    files = text_files(self.root)
+    files, self.special = text_files(self.root)
     outside = [f for f in files if f.split(os.sep)[0] not in DAIZHIGE_COLLECTIONS]
     if outside:
       raise ValueError(f"{self.root}: {len(outside)} .txt files outside the ten collections, "
@@ -112,12 +115,28 @@ class DaizhigeReader:
     return [Document(id=f"daizhige:{unit}", paragraphs=text.splitlines(), meta=meta)]
 
 
-def text_files(root: epath.Path) -> list[str]:
-  """The .txt files under root (a folder or gs://…), as sorted paths relative to it."""
+def text_files(root: epath.Path) -> tuple[list[str], list[str]]:
+  """(the .txt files under root (a folder or gs://…), the special ones among them), as sorted
+  paths relative to root. A special file is read by no reader (`special_file`)."""
   walk = [(os.fspath(folder), names) for folder, _, names in root.walk()]
   top = walk[0][0] if walk else ""  # walk's own spelling of root (in a bucket, without gs://)
-  return sorted(os.path.relpath(os.path.join(folder, name), top)
-                for folder, names in walk for name in names if name.endswith(".txt"))
+  found = sorted(os.path.relpath(os.path.join(folder, name), top)
+                 for folder, names in walk for name in names if name.endswith(".txt"))
+  special = {f for f in found if special_file(root / f)}
+  return [f for f in found if f not in special], sorted(special)
+
+
+def special_file(path) -> bool:
+  """Whether `path` is a local FIFO, device or socket (or a link to one): reading a FIFO waits
+  for a writer, for ever without one (prepare-corpus hung, silent); a device may never end
+  (/dev/zero). Corpus readers skip them and count them (`special`), never opening them."""
+  if not storage.is_local(path):
+    return False
+  try:
+    mode = os.stat(path).st_mode
+  except FileNotFoundError:  # a broken link: reading it names it
+    return False
+  return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 
@@ -131,11 +150,14 @@ class TextReader:
     self.path = epath.Path(path)
     if not self.path.exists():
       raise FileNotFoundError(f"text corpus {self.path} does not exist")
+    if special_file(self.path):
+      raise ValueError(f"text corpus {self.path} is neither a file nor a folder (a FIFO, a device or a socket)")
+    self.special = []
 
   def units(self) -> list[str]:
     if self.path.is_file():
       return [self.path.name]
-    files = text_files(self.path)
+    files, self.special = text_files(self.path)
     if not files:
       raise ValueError(f"{self.path}: no .txt files")
     return files
@@ -246,9 +268,12 @@ class PoetryReader:
       raise FileNotFoundError(f"{self.dist}: not an unpacked chinese-poetry package")
 
   def units(self) -> list[str]:
-    files = (p.relative_to(self.dist).as_posix() for p in self.dist.rglob("*.json"))
-    return sorted(f for f in files if poetry_collection(f) and "/error/" not in f
-                  and not pathlib.PurePath(f).name.startswith(("author", "intro")))
+    files = sorted(p.relative_to(self.dist).as_posix() for p in self.dist.rglob("*.json"))
+    files = [f for f in files if poetry_collection(f) and "/error/" not in f
+             and not pathlib.PurePath(f).name.startswith(("author", "intro"))]
+    special = {f for f in files if special_file(self.dist / f)}
+    self.special = sorted(special)
+    return [f for f in files if f not in special]
 
   def read(self, unit: str) -> list[Document]:
     path = self.dist / unit

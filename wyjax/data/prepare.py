@@ -14,16 +14,20 @@ de-duplicates paragraphs exactly (a set of 64-bit hashes: ~70 bytes per unique p
 only memory that grows with the corpus), splits documents by hash (no sequence mixes train
 and validation) and streams sequences into shards. A finished folder whose manifest matches
 the options is left as is; an unfinished one is rebuilt. Any other non-empty folder (the
-user's files, or a corpus prepared with other options) is refused unless `overwrite`, which
-replaces the corpus files and keeps the rest.
+user's files, a corpus prepared with other options, an unfinished build of another source) is
+refused unless `overwrite`, which replaces the corpus files and keeps the rest. One command
+writes a folder at a time (locks.held: a second is refused, naming the first); the workers end
+with the command, however it ends.
 """
 import collections
 import concurrent.futures
 import contextlib
+import ctypes
 import dataclasses
 import hashlib
 import json
 import multiprocessing
+import os
 import pathlib
 import signal
 import sys
@@ -35,7 +39,7 @@ import tqdm
 from array_record.python.array_record_module import ArrayRecordWriter
 from etils import epath
 
-from wyjax.core import guards, storage
+from wyjax.core import guards, locks, storage
 from wyjax.data import corpus
 from wyjax.data import tokenizer as tokenizer_lib
 
@@ -68,6 +72,28 @@ class Options:
 # --- worker side -------------------------------------------------------------------------------
 
 _worker = {}
+
+
+def _start_worker(parent: int, source: str, options: Options, vocab: list[str] | None):
+  """A pool worker's initializer: it ends with its parent, then reads as _init_worker says."""
+  _end_with(parent)
+  _init_worker(source, options, vocab)
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _end_with(parent: int) -> None:
+  """Makes this process end when `parent` does, however it ends: a parent killed with SIGKILL
+  (the out-of-memory killer's signal) left its workers alive, adopted by init, blocked on the
+  pool's pipe for ever. Linux sends SIGKILL to a process whose parent has died (PR_SET_PDEATHSIG);
+  a parent that died before that was set is seen here, as a new parent (init's)."""
+  if sys.platform.startswith("linux"):
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+      raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+  if os.getppid() != parent:
+    os._exit(1)
 
 
 def _init_worker(source: str, options: Options, vocab: list[str] | None):
@@ -176,13 +202,14 @@ def _worker_pool(workers: int, source: str, options: Options, vocab: list[str] |
   the caller as raised; a worker that dies, or a result that cannot be read back, breaks the
   pool, which then raises where multiprocessing.Pool would wait for ever. Leaving the block
   cancels the units not started; leaving it by an exception (an error, Ctrl-C) also ends the
-  workers, which would otherwise be waited for until their units end (a long file; a pipe, never)."""
+  workers, which would otherwise be waited for until their units end (a long file; a pipe, never).
+  A parent that dies without leaving it (SIGKILL) takes its workers with it (_end_with)."""
   if workers == 1:
     _init_worker(source, options, vocab)
     yield None
     return
-  pool = concurrent.futures.ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _init_worker,
-                                                (source, options, vocab))
+  pool = concurrent.futures.ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _start_worker,
+                                                (os.getpid(), source, options, vocab))
   try:
     yield pool
   except BaseException:
@@ -227,43 +254,78 @@ def _made_by_a_build(name: str) -> bool:
   return name.endswith(".array_record") or name in ("tokenizer", MANIFEST, MANIFEST + ".partial", BUILDING)
 
 
-def _unfinished_build(out: epath.Path, fingerprint: str) -> bool:
-  """Whether `out` holds an unfinished build that this one replaces: its own (the same options),
-  or, in a folder holding nothing else, one with other options (a failed run's leftovers must not
-  refuse the rerun that fixes its options)."""
+def _build_record(out: epath.Path) -> dict | None:
+  """The record (preparing.json) of the unfinished build in `out`; {} when cut short (a full
+  disk), None when there is none."""
   building = out / BUILDING
   if not building.exists():
-    return False
+    return None
   try:
-    if storage.read_json(building).get("fingerprint") == fingerprint:
-      return True
-  except ValueError:  # cut short by a full disk: not this build's record, but still a build's
-    pass
-  return not (out / MANIFEST).exists() and all(_made_by_a_build(p.name) for p in out.iterdir())
+    return storage.read_json(building)
+  except ValueError:
+    return {}
 
 
-def _claim(out: epath.Path, fingerprint: str, overwrite: bool) -> None:
-  """Makes `out` ready for this build: an empty or new folder, an unfinished build's, or (with
-  overwrite) any folder, whose corpus files are removed. Records the build."""
-  if out.exists() and not out.is_dir():
-    raise FileExistsError(f"--out {out} is a file, not a folder")
-  if out.exists() and any(out.iterdir()) and not (overwrite or _unfinished_build(out, fingerprint)):
-    held = "a corpus prepared with other options" if (out / MANIFEST).exists() else "files that are not this corpus"
-    raise guards.RunError(f"--out {out} holds {held}; choose an empty or new folder, or pass --overwrite to "
+def _unfinished_build(out: epath.Path, build: dict) -> bool:
+  """Whether `out` holds an unfinished build that this one replaces: its own (the same options),
+  or, in a folder holding nothing else, one of the same source with other options (a failed run's
+  leftovers must not refuse the rerun that fixes its options). Another source's is not replaced:
+  `unprepared` names it."""
+  record = _build_record(out)
+  if record is None:
+    return False
+  if record.get("fingerprint") == build["fingerprint"]:
+    return True
+  return (record.get("source", build["source"]) == build["source"] and not (out / MANIFEST).exists()
+          and all(_made_by_a_build(p.name) for p in _entries(out)))
+
+
+def unprepared(data_dir) -> str:
+  """What a folder without a finished corpus holds, for a message: nothing at all, an unfinished
+  build (its source), or no corpus."""
+  data_dir = epath.Path(data_dir)
+  if not data_dir.exists():
+    return "does not exist"
+  if record := _build_record(data_dir):
+    return (f"holds an unfinished build of {record.get('source', 'a corpus')} ({BUILDING}, no {MANIFEST}): "
+            "interrupted, or still being written")
+  return f"holds no prepared corpus (no {MANIFEST})"
+
+
+def _entries(out: epath.Path) -> list[epath.Path]:
+  """What `out` holds, but the lock of the command writing it."""
+  return [p for p in out.iterdir() if p.name != locks.LOCK]
+
+
+def _claim(out: epath.Path, build: dict, overwrite: bool) -> None:
+  """Makes `out` (locked, so it exists) ready for this build: an empty folder, an unfinished
+  build's, or (with overwrite) any folder, whose corpus files are removed. Records the build."""
+  if _entries(out) and not (overwrite or _unfinished_build(out, build)):
+    other_source = (_build_record(out) or {}).get("source", build["source"]) != build["source"]
+    held = ("holds a corpus prepared with other options" if (out / MANIFEST).exists() else
+            unprepared(out) if other_source else "holds files that are not this corpus")
+    raise guards.RunError(f"--out {out} {held}; choose an empty or new folder, or pass --overwrite to "
                           "replace the corpus files there")
-  if out.exists():
-    for stale in out.iterdir():
-      if _made_by_a_build(stale.name) and stale.name != BUILDING:
-        stale.rmtree() if stale.is_dir() else stale.unlink()
-  out.mkdir(parents=True, exist_ok=True)
-  (out / BUILDING).write_text(json.dumps({"fingerprint": fingerprint}))
+  for stale in _entries(out):
+    if _made_by_a_build(stale.name) and stale.name != BUILDING:
+      stale.rmtree() if stale.is_dir() else stale.unlink()
+  (out / BUILDING).write_text(json.dumps(build, ensure_ascii=False))
 
 
 def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None = None,
                    progress: bool | None = None, overwrite: bool = False, log=print) -> dict:
   """Builds (or finds up to date) the prepared corpus in `out` (a folder or gs://…); returns its
-  manifest. The manifest is written last: a corpus without one is incomplete."""
+  manifest. The manifest is written last: a corpus without one is incomplete. Another command
+  writing `out` meanwhile is refused (locks.held)."""
   out = epath.Path(out)
+  if out.exists() and not out.is_dir():
+    raise FileExistsError(f"--out {out} is a file, not a folder")
+  with locks.held(out, "prepare-corpus"):
+    return _prepare_corpus(out, options, vocab_dir=vocab_dir, workers=workers, progress=progress,
+                           overwrite=overwrite, log=log)
+
+
+def _prepare_corpus(out: epath.Path, options: Options, *, vocab_dir, workers, progress, overwrite, log) -> dict:
   kind, _, arg = options.source.partition(":")
   # Resolve the poetry download once here, not in every worker.
   source = f"poetry:{corpus.fetch_poetry()}" if kind == "poetry" and not arg else options.source
@@ -276,7 +338,8 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
       log(f"{out}: already prepared ({manifest['sequences']} sequences); nothing to do")
       return manifest
   reader = corpus.reader_for(source)  # a source that does not read fails here, before `out` is touched
-  _claim(out, fingerprint, overwrite)
+  _claim(out, {"fingerprint": fingerprint, "source": options.source, "options": dataclasses.asdict(options)},
+         overwrite)
   if not storage.is_local(out):  # ArrayRecord writes local files: build them here, then upload
     with tempfile.TemporaryDirectory() as local:
       manifest = prepare_corpus(local, options, vocab_dir=vocab_dir, workers=workers, progress=progress, log=log)
@@ -287,6 +350,9 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
   progress = sys.stderr.isatty() if progress is None else progress
   start = time.perf_counter()
   units = reader.units()
+  if reader.special:
+    log(f"{options.source}: skipped {len(reader.special)} special files (FIFOs, devices, sockets: never opened), "
+        f"e.g. {reader.special[0]}")
   workers = workers or multiprocessing.cpu_count()
   if given_vocab is None:
     counts = collections.Counter()
@@ -348,6 +414,7 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
       "vocab_hash": vocab_hash(tokenizer),
       "documents": {s: stats[f"{s}_documents"] for s in SPLITS},
       "empty_documents": stats["empty_documents"],
+      "skipped_special_files": reader.special,
       "paragraphs": stats["paragraphs"],
       "duplicate_paragraphs": stats["duplicate_paragraphs"],
       "raw_characters": stats["raw_characters"],
@@ -372,5 +439,5 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
 def read_manifest(data_dir) -> dict:
   manifest_file = epath.Path(data_dir) / MANIFEST
   if not manifest_file.exists():
-    raise FileNotFoundError(f"{manifest_file} missing: run `python -m wyjax.data prepare-corpus` first")
+    raise FileNotFoundError(f"{data_dir} {unprepared(data_dir)}: run `python -m wyjax.data prepare-corpus` first")
   return storage.read_json(manifest_file)

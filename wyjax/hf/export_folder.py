@@ -5,7 +5,7 @@ import re
 from etils import epath
 from safetensors.numpy import save
 
-from wyjax.core import checkpoints, run_config, storage
+from wyjax.core import checkpoints, locks, run_config, storage
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.hf import card, configs, weights
 from wyjax.hf.loading import Model
@@ -18,11 +18,12 @@ LEADERBOARD = "leaderboard.json"  # wyjax.tasks.leaderboard.write's scores, besi
 
 
 def check_out(out, overwrite: bool) -> epath.Path:
-  """`out` (a folder or gs://…) as a Path; FileExistsError when it holds anything and
-  `overwrite` is not set."""
+  """`out` (a folder or gs://…) as a Path; FileExistsError when it holds anything (but the lock
+  of the command writing it) and `overwrite` is not set."""
   out = epath.Path(out)
-  if out.exists() and any(out.iterdir()) and not overwrite:
-    raise FileExistsError(f"{out} is not empty ({len(list(out.iterdir()))} entries); choose an empty or new "
+  entries = [p for p in out.iterdir() if p.name != locks.LOCK] if out.exists() else []
+  if entries and not overwrite:
+    raise FileExistsError(f"{out} is not empty ({len(entries)} entries); choose an empty or new "
                           "folder, or pass --overwrite to replace the exported files in it")
   return out
 

@@ -5,6 +5,7 @@ steps), then restore the kept parameters and predict dev and test.
 
     workdir/
       run_config.json         the config the runs were made with (a rerun must match it)
+      data_files.json         size and SHA-256 of each data file read (a rerun must read the same)
       results.json            per-seed dev/test metrics, mean ± std, the best-dev run
       submission/<task>.<ext> test predictions of the best-dev run (docs/finetuning.md)
       seed_<k>/               one run: model.json, tokenizer/, checkpoints/<kept step>/,
@@ -29,7 +30,7 @@ import orbax.checkpoint as ocp
 import tqdm
 from etils import epath
 
-from wyjax.core import aot, checkpoints, distributed, guards, partitioning, run_config, run_metrics, storage
+from wyjax.core import aot, checkpoints, distributed, guards, locks, partitioning, run_config, run_metrics, storage
 from wyjax.tasks import batching, datasets, linear_baseline
 from wyjax.tasks.registry import TASKS, majority_baseline
 from wyjax.tasks.task import Task
@@ -284,29 +285,40 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
   return result
 
 
-def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change: bool = False) -> dict:
+def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change: bool = False,
+             fresh_start: bool = False) -> dict:
   """Fine-tunes config.task for config.seeds seeds; returns (and writes) results.json. A task
   with its own protocol (Task.run: AC-EVAL's) runs that instead.
 
   Rerunning on the same workdir keeps finished seeds and continues unfinished ones (see the
-  module docstring); a changed config is refused unless accept_config_change.
+  module docstring); a changed config is refused unless accept_config_change, changed data
+  files unless fresh_start, which first sets the earlier runs aside (run_config.set_aside).
   """
   config = with_options(config)
   config_values.check(config, config_values.FINETUNING)
   distributed.initialize()
+  with locks.held(workdir, "fine-tuning", enabled=jax.process_index() == 0):  # one command writes a workdir
+    return _finetune(config, epath.Path(workdir), accept_config_change, fresh_start)
+
+
+def _finetune(config: ml_collections.ConfigDict, workdir, accept_config_change: bool, fresh_start: bool) -> dict:
   task = _task(config.task)
   if task.run:
     if not config.data_dir:
       raise ValueError("set --config.data_dir to the task folder (its benchmark's files as released)")
     return task.run(config, workdir, lambda init, splits: task_model.setup(task, config, init, splits))
-  workdir = epath.Path(workdir)
   task, splits, data, model, pretrained = _prepare(config)
   config = model.config  # learning_rate resolved (learning_rates): compared, stored and reported so
+  files = {split: task.files.split_files(config.data_dir, split) for split, _ in _splits(data)}  # the files read
+  data_files = run_config.data_fingerprint(config.data_dir, files)
+  if fresh_start:
+    run_config.set_aside(workdir)
   changes = run_config.check_config(workdir, config, ignore=RESUMABLE_CHANGES, defaults=base_config(config.task),
                                     accept=accept_config_change) \
       if any(workdir.glob("seed_*")) else {}
+  run_config.check_data(workdir, data_files)  # a finished seed is kept as it is: its scores must be these files'
   if jax.process_index() == 0:
-    run_config.store_config(workdir, config, changes)
+    run_config.store_config(workdir, config, changes, data_files)
   with guards.stop_signals(config.stop_check_every) as stop:
     runs = [train_one(task, config, data, model, pretrained, config.seed + k, workdir / f"seed_{config.seed + k}",
                       stop) for k in range(config.seeds)]
@@ -320,8 +332,7 @@ def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change
       "majority_baseline": majority_baseline(task, splits["train"], splits["dev"]),
       "linear_baseline": linear_baseline.scores(task, data),  # {"dev": metrics, "test": metrics or None}
       "truncated_characters": data["truncated"],
-      "files": {split: [str(path) for path in task.files.split_files(config.data_dir, split)]
-                for split, _ in _splits(data)},  # the files each split was read from
+      "files": {split: [str(path) for path in paths] for split, paths in files.items()},
       "notes": {split: notes for split, (examples, _) in _splits(data) if (notes := task.notes(examples))},
       "runs": [{"seed": r.seed, "best_step": r.best_step, "stopped_early": r.stopped_early, "dev": r.dev,
                 "test": r.test} for r in runs],

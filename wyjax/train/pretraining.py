@@ -20,7 +20,7 @@ import tqdm
 from etils import epath
 from jax.experimental import multihost_utils
 
-from wyjax.core import aot, checkpoints, distributed, guards, partitioning, run_config, run_metrics
+from wyjax.core import aot, checkpoints, distributed, guards, locks, partitioning, run_config, run_metrics
 from wyjax.core.storage import cache_dir
 from wyjax.data import pipeline, prepare
 from wyjax.data import tokenizer as tokenizer_lib
@@ -75,14 +75,20 @@ def corpus_dir(config) -> epath.Path:
   return epath.Path(config.data_dir or cache_dir() / "corpora" / name)
 
 
-def prepared_data_dir(config) -> epath.Path:
+def prepared_data_dir(config, *, prepare_corpus: bool = False) -> epath.Path:
   """config.data_dir when it holds a prepared corpus (used as is); otherwise config.corpus is
-  prepared into corpus_dir(config) (idempotent), by process 0. The cache's corpus folder is
-  wyjax's own, rebuilt when the options change; a user's data_dir never is."""
+  prepared, by process 0, into the cache's corpus folder (wyjax's own, rebuilt when the options
+  change) or, when `prepare_corpus` says so, into data_dir. A data_dir that holds no finished
+  corpus (a mistyped path, an interrupted build) is otherwise an error, never filled silently."""
   corpus = config.corpus
   data_dir = corpus_dir(config)
   if config.data_dir and (data_dir / prepare.MANIFEST).exists():
     return data_dir
+  if config.data_dir and not prepare_corpus:
+    raise guards.RunError(
+        f"--config.data_dir {data_dir} {prepare.unprepared(data_dir)}; prepare a corpus there with `python -m "
+        f"wyjax.data prepare-corpus --out={data_dir} --source=…`, or pass --prepare_corpus to prepare config.corpus "
+        f"({corpus.source}) there")
   if jax.process_index() == 0:
     options = prepare.Options(
         source=corpus.source, sequence_length=corpus.sequence_length, valid_fraction=corpus.valid_fraction,
@@ -239,18 +245,25 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
   return result
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_config_change: bool = False) -> dict:
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_config_change: bool = False,
+                       prepare_corpus: bool = False) -> dict:
   """Runs (or resumes) pretraining in workdir; returns the last evaluation metrics.
 
   Raises guards.Interrupted after checkpointing on SIGTERM/SIGINT, and a guards.RunError when
   the run cannot go on (a changed config, an incompatible checkpoint, a failed save, too many
-  non-finite steps); nothing in the workdir is overwritten before the restore succeeded.
+  non-finite steps, another command writing the workdir); nothing in the workdir is overwritten
+  before the restore succeeded. prepare_corpus: see prepared_data_dir.
   """
   config_values.check(config, config_values.PRETRAINING)
   distributed.initialize()
-  workdir = epath.Path(workdir)
+  with locks.held(workdir, "pretraining", enabled=jax.process_index() == 0):  # one command writes a workdir
+    return _train_and_evaluate(config, epath.Path(workdir), accept_config_change, prepare_corpus)
+
+
+def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, accept_config_change: bool,
+                        prepare_corpus: bool) -> dict:
   is_main = jax.process_index() == 0
-  data_dir = prepared_data_dir(config)
+  data_dir = prepared_data_dir(config, prepare_corpus=prepare_corpus)
   tokenizer = tokenizer_lib.Tokenizer.load(data_dir / "tokenizer")
   run = build(config, tokenizer, prepare.read_manifest(data_dir)["sequence_length"])
   model_config, length = run.model_config, run.length

@@ -1,0 +1,140 @@
+"""One writer per folder: the lock a command holds while it writes a workdir, a prepared corpus
+or an export folder.
+
+Two commands writing one folder at once leave files that belong to neither (a manifest of one
+corpus over the shards of another; one run's config beside both runs' metrics), and both exit 0.
+`held(folder, what)` refuses the second in one line naming the first: `Busy`, "FOLDER is being
+written by fine-tuning (process 4242 on host-a, since …)".
+
+On a local disk (or any file system with flock: NFS v4 too) the lock is FOLDER/.wyjax.lock,
+flock()ed for as long as the block runs; the kernel releases it when its process ends, however
+it ends (SIGKILL, the out-of-memory killer), so a lock left by a dead process is taken over by
+the next command, never obeyed for ever. The file holds the holder's process id, host and
+start time, for the message.
+
+In a bucket (gs://) there is no flock and no atomic create through `epath`: the lock is the same
+file, checked, written, then read back (the later of two writers sees the other's record and
+backs off). Two commands starting within the same moment can still both pass, and a holder's
+liveness is known only on its own host: a lock whose process is gone from this host is taken
+over; one from another host is obeyed, and the message says to delete the file if that process
+is gone.
+"""
+import contextlib
+import datetime
+import errno
+import fcntl
+import json
+import logging
+import os
+import socket
+
+from etils import epath
+
+from wyjax.core import guards, storage
+
+LOCK = ".wyjax.lock"  # in the folder it locks; every check for a non-empty folder passes over it
+
+
+class Busy(guards.RunError):
+  """Another command is writing the folder."""
+
+
+@contextlib.contextmanager
+def held(folder, what: str, *, enabled: bool = True):
+  """The block runs as the one writer of `folder` (created when missing, and removed again
+  if it is still empty at the end); `what` names the command in a refusal. Raises Busy when
+  another command holds it. `enabled` False (a multi-process run's other processes: process 0
+  writes for all) holds nothing."""
+  if not enabled:
+    yield
+    return
+  folder = epath.Path(folder)
+  created = not folder.exists()
+  folder.mkdir(parents=True, exist_ok=True)
+  record = {"what": what, "pid": os.getpid(), "host": socket.gethostname(),
+            "since": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+  release = (_hold_local if storage.is_local(folder) else _hold_in_bucket)(folder / LOCK, record)
+  try:
+    yield
+  finally:
+    release()
+    if created and folder.exists() and not any(folder.iterdir()):  # (a bucket has no empty folders)
+      folder.rmdir()
+
+
+def _hold_local(path: epath.Path, record: dict):
+  while True:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+      holder = _record(os.read(fd, 4096))
+      os.close(fd)
+      if e.errno not in (errno.EAGAIN, errno.EACCES):
+        raise
+      raise Busy(_refusal(path, holder)) from None
+    try:  # the file we locked is still the lock: its holder may have removed it since we opened it
+      if os.stat(path).st_ino == os.fstat(fd).st_ino:
+        break
+    except FileNotFoundError:
+      pass
+    os.close(fd)
+  previous = _record(os.read(fd, 4096))
+  if previous:
+    logging.info("%s: took over the lock of process %s on %s, which ended without releasing it", path.parent,
+                 previous.get("pid"), previous.get("host"))
+  os.ftruncate(fd, 0)
+  os.pwrite(fd, json.dumps(record).encode(), 0)
+
+  def release():
+    os.unlink(path)  # before the flock ends: a command waiting on this file then sees it gone
+    os.close(fd)
+  return release
+
+
+def _hold_in_bucket(path: epath.Path, record: dict):
+  if path.exists():
+    holder = _record(path.read_bytes())
+    if not _gone(holder):
+      raise Busy(_refusal(path, holder))
+    logging.info("%s: took over the lock of process %s, which is no longer running here", path.parent,
+                 holder.get("pid"))
+  path.write_text(json.dumps(record))
+  if (holder := _record(path.read_bytes())) != record:  # another command wrote it at the same moment
+    raise Busy(_refusal(path, holder))
+
+  def release():
+    if _record(path.read_bytes()) == record:
+      path.unlink()
+  return release
+
+
+def _record(data: bytes) -> dict:
+  """The holder's record; {} for a file cut short or not yet written."""
+  try:
+    record = json.loads(data)
+  except ValueError:
+    return {}
+  return record if isinstance(record, dict) else {}
+
+
+def _gone(holder: dict) -> bool:
+  """Whether the holder is known to have ended: a process of this host that no longer runs."""
+  if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+    return False
+  try:
+    os.kill(holder["pid"], 0)
+  except ProcessLookupError:
+    return True
+  except PermissionError:  # another user's process: running
+    pass
+  return False
+
+
+def _refusal(path: epath.Path, holder: dict) -> str:
+  who = (f"{holder.get('what', 'a wyjax command')} (process {holder['pid']} on {holder.get('host')}, since "
+         f"{holder.get('since')})" if "pid" in holder else "another wyjax command")
+  message = f"{path.parent} is being written by {who}; wait until it ends, or choose another folder"
+  if not storage.is_local(path):
+    message += f" (if that process is gone, delete {path}: a bucket cannot tell)"
+  return message
