@@ -3,6 +3,7 @@
 import json
 import os
 import pathlib
+import socket
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ import requests
 from etils import epath
 
 from tests.train.conftest import REPO_ROOT, losses, pretrain_command, pretrain_env, run_pretrain
-from wyjax.core import storage
+from wyjax.core import locks, storage
 from wyjax.hf import export_folder
 
 BUCKET = "wyjax-test"
@@ -55,7 +56,7 @@ def test_prepare_pretrain_resume_and_export_in_a_bucket(gcs_env, shared_data, ti
   command = lambda steps, *extra: pretrain_command(
       f"{bucket}/run", f"{bucket}/corpus", f"--config.corpus.source=daizhige:{bucket}/daizhige",
       "--config.corpus.sequence_length=64", "--config.corpus.valid_fraction=0.2", "--config.corpus.workers=1",
-      f"--config.num_train_steps={steps}", *extra)
+      f"--config.num_train_steps={steps}", "--prepare_corpus", *extra)
   for steps, extra in ((2, ()), (4, ("--accept_config_change",))):  # prepare and train 2 steps, resume to 4
     result = subprocess.run(command(steps, *extra), env=pretrain_env(**gcs_env), cwd=REPO_ROOT, capture_output=True,
                             text=True)
@@ -93,3 +94,26 @@ def test_predict_refuses_an_output_in_a_bucket_that_exists(gcs_env, tmp_path):
   assert result.returncode == 1 and result.stderr.splitlines()[-1] == (
       f"wyjax: error: {out} exists; choose another --output or pass --overwrite"), result.stderr[-2000:]
   assert out.read_text() == "mine"
+
+
+def test_a_folder_in_a_bucket_is_locked_while_a_command_writes_it(gcs_env):
+  """In a bucket the lock is a file checked, written and read back (no flock, no exclusive create
+  through epath): a second writer is refused, and told to delete it if its holder is gone; a
+  lock whose process is gone from this host is taken over; another host's is obeyed."""
+  folder = epath.Path(f"gs://{BUCKET}/locked")
+  with locks.held(folder, "export"):
+    with pytest.raises(locks.Busy, match=rf"process {os.getpid()} on .*; .*delete {folder / locks.LOCK}: a bucket"):
+      with locks.held(folder, "export"):
+        pass
+  assert not (folder / locks.LOCK).exists()
+  gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                            text=True).stdout)
+  for host, taken_over in ((socket.gethostname(), True), ("another-host", False)):
+    (folder / locks.LOCK).write_text(json.dumps({"what": "export", "pid": gone, "host": host, "since": "then"}))
+    if taken_over:
+      with locks.held(folder, "export"):
+        assert json.loads((folder / locks.LOCK).read_text())["pid"] == os.getpid()
+    else:
+      with pytest.raises(locks.Busy, match=f"process {gone} on another-host"):
+        with locks.held(folder, "export"):
+          pass
