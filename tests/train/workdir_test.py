@@ -95,6 +95,16 @@ def test_two_fine_tunings_never_write_one_workdir_at_once(tlc, tmp_path, caplog)
   assert not (workdir / locks.LOCK).exists()
 
 
+def test_pretraining_refuses_a_workdir_another_command_writes(tmp_path):
+  """Pretraining takes its workdir's lock before it reads or writes anything there."""
+  config = config_files.load("pretrain/deberta_tiny")
+  with locks.held(tmp_path / "run", "fine-tuning"):
+    with pytest.raises(locks.Busy, match=f"{tmp_path / 'run'} is being written by fine-tuning \\(process "
+                                         f"{os.getpid()} on"):
+      pretraining.train_and_evaluate(config, tmp_path / "run")
+    assert [p.name for p in (tmp_path / "run").iterdir()] == [locks.LOCK]
+
+
 def test_pretraining_never_fills_a_data_dir_that_holds_no_corpus(tmp_path, shared_data):
   """A mistyped --config.data_dir, or one whose text: build was interrupted, was silently filled
   with the default corpus and trained on. Both are errors naming what is there; --prepare_corpus
