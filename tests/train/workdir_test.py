@@ -60,6 +60,14 @@ def test_a_rerun_over_edited_data_is_refused_unless_it_starts_afresh(tlc, tmp_pa
   assert len((workdir / "seed_0" / "dev_predictions.tsv").read_text().splitlines()) == 15  # the new dev file's
 
 
+def _holder(folder) -> int | None:
+  """The process id the folder's lock names; None before it is written whole."""
+  try:
+    return json.loads((folder / locks.LOCK).read_text()).get("pid")
+  except (OSError, ValueError):
+    return None
+
+
 def test_two_fine_tunings_never_write_one_workdir_at_once(tlc, tmp_path, caplog):
   """Two fine-tunings into one --workdir with different learning rates both exited 0, one rate in
   run_config.json, both runs' steps in metrics.jsonl. The second is refused in one line naming
@@ -74,8 +82,7 @@ def test_two_fine_tunings_never_write_one_workdir_at_once(tlc, tmp_path, caplog)
                            stderr=subprocess.DEVNULL)
   try:
     deadline = time.monotonic() + 120
-    while not (workdir / locks.LOCK).exists() or json.loads((workdir / locks.LOCK).read_text() or "{}").get(
-        "pid") != first.pid:
+    while _holder(workdir) != first.pid:
       assert first.poll() is None and time.monotonic() < deadline
       time.sleep(0.02)
     first.send_signal(signal.SIGSTOP)  # holding the lock, wherever it is in its run
