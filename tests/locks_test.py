@@ -1,5 +1,6 @@
 """One writer per folder (wyjax.core.locks); the two-command cases with real processes are in
 tests/data/prepare_test.py (prepare-corpus) and tests/train/workdir_test.py (fine-tuning)."""
+import errno
 import json
 import logging
 import os
@@ -58,3 +59,18 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path, caplog):
     assert json.loads((folder / locks.LOCK).read_text())["pid"] == os.getpid()
   assert f"took over the lock of process {holder.pid} on {socket.gethostname()}" in caplog.text
   assert list(folder.iterdir()) == []  # released (the folder is the dead holder's: kept)
+
+
+def test_a_file_system_without_flock_is_locked_as_a_bucket_is(tmp_path, monkeypatch):
+  """A bucket mounted by gcsfuse has no flock (here: flock raising EOPNOTSUPP, as such a mount
+  does): the lock is then the record written and read back, and the refusal says that a gone
+  holder's file must be deleted by hand (its liveness is known only on its own host)."""
+  def no_flock(fd, operation):
+    raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+  monkeypatch.setattr(locks.fcntl, "flock", no_flock)
+  with locks.held(tmp_path, "export"):
+    assert json.loads((tmp_path / locks.LOCK).read_text())["pid"] == os.getpid()
+    with pytest.raises(locks.Busy, match=rf"process {os.getpid()} on .*; .*delete {tmp_path / locks.LOCK}: a bucket"):
+      with locks.held(tmp_path, "export"):
+        pass
+  assert not (tmp_path / locks.LOCK).exists()

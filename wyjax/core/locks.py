@@ -12,12 +12,12 @@ it ends (SIGKILL, the out-of-memory killer), so a lock left by a dead process is
 the next command, never obeyed for ever. The file holds the holder's process id, host and
 start time, for the message.
 
-In a bucket (gs://) there is no flock and no atomic create through `epath`: the lock is the same
-file, checked, written, then read back (the later of two writers sees the other's record and
-backs off). Two commands starting within the same moment can still both pass, and a holder's
-liveness is known only on its own host: a lock whose process is gone from this host is taken
-over; one from another host is obeyed, and the message says to delete the file if that process
-is gone.
+In a bucket (gs://), or on a file system without flock (a bucket mounted by gcsfuse), there is
+no flock and no atomic create through `epath`: the lock is the same file, checked, written,
+then read back (the later of two writers sees the other's record and backs off). Two commands
+starting within the same moment can still both pass, and a holder's liveness is known only on
+its own host: a lock whose process is gone from this host is taken over; one from another host
+is obeyed, and the message says to delete the file if that process is gone.
 """
 import contextlib
 import datetime
@@ -70,9 +70,11 @@ def _hold_local(path: epath.Path, record: dict):
     except OSError as e:
       holder = _record(os.read(fd, 4096))
       os.close(fd)
-      if e.errno not in (errno.EAGAIN, errno.EACCES):
-        raise
-      raise Busy(_refusal(path, holder)) from None
+      if e.errno in (errno.EAGAIN, errno.EACCES):
+        raise Busy(_refusal(path, holder, liveness=True)) from None
+      if not holder:  # the empty file just opened: no flock on this file system (a bucket mounted by gcsfuse)
+        path.unlink(missing_ok=True)
+      return _hold_in_bucket(path, record)
     try:  # the file we locked is still the lock: its holder may have removed it since we opened it
       if os.stat(path).st_ino == os.fstat(fd).st_ino:
         break
@@ -87,7 +89,8 @@ def _hold_local(path: epath.Path, record: dict):
   os.pwrite(fd, json.dumps(record).encode(), 0)
 
   def release():
-    os.unlink(path)  # before the flock ends: a command waiting on this file then sees it gone
+    with contextlib.suppress(FileNotFoundError):  # (removed by hand meanwhile)
+      os.unlink(path)  # before the flock ends: a command that opened this file then sees it gone
     os.close(fd)
   return release
 
@@ -96,15 +99,15 @@ def _hold_in_bucket(path: epath.Path, record: dict):
   if path.exists():
     holder = _record(path.read_bytes())
     if not _gone(holder):
-      raise Busy(_refusal(path, holder))
+      raise Busy(_refusal(path, holder, liveness=False))
     logging.info("%s: took over the lock of process %s, which is no longer running here", path.parent,
                  holder.get("pid"))
   path.write_text(json.dumps(record))
   if (holder := _record(path.read_bytes())) != record:  # another command wrote it at the same moment
-    raise Busy(_refusal(path, holder))
+    raise Busy(_refusal(path, holder, liveness=False))
 
   def release():
-    if _record(path.read_bytes()) == record:
+    if path.exists() and _record(path.read_bytes()) == record:
       path.unlink()
   return release
 
@@ -131,10 +134,11 @@ def _gone(holder: dict) -> bool:
   return False
 
 
-def _refusal(path: epath.Path, holder: dict) -> str:
+def _refusal(path: epath.Path, holder: dict, *, liveness: bool) -> str:
+  """The refusal naming the holder; without `liveness` (no flock) it may be gone: say so."""
   who = (f"{holder.get('what', 'a wyjax command')} (process {holder['pid']} on {holder.get('host')}, since "
          f"{holder.get('since')})" if "pid" in holder else "another wyjax command")
   message = f"{path.parent} is being written by {who}; wait until it ends, or choose another folder"
-  if not storage.is_local(path):
+  if not liveness:
     message += f" (if that process is gone, delete {path}: a bucket cannot tell)"
   return message
