@@ -12,6 +12,7 @@ The kernel's own tests (dropout, a planted error, the sm_90 compile) are in test
 """
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -19,10 +20,11 @@ import pytest
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from benchmarks import attention as attention_benchmark
 from wyjax.core import partitioning
-from wyjax.models import DebertaV2, EncoderConfig, attention
+from wyjax.models import Bert, DebertaV2, EncoderConfig, attention
 
 
 def _config(heads, d, **layout):
@@ -184,3 +186,31 @@ def test_bert_base_pretrains_through_cudnn_on_a_gpu(h100_mesh):
         config.attention, relative=model.relative_attention, training=True,
         dropout=model.attention_probs_dropout_prob > 0, length=config.corpus.sequence_length, dtype=model.dtype,
         head_dim=model.head_dim) == "cudnn"
+
+
+def test_bert_with_cudnn_dropout_lowers_to_cudnns_dropout_kernels():
+  """attention="cudnn_dropout": BERT's training pass with attention dropout, lowered for an H100
+  on this CPU host (compile-only devices), calls cuDNN's fused attention with dropout forward and
+  backward (padding as sequence lengths); "auto" on the same model calls no cuDNN attention."""
+  from wyjax.core import aot
+
+  config = _config(4, 32, model_type="bert", dtype="bfloat16", attention_probs_dropout_prob=0.1)
+  mesh = jax.sharding.Mesh(np.array(aot.devices("h100")), ("data",))
+  replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+  ids = jax.ShapeDtypeStruct((2, 128), jnp.int32, sharding=replicated)
+
+  def lowered(choice):
+    model = Bert(config.replace(attention=choice))
+    params = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated),
+                                    jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.ones((1, 8), jnp.int32))))
+
+    def loss(params, ids):
+      hidden = model.apply(params, ids, ids > 0, deterministic=False, rngs={"dropout": jax.random.key(1)})
+      return hidden.astype(jnp.float32).sum()
+
+    with jax.sharding.set_mesh(mesh):
+      return jax.jit(jax.grad(loss)).lower(params, ids).as_text()
+
+  cudnn_calls = lambda hlo: sorted(re.findall(r"custom_call @(__cudnn\$\w+)", hlo))
+  assert cudnn_calls(lowered("cudnn_dropout")) == ["__cudnn$fmhaSoftmaxDropout", "__cudnn$fmhaSoftmaxDropoutBackward"]
+  assert cudnn_calls(lowered("auto")) == []
