@@ -23,9 +23,11 @@ The attention alone (`gpu_rows`, what benchmarks/gpu.py runs): markdown rows as 
 
 On a GPU, at L = 512, 4096, 1024, 2048 (the issue's targets first, training before inference:
 ALONE_CELLS): wyjax's DisentangledAttention (projections, attention, output projection) with the
-GPU kernel ("pallas"), transformers' DebertaV2Attention (the same, plus its output LayerNorm and
-residual: one LayerNorm more), eager, and wyjax's XLA path; forward in inference mode,
-forward+backward in training mode (dropout 0.1, as pretraining). Time: the median of --repeats
+GPU kernel ("pallas"), with cuDNN (the relative terms as its bias: "auto" without attention
+dropout, in the training cells below attention.GPU_KERNEL_TRAINS_FROM keys, where "auto" picks
+it), transformers' DebertaV2Attention (the same, plus its output LayerNorm and residual: one
+LayerNorm more), eager, and wyjax's XLA path; forward in inference mode, forward+backward in
+training mode (dropout 0.1, as pretraining; the cuDNN side's hidden dropout only). Time: the median of --repeats
 runs after a warm-up. Peak memory: for wyjax the bytes XLA's buffer assignment gives the
 compiled program (arguments, outputs, temporaries), for transformers torch's peak allocation
 over the run (its inputs and parameters included). Before the
@@ -201,7 +203,7 @@ def _flashdeberta(flashdeberta, model):
 # length first, then 4096 (the issue's long-sequence target), training before inference.
 ALONE_CELLS = ((512, "forward+backward"), (4096, "forward+backward"), (512, "forward"), (4096, "forward"),
                (1024, "forward+backward"), (2048, "forward+backward"), (1024, "forward"), (2048, "forward"))
-ALONE_SIDES = ("wyjax GPU kernel", "transformers eager", "wyjax XLA")  # the reference last
+ALONE_SIDES = ("wyjax GPU kernel", "wyjax cuDNN", "transformers eager", "wyjax XLA")  # the reference last
 ALONE_HEADER = "| part | measurement | by | result | peak memory | notes |\n|---|---|---|---|---|---|"  # gpu.py's
 
 
@@ -225,6 +227,8 @@ def gpu_rows(smoke: bool, budget_s: float = float("inf"), repeats: int = 5) -> I
     seconds = {}
     out_of_time = False
     for side in ALONE_SIDES:
+      if side == "wyjax cuDNN" and (name == "forward" or length >= attention.GPU_KERNEL_TRAINS_FROM):
+        continue  # where "auto" picks it: training on fewer keys
       out_of_time = time.perf_counter() - start > budget_s
       if out_of_time:
         break
@@ -236,10 +240,13 @@ def gpu_rows(smoke: bool, budget_s: float = float("inf"), repeats: int = 5) -> I
         yield f"| attention | {measurement} | {side} | {type(e).__name__}: {error} | | |"
         continue
       memory = "XLA's buffer assignment" if side != "transformers eager" else "torch's peak allocation"
+      if side == "wyjax cuDNN":
+        memory += "; no attention dropout"
       yield f"| attention | {measurement} | {side} | {1e3 * seconds[side]:.2f} ms | {peak / 2**30:.2f} GiB | {memory} |"
-    kernel, theirs, xla = (seconds.get(side) for side in ALONE_SIDES)
+    kernel, cudnn, theirs, xla = (seconds.get(side) for side in ALONE_SIDES)
     if kernel and theirs:  # as gpu.py's rate rows: above 1, wyjax is faster
-      rates = f"**{theirs / kernel:.2f}×** GPU kernel" + (f", {theirs / xla:.2f}× XLA path" if xla else "")
+      rates = f"**{theirs / kernel:.2f}×** GPU kernel" + (f", {theirs / cudnn:.2f}× cuDNN" if cudnn else "") + (
+          f", {theirs / xla:.2f}× XLA path" if xla else "")
       yield f"| attention | {measurement} | wyjax ÷ transformers | {rates} | | |"
     if out_of_time:
       yield f"| attention | {measurement} | – | not run: past the {budget_s:.0f} s budget | | " \
@@ -261,7 +268,9 @@ def _alone_inputs(config: EncoderConfig, length: int, dtype):
 
 
 def _measure_jax_attention(side: str, length: int, name: str, repeats: int):
-  config = _alone_config("pallas" if side == "wyjax GPU kernel" else "xla")
+  config = _alone_config({"wyjax GPU kernel": "pallas", "wyjax cuDNN": "auto"}.get(side, "xla"))
+  if side == "wyjax cuDNN":  # "auto" trains through cuDNN without attention dropout
+    config = config.replace(attention_probs_dropout_prob=0.0)
   module = deberta_v2.DisentangledAttention(config)
   x, rel = (jnp.asarray(a) for a in _alone_inputs(config, length, jnp.bfloat16))
   mask = layers.expand_mask(jnp.ones(x.shape[:2], jnp.int32))

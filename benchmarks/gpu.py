@@ -7,7 +7,8 @@ Each part runs in a process of its own under its own time budget (--budgets, abo
 all); one that overruns or fails prints a row saying why, and the next part runs. Rows print as
 they are measured; a row of wyjax's rate over transformers' (above 1: wyjax is faster) follows each pair.
 
-  pretrain   steps of DeBERTa-base (with each --attentions) and BERT-base, batch 32 × 512, bf16:
+  pretrain   steps of DeBERTa-base (with each --attentions: by default "auto" with the config's
+             attention dropout, the XLA path, and without it, cuDNN) and BERT-base, 32 × 512, bf16:
              wyjax's train step (configs/pretrain/*_base.py: its masking, loss, clipping and AdamW)
              vs transformers' *ForMaskedLM under autocast bf16 with fused AdamW (SDPA attention for
              BERT; DeBERTa has only eager): tokens/s, MFU (wyjax's FLOP count of the step over the
@@ -22,7 +23,7 @@ they are measured; a row of wyjax's rate over transformers' (above 1: wyjax is f
              wyjax.predict's Predictor vs transformers' token-classification pipeline, both batch 32,
              on the same exported tiny model (benchmarks/predict.py): characters/s.
   attention  DeBERTa's disentangled attention alone (benchmarks/attention.py's gpu_rows): wyjax's
-             GPU kernel and XLA path vs transformers' eager DebertaV2Attention, forward and
+             GPU kernel, cuDNN route and XLA path vs transformers' eager DebertaV2Attention, forward and
              forward+backward at L = 512 … 4096, as far as its budget goes; --smoke: the kernel
              (interpreted) against the XLA path, the largest relative errors.
 
@@ -155,8 +156,10 @@ def pretrain_part(args) -> None:
     size = " (smoke: 2 layers of 64)" if args.smoke else ""
     measurement = f"{name}{size} pretraining step, {batch} × {length}, bf16"
     seconds = {}
-    for attention in attentions:
-      config.attention = attention
+    configured = config.model.to_dict()
+    for attention in attentions:  # "auto/attention_dropout=0": config.attention "auto", that dropout
+      config.attention, _, dropout = attention.partition("/attention_dropout=")
+      config.model = {**configured, **({"attention_probs_dropout_prob": float(dropout)} if dropout else {})}
       profile = jax_profile(args, f"pretrain-{name}-wyjax-{attention.replace('/', '-')}")
       seconds[attention], flops, memory, compile_s = wyjax_pretrain(config, ids, steps, profile)
       row("pretrain", measurement, "wyjax", _throughput(batch * length, seconds[attention], flops, peak),
@@ -424,8 +427,11 @@ def main():
   parser.add_argument("--parts", default=",".join(PARTS), help="which parts, in order")
   parser.add_argument("--budgets", help=f"seconds per part: name=seconds,… (default {BUDGETS}; --smoke: "
                       f"{SMOKE_BUDGETS})")
-  parser.add_argument("--attentions", default="auto,pallas", help="DeBERTa-base's config.attention values to time "
-                      "(on a GPU \"auto\" trains through XLA at 512 keys, \"pallas\" through the GPU kernel)")
+  parser.add_argument("--attentions", default="auto,auto/attention_dropout=0",
+                      help="DeBERTa-base's config.attention values to time, each optionally with "
+                      "/attention_dropout=RATE (default: the config's 0.1). On a GPU at 512 keys \"auto\" trains "
+                      "through XLA, without attention dropout through cuDNN (the relative terms as its bias), "
+                      "\"pallas\" through the GPU kernel (measured on an H200: slower than XLA, docs/benchmarks.md)")
   parser.add_argument("--init", default="", help="the demo's pretrained model (a wyjax workdir or transformers "
                       "folder) for the tiny fine-tuning run; default: random weights of its architecture")
   parser.add_argument("--chars", type=int, default=300_000, help="characters the predict part punctuates")
