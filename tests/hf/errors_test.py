@@ -173,3 +173,14 @@ def test_a_workdirs_tokenizer_of_another_model_is_refused(exported, tmp_path):
   with pytest.raises(wyjax.hf.loading.PartsError, match=re.escape(
       f"{workdir}/tokenizer/vocab.txt has 102 tokens but {workdir}/model.json says vocab_size 97")):
     wyjax.hf.load(workdir)
+
+
+def test_an_export_longer_than_its_positions_is_refused(tmp_path):
+  """An exported task model whose wyjax_max_length is past its absolute positions: predict would
+  feed positions with no embedding (NaN)."""
+  from tests.hf.task_export_test import _fine_tuned
+  folder = task_models.export(_fine_tuned("tlc", "bert"), tmp_path / "tlc")
+  _edit_config(folder, wyjax_max_length=128)
+  with pytest.raises(wyjax.hf.loading.PartsError, match=re.escape(
+      f"{folder}/config.json: wyjax_max_length 128 is more than its max_position_embeddings 64")):
+    task_models.load(folder)
