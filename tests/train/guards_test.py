@@ -6,6 +6,7 @@ import signal
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from wyjax.core import guards, optimizer
@@ -34,20 +35,36 @@ def test_interrupted_exit_code_is_128_plus_the_signal():
 def test_a_non_finite_step_keeps_the_state_but_advances_the_step():
   old = {"step": jnp.int32(3), "params": {"w": jnp.ones(3)}, "opt_state": (jnp.int32(2), jnp.zeros(3))}
   new = {"step": jnp.int32(4), "params": {"w": jnp.full(3, 2.0)}, "opt_state": (jnp.int32(3), jnp.ones(3))}
-  finite_grads, nan_grads = {"w": jnp.ones(3)}, {"w": jnp.array([1.0, jnp.nan, 1.0])}
-  guard = jax.jit(lambda old, new, loss, grads: guards.skip_if_not_finite(old, new, loss, optimizer.global_norm(grads)))
-  kept, ok = guard(old, new, jnp.float32(1.0), finite_grads)
+  guard = jax.jit(lambda loss, grads: guards.skip_if_not_finite(old, new, loss, optimizer.global_norm(grads)))
+  kept, ok = guard(jnp.float32(1.0), {"w": jnp.ones(3)})
   assert bool(ok) and float(kept["params"]["w"][0]) == 2.0 and int(kept["opt_state"][0]) == 3
-  for loss, grads, params in ((jnp.float32(jnp.inf), finite_grads, new["params"]),
-                              (jnp.float32(1.0), nan_grads, new["params"]),
-                              (jnp.float32(1.0), {"w": jnp.array([1.0, jnp.inf, 1.0])}, new["params"]),
-                              (jnp.float32(1.0), finite_grads, {"w": jnp.array([2.0, jnp.inf, 2.0])})):
-    kept, ok = guard(old, {**new, "params": params}, loss, grads)
+  for loss, grads in ((jnp.float32(jnp.inf), {"w": jnp.ones(3)}),
+                      (jnp.float32(1.0), {"w": jnp.array([1.0, jnp.nan, 1.0])}),
+                      (jnp.float32(1.0), {"w": jnp.array([1.0, -jnp.inf, 1.0])}),
+                      (jnp.float32(1.0), {"w": jnp.full(3, 1e20)})):  # finite, but its squares overflow: skipped too
+    kept, ok = guard(loss, grads)
     assert not bool(ok) and int(kept["step"]) == 4
     np.testing.assert_array_equal(kept["params"]["w"], old["params"]["w"])
     assert int(kept["opt_state"][0]) == 2  # the optimizer's count (its schedule) does not advance
   # Large but finite values are finite: all_finite reduces isfinite, not a norm that would overflow.
   assert bool(guards.all_finite({"w": jnp.full(1000, 3e38)}))
+
+
+def test_adamw_from_finite_inputs_stays_finite_and_bounded():
+  """Why the guard reads no new parameter: from a finite state, gradients whose norm is finite
+  (however large) move each parameter by at most lr × (max_grad_norm / eps + weight_decay × |p|),
+  and the moments stay finite."""
+  tx, _ = optimizer.adamw(learning_rate=1e-2, warmup_steps=0, total_steps=10, max_grad_norm=1.0)
+  params = {"w": jnp.array([3e38, -1.0, 0.0]), "bias": jnp.zeros(2)}
+  state = tx.init(params)
+  for grads in ({"w": jnp.array([1e18, -1e18, 0.0]), "bias": jnp.array([1e-30, 0.0])},
+                {"w": jnp.array([0.0, 0.0, 1e-45]), "bias": jnp.array([-1e19, 1e19])}):
+    updates, state = tx.update(grads, state, params, grad_norm=optimizer.global_norm(grads))
+    new = optax.apply_updates(params, updates)
+    assert bool(guards.all_finite((new, state)))
+    step = np.abs(np.asarray(new["w"]) - np.asarray(params["w"]))
+    assert np.all(step <= 1e-2 * (1.0 / 1e-6 + 0.01 * np.abs(np.asarray(params["w"]))) * (1 + 1e-6)), step
+    params = new
 
 
 def test_whole_tree_reductions_take_one_kernel_per_stack_of_like_leaves():

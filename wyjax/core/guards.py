@@ -6,8 +6,8 @@ Both loops (pretraining, fine-tuning) use the same two guards:
   (it checkpoints, then raises `Interrupted`); the previous handlers come back when the loop
   ends, so Ctrl-C works again in whatever runs next. On several processes the request is
   agreed every `sync_every` steps (one small all-gather), so all stop at the same step.
-* `skip_if_not_finite()` runs inside the jitted step: a non-finite loss, gradient norm or updated
-  parameter keeps the old state (the step counter still advances). `NonFiniteSteps` counts
+* `skip_if_not_finite()` runs inside the jitted step: a non-finite loss or gradient norm keeps
+  the old state (the step counter still advances). `NonFiniteSteps` counts
   them on the host and raises `NonFiniteError` after `max_in_a_row` in a row, so a state with
   NaN/Inf is never checkpointed and a diverged run ends with a non-zero exit.
 """
@@ -55,15 +55,19 @@ def all_finite(tree) -> jax.Array:
 
 
 def skip_if_not_finite(old: dict, new: dict, loss, grad_norm) -> tuple[dict, jax.Array]:
-  """(state, finite): `new` when the loss, the gradients' global norm and the new params are
-  finite, else `old` with `new`'s step counter. Inside jit the select fuses into the update.
+  """(state, finite): `new` when the loss and the gradients' global norm are finite, else `old`
+  with `new`'s step counter. Inside jit the select fuses into each parameter's update.
 
   The norm (computed in float32 for clipping anyway, optimizer.global_norm) is finite iff every
   gradient is, or its squares overflowed (a norm past about 1.8e19: that step is skipped too).
-  The new optimizer moments need no check: from finite moments, AdamW's are averages of them and
-  of the clipped gradients, whose squares are finite when the norm is. The new params are
-  checked: a learning rate or ε at float32's edge could still make them overflow."""
-  finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & all_finite(new["params"])
+  The new state needs no check of its own, which would cost a pass over it and a kernel per
+  parameter: from a finite state, AdamW's moments are averages of finite moments and of the
+  clipped gradients, whose squares are finite when the norm is, and a step moves a parameter by
+  at most learning_rate × (max_grad_norm / eps + weight_decay × |p|), which only absurd learning
+  rates take past float32's range (with 1e30, the non-finite tests' rate, the next loss overflows
+  first, and that step is skipped). A checkpoint holding NaN or Inf is set aside when restored
+  (checkpoints.restore_latest)."""
+  finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
   kept = jax.tree_util.tree_map(lambda n, o: jnp.where(finite, n, o), new, old)
   return {**kept, "step": new["step"]}, finite
 
