@@ -30,10 +30,10 @@ class Program:
   init_state: Callable  # jitted rng → a fresh sharded state
 
   def apply_gradients(self, state: dict, grads, loss) -> tuple[dict, dict]:
-    """The optimizer's update, inside a train step; skipped (state kept) when the loss, the
-    gradients' norm or a new parameter is not finite. The norm is reduced once, in a few kernels
-    (optimizer.global_norm), for the clip, the guard and the metric. Returns (state, {grad_norm,
-    learning_rate, finite})."""
+    """The optimizer's update, inside a train step; skipped (state kept) when the loss or the
+    gradients' norm is not finite (guards.skip_if_not_finite). The norm is reduced once, in a few
+    kernels (optimizer.global_norm), for the clip, the guard and the metric. Returns (state,
+    {grad_norm, learning_rate, finite})."""
     grad_norm = optimizer.global_norm(grads)
     updates, opt_state = self.tx.update(grads, state["opt_state"], state["params"], grad_norm=grad_norm)
     new_state = {"step": state["step"] + 1, "params": optax.apply_updates(state["params"], updates),
