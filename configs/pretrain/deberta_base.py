@@ -14,13 +14,23 @@ That is 65.5 B tokens, about 20 epochs of Daizhige's 3.3 B characters. On one H1
 measured throughput (docs/benchmarks.md) budget several days; on a v4-32 use data parallelism
 (docs/distributed.md).
 
+No attention dropout (hidden dropout stays 0.1), as configs/pretrain/bert_base.py and for the
+same reason: on a GPU the attention then trains through cuDNN's fused attention, the relative
+terms (by distance and skew) reaching it as a bf16 bias whose gradient cuDNN returns, with no
+float32 [batch, heads, L, L] array, and every dropout mask is still wyjax's own, drawn from
+(seed, step): exact resume, different masks per device. With attention dropout the GPU trains
+through the XLA path's [batch, heads, L, L] softmax instead (docs/models.md). Compiled for one
+H100 on a CPU (prediction, 2026-11-26, jax 0.12.0.1; docs/scaling.md "One GPU"), 32 × 512:
+11.4 GiB, 12 cuDNN attention calls forward and 12 backward.
+
 Check a slice before renting it (the real step compiled by libtpu on any CPU host; per-chip
 HBM, predicted step time and MFU ceiling; docs/scaling.md):
 
     JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=pretrain/deberta_base.py \
         --compile_only=v5p:2x2x1 --config.batch_size=128
 
-predicts, with the fused attention kernels that attention="auto" picks on TPU, 7.1 GiB HBM
+predicted (in an earlier tree, with attention dropout 0.1), with the fused attention kernels
+that attention="auto" picks on TPU, 7.1 GiB HBM
 per chip, 72 GiB of HBM traffic and 31 ms per step (compute-bound, 2.09 M tokens/s, MFU ceiling
 75%; BERT-base with flash attention: 68 GiB, 26 ms). With --config.attention=xla: 14.4 GiB and
 2.3 s per step, memory-bound on the 5,968 GiB that XLA counts for the relative-attention
@@ -40,7 +50,7 @@ def get_config():
       num_attention_heads=12, intermediate_size=3072, hidden_act="gelu", max_position_embeddings=512,
       type_vocab_size=0, layer_norm_eps=1e-7, relative_attention=True, max_relative_positions=-1,
       position_buckets=128, pos_att_type="p2c|c2p", share_att_key=True, norm_rel_ebd="layer_norm",
-      position_biased_input=False)
+      position_biased_input=False, attention_probs_dropout_prob=0.0)
   config.corpus.source = "daizhige:/data/daizhigev20"
   config.corpus.sequence_length = 512
   config.corpus.max_vocab = 22669
