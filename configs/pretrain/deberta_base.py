@@ -30,9 +30,9 @@ HBM, predicted step time and MFU ceiling; docs/scaling.md):
         --compile_only=v5p:2x2x1 --config.batch_size=128
 
 predicted (in an earlier tree, with attention dropout 0.1), with the fused attention kernels
-that attention="auto" picks on TPU, 7.1 GiB HBM
-per chip, 72 GiB of HBM traffic and 31 ms per step (compute-bound, 2.09 M tokens/s, MFU ceiling
-75%; BERT-base with flash attention: 68 GiB, 26 ms). With --config.attention=xla: 14.4 GiB and
+that attention="auto" picks on TPU, 7.1 GiB HBM per chip, 72 GiB of HBM traffic and 31 ms per
+step (compute-bound, 2.09 M tokens/s, MFU ceiling 75%; BERT-base with flash attention: 68 GiB,
+26 ms). With --config.attention=xla: 14.4 GiB and
 2.3 s per step, memory-bound on the 5,968 GiB that XLA counts for the relative-attention
 gathers (docs/scaling.md).
 
