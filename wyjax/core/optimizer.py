@@ -1,11 +1,11 @@
 """AdamW with the WYWEB paper's defaults: β (0.9, 0.999), ε 1e-6, weight decay 0.01 on all
 but biases and LayerNorm parameters, global-norm clipping 1.0, linear warm-up then linear
 decay to zero."""
+import collections
+
 import jax
 import jax.numpy as jnp
 import optax
-
-from wyjax.core import trees
 
 
 def learning_rate_schedule(peak: float, warmup_steps: int, total_steps: int) -> optax.Schedule:
@@ -22,9 +22,16 @@ def decay_mask(params):
 
 
 def global_norm(tree) -> jax.Array:
-  """sqrt(Σ x²) over the tree's floating-point leaves, in float32, a reduction per stack of like
-  leaves (trees.stacks); optax.tree.norm takes one per leaf. Overflows to inf past about 1.8e19."""
-  return jnp.sqrt(sum(jnp.sum(jnp.square(x.astype(jnp.float32))) for x in trees.stacks(tree)))
+  """sqrt(Σ x²) over the tree's floating-point leaves, in float32. optax.tree.norm reduces each
+  leaf in a kernel of its own (a 12-layer encoder has ~200); here the leaves of one shape and
+  dtype are stacked first, ~15 stacks, and XLA fuses each stack into its reduction, so nothing is
+  copied. Leaves of one shape are the same parameter in each layer, sharded alike: a stack needs
+  no communication. Overflows to inf past about 1.8e19."""
+  stacks = collections.defaultdict(list)
+  for leaf in jax.tree_util.tree_leaves(tree):
+    if jnp.issubdtype(jnp.result_type(leaf), jnp.floating):
+      stacks[(jnp.shape(leaf), jnp.result_type(leaf))].append(jnp.asarray(leaf, jnp.float32))
+  return jnp.sqrt(sum(jnp.sum(jnp.square(jnp.stack(leaves))) for leaves in stacks.values()))
 
 
 def clip_by_global_norm(max_norm: float) -> optax.GradientTransformationExtraArgs:
