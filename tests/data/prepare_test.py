@@ -162,6 +162,20 @@ def test_a_bad_file_ends_the_command_in_one_line_with_the_default_workers(tmp_pa
   assert result.stderr.splitlines() == [f"wyjax: error: {bad}:1: not valid UTF-8 (invalid start byte at byte 0)"]
 
 
+def test_a_full_disk_is_one_line_and_leaves_no_partial_shard(shared_data, tmp_path):
+  """A full disk is simulated by a file-size limit (`ulimit -f`, RLIMIT_FSIZE: a write beyond it
+  fails with EFBIG as ENOSPC does): ArrayRecord's writer failed with a 20-line traceback and
+  left its partial shard."""
+  out = tmp_path / "out"
+  result = subprocess.run(["bash", "-c", 'ulimit -f 200 && exec "$@"', "bash", sys.executable, "-m", "wyjax.data",
+                           "prepare-corpus", f"--source=daizhige:{shared_data / 'daizhige_sample'}", f"--out={out}",
+                           "--sequence_length=64", "--workers=1"], capture_output=True, text=True)
+  assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+  assert result.stderr.splitlines()[-1] == (f"wyjax: error: {out}: File too large while writing the corpus's shards; "
+                                            "free space there and rerun (the shards written so far were removed)")
+  assert not list(out.glob("*.array_record")) and not (out / "manifest.json").exists()
+
+
 STALLED = pathlib.Path(__file__).with_name("stalled_prepare.py")
 
 

@@ -29,6 +29,7 @@ import json
 import multiprocessing
 import os
 import pathlib
+import re
 import signal
 import sys
 import tempfile
@@ -157,8 +158,17 @@ class _ShardWriter:
 
   def close(self):
     if self._writer is not None:
-      self._writer.close()
-      self._writer = None
+      writer, self._writer = self._writer, None
+      writer.close()
+
+  def discard(self):
+    """Removes the shards written so far (a build that failed): a partial shard is no data."""
+    writer, self._writer = self._writer, None
+    if writer is not None:
+      with contextlib.suppress(RuntimeError):  # the write that failed fails its close again
+        writer.close()
+    for name in self.names:
+      (self.out / name).unlink(missing_ok=True)
 
 
 class _Packer:
@@ -194,6 +204,23 @@ class _Packer:
       self._emit(np.concatenate(self._pending))
     self._pending, self._count = [], 0
     self.writer.close()
+
+
+@contextlib.contextmanager
+def _shards_removed_on_failure(out: pathlib.Path, packers: dict):
+  """A build that fails (a full disk, Ctrl-C, a bad file) leaves no shard: a partial one is no
+  data. ArrayRecord's I/O errors, RuntimeErrors worded by its C++ writer, become one OSError
+  naming the corpus folder."""
+  try:
+    yield
+  except BaseException as e:
+    for packer in packers.values():
+      packer.writer.discard()
+    failed_write = re.search(r"write\(\) failed: ([^;]+)", str(e)) if isinstance(e, RuntimeError) else None
+    if failed_write:
+      raise OSError(f"{out}: {failed_write.group(1)} while writing the corpus's shards; free space there and rerun "
+                    "(the shards written so far were removed)") from e
+    raise
 
 
 @contextlib.contextmanager
@@ -370,7 +397,7 @@ def _prepare_corpus(out: epath.Path, options: Options, *, vocab_dir, workers, pr
                         tokenizer) for s in SPLITS}
   seen: set[int] = set()
   stats = collections.Counter()
-  with _worker_pool(workers, source, options, vocab) as pool:
+  with _shards_removed_on_failure(out, packers), _worker_pool(workers, source, options, vocab) as pool:
     for documents in _map(pool, _tokenize_unit, units, progress, "tokenising"):
       for doc_id, raw_chars, kept_chars, hashes, ids, starts in documents:
         stats["raw_characters"] += raw_chars
@@ -392,8 +419,8 @@ def _prepare_corpus(out: epath.Path, options: Options, *, vocab_dir, workers, pr
           continue
         stats[f"{split}_documents"] += 1
         packers[split].add_document(np.concatenate(unique))
-  for packer in packers.values():
-    packer.finish()
+    for packer in packers.values():
+      packer.finish()
   if not packers["train"].writer.sequences:
     raise guards.RunError(f"{options.source}: no text to train on ({stats['raw_characters']} characters read, "
                           f"{stats['characters']} kept after cleaning, in {stats['train_documents']} training "
