@@ -3,6 +3,7 @@ data files, a pretraining data_dir that holds no finished corpus."""
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -11,7 +12,7 @@ import time
 
 import pytest
 
-from tests.train.conftest import REPO_ROOT, pretrain_env
+from tests.train.conftest import CONFIG, REPO_ROOT, pretrain_env
 from wyjax.core import config_files, guards, locks, run_config
 from wyjax.data import prepare
 from wyjax.train import finetuning, pretraining, suite
@@ -137,3 +138,24 @@ def test_pretraining_never_fills_a_data_dir_that_holds_no_corpus(tmp_path, share
   with pytest.raises(guards.RunError, match=f"--out {config.data_dir} {unfinished}.*--overwrite"):
     pretraining.train_and_evaluate(config, tmp_path / "run", prepare_corpus=True)
   assert sorted(p.name for p in (tmp_path / "corpus").iterdir()) == [prepare.BUILDING]
+
+
+def test_pretraining_resumed_over_a_rebuilt_corpus_is_refused(tiny_corpus, shared_data, tmp_path):
+  """The workdir records its corpus (data_files.json): the same command over a corpus rebuilt
+  under the same path with other options would resume a data iterator into other sequences."""
+  data_dir = tmp_path / "corpus"
+  shutil.copytree(tiny_corpus, data_dir)
+  config = config_files.load(str(CONFIG))
+  config.data_dir, config.num_train_steps = str(data_dir), 2
+  pretraining.train_and_evaluate(config, tmp_path / "run")
+  recorded = json.loads((tmp_path / "run" / run_config.DATA).read_text())
+  assert list(recorded) == ["corpus"] and recorded == pretraining.corpus_fingerprint(data_dir)
+
+  prepare.prepare_corpus(data_dir, prepare.Options(source=f"daizhige:{shared_data / 'daizhige_sample'}",
+                                                   sequence_length=64, valid_fraction=0.3),
+                         workers=1, progress=False, overwrite=True, log=lambda *_: None)
+  before = _files(tmp_path / "run")  # the same command again
+  with pytest.raises(run_config.DataChanged, match=r"corpus: manifest.json changed \([\d,]+ bytes, sha256 \w+ -> "
+                                                   r"[\d,]+ bytes.*\nResume with the corpus the run was made from"):
+    pretraining.train_and_evaluate(config, tmp_path / "run")
+  assert _files(tmp_path / "run") == before

@@ -6,7 +6,8 @@ refused with the differences listed, unless the user accepts them explicitly; ac
 changes are logged and appended to WORKDIR/config_changes.jsonl. Keys that only change how
 a run is executed or observed (the mesh, logging and evaluation intervals, ...) may change.
 
-A fine-tuning also stores the size and SHA-256 of every data file it read (WORKDIR/data_files.json):
+A fine-tuning also stores the size and SHA-256 of every data file it read, a pretraining those
+of its prepared corpus (WORKDIR/data_files.json):
 the same config over edited files would keep scores made from the old ones, so a rerun over
 changed files is refused with the files named; `set_aside` moves the old runs out of the way
 (never deleting them) for a run that starts afresh.
@@ -109,11 +110,15 @@ def data_fingerprint(data_dir, files: dict) -> dict:
   return fingerprint
 
 
-def check_data(workdir, fingerprint: dict) -> None:
+FRESH_START = ("Pass --fresh_start to set those runs aside (WORKDIR/previous-<time>/) and train afresh, or use "
+               "another --workdir.")
+
+
+def check_data(workdir, fingerprint: dict, remedy: str = FRESH_START) -> None:
   """Raises DataChanged naming each file that differs from WORKDIR/data_files.json (changed,
-  new or gone). A workdir without one passes: a new one, or one whose runs began before wyjax
-  recorded their data (with a warning). Writes nothing: `store_config` does, once the run has
-  really continued."""
+  new or gone), and `remedy`. A workdir without one passes: a new one, or one whose runs began
+  before wyjax recorded their data (with a warning). Writes nothing: `store_config` does, once
+  the run has really continued."""
   workdir = epath.Path(workdir)
   if not (workdir / DATA).exists():
     if (workdir / CONFIG).exists():
@@ -134,8 +139,7 @@ def check_data(workdir, fingerprint: dict) -> None:
   if changes:
     raise DataChanged(
         f"{workdir} holds runs made from other data; continuing would keep their scores as if made from these files:\n"
-        + "\n".join(changes) + "\nPass --fresh_start to set those runs aside (WORKDIR/previous-<time>/) and train "
-        "afresh, or use another --workdir.")
+        + "\n".join(changes) + "\n" + remedy)
 
 
 def set_aside(workdir) -> None:

@@ -28,8 +28,6 @@ import hashlib
 import json
 import multiprocessing
 import os
-import pathlib
-import re
 import signal
 import sys
 import tempfile
@@ -37,11 +35,10 @@ import time
 
 import numpy as np
 import tqdm
-from array_record.python.array_record_module import ArrayRecordWriter
 from etils import epath
 
 from wyjax.core import guards, locks, storage
-from wyjax.data import corpus
+from wyjax.data import corpus, packing
 from wyjax.data import tokenizer as tokenizer_lib
 
 SPLITS = ("train", "valid")
@@ -139,89 +136,6 @@ def _tokenize_unit(unit: str) -> list[tuple]:
 
 
 # --- main side ---------------------------------------------------------------------------------
-
-class _ShardWriter:
-  def __init__(self, out: pathlib.Path, split: str, per_shard: int, dtype):
-    self.out, self.split, self.per_shard, self.dtype = out, split, per_shard, dtype
-    self.names, self._writer, self._in_shard, self.sequences = [], None, 0, 0
-
-  def write(self, sequence: np.ndarray):
-    if self._writer is None or self._in_shard == self.per_shard:
-      self.close()
-      name = f"{self.split}-{len(self.names):05d}.array_record"
-      self._writer = ArrayRecordWriter(str(self.out / name), "group_size:1")
-      self.names.append(name)
-      self._in_shard = 0
-    self._writer.write(sequence.astype(self.dtype).tobytes())
-    self._in_shard += 1
-    self.sequences += 1
-
-  def close(self):
-    if self._writer is not None:
-      writer, self._writer = self._writer, None
-      writer.close()
-
-  def discard(self):
-    """Removes the shards written so far (a build that failed): a partial shard is no data."""
-    writer, self._writer = self._writer, None
-    if writer is not None:
-      with contextlib.suppress(RuntimeError):  # the write that failed fails its close again
-        writer.close()
-    for name in self.names:
-      (self.out / name).unlink(missing_ok=True)
-
-
-class _Packer:
-  """[CLS] + the next length-1 tokens of a stream of documents, each ending with [SEP]."""
-
-  def __init__(self, writer: _ShardWriter, length: int, tokenizer):
-    self.writer, self.length, self.tk = writer, length, tokenizer
-    self._pending: list[np.ndarray] = []
-    self._count = 0
-    self.tokens = 0
-
-  def add_document(self, ids: np.ndarray):
-    self._pending += [ids, np.array([self.tk.sep_id], np.int32)]
-    self._count += len(ids) + 1
-    self.tokens += len(ids) + 1
-    body = self.length - 1
-    if self._count >= body:
-      stream = np.concatenate(self._pending)
-      full = len(stream) // body
-      for i in range(full):
-        self._emit(stream[i * body:(i + 1) * body])
-      rest = stream[full * body:]
-      self._pending, self._count = [rest], len(rest)
-
-  def _emit(self, body: np.ndarray):
-    sequence = np.full(self.length, self.tk.pad_id, np.int32)
-    sequence[0] = self.tk.cls_id
-    sequence[1:1 + len(body)] = body
-    self.writer.write(sequence)
-
-  def finish(self):
-    if self._count:
-      self._emit(np.concatenate(self._pending))
-    self._pending, self._count = [], 0
-    self.writer.close()
-
-
-@contextlib.contextmanager
-def _shards_removed_on_failure(out: pathlib.Path, packers: dict):
-  """A build that fails (a full disk, Ctrl-C, a bad file) leaves no shard: a partial one is no
-  data. ArrayRecord's I/O errors, RuntimeErrors worded by its C++ writer, become one OSError
-  naming the corpus folder."""
-  try:
-    yield
-  except BaseException as e:
-    for packer in packers.values():
-      packer.writer.discard()
-    failed_write = re.search(r"write\(\) failed: ([^;]+)", str(e)) if isinstance(e, RuntimeError) else None
-    if failed_write:
-      raise OSError(f"{out}: {failed_write.group(1)} while writing the corpus's shards; free space there and rerun "
-                    "(the shards written so far were removed)") from e
-    raise
-
 
 @contextlib.contextmanager
 def _worker_pool(workers: int, source: str, options: Options, vocab: list[str] | None):
@@ -393,11 +307,11 @@ def _prepare_corpus(out: epath.Path, options: Options, *, vocab_dir, workers, pr
   tokenizer = tokenizer_lib.Tokenizer(vocab, t2s=options.t2s, model_max_length=options.sequence_length)
   tokenizer.save(out / "tokenizer")
   dtype = np.uint16 if len(vocab) <= np.iinfo(np.uint16).max + 1 else np.int32
-  packers = {s: _Packer(_ShardWriter(out, s, options.shard_sequences, dtype), options.sequence_length,
-                        tokenizer) for s in SPLITS}
+  packers = {s: packing.Packer(packing.ShardWriter(out, s, options.shard_sequences, dtype),
+                               options.sequence_length, tokenizer) for s in SPLITS}
   seen: set[int] = set()
   stats = collections.Counter()
-  with _shards_removed_on_failure(out, packers), _worker_pool(workers, source, options, vocab) as pool:
+  with packing.removed_on_failure(out, packers), _worker_pool(workers, source, options, vocab) as pool:
     for documents in _map(pool, _tokenize_unit, units, progress, "tokenising"):
       for doc_id, raw_chars, kept_chars, hashes, ids, starts in documents:
         stats["raw_characters"] += raw_chars

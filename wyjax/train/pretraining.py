@@ -5,6 +5,8 @@ the sharded state, resume from the workdir's latest readable checkpoint, train, 
 checkpoint every N steps, at the end and on SIGTERM/SIGINT.
 """
 import dataclasses
+import hashlib
+import json
 import logging
 import sys
 import time
@@ -245,6 +247,18 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
   return result
 
 
+def corpus_fingerprint(data_dir) -> dict:
+  """The prepared corpus as run_config.check_data compares data: the bytes of its sequences and
+  a SHA-256 of what its manifest says was built (source, options, vocabulary, sequences and
+  shards per split; not its timings), so a rebuild under the same path is seen."""
+  manifest = prepare.read_manifest(data_dir)
+  built = {k: manifest[k] for k in ("source", "fingerprint", "vocab_hash", "sequences", "tokens", "shards")}
+  sequence_bytes = manifest["sequence_length"] * np.dtype(manifest["dtype"]).itemsize
+  return {"corpus": {prepare.MANIFEST: {
+      "bytes": sum(manifest["sequences"].values()) * sequence_bytes,
+      "sha256": hashlib.sha256(json.dumps(built, sort_keys=True).encode()).hexdigest()}}}
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_config_change: bool = False,
                        prepare_corpus: bool = False) -> dict:
   """Runs (or resumes) pretraining in workdir; returns the last evaluation metrics.
@@ -282,6 +296,10 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   changes = run_config.check_config(workdir, config, ignore=RESUMABLE_CHANGES, defaults=base_config(),
                                 accept=accept_config_change) \
       if mngr.all_steps() else {}
+  corpus = corpus_fingerprint(data_dir)
+  if mngr.all_steps():  # its checkpoints' data iterator points into the corpus they were made from
+    run_config.check_data(workdir, corpus, remedy="Resume with the corpus the run was made from (its checkpoints' "
+                                                  "data iterator points into it), or use another --workdir.")
   state, start_step = checkpoints.restore_latest(mngr, run.program.abstract_state)
   if state is None:
     state = run.program.init_state(jax.random.key(config.seed))
@@ -289,7 +307,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
     _restore_data_iterator(mngr, start_step, train_iter)
     logging.info("resumed from step %d", start_step)
   if is_main:  # only now: a refused resume leaves the workdir as it was
-    run_config.store_config(workdir, config, changes)
+    run_config.store_config(workdir, config, changes, corpus)
     checkpoints.write_model_info(
         workdir, model_config.replace(dtype="float32", remat="none", attention="auto").to_dict(), ["mlm_head"],
         tokenizer)
