@@ -380,6 +380,8 @@ def test_auto_trains_deberta_on_a_gpu_through_cudnn_where_xla_trained(h100_mesh)
     assert pick(dropout=True) == "xla"
     assert pick(dtype="float32") == "xla"
     assert pick(padding_only=False) == "xla"
+    assert attention.implementation("pallas", relative=True, training=True, dropout=False, length=512,
+                                    dtype="bfloat16", head_dim=64) == "pallas"  # asked for by name
 
 
 def test_auto_is_xla_on_cpu_and_pallas_on_a_tpu_mesh():

@@ -73,7 +73,7 @@ def implementation(choice: str, *, relative: bool, training: bool, dropout: bool
                          "Use attention='auto' or 'xla' (reproducible), or drop the flag.")
       return "xla"
     if cudnn_serves(dropout=dropout, padding_only=padding_only, dtype=dtype, head_dim=head_dim) and (
-        not relative or training and length < GPU_KERNEL_TRAINS_FROM):
+        not relative or choice == "auto" and training and length < GPU_KERNEL_TRAINS_FROM):
       return "cudnn"  # DeBERTa: its relative terms as a bias, where "auto" trained through XLA
     if choice == "auto" and training and length < GPU_KERNEL_TRAINS_FROM:
       return "xla"
