@@ -16,6 +16,7 @@ import re
 import tempfile
 from pathlib import Path
 
+import jax
 import numpy as np
 
 # Thunks that launch work on the GPU: XLA's fusions and its Triton GEMMs (kKernel,
@@ -164,11 +165,11 @@ def cost_analysis(hlo: str) -> dict | None:
   device; custom calls (cuDNN's attention) count nothing. None where this jaxlib lacks the
   private entry points it needs."""
   try:
-    import jax  # pylint: disable=g-import-not-at-top
     from jax._src.lib import xla_client  # pylint: disable=g-import-not-at-top
     from jaxlib import _hlo  # pylint: disable=g-import-not-at-top
     module = _hlo.hlo_module_from_text(hlo)
-    cost = xla_client._xla.hlo_module_cost_analysis(jax.devices("cpu")[0].client, module)  # pylint: disable=protected-access
+    cpu = jax.devices("cpu")[0].client
+    cost = xla_client._xla.hlo_module_cost_analysis(cpu, module)  # pylint: disable=protected-access
   except (ImportError, AttributeError, RuntimeError):
     return None
   return {k: float(v) for k, v in cost.items() if k in ("flops", "bytes accessed", "transcendentals")
