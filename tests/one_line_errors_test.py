@@ -111,12 +111,13 @@ def _cases(root: pathlib.Path, hub_url: str, read_only: pathlib.Path) -> dict:
                                                           f"{os.environ.get('PYTHONPATH', '')}"}, 1,
                                            "--verify needs PyTorch and transformers (No module named 'torch'); "
                                            "install them"),
+      # Each its own --out: the cases run at once, and a folder has one writer (wyjax.core.locks).
       "export: push with no token": ("wyjax.export", export("pushed", "--push_to_hub=org/tiny"), {}, 1,
                                      "--push_to_hub needs a Hugging Face token with write access: set HF_TOKEN"),
-      "export: push with no network": ("wyjax.export", export("pushed", "--push_to_hub=org/tiny"),
+      "export: push with no network": ("wyjax.export", export("pushed_offline", "--push_to_hub=org/tiny"),
                                        {**token, "HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"}, 1,
                                        "org/tiny: the Hub at http://127.0.0.1:"),
-      "export: push to an endpoint that is no Hub": ("wyjax.export", export("pushed", "--push_to_hub=org/tiny"),
+      "export: push to an endpoint that is no Hub": ("wyjax.export", export("pushed_nowhere", "--push_to_hub=org/tiny"),
                                                      {**token, "HF_ENDPOINT": f"{hub_url}/nothing"}, 1,
                                                      f"org/tiny: the Hub at {hub_url}/nothing failed (Client error "
                                                      "'404 Not Found'"),
@@ -165,7 +166,8 @@ def test_what_a_failed_command_leaves(results):
   """Nothing of an export whose verification or push could not run (the export it wrote before
   blocked the rerun), and no temporary file beside an output that could not be written."""
   root, hub, _ = results
-  assert not (root / "verified").exists() and not (root / "pushed").exists() and not hub.repos
+  assert not any((root / name).exists() for name in ("verified", "pushed", "pushed_offline", "pushed_nowhere"))
+  assert not hub.repos
   assert not any(p.name.endswith(".partial") for p in root.iterdir())
 
 
