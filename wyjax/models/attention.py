@@ -110,6 +110,12 @@ def cudnn_serves(*, dropout: bool, padding_only: bool, dtype: str, head_dim: int
           and head_dim % 8 == 0 and head_dim <= 128)
 
 
+def sequence_lengths(key_mask):
+  """Each row's real tokens, as cuDNN takes padding: a [batch, 1, 1, L] mask with the real tokens
+  first; a row of padding alone counts as one token long, so that it stays finite."""
+  return jnp.maximum(jnp.sum(key_mask[:, 0, 0], axis=-1, dtype=jnp.int32), 1)
+
+
 def cudnn_attention(q, k, v, key_mask, scale: float, bias=None, implementation: str = "cudnn"):
   """softmax(q·k / scale + bias over the real keys) · v by jax.nn.dot_product_attention (cuDNN's
   flash attention on GPU; the tests run the same call with implementation="xla"): q, k, v [batch,
@@ -123,7 +129,7 @@ def cudnn_attention(q, k, v, key_mask, scale: float, bias=None, implementation: 
   only in the full [batch, heads or 1, L, L] shape of a bias. The queries past a row's length
   come out zero (nobody reads them); a row of padding alone counts as one token long, so that
   it stays finite."""
-  lengths = jnp.maximum(jnp.sum(key_mask[:, 0, 0], axis=-1, dtype=jnp.int32), 1)
+  lengths = sequence_lengths(key_mask)
   return jax.nn.dot_product_attention(q, k, v, bias, scale=1.0 / scale, query_seq_lengths=lengths,
                                       key_value_seq_lengths=lengths, implementation=implementation)
 
@@ -138,7 +144,7 @@ def cudnn_dropout_attention(q, k, v, key_mask, scale: float, rate: float):
   from CUDNN_DROPOUT_SEED and a counter XLA keeps per compiled call, so they follow neither the
   run's seed nor its step, restart when the program is recompiled or a run resumes, and are the
   same on every device (`warn_cudnn_dropout`; docs/models.md)."""
-  lengths = jnp.maximum(jnp.sum(key_mask[:, 0, 0], axis=-1, dtype=jnp.int32), 1)
+  lengths = sequence_lengths(key_mask)
   return cudnn_private.dot_product_attention(
       q, k, v, q_seqlen=lengths, kv_seqlen=lengths, scale=1.0 / scale, mask_type=cudnn_private.MaskType.PADDING,
       seed=CUDNN_DROPOUT_SEED, dropout_rate=rate, qkv_layout="BTNH")
