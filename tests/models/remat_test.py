@@ -53,17 +53,21 @@ def test_unknown_remat_mode_is_refused():
     dataclasses.replace(DEBERTA, remat="some")
 
 
-@pytest.mark.parametrize("base,remat", [(DEBERTA, "dots"), (BERT, "none")], ids=["deberta-dots", "bert"])
-def test_scanned_layers_give_the_same_loss_and_gradients(base, remat):
-  """The per-layer params, stacked, in a scanned model. Dropout off: a scan splits one rng over
-  the layers where per-layer modules fold in their names."""
+@pytest.mark.parametrize("base,remat,unroll", [(DEBERTA, "dots", 1), (BERT, "none", 1), (DEBERTA, "dots", 2)],
+                         ids=["deberta-dots", "bert", "deberta-dots-unrolled"])
+def test_scanned_layers_give_the_same_loss_and_gradients(base, remat, unroll):
+  """The per-layer params, stacked, in a scanned model, in a loop or unrolled (scan_unroll ≥ the
+  layers: no loop at all). Dropout off: a scan splits one rng over the layers where per-layer
+  modules fold in their names."""
   params, (loss, grads) = _loss_and_grads(base, deterministic=True)
-  config = dataclasses.replace(base, scan_layers=True, remat=remat)
+  config = dataclasses.replace(base, scan_layers=True, remat=remat, scan_unroll=unroll)
   stacked = {**params, "encoder": stack_layers(params["encoder"])}
   scanned_init = jax.eval_shape(MaskedLM(config).init, jax.random.key(0), IDS)["params"]
   assert jax.tree_util.tree_map(np.shape, nn.unbox(scanned_init)) == jax.tree_util.tree_map(np.shape, stacked)
   assert scanned_init["encoder"]["layers"]["mlp"]["wi"]["kernel"].names == ("layers", "embed", "mlp")
   scanned_loss, scanned_grads = _value_and_grad(config, stacked, deterministic=True)
+  hlo = jax.jit(MaskedLM(config).apply).lower({"params": stacked}, IDS).as_text()
+  assert ("stablehlo.while" in hlo) == (unroll < base.num_hidden_layers)
   np.testing.assert_allclose(scanned_loss, loss, rtol=1e-6)
   scanned_grads = {**scanned_grads, "encoder": unstack_layers(scanned_grads["encoder"])}
   jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), scanned_grads, grads)

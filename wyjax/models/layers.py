@@ -99,15 +99,17 @@ def remat(layer_cls: type[nn.Module], config: EncoderConfig, static_argnums: tup
   static_argnums count `self` as 0: the Python-valued arguments (deterministic, cache_start)."""
   if config.remat == "none":
     return layer_cls
-  # Inside a scan, XLA cannot merge the recomputation into the forward pass: no CSE barrier needed.
+  # Inside a loop, XLA cannot merge the recomputation into the forward pass: no CSE barrier needed.
+  in_a_loop = config.scan_layers and config.scan_unroll < config.num_hidden_layers
   return nn.remat(layer_cls, policy=REMAT_POLICIES[config.remat], static_argnums=static_argnums,
-                  prevent_cse=not config.scan_layers)
+                  prevent_cse=not in_a_loop)
 
 
 def layer_stack(layer_cls: type[nn.Module], config: EncoderConfig, static_argnums: tuple[int, ...]):
   """The encoder's layers, rematerialised as config.remat asks: modules `layer_<i>`, or with
-  config.scan_layers one module `layers` run by nn.scan, whose params are stacked on a leading
-  axis (logical name "layers"). Created in the encoder's setup; `apply_layers` runs either.
+  config.scan_layers one module `layers` run by nn.scan (config.scan_unroll layers per loop
+  iteration), whose params are stacked on a leading axis (logical name "layers"). Created in
+  the encoder's setup; `apply_layers` runs either.
 
   Scanned, every argument but the input is the same in each layer (broadcast), dropout draws
   differ per layer, and the decoding cache is stacked on axis 1 so that its batch axis stays first.
@@ -116,7 +118,7 @@ def layer_stack(layer_cls: type[nn.Module], config: EncoderConfig, static_argnum
   if not config.scan_layers:
     return [layer_cls(config, name=f"layer_{i}") for i in range(config.num_hidden_layers)]
   return nn.scan(layer_cls, variable_axes={"params": 0, "cache": 1}, split_rngs={"params": True, "dropout": True},
-                 in_axes=nn.broadcast, length=config.num_hidden_layers,
+                 in_axes=nn.broadcast, length=config.num_hidden_layers, unroll=config.scan_unroll,
                  metadata_params={nn.PARTITION_NAME: "layers"})(config, name="layers")
 
 

@@ -56,6 +56,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.dtype = "float32"  # activations; "bfloat16" on accelerators
   c.remat = "none"  # per layer: "none", "full" (recompute it in the backward pass), "dots" (keep matmul outputs)
   c.scan_layers = False  # nn.scan over the layers: one compiled layer, params stacked (model.json records it)
+  c.scan_unroll = 1  # scanned layers per loop iteration; ≥ the layers: no loop, params still stacked
   c.attention = "auto"  # "auto", "xla", "pallas" (fused kernels) or "cudnn_dropout" (wyjax.models.attention)
   c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))
   c.logical_axis_rules = partitioning.LOGICAL_AXIS_RULES  # params' and activations' logical axes → mesh
@@ -175,7 +176,7 @@ def unigram_entropy(batches, tokenizer) -> float:
 # change them freely (wyjax.core.run_config).
 RESUMABLE_CHANGES = ("mesh", "logical_axis_rules", "log_every", "eval_every", "eval_batches", "checkpoint_every",
                      "keep_checkpoints", "async_checkpointing", "peak_flops_per_device", "corpus.workers",
-                     "stop_check_every", "max_nonfinite_steps", "remat", "attention")
+                     "stop_check_every", "max_nonfinite_steps", "remat", "scan_unroll", "attention")
 
 
 def _restore_data_iterator(mngr, step: int, train_iter) -> None:
@@ -203,6 +204,7 @@ def build(config: ml_collections.ConfigDict, tokenizer, length: int, devices=Non
   """The model, mesh and jitted steps of `config` over `devices` (default: all of them)."""
   model_config = EncoderConfig(**{**config.model.to_dict(), "vocab_size": len(tokenizer), "dtype": config.dtype,
                                   "remat": config.remat, "scan_layers": config.scan_layers,
+                                  "scan_unroll": config.scan_unroll,
                                   "attention": config.attention})
   if model_config.absolute_positions and length > model_config.max_position_embeddings:
     raise guards.RunError(
@@ -309,8 +311,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   if is_main:  # only now: a refused resume leaves the workdir as it was
     run_config.store_config(workdir, config, changes, corpus)
     checkpoints.write_model_info(
-        workdir, model_config.replace(dtype="float32", remat="none", attention="auto").to_dict(), ["mlm_head"],
-        tokenizer)
+        workdir, model_config.replace(dtype="float32", remat="none", scan_unroll=1, attention="auto").to_dict(),
+        ["mlm_head"], tokenizer)
     run_config.trim_metrics(workdir, start_step)
 
   # --- steps ------------------------------------------------------------------------------------
