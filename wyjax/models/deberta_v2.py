@@ -122,11 +122,8 @@ class DisentangledAttention(nn.Module):
           q, k, v, mask, scale=scale, dropout_rate=cfg.attention_probs_dropout_prob if dropout else 0.0,
           seed=attention.dropout_seed(self) if dropout else None, pos_key=pos_key, pos_query=pos_query,
           relative_index=lambda distance: relative_rows(distance, cfg))
-    elif how == "cudnn":  # the relative terms as cuDNN's bias, in the compute dtype; its gradient is cuDNN's
-      relative = relative_terms(cfg, q, k, pos_key, pos_query)
-      bias = None if relative is None else layers.constrain(
-          (relative / scale.astype(relative.dtype)).astype(q.dtype), layers.SCORES)
-      context = attention.cudnn_attention(q, k, v, mask, float(scale), bias)  # a float: cuDNN's config is JSON
+    elif how == "cudnn":
+      context = cudnn_relative_attention(cfg, q, k, v, mask, scale, pos_key, pos_query)
     else:
       context = xla_attention(cfg, q, k, v, mask, scale, pos_key, pos_query, rel_index, deterministic)
     return layers.dense(cfg, cfg.hidden_size, ("heads", "kv", "embed"), axis=(-2, -1),
@@ -162,22 +159,43 @@ def _select_rows(projection, rows: np.ndarray):
                     preferred_element_type=jnp.float32).astype(projection.dtype)
 
 
-def relative_terms(cfg: EncoderConfig, q, k, pos_key, pos_query):
+def distance_rows(cfg: EncoderConfig, length: int, pos_key, pos_query):
+  """The relative rows of each distance L - 1, …, -(L - 1) ([2L - 1, heads, d]; `_select_rows`
+  of the [2S, heads, d] projections): pos_key's in that order, pos_query's in the reverse (None
+  where the projection is None). What `relative_terms` scores each query (key) against."""
+  rows = relative_rows(np.arange(length - 1, -length, -1), cfg)  # distance L - 1 - c at column c
+  return (None if pos_key is None else _select_rows(pos_key, rows),
+          None if pos_query is None else _select_rows(pos_query, rows[::-1]))
+
+
+def relative_terms(q, k, key_rows, query_rows):
   """c2p + p2c, unscaled, of a block from position 0: [batch, heads, L, L] (None without them).
 
-  By distance, not by gather: the relative rows are looked up once per distance L - 1, …,
-  -(L - 1) (`_select_rows` of the [2S, heads, d] projections), each query (key) scores all
-  2L - 1 of them in one matmul, and `skew` lines entry (i, j) up with distance i - j.
-  c2p[i, j] = q_i · pos_key[r(i - j)]; p2c[i, j] = k_j · pos_query[r(i - j)], skewed per key
-  (distances ascending) and transposed."""
-  length = q.shape[1]
-  rows = relative_rows(np.arange(length - 1, -length, -1), cfg)  # distance L - 1 - c at column c
+  By distance, not by gather: each query (key) scores all 2L - 1 `distance_rows` in one matmul,
+  and `skew` lines entry (i, j) up with distance i - j. c2p[i, j] = q_i · pos_key[r(i - j)];
+  p2c[i, j] = k_j · pos_query[r(i - j)], skewed per key (distances ascending) and transposed."""
   terms = []
-  if pos_key is not None:
-    terms.append(skew(jnp.einsum("bqnd,cnd->bnqc", q, _select_rows(pos_key, rows))))
-  if pos_query is not None:
-    terms.append(skew(jnp.einsum("bknd,cnd->bnkc", k, _select_rows(pos_query, rows[::-1]))).swapaxes(-1, -2))
+  if key_rows is not None:
+    terms.append(skew(jnp.einsum("bqnd,cnd->bnqc", q, key_rows)))
+  if query_rows is not None:
+    terms.append(skew(jnp.einsum("bknd,cnd->bnkc", k, query_rows)).swapaxes(-1, -2))
   return sum(terms[1:], terms[0]) if terms else None
+
+
+def cudnn_relative_attention(cfg: EncoderConfig, q, k, v, mask, scale, pos_key, pos_query):
+  """Attention by cuDNN with the relative terms as its bias, in the compute dtype; the bias's
+  gradient is cuDNN's. The backward pass recomputes the bias (two matmuls and a skew) and
+  cuDNN's forward rather than keep a [batch, heads, L, L] array per layer: 192 MiB per layer at
+  32 × 512 in bf16, 2.2 GiB of DeBERTa-base's step (docs/scaling.md, "One GPU")."""
+
+  def attend(q, k, v, mask, key_rows, query_rows):
+    relative = relative_terms(q, k, key_rows, query_rows)
+    bias = None if relative is None else layers.constrain(
+        (relative / scale.astype(relative.dtype)).astype(q.dtype), layers.SCORES)
+    return attention.cudnn_attention(q, k, v, mask, float(scale), bias)  # a float: cuDNN's config is JSON
+
+  rows = distance_rows(cfg, q.shape[1], pos_key, pos_query)
+  return jax.checkpoint(attend, policy=jax.checkpoint_policies.nothing_saveable)(q, k, v, mask, *rows)
 
 
 def xla_attention(cfg: EncoderConfig, q, k, v, mask, scale, pos_key, pos_query, rel_index, deterministic):
@@ -187,7 +205,7 @@ def xla_attention(cfg: EncoderConfig, q, k, v, mask, scale, pos_key, pos_query, 
   DisentangledAttention (its softmax dropout is that module's child)."""
   scores = jnp.einsum("bqnd,bknd->bnqk", q, k / scale.astype(k.dtype))
   if rel_index is None:
-    relative = relative_terms(cfg, q, k, pos_key, pos_query)
+    relative = relative_terms(q, k, *distance_rows(cfg, q.shape[1], pos_key, pos_query))
     if relative is not None:
       scores = scores + relative / scale.astype(relative.dtype)
   else:
