@@ -19,9 +19,12 @@ same reason: on a GPU the attention then trains through cuDNN's fused attention,
 terms (by distance and skew) reaching it as a bf16 bias whose gradient cuDNN returns, with no
 float32 [batch, heads, L, L] array, and every dropout mask is still wyjax's own, drawn from
 (seed, step): exact resume, different masks per device. With attention dropout the GPU trains
-through the XLA path's [batch, heads, L, L] softmax instead (docs/models.md). Compiled for one
-H100 on a CPU (prediction, 2026-11-26, jax 0.12.0.1; docs/scaling.md "One GPU"), 32 × 512:
-11.4 GiB, 12 cuDNN attention calls forward and 12 backward.
+through the XLA path's [batch, heads, L, L] softmax instead (docs/models.md). The backward
+pass recomputes the bias (and cuDNN's forward) rather than keep it. The layers' params are
+stacked and run unrolled, as in configs/pretrain/bert_base.py. Compiled for one H100 on a CPU
+(prediction, 2026-11-26, jax 0.12.0.1; docs/scaling.md "One GPU"), 32 × 512: 9.3 GiB (BERT-base
+9.0), 1,153 kernels, cuDNN's attention 12 times forward, 12 again in the backward pass and 12
+backward.
 
 Check a slice before renting it (the real step compiled by libtpu on any CPU host; per-chip
 HBM, predicted step time and MFU ceiling; docs/scaling.md):
@@ -60,6 +63,7 @@ def get_config():
   config.warmup_steps = 10_000
   config.learning_rate = 1e-4
   config.dtype = "bfloat16"
+  config.scan_layers, config.scan_unroll = True, 12  # stacked params, no loop: one update kernel per parameter
   config.log_every = 100
   config.eval_every = 5000
   config.checkpoint_every = 5000
