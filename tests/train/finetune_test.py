@@ -264,7 +264,7 @@ HEAD_TASKS = {  # task → (file, slicer, init kind): one task per head kind, bo
     "xuci": ("xuci/train.tsv", _slice_tsv, "wyjax"), "fspc": ("fspc/train.json", _slice_json, "hf"),
     "wywmt": ("wywmt/train.tsv", _slice_tsv, "hf"),
 }
-SCANNED = ("irc", "wywmt")  # fine-tuned with scan_layers: stacked encoders, a scanned decoding cache
+SCANNED = ("irc", "wywmt")  # fine-tuned with scan_layers: stacked encoders (IRC's unrolled), a scanned decoding cache
 
 
 @pytest.mark.parametrize("task", sorted(HEAD_TASKS))
@@ -277,7 +277,7 @@ def test_pretrained_encoder_is_grafted_into_every_head(shared_data, tmp_path, ta
   # Learning rate 0: the run's best checkpoint must hold exactly the pretrained encoder.
   config = suite.task_config(task, data_dir=str(data_dir), init=str(tmp_path / init), num_train_steps=2,
                                  eval_every=1, batch_size=8, learning_rate=0.0, max_length=64,
-                                 scan_layers=task in SCANNED)
+                                 scan_layers=task in SCANNED, scan_unroll=8 if task == "irc" else 1)
   results = finetuning.finetune(config, tmp_path / "run")
   _, tuned = checkpoints.restore_model(tmp_path / "run" / "seed_0")
   encoder = tuned["scorer"]["encoder"] if task == "irc" else tuned["encoder"]

@@ -67,7 +67,7 @@ def base_config(task: str = "") -> ml_collections.ConfigDict:
   c.dtype = "float32"
   c.remat = "none"  # per layer: "none", "full" or "dots" (wyjax.models.EncoderConfig.remat)
   c.attention = "auto"  # "auto", "xla", "pallas" (fused kernels) or "cudnn_dropout" (wyjax.models.attention)
-  c.scan_layers = False  # nn.scan over the layers, params stacked (wyjax.models.EncoderConfig.scan_layers)
+  c.scan_layers, c.scan_unroll = False, 1  # nn.scan over the layers (params stacked); scan_unroll per loop iteration
   c.log_every = 50
   c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))
   c.logical_axis_rules = partitioning.LOGICAL_AXIS_RULES  # params' and activations' logical axes → mesh
@@ -95,7 +95,7 @@ def with_options(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict
 
 # Keys a rerun may change: not what a seed trains (more seeds add runs; base_learning_rate acts by learning_rate).
 RESUMABLE_CHANGES = ("seeds", "log_every", "eval_batch_size", "mesh", "logical_axis_rules", "max_nonfinite_steps",
-                     "stop_check_every", "remat", "attention", "base_learning_rate", "length_buckets")
+                     "stop_check_every", "remat", "scan_unroll", "attention", "base_learning_rate", "length_buckets")
 
 
 @dataclasses.dataclass
@@ -158,8 +158,8 @@ def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict
       checkpoints.move_aside(best_checkpoints.mngr, step, "abandoned")
   is_main = jax.process_index() == 0  # every process trains; one writes the files beside the checkpoints
   if is_main:
-    checkpoints.write_model_info(workdir, model.model_config.replace(remat="none", attention="auto").to_dict(),
-                                 [k for k in state["params"] if k != "encoder"], model.tokenizer)
+    ran = model.model_config.replace(remat="none", scan_unroll=1, attention="auto")  # how it ran: not recorded
+    checkpoints.write_model_info(workdir, ran.to_dict(), [k for k in state["params"] if k != "encoder"], model.tokenizer)
     run_config.trim_metrics(workdir, start_step)
   writer = run_metrics.MetricWriter(workdir, enabled=is_main)
   nonfinite = guards.NonFiniteSteps(config.max_nonfinite_steps)

@@ -321,7 +321,7 @@ def setup(task: Task, config, init: str, splits: dict, devices=None):
       raise ValueError("config.init_weights='random' takes the architecture and vocabulary of --config.init: set it")
     pretrained = {}
   model_config = model_config.replace(dtype=config.dtype, remat=config.remat, scan_layers=config.scan_layers,
-                                      attention=config.attention)
+                                      scan_unroll=config.scan_unroll, attention=config.attention)
   config = learning_rates.resolved(config, model_config)
   data = load_task_data(task, config, tokenizer, model_config, splits)
   model = TaskModel(task, model_config, tokenizer, config, total_steps(config, data), data["max_length"],
