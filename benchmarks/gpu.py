@@ -8,7 +8,7 @@ all); one that overruns or fails prints a row saying why, and the next part runs
 they are measured; a row of wyjax's rate over transformers' (above 1: wyjax is faster) follows each pair.
 
   pretrain   steps of DeBERTa-base (with each --attentions: by default "auto" with the config's
-             attention dropout, the XLA path, and without it, cuDNN) and BERT-base, 32 × 512, bf16:
+             attention dropout, 0: cuDNN, and with 0.1, the XLA path) and BERT-base, 32 × 512, bf16:
              wyjax's train step (configs/pretrain/*_base.py: its masking, loss, clipping and AdamW)
              vs transformers' *ForMaskedLM under autocast bf16 with fused AdamW (SDPA attention for
              BERT; DeBERTa has only eager): tokens/s, MFU (wyjax's FLOP count of the step over the
@@ -427,10 +427,10 @@ def main():
   parser.add_argument("--parts", default=",".join(PARTS), help="which parts, in order")
   parser.add_argument("--budgets", help=f"seconds per part: name=seconds,… (default {BUDGETS}; --smoke: "
                       f"{SMOKE_BUDGETS})")
-  parser.add_argument("--attentions", default="auto,auto/attention_dropout=0",
+  parser.add_argument("--attentions", default="auto,auto/attention_dropout=0.1",
                       help="DeBERTa-base's config.attention values to time, each optionally with "
-                      "/attention_dropout=RATE (default: the config's 0.1). On a GPU at 512 keys \"auto\" trains "
-                      "through XLA, without attention dropout through cuDNN (the relative terms as its bias), "
+                      "/attention_dropout=RATE (default: the config's 0). On a GPU at 512 keys \"auto\" trains "
+                      "without attention dropout through cuDNN (the relative terms as its bias), with it through XLA, "
                       "\"pallas\" through the GPU kernel (measured on an H200: slower than XLA, docs/benchmarks.md)")
   parser.add_argument("--init", default="", help="the demo's pretrained model (a wyjax workdir or transformers "
                       "folder) for the tiny fine-tuning run; default: random weights of its architecture")
