@@ -154,14 +154,16 @@ def test_deberta_lowers_to_the_gpu_kernel_on_an_h100(h100_mesh):
 def test_cudnn_dropout_is_only_where_a_config_asks_for_it(h100_mesh, caplog):
   """BERT's training with attention dropout keeps wyjax's own masks (the XLA path) under "auto";
   cuDNN's dropout, whose masks follow its own counter, runs only under attention="cudnn_dropout",
-  and says once what it gives up. Elsewhere "cudnn_dropout" picks as "auto" does: DeBERTa, float32,
-  no dropout (plain cuDNN), and every platform but a GPU."""
+  and says once what it gives up; for DeBERTa too, below the GPU kernel's lengths. Elsewhere
+  "cudnn_dropout" picks as "auto" does: float32, no dropout (plain cuDNN), DeBERTa at 4,096 keys
+  (the GPU kernel), and every platform but a GPU."""
   training = {"training": True, "dropout": True}
   with jax.sharding.use_abstract_mesh(h100_mesh):
     assert _pick("auto", **training) == "xla"
     assert _pick("cudnn_dropout", **training) == _pick("cudnn_dropout", **training, length=4096) == "cudnn_dropout"
+    assert _pick("cudnn_dropout", **training, relative=True) == "cudnn_dropout"
     assert _pick("cudnn_dropout", training=True) == _pick("cudnn_dropout") == "cudnn"
-    for changes in ({"relative": True}, {"dtype": "float32"}, {"padding_only": False}, {"head_dim": 256},
+    for changes in ({"dtype": "float32"}, {"padding_only": False}, {"head_dim": 256},
                     {"relative": True, "length": 4096}):
       assert _pick("cudnn_dropout", **training, **changes) == _pick("auto", **training, **changes), changes
   assert _pick("cudnn_dropout", **training) == "xla"  # on this CPU
@@ -188,19 +190,23 @@ def test_bert_base_pretrains_through_cudnn_on_a_gpu(h100_mesh):
         head_dim=model.head_dim) == "cudnn"
 
 
-def test_bert_with_cudnn_dropout_lowers_to_cudnns_dropout_kernels():
-  """attention="cudnn_dropout": BERT's training pass with attention dropout, lowered for an H100
-  on this CPU host (compile-only devices), calls cuDNN's fused attention with dropout forward and
-  backward (padding as sequence lengths); "auto" on the same model calls no cuDNN attention."""
+@pytest.mark.parametrize("kind, kernel", [("bert", "fmhaSoftmaxDropout"), ("deberta", "fmhaScaleBiasSoftmaxDropout")])
+def test_cudnn_dropout_lowers_to_cudnns_dropout_kernels(kind, kernel):
+  """attention="cudnn_dropout": a training pass with attention dropout, lowered for an H100 on
+  this CPU host (compile-only devices), calls cuDNN's fused attention with dropout forward and
+  backward (padding as sequence lengths; DeBERTa's relative terms as its bias); "auto" on the
+  same model calls no cuDNN attention."""
   from wyjax.core import aot
 
-  config = _config(4, 32, model_type="bert", dtype="bfloat16", attention_probs_dropout_prob=0.1)
+  dropout = {"dtype": "bfloat16", "attention_probs_dropout_prob": 0.1}
+  config = (_config(4, 32, model_type="bert", **dropout) if kind == "bert" else
+            _deberta(4, 32, position_buckets=16, max_relative_positions=64, pos_att_type="p2c|c2p", **dropout))
   mesh = jax.sharding.Mesh(np.array(aot.devices("h100")), ("data",))
   replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
   ids = jax.ShapeDtypeStruct((2, 128), jnp.int32, sharding=replicated)
 
   def lowered(choice):
-    model = Bert(config.replace(attention=choice))
+    model = (Bert if kind == "bert" else DebertaV2)(config.replace(attention=choice))
     params = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated),
                                     jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.ones((1, 8), jnp.int32))))
 
@@ -212,5 +218,5 @@ def test_bert_with_cudnn_dropout_lowers_to_cudnns_dropout_kernels():
       return jax.jit(jax.grad(loss)).lower(params, ids).as_text()
 
   cudnn_calls = lambda hlo: sorted(re.findall(r"custom_call @(__cudnn\$\w+)", hlo))
-  assert cudnn_calls(lowered("cudnn_dropout")) == ["__cudnn$fmhaSoftmaxDropout", "__cudnn$fmhaSoftmaxDropoutBackward"]
+  assert cudnn_calls(lowered("cudnn_dropout")) == [f"__cudnn${kernel}", f"__cudnn${kernel}Backward"]
   assert cudnn_calls(lowered("auto")) == []

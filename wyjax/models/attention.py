@@ -15,10 +15,11 @@ skew (deberta_v2.relative_terms), are a bf16 [batch, heads, L, L] bias whose gra
 backward returns. Chosen from the compiled program (an H100's, on a CPU; speed unmeasured): it
 holds no float32 [batch, heads, L, L] array. cuDNN serves only without attention dropout:
 its dropout masks follow a static seed and XLA's per-call counter, not wyjax's (seed, step),
-so DeBERTa with attention dropout keeps the XLA path ("cudnn_dropout" is BERT's alone).
+so DeBERTa with attention dropout keeps the XLA path unless "cudnn_dropout" asks.
 DeBERTa on a GPU takes "xla" when XLA_FLAGS asks for deterministic ops (`deterministic_gpu`).
-"cudnn_dropout" is "auto", except that BERT/RoBERTa's training with attention dropout on a GPU,
-where cuDNN serves but for the dropout, runs cuDNN's fused dropout (`cudnn_dropout_attention`):
+"cudnn_dropout" is "auto", except that training with attention dropout on a GPU, where cuDNN
+serves but for the dropout, runs cuDNN's fused dropout (`cudnn_dropout_attention`; DeBERTa's
+with its relative bias):
 asked for by name, with a warning, as it gives up wyjax's masks (docs/models.md).
 Incremental decoding (one query at a time against a cache) always takes the XLA path.
 """
@@ -61,7 +62,7 @@ def implementation(choice: str, *, relative: bool, training: bool, dropout: bool
   if choice == "cudnn_dropout":  # "auto", but cuDNN's own attention dropout where cuDNN serves but for dropout
     auto = functools.partial(implementation, "auto", relative=relative, training=training, length=length,
                              padding_only=padding_only, dtype=dtype, head_dim=head_dim)
-    return "cudnn_dropout" if dropout and not relative and auto(dropout=False) == "cudnn" else auto(dropout=dropout)
+    return "cudnn_dropout" if dropout and auto(dropout=False) == "cudnn" else auto(dropout=dropout)
   where = platform()
   if where == "gpu":
     if choice == "xla":
@@ -137,16 +138,17 @@ def cudnn_attention(q, k, v, key_mask, scale: float, bias=None, implementation: 
 CUDNN_DROPOUT_SEED = 0  # cuDNN's dropout seed is a static integer of the compiled program
 
 
-def cudnn_dropout_attention(q, k, v, key_mask, scale: float, rate: float):
+def cudnn_dropout_attention(q, k, v, key_mask, scale: float, rate: float, bias=None):
   """`cudnn_attention` with cuDNN's own attention dropout (config.attention="cudnn_dropout"), by
   jax's private cuDNN wrapper (jax.nn.dot_product_attention takes no dropout): forward and
-  backward are cuDNN's fused kernels with dropout, nothing [L, L] in HBM. cuDNN draws the masks
+  backward are cuDNN's fused kernels with dropout, nothing [L, L] in HBM but a bias (DeBERTa's
+  relative terms, as in `cudnn_attention`). cuDNN draws the masks
   from CUDNN_DROPOUT_SEED and a counter XLA keeps per compiled call, so they follow neither the
   run's seed nor its step, restart when the program is recompiled or a run resumes, and are the
   same on every device (`warn_cudnn_dropout`; docs/models.md)."""
   lengths = sequence_lengths(key_mask)
   return cudnn_private.dot_product_attention(
-      q, k, v, q_seqlen=lengths, kv_seqlen=lengths, scale=1.0 / scale, mask_type=cudnn_private.MaskType.PADDING,
+      q, k, v, bias, q_seqlen=lengths, kv_seqlen=lengths, scale=1.0 / scale, mask_type=cudnn_private.MaskType.PADDING,
       seed=CUDNN_DROPOUT_SEED, dropout_rate=rate, qkv_layout="BTNH")
 
 

@@ -67,7 +67,7 @@ class EncoderConfig:
   scan_unroll: int = 1
   # "xla" (einsums, the reference), "pallas" (fused kernels; interpreted on CPU), "auto" (pallas
   # on TPU, xla on CPU; see wyjax.models.attention) or "cudnn_dropout" ("auto", with cuDNN's own
-  # attention dropout for BERT/RoBERTa on a GPU; its masks ignore the seed). Not part of the architecture.
+  # attention dropout in training on a GPU; its masks ignore the seed). Not part of the architecture.
   attention: str = "auto"
 
   def __post_init__(self):

@@ -122,8 +122,9 @@ class DisentangledAttention(nn.Module):
           q, k, v, mask, scale=scale, dropout_rate=cfg.attention_probs_dropout_prob if dropout else 0.0,
           seed=attention.dropout_seed(self) if dropout else None, pos_key=pos_key, pos_query=pos_query,
           relative_index=lambda distance: relative_rows(distance, cfg))
-    elif how == "cudnn":
-      context = cudnn_relative_attention(cfg, q, k, v, mask, scale, pos_key, pos_query)
+    elif how in ("cudnn", "cudnn_dropout"):
+      rate = cfg.attention_probs_dropout_prob if how == "cudnn_dropout" else 0.0
+      context = cudnn_relative_attention(cfg, q, k, v, mask, scale, pos_key, pos_query, rate)
     else:
       context = xla_attention(cfg, q, k, v, mask, scale, pos_key, pos_query, rel_index, deterministic)
     return layers.dense(cfg, cfg.hidden_size, ("heads", "kv", "embed"), axis=(-2, -1),
@@ -182,19 +183,26 @@ def relative_terms(q, k, key_rows, query_rows):
   return sum(terms[1:], terms[0]) if terms else None
 
 
-def cudnn_relative_attention(cfg: EncoderConfig, q, k, v, mask, scale, pos_key, pos_query):
+def cudnn_relative_attention(cfg: EncoderConfig, q, k, v, mask, scale, pos_key, pos_query, dropout_rate: float):
   """Attention by cuDNN with the relative terms as its bias, in the compute dtype; the bias's
   gradient is cuDNN's. The backward pass recomputes the bias (two matmuls and a skew) and
   cuDNN's forward rather than keep a [batch, heads, L, L] array per layer: 192 MiB per layer at
-  32 × 512 in bf16, 2.2 GiB of DeBERTa-base's step (docs/scaling.md, "One GPU")."""
+  32 × 512 in bf16, 2.2 GiB of DeBERTa-base's step (docs/scaling.md, "One GPU"). With cuDNN's
+  own dropout (attention="cudnn_dropout") the bias is kept: a forward run again would draw
+  another mask than the one its backward pass regenerates."""
 
   def attend(q, k, v, mask, key_rows, query_rows):
     relative = relative_terms(q, k, key_rows, query_rows)
     bias = None if relative is None else layers.constrain(
         (relative / scale.astype(relative.dtype)).astype(q.dtype), layers.SCORES)
+    if dropout_rate:
+      attention.warn_cudnn_dropout()
+      return attention.cudnn_dropout_attention(q, k, v, mask, float(scale), dropout_rate, bias)
     return attention.cudnn_attention(q, k, v, mask, float(scale), bias)  # a float: cuDNN's config is JSON
 
   rows = distance_rows(cfg, q.shape[1], pos_key, pos_query)
+  if dropout_rate:
+    return attend(q, k, v, mask, *rows)
   return jax.checkpoint(attend, policy=jax.checkpoint_policies.nothing_saveable)(q, k, v, mask, *rows)
 
 
