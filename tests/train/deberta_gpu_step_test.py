@@ -17,15 +17,16 @@ LENGTH = 128
 
 def test_deberta_trains_through_cudnn_on_an_h100_without_float32_scores():
   """configs/pretrain/deberta_tiny.py's step with attention dropout 0: cuDNN's attention with a
-  bias, forward and backward (its gradient is the bias's), and no float32 [batch, heads, L, L]
-  buffer (the XLA path's scores and probabilities)."""
+  bias, forward (twice: the backward pass recomputes the bias and runs it again) and backward
+  (its gradient is the bias's), and no float32 [batch, heads, L, L] buffer (the XLA path's
+  scores and probabilities)."""
   config = config_files.load("pretrain/deberta_tiny.py")
   config.model.update(num_hidden_layers=1, attention_probs_dropout_prob=0.0)
   config.batch_size, config.dtype = 2, "bfloat16"
   run = pretraining.build(config, tokenizer_lib.placeholder(config.model.vocab_size), LENGTH, aot.devices("h100"))
   batch = jax.ShapeDtypeStruct((2, LENGTH), jnp.int32, sharding=run.program.data_sharding)
   _, program, _ = gpu_program.compile(run.train_step.lower(run.program.abstract_state, batch))
-  assert program.custom_calls["__cudnn$fmhaScaleBiasSoftmax"] == 1, program.custom_calls
+  assert program.custom_calls["__cudnn$fmhaScaleBiasSoftmax"] == 2, program.custom_calls
   assert program.custom_calls["__cudnn$fmhaScaleBiasSoftmaxBackward"] == 1, program.custom_calls
   assert not program.buffers_of("f32", 4, LENGTH)
   assert program.buffers_of("bf16", 4, LENGTH)  # the bias and its gradient
