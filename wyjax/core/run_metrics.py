@@ -1,9 +1,10 @@
 """metrics.jsonl + TensorBoard, and the device peak behind MFU."""
+import functools
 import json
+import sys
 
 import jax
 from etils import epath
-from tensorboardX import SummaryWriter
 
 from wyjax.core import aot, storage
 
@@ -17,6 +18,22 @@ def peak_flops_per_device(override: float | None = None) -> float | None:
   return aot.CHIPS[chip].peak_flops if chip else None
 
 
+
+
+@functools.cache
+def _summary_writer() -> type:
+  """tensorboardX's SummaryWriter, imported without torch. tensorboardX imports torch wherever it
+  is installed, only to accept torch tensors (wyjax writes floats): 1.6 s of every training
+  command's start and exit on 2 CPU cores. torch stays importable afterwards."""
+  if "torch" in sys.modules:
+    from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+    return SummaryWriter
+  sys.modules["torch"] = None  # `import torch` raises ImportError, which tensorboardX expects
+  try:
+    from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+  finally:
+    del sys.modules["torch"]
+  return SummaryWriter
 
 
 class MetricWriter:
@@ -37,7 +54,7 @@ class MetricWriter:
         self._file = open(self._path, "a")
       else:
         self._text = self._path.read_text() if self._path.exists() else ""
-      self._tb = SummaryWriter(str(workdir / "tensorboard"))
+      self._tb = _summary_writer()(str(workdir / "tensorboard"))
 
   def write(self, step: int, metrics: dict) -> None:
     if not self.enabled:
