@@ -249,7 +249,7 @@ def keep_mask(rng: jax.Array, shape: tuple[int, ...], threshold: int) -> jax.Arr
   strides = np.cumprod((1, *blocks[:0:-1]))[::-1]
   counter = sum(jax.lax.broadcasted_iota(jnp.uint32, blocks, axis) * np.uint32(stride)
                 for axis, stride in enumerate(strides))
-  key = jax.random.key_data(rng)  # the two words that jax.random.bits would hash with counters too
+  key = jax.random.key_data(rng)  # its two words, hashed with the counters as jax.random.bits hashes a key
   words = threefry2x32_p.bind(key[0], key[1], jnp.zeros_like(counter), counter)
   quarters = [half < threshold for word in words for half in (word & 0xFFFF, word >> 16)]
   return jnp.concatenate(quarters, -1)[..., :last]
