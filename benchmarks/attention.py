@@ -27,8 +27,8 @@ GPU kernel ("pallas"), with cuDNN (the relative terms as its bias: "auto" withou
 dropout, in the training cells below attention.GPU_KERNEL_TRAINS_FROM keys, where "auto" picks
 it), transformers' DebertaV2Attention (the same, plus its output LayerNorm and residual: one
 LayerNorm more), eager, and wyjax's XLA path; forward in inference mode, forward+backward in
-training mode (dropout 0.1, as pretraining; the cuDNN side's hidden dropout only). Time: the median of --repeats
-runs after a warm-up. Peak memory: for wyjax the bytes XLA's buffer assignment gives the
+training mode (attention dropout 0.1, as configs/pretrain/deberta_large.py; the cuDNN side
+without it, as deberta_base pretrains). Time: the median of --repeats runs after a warm-up. Peak memory: for wyjax the bytes XLA's buffer assignment gives the
 compiled program (arguments, outputs, temporaries), for transformers torch's peak allocation
 over the run (its inputs and parameters included). Before the
 timings, the GPU kernel against the XLA path on a small padded batch, rows with the largest
@@ -283,8 +283,7 @@ def _measure_jax_attention(side: str, length: int, name: str, repeats: int):
         "dropout": jax.random.key(1)}).astype(jnp.float32).sum(), argnums=(0, 1, 2))
   compiled = jax.jit(fn).lower(params, x, rel, mask).compile()
   memory = compiled.memory_analysis()
-  peak = (memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes
-          - memory.alias_size_in_bytes)
+  peak = aot.buffer_bytes(memory)
   return _median_seconds(lambda: jax.block_until_ready(compiled(params, x, rel, mask)), repeats), peak
 
 

@@ -192,6 +192,7 @@ def wyjax_pretrain(config, ids, steps: int, profile=contextlib.nullcontext()):
   donated state counted once), since the device's peak does not reset between models."""
   import jax
 
+  from wyjax.core import aot
   from wyjax.data import tokenizer as tokenizer_lib
   from wyjax.train import pretraining
 
@@ -203,8 +204,7 @@ def wyjax_pretrain(config, ids, steps: int, profile=contextlib.nullcontext()):
   compile_seconds = time.perf_counter() - start
   memory = step.memory_analysis()
   if memory is not None:
-    memory = (memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes
-              - memory.alias_size_in_bytes)
+    memory = aot.buffer_bytes(memory)
   state, out = step(state, batch)
   jax.block_until_ready(out)
   start = time.perf_counter()

@@ -25,10 +25,7 @@ def _compiled(model: str):
   run = pretraining.build(config, tokenizer_lib.placeholder(config.model.vocab_size), LENGTH, aot.devices("h100"))
   batch = jax.ShapeDtypeStruct((32, LENGTH), jnp.int32, sharding=run.program.data_sharding)
   compiled, program, _ = gpu_program.compile(run.train_step.lower(run.program.abstract_state, batch))
-  memory = compiled.memory_analysis()
-  held = (memory.argument_size_in_bytes + memory.output_size_in_bytes - memory.alias_size_in_bytes
-          + memory.temp_size_in_bytes)
-  return program, held
+  return program, aot.buffer_bytes(compiled.memory_analysis())
 
 
 @pytest.mark.parametrize("model, most_kernels", [

@@ -149,7 +149,7 @@ def test_pretraining_resumed_over_a_rebuilt_corpus_is_refused(tiny_corpus, share
   config.data_dir, config.num_train_steps = str(data_dir), 2
   pretraining.train_and_evaluate(config, tmp_path / "run")
   recorded = json.loads((tmp_path / "run" / run_config.DATA).read_text())
-  assert list(recorded) == ["corpus"] and recorded == pretraining.corpus_fingerprint(data_dir)
+  assert list(recorded) == ["corpus"] and recorded == pretraining.corpus_fingerprint(prepare.read_manifest(data_dir))
 
   prepare.prepare_corpus(data_dir, prepare.Options(source=f"daizhige:{shared_data / 'daizhige_sample'}",
                                                    sequence_length=64, valid_fraction=0.3),

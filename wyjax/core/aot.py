@@ -206,6 +206,13 @@ def per_device_bytes(tree) -> int:
                  for x in jax.tree_util.tree_leaves(tree)))
 
 
+def buffer_bytes(memory) -> int:
+  """Bytes of the buffers a compiled program holds on one device (its memory_analysis()): its
+  arguments, its outputs less those aliased to arguments (a donated state), its temporaries."""
+  return (memory.argument_size_in_bytes + memory.output_size_in_bytes - memory.alias_size_in_bytes
+          + memory.temp_size_in_bytes)
+
+
 @dataclasses.dataclass(frozen=True)
 class CompiledStep:
   compiled: jax.stages.Compiled
@@ -244,8 +251,7 @@ def report(step: CompiledStep, *, topology: str, devs, mesh, abstract_state, ana
   chips = len(devs) // per_chip
   chip_name = chip_of(topology, devs[0])
   memory, cost = step.compiled.memory_analysis(), step.cost
-  hbm = (memory.argument_size_in_bytes + memory.output_size_in_bytes - memory.alias_size_in_bytes
-         + memory.temp_size_in_bytes + memory.generated_code_size_in_bytes) * per_chip
+  hbm = (buffer_bytes(memory) + memory.generated_code_size_in_bytes) * per_chip
   result = {
       "topology": topology, "chip": chip_name, "chips": chips, "mesh": dict(mesh.shape),
       "hbm_bytes_per_chip": int(hbm),

@@ -159,6 +159,11 @@ class EncoderConfig:
   def replace(self, **changes) -> "EncoderConfig":
     return dataclasses.replace(self, **changes)
 
+  def without_run_choices(self) -> "EncoderConfig":
+    """This config with how a run executes (remat, scan_unroll, attention) at the defaults: what
+    model.json records, so that whoever loads the model chooses afresh."""
+    return self.replace(remat="none", scan_unroll=1, attention="auto")
+
   def to_dict(self) -> dict:
     d = dataclasses.asdict(self)
     d["pos_att_type"] = list(self.pos_att_type)

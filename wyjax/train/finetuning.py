@@ -158,8 +158,8 @@ def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict
       checkpoints.move_aside(best_checkpoints.mngr, step, "abandoned")
   is_main = jax.process_index() == 0  # every process trains; one writes the files beside the checkpoints
   if is_main:
-    ran = model.model_config.replace(remat="none", scan_unroll=1, attention="auto")  # how it ran: not recorded
-    checkpoints.write_model_info(workdir, ran.to_dict(), [k for k in state["params"] if k != "encoder"], model.tokenizer)
+    checkpoints.write_model_info(workdir, model.model_config.without_run_choices().to_dict(),
+                                 [k for k in state["params"] if k != "encoder"], model.tokenizer)
     run_config.trim_metrics(workdir, start_step)
   writer = run_metrics.MetricWriter(workdir, enabled=is_main)
   nonfinite = guards.NonFiniteSteps(config.max_nonfinite_steps)

@@ -249,11 +249,10 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
   return result
 
 
-def corpus_fingerprint(data_dir) -> dict:
-  """The prepared corpus as run_config.check_data compares data: the bytes of its sequences and
-  a SHA-256 of what its manifest says was built (source, options, vocabulary, sequences and
-  shards per split; not its timings), so a rebuild under the same path is seen."""
-  manifest = prepare.read_manifest(data_dir)
+def corpus_fingerprint(manifest: dict) -> dict:
+  """The prepared corpus (its manifest) as run_config.check_data compares data: the bytes of its
+  sequences and a SHA-256 of what the manifest says was built (source, options, vocabulary,
+  sequences and shards per split; not its timings), so a rebuild under the same path is seen."""
   built = {k: manifest[k] for k in ("source", "fingerprint", "vocab_hash", "sequences", "tokens", "shards")}
   sequence_bytes = manifest["sequence_length"] * np.dtype(manifest["dtype"]).itemsize
   return {"corpus": {prepare.MANIFEST: {
@@ -281,7 +280,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   is_main = jax.process_index() == 0
   data_dir = prepared_data_dir(config, prepare_corpus=prepare_corpus)
   tokenizer = tokenizer_lib.Tokenizer.load(data_dir / "tokenizer")
-  run = build(config, tokenizer, prepare.read_manifest(data_dir)["sequence_length"])
+  manifest = prepare.read_manifest(data_dir)
+  run = build(config, tokenizer, manifest["sequence_length"])
   model_config, length = run.model_config, run.length
 
   # --- data and checkpoints ------------------------------------------------------------------------
@@ -298,7 +298,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   changes = run_config.check_config(workdir, config, ignore=RESUMABLE_CHANGES, defaults=base_config(),
                                 accept=accept_config_change) \
       if mngr.all_steps() else {}
-  corpus = corpus_fingerprint(data_dir)
+  corpus = corpus_fingerprint(manifest)
   if mngr.all_steps():  # its checkpoints' data iterator points into the corpus they were made from
     run_config.check_data(workdir, corpus, remedy="Resume with the corpus the run was made from (its checkpoints' "
                                                   "data iterator points into it), or use another --workdir.")
@@ -311,8 +311,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   if is_main:  # only now: a refused resume leaves the workdir as it was
     run_config.store_config(workdir, config, changes, corpus)
     checkpoints.write_model_info(
-        workdir, model_config.replace(dtype="float32", remat="none", scan_unroll=1, attention="auto").to_dict(),
-        ["mlm_head"], tokenizer)
+        workdir, model_config.without_run_choices().replace(dtype="float32").to_dict(), ["mlm_head"], tokenizer)
     run_config.trim_metrics(workdir, start_step)
 
   # --- steps ------------------------------------------------------------------------------------
