@@ -181,3 +181,19 @@ def test_entry_points_keep_freed_memory_for_the_next_step_on_the_cpu_only():
   assert faults("cpu") < 1_000
   assert faults("cuda") > 40_000
   assert faults("tpu,cpu") > 40_000
+
+
+_FROZEN_AT_EXIT = """
+import atexit, gc, sys
+atexit.register(lambda: print(gc.get_freeze_count()))  # registered first, so it runs after cli's own
+from wyjax.core import cli
+sys.argv = ["command"]
+cli.run(lambda argv: None)
+"""
+
+
+def test_objects_alive_at_exit_are_frozen_out_of_the_last_collections():
+  """A command's end skips the interpreter's last garbage collections over what it imported."""
+  frozen = subprocess.run([sys.executable, "-c", _FROZEN_AT_EXIT], check=True, capture_output=True, text=True,
+                          timeout=120)
+  assert int(frozen.stdout) > 10_000, frozen.stdout  # 0 unless frozen

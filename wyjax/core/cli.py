@@ -8,7 +8,9 @@ traceback. `--verbosity` on the command line shows the traceback of user errors 
 ends any command with one line and exit 130, SIGTERM with 143 (a training loop first
 checkpoints: guards).
 """
+import atexit
 import ctypes
+import gc
 import glob
 import importlib.metadata
 import importlib.util
@@ -134,7 +136,12 @@ def keep_freed_memory() -> None:
 
 
 def run(main) -> None:
-  """app.run(main) with flag errors, user errors and stop signals each ending in one line."""
+  """app.run(main) with flag errors, user errors and stop signals each ending in one line.
+
+  At exit the objects still alive are frozen out of the garbage collector: the interpreter's
+  last collections over jax, flax, orbax and grain's objects took 0.6–0.9 s of every command's
+  end on 2 cores, to free memory the process gives back anyway."""
+  atexit.register(gc.freeze)
   look_for_accelerators_only_where_they_can_be()
   if runs_on_cpu():
     keep_freed_memory()

@@ -170,9 +170,12 @@ def _no_room_named(tfds_dir: pathlib.Path):
 
 def _read(files: Files, data_dir: pathlib.Path, tfds_dir: pathlib.Path) -> dict[str, list]:
   ds_builder = _prepared(files, data_dir, tfds_dir)
+  # In order, in this thread: grain's default read-ahead (16 threads, 500 records) made reading
+  # TLC's 4,280 lines 4× slower (0.9 s instead of 0.25 on 2 cores).
+  in_order = grain.ReadOptions(num_threads=0, prefetch_buffer_size=0)
   source = lambda split: grain.MapDataset.source(ds_builder.as_data_source(split))
-  return {split: list(source(split).map(lambda record: _from_record(files.example_type, record)))
-          for split in ds_builder.info.splits}
+  return {split: list(source(split).map(lambda record: _from_record(files.example_type, record))
+                      .to_iter_dataset(in_order)) for split in ds_builder.info.splits}
 
 
 def load_splits(files: Files, data_dir) -> dict[str, list]:
