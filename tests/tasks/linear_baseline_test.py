@@ -6,6 +6,7 @@ import numpy as np
 from wyjax.data.tokenizer import Tokenizer, build_vocab
 from wyjax.tasks import cclue, clue, datasets, leaderboard, linear_baseline, wyweb
 from wyjax.tasks.registry import majority_baseline
+from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.wyweb_files import PuncExample
 
 
@@ -69,21 +70,46 @@ def _punctuated(line: int, text: str) -> PuncExample:
   return PuncExample(line, "".join(chars), tuple(labels))
 
 
-def test_marks_told_by_the_characters_around_them_exactly():
-  # A comma after 曰 and a full stop after 也, in texts of random characters: the dev and test
-  # texts are new ones; a test split without labels is left unscored.
+def _marks_after_characters():
+  """(PUNC's splits, tokenizer): a comma after 曰 and a full stop after 也, in texts of random
+  characters; the dev and test texts are new ones."""
   rng = np.random.default_rng(0)
   texts = ["".join(c + {"曰": "，", "也": "。"}.get(c, "") for c in rng.choice(list("子曰学也孟仁义之乎者而"), 12))
            for _ in range(240)]
   splits = {"train": texts[:200], "dev": texts[200:220], "test": texts[220:]}
   splits = {split: [_punctuated(i, t) for i, t in enumerate(texts, 1)] for split, texts in splits.items()}
-  tokenizer = Tokenizer(build_vocab(["子曰学也孟仁义之乎者而"]))
+  return splits, Tokenizer(build_vocab(["子曰学也孟仁义之乎者而"]))
+
+
+def test_marks_told_by_the_characters_around_them_exactly():
+  # A test split without labels is left unscored.
+  splits, tokenizer = _marks_after_characters()
   data = _featurized(wyweb.PUNC, splits, tokenizer)
   assert linear_baseline.scores(wyweb.PUNC, data) == {"dev": {"precision": 1.0, "recall": 1.0, "f1": 1.0},
                                                        "test": {"precision": 1.0, "recall": 1.0, "f1": 1.0}}
   unlabelled = [PuncExample(1, e.text, ()) for e in splits["test"]]
   data |= _featurized(wyweb.PUNC, {"test": unlabelled}, tokenizer)
   assert linear_baseline.scores(wyweb.PUNC, data)["test"] is None
+
+
+def test_a_rerun_scores_the_kept_predictions_and_other_labels_are_fitted_anew(tmp_path, monkeypatch):
+  monkeypatch.setenv("WYJAX_CACHE", str(tmp_path))
+  splits, tokenizer = _marks_after_characters()
+  data = _featurized(wyweb.PUNC, splits, tokenizer)
+  first = linear_baseline.scores(wyweb.PUNC, data)
+  (kept,) = (tmp_path / "linear_baseline").glob("*.npz")
+  # What a rerun scores is what was kept: no mark anywhere, written over it, recalls nothing.
+  with np.load(kept) as predictions:
+    np.savez(kept, **{split: np.full_like(p, wyweb.PUNC.labels.index("O")) for split, p in predictions.items()})
+  assert linear_baseline.scores(wyweb.PUNC, data)["dev"]["recall"] == 0
+  # One label changed is other train data: fitted again, kept beside the first.
+  examples, features = data["train"]
+  labels = features[0]["labels"].copy()
+  first_labelled = np.flatnonzero(labels != IGNORE)[0]
+  labels[first_labelled] = 1 - labels[first_labelled]  # another of the first two classes
+  data["train"] = examples, [{**features[0], "labels": labels}] + features[1:]
+  assert linear_baseline.scores(wyweb.PUNC, data) == first
+  assert len(list((tmp_path / "linear_baseline").glob("*.npz"))) == 2
 
 
 def test_only_sequence_and_token_heads_have_one():

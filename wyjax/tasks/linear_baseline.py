@@ -21,14 +21,21 @@ score, so its metrics are the task's own, on dev and, where the test split has g
   split of more than MAX_CHARACTERS labelled characters is sampled by whole examples (fixed seed)
   down to that, with a warning. On a 2-core CPU: about 10 CPU-seconds for the 200,000 characters
   of the demo's PUNC or of C-CLUE NER (docs/benchmarks.md).
+
+The predictions are kept in wyjax's cache, under a hash of what decides them (the train
+features and labels, the evaluated features, this file, the versions of scikit-learn, SciPy
+and NumPy), so a rerun on the same data and vocabulary only scores them: TLC's 1.3 s, PUNC's
+10 s. scikit-learn and SciPy are imported only to fit (0.9 s of a command's start otherwise).
 """
+import hashlib
+import importlib.metadata
 import logging
+import pathlib
+import zipfile
 
 import numpy as np
-import scipy.sparse
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.linear_model import LogisticRegression
 
+from wyjax.core import storage
 from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.task import Task
 
@@ -55,6 +62,9 @@ def _gold(features) -> np.ndarray:
 
 def predicted_classes(train_features, dev_features) -> np.ndarray:
   """Sequence heads: the label index predicted for every dev example, from the labelled train examples."""
+  from sklearn.feature_extraction.text import TfidfVectorizer  # pylint: disable=g-import-not-at-top
+  from sklearn.linear_model import LogisticRegression  # pylint: disable=g-import-not-at-top
+
   labelled = [f for f in train_features if int(f["label"]) != IGNORE]
   gold = np.array([int(f["label"]) for f in labelled])
   if len(np.unique(gold)) == 1:  # nothing to tell apart (a toy split)
@@ -84,8 +94,11 @@ def window_keys(features, base: int) -> np.ndarray:
   return keys
 
 
-def _one_hot_matrix(keys: np.ndarray, vocabulary: np.ndarray) -> scipy.sparse.csr_matrix:
-  """Rows of keys as binary rows over the sorted vocabulary of keys (keys not in it dropped)."""
+def _one_hot_matrix(keys: np.ndarray, vocabulary: np.ndarray):
+  """Rows of keys as binary rows (a SciPy CSR matrix) over the sorted vocabulary of keys (keys
+  not in it dropped)."""
+  import scipy.sparse  # pylint: disable=g-import-not-at-top
+
   index = np.minimum(np.searchsorted(vocabulary, keys), len(vocabulary) - 1)
   known = vocabulary[index] == keys
   rows = np.broadcast_to(np.arange(len(keys))[:, None], keys.shape)
@@ -96,6 +109,8 @@ def _one_hot_matrix(keys: np.ndarray, vocabulary: np.ndarray) -> scipy.sparse.cs
 def fitted_tagger(train_features):
   """Token heads: (features → one class per token of each) fitted on the labelled characters
   (at most MAX_CHARACTERS: whole examples sampled with a fixed seed)."""
+  from sklearn.linear_model import LogisticRegression  # pylint: disable=g-import-not-at-top
+
   order = np.random.default_rng(0).permutation(len(train_features))
   characters = np.cumsum([np.sum(_gold(train_features[i]) != IGNORE) for i in order])
   count = max(1, int(np.searchsorted(characters, MAX_CHARACTERS, side="right")))
@@ -134,14 +149,50 @@ def scores(task: Task, data: dict) -> dict | None:
   out = {"dev": None, "test": None}
   if not splits:
     return out
-  if task.head == "sequence":
-    predicted = predicted_classes(train, [f for s in splits for f in data[s][1]])
-    per_split = np.split(predicted, np.cumsum([len(data[s][1]) for s in splits])[:-1])
-  else:
-    predict = fitted_tagger(train)
-    per_split = [predict(data[s][1]) for s in splits]
+  per_split = _predictions(task.head, train, [data[s][1] for s in splits])
   eye = np.eye(len(task.labels))
   for split, predicted in zip(splits, per_split):
     examples, features = data[split]
     out[split] = task.score(examples, [task.decode(e, f, eye[p]) for e, f, p in zip(examples, features, predicted)])
   return out
+
+
+def _fitted_predictions(head: str, train, evaluated: list[list]) -> list[np.ndarray]:
+  """Each evaluated split's predicted classes, one per example (token heads: one per token, all
+  the split's examples in one array)."""
+  if head == "sequence":
+    predicted = predicted_classes(train, [f for features in evaluated for f in features])
+    return np.split(predicted, np.cumsum([len(features) for features in evaluated])[:-1])
+  predict = fitted_tagger(train)
+  return [np.concatenate(predict(features)) for features in evaluated]
+
+
+def _key(head: str, train, evaluated: list[list]) -> str:
+  digest = hashlib.sha256(pathlib.Path(__file__).read_bytes())
+  digest.update(" ".join([head] + [importlib.metadata.version(p) for p in ("scikit-learn", "scipy", "numpy")]).encode())
+  for features, with_gold in [(train, True)] + [(split, False) for split in evaluated]:
+    digest.update(np.int64(len(features)).tobytes())
+    for f in features:
+      ids = np.asarray(f["input_ids"], np.int64)
+      digest.update(np.int64(ids.size).tobytes() + ids.tobytes())
+      if with_gold:
+        digest.update(np.asarray(_gold(f), np.int64).tobytes())
+  return digest.hexdigest()
+
+
+def _predictions(head: str, train, evaluated: list[list]) -> list[np.ndarray]:
+  """_fitted_predictions, from wyjax's cache where an earlier run fitted the same (module
+  docstring); token heads' split into one array per example."""
+  path = storage.cache_dir() / "linear_baseline" / f"{_key(head, train, evaluated)}.npz"
+  try:
+    with np.load(path) as cached:
+      per_split = [cached[str(i)] for i in range(len(evaluated))]
+  except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):  # not there yet, or unreadable: fit again
+    per_split = _fitted_predictions(head, train, evaluated)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with storage.written_whole(path, "wb") as f:
+      np.savez(f, **{str(i): predicted for i, predicted in enumerate(per_split)})
+  if head == "sequence":
+    return per_split
+  return [np.split(predicted, np.cumsum([len(f["input_ids"]) for f in features])[:-1])
+          for predicted, features in zip(per_split, evaluated)]
