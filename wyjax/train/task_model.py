@@ -297,9 +297,9 @@ class TaskModel:
 
 def bucket_count(config, platform: str) -> int | None:
   """How many padded lengths a run's train batches (and its evaluation's) take, each a program
-  compiled: config.length_buckets, else by platform. On the CPU as many as batching.buckets
-  would use (None), placed to pad least: a compile takes seconds there, a padded token real time.
-  On a GPU or TPU one: every program compiles and autotunes for seconds to a minute (DeBERTa-base's
+  compiled: config.length_buckets, else by platform. On the CPU as many as pay (None: each pads
+  batching.MIN_SAVING fewer tokens), placed to pad least: a compile takes seconds there, a padded
+  token real time. On a GPU or TPU one: every program compiles and autotunes for seconds to a minute (DeBERTa-base's
   pretraining step: 58.8 s on an H200), while a padded token costs little."""
   if config.length_buckets:
     return config.length_buckets
