@@ -123,7 +123,7 @@ def test_the_step_loop_moves_nothing_implicitly(trained, tmp_path, monkeypatch):
                         tmp_path / "run")
 
 
-def test_early_stopping_restores_the_best_dev_checkpoint(trained, tmp_path):
+def test_early_stopping_restores_the_best_dev_checkpoint(trained, tmp_path, monkeypatch):
   data_dir, workdir, trained_results, _ = trained
   assert trained_results["dev"]["accuracy"] > trained_results["majority_baseline"]["accuracy"] + 0.05
   # Continue from that run (same head) with a learning rate far too large: the parameters are
@@ -133,7 +133,16 @@ def test_early_stopping_restores_the_best_dev_checkpoint(trained, tmp_path):
   config = suite.task_config("tlc", data_dir=str(data_dir), init=str(workdir / "seed_0"),
                                  num_train_steps=30, eval_every=1, patience=3, learning_rate=0.5,
                                  warmup_fraction=0.0, batch_size=16, seeds=2, max_length=64)
+  evaluated, evaluate = [], task_model.TaskModel.evaluate
+
+  def counted(self, params, examples, *args, **kwargs):  # the real evaluation; its split's size noted
+    evaluated.append(len(examples))
+    return evaluate(self, params, examples, *args, **kwargs)
+
+  monkeypatch.setattr(task_model.TaskModel, "evaluate", counted)
   results = finetuning.finetune(config, tmp_path / "run")
+  # Per seed, dev at steps 1-4 and test once: step 1's dev scores, kept, are not computed again.
+  assert evaluated == [160] * 4 + [64] + [160] * 4 + [64]
   for run in results["runs"]:
     records = [json.loads(line) for line in (tmp_path / "run" / f"seed_{run['seed']}" / "metrics.jsonl")
                .read_text().splitlines()]
@@ -141,7 +150,7 @@ def test_early_stopping_restores_the_best_dev_checkpoint(trained, tmp_path):
     assert evaluations[0] == (1, trained_results["dev"]["accuracy"])  # the init, grafted head included
     assert all(accuracy < evaluations[0][1] for _, accuracy in evaluations[1:])
     assert run["stopped_early"] and [s for s, _ in evaluations] == [1, 2, 3, 4]
-    assert run["best_step"] == 1 and run["dev"]["accuracy"] == evaluations[0][1]  # restored, re-evaluated
+    assert run["best_step"] == 1 and run["dev"]["accuracy"] == evaluations[0][1]  # restored for test
     saved = sorted(p.name for p in (tmp_path / "run" / f"seed_{run['seed']}" / "checkpoints").iterdir())
     assert saved == ["1"]  # only the best checkpoint is kept
   dev = [r["dev"]["accuracy"] for r in results["runs"]]

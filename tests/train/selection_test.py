@@ -73,12 +73,12 @@ def test_the_kept_checkpoint_is_restored_and_scored(tlc_dir, tmp_path, worsening
   assert run["best_step"] == kept_step and results["runs"][0]["best_step"] == kept_step
   assert run["stopped_early"] == (evaluations[-1] < SETTINGS["num_train_steps"])
   assert sorted(p.name for p in (seed / "checkpoints").iterdir()) == [str(kept_step)]  # only the kept one
-  # The evaluations in training, then the final dev and test ones: the final dev evaluation saw
-  # the kept step's parameters, restored exactly.
-  in_training, final_dev = worsening_dev[:len(evaluations)], worsening_dev[len(evaluations)]
+  # The evaluations in training, then the final test one, which saw the kept step's parameters,
+  # restored exactly. Dev is not scored again: its final scores are the kept evaluation's.
+  in_training, final = worsening_dev[:len(evaluations)], worsening_dev[len(evaluations):]
   assert len(set(in_training)) == len(evaluations)  # training changed the parameters between evaluations
-  assert final_dev == in_training[evaluations.index(kept_step)]
-  assert run["dev"][MAIN_METRIC] == pytest.approx(1.0 - 0.1 * (len(evaluations) + 1))  # scored once more
+  assert final == [in_training[evaluations.index(kept_step)]]
+  assert run["dev"][MAIN_METRIC] == pytest.approx(1.0 - 0.1 * (evaluations.index(kept_step) + 1))
 
 
 @pytest.mark.parametrize("stop_at", [3, 6])

@@ -1,7 +1,7 @@
 """Fine-tuning one task: train, evaluate on dev every N steps and at each epoch's end, keep one
 checkpoint with orbax (`keep_checkpoint`: the best-dev parameters, or the last evaluation's),
 stop after `patience` evaluations without improvement (0: never, the fixed number of epochs or
-steps), then restore the kept parameters and predict dev and test.
+steps), then restore the kept parameters and predict test (dev: the kept evaluation's).
 
     workdir/
       run_config.json         the config the runs were made with (a rerun must match it)
@@ -35,7 +35,6 @@ from wyjax.tasks import batching, datasets, linear_baseline
 from wyjax.tasks.registry import TASKS, majority_baseline
 from wyjax.tasks.task import Task
 from wyjax.train import config_values, learning_rates, task_model
-from wyjax.train.task_model import TaskModel
 
 
 def base_config(task: str = "") -> ml_collections.ConfigDict:
@@ -113,7 +112,7 @@ RUN_FILE = "run.json"  # a finished seed's Run
 PROGRESS, BATCHES = "progress", "batches"  # items of a resume/ checkpoint beside the state
 
 
-def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict, seed: int,
+def train_one(task: Task, config, data: dict, model: task_model.TaskModel, pretrained: dict, seed: int,
               workdir: epath.Path, stop: guards.StopRequest) -> Run:
   """One seed: train (early stopping unless patience is 0), restore the kept params, predict dev and test.
 
@@ -143,6 +142,7 @@ def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict
                                              BATCHES: grain.checkpoint.CheckpointSave(batches)})
 
   progress = {"best": None, "best_step": 0, "stale": 0, "stopped_early": False}
+  kept_evaluation = None  # (dev scores, predictions, confusion) of the kept step, if scored in this process
   restored, start_step = checkpoints.restore_latest(resume_checkpoints.mngr, model.program.abstract_state)
   if restored is not None:
     state = restored
@@ -188,7 +188,7 @@ def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict
       nonfinite.check()
       evaluation = step % config.eval_every == 0 or step % steps_per_epoch == 0 or step == last_step
       if evaluation:
-        scores, _, _ = model.evaluate(state["params"], dev_examples, dev_features)
+        scores, predictions, confusion = model.evaluate(state["params"], dev_examples, dev_features)
         writer.write(step, {f"dev_{k}": v for k, v in scores.items()} | {"epoch": step / steps_per_epoch})
         logging.info("seed %d step %d: dev %s", seed, step, run_metrics.brief(scores))
         improved = progress["best"] is None or scores[task.main_metric] > progress["best"]
@@ -202,7 +202,7 @@ def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict
                          step)
             progress["stopped_early"] = True
         if kept:
-          progress["best_step"] = step  # the kept step (run.json's best_step)
+          progress["best_step"], kept_evaluation = step, (scores, predictions, confusion)  # run.json's best_step
         save_resume(step)  # first: a kept step's resume point can re-save its checkpoint (above)
         if kept:
           save(best_checkpoints, step, {"params": state["params"]})
@@ -218,9 +218,11 @@ def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict
 
   _, params = checkpoints.restore_model(workdir)
   params = jax.device_put(params, model.program.params_sharding)
-  # Checkpoints are chosen on greedy translations; the final ones use the configured beam.
+  # Checkpoints are chosen on greedy translations; the final ones use the configured beam. Dev
+  # scored with the kept parameters already (greedy) is not scored again.
   beam_size = config.decoding.beam_size if model.head.generates else 1
-  dev, predictions, confusion = model.evaluate(params, dev_examples, dev_features, beam_size=beam_size)
+  dev, predictions, confusion = kept_evaluation if kept_evaluation and beam_size == 1 else \
+      model.evaluate(params, dev_examples, dev_features, beam_size=beam_size)
   if is_main:
     task.write_predictions(workdir / f"dev_predictions.{task.submission_format}", dev_examples, predictions)
   test = None
@@ -240,11 +242,6 @@ def train_one(task: Task, config, data: dict, model: TaskModel, pretrained: dict
   if resume_dir.exists() and not any(resume_dir.iterdir()):  # (a bucket has no empty folders)
     resume_dir.rmdir()
   return run
-
-
-def _splits(data: dict):
-  """(split, (examples, features)) of task_model.load_task_data's result."""
-  return [(split, data[split]) for split in ("train", "dev", "test") if split in data]
 
 
 def _prepare(config, devices=None):
@@ -309,7 +306,7 @@ def _finetune(config: ml_collections.ConfigDict, workdir, accept_config_change: 
     return task.run(config, workdir, lambda init, splits: task_model.setup(task, config, init, splits))
   task, splits, data, model, pretrained = _prepare(config)
   config = model.config  # learning_rate resolved (learning_rates): compared, stored and reported so
-  files = {split: task.files.split_files(config.data_dir, split) for split, _ in _splits(data)}  # the files read
+  files = {split: task.files.split_files(config.data_dir, split) for split in datasets.SPLITS if split in data}
   data_files = run_config.data_fingerprint(config.data_dir, files)
   if fresh_start:
     run_config.set_aside(workdir)
@@ -333,7 +330,7 @@ def _finetune(config: ml_collections.ConfigDict, workdir, accept_config_change: 
       "linear_baseline": linear_baseline.scores(task, data),  # {"dev": metrics, "test": metrics or None}
       "truncated_characters": data["truncated"],
       "files": {split: [str(path) for path in paths] for split, paths in files.items()},
-      "notes": {split: notes for split, (examples, _) in _splits(data) if (notes := task.notes(examples))},
+      "notes": {split: notes for split in datasets.SPLITS if split in data and (notes := task.notes(data[split][0]))},
       "runs": [{"seed": r.seed, "best_step": r.best_step, "stopped_early": r.stopped_early, "dev": r.dev,
                 "test": r.test} for r in runs],
       "config": config.to_dict(),
