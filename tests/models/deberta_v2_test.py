@@ -78,29 +78,58 @@ def _instructions(hlo: str, op: str) -> list[tuple[int, ...]]:
           for dims in re.findall(rf"= \w+\[([\d,]*)\]\{{[^}}]*\}} {op}\(", hlo)]
 
 
-def test_xla_path_trains_without_gathers_over_the_scores():
-  """The XLA path's compiled training pass (CPU; forward and backward, dropout): c2p and p2c come
-  by distance and skew, so no gather or scatter reaches an array of [B, H, L, ·] size (only the
-  [2L - 1, H, d] rows of the relative projections are gathered), and no matmul makes a [B·H·L,
-  2S] table: neither the forward's scores against all 2S rows nor the one-hot product the gather's
-  backward once was."""
+_BATCH, _LENGTH, _HEADS = 4, 24, 4
+
+
+def _training_pass():
+  """(loss of params, params) of a one-layer DeBERTa on the XLA path, with dropout."""
   import jax
   import jax.numpy as jnp
 
   from wyjax.models import DebertaV2
-  batch, length, heads = 4, 24, 4
-  config = EncoderConfig(vocab_size=40, hidden_size=32, num_hidden_layers=1, num_attention_heads=heads,
+  config = EncoderConfig(vocab_size=40, hidden_size=32, num_hidden_layers=1, num_attention_heads=_HEADS,
                          intermediate_size=48, relative_attention=True, position_biased_input=False,
                          pos_att_type="c2p|p2c", position_buckets=10, max_relative_positions=64, attention="xla")
-  span2 = 2 * config.relative_span  # 20: unlike L, 2L - 1, d and the hidden sizes (the embeddings' gather is
-  # [B·L, hidden], under half the scores)
-  ids = jnp.ones((batch, length), jnp.int32)
+  ids = jnp.ones((_BATCH, _LENGTH), jnp.int32)
   params = DebertaV2(config).init(jax.random.key(0), ids)
-  loss = lambda p: DebertaV2(config).apply(p, ids, deterministic=False, rngs={"dropout": jax.random.key(1)}).sum()
-  hlo = jax.jit(jax.grad(loss)).lower(params).compile().as_text()
-  scores_half = batch * heads * length * length // 2
-  moved = _instructions(hlo, "gather") + _instructions(hlo, "scatter")
+  return lambda p: DebertaV2(config).apply(p, ids, deterministic=False, rngs={"dropout": jax.random.key(1)}).sum(), \
+      params
+
+
+def _lowered(text: str, op: str) -> list[tuple[int, ...]]:
+  """The result shapes of the stablehlo `op`s of a lowered module's text (a scatter's after its region)."""
+  return [tuple(int(n) for n in dims.split("x"))
+          for dims in re.findall(rf'stablehlo\.{op}\b.*?-> tensor<([\dx]+)x\w+>', text, flags=re.S)]
+
+
+def test_xla_path_trains_without_gathers_over_the_scores(h100_mesh):
+  """The XLA path's training pass (forward and backward, dropout) lowered for an H100: c2p and
+  p2c come by distance and skew, so no gather or scatter reaches an array of [B, H, L, ·] size
+  (only the [2L - 1, H, d] rows of the relative projections are gathered), and no matmul makes a
+  [B·H·L, 2S] table: neither the forward's scores against all 2S rows nor the one-hot product the
+  gather's backward once was."""
+  import jax
+
+  loss, params = _training_pass()
+  span2 = 20  # 2S: unlike L, 2L - 1, d and the hidden sizes (the embeddings' gather is [B·L, hidden], under half the scores)
+  with jax.sharding.use_abstract_mesh(h100_mesh):
+    text = jax.jit(jax.grad(loss)).trace(params).lower(lowering_platforms=("cuda",)).as_text()
+  scores_half = _BATCH * _HEADS * _LENGTH * _LENGTH // 2
+  moved = _lowered(text, "gather") + _lowered(text, "scatter")
   assert moved and all(np.prod(shape) < scores_half for shape in moved), moved
-  dots = _instructions(hlo, "dot")
-  tables = [s for s in dots if s[-1] == span2 and np.prod(s) >= batch * heads * length * span2]
+  dots = _lowered(text, "dot_general")
+  tables = [s for s in dots if s[-1] == span2 and np.prod(s) >= _BATCH * _HEADS * _LENGTH * span2]
   assert dots and not tables, tables
+
+
+def test_on_a_cpu_the_xla_path_gathers_c2p_and_p2c():
+  """On a CPU, where XLA's gathers and their scatter-add gradients cost less than scoring all
+  2L - 1 distances, the compiled training pass gathers c2p and p2c from their [B, H, L, 2S]
+  tables, and scatters their gradients back."""
+  import jax
+
+  loss, params = _training_pass()
+  hlo = jax.jit(jax.grad(loss)).lower(params).compile().as_text()
+  scores = _BATCH * _HEADS * _LENGTH * _LENGTH
+  assert sum(np.prod(s) == scores for s in _instructions(hlo, "gather")) == 2, _instructions(hlo, "gather")
+  assert any(np.prod(s) >= scores // 2 for s in _instructions(hlo, "scatter")), _instructions(hlo, "scatter")
