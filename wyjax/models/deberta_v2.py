@@ -213,8 +213,8 @@ def xla_attention(cfg: EncoderConfig, q, k, v, mask, scale, pos_key, pos_query, 
   DisentangledAttention (its softmax dropout is that module's child).
 
   On a CPU a whole block is gathered too: XLA's gathers there, and the scatter-adds of their
-  gradients, cost less than scoring all 2L - 1 distances (the tiny model's TLC training step at
-  104 tokens: 0.068 s against 0.076 on 2 cores, docs/benchmarks.md)."""
+  gradients, cost less than scoring all 2L - 1 distances (the tiny model's TLC training step on
+  2 cores: 0.068 s against 0.076 at 104 tokens, 1.50 against 3.07 at 512; docs/benchmarks.md)."""
   if rel_index is None and attention.platform() == "cpu":
     rel_index = relative_position_index(np.arange(q.shape[1]), np.arange(k.shape[1]), cfg)
   scores = jnp.einsum("bqnd,bknd->bnqk", q, k / scale.astype(k.dtype))
