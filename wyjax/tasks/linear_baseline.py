@@ -107,8 +107,8 @@ def _one_hot_matrix(keys: np.ndarray, vocabulary: np.ndarray):
 
 
 def fitted_tagger(train_features):
-  """Token heads: (features → one class per token of each) fitted on the labelled characters
-  (at most MAX_CHARACTERS: whole examples sampled with a fixed seed)."""
+  """Token heads: (features → one class per token of all of them, in order) fitted on the
+  labelled characters (at most MAX_CHARACTERS: whole examples sampled with a fixed seed)."""
   from sklearn.linear_model import LogisticRegression  # pylint: disable=g-import-not-at-top
 
   order = np.random.default_rng(0).permutation(len(train_features))
@@ -130,10 +130,10 @@ def fitted_tagger(train_features):
     model = LogisticRegression(C=TAG_C, solver="saga", tol=1e-3, max_iter=200, random_state=0)
     model.fit(_one_hot_matrix(keys, vocabulary), gold)
 
-  def predict(features) -> list[np.ndarray]:
-    predicted = np.full(sum(len(f["input_ids"]) for f in features), classes[0]) if model is None else \
-        model.predict(_one_hot_matrix(window_keys(features, base), vocabulary))
-    return np.split(predicted, np.cumsum([len(f["input_ids"]) for f in features])[:-1])
+  def predict(features) -> np.ndarray:
+    if model is None:
+      return np.full(sum(len(f["input_ids"]) for f in features), classes[0])
+    return model.predict(_one_hot_matrix(window_keys(features, base), vocabulary))
 
   return predict
 
@@ -164,7 +164,7 @@ def _fitted_predictions(head: str, train, evaluated: list[list]) -> list[np.ndar
     predicted = predicted_classes(train, [f for features in evaluated for f in features])
     return np.split(predicted, np.cumsum([len(features) for features in evaluated])[:-1])
   predict = fitted_tagger(train)
-  return [np.concatenate(predict(features)) for features in evaluated]
+  return [predict(features) for features in evaluated]
 
 
 def _key(head: str, train, evaluated: list[list]) -> str:
