@@ -196,4 +196,4 @@ def test_objects_alive_at_exit_are_frozen_out_of_the_last_collections():
   """A command's end skips the interpreter's last garbage collections over what it imported."""
   frozen = subprocess.run([sys.executable, "-c", _FROZEN_AT_EXIT], check=True, capture_output=True, text=True,
                           timeout=120)
-  assert int(frozen.stdout) > 10_000, frozen.stdout  # 0 unless frozen
+  assert int(frozen.stdout) > 10_000, frozen.stdout  # 375 without the freeze at exit
