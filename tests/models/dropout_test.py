@@ -1,4 +1,4 @@
-"""layers.Dropout: four 16-bit draws per threefry block, at the configured rate, unbiased."""
+"""layers.Dropout: two 16-bit draws per hashed word, at the configured rate, unbiased."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,17 +9,23 @@ KEEP_90 = 58982  # round(0.9 * 2^16)
 
 
 def test_keep_mask_rate_and_independence():
-  """P(keep) = 58982 / 2^16 over 67,080 draws per mask (last axis 130, not a multiple of 4); the
-  two halves of a word (columns j and j + 33), neighbouring columns and two keys' masks overlap
-  as independent masks do (0.9² = 0.81), and a key gives one mask."""
-  shape = (2, 2, 129, 130)
-  a = np.asarray(layers.keep_mask(jax.random.key(3), shape, KEEP_90))
-  b = np.asarray(layers.keep_mask(jax.random.key(4), shape, KEEP_90))
+  """P(keep) = 58982 / 2^16 over 67,072 draws per mask (last axis 131, odd); the two halves of a
+  word (columns j and j + 66), neighbouring columns and rows, and the masks of two keys, and of
+  two keys that differ in one of their words only, overlap as independent masks do
+  (0.9² = 0.81); a key gives one mask."""
+  shape = (2, 2, 128, 131)
+  key = jax.random.key(3)
+  words = jax.random.key_data(key)
+  masks = [np.asarray(layers.keep_mask(k, shape, KEEP_90)) for k in (
+      key, jax.random.key(4), jax.random.wrap_key_data(words ^ np.array([1, 0], np.uint32)),
+      jax.random.wrap_key_data(words ^ np.array([0, 1], np.uint32)))]
+  a = masks[0]
   assert a.shape == shape and a.dtype == bool
-  for m in (a, b):
+  for m in masks:
     assert abs(m.mean() - KEEP_90 / 65536) < 0.006, m.mean()  # 5 sigma: 0.0058
-  quarter = 130 // 4 + 1
-  for x, y in ((a[..., :quarter], a[..., quarter:2 * quarter]), (a[..., :-1], a[..., 1:]), (a, b)):
+  half = 131 // 2 + 1
+  for x, y in ((a[..., :half - 1], a[..., half:]), (a[..., :-1], a[..., 1:]), (a[..., :-1, :], a[..., 1:, :]),
+               *((a, m) for m in masks[1:])):
     assert abs((x & y).mean() - 0.81) < 0.008, (x & y).mean()
   np.testing.assert_array_equal(a, layers.keep_mask(jax.random.key(3), shape, KEEP_90))
 

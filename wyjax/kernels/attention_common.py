@@ -74,8 +74,9 @@ def score_gradient(spec: Spec, p, dp, delta, mask):
   return jnp.where(mask != 0, p * (dp - delta) * (1.0 / spec.scale), 0.0)
 
 
-def _mix(x):
-  """murmur3's 32-bit finaliser on int32: wrapping products have uint32's bits, shifts are logical."""
+def mix(x):
+  """murmur3's 32-bit finaliser on int32: wrapping products have uint32's bits, shifts are logical.
+  The dropout hash of the kernels here and of layers.keep_mask."""
   srl = jax.lax.shift_right_logical
   x = x ^ srl(x, 16)
   x = x * jnp.int32(-2048144789)  # 0x85ebca6b
@@ -86,13 +87,13 @@ def _mix(x):
 
 def fold_in(seed, value):
   """The int32 seed of stream `value` of `seed` (a batch row and head, a shard)."""
-  return _mix(seed ^ _mix(value * jnp.int32(-1640531527) + 1))  # 0x9e3779b9
+  return mix(seed ^ mix(value * jnp.int32(-1640531527) + 1))  # 0x9e3779b9
 
 
 def dropout_keep(seed, batch_head, rows, cols, padded_length: int, rate: float):
   """Keep mask of attention-probability dropout for query rows × key cols (int32, broadcastable)
   of one batch row and head: P(keep) = 1 - rate, to 2⁻²⁴. The kernels and tests share it."""
-  bits = _mix((rows * padded_length + cols) ^ fold_in(seed, batch_head))
+  bits = mix((rows * padded_length + cols) ^ fold_in(seed, batch_head))
   return jax.lax.shift_right_logical(bits, 8) >= jnp.int32(round(rate * (1 << 24)))
 
 

@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax.linen import spmd
-from jax.extend.random import threefry2x32_p
 
+from wyjax.kernels import attention_common
 from wyjax.models.config import EncoderConfig
 
 # transformers' ACT2FN names. "gelu" is the exact erf form; flax defaults to tanh.
@@ -234,25 +234,26 @@ def masked_softmax_attention(scores, mask, value, *, dropout_rate: float, determ
 
 
 def keep_mask(rng: jax.Array, shape: tuple[int, ...], threshold: int) -> jax.Array:
-  """Booleans of `shape`, each True with probability threshold / 2^16: 16-bit uniforms, four
-  from each threefry block.
+  """Booleans of `shape`, each True with probability threshold / 2^16: the two 16-bit halves of
+  each word of a counter hashed with rng's two words (murmur3's finaliser after each).
 
-  jax.random spends a block (two 32-bit words) on every entry; the attention probabilities'
-  dropout mask is a step's largest array, and drawing it so took a fifth of a 512-token
-  fine-tuning step on CPU (docs/benchmarks.md). Counters are built per axis, as jax.random's
-  partitionable threefry builds them, so a sharded mask is drawn where it lives."""
+  The attention probabilities' mask is a step's largest array. jax.random spends a threefry block
+  (20 rounds) on every entry, and on a CPU jax lowers threefry to a loop whose pieces XLA compiles
+  kernel by kernel: a second of a TLC train step's compile (docs/benchmarks.md). The hash is a
+  few integer ops that XLA fuses into the mask's consumer. Counters are built per axis, as
+  jax.random's partitionable threefry builds them, so a sharded mask is drawn where it lives."""
   *lead, last = shape
-  quarter = -(-last // 4)
-  blocks = (*lead, quarter)
-  if math.prod(blocks) >= 2**32:
-    raise ValueError(f"a dropout mask of shape {shape} needs more than 2^32 threefry counters")
-  strides = np.cumprod((1, *blocks[:0:-1]))[::-1]
-  counter = sum(jax.lax.broadcasted_iota(jnp.uint32, blocks, axis) * np.uint32(stride)
+  half = -(-last // 2)
+  words_shape = (*lead, half)
+  if math.prod(words_shape) >= 2**32:
+    raise ValueError(f"a dropout mask of shape {shape} needs more than 2^32 counters")
+  strides = np.cumprod((1, *words_shape[:0:-1]))[::-1]
+  counter = sum(jax.lax.broadcasted_iota(jnp.int32, words_shape, axis) * np.uint32(stride).astype(np.int32)
                 for axis, stride in enumerate(strides))
-  key = jax.random.key_data(rng)  # its two words, hashed with the counters as jax.random.bits hashes a key
-  words = threefry2x32_p.bind(key[0], key[1], jnp.zeros_like(counter), counter)
-  quarters = [half < threshold for word in words for half in (word & 0xFFFF, word >> 16)]
-  return jnp.concatenate(quarters, -1)[..., :last]
+  key = jax.lax.bitcast_convert_type(jax.random.key_data(rng), jnp.int32)  # the key's two words
+  word = attention_common.mix(attention_common.mix(counter ^ key[0]) ^ key[1])
+  halves = (word & 0xFFFF, jax.lax.shift_right_logical(word, 16))
+  return jnp.concatenate([h < threshold for h in halves], -1)[..., :last]
 
 
 class Dropout(nn.Module):
