@@ -18,7 +18,8 @@ from tests.train.conftest import REPO_ROOT, pretrain_env, tiny_checkpoint
 from wyjax.data.tokenizer import Tokenizer, build_vocab
 from wyjax.hf import loading
 from wyjax.models import EncoderConfig, unstack_layers
-from wyjax.tasks import wyweb_files
+from wyjax.tasks import datasets, wyweb_files
+from wyjax.tasks.registry import TASKS
 from wyjax.core import checkpoints, guards, run_config, storage
 from wyjax.train import finetuning, suite, task_model
 
@@ -99,14 +100,14 @@ def trained(shared_data, tmp_path_factory):
 def test_a_run_builds_a_program_per_padded_length_and_a_few_more(trained):
   """What a fine-tuning run compiles (on a GPU each compiles and autotunes, seconds to a minute):
   a train step per padded length its batches take and a predict step per evaluation length (at
-  most `buckets(64)`'s three each, on the CPU), the model's init, the fresh state around its
-  params, the seed's key on the mesh, and one conversion optax.tree_map_params makes. Nothing per
+  most `buckets(64)`'s three each, on the CPU), the init of the params not grafted, the fresh
+  state around the params, the seed's key on the mesh, and one conversion optax.tree_map_params makes. Nothing per
   step (the dropout key is folded in inside the step), nothing per parameter (jnp.asarray compiled
   one program per parameter shape in loading.Model; the fresh state took two), and no eager
   jax.random.key (three programs each)."""
   counts = collections.Counter(trained[3])
   assert 1 <= counts.pop("jit(train_step)") <= 3 and 1 <= counts.pop("jit(predict_step)") <= 3, trained[3]
-  assert counts.pop("jit(init)") == 1 and counts.pop("jit(fresh_state)") == 1, trained[3]
+  assert counts.pop("jit(_fresh_params)") == 1 and counts.pop("jit(fresh_state)") == 1, trained[3]
   assert counts.pop("jit(key)") == 1 and counts.pop("jit(convert_element_type)", 1) == 1, trained[3]  # (optax's)
   assert not counts, trained[3]
 
@@ -302,6 +303,27 @@ def test_pretrained_encoder_is_grafted_into_every_head(shared_data, tmp_path, ta
   # (FSPC: the submission has whole poems, scored by poem_accuracy; the main metric adds their lines.)
   metric = "poem_accuracy" if task == "fspc" else results["main_metric"]
   assert results["dev"][metric] == pytest.approx(_rescore(task, written, gold))
+
+
+def test_the_init_draws_only_the_fresh_head(shared_data, tmp_path):
+  """init_params grafts the pretrained encoder and draws the head from the seed, in a program
+  that computes nothing of the encoder's: on a CPU its initializers were a second of a cold
+  run's compiling."""
+  data_dir = _slice_tsv(shared_data / "wyweb" / "tlc" / "train.tsv", tmp_path / "data",
+                        {"train": slice(0, 16), "dev": slice(16, 24)})
+  config = suite.task_config("tlc", data_dir=str(data_dir), init=str(tmp_path / "hf"), batch_size=8)
+  task = TASKS["tlc"]
+  task, splits = task.prepare(task, datasets.load_splits(task.files, config.data_dir), config)
+  pretrained = tiny_checkpoint(tmp_path, [t for e in splits["train"] for t in task_model.example_texts(e)])
+  model, _, _ = task_model.setup(task, config, config.init, splits)
+  seeds = [model.init_params(pretrained, seed) for seed in (0, 1)]
+  for params in seeds:
+    jax.tree_util.tree_map(np.testing.assert_array_equal, params["encoder"], pretrained["encoder"])
+  assert not np.array_equal(seeds[0]["classifier"]["kernel"], seeds[1]["classifier"]["kernel"])
+  fresh = tuple(path[0].key != "encoder" for path, _ in jax.tree_util.tree_leaves_with_path(seeds[0]))
+  program = model._init_fresh.lower(model.seed_key(0), fresh).compile().as_text()
+  vocab, hidden = pretrained["encoder"]["embeddings"]["word_embeddings"]["embedding"].shape
+  assert f"f32[{hidden},{len(task.labels)}]" in program and f"[{vocab},{hidden}]" not in program
 
 
 def test_compile_only_reports_the_fine_tuning_step(trained):

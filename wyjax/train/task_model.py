@@ -84,8 +84,8 @@ def graft(params: dict, pretrained: dict) -> dict:
   classifier and MLM head when the model has them in the same shapes (the MLM head: the
   prefix LM's; pooler and classifier: continuing a run of the same task); a new task's head
   starts fresh. The pretrained encoder is per layer (wyjax.hf.Model's), stacked for a
-  scan_layers model."""
-  params = jax.tree_util.tree_map(np.asarray, params)
+  scan_layers model. `params` may be shapes (jax.ShapeDtypeStruct): the parts left fresh stay so."""
+  params = jax.tree_util.tree_map(lambda leaf: leaf, params)  # a copy to graft into
   target = params["scorer"] if "scorer" in params else params
   if "candidate_encoder" in target and "encoder" in pretrained:
     pretrained = {**pretrained, "candidate_encoder": pretrained["encoder"]}
@@ -178,13 +178,25 @@ class TaskModel:
     data = self.program.data_sharding
     self.jit_train = self.program.jit_train(train_step, data, data, self.program.replicated)
     self._predict = self.program.jit_eval(predict_step, data)
-    self._init = jax.jit(self.program.model.init)  # one program, not one per op
+    self._init_fresh = jax.jit(self._fresh_params, static_argnums=1)  # one program, not one per op
     self._key = jax.jit(jax.random.key, out_shardings=self.program.replicated)
 
+  def _fresh_params(self, key, fresh: tuple[bool, ...]) -> list:
+    """The initialised params that `fresh` marks, in leaf order: XLA drops the other initializers."""
+    params = jax.tree_util.tree_leaves(nn.unbox(self.program.model.init(key, **self._init_inputs)["params"]))
+    return [leaf for leaf, is_fresh in zip(params, fresh) if is_fresh]
+
   def init_params(self, pretrained: dict, seed: int) -> dict:
-    """Fresh head params for `seed` with the pretrained ones grafted in, placed on the mesh."""
-    params = nn.unbox(self._init(self.seed_key(seed), **self._init_inputs)["params"])
-    return jax.device_put(graft(params, pretrained), self.program.params_sharding)
+    """Fresh head params for `seed` with the pretrained ones grafted in, placed on the mesh. Only
+    the fresh ones are drawn: on a CPU the encoder's initializers, discarded by the graft, took
+    a second of compiling."""
+    key = self.seed_key(seed)
+    shapes = nn.unbox(jax.eval_shape(self.program.model.init, key, **self._init_inputs)["params"])
+    params, treedef = jax.tree_util.tree_flatten(graft(shapes, pretrained))
+    fresh = tuple(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in params)
+    drawn = iter(self._init_fresh(key, fresh))
+    params = [next(drawn) if is_fresh else leaf for leaf, is_fresh in zip(params, fresh)]
+    return jax.device_put(jax.tree_util.tree_unflatten(treedef, params), self.program.params_sharding)
 
   def init_state(self, pretrained: dict, seed: int) -> dict:
     return self.program.place(self.init_params(pretrained, seed))
