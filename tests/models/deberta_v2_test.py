@@ -5,7 +5,7 @@ import pytest
 import torch
 from transformers.models.deberta_v2 import modeling_deberta_v2
 
-from wyjax.models import EncoderConfig
+from wyjax.models import EncoderConfig, deberta_v2
 from wyjax.models.deberta_v2 import log_bucket_position, relative_position_index
 
 
@@ -81,7 +81,7 @@ def _instructions(hlo: str, op: str) -> list[tuple[int, ...]]:
 _BATCH, _LENGTH, _HEADS = 4, 24, 4
 
 
-def _training_pass():
+def _training_pass(position_buckets: int = 10):
   """(loss of params, params) of a one-layer DeBERTa on the XLA path, with dropout."""
   import jax
   import jax.numpy as jnp
@@ -89,7 +89,8 @@ def _training_pass():
   from wyjax.models import DebertaV2
   config = EncoderConfig(vocab_size=40, hidden_size=32, num_hidden_layers=1, num_attention_heads=_HEADS,
                          intermediate_size=48, relative_attention=True, position_biased_input=False,
-                         pos_att_type="c2p|p2c", position_buckets=10, max_relative_positions=64, attention="xla")
+                         pos_att_type="c2p|p2c", position_buckets=position_buckets, max_relative_positions=64,
+                         attention="xla")
   ids = jnp.ones((_BATCH, _LENGTH), jnp.int32)
   params = DebertaV2(config).init(jax.random.key(0), ids)
   return lambda p: DebertaV2(config).apply(p, ids, deterministic=False, rngs={"dropout": jax.random.key(1)}).sum(), \
@@ -122,14 +123,23 @@ def test_xla_path_trains_without_gathers_over_the_scores(h100_mesh):
   assert dots and not tables, tables
 
 
-def test_on_a_cpu_the_xla_path_gathers_c2p_and_p2c():
-  """On a CPU, where XLA's gathers and their scatter-add gradients cost less than scoring all
-  2L - 1 distances, the compiled training pass gathers c2p and p2c from their [B, H, L, 2S]
-  tables, and scatters their gradients back."""
+@pytest.mark.parametrize("position_buckets", [10, 160])
+def test_on_a_cpu_the_xla_path_selects_c2p_and_p2c_rows(position_buckets, monkeypatch):
+  """On a CPU, where scoring all 2L - 1 distances costs more, the compiled training pass takes
+  c2p and p2c from their [B, H, L, 2S] tables: by one-hot matmuls up to ONE_HOT_MOST_ROWS rows
+  (2S = 20: no gather or scatter of the scores' size; the gradients those of the gather to
+  float32 rounding), by gathers and scatter-adds of their gradients beyond (2S = 320)."""
   import jax
 
-  loss, params = _training_pass()
+  loss, params = _training_pass(position_buckets)
   hlo = jax.jit(jax.grad(loss)).lower(params).compile().as_text()
   scores = _BATCH * _HEADS * _LENGTH * _LENGTH
-  assert sum(np.prod(s) == scores for s in _instructions(hlo, "gather")) == 2, _instructions(hlo, "gather")
-  assert any(np.prod(s) >= scores // 2 for s in _instructions(hlo, "scatter")), _instructions(hlo, "scatter")
+  gathers = sum(np.prod(s) == scores for s in _instructions(hlo, "gather"))
+  scatters = sum(np.prod(s) >= scores // 2 for s in _instructions(hlo, "scatter"))
+  one_hot = 2 * position_buckets <= deberta_v2.ONE_HOT_MOST_ROWS
+  assert (gathers, scatters > 0) == ((0, False) if one_hot else (2, True)), _instructions(hlo, "gather")
+  if one_hot:
+    grads = jax.grad(loss)(params)
+    monkeypatch.setattr(deberta_v2, "ONE_HOT_MOST_ROWS", 0)
+    jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5),
+                           grads, jax.grad(loss)(params))

@@ -131,9 +131,23 @@ class DisentangledAttention(nn.Module):
                         name="out")(context)
 
 
+# The most relative rows (2S) a CPU takes by a one-hot matmul rather than a gather. One layer's
+# c2p and p2c, forward and backward, on 2 cores (docs/benchmarks.md): 2S = 64, batch 32 × 4 heads:
+# 17.1 → 8.6 ms at 104 tokens, 953 → 120 ms at 512; 2S = 256, 8 × 12 heads: 34.1 → 32.1 ms at 128,
+# 456 → 291 ms at 512; 2S = 512: 47.7 → 58.1 ms at 128 (slower), 1,280 → 523 ms at 512.
+ONE_HOT_MOST_ROWS = 256
+
+
 def _take_rows(table, rows):
-  """table[..., q, rows[q, k]] → [..., q, k], for a cached block's rows (traced)."""
+  """table[..., q, rows[q, k]] → [..., q, k] by XLA's gather (a cached block's rows are traced)."""
   return jnp.take_along_axis(table, jnp.broadcast_to(rows, table.shape[:-2] + rows.shape), axis=-1)
+
+
+def _take_rows_by_one_hot(table, rows: np.ndarray):
+  """_take_rows as a matmul with rows' one-hot [q, k, r], built in the program from an iota: its
+  gradient is a matmul too, where the gather's is a scatter-add."""
+  one_hot = (jnp.asarray(rows)[..., None] == jnp.arange(table.shape[-1])).astype(table.dtype)
+  return jnp.einsum("...qr,qkr->...qk", table, one_hot)
 
 
 def skew(by_distance: jax.Array) -> jax.Array:
@@ -212,11 +226,13 @@ def xla_attention(cfg: EncoderConfig, q, k, v, mask, scale, pos_key, pos_query, 
   [.., 2S] tables; None for a whole block from position 0 (`relative_terms`). Called inside
   DisentangledAttention (its softmax dropout is that module's child).
 
-  On a CPU a whole block is gathered too: XLA's gathers there, and the scatter-adds of their
-  gradients, cost less than scoring all 2L - 1 distances (the tiny model's TLC training step on
-  2 cores: 0.068 s against 0.076 at 104 tokens, 1.50 against 3.07 at 512; docs/benchmarks.md)."""
+  On a CPU a whole block takes its rows from the tables too, which costs less than scoring all
+  2L - 1 distances: by one-hot matmuls up to ONE_HOT_MOST_ROWS rows, else by XLA's gathers."""
+  take_rows = _take_rows
   if rel_index is None and attention.platform() == "cpu":
     rel_index = relative_position_index(np.arange(q.shape[1]), np.arange(k.shape[1]), cfg)
+    if 2 * cfg.relative_span <= ONE_HOT_MOST_ROWS:
+      take_rows = _take_rows_by_one_hot
   scores = jnp.einsum("bqnd,bknd->bnqk", q, k / scale.astype(k.dtype))
   if rel_index is None:
     relative = relative_terms(q, k, *distance_rows(cfg, q.shape[1], pos_key, pos_query))
@@ -225,12 +241,12 @@ def xla_attention(cfg: EncoderConfig, q, k, v, mask, scale, pos_key, pos_query, 
   else:
     if pos_key is not None:
       c2p = jnp.einsum("bqnd,rnd->bnqr", q, pos_key)
-      scores = scores + _take_rows(c2p, rel_index) / scale.astype(c2p.dtype)
+      scores = scores + take_rows(c2p, rel_index) / scale.astype(c2p.dtype)
     if pos_query is not None:
       if q.shape[1] == 1:  # a decoding step: gather its row's relative queries, not all 2S per key
         p2c = jnp.einsum("bknd,qknd->bnqk", k, pos_query[rel_index])
       else:
-        p2c = _take_rows(jnp.einsum("bknd,rnd->bnkr", k, pos_query), rel_index.T).swapaxes(-1, -2)
+        p2c = take_rows(jnp.einsum("bknd,rnd->bnkr", k, pos_query), rel_index.T).swapaxes(-1, -2)
       scores = scores + p2c / scale.astype(p2c.dtype)
   return layers.masked_softmax_attention(
       scores, mask, v, dropout_rate=cfg.attention_probs_dropout_prob,
