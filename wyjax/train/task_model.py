@@ -84,7 +84,7 @@ def graft(params: dict, pretrained: dict) -> dict:
   classifier and MLM head when the model has them in the same shapes (the MLM head: the
   prefix LM's; pooler and classifier: continuing a run of the same task); a new task's head
   starts fresh. The pretrained encoder is per layer (wyjax.hf.Model's), stacked for a
-  scan_layers model. `params` may be shapes (jax.ShapeDtypeStruct): the parts left fresh stay so."""
+  scan_layers model. `params`: the model's shapes (jax.ShapeDtypeStruct); the fresh ones stay so."""
   params = jax.tree_util.tree_map(lambda leaf: leaf, params)  # a copy to graft into
   target = params["scorer"] if "scorer" in params else params
   if "candidate_encoder" in target and "encoder" in pretrained:
@@ -190,11 +190,9 @@ class TaskModel:
     """Fresh head params for `seed` with the pretrained ones grafted in, placed on the mesh. Only
     the fresh ones are drawn: on a CPU the encoder's initializers, discarded by the graft, took
     a second of compiling."""
-    key = self.seed_key(seed)
-    shapes = nn.unbox(jax.eval_shape(self.program.model.init, key, **self._init_inputs)["params"])
-    params, treedef = jax.tree_util.tree_flatten(graft(shapes, pretrained))
+    params, treedef = jax.tree_util.tree_flatten(graft(self.program.abstract_state["params"], pretrained))
     fresh = tuple(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in params)
-    drawn = iter(self._init_fresh(key, fresh))
+    drawn = iter(self._init_fresh(self.seed_key(seed), fresh))
     params = [next(drawn) if is_fresh else leaf for leaf, is_fresh in zip(params, fresh)]
     return jax.device_put(jax.tree_util.tree_unflatten(treedef, params), self.program.params_sharding)
 
