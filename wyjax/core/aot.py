@@ -9,7 +9,8 @@ cost analyses into per-chip figures and a roofline: a step can run no faster tha
 peak or its HBM traffic at full bandwidth, whichever takes longer, so `mfu_ceiling` (the
 model's FLOPs over that time at peak) bounds the MFU a real run can reach. For a GPU it adds
 what XLA built (wyjax.core.gpu_program): kernels per step by kind, custom calls, the largest
-buffers. All figures are predictions.
+buffers, and a predicted step time, every kernel costed (gpu_program.predict), which a real run
+can plan with where the roofline is only its lower bound. All figures are predictions.
 """
 import dataclasses
 import json
@@ -69,22 +70,36 @@ class GpuCard:
   fp32_units_per_sm: int
   compute_capability: tuple[int, int]
   accelerated_features: bool  # sm_90a: wgmma and TMA, which XLA's Triton GEMMs and cuDNN use
+  nvlink_bandwidth: float  # bytes/s each way, to the other GPUs of the host
 
 
 GPU_CARDS = {
     # NVIDIA H100 Tensor Core GPU architecture whitepaper (SXM5): 132 SMs, 1.98 GHz boost,
-    # 50 MB L2, 228 KB shared memory per SM (227 KB per block), 128 FP32 cores per SM, sm_90.
-    "h100": GpuCard("NVIDIA H100 80GB HBM3", 132, 1.98, 50 * 2**20, 228 * 2**10, 227 * 2**10, 128, (9, 0), True),
-    # H200 SXM: the H100's GH100 with 141 GB of HBM3e.
-    "h200": GpuCard("NVIDIA H200", 132, 1.98, 50 * 2**20, 228 * 2**10, 227 * 2**10, 128, (9, 0), True),
+    # 50 MB L2, 228 KB shared memory per SM (227 KB per block), 128 FP32 cores per SM, sm_90;
+    # NVLink 4: 900 GB/s both ways together.
+    "h100": GpuCard("NVIDIA H100 80GB HBM3", 132, 1.98, 50 * 2**20, 228 * 2**10, 227 * 2**10, 128, (9, 0), True,
+                    450 * GB),
+    # H200 SXM: the H100's GH100 with 141 GB of HBM3e (NVLink 900 GB/s, its datasheet).
+    "h200": GpuCard("NVIDIA H200", 132, 1.98, 50 * 2**20, 228 * 2**10, 227 * 2**10, 128, (9, 0), True, 450 * GB),
     # NVIDIA A100 Tensor Core GPU architecture whitepaper (SXM4 80GB): 108 SMs, 1.41 GHz boost,
-    # 40 MB L2, 164 KB shared memory per SM (163 KB per block), 64 FP32 cores per SM, sm_80.
-    "a100": GpuCard("NVIDIA A100-SXM4-80GB", 108, 1.41, 40 * 2**20, 164 * 2**10, 163 * 2**10, 64, (8, 0), False),
+    # 40 MB L2, 164 KB shared memory per SM (163 KB per block), 64 FP32 cores per SM, sm_80;
+    # NVLink 3: 600 GB/s both ways together.
+    "a100": GpuCard("NVIDIA A100-SXM4-80GB", 108, 1.41, 40 * 2**20, 164 * 2**10, 163 * 2**10, 64, (8, 0), False,
+                    300 * GB),
 }
 # The cuDNN the compiled program may call: which fused attentions XLA emits depends on it.
 # A current cuDNN 9 (the gpu-compile extra's wheel is 9.20); a GPU with an older one may differ.
 CUDNN_VERSION = (9, 10, 0)
 EXTRA = "pip install -c constraints.txt -e '.[gpu-compile]'"
+
+
+def gpu_card(chip: str) -> gpu_program.Card:
+  """A GPU's figures for gpu_program.predict: the datasheet's bf16 peak (TF32 at half), its
+  CUDA cores' float32 rate (an FMA, 2 FLOPs, per core per clock), HBM and NVLink bandwidth."""
+  card, spec = GPU_CARDS[chip], CHIPS[chip]
+  return gpu_program.Card(name=chip, matmul_flops=spec.peak_flops,
+                          fp32_flops=2 * card.sms * card.fp32_units_per_sm * card.boost_clock_ghz * 1e9,
+                          hbm_bandwidth=spec.hbm_bandwidth, link_bandwidth=card.nvlink_bandwidth, sms=card.sms)
 
 
 def gpu_target(chip: str) -> str:
@@ -225,8 +240,9 @@ def compile_step(jitted, *abstract_args, topology: str) -> CompiledStep:
   built; the TPU compiler's out-of-memory refusal turned into DoesNotFit."""
   try:
     lowered = jitted.lower(*abstract_args)
-    if topology.partition(":")[0] in GPU_CARDS:
-      compiled, program, cost = gpu_program.compile(lowered)
+    chip = topology.partition(":")[0]
+    if chip in GPU_CARDS:
+      compiled, program, cost = gpu_program.compile(lowered, estimates=GPU_CARDS[chip].compute_capability >= (9, 0))
       return CompiledStep(compiled, cost or {}, program)
     compiled = lowered.compile()
   except Exception as e:  # pylint: disable=broad-except
@@ -267,6 +283,8 @@ def report(step: CompiledStep, *, topology: str, devs, mesh, abstract_state, ana
     result.update(step.gpu.summary(), largest_buffers=[
         f"{b.dtype}[{','.join(map(str, b.shape))}] {b.bytes / 2**20:.1f} MiB"
         for b in sorted(step.gpu.buffers, key=lambda b: -b.bytes)[:LARGEST_BUFFERS]])
+    if chip_name in GPU_CARDS:  # every device runs the program: a step takes one device's time
+      result.update(gpu_program.predict(step.gpu, gpu_card(chip_name)).report(tokens_per_step))
   spec = CHIPS.get(chip_name)
   if spec is None:  # e.g. --compile_only=local on a CPU: memory and FLOPs, but no roofline
     return result
@@ -333,8 +351,11 @@ def summary(result: dict) -> str:
               f"  custom calls: {calls}",
               f"  largest buffers: {', '.join(result['largest_buffers'])}"]
   if "roofline_step_seconds" in result:
-    lines.append(f"  predicted: {result['roofline_step_seconds'] * 1e3:.1f} ms per step ({result['bound']}-bound), "
+    lines.append(f"  roofline (a lower bound: every FLOP at peak or every byte at full bandwidth, no launches): "
+                 f"{result['roofline_step_seconds'] * 1e3:.1f} ms per step ({result['bound']}-bound), "
                  f"{result['tokens_per_second']:,.0f} tokens/s, MFU ceiling {result['mfu_ceiling']:.1%}")
+  if "predicted_step_seconds" in result:
+    lines += gpu_program.describe(result)
   return "\n".join(lines)
 
 

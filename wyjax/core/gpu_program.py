@@ -1,40 +1,457 @@
-"""What XLA built for a GPU: the kernels a step launches, its custom calls and its buffers.
+"""What XLA built for a GPU, and how long it will take: the kernels a step launches, each costed.
 
 XLA:GPU compiles for a card it cannot see (aot.devices("h100")), and with --xla_dump_to it
-writes what it built: the thunk sequence (every kernel the step launches, in order), the
-optimized HLO (custom calls such as cuDNN's attention) and the buffer assignment (every array
-the step holds). `compile()` compiles a step with a dump of its own and reads those three, so a
-CPU can answer what a GPU step is made of: which attention runs, how many kernels, whether a
-float32 [batch, heads, L, L] array exists. The dump's formats are XLA's, read by name; each
-reader below says what it expects. A step compiled on a real GPU is autotuned (GEMMs may become
-cuBLAS calls instead of the Triton fusions chosen here by heuristics): the same kernels in
-number, some of another kind.
+writes what it built: the thunk sequence (every kernel the step launches, in order, and
+thunk_metadata: the HLO instruction each runs), the optimized HLO (fusions, custom calls such as
+cuDNN's attention) and the buffer assignment (every array the step holds). `compile()` compiles
+a step with a dump of its own and reads those, so a CPU can answer what a GPU step is made of:
+which attention runs, how many kernels, whether a float32 [batch, heads, L, L] array exists. The
+dump's formats are XLA's, read by name; each reader below says what it expects.
+
+`predict()` turns the launches into a step time on a card (`Card`: aot.gpu_card("h200")). Each
+launch costs XLA's own estimate where it wrote a sane one, else a bound from its FLOPs and bytes
+at the card's figures and the attainable fractions below, plus a launch overhead; their sum is
+the predicted step. Any dump folder of a GPU compile can be costed, taken with
+
+    XLA_FLAGS="--xla_dump_to=DIR --xla_gpu_collect_cost_model_stats=true"
+    python -m wyjax.core.gpu_program DIR --card=h200 [--tokens=16384] [--module=train_step]
+
+(the second flag writes XLA's estimates; without it every fusion is bounded by its bytes). A step
+compiled on a real GPU is autotuned: GEMMs may become cuBLAS calls instead of the Triton fusions
+chosen here by heuristics, which is why a GEMM is costed from its FLOPs, never from XLA's
+estimate of the tiling a GPU replaces.
 """
+import argparse
 import collections
 import dataclasses
+import json
+import math
 import re
+import sys
 import tempfile
 from pathlib import Path
 
 import jax
 import numpy as np
 
+# --- What each launch costs: every constant of the prediction, with its source -------------------
+# A launch's stream time besides its work: XLA's own figure (GpuPerformanceModelBase::
+# kKernelLaunchOverhead, xla/service/gpu/model/gpu_performance_model_base.h: 1 µs), what XLA's
+# fusion decisions charge per kernel; XLA runs a step's kernels from command buffers (CUDA graphs)
+# by default (xla_gpu_enable_command_buffer), so each costs no host-side launch.
+LAUNCH_SECONDS = 1e-6
+# The fraction of the tensor cores' dense peak a tuned matmul kernel reaches: FlashAttention-3
+# (Shah et al. 2024, arXiv:2407.08608, abstract) reaches 740 of an H100's 989 bf16 TFLOP/s, 75%,
+# the most published for attention on Hopper, whose GEMMs bound it. Taken for GEMMs, cuDNN's
+# attention and a Triton kernel's dots alike: an upper bound on what they reach.
+MATMUL_FRACTION = 0.75
+# Memory is read at the card's nominal bandwidth, as XLA's own estimates read it.
+# A collective's latency besides its bytes: XLA's kNcclKernelLaunchOverhead (the same header), 5 µs.
+COLLECTIVE_SECONDS = 5e-6
+# XLA's estimate of a kernel is used unless it exceeds this many times the time of the kernel's
+# bytes at the bandwidth its grid can draw (plus a launch). On the validation programs
+# (benchmarks/gpu_predictions.py) XLA's estimates of its own emitters' fusions were within 9× of
+# that bound (2,244 fusions), those of its Triton fusions (softmax, norms) 63× to 3·10⁸× (144;
+# some 4.4 s for a 25 MB LayerNorm): a cut between the two, not a fit.
+ABSURD = 20
+# Ring collectives move this share of their operand over each link (NVIDIA/nccl-tests,
+# doc/PERFORMANCE.md: bus bandwidth = algorithm bandwidth × 2(n−1)/n for all-reduce, (n−1)/n
+# for reduce-scatter and all-to-all; an all-gather sends (n−1) of its operands; a permute one).
+RING_SHARE = {"all-reduce": lambda n: 2 * (n - 1) / n, "reduce-scatter": lambda n: (n - 1) / n,
+              "all-to-all": lambda n: (n - 1) / n, "all-gather": lambda n: n - 1.0,
+              "collective-permute": lambda n: 1.0}
+# FLOPs of cuDNN's flash attention: two [L, L] matmuls forward, five backward (the scores
+# recomputed, then dV, dP, dQ, dK: FlashAttention-2, Dao 2023, section 3.1.2).
+ATTENTION_MATMULS = {False: 2, True: 5}
+
 # Thunks that launch work on the GPU: XLA's fusions and its Triton GEMMs (kKernel,
 # kCustomKernel), library calls (cuBLAS, cuDNN), collectives, memset and device copies.
 LAUNCHES = ("kKernel", "kCustomKernel", "kGemm", "kCublasLtMatmul", "kCuDnn", "kCustomCall", "kTriton",
-            "kCollectiveKernel", "kAllReduceStart", "kAllGatherStart", "kReduceScatterStart", "kAllToAllStart",
-            "kCollectivePermuteStart", "kMemset32BitValue", "kMemzero", "kCopy", "kConvolution", "kFft")
+            "kCollectiveKernel", "kMemset32BitValue", "kMemzero", "kCopy", "kConvolution", "kFft")
+_COLLECTIVE = re.compile(r"^k(AllReduce|AllGather|ReduceScatter|AllToAll|RaggedAllToAll|CollectivePermute|"
+                         r"CollectiveBroadcast|Send|Recv)(Start)?$")
 # A fusion's kind from XLA's name for it (loop_*_fusion, input_reduce_fusion, gemm_fusion_dot...).
 _KINDS = (("gemm", r"gemm|dot|cublas|matmul"), ("reduction", r"reduce"), ("transpose", r"transpose"),
           ("select", r"select"), ("random bits", r"xor|threefry|rng"), ("scatter", r"scatter"),
           ("gather", r"gather"), ("copy", r"copy|dynamic.update.slice|concatenate|slice"))
-_THUNK = re.compile(r"^\s*\d+: (k\w+)\s+\[[^]]*\]\s*(\S*)")
-_CUSTOM_CALL = re.compile(r'custom_call_target="([^"]+)"')
+_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
+          "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16, "f8e4m3fn": 1, "f8e5m2": 1, "s4": 0.5, "u4": 0.5}
+_ARRAY = re.compile(r"(\w+)\[([\d,]*)\]")
+_HEAD = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = ")
+_COMPUTATION = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) ")
+_THUNK = re.compile(r"^(\s*)(\d+): (k\w+)\s+\[[^]]*\]\s*(\S*)(?:.*grid: \[(\d+), (\d+), (\d+)\])?")
+_ANNOTATION = re.compile(r'profile_annotation: "([^"]+)"\s*thunk_id: (\d+)')
 _VALUE = re.compile(r"^ value: <\d+ \S+ @\d+> \(size=(\d+),offset=\d+\): (\w+)\[([\d,]*)\]")
-_WHILE = re.compile(r"^\s*\d+: kWhile\b")
-# `%name = type opcode(...)...`; a fusion's backend_config names its kind ("kind":"__triton_gemm").
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = (.*)$", re.MULTILINE)
-_FUSION_KIND = re.compile(r'"kind":"(__[^"]+)"')
+
+
+# --- The optimized HLO --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Instruction:
+  name: str
+  shape: str  # XLA's text: "bf16[32,512]{1,0}", or a tuple "(f32[8]{0}, s32[])"
+  opcode: str
+  operands: tuple[str, ...]  # names; "name#1" is element 1 of name's tuple
+  attributes: str  # the rest of the line: calls=, custom_call_target=, backend_config=...
+  computation: str
+
+  @property
+  def backend_kind(self) -> str:
+    """A fusion's backend kind ("__triton_gemm", "__triton", "__cudnn$fusion"; "" for XLA's own)."""
+    found = re.search(r'"kind":"(__[^"]+)"', self.attributes)
+    return found.group(1) if found else ""
+
+  @property
+  def target(self) -> str:
+    found = re.search(r'custom_call_target="([^"]+)"', self.attributes)
+    return found.group(1) if found else ""
+
+
+def arrays(shape: str) -> list[tuple[str, tuple[int, ...]]]:
+  """(dtype, dims) of each array in an HLO shape's text."""
+  return [(dtype, tuple(int(d) for d in dims.split(",") if d)) for dtype, dims in _ARRAY.findall(shape)
+          if dtype in _BYTES]
+
+
+def shape_bytes(shape: str) -> float:
+  return sum(_BYTES[dtype] * math.prod(dims) for dtype, dims in arrays(shape))
+
+
+def _closing(text: str, start: int) -> int:
+  """The index of the bracket closing the one at text[start]."""
+  depth = 0
+  for i in range(start, len(text)):
+    depth += text[i] in "([{"
+    depth -= text[i] in ")]}"
+    if not depth:
+      return i
+  return len(text) - 1
+
+
+def read_hlo(text: str) -> dict[str, "Instruction"]:
+  """Every instruction of an optimized HLO module's text, by name (names are unique in a module):
+  `[ROOT ]%name = shape opcode(%a, %b#1, /*index=5*/%c), attributes` inside `%computation (...) {`."""
+  instructions, computation = {}, ""
+  for line in text.splitlines():
+    if line and not line[0].isspace() and line.rstrip().endswith("{"):
+      found = _COMPUTATION.match(line)
+      computation = found.group(1) if found else ""
+      continue
+    head = _HEAD.match(line)
+    if not head:
+      continue
+    rest = line[head.end():]
+    if rest.startswith("("):
+      end = _closing(rest, 0)
+      shape, rest = rest[:end + 1], rest[end + 2:]
+    else:
+      shape, _, rest = rest.partition(" ")
+    opcode, _, rest = rest.partition("(")
+    end = _closing("(" + rest, 0) - 1
+    operands = tuple(o.strip().lstrip("%") for o in re.sub(r"/\*.*?\*/", "", rest[:end]).split(",") if o.strip())
+    instructions[head.group(1)] = Instruction(head.group(1), shape, opcode, operands, rest[end + 1:], computation)
+  return instructions
+
+
+def operand_shape(hlo: dict, operand: str) -> str:
+  name, _, element = operand.partition("#")
+  shape = hlo[name].shape if name in hlo else ""
+  if element and shape.startswith("("):
+    parts = arrays(shape)
+    dtype, dims = parts[int(element)] if int(element) < len(parts) else ("", ())
+    return f"{dtype}[{','.join(map(str, dims))}]"
+  return shape
+
+
+def io_bytes(hlo: dict, instruction: Instruction) -> float:
+  """What an instruction reads and writes: its operands and its result, each once."""
+  return shape_bytes(instruction.shape) + sum(shape_bytes(operand_shape(hlo, o)) for o in instruction.operands)
+
+
+def xla_estimate(instruction: Instruction) -> float | None:
+  """Seconds of XLA's own estimate of a fusion (GpuPerformanceModel: the reification_cost entry
+  without a name, which --xla_gpu_collect_cost_model_stats=true writes), or None."""
+  found = re.search(r'"reification_cost":(\[.*?\])', instruction.attributes)
+  if not found:
+    return None
+  estimates = {entry.get("name", ""): entry for entry in json.loads(found.group(1))}
+  seconds = estimates.get("", {}).get("exec_time_us", math.nan) * 1e-6
+  return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def _members(hlo: dict) -> dict[str, list]:
+  members = collections.defaultdict(list)
+  for instruction in hlo.values():
+    members[instruction.computation].append(instruction)
+  return members
+
+
+def dot_flops(hlo: dict, computation: str, members: dict) -> tuple[float, str]:
+  """(FLOPs, precision) of the dots in a fused computation and the computations it calls:
+  2 × the result's elements × the contracted size each. Precision: "bf16", "tf32" (float32
+  operands at XLA's default precision) or "f32" (precision HIGHEST)."""
+  flops, precision = 0.0, "bf16"
+  for instruction in members.get(computation, ()):
+    if instruction.opcode == "dot":
+      dtype, lhs = arrays(operand_shape(hlo, instruction.operands[0]))[0]
+      contracting = re.search(r"lhs_contracting_dims=\{([\d,]*)\}", instruction.attributes)
+      size = math.prod(lhs[int(d)] for d in contracting.group(1).split(",") if d) if contracting else 1
+      flops += 2 * math.prod(arrays(instruction.shape)[0][1]) * size
+      if dtype == "f32":
+        precision = "f32" if "highest" in instruction.attributes else "tf32"
+    for called in re.findall(r"calls=%?([\w.\-]+)", instruction.attributes):
+      inner, inner_precision = dot_flops(hlo, called, members)
+      flops += inner
+      precision = inner_precision if inner else precision
+  return flops, precision
+
+
+# --- The launches ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+  """One kernel the step launches, with what bounds its time."""
+  name: str  # the HLO instruction it runs
+  kind: str  # as kernels_by_kind counts it
+  repeats: int = 1  # the trip counts of the loops around it (1 where XLA knows none)
+  blocks: int = 0  # its grid; 0 where the grid on a GPU is not this compile's (GEMMs, library calls)
+  bytes: float = 0.0  # its operands and results
+  flops: float = 0.0  # matrix-unit FLOPs: GEMMs, attention, a Triton kernel's dots
+  precision: str = "bf16"  # of those FLOPs: "bf16", "tf32" or "f32"
+  xla_seconds: float | None = None  # XLA's estimate, where it wrote one that prices this kernel
+  collective: str = ""  # "all-reduce", "all-gather", ...: costed at the interconnect
+  peers: int = 1  # the devices a collective spans
+
+
+def kind(thunk: str, name: str, fusions: dict[str, str]) -> str:
+  """A launch's kind: cuDNN, cuBLAS and collectives by their thunk; a kernel XLA did not make
+  (no instruction of that name: a Pallas kernel's Triton custom call) as "triton kernel"; XLA's
+  fusions by their backend kind (Triton GEMMs, Triton softmax and norms) or name."""
+  if thunk == "kCuDnn":
+    return "cudnn"
+  if thunk in ("kGemm", "kCublasLtMatmul"):
+    return "gemm"
+  if thunk in ("kMemset32BitValue", "kMemzero"):
+    return "memset"
+  if thunk == "kCopy":
+    return "device copy"
+  if _COLLECTIVE.match(thunk) or thunk == "kCollectiveKernel":
+    return "collective"
+  if name not in fusions:
+    return "triton kernel"
+  backend = fusions[name]
+  if "gemm" in backend:
+    return "gemm"
+  if backend.startswith("__triton"):
+    return "triton fusion"
+  for kind_name, pattern in _KINDS:
+    if re.search(pattern, name):
+      return kind_name
+  return "elementwise"
+
+
+def _trip_count(instruction: Instruction | None) -> int:
+  found = instruction and re.search(r'"known_trip_count":\{"n":"(\d+)"', instruction.attributes)
+  return int(found.group(1)) if found else 1
+
+
+def read_launches(thunks: str, metadata: str, hlo: dict) -> tuple[tuple[Launch, ...], int]:
+  """(every launch, while loops) of a `*thunk_sequence.txt`: one line per thunk, `NNN: kKind
+  [prev/next] kernel grid: [x, y, z] ...`, a loop's thunks indented under its kWhile. The
+  instruction each runs is thunk_metadata's profile_annotation for its id (the sequence names
+  XLA's deduplicated kernel, which identical fusions share), else the sequence's name."""
+  annotations = {int(i): name for name, i in _ANNOTATION.findall(metadata)}
+  by_kernel_name = {name.replace(".", "_"): i for name, i in hlo.items()}
+  fusions = {name: i.backend_kind for name, i in by_kernel_name.items()}
+  members = _members(hlo)
+  launches, loops, stack = [], 0, []  # stack: (indent of a kWhile, its repeats)
+  for line in thunks.splitlines():
+    found = _THUNK.match(line)
+    if not found:
+      continue
+    indent, thunk_id, thunk, sequence_name = len(found.group(1)), int(found.group(2)), found.group(3), found.group(4)
+    while stack and indent <= stack[-1][0]:
+      stack.pop()
+    name = annotations.get(thunk_id, sequence_name)
+    instruction = hlo.get(name) or by_kernel_name.get(name)
+    repeats = stack[-1][1] if stack else 1
+    if thunk == "kWhile":
+      loops += 1
+      stack.append((indent, repeats * _trip_count(instruction)))
+    elif thunk in LAUNCHES or _COLLECTIVE.match(thunk):
+      grid = math.prod(int(g) for g in found.group(5, 6, 7)) if found.group(5) else 0
+      triton_call = instruction is not None and instruction.target == "__gpu$xla.gpu.triton"
+      launch_kind = "triton kernel" if triton_call else kind(thunk, name.replace(".", "_"), fusions)
+      launches.append(_launch(launch_kind, thunk, name, instruction, hlo, members, repeats, grid))
+  return tuple(launches), loops
+
+
+def _launch(launch_kind: str, thunk: str, name: str, instruction: Instruction | None, hlo: dict, members: dict,
+            repeats: int, grid: int) -> Launch:
+  """A launch with its FLOPs and bytes read from the instruction it runs."""
+  if instruction is None:
+    return Launch(name, launch_kind, repeats, grid)
+  common = dict(name=name, kind=launch_kind, repeats=repeats, bytes=io_bytes(hlo, instruction))
+  if thunk == "kCopy":
+    return Launch(**{**common, "bytes": 2 * shape_bytes(instruction.shape)})
+  if launch_kind == "collective":
+    return _collective(instruction, hlo, common)
+  if instruction.target.startswith("__cudnn$fmha"):
+    return Launch(**common, flops=_attention_flops(instruction, hlo))
+  if instruction.target.startswith("__cublas"):
+    return Launch(**common, flops=_library_gemm_flops(instruction, hlo))
+  if instruction.target == "__gpu$xla.gpu.triton":
+    flops, moved = triton_cost(instruction.attributes)
+    return Launch(**{**common, "bytes": moved or common["bytes"]}, blocks=grid, flops=flops)
+  called = re.search(r"calls=%?([\w.\-]+)", instruction.attributes)
+  if launch_kind in ("gemm", "cudnn") and called:
+    flops, precision = dot_flops(hlo, called.group(1), members)
+    return Launch(**common, flops=flops, precision=precision)  # its grid and XLA's estimate: the untuned tiling's
+  return Launch(**common, blocks=grid, xla_seconds=xla_estimate(instruction))
+
+
+def _attention_flops(instruction: Instruction, hlo: dict) -> float:
+  """cuDNN's flash attention: ATTENTION_MATMULS products of [batch, heads, Lq, Lk] scores (its
+  backend config's intermediate_tensor_shape) with the head dimension, 2 FLOPs each."""
+  scores = re.search(r'"intermediate_tensor_shape":\{"dimensions":\["(\d+)","(\d+)","(\d+)","(\d+)"\]',
+                     instruction.attributes)
+  if not scores:
+    return 0.0
+  batch, heads, queries, keys = map(int, scores.groups())
+  query = arrays(operand_shape(hlo, instruction.operands[0]))[0][1]
+  head_dim = math.prod(query) // (batch * heads * queries)
+  backward = instruction.target.endswith("Backward")
+  return 2.0 * ATTENTION_MATMULS[backward] * batch * heads * queries * keys * head_dim
+
+
+def _library_gemm_flops(instruction: Instruction, hlo: dict) -> float:
+  """A cuBLAS call: 2 × its result's elements × the contracted size of its left operand."""
+  contracting = re.search(r'"lhs_contracting_dimensions":\[([^]]*)\]', instruction.attributes)
+  lhs = arrays(operand_shape(hlo, instruction.operands[0]))[0][1]
+  size = math.prod(lhs[int(d.strip('"'))] for d in contracting.group(1).split(",") if d) if contracting else 1
+  return 2.0 * math.prod(arrays(instruction.shape)[0][1]) * size
+
+
+def _collective(instruction: Instruction, hlo: dict, common: dict) -> Launch:
+  """A collective: its operands' bytes and the size of its replica groups, in any of XLA's three
+  spellings: {{0,1},{2,3}}, [2,2]<=[4] (groups of 2), mesh['x'=2,'y'=4] {'y'} (groups of 4)."""
+  operation = re.sub(r"-(start|done)$", "", instruction.opcode)
+  listed = re.search(r"replica_groups=\{\{([\d,]*)\}", instruction.attributes)
+  iota = re.search(r"replica_groups=\[\d+,(\d+)\]<=", instruction.attributes)
+  mesh = re.search(r"replica_groups=mesh\[([^]]*)\] \{([^}]*)\}", instruction.attributes)
+  if listed:
+    peers = len(listed.group(1).split(","))
+  elif iota:
+    peers = int(iota.group(1))
+  elif mesh:
+    sizes = dict(re.findall(r"'(\w+)'=(\d+)", mesh.group(1)))
+    peers = math.prod(int(sizes[axis]) for axis in re.findall(r"'(\w+)'", mesh.group(2)))
+  else:
+    peers = 1
+  operands = sum(shape_bytes(operand_shape(hlo, o)) for o in instruction.operands)
+  return Launch(**{**common, "bytes": operands}, collective=operation, peers=max(peers, 1))
+
+
+# --- A Triton kernel's FLOPs and bytes, from its IR ---------------------------------------------
+
+_TRITON_ELEMENT = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
+_FOLD = {"arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b, "arith.muli": lambda a, b: a * b,
+         "arith.divsi": lambda a, b: a // b, "arith.divui": lambda a, b: a // b,
+         "arith.ceildivsi": lambda a, b: -(-a // b), "arith.minsi": min, "arith.maxsi": max}
+
+
+def triton_cost(backend_config: str) -> tuple[float, float]:
+  """(FLOPs, bytes) of a Triton custom call (a Pallas kernel): each tt.dot's 2·M·N·K and each
+  load's, store's and atomic's tile bytes, times the trip counts of the loops around it (constant
+  bounds; a loop whose bound is computed at run time counts once), times the grid. (0, 0) where
+  this jaxlib cannot read Triton's IR. Loads count as HBM traffic even where L2 serves them."""
+  grid = [re.search(rf"grid_{axis} = (\d+)", backend_config) for axis in "xyz"]
+  ir_text = re.search(r'ir = "((?:[^"\\]|\\.)*)"', backend_config)
+  if not ir_text or not all(grid):
+    return 0.0, 0.0
+  try:
+    from jax._src.interpreters import mlir  # pylint: disable=g-import-not-at-top
+    from jax._src.lib import triton  # pylint: disable=g-import-not-at-top
+    from jax._src.lib.mlir import ir  # pylint: disable=g-import-not-at-top
+    context = mlir.make_ir_context()
+    triton.dialect.register_dialect(context)
+    with context:
+      module = ir.Module.parse(_unescape(ir_text.group(1)))
+      flops, moved = _walk(module.body, 1)
+  except (ImportError, AttributeError, RuntimeError, ValueError):
+    return 0.0, 0.0
+  programs = math.prod(int(g.group(1)) for g in grid)
+  return flops * programs, moved * programs
+
+
+def _unescape(text: str) -> bytes:
+  """HLO's escaping of the IR's bytes (\\XX hex, \\" and \\\\) undone."""
+  out, i = bytearray(), 0
+  while i < len(text):
+    if text[i] == "\\" and text[i + 1] in '"\\':
+      out.append(ord(text[i + 1]))
+      i += 2
+    elif text[i] == "\\":
+      out.append(int(text[i + 1:i + 3], 16))
+      i += 3
+    else:
+      out += text[i].encode()
+      i += 1
+  return bytes(out)
+
+
+def _tile(value_type) -> tuple[int, int]:
+  """(elements, bytes per element) of a Triton value's type: tensor<64x64xbf16>, of pointers
+  tensor<64x!tt.ptr<f32>>, or a scalar."""
+  found = re.match(r"tensor<((?:\d+x)*)(?:!tt\.ptr<)?(\w+)>+$", str(value_type))
+  if not found:
+    return 1, _TRITON_ELEMENT.get(str(value_type), 4)
+  return math.prod(int(d) for d in found.group(1).split("x") if d), _TRITON_ELEMENT.get(found.group(2), 4)
+
+
+def _constant(value) -> int | None:
+  operation = value.owner
+  name = getattr(getattr(operation, "operation", None), "name", "")
+  if name == "arith.constant":
+    try:
+      return int(str(operation.attributes["value"]).split(":")[0])
+    except ValueError:
+      return None
+  if name in _FOLD:
+    left, right = _constant(operation.operands[0]), _constant(operation.operands[1])
+    return None if left is None or right is None else _FOLD[name](left, right)
+  return None
+
+
+def _walk(block, trips: int) -> tuple[float, float]:
+  flops = moved = 0.0
+  for operation in block.operations:
+    name = operation.operation.name
+    if name == "tt.dot":
+      rows_by_depth = str(operation.operands[0].type)
+      depth = int(re.match(r"tensor<\d+x(\d+)", rows_by_depth).group(1))
+      flops += trips * 2 * _tile(operation.result.type)[0] * depth
+    elif name in ("tt.load", "tt.descriptor_load", "tt.descriptor_gather"):
+      moved += trips * math.prod(_tile(operation.result.type))
+    elif name in ("tt.store", "tt.descriptor_store"):
+      moved += trips * math.prod(_tile(operation.operands[1].type))
+    elif name in ("tt.atomic_rmw", "tt.atomic_cas"):
+      moved += 2 * trips * math.prod(_tile(operation.result.type))
+    inner = trips
+    if name == "scf.for":
+      low, high, step = (_constant(v) for v in list(operation.operands)[:3])
+      inner = trips * (max(0, -(-(high - low) // step)) if None not in (low, high, step) and step else 1)
+    for region in operation.operation.regions:
+      for inner_block in region.blocks:
+        more_flops, more_bytes = _walk(inner_block, inner)
+        flops += more_flops
+        moved += more_bytes
+  return flops, moved
+
+
+# --- The program and its buffers ----------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +467,7 @@ class GpuProgram:
   custom_calls: collections.Counter  # custom-call target → count in the optimized HLO
   buffers: tuple[Buffer, ...]  # every array value the buffer assignment places
   loops: int  # while loops in the step (scanned layers, gradient accumulation): their bodies count once
+  launches: tuple[Launch, ...] = ()  # every launch in order, for predict()
 
   @property
   def kernel_count(self) -> int:
@@ -66,57 +484,6 @@ class GpuProgram:
             "custom_calls": dict(self.custom_calls.most_common()), "while_loops": self.loops}
 
 
-def kind(thunk: str, name: str, fusions: dict[str, str]) -> str:
-  """A launch's kind: cuDNN, cuBLAS and collectives by their thunk; a kernel XLA did not make
-  (no instruction of that name: a Pallas kernel's Triton custom call) as "triton kernel"; XLA's
-  fusions by their backend kind (Triton GEMMs, Triton softmax and norms) or name."""
-  if thunk == "kCuDnn":
-    return "cudnn"
-  if thunk in ("kGemm", "kCublasLtMatmul"):
-    return "gemm"
-  if thunk in ("kMemset32BitValue", "kMemzero"):
-    return "memset"
-  if thunk == "kCopy":
-    return "device copy"
-  if "Start" in thunk or thunk == "kCollectiveKernel":
-    return "collective"
-  if name not in fusions:
-    return "triton kernel"
-  backend = fusions[name]
-  if "gemm" in backend:
-    return "gemm"
-  if backend.startswith("__triton"):
-    return "triton fusion"
-  for kind_name, pattern in _KINDS:
-    if re.search(pattern, name):
-      return kind_name
-  return "elementwise"
-
-
-def read_instructions(hlo: str) -> dict[str, str]:
-  """Instruction name (as the thunk sequence spells it: '.' → '_') → its fusion's backend
-  kind ("" for none) in optimized HLO text."""
-  instructions = {}
-  for match in _INSTRUCTION.finditer(hlo):
-    backend = _FUSION_KIND.search(match.group(2))
-    instructions[match.group(1).replace(".", "_")] = backend.group(1) if backend else ""
-  return instructions
-
-
-def read_thunks(text: str, fusions: dict[str, str]) -> tuple[collections.Counter, int]:
-  """(kernels by kind, while loops) of a `*thunk_sequence.txt`: one line per thunk, `NNN:
-  kKind [prev/next] name ...`, nested sequences indented under the thunk that holds them."""
-  kernels = collections.Counter()
-  loops = 0
-  for line in text.splitlines():
-    if _WHILE.match(line):
-      loops += 1
-    match = _THUNK.match(line)
-    if match and match.group(1) in LAUNCHES:
-      kernels[kind(match.group(1), match.group(2), fusions)] += 1
-  return kernels, loops
-
-
 def read_buffers(text: str) -> tuple[Buffer, ...]:
   """Array values of a `*buffer-assignment.txt` (` value: <id name @0> (size=N,offset=M):
   f32[2,4,128]{...}`); tuples and zero-size values are left out."""
@@ -129,19 +496,23 @@ def read_buffers(text: str) -> tuple[Buffer, ...]:
   return tuple(buffers)
 
 
-def read_dump(folder: Path) -> tuple[GpuProgram, str]:
-  """The program of the one module in `folder` whose thunk sequence exists (the step), and its
-  optimized HLO text."""
-  thunk_files = sorted(folder.glob("*thunk_sequence.txt"))
-  if len(thunk_files) != 1:
-    raise RuntimeError(f"{folder}: expected one compiled GPU module, found {len(thunk_files)}")
-  prefix = thunk_files[0].name[:-len("thunk_sequence.txt")]
-  hlo = _one(folder, f"{prefix}*gpu_after_optimizations.txt").read_text()
-  kernels, loops = read_thunks(thunk_files[0].read_text(), read_instructions(hlo))
-  return GpuProgram(
-      kernels=kernels, custom_calls=collections.Counter(_CUSTOM_CALL.findall(hlo)),
-      buffers=read_buffers(_one(folder, f"{prefix}*gpu_after_optimizations-buffer-assignment.txt").read_text()),
-      loops=loops), hlo
+def read_dump(folder: Path, module: str = "") -> tuple[GpuProgram, str]:
+  """The program of a compiled GPU module in `folder` (the one whose name contains `module`, the
+  largest where several do) and its optimized HLO text."""
+  candidates = [p for p in sorted(folder.glob("*thunk_sequence.txt")) if module in p.name]
+  if not candidates:
+    raise RuntimeError(f"{folder}: no compiled GPU module{f' named *{module}*' if module else ''} (no "
+                       "*thunk_sequence.txt; dump with XLA_FLAGS=--xla_dump_to=DIR)")
+  thunk_file = max(candidates, key=lambda p: p.stat().st_size)
+  prefix = thunk_file.name[:-len("thunk_sequence.txt")]
+  text = _one(folder, f"{prefix}*gpu_after_optimizations.txt").read_text()
+  hlo = read_hlo(text)
+  metadata = folder / f"{prefix}thunk_metadata.txt"
+  launches, loops = read_launches(thunk_file.read_text(), metadata.read_text() if metadata.exists() else "", hlo)
+  buffers = read_buffers(_one(folder, f"{prefix}*gpu_after_optimizations-buffer-assignment.txt").read_text())
+  return GpuProgram(kernels=collections.Counter(launch.kind for launch in launches),
+                    custom_calls=collections.Counter(i.target for i in hlo.values() if i.target),
+                    buffers=buffers, loops=loops, launches=launches), text
 
 
 def _one(folder: Path, pattern: str) -> Path:
@@ -151,10 +522,17 @@ def _one(folder: Path, pattern: str) -> Path:
   return found[0]
 
 
-def compile(lowered) -> tuple:
-  """(compiled, GpuProgram, XLA's cost analysis or None) of a step lowered for GPU devices."""
+# What compile() asks XLA to write besides the dump: its own estimate of every fusion.
+DUMP_OPTIONS = {"xla_gpu_collect_cost_model_stats": True}
+
+
+def compile(lowered, estimates: bool = True) -> tuple:
+  """(compiled, GpuProgram, XLA's cost analysis or None) of a step lowered for GPU devices.
+  estimates: XLA writes its estimate of every fusion; it has a cost model for Hopper only (jax
+  0.12 fails an A100's compile with "Cannot find key: sm_80"), elsewhere fusions are costed from
+  their bytes."""
   with tempfile.TemporaryDirectory(prefix="wyjax-gpu-program-") as folder:
-    compiled = lowered.compile(compiler_options={"xla_dump_to": folder})
+    compiled = lowered.compile(compiler_options={"xla_dump_to": folder, **(DUMP_OPTIONS if estimates else {})})
     program, hlo = read_dump(Path(folder))
   return compiled, program, cost_analysis(hlo)
 
@@ -174,3 +552,128 @@ def cost_analysis(hlo: str) -> dict | None:
     return None
   return {k: float(v) for k, v in cost.items() if k in ("flops", "bytes accessed", "transcendentals")
           and np.isfinite(v)}
+
+
+# --- The prediction -----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Card:
+  """The figures of a GPU a kernel's time is bounded by (aot.gpu_card builds one from its datasheet)."""
+  name: str
+  matmul_flops: float  # dense bf16 tensor-core FLOP/s; TF32 runs at half
+  fp32_flops: float  # the CUDA cores' float32 FLOP/s (a matmul at precision HIGHEST)
+  hbm_bandwidth: float  # bytes/s
+  link_bandwidth: float  # NVLink, bytes/s each way
+  sms: int
+
+  def matmul_rate(self, precision: str) -> float:
+    return {"bf16": self.matmul_flops, "tf32": self.matmul_flops / 2, "f32": self.fp32_flops}[precision]
+
+
+def seconds(launch: Launch, card: Card) -> tuple[float, str]:
+  """(seconds of one run of a launch on `card`, what they came from): a collective from its bytes
+  at the interconnect; a kernel with matmul FLOPs from them and its bytes; another from XLA's
+  estimate where it is sane, else from its bytes at the bandwidth its grid can draw."""
+  if launch.collective:
+    share = RING_SHARE.get(launch.collective, lambda n: 1.0)(launch.peers)
+    return COLLECTIVE_SECONDS + share * launch.bytes / card.link_bandwidth, "interconnect"
+  occupied = min(launch.blocks, card.sms) / card.sms if launch.blocks else 1.0
+  memory = launch.bytes / (card.hbm_bandwidth * occupied)
+  if launch.flops:
+    matmul = launch.flops / (card.matmul_rate(launch.precision) * MATMUL_FRACTION * occupied)
+    return LAUNCH_SECONDS + max(matmul, memory), "flops and bytes"
+  if launch.xla_seconds is not None and launch.xla_seconds <= ABSURD * (memory + LAUNCH_SECONDS):
+    return LAUNCH_SECONDS + launch.xla_seconds, "xla estimate"
+  return LAUNCH_SECONDS + memory, "bytes" if launch.xla_seconds is None else "bytes (xla estimate absurd)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Timed:
+  launch: Launch
+  seconds: float  # all its repeats
+  source: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+  card: Card
+  kernels: tuple[Timed, ...]
+
+  @property
+  def seconds(self) -> float:
+    return sum(k.seconds for k in self.kernels)
+
+  def by_kind(self) -> dict[str, float]:
+    """Seconds by kernel kind, the most first."""
+    total = collections.Counter()
+    for k in self.kernels:
+      total[k.launch.kind] += k.seconds
+    return dict(total.most_common())
+
+  def top(self, count: int = 10) -> list[dict]:
+    """The `count` most expensive kernels, each HLO instruction's launches together."""
+    total, first = collections.Counter(), {}
+    for k in self.kernels:
+      total[k.launch.name] += k.seconds
+      first.setdefault(k.launch.name, k)
+    return [{"name": name, "kind": first[name].launch.kind, "seconds": spent, "source": first[name].source}
+            for name, spent in total.most_common(count)]
+
+  def report(self, tokens: int | None = None) -> dict:
+    """The figures a compile-only report's JSON line carries."""
+    sources = collections.Counter(k.source for k in self.kernels)
+    result = {"predicted_step_seconds": self.seconds, "predicted_card": self.card.name,
+              "predicted_seconds_by_kind": self.by_kind(), "predicted_top_kernels": self.top(),
+              "predicted_kernels_by_source": dict(sources.most_common())}
+    if tokens:
+      result["predicted_tokens_per_second"] = tokens / self.seconds
+    return result
+
+
+def predict(program: GpuProgram, card: Card) -> Prediction:
+  """Every launch of `program` costed on `card`; their sum is the predicted step."""
+  timed = []
+  for launch in program.launches:
+    once, source = seconds(launch, card)
+    timed.append(Timed(launch, once * launch.repeats, source))
+  return Prediction(card, tuple(timed))
+
+
+def describe(result: dict) -> list[str]:
+  """A report's predicted step as readable lines: the step, where its time goes by kind, and
+  its ten most expensive kernels."""
+  step = result["predicted_step_seconds"]
+  rate = (f", {result['predicted_tokens_per_second']:,.0f} tokens/s"
+          if "predicted_tokens_per_second" in result else "")
+  kinds = ", ".join(f"{name} {spent * 1e3:.2f}" for name, spent in result["predicted_seconds_by_kind"].items())
+  sources = ", ".join(f"{source} {n}" for source, n in result["predicted_kernels_by_source"].items())
+  lines = [f"  predicted step on each {result['predicted_card']}: {step * 1e3:.{1 if step >= 1e-3 else 4}f} ms{rate} (kernels costed from: "
+           f"{sources})",
+           f"  by kind, ms: {kinds}",
+           "  most expensive kernels:"]
+  lines += [f"    {k['seconds'] * 1e3:8.3f} ms  {k['name']} ({k['kind']}; {k['source']})"
+            for k in result["predicted_top_kernels"]]
+  return lines
+
+
+def main(argv=None) -> None:
+  parser = argparse.ArgumentParser(description="The predicted step time of a GPU compile's XLA dump folder, "
+                                   "kernel by kernel (see this module's docstring for the flags to dump with).")
+  parser.add_argument("dump", type=Path, help="the folder XLA_FLAGS=--xla_dump_to=DIR wrote")
+  parser.add_argument("--card", default="h100", help="h100, h200 or a100 (wyjax.core.aot.GPU_CARDS)")
+  parser.add_argument("--module", default="", help="the module whose name contains this (default: the largest)")
+  parser.add_argument("--tokens", type=int, default=0, help="tokens per step, for tokens/s")
+  args = parser.parse_args(argv)
+  from wyjax.core import aot  # pylint: disable=g-import-not-at-top  (aot imports this module)
+  if args.card not in aot.GPU_CARDS:
+    sys.exit(f"--card={args.card}: expected one of {sorted(aot.GPU_CARDS)}")
+  program, _ = read_dump(args.dump, args.module)
+  result = {**program.summary(), **predict(program, aot.gpu_card(args.card)).report(args.tokens or None)}
+  print(f"{args.dump}: {program.kernel_count:,} kernels")
+  print("\n".join(describe(result)))
+  print(json.dumps(result))
+
+
+if __name__ == "__main__":
+  main()
