@@ -13,7 +13,10 @@ they are measured; a row of wyjax's rate over transformers' (above 1: wyjax is f
              vs transformers' *ForMaskedLM under autocast bf16 with fused AdamW (SDPA attention for
              BERT; DeBERTa has only eager): tokens/s, MFU (wyjax's FLOP count of the step over the
              chip's dense bf16 peak, the same count for both), memory (wyjax: the compiled step's
-             buffers; transformers: torch's peak allocation), wyjax's compile time.
+             buffers; transformers: torch's peak allocation), wyjax's compile time; and beside each
+             wyjax step its predicted time, every kernel of that compile costed (a "wyjax,
+             predicted" row, wyjax.core.gpu_program: the check of the predictor every GPU run
+             makes; a dump taken elsewhere is costed by `python -m wyjax.core.gpu_program DUMP`).
   finetune   TLC (--data/wyweb/tlc): wyjax's whole command (`python -m wyjax.finetune`) vs the
              PyTorch loop of benchmarks/finetune_step.py, on the same exported model: the demo's tiny
              model (--init, else random weights of its architecture) for 300 steps, with an empty and
@@ -161,9 +164,13 @@ def pretrain_part(args) -> None:
       config.attention, _, dropout = attention.partition("/attention_dropout=")
       config.model = {**configured, **({"attention_probs_dropout_prob": float(dropout)} if dropout else {})}
       profile = jax_profile(args, f"pretrain-{name}-wyjax-{attention.replace('/', '-')}")
-      seconds[attention], flops, memory, compile_s = wyjax_pretrain(config, ids, steps, profile)
+      seconds[attention], flops, memory, compile_s, predicted = wyjax_pretrain(config, ids, steps, profile)
       row("pretrain", measurement, "wyjax", _throughput(batch * length, seconds[attention], flops, peak),
           _memory(memory), f"attention={attention}; compile {compile_s:.1f} s")
+      if predicted:
+        row("pretrain", measurement, "wyjax, predicted", _throughput(batch * length, predicted, flops, peak),
+            notes=f"attention={attention}: **{predicted / seconds[attention]:.2f}×** the measured step "
+            "(wyjax.core.gpu_program.predict on this compile)")
     theirs, memory = torch_pretrain(config, ids, steps, args.torch_device,
                                     torch_profile(args, f"pretrain-{name}-transformers"))
     their_attention = "sdpa" if config.model.model_type == "bert" else "eager"
@@ -186,13 +193,15 @@ def _memory(size: int | None) -> str:
 
 
 def wyjax_pretrain(config, ids, steps: int, profile=contextlib.nullcontext()):
-  """(seconds per step, FLOPs per step, memory or None, compile seconds) of the pretraining run's
-  own jitted step (wyjax.train.pretraining.build), on `ids` every step, after one warm-up step.
-  Memory: what XLA's buffer assignment gives the compiled step (state, batch, temporaries; the
-  donated state counted once), since the device's peak does not reset between models."""
+  """(seconds per step, FLOPs per step, memory or None, compile seconds, predicted seconds or
+  None) of the pretraining run's own jitted step (wyjax.train.pretraining.build), on `ids` every
+  step, after one warm-up step. Memory: what XLA's buffer assignment gives the compiled step
+  (state, batch, temporaries; the donated state counted once), since the device's peak does not
+  reset between models. Predicted: on a GPU aot knows, the step this compile built, every kernel
+  costed (wyjax.core.gpu_program; reading XLA's dump adds seconds to the compile's)."""
   import jax
 
-  from wyjax.core import aot
+  from wyjax.core import aot, gpu_program
   from wyjax.data import tokenizer as tokenizer_lib
   from wyjax.train import pretraining
 
@@ -200,8 +209,11 @@ def wyjax_pretrain(config, ids, steps: int, profile=contextlib.nullcontext()):
   state = run.program.init_state(jax.random.key(0))
   batch = jax.device_put(ids, run.program.data_sharding)
   start = time.perf_counter()
-  step = run.train_step.lower(state, batch).compile()
+  compiled = aot.compile_step(run.train_step, state, batch, topology="local")
   compile_seconds = time.perf_counter() - start
+  step = compiled.compiled
+  chip = aot.chip_of("local", jax.devices()[0])
+  predicted = gpu_program.predict(compiled.gpu, aot.gpu_card(chip)).seconds if compiled.gpu else None
   memory = step.memory_analysis()
   if memory is not None:
     memory = aot.buffer_bytes(memory)
@@ -216,7 +228,7 @@ def wyjax_pretrain(config, ids, steps: int, profile=contextlib.nullcontext()):
     for _ in range(2):
       state, out = step(state, batch)
     jax.block_until_ready(out)
-  return seconds, run.train_flops_per_step, memory, compile_seconds
+  return seconds, run.train_flops_per_step, memory, compile_seconds, predicted
 
 
 def torch_pretrain(config, ids, steps: int, device_name: str, profile=contextlib.nullcontext()):

@@ -236,11 +236,12 @@ class CompiledStep:
 
 
 def compile_step(jitted, *abstract_args, topology: str) -> CompiledStep:
-  """jitted.lower(*abstract_args).compile() with its cost analysis, and for a GPU what XLA
-  built; the TPU compiler's out-of-memory refusal turned into DoesNotFit."""
+  """jitted.lower(*abstract_args).compile() with its cost analysis, and for a GPU (this host's
+  too, with topology "local") what XLA built; the TPU compiler's out-of-memory refusal turned
+  into DoesNotFit."""
   try:
     lowered = jitted.lower(*abstract_args)
-    chip = topology.partition(":")[0]
+    chip = chip_of(topology, jax.devices()[0])
     if chip in GPU_CARDS:
       compiled, program, cost = gpu_program.compile(lowered, estimates=GPU_CARDS[chip].compute_capability >= (9, 0))
       return CompiledStep(compiled, cost or {}, program)

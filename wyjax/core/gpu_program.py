@@ -49,10 +49,10 @@ MATMUL_FRACTION = 0.75
 # A collective's latency besides its bytes: XLA's kNcclKernelLaunchOverhead (the same header), 5 µs.
 COLLECTIVE_SECONDS = 5e-6
 # XLA's estimate of a kernel is used unless it exceeds this many times the time of the kernel's
-# bytes at the bandwidth its grid can draw (plus a launch). On the validation programs
+# bytes at the bandwidth its grid can draw (plus a launch). In the 14 validation programs
 # (benchmarks/gpu_predictions.py) XLA's estimates of its own emitters' fusions were within 9× of
-# that bound (2,244 fusions), those of its Triton fusions (softmax, norms) 63× to 3·10⁸× (144;
-# some 4.4 s for a 25 MB LayerNorm): a cut between the two, not a fit.
+# that bound (8,543 launches), those of its Triton fusions (softmax, norms) 63× to 3.5·10⁸× (496;
+# 1.7 ms for a 25 MB LayerNorm, 2.4·10³ s for another): a cut between the two, not a fit.
 ABSURD = 20
 # Ring collectives move this share of their operand over each link (NVIDIA/nccl-tests,
 # doc/PERFORMANCE.md: bus bandwidth = algorithm bandwidth × 2(n−1)/n for all-reduce, (n−1)/n
