@@ -9,20 +9,18 @@ ends any command with one line and exit 130, SIGTERM with 143 (a training loop f
 checkpoints: guards).
 """
 import atexit
-import ctypes
 import gc
 import glob
 import importlib.metadata
 import importlib.util
 import os
-import platform
 import signal
 import sys
 
 import jax
 from absl import app, flags
 
-from wyjax.core import guards
+from wyjax.core import guards, host_memory
 
 USER_ERRORS = (guards.RunError, ValueError, OSError)
 
@@ -120,21 +118,6 @@ def runs_on_cpu() -> bool:
   return not plugins and not importlib.metadata.entry_points(group="jax_plugins")
 
 
-def keep_freed_memory() -> None:
-  """XLA on CPU takes a step's scratch memory (139 MB for the tiny model's fine-tuning step at
-  96 tokens) afresh on every step. glibc maps requests that large anew from the kernel, which
-  faults in and zeroes every page each time: a quarter of that step on 2 cores
-  (docs/benchmarks.md). One arena that neither maps nor trims keeps the memory for the next step.
-
-  For the CPU only: on a GPU the host allocates little per step, while XLA:GPU compiles and
-  autotunes on many threads at once, which one arena would serialise."""
-  if platform.libc_ver()[0] != "glibc":
-    return
-  mallopt = ctypes.CDLL("libc.so.6").mallopt
-  for option, value in ((-8, 1), (-4, 0), (-1, 2**31 - 1)):  # M_ARENA_MAX, M_MMAP_MAX, M_TRIM_THRESHOLD
-    mallopt(option, value)
-
-
 def run(main) -> None:
   """app.run(main) with flag errors, user errors and stop signals each ending in one line.
 
@@ -144,7 +127,7 @@ def run(main) -> None:
   atexit.register(gc.freeze)
   look_for_accelerators_only_where_they_can_be()
   if runs_on_cpu():
-    keep_freed_memory()
+    host_memory.keep_freed_memory()
   if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:  # one ignored from the start stays so, as SIGINT does
     signal.signal(signal.SIGTERM, _raise_terminated)
   app.run(lambda argv: _clean_exit(main, argv), flags_parser=_parse_flags)

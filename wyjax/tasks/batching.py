@@ -128,30 +128,56 @@ class LengthSortedBatches(grain.MapDataset):
     return np.random.default_rng([self._seed, window, count]).permutation(batches)
 
 
+def train_lengths(features: list[dict], *, batch_size: int, max_length: int, seed: int, sort_window: int,
+                  bucket_count: int | None = None) -> tuple[int, ...]:
+  """The padded lengths of train_batches' stream: `fitted_buckets` of its first FITTED_BATCHES
+  batches (bucket_count of them, or as many as pay)."""
+  lengths = np.array([f["input_ids"].shape[-1] for f in features])
+  ds = LengthSortedBatches(lengths, batch_size=batch_size, sort_window=sort_window, seed=seed)
+  return fitted_buckets([lengths[ds[i]].max() for i in range(FITTED_BATCHES)], max_length, bucket_count)
+
+
 def train_batches(features: list[dict], *, batch_size: int, max_length: int, pad_id: int, seed: int,
                   sort_window: int, bucket_count: int | None = None):
-  """Endless iterator of full batches (LengthSortedBatches) through grain, padded to
-  `fitted_buckets` (bucket_count of them, or as many as pay)."""
+  """Endless iterator of full batches (LengthSortedBatches) through grain, padded to `train_lengths`."""
   if len(features) < batch_size:
     raise ValueError(f"{len(features)} training examples are fewer than one batch of {batch_size}")
   lengths = np.array([f["input_ids"].shape[-1] for f in features])
+  bucket_lengths = train_lengths(features, batch_size=batch_size, max_length=max_length, seed=seed,
+                                 sort_window=sort_window, bucket_count=bucket_count)
   ds = LengthSortedBatches(lengths, batch_size=batch_size, sort_window=sort_window, seed=seed)
-  maxima = [lengths[ds[i]].max() for i in range(FITTED_BATCHES)]
-  bucket_lengths = fitted_buckets(maxima, max_length, bucket_count)
   batch_fn = functools.partial(collate, batch_size=batch_size, lengths=bucket_lengths, pad_id=pad_id)
   ds = ds.map(lambda indices: batch_fn([features[i] for i in indices]))
   return iter(ds.to_iter_dataset(grain.ReadOptions(num_threads=2, prefetch_buffer_size=8)))
 
 
+def eval_lengths(features: list[dict], *, batch_size: int, max_length: int,
+                 bucket_count: int | None = None) -> tuple[int, ...]:
+  """The padded lengths of eval_batches: `fitted_buckets` of its batches, which it draws in order
+  of length."""
+  lengths = np.sort([f["input_ids"].shape[-1] for f in features])
+  maxima = np.append(lengths[batch_size - 1::batch_size], lengths[-1])  # each batch's longest
+  return fitted_buckets(maxima, max_length, bucket_count)
+
+
 def eval_batches(features: list[dict], *, batch_size: int, max_length: int, pad_id: int,
                  bucket_count: int | None = None):
-  """(indices into features, batch) in order of length, so each batch pads little: to
-  `fitted_buckets` (bucket_count of them, or as many as pay)."""
-  lengths = np.array([f["input_ids"].shape[-1] for f in features])
-  order = np.argsort(lengths, kind="stable")
-  maxima = np.append(lengths[order][batch_size - 1::batch_size], lengths.max())  # each batch's longest
-  bucket_lengths = fitted_buckets(maxima, max_length, bucket_count)
+  """(indices into features, batch) in order of length, so each batch pads little: to `eval_lengths`."""
+  order = np.argsort([f["input_ids"].shape[-1] for f in features], kind="stable")
+  bucket_lengths = eval_lengths(features, batch_size=batch_size, max_length=max_length, bucket_count=bucket_count)
   for start in range(0, len(order), batch_size):
     indices = order[start:start + batch_size]
     yield indices, collate([features[i] for i in indices], batch_size=batch_size, lengths=bucket_lengths,
                            pad_id=pad_id)
+
+
+def largest_batch(features: list[dict], *, batch_size: int, lengths: tuple[int, ...], pad_id: int) -> dict:
+  """A batch as large as any of `features` padded to `lengths` can be: the most rows (options,
+  windows) of any feature, at the bucket of the longest. Its shapes are the largest program a
+  run compiles."""
+  most_rows = max(range(len(features)), key=lambda i: features[i]["input_ids"].shape[0]
+                  if features[i]["input_ids"].ndim == 2 else 0)
+  longest = max(range(len(features)), key=lambda i: features[i]["input_ids"].shape[-1])
+  items = [features[i] for i in sorted({most_rows, longest})]
+  batch = collate(items, batch_size=max(batch_size, len(items)), lengths=lengths, pad_id=pad_id)
+  return {key: value[:batch_size] for key, value in batch.items()}

@@ -47,7 +47,7 @@ def base_config(task: str = "") -> ml_collections.ConfigDict:
   c.init_weights = "pretrained"  # "random": init's architecture and vocabulary, random weights (its unpretrained twin)
   c.max_length = 0  # 0: the task's max_seq_len from the paper's scripts
   c.batch_size = 32
-  c.eval_batch_size = 64  # sequences: a multiple-choice example counts as its options
+  c.eval_batch_size = 64  # sequences: an example counts as its most rows of any (options, windows)
   c.sort_window = 1  # > 1: train examples sorted by length in windows of this many batches (faster; docs/finetuning.md)
   c.length_buckets = 0  # padded lengths, each a compiled step; 0: by backend (task_model.bucket_count)
   c.num_epochs = 10
@@ -244,12 +244,15 @@ def train_one(task: Task, config, data: dict, model: task_model.TaskModel, pretr
   return run
 
 
-def _prepare(config, devices=None):
-  """(task, splits, featurized data, model, pretrained params) of config.task."""
+def _prepare(config, devices=None, *, with_test: bool = True):
+  """(task, splits, featurized data, model, pretrained params) of config.task; the test split
+  left out unless with_test (a compile needs none, and C-CLUE's triples take it from another run)."""
   if not config.data_dir:
     raise ValueError("set --config.data_dir to the task folder (its benchmark's files as released)")
   task = _task(config.task)
   splits = datasets.load_splits(task.files, config.data_dir)
+  if not with_test:
+    splits.pop("test", None)
   if "dev" not in splits:
     raise FileNotFoundError(f"{config.data_dir}: no dev file; the best checkpoint is chosen on dev")
   task, splits = task.prepare(task, splits, config)
@@ -259,15 +262,17 @@ def _prepare(config, devices=None):
 
 def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
   """Compiles the task's train step for `topology` (see wyjax.core.aot) at config.batch_size
-  × the task's longest batch, without running it; returns aot.report's figures."""
+  examples of the most rows (options, windows) any train example has, at max_length, without
+  running it; returns aot.report's figures, and for "local" the buffers of the evaluation step at
+  config.eval_batch_size sequences of that length (evaluation_bytes_per_chip)."""
   config = with_options(config)
   config_values.check(config, config_values.FINETUNING)
   devices = aot.devices(topology)
-  _, _, data, model, _ = _prepare(config, devices)
+  _, _, data, model, _ = _prepare(config, devices, with_test=False)
   prog = model.program
   features = data["train"][1]
-  batch = batching.collate([features[i % len(features)] for i in range(config.batch_size)],
-                           batch_size=config.batch_size, lengths=(data["max_length"],), pad_id=model.pad_id)
+  lengths = (data["max_length"],)
+  batch = batching.largest_batch(features, batch_size=config.batch_size, lengths=lengths, pad_id=model.pad_id)
   abstract = lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=prog.data_sharding)
   inputs = jax.tree_util.tree_map(abstract, task_model.model_inputs(batch))
   labels = abstract(np.asarray(task_model.labels_of(batch)))
@@ -278,6 +283,12 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
   flops = 3 * model.model_config.forward_flops_per_token(data["max_length"], lm_fraction) * tokens
   result = aot.report(step, topology=topology, devs=devices, mesh=prog.mesh,
                       abstract_state=prog.abstract_state, analytic_flops_per_step=flops, tokens_per_step=tokens)
+  if topology == "local":  # the run's other program (other hardware: the train step alone)
+    eval_batch = batching.largest_batch(features, batch_size=model.eval_batch_size(features), lengths=lengths,
+                                        pad_id=model.pad_id)
+    evaluation = model.jit_eval.lower(prog.abstract_state["params"],
+                                      jax.tree_util.tree_map(abstract, task_model.model_inputs(eval_batch))).compile()
+    result["evaluation_bytes_per_chip"] = aot.buffer_bytes(evaluation.memory_analysis())
   aot.check_fits(result)
   return result
 

@@ -22,7 +22,7 @@ import tqdm
 from etils import epath
 from jax.experimental import multihost_utils
 
-from wyjax.core import aot, checkpoints, distributed, guards, locks, partitioning, run_config, run_metrics
+from wyjax.core import aot, checkpoints, distributed, guards, host_memory, locks, partitioning, run_config, run_metrics
 from wyjax.core.storage import cache_dir
 from wyjax.data import pipeline, prepare
 from wyjax.data import tokenizer as tokenizer_lib
@@ -223,9 +223,30 @@ def build(config: ml_collections.ConfigDict, tokenizer, length: int, devices=Non
       * config.batch_size * length)
 
 
+def compile_steps(run: Pretraining, config) -> tuple[jax.stages.Compiled, jax.stages.Compiled]:
+  """The run's train and evaluation steps compiled for this machine, admitted by its memory
+  (host_memory.admit: a step that cannot fit is refused in one line)."""
+  prog = run.program
+  batch = jax.ShapeDtypeStruct((config.batch_size, run.length), jnp.int32, sharding=prog.data_sharding)
+  train_step = run.train_step.lower(prog.abstract_state, batch).compile()
+  eval_step = run.eval_step.lower(prog.abstract_state["params"], batch, 0).compile()
+  shape = f"{config.batch_size} × {run.length} tokens"
+
+  def advice(fits):
+    smaller = int(config.batch_size * fits)
+    return (f"set --config.batch_size={smaller} or lower (now {config.batch_size}), " if smaller else "") + \
+        f"split the batch with --config.grad_accum_steps (now {config.grad_accum_steps}), or recompute " \
+        f"activations with --config.remat=full"
+
+  host_memory.admit([host_memory.Program(f"the training step at {shape}", train_step, advice),
+                     host_memory.Program(f"the evaluation step at {shape}", eval_step, advice)])
+  return train_step, eval_step
+
+
 def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
   """Compiles the run's train step for `topology` ("local" or a TPU one such as "v5p:2x2x1")
-  without running it; returns aot.report's figures. Uses the prepared corpus's tokenizer
+  without running it; returns aot.report's figures, and for "local" the evaluation step's buffers
+  (evaluation_bytes_per_chip). Uses the prepared corpus's tokenizer
   when there is one, else a vocabulary of config.model.vocab_size and config.corpus's length.
   Raises aot.DoesNotFit when the step needs more memory than the chips have."""
   config_values.check(config, config_values.PRETRAINING)
@@ -245,6 +266,9 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
                       abstract_state=run.program.abstract_state,
                       analytic_flops_per_step=run.train_flops_per_step,
                       tokens_per_step=config.batch_size * length)
+  if topology == "local":  # the run's other program (other hardware: the train step alone)
+    evaluation = run.eval_step.lower(run.program.abstract_state["params"], batch, 0).compile()
+    result["evaluation_bytes_per_chip"] = aot.buffer_bytes(evaluation.memory_analysis())
   aot.check_fits(result)
   return result
 
@@ -283,6 +307,9 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   manifest = prepare.read_manifest(data_dir)
   run = build(config, tokenizer, manifest["sequence_length"])
   model_config, length = run.model_config, run.length
+  compile_start = time.perf_counter()
+  train_step, _ = compile_steps(run, config)  # refused here, before the workdir is touched, if they cannot fit
+  compile_seconds = time.perf_counter() - compile_start
 
   # --- data and checkpoints ------------------------------------------------------------------------
   train_iter = iter(pipeline.train_dataset(
@@ -315,7 +342,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
     run_config.trim_metrics(workdir, start_step)
 
   # --- steps ------------------------------------------------------------------------------------
-  jit_train, jit_eval = run.train_step, run.eval_step
+  jit_eval = run.eval_step  # jit's cache holds its program, compiled with the train step
 
   def global_batch(local):
     return jax.make_array_from_process_local_data(run.program.data_sharding, local)
@@ -340,10 +367,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   peak = run_metrics.peak_flops_per_device(config.peak_flops_per_device or None)
   train_flops_per_step = run.train_flops_per_step
   batch = global_batch(next(train_iter)) if start_step < config.num_train_steps else None
-  compile_start = time.perf_counter()
   if batch is not None:
-    jit_train = jit_train.lower(state, batch).compile()
-    writer.write(start_step, {"compile_seconds": time.perf_counter() - compile_start})
+    writer.write(start_step, {"compile_seconds": compile_seconds})
   bar = tqdm.tqdm(total=config.num_train_steps, initial=start_step, disable=not (is_main and sys.stderr.isatty()),
                   file=sys.stderr, unit="step")
   last_eval, last_time, last_step = {}, time.perf_counter(), start_step
@@ -351,7 +376,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   try:
     with guards.stop_signals(config.stop_check_every) as stop:
       while step < config.num_train_steps:
-        state, step_metrics = jit_train(state, batch)
+        state, step_metrics = train_step(state, batch)
         step += 1
         nonfinite.push(step, step_metrics.pop("finite"))
         saves.poll()

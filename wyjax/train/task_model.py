@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from wyjax.core import host_memory
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.hf import loading
 from wyjax.models import EncoderConfig, prefix_lm, stack_layers
@@ -177,7 +178,7 @@ class TaskModel:
     train_step, predict_step = make_steps(self.program, self.head, self.pad_id)
     data = self.program.data_sharding
     self.jit_train = self.program.jit_train(train_step, data, data, self.program.replicated)
-    self._predict = self.program.jit_eval(predict_step, data)
+    self.jit_eval = self.program.jit_eval(predict_step, data)
     self._init_fresh = jax.jit(self._fresh_params, static_argnums=1)  # one program, not one per op
     self._key = jax.jit(jax.random.key, out_shardings=self.program.replicated)
 
@@ -233,12 +234,16 @@ class TaskModel:
       state, _ = self.train_step(state, next(batches), rng)
     return state["params"]
 
+  def eval_batch_size(self, features: list[dict]) -> int:
+    """Examples per evaluation batch: config.eval_batch_size sequences, an example counting as
+    its most rows (options, windows) of any."""
+    rows = max(f["input_ids"].shape[0] if f["input_ids"].ndim == 2 else 1 for f in features)
+    return max(1, self.config.eval_batch_size // rows)
+
   def predict(self, params, features: list[dict]) -> list[np.ndarray]:
     """Logits of each example (a generating head's: argmax tokens), cut by its head to its own
     rows and tokens. A batch's logits come to the host while the next batch computes."""
     out = [None] * len(features)
-    rows = features[0]["input_ids"].shape[0] if features[0]["input_ids"].ndim == 2 else 1  # options, sentences
-    batch_size = max(1, self.config.eval_batch_size // rows)
 
     def fetch(indices, logits):
       logits = jax.device_get(logits)
@@ -246,14 +251,46 @@ class TaskModel:
         out[i] = self.head.trim(logits[row], features[i]["input_ids"].shape)
 
     pending = None
-    for indices, batch in batching.eval_batches(features, batch_size=batch_size, max_length=self.max_length,
-                                                pad_id=self.pad_id, bucket_count=self.bucket_count):
-      logits = self._predict(params, self.global_batch(model_inputs(batch)))  # dispatched, not awaited
+    for indices, batch in batching.eval_batches(features, batch_size=self.eval_batch_size(features),
+                                                max_length=self.max_length, pad_id=self.pad_id,
+                                                bucket_count=self.bucket_count):
+      logits = self.jit_eval(params, self.global_batch(model_inputs(batch)))  # dispatched, not awaited
       if pending:
         fetch(*pending)
       pending = indices, logits
     fetch(*pending)
     return out
+
+  def largest_programs(self, data: dict) -> list[host_memory.Program]:
+    """The train and predict steps at the largest batches this run can draw
+    (batching.largest_batch), compiled before the first step: their memory is known before any
+    runs, and jit's cache serves them to the steps that draw those shapes."""
+    config, prog = self.config, self.program
+    spec = lambda x, sharding=prog.data_sharding: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding)
+    train = data["train"][1]
+    lengths = batching.train_lengths(train, batch_size=config.batch_size, max_length=self.max_length,
+                                     seed=config.seed, sort_window=config.sort_window, bucket_count=self.bucket_count)
+    batch = batching.largest_batch(train, batch_size=config.batch_size, lengths=lengths, pad_id=self.pad_id)
+    key = jax.ShapeDtypeStruct((), jax.eval_shape(jax.random.key, 0).dtype, sharding=prog.replicated)
+    train_step = self.jit_train.lower(prog.abstract_state, jax.tree_util.tree_map(spec, model_inputs(batch)),
+                                      spec(np.asarray(labels_of(batch))), key).compile()
+    programs = [host_memory.Program(f"the training step at {_shape(batch)} tokens", train_step,
+                                    lambda fits: _smaller(fits, "batch_size", config.batch_size, self.max_length))]
+    evaluated = [data[split][1] for split in ("dev", "test") if split in data]
+    if evaluated:
+      batch = max(map(self._largest_eval_batch, evaluated), key=lambda b: b["input_ids"].size)
+      predict_step = self.jit_eval.lower(prog.abstract_state["params"],
+                                         jax.tree_util.tree_map(spec, model_inputs(batch))).compile()
+      programs.append(host_memory.Program(
+          f"the evaluation step at {_shape(batch)} tokens", predict_step,
+          lambda fits: _smaller(fits, "eval_batch_size", config.eval_batch_size, self.max_length)))
+    return programs
+
+  def _largest_eval_batch(self, features: list[dict]) -> dict:
+    size = self.eval_batch_size(features)
+    lengths = batching.eval_lengths(features, batch_size=size, max_length=self.max_length,
+                                    bucket_count=self.bucket_count)
+    return batching.largest_batch(features, batch_size=size, lengths=lengths, pad_id=self.pad_id)
 
   def translate(self, params, examples, beam_size: int) -> list[str]:
     """Generated target text for each example's source (the task's `decoding` options). The
@@ -305,6 +342,17 @@ class TaskModel:
     return task.score(examples, predictions), predictions, confusion
 
 
+def _shape(batch: dict) -> str:
+  return " × ".join(map(str, batch["input_ids"].shape))
+
+
+def _smaller(fits: float, batch_key: str, batch_size: int, max_length: int) -> str:
+  """What makes a step `fits` of its size: its batch about as much smaller, or shorter sequences."""
+  smaller_batch = int(batch_size * fits)
+  return (f"set --config.{batch_key}={smaller_batch} or lower (now {batch_size}), or " if smaller_batch else "") + \
+      f"a lower --config.max_length (now {max_length})"
+
+
 def bucket_count(config, platform: str) -> int | None:
   """How many padded lengths a run's train batches (and its evaluation's) take, each a program
   compiled: config.length_buckets, else by platform. On the CPU as many as pay (None: each pads
@@ -324,7 +372,8 @@ def total_steps(config, data: dict) -> int:
 def setup(task: Task, config, init: str, splits: dict, devices=None):
   """(TaskModel, pretrained params, load_task_data's data) of `init` on the task's splits; the
   model's config (TaskModel.config) has its learning rate resolved for the model's size
-  (wyjax.train.learning_rates)."""
+  (wyjax.train.learning_rates). For a run on this machine (no `devices`), its largest steps are
+  compiled first and admitted (host_memory.admit): one that cannot fit is refused before any runs."""
   model_config, pretrained, tokenizer = load_init(init, splits["train"], task.inserted_text)
   if config.init_weights == "random":  # the unpretrained twin: init's architecture and vocabulary only
     if not init:
@@ -336,4 +385,6 @@ def setup(task: Task, config, init: str, splits: dict, devices=None):
   data = load_task_data(task, config, tokenizer, model_config, splits)
   model = TaskModel(task, model_config, tokenizer, config, total_steps(config, data), data["max_length"],
                     data["train"][1][0], devices)
+  if devices is None:  # a run on this machine: refused here if its largest steps cannot fit
+    host_memory.admit(model.largest_programs(data))
   return model, pretrained, data
