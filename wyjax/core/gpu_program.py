@@ -41,11 +41,11 @@ import numpy as np
 # by default (xla_gpu_enable_command_buffer), so each costs no host-side launch.
 LAUNCH_SECONDS = 1e-6
 # The fraction of the tensor cores' dense peak a tuned matmul kernel reaches: FlashAttention-3
-# (Shah et al. 2024, arXiv:2407.08608, abstract) reaches 740 of an H100's 989 bf16 TFLOP/s, 75%,
-# the most published for attention on Hopper, whose GEMMs bound it. Taken for GEMMs, cuDNN's
-# attention and a Triton kernel's dots alike: an upper bound on what they reach.
+# (Shah et al. 2024, arXiv:2407.08608, abstract) reaches 740 of an H100's 989 bf16 TFLOP/s, 75%.
+# Taken for GEMMs, cuDNN's attention and a Triton kernel's dots alike: the figure of a tuned
+# kernel, an upper one for small or untuned ones.
 MATMUL_FRACTION = 0.75
-# Memory is read at the card's nominal bandwidth, as XLA's own estimates read it.
+# Memory is read at the card's nominal bandwidth, as XLA's own estimates take it: no fraction.
 # A collective's latency besides its bytes: XLA's kNcclKernelLaunchOverhead (the same header), 5 µs.
 COLLECTIVE_SECONDS = 5e-6
 # XLA's estimate of a kernel is used unless it exceeds this many times the time of the kernel's
@@ -61,7 +61,7 @@ RING_SHARE = {"all-reduce": lambda n: 2 * (n - 1) / n, "reduce-scatter": lambda 
               "all-to-all": lambda n: (n - 1) / n, "all-gather": lambda n: n - 1.0,
               "collective-permute": lambda n: 1.0}
 # FLOPs of cuDNN's flash attention: two [L, L] matmuls forward, five backward (the scores
-# recomputed, then dV, dP, dQ, dK: FlashAttention-2, Dao 2023, section 3.1.2).
+# recomputed, then dV, dP, dQ, dK: FlashAttention-2, Dao 2023, its Algorithm 2).
 ATTENTION_MATMULS = {False: 2, True: 5}
 
 # Thunks that launch work on the GPU: XLA's fusions and its Triton GEMMs (kKernel,
@@ -129,7 +129,7 @@ def _closing(text: str, start: int) -> int:
   return len(text) - 1
 
 
-def read_hlo(text: str) -> dict[str, "Instruction"]:
+def read_hlo(text: str) -> dict[str, Instruction]:
   """Every instruction of an optimized HLO module's text, by name (names are unique in a module):
   `[ROOT ]%name = shape opcode(%a, %b#1, /*index=5*/%c), attributes` inside `%computation (...) {`."""
   instructions, computation = {}, ""
