@@ -1,31 +1,20 @@
 """Which attention an encoder runs (config.attention), and the fused kernels' wiring: padding to
 whole tiles, the relative tables, one kernel per shard of batch rows and heads.
 
-"xla" is the reference: einsums, the c2p/p2c gathers and a float32 softmax in HBM.
-"pallas" is a fused flash-style kernel, for DeBERTa and for BERT/RoBERTa alike: on a TPU
-wyjax.kernels.disentangled_attention (Mosaic), on a GPU wyjax.kernels.disentangled_attention_gpu
-(Triton); on a CPU the TPU kernel runs interpreted (tests; `fused_attention(target="gpu")`
-interprets the GPU one). On a GPU, BERT/RoBERTa get cuDNN's flash attention through
-jax.nn.dot_product_attention instead where cuDNN serves (`cudnn_serves`). "auto" is the kernels
-on a TPU, and "xla" on a CPU; on a GPU it is cuDNN where it serves, else the GPU kernel where it
-was measured faster than the XLA path (inference; training from GPU_KERNEL_TRAINS_FROM keys),
-else "xla". DeBERTa's training on a GPU, where "auto" took "xla" (fewer keys than
-GPU_KERNEL_TRAINS_FROM), is cuDNN's too where it serves: its relative terms, by distance and
-skew (deberta_v2.relative_terms), are a bf16 [batch, heads, L, L] bias whose gradient cuDNN's
-backward returns. Chosen from the compiled program (an H100's, on a CPU; speed unmeasured): it
-holds no float32 [batch, heads, L, L] array. cuDNN serves only without attention dropout:
-its dropout masks follow a static seed and XLA's per-call counter, not wyjax's (seed, step),
-so DeBERTa with attention dropout keeps the XLA path unless "cudnn_dropout" asks.
-DeBERTa on a GPU takes "xla" when XLA_FLAGS asks for deterministic ops (`deterministic_gpu`).
-"cudnn_dropout" is "auto", except that training with attention dropout on a GPU, where cuDNN
-serves but for the dropout, runs cuDNN's fused dropout (`cudnn_dropout_attention`; DeBERTa's
-with its relative bias):
-asked for by name, with a warning, as it gives up wyjax's masks (docs/models.md).
+The routes: "xla" (the reference: einsums, the relative terms, a float32 softmax in HBM);
+"cudnn" (cuDNN's flash attention by jax.nn.dot_product_attention, padding as sequence lengths;
+DeBERTa's relative terms a bf16 [batch, heads, L, L] bias, deberta_v2.relative_terms);
+"cudnn_dropout" (the same with cuDNN's own attention dropout, whose masks follow its counter,
+not wyjax's (seed, step): only where a config asks); "pallas" (a fused flash-style kernel: on a
+TPU wyjax.kernels.disentangled_attention, Mosaic; on a GPU disentangled_attention_gpu, Triton;
+on a CPU interpreted, for tests). ROUTES says which one a call takes: read it top to bottom.
 Incremental decoding (one query at a time against a cache) always takes the XLA path.
 """
+import dataclasses
 import functools
 import logging
 import os
+from collections.abc import Callable
 
 import flax.linen as nn
 import jax
@@ -53,40 +42,107 @@ def platform() -> str:
   return jax.default_backend() if mesh.empty else mesh.abstract_device.platform
 
 
+@dataclasses.dataclass(frozen=True)
+class Call:
+  """What the route of one attention call depends on."""
+  relative: bool  # DeBERTa's relative terms
+  training: bool  # a pass whose gradient is taken (deterministic=False)
+  dropout: bool  # attention dropout in it
+  length: int  # of the keys
+  padding_only: bool  # the mask is a [batch, key] padding mask (not a prefix-LM's [batch, query, key] one)
+  dtype: str
+  head_dim: int
+
+  @property
+  def short(self) -> bool:
+    """Training on fewer keys than GPU_KERNEL_TRAINS_FROM, where the GPU kernel trains slower than XLA."""
+    return self.training and self.length < GPU_KERNEL_TRAINS_FROM
+
+  @property
+  def cudnn_serves(self) -> bool:
+    return cudnn_serves(dropout=self.dropout, padding_only=self.padding_only, dtype=self.dtype,
+                        head_dim=self.head_dim)
+
+  @property
+  def cudnn_serves_but_for_dropout(self) -> bool:
+    return self.dropout and cudnn_serves(dropout=False, padding_only=self.padding_only, dtype=self.dtype,
+                                         head_dim=self.head_dim)
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+  """A row of ROUTES: `takes` (a route, or None: refused with `refusal`) for the config.attention
+  values `asked` on `platform` when `when(call)`; `evidence` says why (a measured row of
+  docs/benchmarks.md, a compiled program's test, a predicted step)."""
+  takes: str | None
+  platform: str  # "gpu", "tpu", "cpu", or "any"
+  asked: tuple[str, ...]
+  when: Callable[[Call], bool]
+  evidence: str
+  refusal: str = ""
+
+
+AUTO = ("auto", "cudnn_dropout")  # "cudnn_dropout" is "auto" but where cuDNN serves all but the dropout
+ANY = ("auto", "cudnn_dropout", "pallas", "xla")
+# Which route a call takes: the first row whose platform, asked value and condition match.
+ROUTES = (
+    Route("xla", "any", ("xla",), lambda c: True,
+          "the reference; every route equals it (tests/models/attention_test.py)"),
+    Route(None, "gpu", ("pallas",), lambda c: c.relative and deterministic_gpu(),
+          "the GPU kernel's backward adds the relative scores' gradients with float atomics "
+          "(tests/models/attention_gpu_test.py::test_deterministic_gpu_ops_take_the_xla_path_for_deberta)",
+          refusal="attention='pallas': the GPU kernel's backward adds the relative scores' gradients with float "
+                  "atomics, in no fixed order, and XLA_FLAGS asks for --xla_gpu_deterministic_ops. Use "
+                  "attention='auto' or 'xla' (reproducible), or drop the flag."),
+    Route("xla", "gpu", AUTO, lambda c: c.relative and deterministic_gpu(),
+          "XLA_FLAGS asks for the same bits every run: XLA's reductions are made deterministic, the GPU "
+          "kernel's atomics cannot be (tests/models/attention_gpu_test.py::"
+          "test_deterministic_gpu_ops_take_the_xla_path_for_deberta)"),
+    Route("cudnn_dropout", "gpu", ("cudnn_dropout",),
+          lambda c: c.cudnn_serves_but_for_dropout and (not c.relative or c.short),
+          "asked for by name, warned (warn_cudnn_dropout): cuDNN's dropout forward and backward kernels in "
+          "the program lowered for an H100 (tests/models/attention_gpu_test.py::"
+          "test_cudnn_dropout_lowers_to_cudnns_dropout_kernels)"),
+    Route("cudnn", "gpu", ANY, lambda c: not c.relative and c.cudnn_serves,
+          "BERT: NVIDIA's tuned flash attention, no [B, H, L, L] array in HBM (tests/models/attention_gpu_test.py::"
+          "test_bert_base_pretrains_through_cudnn_on_a_gpu; the predicted step, docs/benchmarks.md)"),
+    Route("cudnn", "gpu", AUTO, lambda c: c.relative and c.short and c.cudnn_serves,
+          "DeBERTa's training with its relative terms as a bias: no float32 [B, H, L, L] array "
+          "(tests/models/attention_test.py::test_auto_trains_deberta_on_a_gpu_through_cudnn_where_xla_trained; "
+          "the predicted step, docs/benchmarks.md)"),
+    Route("xla", "gpu", AUTO, lambda c: c.short,
+          "measured on an H200: the GPU kernel's training pass 0.71x and 0.77x XLA's at 512 and 1,024 keys "
+          "(docs/benchmarks.md, \"The GPU kernel (#41)\")"),
+    Route("pallas", "gpu", ("auto", "cudnn_dropout", "pallas"), lambda c: c.head_dim in gpu_kernel.HEAD_DIMS,
+          "measured on an H200: its forward 1.35x and 1.41x XLA's at 512 and 4,096 keys, its training pass 1.34x "
+          "at 4,096 (docs/benchmarks.md, \"The GPU kernel (#41)\")"),
+    Route(None, "gpu", ("pallas",), lambda c: True, "Triton's tiles are powers of two",
+          refusal="attention='pallas': the GPU kernel takes a head dimension of {HEAD_DIMS} (Triton's tiles are "
+                  "powers of two), not {head_dim}. Use attention='auto' or 'xla'."),
+    Route("xla", "gpu", AUTO, lambda c: True, "no kernel takes this head dimension"),
+    Route("pallas", "tpu", ("auto", "cudnn_dropout", "pallas"), lambda c: True,
+          "predicted on a v5p: a layer's forward and backward in a fraction of XLA's memory at every length "
+          "(docs/benchmarks.md, \"Attention: the XLA reference vs the fused Pallas kernels\")"),
+    Route("pallas", "any", ("pallas",), lambda c: True,
+          "on a CPU, interpreted: the kernels tested against the reference (tests/models/attention_test.py)"),
+    Route("xla", "any", AUTO, lambda c: True, "a CPU has no fused kernel but an interpreted one"),
+)
+
+
+def route(choice: str, call: Call) -> Route:
+  """The row of ROUTES that `call` takes under config.attention = `choice` on this platform."""
+  where = platform()
+  return next(r for r in ROUTES if r.platform in (where, "any") and choice in r.asked and r.when(call))
+
+
 def implementation(choice: str, *, relative: bool, training: bool, dropout: bool, length: int,
                    padding_only: bool = True, dtype: str = "float32", head_dim: int = 64) -> str:
-  """"xla", "pallas", "cudnn" or "cudnn_dropout" for config.attention = `choice` on this platform. training: a
-  pass whose gradient is taken (deterministic=False); dropout: attention dropout in it; length:
-  of the keys; padding_only: the mask is a [batch, key] padding mask (not a prefix-LM's [batch,
-  query, key] one)."""
-  if choice == "cudnn_dropout":  # "auto", but cuDNN's own attention dropout where cuDNN serves but for dropout
-    auto = functools.partial(implementation, "auto", relative=relative, training=training, length=length,
-                             padding_only=padding_only, dtype=dtype, head_dim=head_dim)
-    return "cudnn_dropout" if dropout and auto(dropout=False) == "cudnn" else auto(dropout=dropout)
-  where = platform()
-  if where == "gpu":
-    if choice == "xla":
-      return "xla"
-    if relative and deterministic_gpu():
-      if choice == "pallas":
-        raise ValueError("attention='pallas': the GPU kernel's backward adds the relative scores' gradients with "
-                         "float atomics, in no fixed order, and XLA_FLAGS asks for --xla_gpu_deterministic_ops. "
-                         "Use attention='auto' or 'xla' (reproducible), or drop the flag.")
-      return "xla"
-    if cudnn_serves(dropout=dropout, padding_only=padding_only, dtype=dtype, head_dim=head_dim) and (
-        not relative or choice == "auto" and training and length < GPU_KERNEL_TRAINS_FROM):
-      return "cudnn"  # DeBERTa: its relative terms as a bias, where "auto" trained through XLA
-    if choice == "auto" and training and length < GPU_KERNEL_TRAINS_FROM:
-      return "xla"
-    if head_dim in gpu_kernel.HEAD_DIMS:
-      return "pallas"
-    if choice == "pallas":
-      raise ValueError(f"attention='pallas': the GPU kernel takes a head dimension of {gpu_kernel.HEAD_DIMS} "
-                       f"(Triton's tiles are powers of two), not {head_dim}. Use attention='auto' or 'xla'.")
-    return "xla"
-  if choice == "auto":
-    return "pallas" if where == "tpu" else "xla"
-  return choice
+  """"xla", "pallas", "cudnn" or "cudnn_dropout": the route (ROUTES) of a call with these
+  properties (Call's) under config.attention = `choice` on this platform; a refused one raises."""
+  taken = route(choice, Call(relative, training, dropout, length, padding_only, dtype, head_dim))
+  if taken.takes is None:
+    raise ValueError(taken.refusal.format(HEAD_DIMS=gpu_kernel.HEAD_DIMS, head_dim=head_dim))
+  return taken.takes
 
 
 def deterministic_gpu() -> bool:
