@@ -74,3 +74,16 @@ def test_a_file_system_without_flock_is_locked_as_a_bucket_is(tmp_path, monkeypa
       with locks.held(tmp_path, "export"):
         pass
   assert not (tmp_path / locks.LOCK).exists()
+
+
+def test_a_lock_that_cannot_be_written_names_its_file_and_leaves_nothing(tmp_path):
+  """A full disk (a file-size limit here, `ulimit -f 0`: EFBIG, as ENOSPC) failed the lock's
+  record with "[Errno 28]", naming no file, and left an empty lock file, and the folder the lock
+  had created, behind."""
+  script = "import sys\nfrom wyjax.core import locks\nwith locks.held(sys.argv[1], 'test'):\n  pass"
+  for folder in (tmp_path / "new" / "corpus", tmp_path):  # one the lock creates, one that was there
+    full = subprocess.run(["bash", "-c", 'ulimit -f 0 && exec "$@"', "bash", sys.executable, "-c", script,
+                           str(folder)], capture_output=True, text=True)
+    assert full.returncode == 1 and full.stderr.splitlines()[-1] == \
+        f"OSError: [Errno 27] File too large: '{folder / locks.LOCK}'", full.stderr
+  assert sorted(p.name for p in tmp_path.rglob("*")) == ["new"]

@@ -10,7 +10,8 @@ On a local disk (or any file system with flock: NFS v4 too) the lock is FOLDER/.
 flock()ed for as long as the block runs; the kernel releases it when its process ends, however
 it ends (SIGKILL, the out-of-memory killer), so a lock left by a dead process is taken over by
 the next command, never obeyed for ever. The file holds the holder's process id, host and
-start time, for the message.
+start time, for the message. A lock that cannot be written (a full disk, a read-only one) is
+an error naming it, and leaves nothing behind: neither the lock file nor a folder it created.
 
 In a bucket (gs://), or on a file system without flock (a bucket mounted by gcsfuse), there is
 no flock and no atomic create through `epath`: the lock is the same file, checked, written,
@@ -53,13 +54,21 @@ def held(folder, what: str, *, enabled: bool = True):
   folder.mkdir(parents=True, exist_ok=True)
   record = {"what": what, "pid": os.getpid(), "host": socket.gethostname(),
             "since": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-  release = (_hold_local if storage.is_local(folder) else _hold_in_bucket)(folder / LOCK, record)
+  try:
+    release = (_hold_local if storage.is_local(folder) else _hold_in_bucket)(folder / LOCK, record)
+  except BaseException:
+    _remove_if_empty(folder, created)
+    raise
   try:
     yield
   finally:
     release()
-    if created and folder.exists() and not any(folder.iterdir()):  # (a bucket has no empty folders)
-      folder.rmdir()
+    _remove_if_empty(folder, created)
+
+
+def _remove_if_empty(folder: epath.Path, created: bool) -> None:
+  if created and folder.exists() and not any(folder.iterdir()):  # (a bucket has no empty folders)
+    folder.rmdir()
 
 
 def _hold_local(path: epath.Path, record: dict):
@@ -85,8 +94,13 @@ def _hold_local(path: epath.Path, record: dict):
   if previous:
     logging.info("%s: took over the lock of process %s on %s, which ended without releasing it", path.parent,
                  previous.get("pid"), previous.get("host"))
-  os.ftruncate(fd, 0)
-  os.pwrite(fd, json.dumps(record).encode(), 0)
+  try:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(record).encode(), 0)
+  except OSError as e:  # a full disk: a write names no file, and an empty lock would be left
+    os.unlink(path)
+    os.close(fd)
+    raise OSError(e.errno, e.strerror, os.fspath(path)) from None
 
   def release():
     with contextlib.suppress(FileNotFoundError):  # (removed by hand meanwhile)
