@@ -644,11 +644,12 @@ def describe(result: dict) -> list[str]:
   """A report's predicted step as readable lines: the step, where its time goes by kind, and
   its ten most expensive kernels."""
   step = result["predicted_step_seconds"]
+  milliseconds = f"{step * 1e3:.{1 if step >= 1e-3 else 4}f}"
   rate = (f", {result['predicted_tokens_per_second']:,.0f} tokens/s"
           if "predicted_tokens_per_second" in result else "")
   kinds = ", ".join(f"{name} {spent * 1e3:.2f}" for name, spent in result["predicted_seconds_by_kind"].items())
   sources = ", ".join(f"{source} {n}" for source, n in result["predicted_kernels_by_source"].items())
-  lines = [f"  predicted step on each {result['predicted_card']}: {step * 1e3:.{1 if step >= 1e-3 else 4}f} ms{rate} (kernels costed from: "
+  lines = [f"  predicted step on each {result['predicted_card']}: {milliseconds} ms{rate} (kernels costed from: "
            f"{sources})",
            f"  by kind, ms: {kinds}",
            "  most expensive kernels:"]
