@@ -19,9 +19,38 @@ from flax.linen import spmd
 from wyjax.kernels import attention_common
 from wyjax.models.config import EncoderConfig
 
+@jax.custom_vjp
+def gelu(x):
+  """The exact GELU as transformers computes it, x Φ(x) with Φ(x) = (1 + erf(x / √2)) / 2, in
+  float32 inside. XLA emits erf as a short polynomial, where jax.nn.gelu's erfc(-x / √2) expands
+  to a hundred operations per element with exp and divides, and erf's own derivative takes an
+  exp(-x²) accurate to the last bit; the derivative here, Φ(x) + x φ(x), takes a plain exp. On a
+  GPU the activation and its gradient were BERT-base's most expensive kernels after the
+  matmuls (docs/benchmarks.md, #56)."""
+  return _gelu_forward(x)[0]
+
+
+def _gelu_forward(x):
+  x32 = x.astype(jnp.float32)
+  return (x32 * _normal_cdf(x32)).astype(x.dtype), x
+
+
+def _gelu_backward(x, grad):
+  x32 = x.astype(jnp.float32)
+  density = jnp.exp(-0.5 * x32 * x32) * np.float32(1 / math.sqrt(2 * math.pi))
+  return ((grad.astype(jnp.float32) * (_normal_cdf(x32) + x32 * density)).astype(x.dtype),)
+
+
+def _normal_cdf(x32):
+  return 0.5 * (1 + jax.lax.erf(x32 * np.float32(math.sqrt(0.5))))
+
+
+gelu.defvjp(_gelu_forward, _gelu_backward)
+
+
 # transformers' ACT2FN names. "gelu" is the exact erf form; flax defaults to tanh.
 ACTIVATIONS = {
-    "gelu": functools.partial(nn.gelu, approximate=False),
+    "gelu": gelu,
     "gelu_new": functools.partial(nn.gelu, approximate=True),
     "gelu_pytorch_tanh": functools.partial(nn.gelu, approximate=True),
     "relu": nn.relu,
