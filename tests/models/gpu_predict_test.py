@@ -199,3 +199,13 @@ def test_the_command_costs_a_dump_folder(tmp_path):
   assert report["predicted_tokens_per_second"] == pytest.approx(1000 / by_hand, rel=1e-9)
   assert [k["name"] for k in report["predicted_top_kernels"]] == ["loop_add_fusion", "fusion.2"]
   assert any(line.lstrip().startswith("predicted step on each h100: 0.0095 ms") for line in lines), lines
+
+
+def test_an_operand_of_a_nested_tuple_counts_its_own_bytes():
+  """`%a#0#1` is element 1 of element 0 of a's tuple: an s32[32,116] operand, 14,848 bytes."""
+  hlo = gpu_program.read_hlo(
+      "ENTRY %main () -> f32[32,116] {\n"
+      "  %a = ((f32[32,116]{1,0}, s32[32,116]{1,0}), f32[8]{0}) custom-call(), custom_call_target=\"x\"\n"
+      "  ROOT %b = f32[32,116]{1,0} fusion(%a#0#1, %a#1), kind=kLoop, calls=%f\n}\n")
+  assert gpu_program.operand_shape(hlo, "a#0#1") == "s32[32,116]{1,0}"
+  assert gpu_program.io_bytes(hlo, hlo["b"]) == 32 * 116 * 4 + 32 * 116 * 4 + 8 * 4

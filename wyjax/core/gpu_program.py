@@ -154,13 +154,25 @@ def read_hlo(text: str) -> dict[str, Instruction]:
   return instructions
 
 
+def _elements(shape: str) -> list[str]:
+  """The elements of a tuple shape's text, "(f32[8]{0}, (s32[], bf16[2,3]{1,0}))", each whole."""
+  inner, elements, depth, start = shape[1:_closing(shape, 0)], [], 0, 0
+  for i, char in enumerate(inner):
+    depth += char in "([{"
+    depth -= char in ")]}"
+    if char == "," and not depth:
+      elements.append(inner[start:i].strip())
+      start = i + 1
+  return elements + [inner[start:].strip()]
+
+
 def operand_shape(hlo: dict, operand: str) -> str:
-  name, _, element = operand.partition("#")
+  """An operand's shape: "name#1#0" is element 0 of element 1 of name's (nested) tuple."""
+  name, *path = operand.split("#")
   shape = hlo[name].shape if name in hlo else ""
-  if element and shape.startswith("("):
-    parts = arrays(shape)
-    dtype, dims = parts[int(element)] if int(element) < len(parts) else ("", ())
-    return f"{dtype}[{','.join(map(str, dims))}]"
+  for index in map(int, path):
+    elements = _elements(shape) if shape.startswith("(") else []
+    shape = elements[index] if index < len(elements) else ""
   return shape
 
 
