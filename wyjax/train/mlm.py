@@ -86,8 +86,11 @@ def loss_sums(logits, targets, weights) -> dict:
   """Summed (not averaged) cross-entropy and correct predictions over weighted positions, so
   that micro-batches and devices can be summed before dividing."""
   logits = logits.astype(jnp.float32)
-  log_probs = jax.nn.log_softmax(logits)
-  nll = -jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+  # The target's logit picked by comparing with the vocabulary's iota: its gradient is a one-hot
+  # fused with the softmax's, where take_along_axis's is a scatter-add into a [batch, k, vocab]
+  # array of zeros (0.25 ms of BERT-base's step on an H200, predicted).
+  is_target = jnp.arange(logits.shape[-1]) == targets[..., None]
+  nll = jax.nn.logsumexp(logits, axis=-1) - jnp.sum(jnp.where(is_target, logits, 0.0), axis=-1)
   correct = (jnp.argmax(logits, -1) == targets).astype(jnp.float32)
   return {"loss_sum": jnp.sum(nll * weights), "correct": jnp.sum(correct * weights),
           "weight": jnp.sum(weights)}
