@@ -14,6 +14,8 @@ import sys
 import time
 import unicodedata
 
+import flax.linen as nn
+import jax
 import numpy as np
 import pytest
 import torch
@@ -22,11 +24,13 @@ from safetensors.numpy import load_file, save_file
 
 from tests.conftest import as_from_a_terminal
 from tests.train.conftest import REPO_ROOT, pretrain_env
+from wyjax.data import tokenizer as tk
 from wyjax.hf import task_models
+from wyjax.models import EncoderConfig
 from wyjax.tasks import clue_reading, spans, wyweb, wyweb_files
 from wyjax.tasks.builders import punc
 from wyjax.tasks.registry import TASKS
-from wyjax.train import finetuning, inference, suite
+from wyjax.train import finetuning, inference, suite, task_model
 
 SMALL = dict(num_train_steps=30, eval_every=30, batch_size=16, eval_batch_size=32, learning_rate=1e-3)
 # C-CLUE NER's seven tags need longer: at 30 steps a fresh model may still tag everything O.
@@ -184,14 +188,72 @@ def test_a_200000_character_text_is_punctuated_whole(runs, shared_data):
   """Real unpunctuated text, one line: every character comes back in order, with nothing but
   punctuation marks between."""
   workdir, _, _ = runs["punc"]
-  books = sorted((shared_data / "daizhige_sample").rglob("*.txt"))
-  text = "".join(c for book in books for c in book.read_text(encoding="utf-8")
-                 if not c.isspace() and not unicodedata.category(c).startswith("P"))
-  text = (text * (200_000 // len(text) + 1))[:200_000]
+  text = _unpunctuated(shared_data, 200_000)
   predictor = inference.Predictor(task_models.load(workdir), batch_size=64)
   output, = predictor.outputs([text])
   assert "".join(c for c in output if c not in wyweb_files.PUNC_MARKS) == text
   assert len(output) > len(text)  # and it did punctuate
+
+
+def _unpunctuated(shared_data, characters: int) -> str:
+  books = sorted((shared_data / "daizhige_sample").rglob("*.txt"))
+  text = "".join(c for book in books for c in book.read_text(encoding="utf-8")
+                 if not c.isspace() and not unicodedata.category(c).startswith("P"))
+  return (text * (characters // len(text) + 1))[:characters]
+
+
+def _random_punc_model(text: str, max_length: int) -> task_models.FineTuned:
+  """PUNC on the fresh tiny model (fine-tuning's default architecture), random weights: as a
+  trained model of its size computes and allocates, without the training."""
+  tokenizer = tk.Tokenizer(tk.build_vocab([text]))
+  config = EncoderConfig(**task_model.FRESH_TINY_MODEL, vocab_size=len(tokenizer))
+  task = TASKS["punc"]
+  head = task_models.HEADS[task.head].build(config, len(task.labels))
+  params = nn.unbox(head.init(jax.random.key(0), np.ones((1, 8), np.int32))["params"])
+  return task_models.FineTuned(task, config, jax.device_get(params), tokenizer, max_length=max_length)
+
+
+def _peak_bytes(command: list[str]) -> int:
+  """The largest resident memory of `command`, run to its end (exit 0) as the one child of a
+  process that then reports its children's peak (kilobytes on Linux)."""
+  peak = "import resource, subprocess, sys\nsubprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n" \
+         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+  result = subprocess.run([sys.executable, "-c", peak, *command], cwd=REPO_ROOT, env=pretrain_env(),
+                          capture_output=True, text=True)
+  assert result.returncode == 0, result.stderr[-2000:]
+  return int(result.stdout) * 1024
+
+
+def test_memory_is_bounded_by_the_window_not_by_the_length_of_a_line(shared_data, tmp_path):
+  """A 2 MB line with no newline took 6.1 GB at 512 tokens a window (1.6 GB now). Each step's
+  scratch went to the one arena that wyjax's CPU allocator keeps (host_memory) and was not reused
+  by the next step amid predict's own work between steps: about half a step's scratch more with
+  every batch, for a file of short lines too. A 20,000-character line (three batches of 512-token
+  windows) took 1.2 GB more than a one-window input; it now takes at most 300 MB more."""
+  text = _unpunctuated(shared_data, 20_000)
+  folder = task_models.export(_random_punc_model(text, max_length=512), tmp_path / "punc")
+  peaks = {}
+  for name, line in (("one window", text[:500]), ("three batches", text)):
+    (tmp_path / "in.txt").write_text(line + "\n", encoding="utf-8")
+    peaks[name] = _peak_bytes([sys.executable, "-m", "wyjax.predict", f"--model={folder}",
+                               f"--input={tmp_path / 'in.txt'}", f"--output={tmp_path / name}"])
+  assert peaks["three batches"] - peaks["one window"] < 300 << 20, peaks
+
+
+def test_a_long_texts_windows_are_predicted_a_chunk_at_a_time(shared_data, monkeypatch):
+  """A long line's windows were all cut, featurized and predicted at once (their features and
+  logits held together: gigabytes for megabytes of text); they are cut and predicted a chunk's
+  worth of tokens at a time, stitched as they come, with the same output."""
+  text = _unpunctuated(shared_data, 20_000)
+  predictor = inference.Predictor(_random_punc_model(text, max_length=64))
+  whole, = predictor.outputs([text])
+  predicted = []
+  predict = predictor._model.predict
+  monkeypatch.setattr(predictor._model, "predict", lambda params, features: predicted.append(
+      sum(f["input_ids"].size for f in features)) or predict(params, features))
+  monkeypatch.setattr(inference, "CHUNK_CHARACTERS", 4096)
+  assert list(predictor.outputs([text])) == [whole]
+  assert len(predicted) > 5 and max(predicted) < 4096 + 64, predicted
 
 
 def test_a_bad_line_is_one_error_line_or_skipped_and_counted(runs, tmp_path):

@@ -6,6 +6,8 @@ A tagging task's features are per token, [CLS] + one token per character + [SEP]
 [CLS] + a run of `room` character tokens + [SEP], so a text that fits is its own single window,
 exactly as the task's featurize gives it.
 """
+from collections.abc import Iterable
+
 import numpy as np
 
 
@@ -42,12 +44,15 @@ def owners(tokens: int, starts: list[int], room: int) -> np.ndarray:
   return best
 
 
-def stitch(window_logits: list[np.ndarray], starts: list[int], room: int, tokens: int) -> np.ndarray:
+def stitch(window_logits: Iterable[np.ndarray], starts: list[int], room: int, tokens: int) -> np.ndarray:
   """The whole text's [tokens + 2, labels] logits ([CLS] and [SEP] rows zero): each character
-  token's row from its owner window."""
-  logits = np.zeros((tokens + 2, window_logits[0].shape[-1]), np.float32)
+  token's row from its owner window. `window_logits` (one per start, in order) may be a generator:
+  each window's rows are taken as it comes, so the windows' logits are never all held at once."""
   owner = owners(tokens, starts, room)
-  for window, start in enumerate(starts):
-    positions = np.flatnonzero(owner == window)
-    logits[1 + positions] = window_logits[window][1 + positions - start]
+  logits = None
+  for window, (start, rows) in enumerate(zip(starts, window_logits, strict=True)):
+    if logits is None:
+      logits = np.zeros((tokens + 2, rows.shape[-1]), np.float32)
+    positions = start + np.flatnonzero(owner[start:start + room] == window)
+    logits[1 + positions] = rows[1 + positions - start]
   return logits

@@ -4,10 +4,19 @@ step as evaluation (TaskModel's), and written back in input order.
 
 A character-tagging task (`Task.long_text`) takes texts of any length: cut into overlapping
 windows of the model's length, every character decided once, from the window where it has
-most context (tasks/long_texts.py). Other inputs longer than the model's length are cut as
-the task's featurize cuts them, and the characters cut are counted.
+most context (tasks/long_texts.py). Its windows are cut and predicted a chunk's worth of tokens
+at a time (CHUNK_CHARACTERS), their rows stitched into the text's logits as they come: a long
+text holds its characters' features and logits (about 70 bytes a character), never all its
+windows'. Other inputs longer than the model's length are cut as the task's featurize cuts them,
+and the characters cut are counted.
+
+The steps' scratch is given back to the system after each step (host_memory.give_back_large_blocks):
+the host's own work between steps (featurizing, batching, stitching) fragments an arena that
+keeps everything, and a predict grew by about half a step's scratch per batch (5.5 GB for a
+2 MB line at 512 tokens, and as much for a file of short lines; given back, 1.5).
 """
 import dataclasses
+import itertools
 import json
 import sys
 from collections.abc import Iterable, Iterator
@@ -15,12 +24,13 @@ from collections.abc import Iterable, Iterator
 import jax
 import numpy as np
 
+from wyjax.core import host_memory
 from wyjax.tasks import long_texts, user_inputs
 from wyjax.tasks.files import FormatError
 from wyjax.train import finetuning
 from wyjax.train.task_model import TaskModel
 
-CHUNK_CHARACTERS = 1 << 20  # characters read before a chunk is predicted: memory stays flat
+CHUNK_CHARACTERS = 1 << 20  # characters read before a chunk is predicted, and tokens predicted at once
 
 
 @dataclasses.dataclass
@@ -28,6 +38,19 @@ class Counts:
   lines: int = 0
   bad: int = 0  # bad lines reported and left empty (skip_bad_lines)
   truncated: int = 0  # characters cut from inputs longer than the model's length
+
+
+def _groups(features: Iterable[dict], tokens: int) -> Iterator[list[dict]]:
+  """`features` in consecutive groups of at least `tokens` tokens each (the last may have fewer)."""
+  group, size = [], 0
+  for f in features:
+    group.append(f)
+    size += f["input_ids"].size
+    if size >= tokens:
+      yield group
+      group, size = [], 0
+  if group:
+    yield group
 
 
 class Predictor:
@@ -52,10 +75,11 @@ class Predictor:
     self._model = TaskModel(self.task, self.fine_tuned.model_config, self.tokenizer, config, total_steps=1,
                             max_length=self.max_length, example=example_features)
     self._params = jax.device_put(self.fine_tuned.params, self._model.program.params_sharding)
+    host_memory.give_back_large_blocks()  # (the module's docstring)
 
   def _featurized(self, text: str, path, line: int):
-    """(example, [its features] or, for a long text, (whole text's features, windows' features,
-    window starts)) of one input line."""
+    """(example, its features, or for a long text (its whole text's features, its windows' starts))
+    of one input line."""
     example = user_inputs.example(self.task, text, path, line)
     if self.task.unmarked and not self.keep_marks:
       field = self.task.inputs[0]
@@ -64,36 +88,38 @@ class Predictor:
       if not self.task.long_text:
         features, cut = self.task.featurize(example, self.tokenizer, self.max_length)
         self.counts.truncated += cut
-        return example, [features]
+        return example, features
       tokens = len(self.tokenizer.encode_chars(getattr(example, self.task.inputs[0]))[0])
       features, _ = self.task.featurize(example, self.tokenizer, tokens + 2)
     except ValueError as e:
       raise FormatError(path, line, str(e)) from None
-    room = self.max_length - 2
-    starts = long_texts.window_starts(tokens, room)
-    return example, (features, [long_texts.cut(features, start, room) for start in starts], starts)
+    return example, (features, long_texts.window_starts(tokens, self.max_length - 2))
+
+  def _logits(self, features: Iterable[dict]) -> Iterator[np.ndarray]:
+    """The logits of each of `features` (a generator: read CHUNK_CHARACTERS tokens at a time)."""
+    for group in _groups(features, CHUNK_CHARACTERS):
+      if self._model is None:
+        self._build(group[0])
+      yield from self._model.predict(self._params, group)
 
   def _predict(self, featurized: list) -> list:
     """(prediction, features, logits) of each (example, features) of _featurized."""
     examples = [example for example, _ in featurized]
-    if self.task.long_text:
-      features = [window for _, (_, windows, _) in featurized for window in windows]
-    else:
-      features = [f for _, (f,) in featurized]
-    if self._model is None:
-      self._build(features[0])
-    logits = self._model.predict(self._params, features)
-    if self._model.head.generates:
-      texts = self._model.translate(self._params, examples, self.beam_size)
-      return [(self.task.decode(e, f, t), f, l) for e, f, l, t in zip(examples, features, logits, texts)]
     if not self.task.long_text:
+      features = [f for _, f in featurized]
+      logits = list(self._logits(features))
+      if self._model.head.generates:
+        texts = self._model.translate(self._params, examples, self.beam_size)
+        return [(self.task.decode(e, f, t), f, l) for e, f, l, t in zip(examples, features, logits, texts)]
       return [(self.task.decode(e, f, l), f, l) for e, f, l in zip(examples, features, logits)]
-    out, first = [], 0
-    for example, (text_features, windows, starts) in featurized:
-      tokens = text_features["input_ids"].shape[-1] - 2
-      text_logits = long_texts.stitch(logits[first:first + len(windows)], starts, self.max_length - 2, tokens)
-      first += len(windows)
-      out.append((self.task.decode(example, text_features, text_logits), text_features, text_logits))
+    room = self.max_length - 2
+    windows = self._logits(long_texts.cut(features, start, room) for _, (features, starts) in featurized
+                           for start in starts)
+    out = []
+    for example, (features, starts) in featurized:
+      tokens = features["input_ids"].shape[-1] - 2
+      logits = long_texts.stitch(itertools.islice(windows, len(starts)), starts, room, tokens)
+      out.append((self.task.decode(example, features, logits), features, logits))
     return out
 
   def _show(self, example, prediction, features, logits) -> str:
