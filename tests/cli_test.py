@@ -18,6 +18,10 @@ def _write_inputs(root):
   (root / "tlc" / "train.tsv").write_text("远古\t先秦\t学而时习之\n中古\t唐\n", encoding="utf-8")
   (root / "broken_config.py").write_text("from wyjax.train.finetuning import base_config\ndef get_config()\n"
                                          "  return base_config('tlc')\n")
+  (root / "texts").mkdir()
+  (root / "texts" / "a.txt").write_text("學而時習之\n" * 40, encoding="utf-8")
+  (root / "gbk_name").mkdir()  # a file named in GBK: os reads the bytes as surrogates
+  (root / "gbk_name" / "國家.txt".encode("gbk").decode("utf-8", "surrogateescape")).write_text("學而時習之\n" * 40)
   (root / "nested").mkdir()  # deeper than Python's JSON parser goes: 2,988 lines of RecursionError
   (root / "nested" / "train.json").write_text('{"label": "100", "sentence": "学而"}\n{"label": ' + "[" * 100_000
                                               + "]" * 100_000 + "}\n", encoding="utf-8")
@@ -27,7 +31,7 @@ def _cases(root):
   """Each command that reaches its workdir has its own: two at once in one would be refused (locks)."""
   a_file, gbk, tlc, missing = root / "a_file", root / "gbk", root / "tlc", root / "missing"
   return {
-      # name: (module, arguments, exit code, what the line says)
+      # name: (module, arguments, exit code, what the line says[, environment])
       "pretrain: config key": ("wyjax.pretrain", ["--config=pretrain/deberta_tiny.py", f"--workdir={root / 'p'}",
                                                   "--config.learnin_rate=1"], 2,
                                "--config.learnin_rate: the config has no field 'learnin_rate'; did you mean "
@@ -85,11 +89,53 @@ def _cases(root):
       "tasks: daizhige": ("wyjax.tasks", ["build-punc", f"--daizhige={missing}", f"--out={root / 't'}"], 1,
                           str(missing)),
       "tasks: no command": ("wyjax.tasks", [], 2, "expected one command"),
+      # Issue 57's.
+      "finetune: config argument": ("wyjax.finetune", ["--config=tlc.py:nosuch", f"--workdir={root / 'f'}"], 2,
+                                    "flag --config=tlc.py:nosuch: TypeError: get_config() takes 0 positional "
+                                    "arguments but 1 was given"),  # ml_collections' traceback in the message
+      "data: GBK-named file": ("wyjax.data", ["prepare-corpus", f"--source=text:{root / 'gbk_name'}",
+                                              f"--out={root / 'c4'}", "--workers=1"], 1,
+                               r"\x87\xf8\xbc\xd2.txt: a file name that is not UTF-8"),  # "surrogates not allowed"
+      "data: max_vocab 5": ("wyjax.data", ["prepare-corpus", f"--source=text:{root / 'texts'}",
+                                           f"--out={root / 'c5'}", "--workers=1", "--max_vocab=5"], 1,
+                            "a vocabulary of 0 characters (max_vocab 5, min_count 1) leaves 100.00% of the text's "
+                            "200 characters [UNK]"),  # a corpus 99.75% [UNK] without a word
+      "tasks: ascii stdout": ("wyjax.tasks", ["build-punc", f"--daizhige={root}", f"--out={root / 't1'}"], 2,
+                              "standard output's encoding is ascii, which cannot hold Chinese; set "
+                              "PYTHONIOENCODING=utf-8", {"PYTHONIOENCODING": "ascii"}),  # files written, then exit 1
+      "translate: NaN": ("wyjax.translate", [f"--init={missing}", "--length_penalty=nan"], 2,
+                         "flag --length_penalty=nan: not a finite number"),
+      "finetune: logical_axis_rules": ("wyjax.finetune", ["--config=tlc.py", f"--workdir={root / 'f4'}",
+                                                          f"--config.data_dir={tlc}", "--config.logical_axis_rules=3"],
+                                       1, "config.logical_axis_rules is (3,); allowed: pairs"),  # 48 lines
+      "finetune: num_train_steps 2**40": ("wyjax.finetune", ["--config=tlc.py", f"--workdir={root / 'f5'}",
+                                                             f"--config.data_dir={tlc}",
+                                                             "--config.num_train_steps=1099511627776"],
+                                          1, "config.num_train_steps is 1099511627776; allowed: an integer ≥ 0 and "
+                                             "≤ 2,147,483,647"),  # a 68-line OverflowError
+      "tasks: max_length 0": ("wyjax.tasks", ["build-punc", f"--daizhige={root}", f"--out={root / 't2'}",
+                                              "--max_length=0"], 2, "flag --max_length=0: 0 is not a positive"),
+      "tasks: dev_fraction 1.5": ("wyjax.tasks", ["build-punc", f"--daizhige={root}", f"--out={root / 't3'}",
+                                                  "--dev_fraction=1.5"], 2,
+                                  "flag --dev_fraction=1.5: 1.5 is not a number in the range [0, 1]"),
+      "tasks: dev_fraction -0.2": ("wyjax.tasks", ["build-punc", f"--daizhige={root}", f"--out={root / 't4'}",
+                                                   "--dev_fraction=-0.2"], 2,
+                                   "flag --dev_fraction=-0.2: -0.2 is not a number in the range [0, 1]"),
+      "tasks: collections typo": ("wyjax.tasks", ["build-punc", f"--daizhige={root}", f"--out={root / 't5'}",
+                                                  "--collections=史臧"], 2,
+                                  "flag --collections=['史臧']: expected Daizhige's collections, among 佛藏,"),
+      **({} if GPU else {"finetune: JAX_PLATFORMS=cuda": (
+          "wyjax.finetune", ["--config=tlc.py", f"--workdir={root / 'f3'}", f"--config.data_dir={tlc}"], 1,
+          "JAX_PLATFORMS=cuda: JAX cannot start 'cuda' on this machine (RuntimeError: ", {"JAX_PLATFORMS": "cuda"})}),
   }
 
 
-def _run(module, arguments):
-  return subprocess.run([sys.executable, "-m", module, *arguments], capture_output=True, text=True, timeout=300)
+GPU = any(map(os.path.exists, ("/dev/nvidia0", "/dev/nvidiactl")))
+
+
+def _run(module, arguments, env=None):
+  return subprocess.run([sys.executable, "-m", module, *arguments], capture_output=True, text=True, timeout=300,
+                        env={**os.environ, **(env or {})})
 
 
 @pytest.fixture(scope="module")
@@ -98,13 +144,13 @@ def results(tmp_path_factory):
   _write_inputs(root)
   cases = _cases(root)
   with concurrent.futures.ThreadPoolExecutor(2) as pool:
-    runs = {name: pool.submit(_run, module, arguments) for name, (module, arguments, _, _) in cases.items()}
+    runs = {name: pool.submit(_run, module, arguments, *env) for name, (module, arguments, _, _, *env) in cases.items()}
     return {name: (cases[name], run.result()) for name, run in runs.items()}
 
 
 @pytest.mark.parametrize("name", list(_cases(pathlib.Path("."))))
 def test_a_user_error_is_one_line(results, name):
-  (_, _, code, says), result = results[name]
+  (_, _, code, says, *_), result = results[name]
   lines = result.stderr.splitlines()
   errors = [i for i, line in enumerate(lines) if line.startswith("wyjax: error: ")]
   assert result.returncode == code, result.stderr
@@ -169,17 +215,40 @@ def test_sigterm_is_one_line_143_a_second_ends_at_once_and_one_ignored_stays_so(
   assert ignored.returncode == 0 and ignored.stdout == "went on\n", ignored.stderr
 
 
+_SWALLOWED = """
+import os, signal, time
+from wyjax.core import cli
+def main(argv):
+  try:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(30)
+  except KeyboardInterrupt:  # as an import, or JAX's plugin discovery (a bare except:), swallowed it
+    pass
+  print("went on")
+cli.run(main)
+"""
+
+
+def test_a_stop_a_library_swallowed_still_ends_the_command_with_its_code():
+  """The command's own code may never see the KeyboardInterrupt a Ctrl-C raised: it still ends
+  with 130 and the line (it ended with exit 0)."""
+  result = subprocess.run([sys.executable, "-c", _SWALLOWED], capture_output=True, text=True, timeout=120)
+  assert result.returncode == 130 and result.stdout == "went on\n", result.stderr
+  assert result.stderr.splitlines() == ["wyjax: stopped by SIGINT (Ctrl-C)"]
+
+
 def test_entry_points_keep_freed_memory_for_the_next_step_on_the_cpu_only():
   """An entry point on the CPU keeps a freed 200 MB buffer for the next step (without
-  keep_freed_memory it faults in all its 51,200 pages again); one bound for a GPU or TPU, whose
-  compiler threads one arena would serialise, leaves glibc's defaults."""
+  keep_freed_memory it faults in all its 51,200 pages again); one bound for a TPU (or a GPU), whose
+  compiler threads one arena would serialise, leaves glibc's defaults. (A platform no plugin
+  starts here, cuda, is refused: one_line_test.)"""
   def faults(platforms):
     env = {**os.environ, "JAX_PLATFORMS": platforms}
     return int(subprocess.run([sys.executable, "-c", _REFAULTS], check=True, capture_output=True, text=True,
                               env=env).stdout)
 
   assert faults("cpu") < 1_000
-  assert faults("cuda") > 40_000
+  assert faults("tpu") > 40_000
   assert faults("tpu,cpu") > 40_000
 
 
@@ -197,3 +266,37 @@ def test_objects_alive_at_exit_are_frozen_out_of_the_last_collections():
   frozen = subprocess.run([sys.executable, "-c", _FROZEN_AT_EXIT], check=True, capture_output=True, text=True,
                           timeout=120)
   assert int(frozen.stdout) > 10_000, frozen.stdout  # 375 without the freeze at exit
+
+
+_LOGS = """
+import ctypes, logging, sys
+from wyjax.core import cli, logs
+def main(argv):
+  logs.to_file(sys.argv[1], "command")
+  for n in range(3):
+    logging.getLogger("orbax").warning("a library's record %d", n)
+  ctypes.CDLL(None).dprintf(2, b"W0000 a C++ library's own line\\n")  # as XLA logs its warnings
+  raise OSError(28, "No space left on device", "ckpt/1")
+cli.run(main)
+"""
+
+
+def test_a_log_that_cannot_be_written_warns_once_and_cpp_lines_go_to_the_log(tmp_path):
+  """A full disk at fine-tuning's first checkpoint printed six "--- Logging error ---" tracebacks
+  (522 lines): the library log is on that disk. Its records are now dropped after one warning
+  (the log here is /dev/full: every write fails with ENOSPC). C++ libraries' own lines (XLA's
+  rematerialization and slow-compile warnings) go to the log file, not the terminal."""
+  full = tmp_path / "full"
+  full.mkdir()
+  (full / "command.log").symlink_to("/dev/full")
+  result = subprocess.run([sys.executable, "-c", _LOGS, str(full)], capture_output=True, text=True, timeout=120)
+  assert result.returncode == 1, result.stderr
+  assert result.stderr.splitlines() == [
+      f"warning: cannot write the log {full / 'command.log'} (No space left on device); library records are dropped",
+      f"library logs go to {full / 'command.log'} (--verbosity=0 shows them here)",
+      "wyjax: error: ckpt/1: No space left on device"], result.stderr
+  writable = tmp_path / "writable"
+  result = subprocess.run([sys.executable, "-c", _LOGS, str(writable)], capture_output=True, text=True, timeout=120)
+  assert "C++" not in result.stderr and len(result.stderr.splitlines()) == 2, result.stderr
+  log = (writable / "command.log").read_text()
+  assert "W0000 a C++ library's own line" in log and "a library's record 2" in log

@@ -19,13 +19,16 @@ from wyjax.hf import loading
 from wyjax.models import MaskedLM, prefix_lm
 from wyjax.core import checkpoints, cli, guards, logs, storage
 from wyjax.tasks import user_inputs
+from wyjax.train import config_values
 
 _INIT = flags.DEFINE_string("init", None, "WYWMT fine-tuning workdir, seed run or transformers folder.",
                             required=True)
 _INPUT = flags.DEFINE_string("input", "-", "Input file, one classical sentence per line ('-': stdin).")
 _BEAM = flags.DEFINE_integer("beam", 4, "Beam size (1: greedy).", lower_bound=1)
-_LENGTH_PENALTY = flags.DEFINE_float("length_penalty", 0.6, "GNMT length penalty exponent.")
-_MAX_RATIO = flags.DEFINE_float("max_ratio", 2.0, "At most max_ratio × source + max_extra target characters.")
+_LENGTH_PENALTY = flags.DEFINE_float("length_penalty", 0.6, "GNMT length penalty exponent.", lower_bound=0,
+                                     upper_bound=config_values.MAX_LENGTH_PENALTY)
+_MAX_RATIO = flags.DEFINE_float("max_ratio", 2.0, "At most max_ratio × source + max_extra target characters.",
+                                lower_bound=0)
 _MAX_EXTRA = flags.DEFINE_integer("max_extra", 32, "See --max_ratio.", lower_bound=0)
 # [CLS] source [SEP] target [SEP]: one source and one target token at the least.
 _MAX_LENGTH = flags.DEFINE_integer("max_length", 512, "Tokens of [CLS] source [SEP] target [SEP].", lower_bound=5)

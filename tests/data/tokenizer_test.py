@@ -1,5 +1,6 @@
 import json
 import pathlib
+import re
 import unicodedata
 
 import numpy as np
@@ -139,7 +140,7 @@ def test_to_simplified_preserves_length_on_phrases():
 
 
 def test_build_vocab_min_count_and_max_size():
-  texts = ["甲甲甲乙乙丙", "ab a"]
+  texts = ["甲" * 12 + "乙乙丙", "ab a"]  # (甲 so frequent that max_size 7 leaves fewer than half [UNK])
   vocab = tk.build_vocab(texts, min_count=2)
   assert vocab[:5] == list(tk.SPECIAL_TOKENS)
   assert vocab[5:] == ["甲", "a", "乙", "##a"]  # by count, then code point; ## twins last
@@ -160,3 +161,28 @@ def test_save_load_round_trip(tmp_path):
   tokenizer.save(tmp_path)
   loaded = tk.Tokenizer.load(tmp_path)
   assert loaded.vocab == tokenizer.vocab and loaded.t2s is False
+
+
+def test_a_vocabulary_leaving_most_characters_unknown_is_refused_and_a_lossy_one_warned(caplog):
+  """prepare-corpus --max_vocab=5 built a corpus 99.75% [UNK] without a word: the 5 special tokens."""
+  counts = tk.count_characters(["學而" * 20 + "時習之不亦說乎有朋" * 10 + "遠"])
+  with pytest.raises(ValueError, match=re.escape("a vocabulary of 0 characters (max_vocab 5, min_count 1) leaves "
+                                                 "100.00% of the text's 131 characters [UNK]; raise max_vocab "
+                                                 "(at least 6) or lower min_count")):
+    tk.build_vocab(counts=counts, max_size=5)
+  with pytest.raises(ValueError, match=re.escape("leaves 69.47% of the text's 131 characters")):
+    tk.build_vocab(counts=counts, min_count=11)
+  assert "远" not in tk.build_vocab(counts=counts, min_count=2) and "leaves 0.76%" not in caplog.text
+  assert len(tk.build_vocab(counts=counts, max_size=15)) == 15 and "leaves 8.40% of the text's 131" in caplog.text
+
+
+def test_a_vocab_file_with_a_byte_order_mark_loads_and_a_bad_one_names_its_file(tmp_path):
+  """An editor's BOM made the first token "\\ufeff[PAD]": "lacks the special tokens ['[PAD]']"."""
+  tokenizer = tk.Tokenizer(tk.build_vocab(["學而時習之"]))
+  tokenizer.save(tmp_path)
+  vocab_file = tmp_path / "vocab.txt"
+  vocab_file.write_bytes(b"\xef\xbb\xbf" + vocab_file.read_bytes())
+  assert tk.Tokenizer.load(tmp_path).vocab == tokenizer.vocab
+  vocab_file.write_text("".join(t + "\n" for t in tokenizer.vocab[1:]), encoding="utf-8")
+  with pytest.raises(ValueError, match=re.escape(f"{vocab_file}: vocabulary lacks the special tokens ['[PAD]']")):
+    tk.Tokenizer.load(tmp_path)

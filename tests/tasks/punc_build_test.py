@@ -47,7 +47,9 @@ def test_commands_refuse_unknown_commands_and_the_other_commands_flags(tmp_path)
   for args, message in ((["bogus", *common], "expected one command (build-punc | build-gjc), got: bogus"),
                         (["build-punc", "--per_collection=5", *common],
                          "--per_collection is for build-gjc, not build-punc"),
-                        (["build-gjc", "--collections=經藏", *common], "--collections is for build-punc, not build-gjc")):
+                        (["build-gjc", "--collections=史藏", *common], "--collections is for build-punc, not build-gjc"),
+                        (["build-punc", "--collections=史臧", *common],  # a typo built nothing, exit 0
+                         "flag --collections=['史臧']: expected Daizhige's collections, among 佛藏,")):
     result = subprocess.run([sys.executable, "-m", "wyjax.tasks", *args], capture_output=True, text=True)
     assert result.returncode != 0 and message in result.stderr, (args, result.stderr)
   assert not out.exists()
@@ -60,7 +62,8 @@ def test_builders_never_replace_files_unless_told(shared_data, tmp_path, command
   together or not at all (build-punc renamed each file as it closed, build-gjc split by split, so
   a failure left a new train or test.tsv beside the old ones). A full disk is simulated by a
   file-size limit (`ulimit -f`, RLIMIT_FSIZE: a write beyond it fails with EFBIG as ENOSPC does):
-  every book goes to dev, whose 5 kB exceed the 2 KiB limit at its last flush, when it closes."""
+  the book goes to dev (its document fraction is below 0.99), whose 5 kB exceed the 2 KiB limit at
+  its last flush, when it closes."""
   history = (shared_data / "daizhige_sample" / "史藏" / "正史" / "史记.txt").read_text(encoding="utf-8")
   paragraphs = [line for line in history.splitlines() if len(line) > 40][:16]  # 1,500 characters
   book = tmp_path / "daizhige" / "史藏" / "正史" / "a.txt"
@@ -72,7 +75,7 @@ def test_builders_never_replace_files_unless_told(shared_data, tmp_path, command
   for name, text in mine.items():
     (out / name).write_text(text)
   command = [sys.executable, "-m", "wyjax.tasks", command, f"--daizhige={book.parents[2]}", f"--out={out}",
-             "--dev_fraction=1", "--test_fraction=0"]
+             "--dev_fraction=0.99", "--test_fraction=0"]
   run = lambda *flags, limit="unlimited": subprocess.run(
       ["bash", "-c", f'ulimit -f {limit} && exec "$@"', "bash", *command, *flags], capture_output=True, text=True)
   refused = run()

@@ -24,8 +24,17 @@ FINETUNING_CASES = [
     (dict(warmup_fraction=1.5), "config.warmup_fraction is 1.5; allowed: a number in [0, 1]"),
     (dict(b2=1.0), "config.b2 is 1.0; allowed: a number in [0, 1)"),
     (dict(patience=-1), "config.patience is -1; allowed: an integer ≥ 0"),
-    (dict(seed=-1, eval_batch_size=0), "config.seed is -1; allowed: an integer ≥ 0; config.eval_batch_size is 0; "
-                                       "allowed: an integer ≥ 1"),
+    (dict(seed=-1, eval_batch_size=0), "config.seed is -1; allowed: an integer ≥ 0 and ≤ 2,147,483,647; "
+                                       "config.eval_batch_size is 0; allowed: an integer ≥ 1"),
+    # Issue 57's: sizes that fit the step's int32, planning that ran for minutes, a layout of 48 lines.
+    (dict(num_train_steps=2**40), "config.num_train_steps is 1099511627776; allowed: an integer ≥ 0 and ≤ "
+                                  "2,147,483,647"),  # a 68-line OverflowError
+    (dict(seed=2**32), "config.seed is 4294967296; allowed: an integer ≥ 0 and ≤ 2,147,483,647"),
+    (dict(seed=2**31 - 2, seeds=3), "config.seed is 2147483646, config.seeds is 3; allowed: seed + seeds - 1 ≤ "
+                                    "2,147,483,647"),
+    (dict(length_buckets=1_000_000), "config.length_buckets is 1000000; allowed: an integer ≥ 0 and ≤ 64"),
+    (dict(max_length=1), "config.max_length is 1; allowed: 0 (the task's), or an integer ≥ 8"),  # StopIteration
+    (dict(base_learning_rate=float("inf")), "config.base_learning_rate is inf; allowed: a number > 0"),
 ]
 
 
@@ -54,6 +63,42 @@ def test_pretraining_refuses_a_value_out_of_range_before_anything_is_written(tmp
   with pytest.raises(ValueError, match=re.escape(message)):
     pretraining.train_and_evaluate(config, tmp_path / "run")
   assert not (tmp_path / "run").exists() and not (tmp_path / "corpus").exists()
+
+
+def test_every_float_anywhere_is_finite_and_nested_keys_are_checked():
+  config = config_files.load("pretrain/deberta_tiny")
+  config.model.hidden_dropout_prob = float("nan")
+  config.mesh.data = 0
+  with pytest.raises(ValueError, match=re.escape("config.mesh.data is 0; allowed: an integer ≥ 1, or -1 (the devices "
+                                                 "left); config.model.hidden_dropout_prob is nan; allowed: a finite "
+                                                 "number")):
+    config_values.check(config, config_values.PRETRAINING)
+  with pytest.raises(ValueError, match=re.escape(  # --config.logical_axis_rules=3: 48 lines from partitioning
+      "config.scan_layers is 1; allowed: True or False; config.logical_axis_rules is (3,); allowed: pairs (logical "
+      "axis, mesh axis, axes or None)")):
+    config_values.check({"scan_layers": 1, "logical_axis_rules": (3,)}, config_values.FINETUNING)
+
+
+def test_a_beam_wider_than_an_evaluation_batch_is_refused():
+  config = finetuning.with_options(config_files.load("wywmt"))
+  config.decoding.beam_size = 10**6  # one beam is 10**6 rows: the evaluation batch grew with it
+  with pytest.raises(ValueError, match=re.escape("config.decoding.beam_size is 1000000, config.eval_batch_size is 64; "
+                                                 "allowed: a beam of at most eval_batch_size rows")):
+    config_values.check(config, config_values.FINETUNING)
+
+
+@pytest.mark.parametrize("override, message", [
+    (dict(sort_window=10**9), "config.sort_window is 1000000000; allowed: at most an epoch's 3 batches"),  # 2.6 GB
+    (dict(batch_size=101), "config.batch_size is 101; allowed: at most the 100 training examples"),
+    (dict(num_epochs=2**30), "config.num_epochs is 1073741824; allowed: at most 715,827,882 epochs of 3 steps"),
+    (dict(max_length=8), "config.max_length is 8: the task's examples need 12 tokens; allowed: 0 (the task's), or at "
+                         "least 12"),
+])
+def test_what_the_data_bounds_is_refused_before_any_step_compiles(override, message):
+  config = suite.task_config("tlc", **override)
+  with pytest.raises(ValueError, match=re.escape(message)):
+    config_values.check_data(config, train_examples=100, longest=12, max_length=config.max_length or 128)
+  config_values.check_data(suite.task_config("tlc"), train_examples=100, longest=12, max_length=128)
 
 
 def test_masking_values_are_checked_inside_their_group():

@@ -6,21 +6,25 @@ not a traceback: bad flags and config keys (exit 2), bad input files, missing or
 readers' FormatError among them) or OSError; any other exception is a bug and keeps its
 traceback. `--verbosity` on the command line shows the traceback of user errors too. Ctrl-C
 ends any command with one line and exit 130, SIGTERM with 143 (a training loop first
-checkpoints: guards).
+checkpoints: guards); one that comes while the command is still starting ends it at once
+(wyjax/__init__.py).
 """
 import atexit
 import gc
 import glob
 import importlib.metadata
 import importlib.util
+import math
 import os
+import re
 import signal
 import sys
 
 import jax
 from absl import app, flags
+from jax._src import xla_bridge
 
-from wyjax.core import guards, host_memory
+from wyjax.core import guards, host_memory, logs
 
 USER_ERRORS = (guards.RunError, ValueError, OSError)
 
@@ -44,17 +48,39 @@ def _missing_config_key(error: Exception, argv: list[str]) -> str:
 
 def _parse_flags(argv: list[str]) -> list[str]:
   try:
-    return flags.FLAGS(argv)
+    rest = flags.FLAGS(argv)
   except flags.Error as e:
     _fail(str(e), 2, "--helpshort lists the flags")
   except (AttributeError, KeyError) as e:  # ml_collections: an override of a field the config lacks
     _fail(_missing_config_key(e, argv), 2)
+  _refuse_non_finite(flags.FLAGS)
+  return rest
+
+
+def _refuse_non_finite(flag_values) -> None:
+  """Every command's float flags are finite: absl's bounds let NaN through (no comparison with
+  it is true), and no work honours NaN or an infinity. A flag's range is declared with it
+  (absl's lower_bound and upper_bound, checked as the flags are parsed)."""
+  for name in flag_values:
+    flag = flag_values[name]
+    if isinstance(flag.parser, flags.FloatParser) and flag.value is not None and not math.isfinite(flag.value):
+      _fail(f"flag --{name}={flag.value}: not a finite number", 2, "--helpshort lists the flags")
 
 
 def _message(error: BaseException) -> str:
   if isinstance(error, OSError) and error.filename is not None and error.strerror:
     return f"{error.filename}: {error.strerror}"
+  if isinstance(error, UnicodeEncodeError) and "surrogates" in error.reason:  # a name os read as undecodable bytes
+    return f"{_undecodable_word(error)}: a file name that is not UTF-8 (GBK, say); rename it in UTF-8"
   return str(error)
+
+
+def _undecodable_word(error: UnicodeEncodeError) -> str:
+  """The word (up to whitespace or NUL) of the text being encoded that holds the undecodable
+  bytes, escaped: a file name that came from the disk in GBK ("surrogates not allowed" named no
+  file)."""
+  word = next(m[0] for m in re.finditer(r"[^\s\0]+", error.object) if m.start() <= error.start < m.end())
+  return word.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 class Terminated(BaseException):
@@ -64,30 +90,49 @@ class Terminated(BaseException):
   .partial file and no message)."""
 
 
-def _raise_terminated(signum, frame):
-  del signum, frame
+_received = []  # the stop signals that came while the command worked, whatever became of their exceptions
+
+
+def _interrupt(signum, frame):
+  """Ctrl-C: KeyboardInterrupt, as Python's own handler raises, remembered."""
+  del frame
+  _received.append(signum)
+  raise KeyboardInterrupt
+
+
+def _terminate(signum, frame):
+  del frame
+  _received.append(signum)
   signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends at once a command stuck outside Python
   raise Terminated
 
 
+def _stopped(signum: int):
+  name = "SIGINT (Ctrl-C)" if signum == signal.SIGINT else signal.Signals(signum).name
+  print(f"wyjax: stopped by {name}", file=sys.stderr)
+  sys.exit(128 + signum)
+
+
 def _clean_exit(main, argv):
+  """main(argv), its end as one line. A stop signal ends the command with its line and code even
+  where a library swallowed the exception it raised, or turned it into another."""
   try:
     main(argv)
   except guards.Interrupted as e:
     print(f"wyjax: {e}", file=sys.stderr)
     sys.exit(e.exit_code)
-  except KeyboardInterrupt:  # Ctrl-C outside a training loop
-    print("wyjax: stopped by SIGINT (Ctrl-C)", file=sys.stderr)
-    sys.exit(128 + signal.SIGINT)
-  except Terminated:
-    print("wyjax: stopped by SIGTERM", file=sys.stderr)
-    sys.exit(128 + signal.SIGTERM)
+  except (KeyboardInterrupt, Terminated):  # outside a training loop
+    _stopped(_received[0] if _received else signal.SIGINT)
   except app.UsageError as e:
     _fail(str(e), 2, "--helpshort lists the flags")
-  except USER_ERRORS as e:
-    if flags.FLAGS["verbosity"].present:
-      raise
+  except Exception as e:  # pylint: disable=broad-except
+    if _received:  # what a swallowed stop became
+      _stopped(_received[0])
+    if not isinstance(e, USER_ERRORS) or flags.FLAGS["verbosity"].present:
+      raise  # a bug keeps its traceback
     _fail(_message(e), 1)
+  if _received:
+    _stopped(_received[0])
 
 
 # Device nodes of an accelerator: a TPU's (/dev/accel<n>, or VFIO groups /dev/vfio/<n> on newer
@@ -118,6 +163,46 @@ def runs_on_cpu() -> bool:
   return not plugins and not importlib.metadata.entry_points(group="jax_plugins")
 
 
+def start_jax_plugins() -> None:
+  """Imports JAX's plugins now, while a stop request still ends the command at once: JAX imports
+  them at its first array, under a bare `except:` that swallowed a Ctrl-C. A platform
+  JAX_PLATFORMS names that no plugin starts is one line with the plugin's own error (it was a
+  51-line AssertionError at the first array); their records go to the log file
+  (logs.held_back)."""
+  with logs.held_back(xla_bridge.logger.name) as records:
+    xla_bridge._discover_and_register_pjrt_plugins()  # pylint: disable=protected-access
+  started = xla_bridge._backend_factories  # pylint: disable=protected-access
+  for platform in filter(None, (jax.config.jax_platforms or "").split(",")):
+    if not any(p in started for p in xla_bridge.expand_platform_alias(platform)):
+      failure = next((f"{r.exc_info[0].__name__}: {r.exc_info[1]}" for r in records if r.exc_info), None)
+      _fail(f"JAX_PLATFORMS={jax.config.jax_platforms}: JAX cannot start {platform!r} on this machine ("
+            f"{failure or 'no installed plugin provides it'}); unset JAX_PLATFORMS, or name a platform this "
+            "machine has (cpu)", 1)
+
+
+def _honour_stop_signals() -> None:
+  """From here on a stop signal raises where the command is (KeyboardInterrupt, Terminated), so
+  what it writes is removed on the way out; one ignored from the start (nohup, a background
+  job) stays ignored, as Unix intends."""
+  for signum, handler in ((signal.SIGINT, _interrupt), (signal.SIGTERM, _terminate)):
+    if signal.getsignal(signum) != signal.SIG_IGN:
+      signal.signal(signum, handler)
+
+
+def _streams_that_hold_chinese() -> None:
+  """A message is always written (characters stderr's encoding lacks are escaped); stdout, which
+  carries results, must hold Chinese: one that cannot (PYTHONIOENCODING=ascii) is refused before
+  any work (build-punc wrote its files, then failed on its summary, naming no stream)."""
+  if hasattr(sys.stderr, "reconfigure"):
+    sys.stderr.reconfigure(errors="backslashreplace")
+  encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+  try:
+    "文言".encode(encoding)
+  except UnicodeEncodeError:
+    _fail(f"standard output's encoding is {encoding}, which cannot hold Chinese; set PYTHONIOENCODING=utf-8 "
+          "(or a UTF-8 locale)", 2)
+
+
 def run(main) -> None:
   """app.run(main) with flag errors, user errors and stop signals each ending in one line.
 
@@ -125,9 +210,10 @@ def run(main) -> None:
   last collections over jax, flax, orbax and grain's objects took 0.6–0.9 s of every command's
   end on 2 cores, to free memory the process gives back anyway."""
   atexit.register(gc.freeze)
+  _streams_that_hold_chinese()
   look_for_accelerators_only_where_they_can_be()
+  start_jax_plugins()
   if runs_on_cpu():
     host_memory.keep_freed_memory()
-  if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:  # one ignored from the start stays so, as SIGINT does
-    signal.signal(signal.SIGTERM, _raise_terminated)
+  _honour_stop_signals()
   app.run(lambda argv: _clean_exit(main, argv), flags_parser=_parse_flags)

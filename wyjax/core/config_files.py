@@ -60,14 +60,19 @@ def load(spec: str):
   return module.get_config(argument) if argument else module.get_config()
 
 
-def _user_error(path: str, error: Exception) -> str | None:
-  """`file:line: error` when `error` was raised by the config file itself (a syntax error, a
-  failed import, a mistake in get_config), else None."""
+def _user_error(path: str, error: Exception) -> str:
+  """One line for an error raised while loading the config file `path`: `file:line: error` when
+  the file raised it (a syntax error, a failed import, a mistake in get_config), else the error
+  alone (get_config given an argument it does not take; ml_collections put its traceback in
+  the message, which the flag error then printed)."""
+  if str(error).startswith("Error whilst parsing config file") and error.__context__ is not None:
+    error = error.__context__
   same = lambda filename: filename is not None and os.path.abspath(filename) == os.path.abspath(path)
   if isinstance(error, SyntaxError) and same(error.filename):
     return f"{path}:{error.lineno}: {type(error).__name__}: {error.msg}"
   lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__) if same(frame.filename)]
-  return f"{path}:{lines[-1]}: {type(error).__name__}: {error}" if lines else None
+  message = " ".join(str(error).split())
+  return f"{path}:{lines[-1]}: {type(error).__name__}: {message}" if lines else f"{type(error).__name__}: {message}"
 
 
 class _ConfigNameParser(flags.ArgumentParser):
@@ -82,10 +87,7 @@ class _ConfigNameParser(flags.ArgumentParser):
     try:
       return self._config_file_parser.parse(spec)
     except Exception as e:  # pylint: disable=broad-except  # whatever the user's file raised
-      message = _user_error(spec.partition(":")[0], e)
-      if message is None:
-        raise
-      raise ValueError(message) from None
+      raise ValueError(_user_error(spec.partition(":")[0], e)) from None
 
 
 def DEFINE_config(name: str, default: str | None, help_string: str, flag_values=flags.FLAGS,  # noqa: N802

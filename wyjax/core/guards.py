@@ -6,6 +6,8 @@ Both loops (pretraining, fine-tuning) use the same two guards:
   (it checkpoints, then raises `Interrupted`); the previous handlers come back when the loop
   ends, so Ctrl-C works again in whatever runs next. On several processes the request is
   agreed every `sync_every` steps (one small all-gather), so all stop at the same step.
+  Long work inside the block that is no step (an evaluation, the final predictions: 45 s of
+  TLC's test set went on after a SIGTERM, then exit 0) calls `honour_stop` between batches.
 * `skip_if_not_finite()` runs inside the jitted step: a non-finite loss or gradient norm keeps
   the old state (the step counter still advances). `NonFiniteSteps` counts
   them on the host and raises `NonFiniteError` after `max_in_a_row` in a row, so a state with
@@ -26,12 +28,13 @@ class RunError(Exception):
 
 
 class Interrupted(Exception):
-  """The loop checkpointed and stopped because of a signal; rerunning resumes."""
+  """The loop checkpointed and stopped because of a signal (step None: in work between steps,
+  its last checkpoint kept); rerunning resumes."""
 
-  def __init__(self, signum: int, step: int):
+  def __init__(self, signum: int, step: int | None = None):
     self.signum, self.step = signum, step
-    super().__init__(f"stopped by {signal.Signals(signum).name} at step {step} after checkpointing; "
-                     "rerun the same command to resume")
+    where = f"at step {step} after checkpointing" if step is not None else "between steps (its last checkpoint kept)"
+    super().__init__(f"stopped by {signal.Signals(signum).name} {where}; rerun the same command to resume")
 
   def __reduce__(self):  # rebuilt from its arguments, not its message (pickle's default)
     return type(self), (self.signum, self.step), self.__dict__
@@ -136,14 +139,28 @@ class StopRequest:
     return int(np.max(multihost_utils.process_allgather(np.int32(self.received))))
 
 
+_open_requests: list[StopRequest] = []  # those of the stop_signals blocks open now, innermost last
+
+
+def honour_stop(count: int) -> None:
+  """Raises Interrupted (no step) once a stop signal came inside a stop_signals block; call it
+  between the batches of long work that is no training step, `count` the batches so far (on
+  several processes, which all make the same calls, agreed every sync_every). Outside a block a
+  signal raises by itself (wyjax.core.cli)."""
+  if _open_requests and (signum := _open_requests[-1].signal_at(count)):
+    raise Interrupted(signum)
+
+
 @contextlib.contextmanager
 def stop_signals(sync_every: int = 1):
   """SIGTERM and SIGINT set a StopRequest for the duration of the block; the handlers that
   were there before are restored after it."""
   request = StopRequest(sync_every)
   previous = {sig: signal.signal(sig, request._handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+  _open_requests.append(request)
   try:
     yield request
   finally:
+    _open_requests.remove(request)
     for sig, handler in previous.items():  # None: a handler not set from Python; the default then
       signal.signal(sig, signal.SIG_DFL if handler is None else handler)

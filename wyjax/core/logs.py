@@ -1,12 +1,16 @@
 """Where an entry point's log records go: the terminal shows wyjax's own lines (progress, one per
 phase, warnings and errors), one line each; all else goes to a log file: orbax, TFDS, JAX and
 grain, their errors too (a failure that matters is raised, and ends the command with one line),
-tracebacks, and exceptions raised where nothing can catch them (sys.unraisablehook). A full disk
-under an async save is one line, not the traceback of every writer thread.
+tracebacks, exceptions raised where nothing can catch them (sys.unraisablehook), and what C++
+libraries (XLA, tensorstore) write to the process's stderr themselves. A full disk under an
+async save is one line, not the traceback of every writer thread; a log file that cannot be
+written (the same full disk) drops its records after one warning.
 
 `--verbosity=0` (or `-v 0`) on the command line turns this off: absl then prints every record
 at that level on the terminal, as it does by default.
 """
+import contextlib
+import io
 import logging
 import os
 import pathlib
@@ -33,6 +37,67 @@ class _TerminalFormatter(logging.Formatter):
     return message if record.levelno < logging.WARNING else f"{record.levelname.lower()}: {message}"
 
 
+class _LogFile(logging.FileHandler):
+  """The log file. A record it cannot write (its disk full) is dropped, with one warning on the
+  terminal the first time, never logging's own traceback per record: a full disk at fine-tuning's
+  first checkpoint printed six "--- Logging error ---" tracebacks, 522 lines in all."""
+
+  failed = False
+
+  def handleError(self, record):
+    del record
+    if not self.failed:
+      self.failed = True
+      error = sys.exc_info()[1]
+      print(f"warning: cannot write the log {self.baseFilename} ({getattr(error, 'strerror', None) or error}); "
+            "library records are dropped", file=sys.stderr)
+
+
+class _Kept(logging.Handler):
+  def __init__(self):
+    super().__init__()
+    self.records = []
+
+  def emit(self, record):
+    self.records.append(record)
+
+
+_held: list[logging.LogRecord] = []  # records held back until the log file opens
+
+
+@contextlib.contextmanager
+def held_back(logger_name: str):
+  """The records a library logs in the block (yielded, a list), kept off the terminal and written
+  to the log file once `to_file` opens it: JAX logs a plugin that fails to start with its
+  traceback before any command has opened its log."""
+  logger, kept = logging.getLogger(logger_name), _Kept()
+  logger.addHandler(kept)
+  propagate, logger.propagate = logger.propagate, False
+  try:
+    yield kept.records
+  finally:
+    logger.removeHandler(kept)
+    logger.propagate = propagate
+    _held.extend(kept.records)
+
+
+class _Terminal(io.TextIOWrapper):
+  """sys.stderr once file descriptor 2 is the log file: a descriptor of what 2 was."""
+
+
+def _c_logs_to(path: pathlib.Path) -> None:
+  """C++ libraries write their log lines to file descriptor 2 themselves (XLA's rematerialization
+  and slow-compile warnings around a one-line refusal): it becomes the log file, and sys.stderr,
+  the terminal's lines, a _Terminal (once: a second log keeps it)."""
+  if not isinstance(sys.stderr, _Terminal):
+    sys.stderr.flush()
+    sys.stderr = _Terminal(io.BufferedWriter(io.FileIO(os.dup(2), "w")), encoding=sys.stderr.encoding,
+                           errors="backslashreplace", line_buffering=True, write_through=True)
+  log = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+  os.dup2(log, 2)
+  os.close(log)
+
+
 def _unraisable_to(log_file: logging.Handler):
   """A sys.unraisablehook writing to the log file: e.g. tensorstore's callbacks into the event
   loop orbax closed after a failed save, dozens of tracebacks on the terminal otherwise."""
@@ -52,11 +117,11 @@ def _open_log(folder, program: str) -> tuple[logging.Handler, pathlib.Path, str 
   path = pathlib.Path(local) / f"{program}.log"
   try:
     path.parent.mkdir(parents=True, exist_ok=True)
-    return logging.FileHandler(path, encoding="utf-8"), path, None
+    return _LogFile(path, encoding="utf-8"), path, None
   except OSError as e:
     fallback = pathlib.Path(tempfile.gettempdir()) / f"wyjax-logs-{os.getuid()}" / f"{program}.log"
     fallback.parent.mkdir(parents=True, exist_ok=True)
-    return logging.FileHandler(fallback, encoding="utf-8"), fallback, f"{path}: {e.strerror}"
+    return _LogFile(fallback, encoding="utf-8"), fallback, f"{path}: {e.strerror}"
 
 
 def to_file(folder, program: str) -> pathlib.Path | None:
@@ -68,9 +133,11 @@ def to_file(folder, program: str) -> pathlib.Path | None:
   when the user chose --verbosity and absl's handler stays.
   """
   if flags.FLAGS["verbosity"].present:
+    _replay_held(logging.getLogger())
     return None
   log_file, path, unwritable = _open_log(folder, program)
   log_file.setFormatter(absl_logging.PythonFormatter())
+  _c_logs_to(pathlib.Path(log_file.baseFilename))
   terminal = logging.StreamHandler(sys.stderr)
   terminal.addFilter(_terminal_worthy)
   terminal.setFormatter(_TerminalFormatter())
@@ -80,7 +147,13 @@ def to_file(folder, program: str) -> pathlib.Path | None:
   absl_logging.set_verbosity(absl_logging.INFO)
   logging.captureWarnings(True)
   sys.unraisablehook = _unraisable_to(log_file)
+  _replay_held(log_file)
   if unwritable:
     logging.warning("cannot write the log at %s; it goes to %s", unwritable, path)
   logging.info("library logs go to %s (--verbosity=0 shows them here)", path)
   return path
+
+
+def _replay_held(handler) -> None:
+  while _held:
+    handler.handle(_held.pop(0))

@@ -6,8 +6,12 @@
         [--overwrite]
 
 A folder already holding the same corpus is left as is; any other non-empty --out is refused
-unless --overwrite (which replaces the corpus files there and keeps the rest).
+unless --overwrite (which replaces the corpus files there and keeps the rest). The options'
+ranges are prepare.Options' (checked before anything is read); the flags add what only a
+command has: its workers, and a sequence no longer than a packer allocates whole.
 """
+import os
+
 from absl import app, flags
 
 from wyjax.core import cli
@@ -17,7 +21,7 @@ _COMMANDS = ("prepare-corpus",)
 
 _SOURCE = flags.DEFINE_string("source", None, "daizhige:DIR, poetry, or text:PATH (required).")
 _OUT = flags.DEFINE_string("out", None, "Output folder (required).")
-_SEQUENCE_LENGTH = flags.DEFINE_integer("sequence_length", 512, "Tokens per packed sequence.")
+_SEQUENCE_LENGTH = flags.DEFINE_integer("sequence_length", 512, "Tokens per packed sequence.", upper_bound=1 << 20)
 _VOCAB = flags.DEFINE_string("vocab", None, "Reuse this tokenizer folder instead of building a vocabulary.")
 _VALID_FRACTION = flags.DEFINE_float("valid_fraction", 0.01, "Fraction of documents held out for validation.")
 _NO_T2S = flags.DEFINE_bool("no_t2s", False, "Keep traditional characters.")
@@ -25,7 +29,8 @@ _CHAR_FILTER = flags.DEFINE_enum("char_filter", "none", sorted(corpus.CHAR_FILTE
 _MIN_COUNT = flags.DEFINE_integer("min_count", 1, "Fewest occurrences for a character to enter the vocabulary.")
 _MAX_VOCAB = flags.DEFINE_integer("max_vocab", None, "Largest vocabulary (default: no limit).")
 _SHARD_SEQUENCES = flags.DEFINE_integer("shard_sequences", 65536, "Sequences per ArrayRecord shard.")
-_WORKERS = flags.DEFINE_integer("workers", None, "Worker processes (default: all cores).")
+_WORKERS = flags.DEFINE_integer("workers", None, "Worker processes (default: all cores).", lower_bound=1,
+                                upper_bound=os.cpu_count())
 _OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace a corpus prepared in --out with other options.")
 
 

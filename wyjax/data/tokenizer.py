@@ -19,6 +19,7 @@ What that pipeline does to classical Chinese, and how wyjax keeps offsets honest
 import collections
 import dataclasses
 import json
+import logging
 import unicodedata
 from collections.abc import Iterable, Sequence
 
@@ -122,18 +123,23 @@ def count_characters(texts: Iterable[str], *, t2s: bool = True) -> collections.C
   return counts
 
 
+# Of the characters a vocabulary could hold, the share it may leave [UNK]: past MOST_UNKNOWN it is
+# refused (max_vocab 5 built a corpus 99.75% [UNK], with not one character), past SOME_UNKNOWN warned of.
+MOST_UNKNOWN, SOME_UNKNOWN = 0.5, 0.01
+
+
 def build_vocab(texts: Iterable[str] | None = None, *, counts: collections.Counter | None = None,
                 min_count: int = 1, max_size: int | None = None, t2s: bool = True) -> list[str]:
   """Special tokens, then characters by descending count (ties by code point), then the
   `##c` twins of the "word" characters among them.
 
-  max_size bounds the whole vocabulary, twins and special tokens included.
+  max_size bounds the whole vocabulary, twins and special tokens included. One that leaves most
+  of the text's characters [UNK] (a max_size or min_count that keeps too few) is a ValueError.
   """
   if counts is None:
     counts = count_characters(texts, t2s=t2s)
-  chars = [c for c, n in counts.items()
-           if n >= min_count and c != UNKNOWN_GLYPH and _char_classes(c) in ("word", "single")]
-  chars.sort(key=lambda c: (-counts[c], ord(c)))
+  candidates = [c for c in counts if c != UNKNOWN_GLYPH and _char_classes(c) in ("word", "single")]
+  chars = sorted((c for c in candidates if counts[c] >= min_count), key=lambda c: (-counts[c], ord(c)))
   vocab, twins = list(SPECIAL_TOKENS), []
   for c in chars:
     needed = 2 if _char_classes(c) == "word" else 1
@@ -142,7 +148,23 @@ def build_vocab(texts: Iterable[str] | None = None, *, counts: collections.Count
     vocab.append(c)
     if needed == 2:
       twins.append("##" + c)
+  _check_coverage(counts, candidates, len(vocab) - len(SPECIAL_TOKENS), min_count, max_size)
   return vocab + twins
+
+
+def _check_coverage(counts: collections.Counter, candidates: list[str], kept: int, min_count: int,
+                    max_size: int | None) -> None:
+  """Refuses (or warns of) a vocabulary whose `kept` most frequent candidates leave too many of
+  the candidates' occurrences [UNK]."""
+  total = sum(counts[c] for c in candidates)
+  unknown = total - sum(sorted((counts[c] for c in candidates), reverse=True)[:kept])
+  if not total or unknown <= SOME_UNKNOWN * total:
+    return
+  message = (f"a vocabulary of {kept:,} characters (max_vocab {max_size}, min_count {min_count}) leaves "
+             f"{unknown / total:.2%} of the text's {total:,} characters [UNK]")
+  if unknown > MOST_UNKNOWN * total:
+    raise ValueError(f"{message}; raise max_vocab (at least {len(SPECIAL_TOKENS) + 1}) or lower min_count")
+  logging.warning("%s", message)
 
 
 def placeholder(vocab_size: int) -> "Tokenizer":
@@ -291,14 +313,20 @@ class Tokenizer:
 
   @classmethod
   def load(cls, directory) -> "Tokenizer":
+    """The tokenizer saved in `directory`. A vocab.txt an editor saved with a byte-order mark reads
+    as without one (its first token was "\\ufeff[PAD]": "lacks the special tokens ['[PAD]']"), and
+    a vocabulary wyjax cannot use is an error naming the file."""
     directory = epath.Path(directory)
     vocab_file = directory / "vocab.txt"
-    vocab = vocab_file.read_text(encoding="utf-8").split("\n")
+    vocab = vocab_file.read_text(encoding="utf-8").removeprefix("\ufeff").split("\n")
     if vocab and vocab[-1] == "":
       vocab.pop()
     config_file = directory / "tokenizer_config.json"
     config = read_json(config_file) if config_file.exists() else {}
     if config.get("do_lower_case", False):
       raise ValueError(f"{config_file}: do_lower_case=true is not supported by wyjax's tokenizer")
-    return cls(vocab, t2s=config.get("wyjax_t2s", False),
-               model_max_length=int(config.get("model_max_length", 512)))
+    max_length = int(config.get("model_max_length", 512))
+    try:
+      return cls(vocab, t2s=config.get("wyjax_t2s", False), model_max_length=max_length)
+    except ValueError as e:
+      raise ValueError(f"{vocab_file}: {e}") from None

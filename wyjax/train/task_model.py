@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from wyjax.core import host_memory
+from wyjax.core import guards, host_memory
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.hf import loading
 from wyjax.models import EncoderConfig, prefix_lm, stack_layers
@@ -21,7 +21,7 @@ from wyjax.models.task_heads import HEADS
 from wyjax.tasks import batching, datasets
 from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.task import Task
-from wyjax.train import learning_rates, program
+from wyjax.train import config_values, learning_rates, program
 
 # The model used when no --config.init is given: the embedded default's architecture.
 FRESH_TINY_MODEL = dict(
@@ -251,9 +251,10 @@ class TaskModel:
         out[i] = self.head.trim(logits[row], features[i]["input_ids"].shape)
 
     pending = None
-    for indices, batch in batching.eval_batches(features, batch_size=self.eval_batch_size(features),
-                                                max_length=self.max_length, pad_id=self.pad_id,
-                                                bucket_count=self.bucket_count):
+    for count, (indices, batch) in enumerate(batching.eval_batches(
+        features, batch_size=self.eval_batch_size(features), max_length=self.max_length, pad_id=self.pad_id,
+        bucket_count=self.bucket_count)):
+      guards.honour_stop(count)
       logits = self.jit_eval(params, self.global_batch(model_inputs(batch)))  # dispatched, not awaited
       if pending:
         fetch(*pending)
@@ -301,12 +302,18 @@ class TaskModel:
     cut = sum(max(0, len(s) - room) for s in sources)
     if cut:
       logging.warning("sources longer than %d tokens lose %d characters before decoding", room, cut)
-    decoding = self.config.decoding
-    targets = prefix_lm.translate(
-        self.program.model, params, self.tokenizer, [s[:room] for s in sources], max_length=self.max_length,
-        max_ratio=decoding.max_ratio, max_extra=decoding.max_extra,
-        batch_size=max(1, self.config.eval_batch_size // beam_size), beam_size=beam_size,
-        length_penalty=decoding.length_penalty)
+    decoding, batch_size = self.config.decoding, max(1, self.config.eval_batch_size // beam_size)
+    order = np.argsort([min(len(s), room) for s in sources], kind="stable")  # prefix_lm.translate's batches
+    targets = [None] * len(sources)
+    for count, start in enumerate(range(0, len(order), batch_size)):  # one at a time: a stop is honoured between
+      guards.honour_stop(count)
+      indices = order[start:start + batch_size]
+      batch = prefix_lm.translate(
+          self.program.model, params, self.tokenizer, [sources[i][:room] for i in indices], max_length=self.max_length,
+          max_ratio=decoding.max_ratio, max_extra=decoding.max_extra, batch_size=batch_size, beam_size=beam_size,
+          length_penalty=decoding.length_penalty)
+      for i, target in zip(indices, batch):
+        targets[i] = target
     return [self.tokenizer.decode(t) for t in targets]
 
   def evaluate(self, params, examples, features, *, beam_size: int = 1) -> tuple[dict | None, list, np.ndarray]:
@@ -383,6 +390,9 @@ def setup(task: Task, config, init: str, splits: dict, devices=None):
                                       scan_unroll=config.scan_unroll, attention=config.attention)
   config = learning_rates.resolved(config, model_config)
   data = load_task_data(task, config, tokenizer, model_config, splits)
+  longest = max((f["input_ids"].shape[-1] for split in splits for f in data[split][1]), default=0)
+  config_values.check_data(config, train_examples=len(data["train"][1]), longest=longest,
+                           max_length=data["max_length"])
   model = TaskModel(task, model_config, tokenizer, config, total_steps(config, data), data["max_length"],
                     data["train"][1][0], devices)
   if devices is None:  # a run on this machine: refused here if its largest steps cannot fit
