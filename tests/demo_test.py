@@ -11,8 +11,10 @@ import transformers
 
 from tests.conftest import assert_plot
 from tests.train.conftest import REPO_ROOT, pretrain_env
+from wyjax.core import config_files
 from wyjax.tasks import leaderboard, wyweb_files
 from wyjax.tasks.builders import poetry
+from wyjax.train import pretraining
 
 # Where chinese-poetry files a dynasty's poems (folders the reader maps back to the dynasty).
 POETRY_FILES = {"先秦": "shijing/shijing.json", "唐": "quantangshi/poet.tang.0.json", "宋": "songci/ci.song.0.json",
@@ -95,3 +97,27 @@ def test_demo_runs_end_to_end(shared_data, tmp_path):
   ours = loading.load(workdir / "pretrain").mlm_logits(batch["input_ids"], batch["attention_mask"])
   real = batch["attention_mask"].astype(bool)
   np.testing.assert_allclose(theirs[real], ours[real], atol=1e-4)
+
+
+def test_a_cached_pretraining_is_checked_against_the_config_as_pretrain_checks_it(shared_data, tmp_path, monkeypatch):
+  """The demo with another pretraining config said "reusing the pretrained model" and went on,
+  where `wyjax.pretrain` refuses the same change: the demo checks its finished pretraining as a
+  rerun of wyjax.pretrain is checked (pretraining.check_resume), before anything else."""
+  package = _poetry_package(shared_data, tmp_path, per_dynasty=40)
+  overrides = {"num_train_steps": 2, "warmup_steps": 1, "eval_every": 2, "checkpoint_every": 2, "eval_batches": 1,
+               "batch_size": 8, "corpus.valid_fraction": 0.1, "corpus.workers": 1}
+  monkeypatch.setenv("WYJAX_CACHE", str(tmp_path / "cache"))
+  config = config_files.load("pretrain/deberta_tiny")
+  config.update_from_flattened_dict(overrides)
+  config.corpus.source = f"poetry:{package.resolve()}"  # as the demo's --poetry_package sets it
+  pretraining.train_and_evaluate(config, tmp_path / "demo" / "pretrain")
+  command = [sys.executable, "-m", "wyjax.demo", f"--workdir={tmp_path / 'demo'}", f"--poetry_package={package}",
+             *(f"--pretrain_config.{key}={value}" for key, value in overrides.items()),
+             "--punc_steps=1", "--tlc_steps=1", "--per_dynasty=40", "--punc_examples=40"]
+  changed = subprocess.run([*command, "--pretrain_config.learning_rate=0.005"], cwd=REPO_ROOT,
+                           env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")), capture_output=True, text=True,
+                           timeout=600)
+  assert changed.returncode == 1 and (
+      f"wyjax: error: {tmp_path / 'demo' / 'pretrain'} holds a run made with another config; continuing it would mix "
+      "two trainings:\n  learning_rate: 0.002 -> 0.005\n") in changed.stderr, changed.stderr[-3000:]
+  assert "reusing" not in changed.stdout and not (tmp_path / "demo" / "tasks").exists()

@@ -310,6 +310,54 @@ def test_predict_never_writes_over_its_input_even_with_overwrite(runs, tmp_path)
   assert book.read_text(encoding="utf-8") == "子曰學而時習之\n"
 
 
+def test_standard_input_or_output_that_is_the_input_or_output_file_is_refused(runs, tmp_path):
+  """`--output=in.txt --overwrite < in.txt` replaced in.txt with its predictions, exit 0: the
+  same-file check looked at --input alone. Standard output appended to the input file (`>> in.txt`)
+  is the same case."""
+  workdir, _, _ = runs["punc"]
+  book = tmp_path / "in.txt"
+  book.write_text("子曰學而時習之\n", encoding="utf-8")
+  with book.open("rb") as stdin:
+    into_stdin = _predict(workdir, f"--output={book}", "--overwrite", stdin=stdin, cache=tmp_path / "cache")
+  assert into_stdin.returncode == 1 and into_stdin.stderr.splitlines()[-1] == (
+      f"wyjax: error: --output {book} is the file on standard input; writing it would destroy the input (--overwrite "
+      "never does): choose another --output"), into_stdin.stderr[-2000:]
+  with book.open("ab") as stdout:
+    into_stdout = subprocess.run([sys.executable, "-m", "wyjax.predict", f"--model={workdir}", f"--input={book}"],
+                                 cwd=REPO_ROOT, env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")), stdout=stdout,
+                                 stderr=subprocess.PIPE, text=True)
+  assert into_stdout.returncode == 1 and into_stdout.stderr.splitlines()[-1] == (
+      f"wyjax: error: standard output is the input file {book}; writing it would destroy the input (--overwrite never "
+      "does): write to another file with --output"), into_stdout.stderr[-2000:]
+  assert book.read_text(encoding="utf-8") == "子曰學而時習之\n"
+
+
+def test_a_file_that_appears_while_predict_runs_is_never_replaced(runs, tmp_path):
+  """Two predicts onto one --output, neither with --overwrite, both exited 0 and the second
+  replaced the first's finished file. The check is made by the rename itself (no replacing
+  rename): the later one is refused in one line, its own output removed."""
+  workdir, _, dev = runs["punc"]
+  out = tmp_path / "out.txt"
+  waiting = _predict(workdir, f"--output={out}", cache=tmp_path / "cache", background=True, stdin=subprocess.PIPE)
+  waiting.stdin.write(dev[0].text + "\n")
+  waiting.stdin.flush()
+  while not _left_over(tmp_path, "out.txt"):  # its temporary output is open: it passed every check
+    assert waiting.poll() is None, waiting.stderr.read()[-2000:]
+    time.sleep(0.05)
+  (tmp_path / "in.txt").write_text(dev[1].text + "\n", encoding="utf-8")
+  first = _predict(workdir, f"--input={tmp_path / 'in.txt'}", f"--output={out}", cache=tmp_path / "cache")
+  assert first.returncode == 0, first.stderr[-2000:]
+  finished = out.read_bytes()
+  with waiting:
+    waiting.stdin.close()  # its input ends: it renames its output
+    waiting.wait(timeout=120)
+    stderr = waiting.stderr.read()
+  assert waiting.returncode == 1 and stderr.splitlines()[-1] == (
+      f"wyjax: error: --output {out} appeared while predict ran (another command wrote it) and was not replaced; "
+      "choose another --output, or pass --overwrite"), stderr[-2000:]
+  assert out.read_bytes() == finished and _left_over(tmp_path, "out.txt") == ["out.txt"]
+
+
 def test_a_full_disk_or_ctrl_c_leaves_no_output_and_the_rerun_needs_no_overwrite(runs, tmp_path):
   """A full disk is simulated by a file-size limit (`ulimit -f`, RLIMIT_FSIZE): a write beyond it
   fails with EFBIG as one on a full disk fails with ENOSPC (Python ignores SIGXFSZ); the same

@@ -3,7 +3,9 @@
     python -m wyjax.demo [--workdir=DIR] [--seeds=5]
 
 1. pretrains the tiny DeBERTa on the chinese-poetry corpus (configs/pretrain/deberta_tiny.py;
-   fetched with npm, checked against its published hash), or reuses the finished run in DIR;
+   fetched with npm, checked against its published hash), or reuses the finished run in DIR
+   once it is checked against the config as `wyjax.pretrain` checks a rerun (another config is
+   refused, unless --accept_config_change);
 2. derives two real tasks from that corpus in WYWEB formats (wyjax/tasks/builders/poetry.py): the
    dynasty of a poem (TLC format, from its collection's era) and punctuation (PUNC format);
 3. fine-tunes and evaluates the pretrained model on both (dev for checkpoint choice, test
@@ -24,7 +26,7 @@ import time
 from absl import flags
 
 from wyjax.core import aot, checkpoints, cli, config_files, guards, logs, storage
-from wyjax.data import corpus
+from wyjax.data import corpus, prepare
 from wyjax.hf import export_folder, loading, task_models
 from wyjax.tasks.builders import poetry
 from wyjax.train import inference, pretraining, suite
@@ -47,12 +49,19 @@ _ACCEPT = flags.DEFINE_bool("accept_config_change", False,
 
 
 def pretrained(config, workdir: pathlib.Path, accept_config_change: bool) -> pathlib.Path:
-  """The finished pretraining run in workdir, running (or resuming) it when needed."""
-  done = False
+  """The finished pretraining run in workdir, running (or resuming) it when needed. A finished
+  run is checked as wyjax.pretrain checks a rerun (pretraining.check_resume): made with another
+  config, or from another corpus, it is refused, not reused; an accepted change goes through
+  wyjax.pretrain's own path, which logs it."""
+  done = changes = False
   if (workdir / "checkpoints").is_dir():
     with checkpoints.manager(workdir, read_only=True) as mngr:
       done = mngr.latest_step() == config.num_train_steps
   if done:
+    data_dir = pretraining.prepared_data_dir(config)
+    changes = pretraining.check_resume(config, workdir, data_dir, prepare.read_manifest(data_dir),
+                                       accept_config_change=accept_config_change)
+  if done and not changes:
     print(f"reusing the pretrained model in {workdir}", flush=True)
   else:
     print(f"pretraining the tiny model into {workdir} ...", flush=True)

@@ -16,12 +16,15 @@ Input is streamed (memory stays flat on a large file) and batched by length; a p
 goes to stderr. Only `\n` ends a line (`\r\n` too, as one ending): a lone `\r` stays inside its
 line, so output line k always answers input line k. A bad line (invalid UTF-8 among them) is an
 error naming its file and line; with --skip_bad_lines it is reported, counted and left empty in
-the output. --output appears only once complete (a failure or Ctrl-C leaves nothing), and is
-never the input itself, even with --overwrite; a pipe or a device (/dev/null) is written as a
-stream, and a symbolic link through to its target.
+the output. --output appears only once complete (a failure or Ctrl-C leaves nothing); without
+--overwrite it never replaces a file, not even one that appeared while predict ran (another
+predict's). No output, --output or standard output, is ever the input file, --input or standard
+input, even with --overwrite; a pipe or a device (/dev/null) is written as a stream, and a
+symbolic link through to its target.
 """
 import contextlib
 import os
+import stat
 import sys
 
 import tqdm
@@ -47,15 +50,27 @@ _OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace an existing --output
 
 def _check_output(source: str, output: str, overwrite: bool) -> None:
   """Refuses an --output file that exists (a local one or in a bucket) unless `overwrite`, and
-  always one that is the input itself (the same file, a link to it or a hard link: the same
-  device and inode). A pipe or a device (/dev/null) is written as a stream, as stdout is."""
-  if output == "-" or not epath.Path(output).exists():
-    return
-  if source != "-" and storage.is_local(output) and os.path.samefile(source, output):
-    raise guards.RunError(f"--output {output} is the input file {source}; writing it would destroy the input "
-                          "(--overwrite never does): choose another --output")
-  if not overwrite and epath.Path(output).is_file():
+  always an output that is the input file (the same device and inode: the same path, a link to
+  it, a hard link, or the file on standard input, `< in.txt`, or output, `> in.txt`). A pipe or
+  a device (/dev/null) is written as a stream, as stdout is."""
+  input_file, output_file = _local_file(source, 0), _local_file(output, 1)
+  if input_file and output_file and os.path.samestat(input_file, output_file):
+    written = f"--output {output}" if output != "-" else "standard output"
+    read = f"the input file {source}" if source != "-" else "the file on standard input"
+    raise guards.RunError(f"{written} is {read}; writing it would destroy the input (--overwrite never does): "
+                          f"{'choose another --output' if output != '-' else 'write to another file with --output'}")
+  if output != "-" and not overwrite and epath.Path(output).is_file():
     raise guards.RunError(f"{output} exists; choose another --output or pass --overwrite")
+
+
+def _local_file(path: str, fd: int) -> os.stat_result | None:
+  """The regular file `path` names ('-': the one open as `fd`, standard input or output), None
+  when it is none: missing, in a bucket, a pipe, a terminal."""
+  try:
+    found = os.fstat(fd) if path == "-" else os.stat(path) if storage.is_local(path) else None
+  except OSError:
+    return None
+  return found if found and stat.S_ISREG(found.st_mode) else None
 
 
 def main(argv):
@@ -78,7 +93,7 @@ def main(argv):
       yield line
 
   sink = (contextlib.nullcontext(sys.stdout) if _OUTPUT.value == "-"
-          else storage.written_whole(_OUTPUT.value, encoding="utf-8"))
+          else storage.written_whole(_OUTPUT.value, encoding="utf-8", replace=_OVERWRITE.value))
   try:
     with source, sink as out:
       for output in predictor.outputs(counted(user_inputs.lines(source)), name):
@@ -86,6 +101,11 @@ def main(argv):
   except storage.FormatError as e:  # a bad line
     raise guards.RunError(f"{e}\n(an input line is {user_inputs.describe(fine_tuned.task)}; "
                           "--skip_bad_lines reports and skips bad lines)") from None
+  except FileExistsError as e:
+    if e.filename != os.fspath(epath.Path(_OUTPUT.value)):  # (not the rename's: storage.written_whole)
+      raise
+    raise guards.RunError(f"--output {_OUTPUT.value} appeared while predict ran (another command wrote it) and was "
+                          "not replaced; choose another --output, or pass --overwrite") from None
   finally:
     progress.close()
   counts = predictor.counts

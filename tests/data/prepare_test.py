@@ -2,6 +2,7 @@ import errno
 import json
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import subprocess
@@ -372,3 +373,71 @@ def test_a_corpus_without_characters_is_an_error(tmp_path):
     prepare.prepare_corpus(tmp_path / "out", prepare.Options(source=f"text:{tmp_path / 'texts'}"), workers=1,
                            progress=False, log=lambda *_: None)
   assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+# --- provenance by content, a corpus inside its source, a read-only disk --------------------------------
+
+def _prepare_command(source, out, *flags, wrap=(), cwd=None):
+  return subprocess.run([*wrap, sys.executable, "-m", "wyjax.data", "prepare-corpus", f"--source={source}",
+                         f"--out={out}", "--sequence_length=16", "--valid_fraction=0", "--workers=1", *flags],
+                        capture_output=True, text=True, cwd=cwd)
+
+
+def test_a_change_of_the_source_text_is_seen_even_with_the_same_options(tmp_path):
+  """The fingerprint covered the options only: after a source file changed, the same command
+  (even with --overwrite) said "already prepared; nothing to do". It covers each file's content:
+  refused without --overwrite, rebuilt with it. A source spelled otherwise (a trailing slash, a
+  relative path) or copied elsewhere is the same source."""
+  texts, out = _write_texts(tmp_path / "texts"), tmp_path / "out"
+  first = _prepare_command(f"text:{texts}", out)
+  assert first.returncode == 0, first.stderr
+  built = json.loads((out / "manifest.json").read_text())
+  shutil.copytree(texts, tmp_path / "copy")
+  for source, cwd in ((f"text:{texts}/", None), ("text:texts", tmp_path), (f"text:{tmp_path / 'copy'}", None)):
+    again = _prepare_command(source, out, cwd=cwd)
+    assert again.returncode == 0 and "nothing to do" in again.stderr + again.stdout, (source, again.stderr)
+  (texts / "sub" / "b.txt").write_text("\u3000\u3000人不知而不慍，不亦君子乎？\n溫故而知新\n", encoding="utf-8")
+  refused = _prepare_command(f"text:{texts}", out)
+  assert refused.returncode == 1 and refused.stderr.splitlines()[-1] == (
+      f"wyjax: error: --out {out} holds a corpus prepared from other text (the source's files changed since); choose "
+      "an empty or new folder, or pass --overwrite to replace the corpus files there"), refused.stderr
+  assert json.loads((out / "manifest.json").read_text()) == built
+  rebuilt = _prepare_command(f"text:{texts}", out, "--overwrite")
+  assert rebuilt.returncode == 0 and "nothing to do" not in rebuilt.stderr + rebuilt.stdout, rebuilt.stderr
+  manifest = json.loads((out / "manifest.json").read_text())
+  assert manifest["source_sha256"] != built["source_sha256"] and manifest["tokens"]["train"] == \
+      built["tokens"]["train"] + len("温故而知新")
+
+
+def test_an_out_inside_its_own_source_is_left_out_of_it(tmp_path):
+  """A corpus --out inside its own text: folder: the next build read the first one's
+  tokenizer/vocab.txt as a document. Its files are left out of the source, and it says so."""
+  texts = _write_texts(tmp_path / "texts")
+  out = texts / "corpus"
+  messages = []
+  first = prepare.prepare_corpus(out, prepare.Options(source=f"text:{texts}", sequence_length=16, valid_fraction=0),
+                                 workers=1, progress=False, log=messages.append)
+  again = prepare.prepare_corpus(out, prepare.Options(source=f"text:{texts}", sequence_length=16, valid_fraction=0),
+                                 workers=1, progress=False, log=messages.append)
+  assert again == first and first["documents"]["train"] == 2
+  assert messages[-2:] == [f"text:{texts}: left out 1 file(s) of --out {out}, which lies inside the source (e.g. "
+                           "corpus/tokenizer/vocab.txt)", f"{out}: already prepared ({first['sequences']} sequences); "
+                           "nothing to do"]
+
+
+def test_a_finished_corpus_on_a_read_only_disk_is_found_again(tmp_path):
+  """The same command again over a finished corpus on a read-only disk failed on its lock
+  ("…/.wyjax.lock: Read-only file system"): a corpus that needs no writing is read without it.
+  One that would need building is still refused there, naming the lock. The disk is a read-only
+  bind mount in a user and mount namespace (`unshare`), as a user without privileges makes one."""
+  texts, out = _write_texts(tmp_path / "texts"), tmp_path / "out"
+  assert _prepare_command(f"text:{texts}", out).returncode == 0
+  read_only = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+               f'mount --bind -o ro "{out}" "{out}" && exec "$@"', "sh"]
+  if subprocess.run([*read_only, "true"], capture_output=True).returncode != 0:
+    pytest.skip("this kernel lets no user make a mount namespace (unshare)")
+  again = _prepare_command(f"text:{texts}", out, wrap=read_only)
+  assert again.returncode == 0 and "nothing to do" in again.stderr + again.stdout, again.stderr
+  other = _prepare_command(f"text:{texts}", out, "--min_count=2", "--overwrite", wrap=read_only)
+  assert other.returncode == 1 and other.stderr.splitlines()[-1] == \
+      f"wyjax: error: {out / locks.LOCK}: Read-only file system", other.stderr

@@ -184,3 +184,30 @@ def test_an_export_longer_than_its_positions_is_refused(tmp_path):
   with pytest.raises(wyjax.hf.loading.PartsError, match=re.escape(
       f"{folder}/config.json: wyjax_max_length 128 is more than its max_position_embeddings 64")):
     task_models.load(folder)
+
+
+def _swapped(vocab_file):
+  """vocab.txt with two of its characters swapped: the same tokens and count, another order."""
+  tokens = vocab_file.read_text(encoding="utf-8").splitlines()
+  tokens[5], tokens[6] = tokens[6], tokens[5]  # (after the five special tokens)
+  vocab_file.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+
+
+def test_a_vocabulary_in_another_order_is_refused_by_every_loader(exported, tmp_path):
+  """A vocab.txt of the right row count in another order read every character as another, exit 0:
+  only sizes were compared. The vocabulary's SHA-256 in order is recorded (config.json's
+  wyjax_vocab_sha256 by every export, model.json's vocab_sha256 in a workdir) and compared."""
+  from tests.hf.task_export_test import _fine_tuned
+  folder, task_folder, workdir = _copy(exported, tmp_path), tmp_path / "tlc", tmp_path / "workdir"
+  task_models.export(_fine_tuned("tlc", "bert"), task_folder)
+  model = wyjax.hf.load(exported)
+  checkpoint_files.save_params(workdir, 1, model.params, model.config, model.tokenizer)
+  for load, path, records, vocab_file in (
+      (wyjax.hf.load, folder, folder / "config.json", folder / "vocab.txt"),
+      (task_models.load, task_folder, task_folder / "config.json", task_folder / "vocab.txt"),
+      (wyjax.hf.load, workdir, workdir / "model.json", workdir / "tokenizer" / "vocab.txt")):
+    load(path)  # as it was saved
+    _swapped(vocab_file)
+    with pytest.raises(wyjax.hf.loading.PartsError, match=re.escape(
+        f"{vocab_file} is not the vocabulary {records} records (its ")):
+      load(path)

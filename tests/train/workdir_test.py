@@ -10,12 +10,16 @@ import subprocess
 import sys
 import time
 
+import jax
 import pytest
 
 from tests.train.conftest import CONFIG, REPO_ROOT, pretrain_env
-from wyjax.core import config_files, guards, locks, run_config
+from wyjax.core import config_files, guards, locks, run_config, storage
 from wyjax.data import prepare
-from wyjax.train import finetuning, pretraining, suite
+from wyjax.data import tokenizer as tk
+from wyjax.hf import export_folder, loading
+from wyjax.models import EncoderConfig
+from wyjax.train import finetuning, pretraining, suite, task_model
 
 TINY = dict(num_train_steps=2, eval_every=2, max_length=32, batch_size=8, learning_rate=1e-3)
 
@@ -59,6 +63,48 @@ def test_a_rerun_over_edited_data_is_refused_unless_it_starts_afresh(tlc, tmp_pa
   assert json.loads((workdir / run_config.DATA).read_text())["dev"]["dev.tsv"]["bytes"] == \
       (tlc / "dev.tsv").stat().st_size < len(dev)
   assert len((workdir / "seed_0" / "dev_predictions.tsv").read_text().splitlines()) == 15  # the new dev file's
+
+
+def _tiny_export(folder, vocab_texts, seed: int):
+  """A random tiny MLM exported to `folder` (transformers), replacing what is there."""
+  tokenizer = tk.Tokenizer(tk.build_vocab(vocab_texts))
+  config = EncoderConfig(**task_model.FRESH_TINY_MODEL, vocab_size=len(tokenizer))
+  export_folder.export(loading.Model(config, loading.init_params(config, jax.random.key(seed)), tokenizer), folder,
+                       overwrite=True)
+
+
+def test_a_workdir_that_is_a_project_folder_keeps_the_users_files(tlc, tmp_path, monkeypatch):
+  """`--workdir=.` in a project folder: --fresh_start moved the user's data/, notes.txt and
+  thesis/ into previous-<time>/ with the old run (and the same command then failed: "data: no such
+  task folder"); only what fine-tuning writes is set aside now. The data folder spelled otherwise
+  (absolute, a trailing slash) was "another config" ("would mix two trainings"); it is the same
+  folder. The --config.init model replaced under the same path was taken as the same init, its
+  old scores kept: its weights are recorded by content, and a rerun over another is refused."""
+  project = tmp_path / "project"
+  shutil.copytree(tlc, project / "data")
+  (project / "notes.txt").write_text("my notes\n")
+  (project / "thesis").mkdir()
+  (project / "thesis" / "chapter1.md").write_text("# 1\n")
+  texts = [line.split("\t")[0] for line in (tlc / "train.tsv").read_text(encoding="utf-8").splitlines()]
+  _tiny_export(tmp_path / "init", texts, seed=1)
+  monkeypatch.chdir(project)
+  config = lambda data_dir, init: suite.task_config("tlc", data_dir=data_dir, init=init, **TINY)
+  first = finetuning.finetune(config("data", str(tmp_path / "init")), ".")
+  again = finetuning.finetune(config(f"{project / 'data'}/", f"{tmp_path / 'init'}/"), project)
+  assert again["dev"] == first["dev"]  # the same folders: the finished seed kept, not a config change
+
+  _tiny_export(tmp_path / "init", texts, seed=2)  # another model, the same path
+  with pytest.raises(run_config.DataChanged, match=r"(?s)\n  init: model.safetensors changed \(.*--fresh_start"):
+    finetuning.finetune(config("data", str(tmp_path / "init")), ".")
+  ours = {p.name for p in project.iterdir()} - {"data", "notes.txt", "thesis", locks.LOCK, "finetune.log"}
+  assert ours == {"run_config.json", "data_files.json", "results.json", "submission", "seed_0"}
+  finetuning.finetune(config("data", str(tmp_path / "init")), ".", fresh_start=True)
+  (aside,) = project.glob(f"{run_config.PREVIOUS}*")
+  assert {p.name for p in aside.iterdir()} == ours
+  assert (project / "notes.txt").read_text() == "my notes\n" and (project / "thesis" / "chapter1.md").exists()
+  assert sorted(p.name for p in (project / "data").iterdir()) == ["dev.tsv", "test.tsv", "train.tsv"]
+  recorded = json.loads((project / run_config.DATA).read_text())["init"]["model.safetensors"]["sha256"]
+  assert recorded == storage.file_sha256(tmp_path / "init" / "model.safetensors")  # trained from the new init
 
 
 def _holder(folder) -> int | None:
@@ -141,21 +187,46 @@ def test_pretraining_never_fills_a_data_dir_that_holds_no_corpus(tmp_path, share
 
 
 def test_pretraining_resumed_over_a_rebuilt_corpus_is_refused(tiny_corpus, shared_data, tmp_path):
-  """The workdir records its corpus (data_files.json): the same command over a corpus rebuilt
-  under the same path with other options would resume a data iterator into other sequences."""
+  """The workdir records its corpus (data_files.json): its manifest and each shard by content.
+  Rebuilt under the same path from other text with the same counts (each book's lines in reverse
+  order: the same characters, documents, tokens and sequences), the corpus was resumed ("resumed
+  from step 2"); it is refused, naming the shards. A shard changed after its build (its manifest
+  kept) is refused too."""
   data_dir = tmp_path / "corpus"
   shutil.copytree(tiny_corpus, data_dir)
   config = config_files.load(str(CONFIG))
   config.data_dir, config.num_train_steps = str(data_dir), 2
   pretraining.train_and_evaluate(config, tmp_path / "run")
+  built = prepare.read_manifest(data_dir)
   recorded = json.loads((tmp_path / "run" / run_config.DATA).read_text())
-  assert list(recorded) == ["corpus"] and recorded == pretraining.corpus_fingerprint(prepare.read_manifest(data_dir))
+  assert recorded == pretraining.corpus_fingerprint(data_dir, built)
+  assert set(recorded["corpus"]) == {prepare.MANIFEST, *built["shard_sha256"]} and len(built["shard_sha256"]) == 2
+  config.data_dir = f"{data_dir}/"  # the same folder: not "another config" ("would mix two trainings")
+  pretraining.train_and_evaluate(config, tmp_path / "run")
 
-  prepare.prepare_corpus(data_dir, prepare.Options(source=f"daizhige:{shared_data / 'daizhige_sample'}",
-                                                   sequence_length=64, valid_fraction=0.3),
-                         workers=1, progress=False, overwrite=True, log=lambda *_: None)
+  reversed_text = tmp_path / "reversed"
+  for book in (shared_data / "daizhige_sample").rglob("*.txt"):
+    lines = book.read_text(encoding="utf-8").splitlines()
+    (reversed_text / book.relative_to(shared_data / "daizhige_sample")).parent.mkdir(parents=True, exist_ok=True)
+    (reversed_text / book.relative_to(shared_data / "daizhige_sample")).write_text(
+        "".join(line + "\n" for line in reversed(lines)), encoding="utf-8")
+  rebuilt = prepare.prepare_corpus(data_dir, prepare.Options(source=f"daizhige:{reversed_text}", sequence_length=64,
+                                                             valid_fraction=0.2),
+                                   workers=1, progress=False, overwrite=True, log=lambda *_: None)
+  counts = ("documents", "vocab_size", "tokens", "sequences")
+  assert {k: rebuilt[k] for k in counts} == {k: built[k] for k in counts}
   before = _files(tmp_path / "run")  # the same command again
-  with pytest.raises(run_config.DataChanged, match=r"corpus: manifest.json changed \([\d,]+ bytes, sha256 \w+ -> "
-                                                   r"[\d,]+ bytes.*\nResume with the corpus the run was made from"):
+  with pytest.raises(run_config.DataChanged, match=r"(?s)corpus: manifest.json changed .*\n  corpus: "
+                                                   r"train-00000.array_record changed \([\d,]+ bytes, sha256 \w+ -> "
+                                                   r".*\nResume with the corpus the run was made from"):
+    pretraining.train_and_evaluate(config, tmp_path / "run")
+  assert _files(tmp_path / "run") == before
+
+  shutil.rmtree(data_dir)
+  shutil.copytree(tiny_corpus, data_dir)
+  shard = data_dir / built["shards"]["valid"][0]
+  shard.write_bytes(shard.read_bytes()[::-1])  # its bytes, not its size
+  with pytest.raises(run_config.DataChanged, match=f"{data_dir}: {shard.name} no longer match the SHA-256 its "
+                                                   "manifest.json records: the corpus changed after it was built"):
     pretraining.train_and_evaluate(config, tmp_path / "run")
   assert _files(tmp_path / "run") == before

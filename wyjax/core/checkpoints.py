@@ -2,8 +2,9 @@
 that keep a run's checkpoints trustworthy.
 
     workdir/
-      model.json                   {"encoder": EncoderConfig fields, "heads": [...]}; its
-                                   scan_layers says whether the params' layers are stacked
+      model.json                   {"encoder": EncoderConfig fields, "heads": [...],
+                                   "vocab_sha256": its vocabulary in order}; its scan_layers
+                                   says whether the params' layers are stacked
       tokenizer/                   vocab.txt and the other tokenizer files
       checkpoints/<step>/state     orbax PyTree: the train state; its `params` hold the model
                                    ({"encoder": ..., "mlm_head": ...})
@@ -20,7 +21,6 @@ be read or holds non-finite values is *unreadable*: it is moved aside (renamed
 `unreadable-<step>-<time>`, never deleted) and the previous one is tried.
 """
 import concurrent.futures
-import hashlib
 import json
 import logging
 import time
@@ -73,18 +73,11 @@ def _files(folder: epath.Path):
       yield path
 
 
-def _sha256(path: epath.Path) -> str:
-  digest = hashlib.sha256()
-  with path.open("rb") as f:
-    while chunk := f.read(1 << 22):
-      digest.update(chunk)
-  return digest.hexdigest()
-
-
 def seal(step_dir) -> None:
   """Writes step_dir/checksums.json (atomically: a partial file is never read as a seal)."""
   step_dir = epath.Path(step_dir)
-  sums = {str(p.relative_to(step_dir)): {"size": p.stat().length, "sha256": _sha256(p)} for p in _files(step_dir)}
+  sums = {str(p.relative_to(step_dir)): {"size": p.stat().length, "sha256": storage.file_sha256(p)}
+          for p in _files(step_dir)}
   partial = step_dir / (CHECKSUMS + ".partial")
   partial.write_text(json.dumps(sums, indent=1, sort_keys=True))
   partial.replace(step_dir / CHECKSUMS)
@@ -108,17 +101,18 @@ def integrity_problem(step_dir) -> str | None:
       return f"{name} is missing"
     if path.stat().length != want["size"]:
       return f"{name} has {path.stat().length} bytes, {want['size']} were written"
-    if _sha256(path) != want["sha256"]:
+    if storage.file_sha256(path) != want["sha256"]:
       return f"{name} does not match its SHA-256 (corrupted)"
   return None
 
 
-def _agreed_problem(step_dir) -> str | None:
-  """integrity_problem, computed once by process 0 (every process would read every file)."""
-  problem = integrity_problem(step_dir) if jax.process_index() == 0 else None
+def agreed_problem(find, elsewhere: str) -> str | None:
+  """find() (a problem, or None), computed once by process 0 (every process would read every
+  file) and known to all: the others get `elsewhere`, so all stop, or go on, together."""
+  problem = find() if jax.process_index() == 0 else None
   if jax.process_count() > 1:
     bad = multihost_utils.broadcast_one_to_all(np.int32(problem is not None))
-    problem = problem or ("failed its checksums on process 0" if bad else None)
+    problem = problem or (elsewhere if bad else None)
   return problem
 
 
@@ -143,6 +137,11 @@ class Writer:
     if started:
       self._unsealed.append(step)
     return started
+
+  def save_now(self, step: int, state, **items) -> None:
+    """Saves `state` (and `items`, orbax args by name) at `step`, and waits until it is sealed."""
+    self.save(step, ocp.args.Composite(**{STATE: ocp.args.PyTreeSave(state)}, **items), force=True)
+    self.wait()
 
   def poll(self) -> None:
     """Raises a failed save's error now; seals the saves orbax has finished."""
@@ -233,7 +232,8 @@ def restore_latest(mngr: ocp.CheckpointManager, abstract_state) -> tuple[dict | 
   (None, 0) when there is none. Raises IncompatibleCheckpoint (touching nothing) when the
   latest readable checkpoint does not fit abstract_state."""
   for step in sorted(mngr.all_steps(), reverse=True):
-    problem = _agreed_problem(epath.Path(mngr.directory) / str(step))
+    problem = agreed_problem(lambda: integrity_problem(epath.Path(mngr.directory) / str(step)),
+                             "failed its checksums on process 0")
     state = None
     if problem is None:
       try:
@@ -262,6 +262,17 @@ def restore_latest(mngr: ocp.CheckpointManager, abstract_state) -> tuple[dict | 
   return None, 0
 
 
+def remove_steps(folder) -> None:
+  """Removes a checkpoint folder's steps (what was set aside there stays), and the folder when
+  that leaves it empty."""
+  folder = epath.Path(folder)
+  for path in folder.iterdir():
+    if path.name.isdigit():
+      path.rmtree()
+  if folder.exists() and not any(folder.iterdir()):  # (a bucket has no empty folders)
+    folder.rmdir()
+
+
 def best_run(workdir) -> epath.Path:
   """The best seed's folder of a fine-tuning workdir: its results.json's best_run, found by name
   in `workdir` itself, so a copied or moved workdir uses its own seeds, never the original's."""
@@ -280,10 +291,13 @@ def tokenizer_dir(workdir) -> epath.Path:
 
 
 def write_model_info(workdir, encoder: dict, heads, tokenizer=None) -> None:
-  """model.json (the encoder's config fields, the heads' names) and tokenizer/ of a workdir."""
+  """model.json (the encoder's config fields, the heads' names, the vocabulary's SHA-256 in
+  order) and tokenizer/ of a workdir."""
   workdir = epath.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   info = {"encoder": encoder, "heads": sorted(heads)}
+  if tokenizer is not None:
+    info["vocab_sha256"] = storage.lines_sha256(tokenizer.vocab)
   storage.write_json(workdir / "model.json", info)
   if tokenizer is not None:
     tokenizer.save(tokenizer_dir(workdir))
@@ -291,12 +305,31 @@ def write_model_info(workdir, encoder: dict, heads, tokenizer=None) -> None:
 
 def read_model_info(workdir) -> tuple[dict, list[str]]:
   """(the encoder's config fields, the heads' names) of model.json."""
+  info = _model_info(workdir)
+  return info["encoder"], info["heads"]
+
+
+def vocab_sha256(workdir) -> str | None:
+  """The SHA-256 of the vocabulary, in order, that model.json records (None before wyjax recorded it)."""
+  return _model_info(workdir).get("vocab_sha256")
+
+
+def _model_info(workdir) -> dict:
   info_file = _workdir_of(epath.Path(workdir)) / "model.json"
   if not info_file.exists():
     raise FileNotFoundError(
         f"{workdir} is neither a transformers folder (config.json) nor a wyjax workdir (model.json)")
-  info = storage.read_json(info_file)
-  return info["encoder"], info["heads"]
+  return storage.read_json(info_file)
+
+
+def model_files(path) -> list[epath.Path]:
+  """The files restore_model and the tokenizer read from a workdir (or one step's folder):
+  model.json, tokenizer/, and the step's checksums.json, whose SHA-256s stand for its files (a
+  restore checks them), else its files."""
+  workdir, step_dir = _step_dir(path)
+  tokenizer = [p for p in sorted(tokenizer_dir(workdir).glob("*")) if p.is_file()]
+  sealed = step_dir / CHECKSUMS
+  return [workdir / "model.json", *tokenizer, *([sealed] if sealed.exists() else _files(step_dir))]
 
 
 def _workdir_of(path: epath.Path) -> epath.Path:
@@ -307,19 +340,28 @@ def _workdir_of(path: epath.Path) -> epath.Path:
   return path
 
 
-def restore_model(path) -> tuple[dict, dict]:
-  """(the encoder's config fields, params as numpy) from a workdir (latest step) or one step's folder."""
+def _step_dir(path) -> tuple[epath.Path, epath.Path]:
+  """(workdir, the step folder a model is read from): `path` itself when it is one step's
+  folder, else its workdir's latest step."""
   path = epath.Path(path)
   workdir = _workdir_of(path)
-  config, _ = read_model_info(workdir)
   step = int(path.name) if path.name.isdigit() and path.parent.name == "checkpoints" else None
   with manager(workdir, max_to_keep=None, read_only=True) as mngr:
     step = mngr.latest_step() if step is None else step
     if step is None:
       raise FileNotFoundError(f"{workdir / 'checkpoints'}: no checkpoint")
-    problem = integrity_problem(epath.Path(mngr.directory) / str(step))
+    return workdir, epath.Path(mngr.directory) / str(step)
+
+
+def restore_model(path) -> tuple[dict, dict]:
+  """(the encoder's config fields, params as numpy) from a workdir (latest step) or one step's folder."""
+  config, _ = read_model_info(path)
+  workdir, step_dir = _step_dir(path)
+  step = int(step_dir.name)
+  with manager(workdir, max_to_keep=None, read_only=True) as mngr:
+    problem = integrity_problem(step_dir)
     if problem:
-      raise ValueError(f"{mngr.directory / str(step)} is corrupt: {problem}")
+      raise ValueError(f"{step_dir} is corrupt: {problem}")
     metadata = mngr.item_metadata(step)[STATE]
     params_meta = {"params": metadata.tree["params"]}
     restore_args = jax.tree_util.tree_map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), params_meta)

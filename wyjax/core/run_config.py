@@ -4,19 +4,20 @@ A run stores its config in WORKDIR/run_config.json. Rerunning with a config that
 anything that changes the training (model, data, batch size, steps, learning rate, ...) is
 refused with the differences listed, unless the user accepts them explicitly; accepted
 changes are logged and appended to WORKDIR/config_changes.jsonl. Keys that only change how
-a run is executed or observed (the mesh, logging and evaluation intervals, ...) may change.
+a run is executed or observed (the mesh, logging and evaluation intervals, ...) may change, and
+paths compare by the folder they name (`tlc/`, `./tlc` and `/home/me/tlc` are one folder).
 
 A fine-tuning also stores the size and SHA-256 of every data file it read, a pretraining those
 of its prepared corpus (WORKDIR/data_files.json):
 the same config over edited files would keep scores made from the old ones, so a rerun over
 changed files is refused with the files named; `set_aside` moves the old runs out of the way
-(never deleting them) for a run that starts afresh.
+(never deleting them, and nothing but what they wrote) for a run that starts afresh.
 
 A resumed run recomputes the steps after its checkpoint, so `trim_metrics` first drops their
 records from metrics.jsonl: every step is recorded once, by the run that kept it.
 """
 import datetime
-import hashlib
+import fnmatch
 import json
 import logging
 import os
@@ -26,7 +27,7 @@ import ml_collections
 from etils import epath
 from jax.experimental import multihost_utils
 
-from wyjax.core import guards, locks, storage
+from wyjax.core import guards, storage
 
 CONFIG = "run_config.json"  # not config.json: that name marks a transformers folder
 CHANGES = "config_changes.jsonl"
@@ -54,19 +55,24 @@ def _ignored(key: str, ignore) -> bool:
 
 
 def check_config(workdir, config: ml_collections.ConfigDict, *, ignore=(), defaults=None,
-                 accept: bool = False) -> dict:
+                 accept: bool = False, places=None) -> dict:
   """{key: (stored, new)}: how config differs from WORKDIR/run_config.json outside `ignore`.
   A key the stored config lacks (added to wyjax after the run began) counts as its value in
-  `defaults` (the base config): the run was made with that behaviour. Raises ConfigChanged
-  listing the changes unless `accept` (then they are logged). Writes nothing: `store_config`
-  does, once the run has really continued."""
+  `defaults` (the base config): the run was made with that behaviour. `places` maps the keys
+  that name files or folders to what compares them (storage.place): one folder, however spelled,
+  is no change. Raises ConfigChanged listing the changes unless `accept` (then they are logged).
+  Writes nothing: `store_config` does, once the run has really continued."""
   workdir = epath.Path(workdir)
   if not (workdir / CONFIG).exists():
     return {}
   stored = {**(flatten(defaults.to_dict()) if defaults else {}), **flatten(storage.read_json(workdir / CONFIG))}
   current = flatten(config.to_dict())
-  changes = {k: (stored.get(k, "<absent>"), current.get(k, "<absent>")) for k in sorted(set(stored) | set(current))
-             if not _ignored(k, ignore) and stored.get(k, "<absent>") != current.get(k, "<absent>")}
+  place = lambda key, value: (places or {}).get(key, lambda v: v)(value)
+  changes = {}
+  for key in sorted(set(stored) | set(current)):
+    old, new = stored.get(key, "<absent>"), current.get(key, "<absent>")
+    if not _ignored(key, ignore) and place(key, old) != place(key, new):
+      changes[key] = (old, new)
   if changes:
     listing = "\n".join(f"  {k}: {old!r} -> {new!r}" for k, (old, new) in changes.items())
     if not accept:
@@ -103,10 +109,9 @@ def data_fingerprint(data_dir, files: dict) -> dict:
   fingerprint = {}
   for split, paths in files.items():
     fingerprint[split] = {}
-    for path in paths:
-      with open(path, "rb") as f:
-        digest = hashlib.file_digest(f, "sha256").hexdigest()
-      fingerprint[split][os.path.relpath(path, data_dir)] = {"bytes": os.path.getsize(path), "sha256": digest}
+    for path in map(epath.Path, paths):
+      fingerprint[split][os.path.relpath(path, data_dir)] = {"bytes": path.stat().length,
+                                                             "sha256": storage.file_sha256(path)}
   return fingerprint
 
 
@@ -142,13 +147,14 @@ def check_data(workdir, fingerprint: dict, remedy: str = FRESH_START) -> None:
         + "\n".join(changes) + "\n" + remedy)
 
 
-def set_aside(workdir) -> None:
-  """Moves what earlier runs left in `workdir` (all but its logs, its lock and runs set aside
-  before) into WORKDIR/previous-<UTC time>/, for a run that starts afresh: nothing is deleted.
-  Process 0 moves them; the others wait for it."""
+def set_aside(workdir, written: tuple[str, ...]) -> None:
+  """Moves what earlier runs wrote in `workdir` (the records store_config writes, and the entries
+  `written` names, fnmatch patterns of what the command writes: never a user's file or folder,
+  which a workdir such as `.` holds beside them) into WORKDIR/previous-<UTC time>/, for a run
+  that starts afresh: nothing is deleted. Process 0 moves them; the others wait for it."""
   workdir = epath.Path(workdir)
-  kept = lambda p: p.name == locks.LOCK or p.name.startswith(PREVIOUS) or p.name.endswith(".log")
-  earlier = [p for p in workdir.iterdir() if not kept(p)] if workdir.exists() else []
+  ours = lambda name: any(fnmatch.fnmatchcase(name, pattern) for pattern in (CONFIG, CHANGES, DATA, *written))
+  earlier = [p for p in workdir.iterdir() if ours(p.name)] if workdir.exists() else []
   if earlier and jax.process_index() == 0:
     aside = workdir / (PREVIOUS + datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S"))
     aside.mkdir()

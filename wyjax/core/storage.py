@@ -6,7 +6,9 @@ reads its corpus from a staged local copy; pods may mount the bucket with gcsfus
 transformers/huggingface_hub (an exported folder is staged before verifying or pushing).
 """
 import contextlib
+import ctypes
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -20,6 +22,15 @@ from etils import epath
 
 def is_local(path) -> bool:
   return "://" not in os.fspath(path)
+
+
+def place(path):
+  """What `path` names, for comparing paths: a local one absolute, its links and `..` resolved,
+  without a trailing slash (`tlc/`, `./tlc` and `/home/me/tlc` are one folder); one in a bucket
+  without its trailing slash. A value that names no path (empty, not a string) is itself."""
+  if not isinstance(path, str) or not path:
+    return path
+  return os.path.realpath(path) if is_local(path) else path.rstrip("/")
 
 
 def upload(local_dir, remote_dir, *, last: str | None = None) -> None:
@@ -53,19 +64,23 @@ NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a full disk, quota or fil
 
 
 @contextlib.contextmanager
-def written_whole(path, mode: str = "w", **open_kwargs):
+def written_whole(path, mode: str = "w", *, replace: bool = True, **open_kwargs):
   """An open file that appears at `path` only once complete: written_together's one file."""
-  with written_together([path], mode, **open_kwargs) as (f,):
+  with written_together([path], mode, replace=replace, **open_kwargs) as (f,):
     yield f
 
 
 @contextlib.contextmanager
-def written_together(paths, mode: str = "w", **open_kwargs):
+def written_together(paths, mode: str = "w", *, replace: bool = True, **open_kwargs):
   """Open files, one for each of `paths`, that appear there only once all are complete: each is
   written under a temporary name beside its path; when the block ends without an exception all
   are closed (a full disk may fail a last flush), then all renamed over their paths. On any
   exception (a full disk, Ctrl-C) the temporary files are removed: nothing half-written is left,
   no new file beside an old one, and nothing blocks a rerun.
+
+  Without `replace`, a file that is at a path when its rename comes (one that appeared while the
+  block ran: another command's) is never replaced: FileExistsError names it, and the files
+  already renamed are removed again (rename_new).
 
   A symbolic link is written through (its target replaced, the link kept). A path that is there
   and no regular file (a FIFO, a device such as /dev/null) is written as it is: renaming over it
@@ -74,7 +89,7 @@ def written_together(paths, mode: str = "w", **open_kwargs):
   paths = [epath.Path(p) for p in paths]
   targets = [epath.Path(os.path.realpath(p)) if is_local(p) else p for p in paths]
   partials = [None if _is_stream(t) else t.with_name(_partial_name(t.name)) for t in targets]
-  files, closing = [], None
+  files, closing, renamed = [], None, []
   try:
     for path, target, partial in zip(paths, targets, partials):
       with _as(partial, path):
@@ -85,8 +100,12 @@ def written_together(paths, mode: str = "w", **open_kwargs):
     closing = None
     for path, target, partial in zip(paths, targets, partials):
       if partial:
-        with _as(partial, path):
-          partial.replace(target)
+        with _as(partial, path), _as(target, path):
+          if replace:
+            partial.replace(target)
+          else:
+            rename_new(partial, target)
+        renamed.append(target)
   except BaseException:
     for f in files:
       with contextlib.suppress(OSError):
@@ -94,8 +113,55 @@ def written_together(paths, mode: str = "w", **open_kwargs):
     for partial in partials:
       if partial:
         partial.unlink(missing_ok=True)
+    if not replace:  # renamed as new files: never one that was there
+      for target in renamed:
+        target.unlink(missing_ok=True)
     with named(closing or (paths[0] if len(paths) == 1 else paths[0].parent)):
       raise
+
+
+_AT_FDCWD, _RENAME_NOREPLACE = -100, 1  # <fcntl.h>, <linux/fs.h>
+_NO_RENAMEAT2 = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP)  # a kernel or file system without it
+_NO_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK)  # a file system without hard links (vfat, some FUSE)
+
+
+def rename_new(source, target) -> None:
+  """Renames `source` to `target` unless `target` exists: FileExistsError names it, and nothing is
+  replaced, even by a file that appears at the same moment. Atomic by Linux's renameat2
+  (RENAME_NOREPLACE); where the file system lacks it, a hard link (which fails where the target
+  exists) then the source unlinked; where it lacks those too (or in a bucket), a check then a rename."""
+  source, target = os.fspath(source), os.fspath(target)
+  if is_local(target):
+    try:
+      _renameat2(source, target)
+      return
+    except OSError as e:
+      if e.errno not in _NO_RENAMEAT2:
+        raise
+    try:
+      os.link(source, target)
+      os.unlink(source)
+      return
+    except OSError as e:
+      if e.errno not in _NO_LINKS:
+        raise
+  if epath.Path(target).exists():
+    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), target)
+  epath.Path(source).rename(target)
+
+
+def _renameat2(source: str, target: str) -> None:
+  renameat2 = getattr(_libc(), "renameat2", None)
+  if renameat2 is None:  # not Linux, or a C library before glibc 2.28
+    raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS))
+  if renameat2(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), _RENAME_NOREPLACE) != 0:
+    code = ctypes.get_errno()
+    raise OSError(code, os.strerror(code), target)
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+  return ctypes.CDLL(None, use_errno=True)
 
 
 _NAME_MAX = 255  # bytes of one file name on Linux's and macOS's file systems
@@ -114,7 +180,8 @@ def _partial_name(name: str) -> str:
 
 @contextlib.contextmanager
 def _as(partial, path):
-  """In the block, an error naming the temporary file `partial` names the user's `path`."""
+  """In the block, an error naming `partial` (the temporary file, or the resolved target) names
+  the user's `path`."""
   try:
     yield
   except OSError as e:
@@ -140,6 +207,21 @@ def named(path):
     if e.errno in NO_ROOM and e.filename is None:
       raise OSError(e.errno, e.strerror, os.fspath(path)) from e
     raise
+
+
+def file_sha256(path) -> str:
+  """The SHA-256 of a file's bytes (local or in a bucket), read a few MiB at a time."""
+  digest = hashlib.sha256()
+  with epath.Path(path).open("rb") as f:
+    while chunk := f.read(1 << 22):
+      digest.update(chunk)
+  return digest.hexdigest()
+
+
+def lines_sha256(lines) -> str:
+  """The SHA-256 of `lines` as a file of them holds them, each ended by a newline: a vocabulary's
+  tokens in order (a vocab.txt of the same tokens in another order is another vocabulary)."""
+  return hashlib.sha256("".join(line + "\n" for line in lines).encode()).hexdigest()
 
 
 def write_json(path, value) -> None:

@@ -1,8 +1,9 @@
 """Pretraining corpora as documents of paragraphs: Daizhige, chinese-poetry, plain text.
 
 A reader has two steps so that corpus preparation can run them in worker processes:
-`units()` lists cheap work units (files, tarball members) and `read(unit)` turns one unit into
-documents; `special` then lists the files it skipped, never opened: FIFOs, devices, sockets.
+`units()` lists cheap work units (files) and `read(unit)` turns one unit into documents;
+`special` then lists the files it skipped, never opened: FIFOs, devices, sockets. `file(unit)`
+is the unit's file, whose bytes a prepared corpus records (by their SHA-256).
 Text is kept as found here; `clean_paragraphs` does the documented normalisation.
 """
 import base64
@@ -106,9 +107,11 @@ class DaizhigeReader:
       raise ValueError(f"{self.root}: no .txt files")
     return files
 
+  def file(self, unit: str) -> epath.Path:
+    return self.root / unit
+
   def read(self, unit: str) -> list[Document]:
-    path = self.root / unit
-    text = read_text(path)
+    text = read_text(self.file(unit))
     parts = pathlib.PurePath(unit).parts
     meta = {"collection": parts[0], "path": unit, "title": pathlib.PurePath(unit).stem,
             "category": "/".join(parts[1:-1])}
@@ -162,9 +165,11 @@ class TextReader:
       raise ValueError(f"{self.path}: no .txt files")
     return files
 
+  def file(self, unit: str) -> epath.Path:
+    return self.path if self.path.is_file() else self.path / unit
+
   def read(self, unit: str) -> list[Document]:
-    path = self.path if self.path.is_file() else self.path / unit
-    return [Document(id=f"text:{unit}", paragraphs=read_text(path).splitlines(), meta={"path": unit})]
+    return [Document(id=f"text:{unit}", paragraphs=read_text(self.file(unit)).splitlines(), meta={"path": unit})]
 
 
 # --- chinese-poetry (npm) --------------------------------------------------------------------
@@ -275,8 +280,11 @@ class PoetryReader:
     self.special = sorted(special)
     return [f for f in files if f not in special]
 
+  def file(self, unit: str) -> pathlib.Path:
+    return self.dist / unit
+
   def read(self, unit: str) -> list[Document]:
-    path = self.dist / unit
+    path = self.file(unit)
     data = read_json(path, object)  # an array of records, or one record
     collection, dynasty = poetry_collection(unit)
     records = data if isinstance(data, list) else [data]
@@ -317,6 +325,22 @@ def _poem_lines(record: dict, where: str) -> list[str]:
 
 
 # --- sources ---------------------------------------------------------------------------------
+
+def content_sha256(reader, units: list[str]) -> str:
+  """The SHA-256 of a source's text as a build reads it: each unit's name and the SHA-256 of its
+  file, in order (every byte read: seconds a gigabyte, once per command)."""
+  digest = hashlib.sha256()
+  for unit in units:
+    digest.update(f"{unit}\0{storage.file_sha256(reader.file(unit))}\n".encode())
+  return digest.hexdigest()
+
+
+def source_place(source: str) -> str:
+  """`source` with its path as storage.place has it: `text:texts/` and `text:/home/me/texts` are
+  one source."""
+  kind, _, arg = source.partition(":")
+  return f"{kind}:{storage.place(arg)}" if arg else source
+
 
 def reader_for(source: str):
   """'daizhige:DIR', 'poetry' (or 'poetry:UNPACKED_PACKAGE_DIR'), or 'text:PATH'."""

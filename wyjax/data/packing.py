@@ -7,13 +7,17 @@ import re
 import numpy as np
 from array_record.python.array_record_module import ArrayRecordWriter
 
+from wyjax.core import storage
+
 
 class ShardWriter:
-  """Fixed-length sequences of one split into ArrayRecord shards of `per_shard` sequences."""
+  """Fixed-length sequences of one split into ArrayRecord shards of `per_shard` sequences; each
+  shard's SHA-256, taken as it is closed (`sha256`), is what the manifest records of it."""
 
   def __init__(self, out: pathlib.Path, split: str, per_shard: int, dtype):
     self.out, self.split, self.per_shard, self.dtype = out, split, per_shard, dtype
     self.names, self._writer, self._in_shard, self.sequences = [], None, 0, 0
+    self.sha256: dict[str, str] = {}
 
   def write(self, sequence: np.ndarray):
     if self._writer is None or self._in_shard == self.per_shard:
@@ -30,6 +34,7 @@ class ShardWriter:
     if self._writer is not None:
       writer, self._writer = self._writer, None
       writer.close()
+      self.sha256[self.names[-1]] = storage.file_sha256(self.out / self.names[-1])
 
   def discard(self):
     """Removes the shards written so far (a build that failed): a partial shard is no data."""

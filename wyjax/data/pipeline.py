@@ -25,6 +25,13 @@ def _source(data_dir, split: str):
   return grain.MapDataset.source(grain.sources.ArrayRecordDataSource(paths)), dtype
 
 
+def changed_shards(data_dir, manifest: dict) -> list[str]:
+  """The shards of a prepared corpus whose bytes no longer match its manifest's SHA-256s (changed
+  after the build); none for a manifest that records none (built before wyjax recorded them)."""
+  return [name for name, sha256 in manifest.get("shard_sha256", {}).items()
+          if storage.file_sha256(epath.Path(data_dir) / name) != sha256]
+
+
 def _decode(dtype):
   return lambda record: np.frombuffer(record, dtype).astype(np.int32)
 

@@ -7,23 +7,26 @@ Output folder:
     train-00000.array_record …        sequences of `sequence_length` token ids (dtype in the
     valid-00000.array_record …        manifest): [CLS] then the token stream, in which every
                                       document ends with [SEP]; the last one padded with [PAD]
-    manifest.json                     counts, shards, vocab hash; written last
+    manifest.json                     counts, shards and their SHA-256s, vocab hash; written last
 
 Work units (files) are read, cleaned and tokenised in worker processes; the main process
 de-duplicates paragraphs exactly (a set of 64-bit hashes: ~70 bytes per unique paragraph, the
 only memory that grows with the corpus), splits documents by hash (no sequence mixes train
 and validation) and streams sequences into shards. A finished folder whose manifest matches
-the options is left as is; an unfinished one is rebuilt. Any other non-empty folder (the
-user's files, a corpus prepared with other options, an unfinished build of another source) is
-refused unless `overwrite`, which replaces the corpus files and keeps the rest. One command
-writes a folder at a time (locks.held: a second is refused, naming the first); the workers end
-with the command, however it ends.
+the build's fingerprint (the source's content, file by file, the options and the vocabulary) is
+left as is, read even on a read-only disk; an unfinished one is rebuilt. Any other non-empty
+folder (the user's files, a corpus prepared with other options or from other text, an
+unfinished build of another source) is refused unless `overwrite`, which replaces the corpus
+files and keeps the rest. An --out inside its own source is left out of it. One command writes
+a folder at a time (locks.held: a second is refused, naming the first); the workers end with
+the command, however it ends.
 """
 import collections
 import concurrent.futures
 import contextlib
 import ctypes
 import dataclasses
+import errno
 import hashlib
 import json
 import multiprocessing
@@ -180,15 +183,18 @@ def _map(pool, fn, units, progress: bool, what: str):
       raise guards.RunError(f"{what}: {e} (--workers=1 does the work in this process)") from e
 
 
-def _fingerprint(source: str, options: Options, vocab: list[str] | None) -> str:
-  payload = json.dumps({"source": source, "options": dataclasses.asdict(options),
+def _fingerprint(kind: str, content: str, options: Options, vocab: list[str] | None) -> str:
+  """What a build is made from: the kind of source, its content (not where it lies: a source
+  copied elsewhere is the same corpus), the options and the vocabulary given."""
+  payload = json.dumps({"kind": kind, "content": content,
+                        "options": {k: v for k, v in dataclasses.asdict(options).items() if k != "source"},
                         "vocab": hashlib.sha256("\n".join(vocab).encode()).hexdigest() if vocab else None},
                        sort_keys=True)
   return hashlib.sha256(payload.encode()).hexdigest()
 
 
 def vocab_hash(tokenizer) -> str:
-  return hashlib.sha256("".join(t + "\n" for t in tokenizer.vocab).encode()).hexdigest()
+  return storage.lines_sha256(tokenizer.vocab)
 
 
 def _made_by_a_build(name: str) -> bool:
@@ -217,8 +223,13 @@ def _unfinished_build(out: epath.Path, build: dict) -> bool:
     return False
   if record.get("fingerprint") == build["fingerprint"]:
     return True
-  return (record.get("source", build["source"]) == build["source"] and not (out / MANIFEST).exists()
+  return (_same_source(record, build) and not (out / MANIFEST).exists()
           and all(_made_by_a_build(p.name) for p in _entries(out)))
+
+
+def _same_source(record: dict, build: dict) -> bool:
+  """Whether a build record (preparing.json, a manifest) names the source `build` reads, however spelled."""
+  return corpus.source_place(record.get("source", build["source"])) == build["source"]
 
 
 def unprepared(data_dir) -> str:
@@ -238,12 +249,20 @@ def _entries(out: epath.Path) -> list[epath.Path]:
   return [p for p in out.iterdir() if p.name != locks.LOCK]
 
 
+def _prepared_otherwise(manifest: dict, build: dict) -> str:
+  """How the corpus of `manifest` differs from `build`, for a refusal."""
+  same_options = {**manifest.get("options", {}), "source": None} == {**build["options"], "source": None}
+  if _same_source(manifest, build) and same_options:
+    return "holds a corpus prepared from other text (the source's files changed since)"
+  return "holds a corpus prepared with other options"
+
+
 def _claim(out: epath.Path, build: dict, overwrite: bool) -> None:
   """Makes `out` (locked, so it exists) ready for this build: an empty folder, an unfinished
   build's, or (with overwrite) any folder, whose corpus files are removed. Records the build."""
   if _entries(out) and not (overwrite or _unfinished_build(out, build)):
-    other_source = (_build_record(out) or {}).get("source", build["source"]) != build["source"]
-    held = ("holds a corpus prepared with other options" if (out / MANIFEST).exists() else
+    other_source = not _same_source(_build_record(out) or {}, build)
+    held = (_prepared_otherwise(storage.read_json(out / MANIFEST), build) if (out / MANIFEST).exists() else
             unprepared(out) if other_source else "holds files that are not this corpus")
     raise guards.RunError(f"--out {out} {held}; choose an empty or new folder, or pass --overwrite to "
                           "replace the corpus files there")
@@ -257,40 +276,74 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
                    progress: bool | None = None, overwrite: bool = False, log=print) -> dict:
   """Builds (or finds up to date) the prepared corpus in `out` (a folder or gs://…); returns its
   manifest. The manifest is written last: a corpus without one is incomplete. Another command
-  writing `out` meanwhile is refused (locks.held)."""
+  writing `out` meanwhile is refused (locks.held); a finished corpus on a disk that cannot be
+  written (read-only) is read without the lock, which only a writer needs."""
   out = epath.Path(out)
   if out.exists() and not out.is_dir():
     raise FileExistsError(f"--out {out} is a file, not a folder")
-  with locks.held(out, "prepare-corpus"):
-    return _prepare_corpus(out, options, vocab_dir=vocab_dir, workers=workers, progress=progress,
-                           overwrite=overwrite, log=log)
-
-
-def _prepare_corpus(out: epath.Path, options: Options, *, vocab_dir, workers, progress, overwrite, log) -> dict:
   kind, _, arg = options.source.partition(":")
   # Resolve the poetry download once here, not in every worker.
   source = f"poetry:{corpus.fetch_poetry()}" if kind == "poetry" and not arg else options.source
+  reader = corpus.reader_for(source)  # a source that does not read fails here, before `out` is touched
+  units = _units(reader, out, options.source, log)
   given_vocab = tokenizer_lib.Tokenizer.load(vocab_dir).vocab if vocab_dir else None
-  fingerprint = _fingerprint(options.source, options, given_vocab)
-  manifest_file = out / MANIFEST
-  if manifest_file.exists():
-    manifest = storage.read_json(manifest_file)
-    if manifest.get("fingerprint") == fingerprint:
+  content = corpus.content_sha256(reader, units)
+  build = {"fingerprint": _fingerprint(kind, content, options, given_vocab), "source_sha256": content,
+           "source": corpus.source_place(options.source), "options": dataclasses.asdict(options)}
+  with contextlib.ExitStack() as lock:
+    try:
+      lock.enter_context(locks.held(out, "prepare-corpus"))
+    except OSError as e:
+      if e.errno not in _CANNOT_WRITE or _finished(out, build) is None:
+        raise
+    if (manifest := _finished(out, build)) is not None:
       log(f"{out}: already prepared ({manifest['sequences']} sequences); nothing to do")
       return manifest
-  reader = corpus.reader_for(source)  # a source that does not read fails here, before `out` is touched
-  _claim(out, {"fingerprint": fingerprint, "source": options.source, "options": dataclasses.asdict(options)},
-         overwrite)
-  if not storage.is_local(out):  # ArrayRecord writes local files: build them here, then upload
-    with tempfile.TemporaryDirectory() as local:
-      manifest = prepare_corpus(local, options, vocab_dir=vocab_dir, workers=workers, progress=progress, log=log)
-      storage.upload(local, out, last=MANIFEST)
+    _claim(out, build, overwrite)
+    if storage.is_local(out):
+      manifest = _build(out, options, source, reader, units, build, given_vocab, workers=workers, progress=progress,
+                        log=log)
+    else:  # ArrayRecord writes local files: build them here, then upload
+      with tempfile.TemporaryDirectory() as local:
+        manifest = _build(epath.Path(local), options, source, reader, units, build, given_vocab, workers=workers,
+                          progress=progress, log=log)
+        storage.upload(local, out, last=MANIFEST)
+      log(f"uploaded to {out}")
     (out / BUILDING).unlink()
-    log(f"uploaded to {out}")
     return manifest
+
+
+_CANNOT_WRITE = (errno.EROFS, errno.EACCES, errno.EPERM)  # a read-only disk, a folder the user may not write
+
+
+def _finished(out: epath.Path, build: dict) -> dict | None:
+  """The manifest of the finished corpus in `out`, when it is the one `build` would make."""
+  manifest_file = out / MANIFEST
+  if not manifest_file.exists():
+    return None
+  manifest = storage.read_json(manifest_file)
+  return manifest if manifest.get("fingerprint") == build["fingerprint"] else None
+
+
+def _units(reader, out: epath.Path, source: str, log) -> list[str]:
+  """The source's work units, less the files of `out` when it lies inside the source: the next
+  build would read the corpus's own tokenizer/vocab.txt as a document."""
+  units = reader.units()
+  if not storage.is_local(out):
+    return units
+  inside = os.path.join(storage.place(os.fspath(out)), "")
+  own = {unit for unit in units if storage.place(os.fspath(reader.file(unit))).startswith(inside)}
+  if own:
+    log(f"{source}: left out {len(own)} file(s) of --out {out}, which lies inside the source (e.g. {min(own)})")
+  return [unit for unit in units if unit not in own]
+
+
+def _build(out: epath.Path, options: Options, source: str, reader, units: list[str], build: dict, given_vocab, *,
+           workers, progress, log) -> dict:
+  """Builds the corpus `build` records (preparing.json) from `units` of `source` (its reader's)
+  into the local folder `out`; returns its manifest, written last."""
   progress = sys.stderr.isatty() if progress is None else progress
   start = time.perf_counter()
-  units = reader.units()
   if reader.special:
     log(f"{options.source}: skipped {len(reader.special)} special files (FIFOs, devices, sockets: never opened), "
         f"e.g. {reader.special[0]}")
@@ -346,8 +399,9 @@ def _prepare_corpus(out: epath.Path, options: Options, *, vocab_dir, workers, pr
         "split, by a hash of its name), and pretraining evaluates on it; add documents or raise valid_fraction")
   seconds = time.perf_counter() - start
   manifest = {
-      "fingerprint": fingerprint,
-      "source": options.source,
+      "fingerprint": build["fingerprint"],
+      "source": build["source"],
+      "source_sha256": build["source_sha256"],
       "options": dataclasses.asdict(options),
       "sequence_length": options.sequence_length,
       "dtype": np.dtype(dtype).name,
@@ -364,14 +418,14 @@ def _prepare_corpus(out: epath.Path, options: Options, *, vocab_dir, workers, pr
       "tokens": {s: packers[s].tokens for s in SPLITS},
       "sequences": {s: packers[s].writer.sequences for s in SPLITS},
       "shards": {s: packers[s].writer.names for s in SPLITS},
+      "shard_sha256": {name: sha256 for s in SPLITS for name, sha256 in packers[s].writer.sha256.items()},
       "seconds": round(seconds, 2),
       "characters_per_second": round(stats["raw_characters"] / seconds),
       "workers": workers,
   }
   partial = out / (MANIFEST + ".partial")
   partial.write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
-  partial.rename(manifest_file)
-  (out / BUILDING).unlink()
+  partial.rename(out / MANIFEST)
   log(f"{out}: {manifest['raw_characters']:,} characters, {sum(manifest['sequences'].values()):,} "
       f"sequences of {options.sequence_length} in {seconds:.1f} s ({manifest['characters_per_second']:,} chars/s)")
   return manifest

@@ -8,7 +8,7 @@ from safetensors.numpy import save
 from wyjax.core import checkpoints, locks, run_config, storage
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.hf import card, configs, weights
-from wyjax.hf.loading import Model
+from wyjax.hf.loading import VOCAB_KEY, Model
 from wyjax.models import EncoderConfig
 
 # Every file `export` writes (the tokenizer's four included): what a Hub upload sends.
@@ -61,18 +61,20 @@ def check_tokenizer(tokenizer: Tokenizer | None, config: EncoderConfig) -> None:
 
 def write(out, hf_config: dict, params, config: EncoderConfig, tokenizer: Tokenizer, readme: str, *,
           overwrite: bool = False) -> epath.Path:
-  """Writes `out` (FILES): config.json, the params as transformers' model.safetensors, the
-  tokenizer's files and README.md. A folder that already holds files is refused unless
-  `overwrite` (then the exported files replace theirs; other files are left alone). Every file
-  is written under a temporary name first and all are renamed once all are complete: a failure
-  (a full disk, Ctrl-C) leaves none of them, and no old file beside a new one."""
+  """Writes `out` (FILES): config.json (with the vocabulary's SHA-256 in order, loading.VOCAB_KEY),
+  the params as transformers' model.safetensors, the tokenizer's files and README.md. A folder
+  that already holds files is refused unless `overwrite` (then the exported files replace theirs;
+  other files are left alone), and without it no file is replaced, not even one that appeared
+  meanwhile. Every file is written under a temporary name first and all are renamed once all
+  are complete: a failure (a full disk, Ctrl-C) leaves none of them, and no old file beside a new one."""
   out = check_out(out, overwrite)
   state_dict = weights.to_hf(params, config, legacy=hf_config.get("legacy", True))
+  hf_config = {**hf_config, VOCAB_KEY: storage.lines_sha256(tokenizer.vocab)}
   files = {"model.safetensors": save(state_dict, metadata={"format": "pt"}),
            "config.json": json.dumps(hf_config, indent=2, ensure_ascii=False) + "\n", **tokenizer.files(),
            "README.md": readme}
   out.mkdir(parents=True, exist_ok=True)
-  with storage.written_together([out / name for name in files], "wb") as handles:
+  with storage.written_together([out / name for name in files], "wb", replace=overwrite) as handles:
     for handle, (name, content) in zip(handles, files.items()):
       with storage.named(out / name):
         handle.write(content if isinstance(content, bytes) else content.encode("utf-8"))

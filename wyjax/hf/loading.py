@@ -14,6 +14,10 @@ from wyjax.models import EncoderConfig, MaskedLM, Pooler, encoder_class, unstack
 
 log = logging.getLogger(__name__)
 
+# config.json's record of the vocabulary's SHA-256 in order (storage.lines_sha256), written by
+# wyjax's exports: a vocab.txt of the right size in another order reads every text wrongly.
+VOCAB_KEY = "wyjax_vocab_sha256"
+
 
 def init_params(config: EncoderConfig, rng: jax.Array, *, mlm: bool = True, pooler: bool = False) -> dict:
   """Randomly initialised params (unboxed), {'encoder': ...[, 'mlm_head': ...][, 'pooler': ...]}."""
@@ -106,11 +110,13 @@ def param_embedding_shapes(params: dict) -> dict[str, tuple[int, ...]]:
 
 
 def check_parts(config: EncoderConfig, config_file, embeddings: dict, weights_file,
-                tokenizer: Tokenizer | None = None, vocab_file=None) -> None:
+                tokenizer: Tokenizer | None = None, vocab_file=None, vocab_sha256: str | None = None) -> None:
   """Refuses a config, weights and tokenizer that do not belong together, naming two of their
   files. A token id past the embedding rows is gathered as NaN (a silent wrong answer), a
-  vocabulary smaller than the rows reads every other character as [UNK], and sizes that differ
-  between config and weights failed far from the cause, at some tensor's shape."""
+  vocabulary smaller than the rows reads every other character as [UNK], one of the right size
+  in another order (or of other tokens) than `vocab_sha256`, what config_file records, reads
+  every character as another, and sizes that differ between config and weights failed far
+  from the cause, at some tensor's shape."""
   width = "embedding_size" if config.embedding_size else "hidden_size"
   expected = {"word_embeddings": ((config.vocab_size, config.embed_dim), f"vocab_size {config.vocab_size}, "
                                   f"{width} {config.embed_dim}"),
@@ -126,6 +132,11 @@ def check_parts(config: EncoderConfig, config_file, embeddings: dict, weights_fi
     raise PartsError(f"{vocab_file} has {len(tokenizer)} tokens but {config_file} says vocab_size "
                      f"{config.vocab_size} (the weights' embedding rows): the tokenizer is not this model's; use "
                      "the vocab.txt it was trained with")
+  found = storage.lines_sha256(tokenizer.vocab) if tokenizer is not None and vocab_sha256 else vocab_sha256
+  if found != vocab_sha256:
+    raise PartsError(f"{vocab_file} is not the vocabulary {config_file} records (its {len(tokenizer)} tokens are "
+                     f"others, or in another order: SHA-256 {found[:12]}, recorded {vocab_sha256[:12]}), and each "
+                     "token would stand for another character; use the vocab.txt the model was saved with")
 
 
 def read_state_dict(folder: epath.Path) -> tuple[dict[str, np.ndarray], str]:
@@ -162,10 +173,12 @@ def read_state_dict(folder: epath.Path) -> tuple[dict[str, np.ndarray], str]:
 def load_hf(folder) -> Model:
   folder = epath.Path(folder)
   config_file = folder / "config.json"
-  config = configs.from_hf(storage.read_json(config_file), source=str(config_file))
+  hf = storage.read_json(config_file)
+  config = configs.from_hf(hf, source=str(config_file))
   state_dict, source = read_state_dict(folder)
   tokenizer = Tokenizer.load(folder) if (folder / "vocab.txt").exists() else None
-  check_parts(config, config_file, embedding_shapes(state_dict, config), source, tokenizer, folder / "vocab.txt")
+  check_parts(config, config_file, embedding_shapes(state_dict, config), source, tokenizer, folder / "vocab.txt",
+              hf.get(VOCAB_KEY))
   has_mlm = weights.detect_mlm_layout(state_dict) is not None
   shapes = param_shapes(config, mlm=has_mlm, pooler=weights.has_pooler(config, state_dict))
   params, unused = weights.from_hf(state_dict, config, shapes, source=source)
@@ -173,6 +186,17 @@ def load_hf(folder) -> Model:
     log.warning("%s: %d tensors not used by wyjax: %s", source, len(unused), ", ".join(unused[:10]))
   weights.check_finite(params, folder)
   return Model(config, params, tokenizer)
+
+
+def files(path) -> list[epath.Path]:
+  """The files `load` reads from `path`, what a model loaded from it is made of: a transformers
+  folder's config, weights and tokenizer, or a wyjax workdir's (checkpoints.model_files)."""
+  path = epath.Path(path)
+  if not (path / "config.json").exists():
+    return checkpoints.model_files(path)
+  weights_file = "model.safetensors" if (path / "model.safetensors").exists() else "pytorch_model.bin"
+  names = ("config.json", weights_file, "vocab.txt", "tokenizer_config.json")
+  return [path / name for name in names if (path / name).exists()]
 
 
 def load(path) -> Model:
@@ -186,6 +210,6 @@ def load(path) -> Model:
   config = EncoderConfig.from_dict(config)
   tokenizer_dir = checkpoints.tokenizer_dir(path)  # <workdir>/tokenizer, beside model.json
   tokenizer = Tokenizer.load(tokenizer_dir) if (tokenizer_dir / "vocab.txt").exists() else None
-  check_parts(config, tokenizer_dir.parent / "model.json", param_embedding_shapes(params),
-              tokenizer_dir.parent / "checkpoints", tokenizer, tokenizer_dir / "vocab.txt")
+  check_parts(config, tokenizer_dir.parent / "model.json", param_embedding_shapes(params), tokenizer_dir.parent /
+              "checkpoints", tokenizer, tokenizer_dir / "vocab.txt", checkpoints.vocab_sha256(path))
   return Model(config, params, tokenizer)

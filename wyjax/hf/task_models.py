@@ -127,7 +127,7 @@ def _load_run(seed: epath.Path) -> FineTuned:
     raise FileNotFoundError(f"{seed}: no tokenizer (tokenizer/vocab.txt)")
   tokenizer = Tokenizer.load(tokenizer_dir)
   loading.check_parts(model_config, seed / "model.json", loading.param_embedding_shapes(params), seed / "checkpoints",
-                      tokenizer, tokenizer_dir / "vocab.txt")
+                      tokenizer, tokenizer_dir / "vocab.txt", checkpoints.vocab_sha256(seed))
   results = seed.parent / RESULTS
   return FineTuned(task, model_config, params, tokenizer,
                    run_max_length(task, config.get("max_length", 0), model_config),
@@ -151,7 +151,7 @@ def _load_export(folder: epath.Path) -> FineTuned:
   state_dict, source = loading.read_state_dict(folder)
   tokenizer = Tokenizer.load(folder)
   loading.check_parts(model_config, folder / "config.json", loading.embedding_shapes(state_dict, model_config), source,
-                      tokenizer, folder / "vocab.txt")
+                      tokenizer, folder / "vocab.txt", hf.get(loading.VOCAB_KEY))
   max_length = hf.get(MAX_LENGTH_KEY) or run_max_length(task, 0, model_config)
   if model_config.absolute_positions and max_length > model_config.max_position_embeddings:
     raise loading.PartsError(f"{folder / 'config.json'}: {MAX_LENGTH_KEY} {max_length} is more than its "

@@ -5,7 +5,7 @@ steps), then restore the kept parameters and predict test (dev: the kept evaluat
 
     workdir/
       run_config.json         the config the runs were made with (a rerun must match it)
-      data_files.json         size and SHA-256 of each data file read (a rerun must read the same)
+      data_files.json         size and SHA-256 of each file read: data, --config.init (a rerun must match)
       results.json            per-seed dev/test metrics, mean ± std, the best-dev run
       submission/<task>.<ext> test predictions of the best-dev run (docs/finetuning.md)
       seed_<k>/               one run: model.json, tokenizer/, checkpoints/<kept step>/,
@@ -31,6 +31,7 @@ import tqdm
 from etils import epath
 
 from wyjax.core import aot, checkpoints, distributed, guards, locks, partitioning, run_config, run_metrics, storage
+from wyjax.hf import loading
 from wyjax.tasks import batching, datasets, linear_baseline
 from wyjax.tasks.registry import TASKS, majority_baseline
 from wyjax.tasks.task import Task
@@ -109,6 +110,7 @@ class Run:
 
 
 RUN_FILE = "run.json"  # a finished seed's Run
+WRITTEN = ("results.json", "submission", "seed_[0-9]*")  # what a workdir holds beside run_config's records
 PROGRESS, BATCHES = "progress", "batches"  # items of a resume/ checkpoint beside the state
 
 
@@ -133,13 +135,9 @@ def train_one(task: Task, config, data: dict, model: task_model.TaskModel, pretr
   resume_checkpoints = checkpoints.Writer(checkpoints.manager(workdir, folder="resume", max_to_keep=1, extra_handlers={
       PROGRESS: ocp.JsonCheckpointHandler(), BATCHES: grain.checkpoint.CheckpointHandler()}))
 
-  def save(writer, step, state, **items):  # synchronous: fine-tuning saves only at evaluations and stops
-    writer.save(step, ocp.args.Composite(**{checkpoints.STATE: ocp.args.PyTreeSave(state)}, **items), force=True)
-    writer.wait()
-
-  def save_resume(step):
-    save(resume_checkpoints, step, state, **{PROGRESS: ocp.args.JsonSave(progress),
-                                             BATCHES: grain.checkpoint.CheckpointSave(batches)})
+  def save_resume(step):  # synchronous, as every fine-tuning save: only at evaluations and stops
+    resume_checkpoints.save_now(step, state, **{PROGRESS: ocp.args.JsonSave(progress),
+                                                BATCHES: grain.checkpoint.CheckpointSave(batches)})
 
   progress = {"best": None, "best_step": 0, "stale": 0, "stopped_early": False}
   kept_evaluation = None  # (dev scores, predictions, confusion) of the kept step, if scored in this process
@@ -151,7 +149,7 @@ def train_one(task: Task, config, data: dict, model: task_model.TaskModel, pretr
     progress = items[PROGRESS]
     if progress["best_step"] == start_step and best_checkpoints.mngr.latest_step() != start_step:
       # Stopped between the two saves of a kept evaluation: this state is the one to keep.
-      save(best_checkpoints, start_step, {"params": state["params"]})
+      best_checkpoints.save_now(start_step, {"params": state["params"]})
     logging.info("seed %d: resumed from step %d", seed, start_step)
   else:  # best checkpoints of an attempt that never reached a resume point: set aside
     for step in best_checkpoints.mngr.all_steps():
@@ -205,7 +203,7 @@ def train_one(task: Task, config, data: dict, model: task_model.TaskModel, pretr
           progress["best_step"], kept_evaluation = step, (scores, predictions, confusion)  # run.json's best_step
         save_resume(step)  # first: a kept step's resume point can re-save its checkpoint (above)
         if kept:
-          save(best_checkpoints, step, {"params": state["params"]})
+          best_checkpoints.save_now(step, {"params": state["params"]})
       if signum := stop.signal_at(step):
         if not evaluation:
           save_resume(step)
@@ -232,15 +230,9 @@ def train_one(task: Task, config, data: dict, model: task_model.TaskModel, pretr
     if is_main:
       task.write_predictions(workdir / f"test_predictions.{task.submission_format}", test_examples, predictions)
   run = Run(seed, workdir, progress["best_step"], dev, test, progress["stopped_early"], confusion.tolist())
-  if not is_main:
-    return run
-  storage.write_json(workdir / RUN_FILE, {**dataclasses.asdict(run), "workdir": str(workdir)})
-  resume_dir = workdir / "resume"  # the seed is finished: its resume point is no longer needed
-  for path in resume_dir.iterdir():
-    if path.name.isdigit():  # (anything set aside there as unreadable stays)
-      path.rmtree()
-  if resume_dir.exists() and not any(resume_dir.iterdir()):  # (a bucket has no empty folders)
-    resume_dir.rmdir()
+  if is_main:
+    storage.write_json(workdir / RUN_FILE, {**dataclasses.asdict(run), "workdir": str(workdir)})
+    checkpoints.remove_steps(workdir / "resume")  # the seed is finished: its resume point is no longer needed
   return run
 
 
@@ -296,12 +288,10 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
 def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change: bool = False,
              fresh_start: bool = False) -> dict:
   """Fine-tunes config.task for config.seeds seeds; returns (and writes) results.json. A task
-  with its own protocol (Task.run: AC-EVAL's) runs that instead.
-
-  Rerunning on the same workdir keeps finished seeds and continues unfinished ones (see the
-  module docstring); a changed config is refused unless accept_config_change, changed data
-  files unless fresh_start, which first sets the earlier runs aside (run_config.set_aside).
-  """
+  with its own protocol (Task.run: AC-EVAL's) runs that instead. Rerunning on the same workdir
+  keeps finished seeds and continues unfinished ones (see the module docstring); a changed config
+  is refused unless accept_config_change, changed data or init files unless fresh_start, which
+  first sets the earlier runs aside (run_config.set_aside)."""
   config = with_options(config)
   config_values.check(config, config_values.FINETUNING)
   distributed.initialize()
@@ -319,11 +309,13 @@ def _finetune(config: ml_collections.ConfigDict, workdir, accept_config_change: 
   config = model.config  # learning_rate resolved (learning_rates): compared, stored and reported so
   files = {split: task.files.split_files(config.data_dir, split) for split in datasets.SPLITS if split in data}
   data_files = run_config.data_fingerprint(config.data_dir, files)
+  if config.init:  # its weights and tokenizer by content: another model under the same path is another start
+    data_files |= run_config.data_fingerprint(config.init, {"init": loading.files(config.init)})
   if fresh_start:
-    run_config.set_aside(workdir)
+    run_config.set_aside(workdir, WRITTEN)
+  places = dict.fromkeys(("data_dir", "init"), storage.place)
   changes = run_config.check_config(workdir, config, ignore=RESUMABLE_CHANGES, defaults=base_config(config.task),
-                                    accept=accept_config_change) \
-      if any(workdir.glob("seed_*")) else {}
+                                    accept=accept_config_change, places=places) if any(workdir.glob("seed_*")) else {}
   run_config.check_data(workdir, data_files)  # a finished seed is kept as it is: its scores must be these files'
   if jax.process_index() == 0:
     run_config.store_config(workdir, config, changes, data_files)

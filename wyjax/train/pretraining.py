@@ -23,8 +23,9 @@ from etils import epath
 from jax.experimental import multihost_utils
 
 from wyjax.core import aot, checkpoints, distributed, guards, host_memory, locks, partitioning, run_config, run_metrics
-from wyjax.core.storage import cache_dir
+from wyjax.core.storage import cache_dir, place
 from wyjax.data import pipeline, prepare
+from wyjax.data.corpus import source_place
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.models import EncoderConfig, MaskedLM
 from wyjax.train import config_values, mlm, program
@@ -273,15 +274,40 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
   return result
 
 
-def corpus_fingerprint(manifest: dict) -> dict:
-  """The prepared corpus (its manifest) as run_config.check_data compares data: the bytes of its
-  sequences and a SHA-256 of what the manifest says was built (source, options, vocabulary,
-  sequences and shards per split; not its timings), so a rebuild under the same path is seen."""
+def corpus_fingerprint(data_dir, manifest: dict) -> dict:
+  """The prepared corpus as run_config.check_data compares data: its manifest (the bytes of its
+  sequences and a SHA-256 of what it says was built: source, options, vocabulary, sequences and
+  shards per split; not its timings), and each shard's bytes and the SHA-256 the manifest records
+  of it (none for a manifest from before wyjax recorded them), so a corpus rebuilt under the same
+  path, even with the same counts, is seen and its changed shards named."""
   built = {k: manifest[k] for k in ("source", "fingerprint", "vocab_hash", "sequences", "tokens", "shards")}
   sequence_bytes = manifest["sequence_length"] * np.dtype(manifest["dtype"]).itemsize
+  shards = {name: {"bytes": (epath.Path(data_dir) / name).stat().length, "sha256": sha256}
+            for name, sha256 in manifest.get("shard_sha256", {}).items()}
   return {"corpus": {prepare.MANIFEST: {
       "bytes": sum(manifest["sequences"].values()) * sequence_bytes,
-      "sha256": hashlib.sha256(json.dumps(built, sort_keys=True).encode()).hexdigest()}}}
+      "sha256": hashlib.sha256(json.dumps(built, sort_keys=True).encode()).hexdigest()}, **shards}}
+
+
+# Keys that name files or folders: one place, however spelled, is no change (run_config.check_config).
+PLACES = {"data_dir": place, "corpus.vocab": place, "corpus.source": source_place}
+
+
+def check_resume(config, workdir, data_dir, manifest: dict, *, accept_config_change: bool = False) -> dict:
+  """The config changes that continuing `workdir`'s checkpoints with `config` brings (refused,
+  run_config.ConfigChanged, unless accepted), after checking that the corpus in `data_dir` is the
+  one they were made from (their data iterator points into it): its record (data_files.json),
+  and its shards' bytes against their manifest (read once, here)."""
+  changes = run_config.check_config(workdir, config, ignore=RESUMABLE_CHANGES, defaults=base_config(),
+                                    accept=accept_config_change, places=PLACES)
+  remedy = "Resume with the corpus the run was made from (its checkpoints' data iterator points into it), or use " \
+           "another --workdir."
+  run_config.check_data(workdir, corpus_fingerprint(data_dir, manifest), remedy=remedy)
+  changed = lambda: ", ".join(pipeline.changed_shards(data_dir, manifest)) or None
+  if shards := checkpoints.agreed_problem(changed, "its shards (found by process 0)"):
+    raise run_config.DataChanged(f"{data_dir}: {shards} no longer match the SHA-256 its {prepare.MANIFEST} records: "
+                                 f"the corpus changed after it was built. {remedy}")
+  return changes
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_config_change: bool = False,
@@ -312,23 +338,18 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   compile_seconds = time.perf_counter() - compile_start
 
   # --- data and checkpoints ------------------------------------------------------------------------
+  mngr = checkpoints.manager(
+      workdir, max_to_keep=config.keep_checkpoints, extra_handlers={DATA_ITER: grain.checkpoint.CheckpointHandler()},
+      save_decision_policy=ocp.checkpoint_managers.FixedIntervalPolicy(config.checkpoint_every),
+      enable_async_checkpointing=config.async_checkpointing)
+  changes = check_resume(config, workdir, data_dir, manifest, accept_config_change=accept_config_change) \
+      if mngr.all_steps() else {}
   train_iter = iter(pipeline.train_dataset(
       data_dir, global_batch_size=config.batch_size, seed=config.seed,
       process_index=jax.process_index(), process_count=jax.process_count()))
   eval_batches = pipeline.eval_batches(
       data_dir, global_batch_size=config.batch_size, num_batches=config.eval_batches,
       process_index=jax.process_index(), process_count=jax.process_count())
-  mngr = checkpoints.manager(
-      workdir, max_to_keep=config.keep_checkpoints, extra_handlers={DATA_ITER: grain.checkpoint.CheckpointHandler()},
-      save_decision_policy=ocp.checkpoint_managers.FixedIntervalPolicy(config.checkpoint_every),
-      enable_async_checkpointing=config.async_checkpointing)
-  changes = run_config.check_config(workdir, config, ignore=RESUMABLE_CHANGES, defaults=base_config(),
-                                accept=accept_config_change) \
-      if mngr.all_steps() else {}
-  corpus = corpus_fingerprint(manifest)
-  if mngr.all_steps():  # its checkpoints' data iterator points into the corpus they were made from
-    run_config.check_data(workdir, corpus, remedy="Resume with the corpus the run was made from (its checkpoints' "
-                                                  "data iterator points into it), or use another --workdir.")
   state, start_step = checkpoints.restore_latest(mngr, run.program.abstract_state)
   if state is None:
     state = run.program.init_state(jax.random.key(config.seed))
@@ -336,7 +357,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
     _restore_data_iterator(mngr, start_step, train_iter)
     logging.info("resumed from step %d", start_step)
   if is_main:  # only now: a refused resume leaves the workdir as it was
-    run_config.store_config(workdir, config, changes, corpus)
+    run_config.store_config(workdir, config, changes, corpus_fingerprint(data_dir, manifest))
     checkpoints.write_model_info(
         workdir, model_config.without_run_choices().replace(dtype="float32").to_dict(), ["mlm_head"], tokenizer)
     run_config.trim_metrics(workdir, start_step)
