@@ -111,6 +111,10 @@ def _cases(root: pathlib.Path, hub_url: str, read_only: pathlib.Path) -> dict:
                                                           f"{os.environ.get('PYTHONPATH', '')}"}, 1,
                                            "--verify needs PyTorch and transformers (No module named 'torch'); "
                                            "install them"),
+      "export: --out that is the folder read": ("wyjax.export", [f"--checkpoint={m['mlm']}", f"--out={m['mlm']}/",
+                                                                 "--overwrite"], {}, 1,
+                                                f"--out {m['mlm']}/ is the --checkpoint folder {m['mlm']}; writing it "
+                                                "would replace the model it is read from (--overwrite never does)"),
       # Each its own --out: the cases run at once, and a folder has one writer (wyjax.core.locks).
       "export: push with no token": ("wyjax.export", export("pushed", "--push_to_hub=org/tiny"), {}, 1,
                                      "--push_to_hub needs a Hugging Face token with write access: set HF_TOKEN"),

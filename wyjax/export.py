@@ -19,7 +19,8 @@ reason, before anything is written.
 --verify reloads the folder with transformers (PyTorch) and compares its logits with wyjax's
 on a padded batch. --push_to_hub reads HF_TOKEN (and HF_ENDPOINT) from the environment. Every
 path may be a bucket (gs://…): the export is then fetched to a temporary folder for --verify
-and --push_to_hub. A non-empty --out is refused unless --overwrite.
+and --push_to_hub. A non-empty --out is refused unless --overwrite, and without it no file is
+replaced, not even one that appeared meanwhile; an --out that is the folder read is always refused.
 """
 import logging
 import tempfile
@@ -91,6 +92,10 @@ def main(argv):
     raise guards.RunError(reason)
   if task and (_RESULTS.value or _TASK_DATA.value):
     raise app.UsageError("--results and --task_data are for encoders; a fine-tuned model's card has its run's scores")
+  if path and storage.place(_OUT.value) == storage.place(path):  # (a link, or `dir/`, is the same folder)
+    flag = "--checkpoint" if _CHECKPOINT.value else "--workdir"
+    raise guards.RunError(f"--out {_OUT.value} is the {flag} folder {path}; writing it would replace the model it "
+                          "is read from (--overwrite never does): choose another --out")
   with locks.held(_OUT.value, "export"):  # one command writes a folder
     _export(path, task)
 

@@ -186,6 +186,19 @@ def test_pretraining_never_fills_a_data_dir_that_holds_no_corpus(tmp_path, share
   assert sorted(p.name for p in (tmp_path / "corpus").iterdir()) == [prepare.BUILDING]
 
 
+def test_one_source_spelled_two_ways_is_one_cached_corpus(tmp_path, monkeypatch):
+  """Pretraining without a data_dir prepares config.corpus in wyjax's cache, in a folder named
+  after the source: `text:texts/` and `text:/abs/texts` were two corpora, built twice."""
+  monkeypatch.chdir(tmp_path)
+  (tmp_path / "texts").mkdir()
+  config = config_files.load(str(CONFIG))
+  folders = set()
+  for source in ("text:texts/", f"text:{tmp_path / 'texts'}", "text:./texts"):
+    config.corpus.source = source
+    folders.add(pretraining.corpus_dir(config))
+  assert len(folders) == 1, folders
+
+
 def test_pretraining_resumed_over_a_rebuilt_corpus_is_refused(tiny_corpus, shared_data, tmp_path):
   """The workdir records its corpus (data_files.json): its manifest and each shard by content.
   Rebuilt under the same path from other text with the same counts (each book's lines in reverse

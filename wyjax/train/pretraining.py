@@ -74,8 +74,9 @@ def base_config() -> ml_collections.ConfigDict:
 
 
 def corpus_dir(config) -> epath.Path:
-  """Where the prepared corpus is or goes: config.data_dir, else <cache>/corpora/<source>-<length>."""
-  name = f"{config.corpus.source.replace(':', '-').replace('/', '_')}-{config.corpus.sequence_length}"
+  """Where the prepared corpus is or goes: config.data_dir, else <cache>/corpora/<source>-<length>
+  (the source as its place: one folder spelled two ways is one corpus)."""
+  name = f"{source_place(config.corpus.source).replace(':', '-').replace('/', '_')}-{config.corpus.sequence_length}"
   return epath.Path(config.data_dir or cache_dir() / "corpora" / name)
 
 
