@@ -76,7 +76,8 @@ def _tiny_export(folder, vocab_texts, seed: int):
 def test_a_workdir_that_is_a_project_folder_keeps_the_users_files(tlc, tmp_path, monkeypatch):
   """`--workdir=.` in a project folder: --fresh_start moved the user's data/, notes.txt and
   thesis/ into previous-<time>/ with the old run (and the same command then failed: "data: no such
-  task folder"); only what fine-tuning writes is set aside now. The data folder spelled otherwise
+  task folder"); only what fine-tuning writes is set aside now, and a folder holding the user's
+  own entries under those names (a `submission/`) is refused before the first run writes there. The data folder spelled otherwise
   (absolute, a trailing slash) was "another config" ("would mix two trainings"); it is the same
   folder. The --config.init model replaced under the same path was taken as the same init, its
   old scores kept: its weights are recorded by content, and a rerun over another is refused."""
@@ -87,8 +88,13 @@ def test_a_workdir_that_is_a_project_folder_keeps_the_users_files(tlc, tmp_path,
   (project / "thesis" / "chapter1.md").write_text("# 1\n")
   texts = [line.split("\t")[0] for line in (tlc / "train.tsv").read_text(encoding="utf-8").splitlines()]
   _tiny_export(tmp_path / "init", texts, seed=1)
+  (project / "submission").mkdir()  # the user's, named as fine-tuning's own
   monkeypatch.chdir(project)
   config = lambda data_dir, init: suite.task_config("tlc", data_dir=data_dir, init=init, **TINY)
+  with pytest.raises(guards.RunError, match=r"^--workdir \. holds submission, named as a run's own files but written "
+                                            "by no run"):
+    finetuning.finetune(config("data", str(tmp_path / "init")), ".")
+  (project / "submission").rename(project / "my_submission")
   first = finetuning.finetune(config("data", str(tmp_path / "init")), ".")
   again = finetuning.finetune(config(f"{project / 'data'}/", f"{tmp_path / 'init'}/"), project)
   assert again["dev"] == first["dev"]  # the same folders: the finished seed kept, not a config change
@@ -96,7 +102,7 @@ def test_a_workdir_that_is_a_project_folder_keeps_the_users_files(tlc, tmp_path,
   _tiny_export(tmp_path / "init", texts, seed=2)  # another model, the same path
   with pytest.raises(run_config.DataChanged, match=r"(?s)\n  init: model.safetensors changed \(.*--fresh_start"):
     finetuning.finetune(config("data", str(tmp_path / "init")), ".")
-  ours = {p.name for p in project.iterdir()} - {"data", "notes.txt", "thesis", locks.LOCK, "finetune.log"}
+  ours = {p.name for p in project.iterdir()} - {"data", "notes.txt", "thesis", "my_submission", locks.LOCK}
   assert ours == {"run_config.json", "data_files.json", "results.json", "submission", "seed_0"}
   finetuning.finetune(config("data", str(tmp_path / "init")), ".", fresh_start=True)
   (aside,) = project.glob(f"{run_config.PREVIOUS}*")

@@ -147,14 +147,32 @@ def check_data(workdir, fingerprint: dict, remedy: str = FRESH_START) -> None:
         + "\n".join(changes) + "\n" + remedy)
 
 
+def check_unclaimed(workdir, written: tuple[str, ...]) -> None:
+  """Refuses a workdir that no run has recorded itself in (no run_config.json) but that holds
+  entries named as the command's own (`written`, fnmatch patterns): the user's (a `submission/`
+  in a project folder used as the workdir), which a run would write over and a fresh start
+  would move aside."""
+  workdir = epath.Path(workdir)
+  if not workdir.exists() or (workdir / CONFIG).exists():
+    return
+  theirs = sorted(p.name for p in workdir.iterdir() if _matches(p.name, (CHANGES, DATA, *written)))
+  if theirs:
+    raise guards.RunError(f"--workdir {workdir} holds {', '.join(theirs)}, named as a run's own files but written by "
+                          f"no run (it has no {CONFIG}); choose another --workdir, or move them")
+
+
+def _matches(name: str, patterns) -> bool:
+  return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
 def set_aside(workdir, written: tuple[str, ...]) -> None:
   """Moves what earlier runs wrote in `workdir` (the records store_config writes, and the entries
   `written` names, fnmatch patterns of what the command writes: never a user's file or folder,
   which a workdir such as `.` holds beside them) into WORKDIR/previous-<UTC time>/, for a run
   that starts afresh: nothing is deleted. Process 0 moves them; the others wait for it."""
   workdir = epath.Path(workdir)
-  ours = lambda name: any(fnmatch.fnmatchcase(name, pattern) for pattern in (CONFIG, CHANGES, DATA, *written))
-  earlier = [p for p in workdir.iterdir() if ours(p.name)] if workdir.exists() else []
+  earlier = [p for p in workdir.iterdir() if _matches(p.name, (CONFIG, CHANGES, DATA, *written))] \
+      if workdir.exists() else []
   if earlier and jax.process_index() == 0:
     aside = workdir / (PREVIOUS + datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S"))
     aside.mkdir()

@@ -132,8 +132,7 @@ def check_parts(config: EncoderConfig, config_file, embeddings: dict, weights_fi
     raise PartsError(f"{vocab_file} has {len(tokenizer)} tokens but {config_file} says vocab_size "
                      f"{config.vocab_size} (the weights' embedding rows): the tokenizer is not this model's; use "
                      "the vocab.txt it was trained with")
-  found = storage.lines_sha256(tokenizer.vocab) if tokenizer is not None and vocab_sha256 else vocab_sha256
-  if found != vocab_sha256:
+  if tokenizer is not None and vocab_sha256 and (found := storage.lines_sha256(tokenizer.vocab)) != vocab_sha256:
     raise PartsError(f"{vocab_file} is not the vocabulary {config_file} records (its {len(tokenizer)} tokens are "
                      f"others, or in another order: SHA-256 {found[:12]}, recorded {vocab_sha256[:12]}), and each "
                      "token would stand for another character; use the vocab.txt the model was saved with")

@@ -119,8 +119,7 @@ def train_one(task: Task, config, data: dict, model: task_model.TaskModel, pretr
   """One seed: train (early stopping unless patience is 0), restore the kept params, predict dev and test.
 
   A finished seed (its run.json) is returned as it is; an unfinished one continues from its
-  resume/ checkpoint. On a stop signal the seed checkpoints and raises guards.Interrupted.
-  """
+  resume/ checkpoint. On a stop signal the seed checkpoints and raises guards.Interrupted."""
   if (workdir / RUN_FILE).exists():
     logging.info("seed %d finished earlier: kept as it is (%s)", seed, workdir)
     return Run(**{**storage.read_json(workdir / RUN_FILE), "workdir": workdir})
@@ -311,6 +310,7 @@ def _finetune(config: ml_collections.ConfigDict, workdir, accept_config_change: 
   data_files = run_config.data_fingerprint(config.data_dir, files)
   if config.init:  # its weights and tokenizer by content: another model under the same path is another start
     data_files |= run_config.data_fingerprint(config.init, {"init": loading.files(config.init)})
+  run_config.check_unclaimed(workdir, WRITTEN)  # (before a fresh start: what it would take for its own)
   if fresh_start:
     run_config.set_aside(workdir, WRITTEN)
   places = dict.fromkeys(("data_dir", "init"), storage.place)
