@@ -33,7 +33,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from tests.stops_test import _tlc
+from tests.stops_test import tlc_folder
 from tests.train.conftest import REPO_ROOT, pretrain_env
 from wyjax.core import config_files
 from wyjax.tasks import batching
@@ -319,20 +319,24 @@ _MEASURED = ("import resource, subprocess, sys\n"
              "sys.exit(code)\n")
 
 
+@pytest.fixture(scope="module")
+def tlc(tmp_path_factory) -> pathlib.Path:
+  """A tiny TLC folder (64 training lines) and a cache its runs share (one TFDS build)."""
+  root = tmp_path_factory.mktemp("runaways")
+  return tlc_folder(root / "tlc", {"train": 64, "dev": 16, "test": 16})
+
+
 @pytest.mark.parametrize("override, says", [
     ("length_buckets=1000000", "config.length_buckets is 1000000; allowed: an integer ≥ 0 and ≤ 64"),  # planned minutes
     ("sort_window=1000000000", "config.sort_window is 1000000000; allowed: at most an epoch's 2 batches"),  # 2.6 GB
     ("eval_batch_size=1000000000", "the evaluation step at 1000000000 × "),  # 16.7 GB and on
 ], ids=["length_buckets", "sort_window", "eval_batch_size"])
-def test_a_runaway_setting_is_refused_in_one_line_within_limits(tmp_path_factory, override, says):
-  root = tmp_path_factory.getbasetemp() / "runaways"
-  data = root / "tlc" if (root / "tlc").exists() else _tlc(pathlib.Path(root.mkdir(exist_ok=True) or root / "tlc"),
-                                                          {"train": 64, "dev": 16, "test": 16})
+def test_a_runaway_setting_is_refused_in_one_line_within_limits(tlc, tmp_path, override, says):
   start = time.monotonic()
   result = subprocess.run([sys.executable, "-c", _MEASURED, sys.executable, "-m", "wyjax.finetune", "--config=tlc",
-                           f"--workdir={tmp_path_factory.mktemp('run')}", f"--config.data_dir={data}",
-                           f"--config.{override}"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-                          env=pretrain_env(WYJAX_CACHE=str(root / "cache")))
+                           f"--workdir={tmp_path / 'run'}", f"--config.data_dir={tlc}", f"--config.{override}"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+                          env=pretrain_env(WYJAX_CACHE=str(tlc.parent / "cache")))
   *lines, peak_kb = result.stderr.splitlines()
   errors = [line for line in lines if line.startswith("wyjax: error: ")]
   assert result.returncode == 1 and len(errors) == 1 and says in errors[0], result.stderr[-3000:]

@@ -80,7 +80,7 @@ def test_a_stop_while_jax_discovers_its_plugins_is_one_line(tmp_path):
   assert _stopped(process, signal.SIGINT, within=2).splitlines() == [LINE[signal.SIGINT]]
 
 
-def _tlc(folder: pathlib.Path, counts: dict[str, int]) -> pathlib.Path:
+def tlc_folder(folder: pathlib.Path, counts: dict[str, int]) -> pathlib.Path:
   """A TLC folder of generated lines (characters drawn from a few hundred), `counts` per split."""
   rng = random.Random(0)
   characters = [chr(0x4E00 + i) for i in range(300)]
@@ -101,7 +101,7 @@ def test_sigterm_during_the_final_test_predictions_stops_at_once(tmp_path):
   loop's handler and never looked at again: predictions ran to the end, exit 0. Now the
   predictions honour it between batches (guards.honour_stop): 143, one line, no test predictions
   and no run.json (the rerun resumes from the last checkpoint)."""
-  data = _tlc(tmp_path / "tlc", {"train": 64, "dev": 16, "test": 12_000})
+  data = tlc_folder(tmp_path / "tlc", {"train": 64, "dev": 16, "test": 12_000})
   workdir = tmp_path / "run"
   process = _start([sys.executable, "-m", "wyjax.finetune", "--config=tlc", f"--workdir={workdir}",
                     f"--config.data_dir={data}", "--config.num_train_steps=2", "--config.batch_size=8",
