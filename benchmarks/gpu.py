@@ -15,8 +15,8 @@ they are measured; a row of wyjax's rate over transformers' (above 1: wyjax is f
              chip's dense bf16 peak, the same count for both), memory (wyjax: the compiled step's
              buffers; transformers: torch's peak allocation), wyjax's compile time; and beside each
              wyjax step its predicted time, every kernel of that compile costed (a "wyjax,
-             predicted" row, wyjax.core.gpu_program: the check of the predictor every GPU run
-             makes; a dump taken elsewhere is costed by `python -m wyjax.core.gpu_program DUMP`).
+             predicted" row, wyjax.core.gpu_step_time: the check of the predictor every GPU run
+             makes; a dump taken elsewhere is costed by `python -m wyjax.core.gpu_step_time DUMP`).
   finetune   TLC (--data/wyweb/tlc): wyjax's whole command (`python -m wyjax.finetune`) vs the
              PyTorch loop of benchmarks/finetune_step.py, on the same exported model: the demo's tiny
              model (--init, else random weights of its architecture) for 300 steps, with an empty and
@@ -170,7 +170,7 @@ def pretrain_part(args) -> None:
       if predicted:
         row("pretrain", measurement, "wyjax, predicted", _throughput(batch * length, predicted, flops, peak),
             notes=f"attention={attention}: **{predicted / seconds[attention]:.2f}×** the measured step "
-            "(wyjax.core.gpu_program.predict on this compile)")
+            "(wyjax.core.gpu_step_time.predict on this compile)")
     theirs, memory = torch_pretrain(config, ids, steps, args.torch_device,
                                     torch_profile(args, f"pretrain-{name}-transformers"))
     their_attention = "sdpa" if config.model.model_type == "bert" else "eager"
@@ -198,10 +198,10 @@ def wyjax_pretrain(config, ids, steps: int, profile=contextlib.nullcontext()):
   step, after one warm-up step. Memory: what XLA's buffer assignment gives the compiled step
   (state, batch, temporaries; the donated state counted once), since the device's peak does not
   reset between models. Predicted: on a GPU aot knows, the step this compile built, every kernel
-  costed (wyjax.core.gpu_program; reading XLA's dump adds seconds to the compile's)."""
+  costed (wyjax.core.gpu_step_time; reading XLA's dump adds seconds to the compile's)."""
   import jax
 
-  from wyjax.core import aot, gpu_program
+  from wyjax.core import aot, gpu_step_time
   from wyjax.data import tokenizer as tokenizer_lib
   from wyjax.train import pretraining
 
@@ -213,7 +213,7 @@ def wyjax_pretrain(config, ids, steps: int, profile=contextlib.nullcontext()):
   compile_seconds = time.perf_counter() - start
   step = compiled.compiled
   chip = aot.chip_of("local", jax.devices()[0])
-  predicted = gpu_program.predict(compiled.gpu, aot.gpu_card(chip)).seconds if compiled.gpu else None
+  predicted = gpu_step_time.predict(compiled.gpu, aot.gpu_card(chip)).seconds if compiled.gpu else None
   memory = step.memory_analysis()
   if memory is not None:
     memory = aot.buffer_bytes(memory)

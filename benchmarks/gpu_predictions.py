@@ -1,4 +1,4 @@
-"""The predicted GPU step (wyjax.core.gpu_program) against every GPU figure measured so far.
+"""The predicted GPU step (wyjax.core.gpu_step_time) against every GPU figure measured so far.
 
     JAX_PLATFORMS=cpu python benchmarks/gpu_predictions.py              # about 12 minutes on 2 cores
     JAX_PLATFORMS=cpu python benchmarks/gpu_predictions.py --table_only # the table from the records
@@ -29,7 +29,7 @@ import time
 REPO = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "gpu_predictions.jsonl"
 DOC = REPO / "docs" / "benchmarks.md"
-PREDICTOR = "wyjax/core/gpu_program.py"
+PREDICTOR = ("wyjax/core/gpu_step_time.py", "wyjax/core/gpu_program.py", "wyjax/core/triton_ir.py")
 BEGIN, END = "<!-- gpu predictions table -->", "<!-- end gpu predictions table -->"
 CARD = "h200"
 BATCH, LENGTH = 32, 512  # the pretraining steps'; the attention part keeps 16,384 tokens a batch
@@ -164,10 +164,10 @@ def record(point: Point, dump: pathlib.Path, compile_seconds: float) -> dict:
   """The prediction for the point's dump beside its measured time, and the roofline (XLA's own
   FLOPs and bytes of the module at the card's peak and bandwidth; custom calls count none)."""
   import jax  # pylint: disable=g-import-not-at-top
-  from wyjax.core import aot, gpu_program  # pylint: disable=g-import-not-at-top
+  from wyjax.core import aot, gpu_program, gpu_step_time  # pylint: disable=g-import-not-at-top
 
   program, hlo = gpu_program.read_dump(dump)
-  prediction = gpu_program.predict(program, aot.gpu_card(CARD))
+  prediction = gpu_step_time.predict(program, aot.gpu_card(CARD))
   cost = gpu_program.cost_analysis(hlo) or {}
   chip = aot.CHIPS[CARD]
   roofline = max(cost.get("flops", 0.0) / chip.peak_flops, cost.get("bytes accessed", 0.0) / chip.hbm_bandwidth)
@@ -210,8 +210,8 @@ def write_doc(records: list[dict]) -> None:
 def _predictor() -> str:
   """The last commit of the predictor's code, with a "+" where this tree has changed it since."""
   git = ["git", "-C", str(REPO)]
-  commit = subprocess.run([*git, "log", "-1", "--format=%h", "--", PREDICTOR], capture_output=True, text=True)
-  changed = subprocess.run([*git, "diff", "--quiet", "HEAD", "--", PREDICTOR]).returncode
+  commit = subprocess.run([*git, "log", "-1", "--format=%h", "--", *PREDICTOR], capture_output=True, text=True)
+  changed = subprocess.run([*git, "diff", "--quiet", "HEAD", "--", *PREDICTOR]).returncode
   return commit.stdout.strip() + ("+" if changed else "")
 
 

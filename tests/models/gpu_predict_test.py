@@ -1,4 +1,4 @@
-"""The predicted GPU step (wyjax.core.gpu_program.predict) on small programs, against times worked
+"""The predicted GPU step (wyjax.core.gpu_step_time.predict) on small programs, against times worked
 out here by hand from an H100's datasheet figures: a lone GEMM, a chain of elementwise fusions, a
 fusion whose XLA estimate is absurd, cuDNN's attention and a Pallas (Triton) kernel, a loop, an
 all-reduce over two cards, and the command that costs a dump folder.
@@ -17,7 +17,7 @@ import pytest
 from jax.experimental import pallas as pl
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from wyjax.core import aot, gpu_program
+from wyjax.core import aot, gpu_program, gpu_step_time
 
 # NVIDIA H100 SXM5 datasheet: dense bf16 989 TFLOP/s, HBM3 3.35 TB/s, 132 SMs; NVLink 4 900 GB/s
 # both ways together. The predictor's constants: a tensor-core kernel reaches 75% of the peak, a
@@ -37,7 +37,7 @@ def _compiled(fn, *shapes, mesh=None):
 
 
 def _predicted(program, card="h100"):
-  return gpu_program.predict(program, aot.gpu_card(card))
+  return gpu_step_time.predict(program, aot.gpu_card(card))
 
 
 def test_a_lone_gemm_costs_its_flops_at_the_attainable_rate():
@@ -184,12 +184,12 @@ def test_a_loops_kernels_cost_its_trip_count(tmp_path):
 
 
 def test_the_command_costs_a_dump_folder(tmp_path):
-  """`python -m wyjax.core.gpu_program DIR --card=h100 --tokens=N`: the breakdown, then a JSON
+  """`python -m wyjax.core.gpu_step_time DIR --card=h100 --tokens=N`: the breakdown, then a JSON
   line with the predicted step and tokens/s."""
   names = ["loop_add_fusion", "fusion.2"]
   _dump(tmp_path, [_fusion(names[0], "kLoop", 5.0), _fusion(names[1], "kCustom", 4.4e6, "__triton")],
         [_thunk(1, "loop_add_fusion"), _thunk(2, "fusion_2")], names)
-  result = subprocess.run([sys.executable, "-m", "wyjax.core.gpu_program", str(tmp_path), "--card=h100",
+  result = subprocess.run([sys.executable, "-m", "wyjax.core.gpu_step_time", str(tmp_path), "--card=h100",
                            "--tokens=1000"], capture_output=True, text=True, env={"JAX_PLATFORMS": "cpu"})
   assert result.returncode == 0, result.stderr[-2000:]
   *lines, last = result.stdout.strip().splitlines()

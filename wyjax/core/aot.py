@@ -9,7 +9,7 @@ cost analyses into per-chip figures and a roofline: a step can run no faster tha
 peak or its HBM traffic at full bandwidth, whichever takes longer, so `mfu_ceiling` (the
 model's FLOPs over that time at peak) bounds the MFU a real run can reach. For a GPU it adds
 what XLA built (wyjax.core.gpu_program): kernels per step by kind, custom calls, the largest
-buffers, and a predicted step time, every kernel costed (gpu_program.predict), which a real run
+buffers, and a predicted step time, every kernel costed (gpu_step_time.predict), which a real run
 can plan with where the roofline is only its lower bound. All figures are predictions.
 """
 import dataclasses
@@ -20,7 +20,7 @@ import re
 import jax
 import numpy as np
 
-from wyjax.core import gpu_program, guards
+from wyjax.core import gpu_program, gpu_step_time, guards
 from wyjax.core.storage import cache_dir
 
 GB, GiB = 1e9, 2**30
@@ -93,11 +93,11 @@ CUDNN_VERSION = (9, 10, 0)
 EXTRA = "pip install -c constraints.txt -e '.[gpu-compile]'"
 
 
-def gpu_card(chip: str) -> gpu_program.Card:
-  """A GPU's figures for gpu_program.predict: the datasheet's bf16 peak (TF32 at half), its
+def gpu_card(chip: str) -> gpu_step_time.Card:
+  """A GPU's figures for gpu_step_time.predict: the datasheet's bf16 peak (TF32 at half), its
   CUDA cores' float32 rate (an FMA, 2 FLOPs, per core per clock), HBM and NVLink bandwidth."""
   card, spec = GPU_CARDS[chip], CHIPS[chip]
-  return gpu_program.Card(name=chip, matmul_flops=spec.peak_flops,
+  return gpu_step_time.Card(name=chip, matmul_flops=spec.peak_flops,
                           fp32_flops=2 * card.sms * card.fp32_units_per_sm * card.boost_clock_ghz * 1e9,
                           hbm_bandwidth=spec.hbm_bandwidth, link_bandwidth=card.nvlink_bandwidth, sms=card.sms)
 
@@ -285,7 +285,7 @@ def report(step: CompiledStep, *, topology: str, devs, mesh, abstract_state, ana
         f"{b.dtype}[{','.join(map(str, b.shape))}] {b.bytes / 2**20:.1f} MiB"
         for b in sorted(step.gpu.buffers, key=lambda b: -b.bytes)[:LARGEST_BUFFERS]])
     if chip_name in GPU_CARDS:  # every device runs the program: a step takes one device's time
-      result.update(gpu_program.predict(step.gpu, gpu_card(chip_name)).report(tokens_per_step))
+      result.update(gpu_step_time.predict(step.gpu, gpu_card(chip_name)).report(tokens_per_step))
   spec = CHIPS.get(chip_name)
   if spec is None:  # e.g. --compile_only=local on a CPU: memory and FLOPs, but no roofline
     return result
@@ -356,7 +356,7 @@ def summary(result: dict) -> str:
                  f"{result['roofline_step_seconds'] * 1e3:.1f} ms per step ({result['bound']}-bound), "
                  f"{result['tokens_per_second']:,.0f} tokens/s, MFU ceiling {result['mfu_ceiling']:.1%}")
   if "predicted_step_seconds" in result:
-    lines += gpu_program.describe(result)
+    lines += gpu_step_time.describe(result)
   return "\n".join(lines)
 
 

@@ -1,65 +1,27 @@
-"""What XLA built for a GPU, and how long it will take: the kernels a step launches, each costed.
+"""What XLA built for a GPU: the kernels a step launches, each with its FLOPs and bytes.
 
 XLA:GPU compiles for a card it cannot see (aot.devices("h100")), and with --xla_dump_to it
 writes what it built: the thunk sequence (every kernel the step launches, in order, and
 thunk_metadata: the HLO instruction each runs), the optimized HLO (fusions, custom calls such as
 cuDNN's attention) and the buffer assignment (every array the step holds). `compile()` compiles
 a step with a dump of its own and reads those, so a CPU can answer what a GPU step is made of:
-which attention runs, how many kernels, whether a float32 [batch, heads, L, L] array exists. The
-dump's formats are XLA's, read by name; each reader below says what it expects.
-
-`predict()` turns the launches into a step time on a card (`Card`: aot.gpu_card("h200")). Each
-launch costs XLA's own estimate where it wrote a sane one, else a bound from its FLOPs and bytes
-at the card's figures and the attainable fractions below, plus a launch overhead; their sum is
-the predicted step. Any dump folder of a GPU compile can be costed, taken with
-
-    XLA_FLAGS="--xla_dump_to=DIR --xla_gpu_collect_cost_model_stats=true"
-    python -m wyjax.core.gpu_program DIR --card=h200 [--tokens=16384] [--module=train_step]
-
-(the second flag writes XLA's estimates; without it every fusion is bounded by its bytes). A step
-compiled on a real GPU is autotuned: GEMMs may become cuBLAS calls instead of the Triton fusions
-chosen here by heuristics, which is why a GEMM is costed from its FLOPs, never from XLA's
-estimate of the tiling a GPU replaces.
+which attention runs, how many kernels, whether a float32 [batch, heads, L, L] array exists, and
+(wyjax.core.gpu_step_time) how long it will take. The dump's formats are XLA's, read by name;
+each reader below says what it expects.
 """
-import argparse
 import collections
 import dataclasses
 import json
 import math
 import re
-import sys
 import tempfile
 from pathlib import Path
 
 import jax
 import numpy as np
 
-# --- What each launch costs: every constant of the prediction, with its source -------------------
-# A launch's stream time besides its work: XLA's own figure (GpuPerformanceModelBase::
-# kKernelLaunchOverhead, xla/service/gpu/model/gpu_performance_model_base.h: 1 µs), what XLA's
-# fusion decisions charge per kernel; XLA runs a step's kernels from command buffers (CUDA graphs)
-# by default (xla_gpu_enable_command_buffer), so each costs no host-side launch.
-LAUNCH_SECONDS = 1e-6
-# The fraction of the tensor cores' dense peak a tuned matmul kernel reaches: FlashAttention-3
-# (Shah et al. 2024, arXiv:2407.08608, abstract) reaches 740 of an H100's 989 bf16 TFLOP/s, 75%.
-# Taken for GEMMs, cuDNN's attention and a Triton kernel's dots alike: the figure of a tuned
-# kernel, an upper one for small or untuned ones.
-MATMUL_FRACTION = 0.75
-# Memory is read at the card's nominal bandwidth, as XLA's own estimates take it: no fraction.
-# A collective's latency besides its bytes: XLA's kNcclKernelLaunchOverhead (the same header), 5 µs.
-COLLECTIVE_SECONDS = 5e-6
-# XLA's estimate of a kernel is used unless it exceeds this many times the time of the kernel's
-# bytes at the bandwidth its grid can draw (plus a launch). In the 14 validation programs
-# (benchmarks/gpu_predictions.py) XLA's estimates of its own emitters' fusions were within 9× of
-# that bound (8,543 launches), those of its Triton fusions (softmax, norms) 63× to 3.5·10⁸× (496;
-# 1.7 ms for a 25 MB LayerNorm, 2.4·10³ s for another): a cut between the two, not a fit.
-ABSURD = 20
-# Ring collectives move this share of their operand over each link (NVIDIA/nccl-tests,
-# doc/PERFORMANCE.md: bus bandwidth = algorithm bandwidth × 2(n−1)/n for all-reduce, (n−1)/n
-# for reduce-scatter and all-to-all; an all-gather sends (n−1) of its operands; a permute one).
-RING_SHARE = {"all-reduce": lambda n: 2 * (n - 1) / n, "reduce-scatter": lambda n: (n - 1) / n,
-              "all-to-all": lambda n: (n - 1) / n, "all-gather": lambda n: n - 1.0,
-              "collective-permute": lambda n: 1.0}
+from wyjax.core import triton_ir
+
 # FLOPs of cuDNN's flash attention: two [L, L] matmuls forward, five backward (the scores
 # recomputed, then dV, dP, dQ, dK: FlashAttention-2, Dao 2023, its Algorithm 2).
 ATTENTION_MATMULS = {False: 2, True: 5}
@@ -315,7 +277,7 @@ def _launch(launch_kind: str, thunk: str, name: str, instruction: Instruction | 
   if instruction.target.startswith("__cublas"):
     return Launch(**common, flops=_library_gemm_flops(instruction, hlo))
   if instruction.target == "__gpu$xla.gpu.triton":
-    flops, moved = triton_cost(instruction.attributes)
+    flops, moved = triton_ir.flops_and_bytes(instruction.attributes)
     return Launch(**{**common, "bytes": moved or common["bytes"]}, blocks=grid, flops=flops)
   called = re.search(r"calls=%?([\w.\-]+)", instruction.attributes)
   if launch_kind in ("gemm", "cudnn") and called:
@@ -364,103 +326,6 @@ def _collective(instruction: Instruction, hlo: dict, common: dict) -> Launch:
     peers = 1
   operands = sum(shape_bytes(operand_shape(hlo, o)) for o in instruction.operands)
   return Launch(**{**common, "bytes": operands}, collective=operation, peers=max(peers, 1))
-
-
-# --- A Triton kernel's FLOPs and bytes, from its IR ---------------------------------------------
-
-_TRITON_ELEMENT = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
-_FOLD = {"arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b, "arith.muli": lambda a, b: a * b,
-         "arith.divsi": lambda a, b: a // b, "arith.divui": lambda a, b: a // b,
-         "arith.ceildivsi": lambda a, b: -(-a // b), "arith.minsi": min, "arith.maxsi": max}
-
-
-def triton_cost(backend_config: str) -> tuple[float, float]:
-  """(FLOPs, bytes) of a Triton custom call (a Pallas kernel): each tt.dot's 2·M·N·K and each
-  load's, store's and atomic's tile bytes, times the trip counts of the loops around it (constant
-  bounds; a loop whose bound is computed at run time counts once), times the grid. (0, 0) where
-  this jaxlib cannot read Triton's IR. Loads count as HBM traffic even where L2 serves them."""
-  grid = [re.search(rf"grid_{axis} = (\d+)", backend_config) for axis in "xyz"]
-  ir_text = re.search(r'ir = "((?:[^"\\]|\\.)*)"', backend_config)
-  if not ir_text or not all(grid):
-    return 0.0, 0.0
-  try:
-    from jax._src.interpreters import mlir  # pylint: disable=g-import-not-at-top
-    from jax._src.lib import triton  # pylint: disable=g-import-not-at-top
-    from jax._src.lib.mlir import ir  # pylint: disable=g-import-not-at-top
-    context = mlir.make_ir_context()
-    triton.dialect.register_dialect(context)
-    with context:
-      module = ir.Module.parse(_unescape(ir_text.group(1)))
-      flops, moved = _walk(module.body, 1)
-  except (ImportError, AttributeError, RuntimeError, ValueError):
-    return 0.0, 0.0
-  programs = math.prod(int(g.group(1)) for g in grid)
-  return flops * programs, moved * programs
-
-
-def _unescape(text: str) -> bytes:
-  """HLO's escaping of the IR's bytes (\\XX hex, \\" and \\\\) undone."""
-  out, i = bytearray(), 0
-  while i < len(text):
-    if text[i] == "\\" and text[i + 1] in '"\\':
-      out.append(ord(text[i + 1]))
-      i += 2
-    elif text[i] == "\\":
-      out.append(int(text[i + 1:i + 3], 16))
-      i += 3
-    else:
-      out += text[i].encode()
-      i += 1
-  return bytes(out)
-
-
-def _tile(value_type) -> tuple[int, int]:
-  """(elements, bytes per element) of a Triton value's type: tensor<64x64xbf16>, of pointers
-  tensor<64x!tt.ptr<f32>>, or a scalar."""
-  found = re.match(r"tensor<((?:\d+x)*)(?:!tt\.ptr<)?(\w+)>+$", str(value_type))
-  if not found:
-    return 1, _TRITON_ELEMENT.get(str(value_type), 4)
-  return math.prod(int(d) for d in found.group(1).split("x") if d), _TRITON_ELEMENT.get(found.group(2), 4)
-
-
-def _constant(value) -> int | None:
-  operation = value.owner
-  name = getattr(getattr(operation, "operation", None), "name", "")
-  if name == "arith.constant":
-    try:
-      return int(str(operation.attributes["value"]).split(":")[0])
-    except ValueError:
-      return None
-  if name in _FOLD:
-    left, right = _constant(operation.operands[0]), _constant(operation.operands[1])
-    return None if left is None or right is None else _FOLD[name](left, right)
-  return None
-
-
-def _walk(block, trips: int) -> tuple[float, float]:
-  flops = moved = 0.0
-  for operation in block.operations:
-    name = operation.operation.name
-    if name == "tt.dot":
-      rows_by_depth = str(operation.operands[0].type)
-      depth = int(re.match(r"tensor<\d+x(\d+)", rows_by_depth).group(1))
-      flops += trips * 2 * _tile(operation.result.type)[0] * depth
-    elif name in ("tt.load", "tt.descriptor_load", "tt.descriptor_gather"):
-      moved += trips * math.prod(_tile(operation.result.type))
-    elif name in ("tt.store", "tt.descriptor_store"):
-      moved += trips * math.prod(_tile(operation.operands[1].type))
-    elif name in ("tt.atomic_rmw", "tt.atomic_cas"):
-      moved += 2 * trips * math.prod(_tile(operation.result.type))
-    inner = trips
-    if name == "scf.for":
-      low, high, step = (_constant(v) for v in list(operation.operands)[:3])
-      inner = trips * (max(0, -(-(high - low) // step)) if None not in (low, high, step) and step else 1)
-    for region in operation.operation.regions:
-      for inner_block in region.blocks:
-        more_flops, more_bytes = _walk(inner_block, inner)
-        flops += more_flops
-        moved += more_bytes
-  return flops, moved
 
 
 # --- The program and its buffers ----------------------------------------------------------------
@@ -566,127 +431,3 @@ def cost_analysis(hlo: str) -> dict | None:
           and np.isfinite(v)}
 
 
-# --- The prediction -----------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Card:
-  """The figures of a GPU a kernel's time is bounded by (aot.gpu_card builds one from its datasheet)."""
-  name: str
-  matmul_flops: float  # dense bf16 tensor-core FLOP/s; TF32 runs at half
-  fp32_flops: float  # the CUDA cores' float32 FLOP/s (a matmul at precision HIGHEST)
-  hbm_bandwidth: float  # bytes/s
-  link_bandwidth: float  # NVLink, bytes/s each way
-  sms: int
-
-  def matmul_rate(self, precision: str) -> float:
-    return {"bf16": self.matmul_flops, "tf32": self.matmul_flops / 2, "f32": self.fp32_flops}[precision]
-
-
-def seconds(launch: Launch, card: Card) -> tuple[float, str]:
-  """(seconds of one run of a launch on `card`, what they came from): a collective from its bytes
-  at the interconnect; a kernel with matmul FLOPs from them and its bytes; another from XLA's
-  estimate where it is sane, else from its bytes at the bandwidth its grid can draw."""
-  if launch.collective:
-    share = RING_SHARE.get(launch.collective, lambda n: 1.0)(launch.peers)
-    return COLLECTIVE_SECONDS + share * launch.bytes / card.link_bandwidth, "interconnect"
-  occupied = min(launch.blocks, card.sms) / card.sms if launch.blocks else 1.0
-  memory = launch.bytes / (card.hbm_bandwidth * occupied)
-  if launch.flops:
-    matmul = launch.flops / (card.matmul_rate(launch.precision) * MATMUL_FRACTION * occupied)
-    return LAUNCH_SECONDS + max(matmul, memory), "flops and bytes"
-  if launch.xla_seconds is not None and launch.xla_seconds <= ABSURD * (memory + LAUNCH_SECONDS):
-    return LAUNCH_SECONDS + launch.xla_seconds, "xla estimate"
-  return LAUNCH_SECONDS + memory, "bytes" if launch.xla_seconds is None else "bytes (xla estimate absurd)"
-
-
-@dataclasses.dataclass(frozen=True)
-class Timed:
-  launch: Launch
-  seconds: float  # all its repeats
-  source: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Prediction:
-  card: Card
-  kernels: tuple[Timed, ...]
-
-  @property
-  def seconds(self) -> float:
-    return sum(k.seconds for k in self.kernels)
-
-  def by_kind(self) -> dict[str, float]:
-    """Seconds by kernel kind, the most first."""
-    total = collections.Counter()
-    for k in self.kernels:
-      total[k.launch.kind] += k.seconds
-    return dict(total.most_common())
-
-  def top(self, count: int = 10) -> list[dict]:
-    """The `count` most expensive kernels, each HLO instruction's launches together."""
-    total, first = collections.Counter(), {}
-    for k in self.kernels:
-      total[k.launch.name] += k.seconds
-      first.setdefault(k.launch.name, k)
-    return [{"name": name, "kind": first[name].launch.kind, "seconds": spent, "source": first[name].source}
-            for name, spent in total.most_common(count)]
-
-  def report(self, tokens: int | None = None) -> dict:
-    """The figures a compile-only report's JSON line carries."""
-    sources = collections.Counter(k.source for k in self.kernels)
-    result = {"predicted_step_seconds": self.seconds, "predicted_card": self.card.name,
-              "predicted_seconds_by_kind": self.by_kind(), "predicted_top_kernels": self.top(),
-              "predicted_kernels_by_source": dict(sources.most_common())}
-    if tokens:
-      result["predicted_tokens_per_second"] = tokens / self.seconds
-    return result
-
-
-def predict(program: GpuProgram, card: Card) -> Prediction:
-  """Every launch of `program` costed on `card`; their sum is the predicted step."""
-  timed = []
-  for launch in program.launches:
-    once, source = seconds(launch, card)
-    timed.append(Timed(launch, once * launch.repeats, source))
-  return Prediction(card, tuple(timed))
-
-
-def describe(result: dict) -> list[str]:
-  """A report's predicted step as readable lines: the step, where its time goes by kind, and
-  its ten most expensive kernels."""
-  step = result["predicted_step_seconds"]
-  milliseconds = f"{step * 1e3:.{1 if step >= 1e-3 else 4}f}"
-  rate = (f", {result['predicted_tokens_per_second']:,.0f} tokens/s"
-          if "predicted_tokens_per_second" in result else "")
-  kinds = ", ".join(f"{name} {spent * 1e3:.2f}" for name, spent in result["predicted_seconds_by_kind"].items())
-  sources = ", ".join(f"{source} {n}" for source, n in result["predicted_kernels_by_source"].items())
-  lines = [f"  predicted step on each {result['predicted_card']}: {milliseconds} ms{rate} (kernels costed from: "
-           f"{sources})",
-           f"  by kind, ms: {kinds}",
-           "  most expensive kernels:"]
-  lines += [f"    {k['seconds'] * 1e3:8.3f} ms  {k['name']} ({k['kind']}; {k['source']})"
-            for k in result["predicted_top_kernels"]]
-  return lines
-
-
-def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description="The predicted step time of a GPU compile's XLA dump folder, "
-                                   "kernel by kernel (see this module's docstring for the flags to dump with).")
-  parser.add_argument("dump", type=Path, help="the folder XLA_FLAGS=--xla_dump_to=DIR wrote")
-  parser.add_argument("--card", default="h100", help="h100, h200 or a100 (wyjax.core.aot.GPU_CARDS)")
-  parser.add_argument("--module", default="", help="the module whose name contains this (default: the largest)")
-  parser.add_argument("--tokens", type=int, default=0, help="tokens per step, for tokens/s")
-  args = parser.parse_args(argv)
-  from wyjax.core import aot  # pylint: disable=g-import-not-at-top  (aot imports this module)
-  if args.card not in aot.GPU_CARDS:
-    sys.exit(f"--card={args.card}: expected one of {sorted(aot.GPU_CARDS)}")
-  program, _ = read_dump(args.dump, args.module)
-  result = {**program.summary(), **predict(program, aot.gpu_card(args.card)).report(args.tokens or None)}
-  print(f"{args.dump}: {program.kernel_count:,} kernels")
-  print("\n".join(describe(result)))
-  print(json.dumps(result))
-
-
-if __name__ == "__main__":
-  main()
