@@ -108,7 +108,8 @@ def test_a_run_builds_a_program_per_padded_length_and_a_few_more(trained):
   counts = collections.Counter(trained[3])
   assert 1 <= counts.pop("jit(train_step)") <= 3 and 1 <= counts.pop("jit(predict_step)") <= 3, trained[3]
   assert counts.pop("jit(_fresh_params)") == 1 and counts.pop("jit(fresh_state)") == 1, trained[3]
-  assert counts.pop("jit(key)") == 1 and counts.pop("jit(convert_element_type)", 1) == 1, trained[3]  # (optax's)
+  # The seed's key: once per process (a test before this one in the same worker may have built it).
+  assert counts.pop("jit(key)", 0) <= 1 and counts.pop("jit(convert_element_type)", 1) == 1, trained[3]  # (optax's)
   assert not counts, trained[3]
 
 

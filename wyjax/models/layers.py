@@ -19,14 +19,21 @@ from flax.linen import spmd
 from wyjax.kernels import attention_common
 from wyjax.models.config import EncoderConfig
 
-@jax.custom_vjp
 def gelu(x):
-  """The exact GELU as transformers computes it, x Φ(x) with Φ(x) = (1 + erf(x / √2)) / 2, in
-  float32 inside. XLA emits erf as a short polynomial, where jax.nn.gelu's erfc(-x / √2) expands
-  to a hundred operations per element with exp and divides, and erf's own derivative takes an
-  exp(-x²) accurate to the last bit; the derivative here, Φ(x) + x φ(x), takes a plain exp. On a
-  GPU the activation and its gradient were BERT-base's most expensive kernels after the
-  matmuls (docs/benchmarks.md, #56)."""
+  """The exact GELU as transformers computes it, x Φ(x) with Φ(x) = (1 + erf(x / √2)) / 2. On
+  accelerators `_erf_gelu`; on the CPU jax.nn.gelu, whose erfc XLA:CPU leaves out of its YNNPACK
+  fusions: those materialise every broadcast they read, and with erf in them WYWMT's evaluation
+  step grew from 1.0 to 1.8 GiB (its vocabulary bias alone 0.7 GiB), the steps no faster."""
+  return jax.lax.platform_dependent(x, cpu=functools.partial(nn.gelu, approximate=False), default=_erf_gelu)
+
+
+@jax.custom_vjp
+def _erf_gelu(x):
+  """x Φ(x) in float32 inside. XLA emits erf as a short polynomial, where jax.nn.gelu's
+  erfc(-x / √2) expands to a hundred operations per element with exp and divides, and erf's own
+  derivative takes an exp(-x²) accurate to the last bit; the derivative here, Φ(x) + x φ(x),
+  takes a plain exp. On a GPU the activation and its gradient were BERT-base's most expensive
+  kernels after the matmuls (docs/benchmarks.md, #56)."""
   return _gelu_forward(x)[0]
 
 
@@ -45,7 +52,7 @@ def _normal_cdf(x32):
   return 0.5 * (1 + jax.lax.erf(x32 * np.float32(math.sqrt(0.5))))
 
 
-gelu.defvjp(_gelu_forward, _gelu_backward)
+_erf_gelu.defvjp(_gelu_forward, _gelu_backward)
 
 
 # transformers' ACT2FN names. "gelu" is the exact erf form; flax defaults to tanh.
