@@ -36,6 +36,10 @@ def _cases(root):
                                                   "--config.learnin_rate=1"], 2,
                                "--config.learnin_rate: the config has no field 'learnin_rate'; did you mean "
                                '"learning_rate"'),
+      "pretrain: vocabulary size": ("wyjax.pretrain", ["--config=pretrain/deberta_tiny.py", "--compile_only=a100",
+                                                       f"--config.data_dir={root / 'p3'}",
+                                                       "--config.model.vocab_size=60000000"], 1,
+                                    "--config.model.vocab_size=60000000: a character-level vocabulary holds"),
       "pretrain: corpus path": ("wyjax.pretrain", ["--config=pretrain/deberta_tiny.py", f"--workdir={root / 'p1'}",
                                                    f"--config.corpus.source=daizhige:{missing}"], 1, str(missing)),
       "pretrain: GBK corpus": ("wyjax.pretrain", ["--config=pretrain/deberta_tiny.py", f"--workdir={root / 'p2'}",

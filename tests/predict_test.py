@@ -32,7 +32,8 @@ from wyjax.tasks.builders import punc
 from wyjax.tasks.registry import TASKS
 from wyjax.train import finetuning, inference, suite, task_model
 
-SMALL = dict(num_train_steps=30, eval_every=30, batch_size=16, eval_batch_size=32, learning_rate=1e-3)
+SMALL = dict(num_train_steps=30, eval_every=30, batch_size=16, eval_batch_size=32, learning_rate=1e-3,
+             length_buckets=1)  # one train step to compile per run
 # C-CLUE NER's seven tags need longer: at 30 steps a fresh model may still tag everything O.
 LONGER = {"cclue_ner": dict(num_train_steps=60, eval_every=60)}
 
@@ -79,7 +80,7 @@ def _cmrc_data(shared_data, out):
 
 
 DATA = {"punc": _punc_data, "cclue_ner": _ner_data, "tlc": _tlc_data, "cmrc2018": _cmrc_data}
-MAX_LENGTH = 64  # three length buckets to compile
+MAX_LENGTH = 64  # short programs to compile
 
 
 @pytest.fixture(scope="module")
@@ -229,15 +230,16 @@ def test_memory_is_bounded_by_the_window_not_by_the_length_of_a_line(shared_data
   scratch went to the one arena that wyjax's CPU allocator keeps (host_memory) and was not reused
   by the next step amid predict's own work between steps: about half a step's scratch more with
   every batch, for a file of short lines too. A 20,000-character line (three batches of 512-token
-  windows) took 1.2 GB more than a one-window input; it now takes at most 300 MB more."""
+  windows) took 1.2 GB more than one batch of one-window lines; it now takes at most 300 MB more."""
   text = _unpunctuated(shared_data, 20_000)
   folder = task_models.export(_random_punc_model(text, max_length=512), tmp_path / "punc")
   peaks = {}
-  for name, line in (("one window", text[:500]), ("three batches", text)):
-    (tmp_path / "in.txt").write_text(line + "\n", encoding="utf-8")
+  one_batch = "\n".join(text[i:i + 500] for i in range(0, 32 * 500, 500))  # predict's --batch_size: 32
+  for name, lines in (("one batch", one_batch), ("three batches", text)):
+    (tmp_path / "in.txt").write_text(lines + "\n", encoding="utf-8")
     peaks[name] = _peak_bytes([sys.executable, "-m", "wyjax.predict", f"--model={folder}",
                                f"--input={tmp_path / 'in.txt'}", f"--output={tmp_path / name}"])
-  assert peaks["three batches"] - peaks["one window"] < 300 << 20, peaks
+  assert peaks["three batches"] - peaks["one batch"] < 300 << 20, peaks
 
 
 def test_a_long_texts_windows_are_predicted_a_chunk_at_a_time(shared_data, monkeypatch):
@@ -272,6 +274,25 @@ def test_a_bad_line_is_one_error_line_or_skipped_and_counted(runs, tmp_path):
   assert "1 bad line(s) of 3 left empty" in skipped.stderr
   refused = subprocess.run(command, cwd=REPO_ROOT, env=pretrain_env(), capture_output=True, text=True)
   assert refused.returncode != 0 and "exists; choose another --output or pass --overwrite" in refused.stderr
+
+
+def test_a_batch_larger_than_the_input_is_the_input(runs, tmp_path):
+  """--batch_size=1000000000 (killed at 22.6 GB: a billion rows of padding) predicts three lines
+  in one batch of three, within a few GB; a step that cannot fit the memory free would be refused
+  before it runs (host_memory.admit)."""
+  workdir, _, _ = runs["tlc"]
+  (tmp_path / "in.txt").write_text("子曰學而時習之\n有朋自遠方來\n人不知而不慍\n", encoding="utf-8")
+  measured = ("import resource, subprocess, sys\n"
+              "code = subprocess.run(sys.argv[1:]).returncode\n"
+              "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+              "sys.exit(code)\n")
+  result = subprocess.run([sys.executable, "-c", measured, sys.executable, "-m", "wyjax.predict", f"--model={workdir}",
+                           f"--input={tmp_path / 'in.txt'}", f"--output={tmp_path / 'out.jsonl'}",
+                           "--batch_size=1000000000"], cwd=REPO_ROOT, env=pretrain_env(), capture_output=True,
+                          text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert len((tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()) == 3
+  assert int(result.stderr.splitlines()[-1]) < 3 << 20  # KB
 
 
 # --- what predict never does: destroy its input, leave half an output, split a line or a character ---

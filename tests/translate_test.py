@@ -131,3 +131,18 @@ def test_translate_cli_reports_bad_lines_and_never_drops_them(run):
   assert len(out) == 6 and out[5] == ""  # five lines, each ended by a newline
   assert out[0] and out[1] == out[2] == out[3] == "" and out[4]
   assert "3 bad line(s) left empty, 2 translated" in lenient.stderr
+
+
+def test_standard_output_that_is_the_input_file_is_refused(tmp_path):
+  """`translate --input=in.txt >> in.txt` would append the translations to the sentences they
+  translate: refused before the model is read, in.txt as it was."""
+  source = tmp_path / "in.txt"
+  source.write_text("學而時習之\n", encoding="utf-8")
+  with source.open("a") as stdout:
+    result = subprocess.run([sys.executable, "-m", "wyjax.translate", f"--init={tmp_path / 'no_model'}",
+                             f"--input={source}"], stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120)
+  assert result.returncode == 1, result.stderr[-2000:]
+  assert result.stderr.strip().splitlines()[-1] == (
+      f"wyjax: error: standard output is the input file {source}; writing it would destroy the input: "
+      "write to another file")
+  assert source.read_text(encoding="utf-8") == "學而時習之\n"

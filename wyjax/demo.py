@@ -40,8 +40,8 @@ _SEEDS = flags.DEFINE_integer("seeds", 1, "Fine-tuning seeds per task; more than
                               "leaderboard (README's table: 5).")
 _LR = flags.DEFINE_float("learning_rate", None, "Fine-tuning learning rate (default: chosen from the model's size, "
                          "1e-3 for the tiny model; wyjax/train/learning_rates.py).")
-_PER_DYNASTY = flags.DEFINE_integer("per_dynasty", 1200, "Poems per dynasty in the dynasty task.")
-_PUNC_EXAMPLES = flags.DEFINE_integer("punc_examples", 5000, "Poems in the punctuation task.")
+_PER_DYNASTY = flags.DEFINE_integer("per_dynasty", 1200, "Poems per dynasty in the dynasty task.", lower_bound=1)
+_PUNC_EXAMPLES = flags.DEFINE_integer("punc_examples", 5000, "Poems in the punctuation task.", lower_bound=1)
 _PACKAGE = flags.DEFINE_string("poetry_package", None,
                                "An unpacked chinese-poetry package/ folder (default: fetched with npm).")
 _ACCEPT = flags.DEFINE_bool("accept_config_change", False,

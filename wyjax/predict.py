@@ -24,7 +24,6 @@ symbolic link through to its target.
 """
 import contextlib
 import os
-import stat
 import sys
 
 import tqdm
@@ -53,24 +52,13 @@ def _check_output(source: str, output: str, overwrite: bool) -> None:
   always an output that is the input file (the same device and inode: the same path, a link to
   it, a hard link, or the file on standard input, `< in.txt`, or output, `> in.txt`). A pipe or
   a device (/dev/null) is written as a stream, as stdout is."""
-  input_file, output_file = _local_file(source, 0), _local_file(output, 1)
-  if input_file and output_file and os.path.samestat(input_file, output_file):
+  if storage.same_file(source, output):
     written = f"--output {output}" if output != "-" else "standard output"
     read = f"the input file {source}" if source != "-" else "the file on standard input"
     raise guards.RunError(f"{written} is {read}; writing it would destroy the input (--overwrite never does): "
                           f"{'choose another --output' if output != '-' else 'write to another file with --output'}")
   if output != "-" and not overwrite and epath.Path(output).is_file():
     raise guards.RunError(f"{output} exists; choose another --output or pass --overwrite")
-
-
-def _local_file(path: str, fd: int) -> os.stat_result | None:
-  """The regular file `path` names ('-': the one open as `fd`, standard input or output), None
-  when it is none: missing, in a bucket, a pipe, a terminal."""
-  try:
-    found = os.fstat(fd) if path == "-" else os.stat(path) if storage.is_local(path) else None
-  except OSError:
-    return None
-  return found if found and stat.S_ISREG(found.st_mode) else None
 
 
 def main(argv):

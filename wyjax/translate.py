@@ -78,6 +78,9 @@ def _size(n: float) -> str:
 def main(argv):
   del argv
   logs.to_file(None, "translate")
+  if storage.same_file(_INPUT.value, "-"):
+    read = f"the input file {_INPUT.value}" if _INPUT.value != "-" else "the file on standard input"
+    raise guards.RunError(f"standard output is {read}; writing it would destroy the input: write to another file")
   model = loading.load(_model_dir(pathlib.Path(_INIT.value)))
   if "mlm_head" not in model.params or model.tokenizer is None:
     raise guards.RunError(f"{_INIT.value}: needs an MLM head and a tokenizer; fine-tune one with "

@@ -1,3 +1,4 @@
+import collections
 import json
 import subprocess
 import sys
@@ -6,7 +7,7 @@ import unicodedata
 import pytest
 
 from wyjax.tasks import wyweb_files
-from wyjax.tasks.builders import punc
+from wyjax.tasks.builders import outputs, punc
 
 
 def test_label_paragraph():
@@ -90,3 +91,16 @@ def test_builders_never_replace_files_unless_told(shared_data, tmp_path, command
   assert replaced.returncode == 0, replaced.stderr
   assert sorted(p.name for p in out.iterdir()) == ["dev.tsv", "summary.json"]  # the empty splits: no file
   assert len((out / "dev.tsv").read_text(encoding="utf-8").splitlines()) == 16
+
+
+def test_a_file_that_appears_while_a_build_runs_is_not_replaced(tmp_path):
+  """Without --overwrite a build's files are renamed as new ones: a train.tsv another command
+  wrote meanwhile stays, the build is refused naming it, and none of its own files is left."""
+  counts = collections.Counter(train_examples=1, dev_examples=1, test_examples=1)
+  with pytest.raises(FileExistsError) as refused:
+    with outputs.written(tmp_path, counts, overwrite=False) as files:
+      files["train"].write("甲\tO\n")
+      (tmp_path / "train.tsv").write_text("the user's\n", encoding="utf-8")
+  assert refused.value.filename == str(tmp_path / "train.tsv")
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["train.tsv"]
+  assert (tmp_path / "train.tsv").read_text(encoding="utf-8") == "the user's\n"

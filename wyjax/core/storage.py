@@ -63,6 +63,23 @@ def staged(remote_dir, names, local_dir) -> pathlib.Path:
 NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a full disk, quota or file-size limit
 
 
+def same_file(source: str, output: str) -> bool:
+  """Whether writing `output` would write the file `source` is read from: the same device and
+  inode (the same path, a link, a hard link; '-' is the file on standard input for `source`, on
+  standard output for `output`, as `< in.txt` and `> in.txt` give them). Pipes, devices and
+  files in a bucket are never the same file."""
+  found = _regular_file(source, 0), _regular_file(output, 1)
+  return all(found) and os.path.samestat(*found)
+
+
+def _regular_file(path: str, fd: int) -> os.stat_result | None:
+  try:
+    found = os.fstat(fd) if path == "-" else os.stat(path) if is_local(path) else None
+  except OSError:
+    return None
+  return found if found and stat.S_ISREG(found.st_mode) else None
+
+
 @contextlib.contextmanager
 def written_whole(path, mode: str = "w", *, replace: bool = True, **open_kwargs):
   """An open file that appears at `path` only once complete: written_together's one file."""

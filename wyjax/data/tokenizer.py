@@ -167,10 +167,16 @@ def _check_coverage(counts: collections.Counter, candidates: list[str], kept: in
   logging.warning("%s", message)
 
 
+# Characters a placeholder vocabulary takes, CJK first: every code point but the surrogates.
+_PLACEHOLDER_CHARACTERS = (*range(0x4E00, 0xD800), *range(0xE000, 0x110000), *range(0x4E00))
+MAX_VOCAB_SIZE = len(SPECIAL_TOKENS) + len(_PLACEHOLDER_CHARACTERS)  # a character-level vocabulary's most
+
+
 def placeholder(vocab_size: int) -> "Tokenizer":
   """A tokenizer of `vocab_size` tokens (the special ones first, as in every wyjax vocabulary,
-  then CJK characters) for building a model of that size before any corpus exists."""
-  return Tokenizer(list(SPECIAL_TOKENS) + [chr(0x4E00 + i) for i in range(vocab_size - len(SPECIAL_TOKENS))])
+  then characters; at most MAX_VOCAB_SIZE) for building a model of that size before any corpus exists."""
+  characters = _PLACEHOLDER_CHARACTERS[:vocab_size - len(SPECIAL_TOKENS)]
+  return Tokenizer(list(SPECIAL_TOKENS) + [chr(c) for c in characters])
 
 
 class Tokenizer:

@@ -94,7 +94,8 @@ FINETUNING = {
     "keep_checkpoint": one_of(*KEEP_CHECKPOINT, says="'best_dev' (the best dev score's parameters) or 'last' "
                               "(the last evaluation's)"),
     # Tasks' options (Task.options); a task without one has no such key.
-    "decoding.beam_size": integer(1), "decoding.length_penalty": number(0, MAX_LENGTH_PENALTY), "decoding.max_ratio": POSITIVE,
+    "decoding.beam_size": integer(1), "decoding.length_penalty": number(0, MAX_LENGTH_PENALTY),
+    "decoding.max_ratio": POSITIVE,
     "decoding.max_extra": integer(0), "folds": integer(2), "joint_blanks": BOOLEAN, "train_on_lines": BOOLEAN,
     "dev_finetune": BOOLEAN, "score_chars": integer(0),
 }

@@ -260,6 +260,9 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
   else:
     if not config.model.get("vocab_size"):
       raise guards.RunError("no prepared corpus: set --config.model.vocab_size (or --config.data_dir) to compile")
+    if not len(tokenizer_lib.SPECIAL_TOKENS) <= config.model.vocab_size <= tokenizer_lib.MAX_VOCAB_SIZE:
+      raise guards.RunError(f"--config.model.vocab_size={config.model.vocab_size}: a character-level vocabulary "
+                            f"holds {len(tokenizer_lib.SPECIAL_TOKENS)} to {tokenizer_lib.MAX_VOCAB_SIZE:,} tokens")
     tokenizer, length = tokenizer_lib.placeholder(config.model.vocab_size), config.corpus.sequence_length
   run = build(config, tokenizer, length, devices)
   batch = jax.ShapeDtypeStruct((config.batch_size, length), jnp.int32, sharding=run.program.data_sharding)
@@ -372,9 +375,13 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   entropy = unigram_entropy(eval_batches, tokenizer)
   eval_arrays = [global_batch(b) for b in eval_batches]  # on device once, reused at every evaluation
 
-  def evaluate(params) -> dict:
+  def evaluate(params, stop: guards.StopRequest) -> dict | None:
+    """The validation metrics, or None when a stop request came first (the loop then checkpoints
+    and stops): one is honoured between batches."""
     totals = {"loss_sum": 0.0, "correct": 0.0, "weight": 0.0}
     for i, batch in enumerate(eval_arrays):
+      if stop.signal_at(i):
+        return None
       sums = jax.device_get(jit_eval(params, batch, i))
       totals = {k: totals[k] + float(sums[k]) for k in totals}
     loss = totals["loss_sum"] / max(totals["weight"], 1.0)
@@ -417,9 +424,10 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
           last_time, last_step = time.perf_counter(), step
         nonfinite.check()
         if step % config.eval_every == 0 or step == config.num_train_steps:
-          last_eval = evaluate(state["params"])
-          writer.write(step, last_eval)
-          logging.info("step %d: %s", step, run_metrics.brief(last_eval))
+          if (evaluation := evaluate(state["params"], stop)) is not None:
+            last_eval = evaluation
+            writer.write(step, last_eval)
+            logging.info("step %d: %s", step, run_metrics.brief(last_eval))
         signum = stop.signal_at(step)
         saves.save(step, ocp.args.Composite(
             state=ocp.args.PyTreeSave(state), **{DATA_ITER: grain.checkpoint.CheckpointSave(train_iter)}),

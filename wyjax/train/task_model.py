@@ -170,7 +170,7 @@ class TaskModel:
     self.program = program.build(self.head.build(model_config, len(task.labels)), self._init_inputs, config,
                                  warmup_steps=int(config.warmup_fraction * total_steps), total_steps=total_steps,
                                  devices=devices)
-    shards = self.program.mesh.shape["data"] * self.program.mesh.shape["fsdp"]
+    self.shards = shards = self.program.mesh.shape["data"] * self.program.mesh.shape["fsdp"]
     if config.batch_size % shards or config.eval_batch_size % shards:
       raise ValueError(f"batch_size {config.batch_size} and eval_batch_size {config.eval_batch_size} must be "
                        f"multiples of the {shards} data shards of the mesh {dict(self.program.mesh.shape)}")
@@ -236,9 +236,11 @@ class TaskModel:
 
   def eval_batch_size(self, features: list[dict]) -> int:
     """Examples per evaluation batch: config.eval_batch_size sequences, an example counting as
-    its most rows (options, windows) of any."""
+    its most rows (options, windows) of any, and no more than the power of two per shard that
+    `features` fill (a huge eval_batch_size is not a huge program; inputs of any size, few programs)."""
     rows = max(f["input_ids"].shape[0] if f["input_ids"].ndim == 2 else 1 for f in features)
-    return max(1, self.config.eval_batch_size // rows)
+    per_shard = -(-len(features) // self.shards)
+    return max(1, min(self.config.eval_batch_size // rows, self.shards << (per_shard - 1).bit_length()))
 
   def predict(self, params, features: list[dict]) -> list[np.ndarray]:
     """Logits of each example (a generating head's: argmax tokens), cut by its head to its own

@@ -70,7 +70,7 @@ def build_gjc(daizhige_dir, out, *, per_collection: int = 10_000, dev_fraction: 
   for collection, heap in samples.items():
     for negated_key, passage, split in heap:
       rows[split].append((-negated_key, collection, passage))
-  with outputs.written(out, counts) as writers:
+  with outputs.written(out, counts, overwrite) as writers:
     for split, split_rows in rows.items():
       split_rows.sort()  # hash order: collections interleaved
       writers[split].write("".join(f"{c}\t{p}\n" for _, c, p in split_rows))

@@ -31,12 +31,14 @@ def claim(out, overwrite: bool) -> pathlib.Path:
 
 
 @contextlib.contextmanager
-def written(out: pathlib.Path, counts: collections.Counter):
+def written(out: pathlib.Path, counts: collections.Counter, overwrite: bool):
   """{split: its open .tsv file}; when the block ends, the split files and summary.json (the
-  counts) appear in `out` together. A split with no examples (counts' <split>_examples) gets no
-  file, since an empty one would read as a broken split: one already there is removed, the
-  summary notes no_<split>_split, and a warning says so."""
-  with written_together([out / f"{s}.tsv" for s in SPLITS] + [out / SUMMARY], encoding="utf-8") as files:
+  counts) appear in `out` together, replacing files there only if `overwrite` (one that appeared
+  while the build ran, another command's, is not: storage.written_together). A split with no
+  examples (counts' <split>_examples) gets no file, since an empty one would read as a broken
+  split: one already there is removed, the summary notes no_<split>_split, and a warning says so."""
+  with written_together([out / f"{s}.tsv" for s in SPLITS] + [out / SUMMARY], encoding="utf-8",
+                        replace=overwrite) as files:
     yield dict(zip(SPLITS, files))
     for split in SPLITS:
       if not counts[f"{split}_examples"]:

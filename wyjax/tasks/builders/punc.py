@@ -58,7 +58,7 @@ def build_punc(daizhige_dir, out, *, collections_=("史藏",), dev_fraction: flo
   reader = corpus.DaizhigeReader(daizhige_dir)
   out = outputs.claim(out, overwrite)
   counts, seen = collections.Counter(), set()
-  with outputs.written(out, counts) as writers:
+  with outputs.written(out, counts, overwrite) as writers:
     for unit in reader.units():
       if unit.split("/")[0] not in collections_:
         continue
