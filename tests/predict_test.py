@@ -278,8 +278,7 @@ def test_a_bad_line_is_one_error_line_or_skipped_and_counted(runs, tmp_path):
 
 def test_a_batch_larger_than_the_input_is_the_input(runs, tmp_path):
   """--batch_size=1000000000 (killed at 22.6 GB: a billion rows of padding) predicts three lines
-  in one batch of three, within a few GB; a step that cannot fit the memory free would be refused
-  before it runs (host_memory.admit)."""
+  in one batch of at most four (TaskModel.eval_batch_size), within a few GB."""
   workdir, _, _ = runs["tlc"]
   (tmp_path / "in.txt").write_text("子曰學而時習之\n有朋自遠方來\n人不知而不慍\n", encoding="utf-8")
   measured = ("import resource, subprocess, sys\n"

@@ -18,6 +18,7 @@ What that pipeline does to classical Chinese, and how wyjax keeps offsets honest
 """
 import collections
 import dataclasses
+import itertools
 import json
 import logging
 import unicodedata
@@ -167,15 +168,15 @@ def _check_coverage(counts: collections.Counter, candidates: list[str], kept: in
   logging.warning("%s", message)
 
 
-# Characters a placeholder vocabulary takes, CJK first: every code point but the surrogates.
-_PLACEHOLDER_CHARACTERS = (*range(0x4E00, 0xD800), *range(0xE000, 0x110000), *range(0x4E00))
-MAX_VOCAB_SIZE = len(SPECIAL_TOKENS) + len(_PLACEHOLDER_CHARACTERS)  # a character-level vocabulary's most
+# Code points a placeholder vocabulary takes, CJK first: every one but the surrogates.
+_PLACEHOLDER_RANGES = (range(0x4E00, 0xD800), range(0xE000, 0x110000), range(0x4E00))
+MAX_VOCAB_SIZE = len(SPECIAL_TOKENS) + sum(map(len, _PLACEHOLDER_RANGES))  # a character-level vocabulary's most
 
 
 def placeholder(vocab_size: int) -> "Tokenizer":
   """A tokenizer of `vocab_size` tokens (the special ones first, as in every wyjax vocabulary,
   then characters; at most MAX_VOCAB_SIZE) for building a model of that size before any corpus exists."""
-  characters = _PLACEHOLDER_CHARACTERS[:vocab_size - len(SPECIAL_TOKENS)]
+  characters = itertools.islice(itertools.chain(*_PLACEHOLDER_RANGES), vocab_size - len(SPECIAL_TOKENS))
   return Tokenizer(list(SPECIAL_TOKENS) + [chr(c) for c in characters])
 
 
