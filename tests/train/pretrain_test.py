@@ -227,6 +227,29 @@ def test_signal_handlers_are_restored_after_the_loop(tiny_corpus, tmp_path):
   assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
+def test_a_stop_during_an_evaluation_is_honoured_before_its_next_batch(tiny_corpus, tmp_path, monkeypatch):
+  """SIGTERM as step 1's train metrics are written, just before its evaluation: the run stops at
+  step 1, checkpointed, with no validation metrics (the evaluation ran to its end before)."""
+  from wyjax.core import guards, run_metrics
+
+  config = pretrain_config.get_config()
+  config.data_dir, config.num_train_steps, config.log_every, config.eval_every = str(tiny_corpus), 4, 1, 1
+  write = run_metrics.MetricWriter.write
+
+  def write_then_stop(self, step, metrics):
+    write(self, step, metrics)
+    if "loss" in metrics:
+      signal.raise_signal(signal.SIGTERM)
+
+  monkeypatch.setattr(run_metrics.MetricWriter, "write", write_then_stop)
+  with pytest.raises(guards.Interrupted) as stopped:
+    pretraining.train_and_evaluate(config, tmp_path / "run")
+  assert stopped.value.step == 1
+  records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+  assert max(r["step"] for r in records) == 1 and not any("valid_loss" in r for r in records), records
+  assert _steps(tmp_path / "run") == [1]
+
+
 def test_pretrained_workdir_exports_to_transformers(tiny_corpus, tmp_path):
   import torch
   import transformers

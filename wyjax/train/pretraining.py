@@ -375,18 +375,18 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   entropy = unigram_entropy(eval_batches, tokenizer)
   eval_arrays = [global_batch(b) for b in eval_batches]  # on device once, reused at every evaluation
 
-  def evaluate(params, stop: guards.StopRequest) -> dict | None:
-    """The validation metrics, or None when a stop request came first (the loop then checkpoints
-    and stops): one is honoured between batches."""
+  def evaluate(params, stop: guards.StopRequest) -> tuple[dict | None, int]:
+    """(the validation metrics, 0), or (None, the signal) when a stop request came first, agreed
+    between batches as the steps agree it; the loop then checkpoints and stops."""
     totals = {"loss_sum": 0.0, "correct": 0.0, "weight": 0.0}
     for i, batch in enumerate(eval_arrays):
-      if stop.signal_at(i):
-        return None
+      if signum := stop.signal_at(i):
+        return None, signum
       sums = jax.device_get(jit_eval(params, batch, i))
       totals = {k: totals[k] + float(sums[k]) for k in totals}
     loss = totals["loss_sum"] / max(totals["weight"], 1.0)
     return {"valid_loss": loss, "valid_accuracy": totals["correct"] / max(totals["weight"], 1.0),
-            "valid_perplexity": float(np.exp(loss)), "valid_unigram_entropy": entropy}
+            "valid_perplexity": float(np.exp(loss)), "valid_unigram_entropy": entropy}, 0
 
   # --- loop ---------------------------------------------------------------------------------------
   writer = run_metrics.MetricWriter(workdir, enabled=is_main)
@@ -423,12 +423,15 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
           bar.set_postfix(loss=f"{step_metrics['loss']:.3f}")
           last_time, last_step = time.perf_counter(), step
         nonfinite.check()
+        evaluation, signum = None, 0
         if step % config.eval_every == 0 or step == config.num_train_steps:
-          if (evaluation := evaluate(state["params"], stop)) is not None:
-            last_eval = evaluation
-            writer.write(step, last_eval)
-            logging.info("step %d: %s", step, run_metrics.brief(last_eval))
-        signum = stop.signal_at(step)
+          evaluation, signum = evaluate(state["params"], stop)
+        if evaluation:
+          last_eval = evaluation
+          writer.write(step, last_eval)
+          logging.info("step %d: %s", step, run_metrics.brief(last_eval))
+        # A stop agreed inside the evaluation is acted on here, whether or not this step syncs.
+        signum = signum or stop.signal_at(step)
         saves.save(step, ocp.args.Composite(
             state=ocp.args.PyTreeSave(state), **{DATA_ITER: grain.checkpoint.CheckpointSave(train_iter)}),
             force=bool(signum) or step == config.num_train_steps)
