@@ -29,7 +29,7 @@ from wyjax.core import aot, checkpoints, cli, config_files, guards, logs, storag
 from wyjax.data import corpus, prepare
 from wyjax.hf import export_folder, loading, task_models
 from wyjax.tasks.builders import poetry
-from wyjax.train import inference, pretraining, suite
+from wyjax.train import continuing, inference, pretraining, pretraining_corpus, suite
 
 _PRETRAIN = config_files.DEFINE_config("pretrain_config", "pretrain/deberta_tiny.py",
                                        "Pretraining config: a name or a file.")
@@ -58,14 +58,16 @@ def pretrained(config, workdir: pathlib.Path, accept_config_change: bool) -> pat
     with checkpoints.manager(workdir, read_only=True) as mngr:
       done = mngr.latest_step() == config.num_train_steps
   if done:
-    data_dir = pretraining.prepared_data_dir(config)
-    changes = pretraining.check_resume(config, workdir, data_dir, prepare.read_manifest(data_dir),
+    data_dir = pretraining_corpus.prepared_data_dir(config)
+    init = continuing.local_init(config.init) if config.init else ""
+    changes = pretraining.check_resume(config, workdir, data_dir, prepare.read_manifest(data_dir), init,
                                        accept_config_change=accept_config_change)
   if done and not changes:
     print(f"reusing the pretrained model in {workdir}", flush=True)
   else:
     print(f"pretraining the tiny model into {workdir} ...", flush=True)
-    pretraining.train_and_evaluate(config, workdir, accept_config_change=accept_config_change)
+    pretraining.train_and_evaluate(config, workdir, accept_config_change=accept_config_change,
+                                   typed_model=config_files.typed(flags.FLAGS["pretrain_config"], "model"))
   return workdir
 
 

@@ -10,6 +10,13 @@ machine ("local"), prints per-chip memory, FLOPs, HBM traffic and the roofline p
 a GPU also its kernels per step, custom calls and largest buffers), the last line as JSON, and
 exits 1 if the step does not fit (docs/scaling.md).
 
+--config.init=PATH continues a checkpoint instead of starting from random weights: a transformers
+folder (BERT, RoBERTa, DeBERTa-v2), a wyjax pretraining workdir or export, or a Hub id. Its
+architecture replaces the config's model; the prepared corpus's vocabulary is the checkpoint's own
+(prepare-corpus --vocab=PATH), extended (--vocab=PATH --extend_vocab) or the corpus's own (rows
+transplanted); --config.freeze_encoder_steps=N trains the embeddings and MLM head alone first
+(docs/pretraining.md, "Continue from a checkpoint").
+
 Rerunning the same command resumes from the workdir's latest checkpoint; a rerun with a
 changed training config is refused unless --accept_config_change. SIGTERM/SIGINT checkpoint
 and exit with 128 + the signal number; a run that cannot go on exits 1 with the reason.
@@ -42,13 +49,14 @@ def main(argv):
   del argv
   logs.to_file(_WORKDIR.value, "pretrain")
   aot.use_compilation_cache(_COMPILE_ONLY.value)
+  typed_model = config_files.typed(flags.FLAGS["config"], "model")
   if _COMPILE_ONLY.value:
-    aot.print_report(pretraining.compile_only(_CONFIG.value, _COMPILE_ONLY.value))
+    aot.print_report(pretraining.compile_only(_CONFIG.value, _COMPILE_ONLY.value, typed_model))
     return
   if not _WORKDIR.value:
     raise app.UsageError("--workdir is required (except with --compile_only)")
   result = pretraining.train_and_evaluate(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value,
-                                          prepare_corpus=_PREPARE_CORPUS.value)
+                                          prepare_corpus=_PREPARE_CORPUS.value, typed_model=typed_model)
   if result:
     print("final evaluation: " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()))
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import as_from_a_terminal
 from wyjax.core import guards, locks
-from wyjax.data import pipeline, prepare
+from wyjax.data import pipeline, prepare, worker_pool
 from wyjax.data import tokenizer as tk
 
 
@@ -134,7 +134,7 @@ def test_prepare_corpus_command(tmp_path):
   manifest = json.loads((out / "manifest.json").read_text())
   assert manifest["options"] == {"source": f"text:{texts}", "sequence_length": 16, "valid_fraction": 0.0, "t2s": False,
                                  "char_filter": "no_ascii_alnum", "min_count": 2, "max_vocab": 20,
-                                 "shard_sequences": 2}
+                                 "shard_sequences": 2, "extend_vocab": False}
   assert manifest["workers"] == 1 and len(manifest["shards"]["train"]) > 1
 
 
@@ -317,12 +317,11 @@ def test_special_files_are_skipped_and_counted_never_opened(tmp_path):
     prepare.prepare_corpus(tmp_path / "out2", prepare.Options(source=f"text:{texts / 'fifo.txt'}"), workers=1)
 
 
-def test_a_worker_that_dies_ends_the_run(tmp_path):
+def test_a_worker_that_dies_ends_the_run():
   """multiprocessing.Pool waits for ever on a task whose worker died; the pool here raises."""
-  options = prepare.Options(source=f"text:{_write_texts(tmp_path / 'texts')}")
-  with prepare._worker_pool(2, options.source, options, None) as pool:
+  with worker_pool.processes(2, int, ()) as pool:
     with pytest.raises(guards.RunError, match="reading: A process in the process pool was terminated abruptly"):
-      list(prepare._map(pool, os._exit, [1, 2], False, "reading"))
+      list(worker_pool.ordered_map(pool, os._exit, [1, 2], False, "reading"))
 
 
 def test_prepare_never_deletes_what_it_did_not_make(tmp_path):

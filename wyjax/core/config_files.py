@@ -96,3 +96,10 @@ def DEFINE_config(name: str, default: str | None, help_string: str, flag_values=
   holder = config_flags.DEFINE_config_file(name, default and resolve(default), help_string, flag_values, **kwargs)
   flag_values[name].parser = _ConfigNameParser(flag_values[name].parser)
   return holder
+
+
+def typed(config_flag, prefix: str) -> dict:
+  """The overrides of `config_flag` typed on the command line under `prefix` (--config.model.x=1:
+  {"x": 1}): a run that takes its model from a checkpoint refuses those that contradict it."""
+  return {key.removeprefix(prefix + "."): value for key, value in config_flags.get_override_values(config_flag).items()
+          if key.startswith(prefix + ".")}

@@ -1,7 +1,7 @@
 """Pretraining data (the WYWEB tasks built from Daizhige: python -m wyjax.tasks).
 
     python -m wyjax.data prepare-corpus --source=daizhige:DIR|poetry|text:PATH --out=DIR
-        [--sequence_length=512] [--vocab=TOKENIZER_DIR] [--valid_fraction=0.01] [--workers=N]
+        [--sequence_length=512] [--vocab=TOKENIZER_DIR [--extend_vocab]] [--valid_fraction=0.01] [--workers=N]
         [--no_t2s] [--char_filter=none|no_ascii_alnum|no_private_use] [--min_count=1] [--max_vocab=N]
         [--overwrite]
 
@@ -22,7 +22,10 @@ _COMMANDS = ("prepare-corpus",)
 _SOURCE = flags.DEFINE_string("source", None, "daizhige:DIR, poetry, or text:PATH (required).")
 _OUT = flags.DEFINE_string("out", None, "Output folder (required).")
 _SEQUENCE_LENGTH = flags.DEFINE_integer("sequence_length", 512, "Tokens per packed sequence.", upper_bound=1 << 20)
-_VOCAB = flags.DEFINE_string("vocab", None, "Reuse this tokenizer folder instead of building a vocabulary.")
+_VOCAB = flags.DEFINE_string("vocab", None, "Reuse this tokenizer folder (a model's, to continue it) instead of "
+                             "building a vocabulary.")
+_EXTEND_VOCAB = flags.DEFINE_bool("extend_vocab", False, "With --vocab: append the corpus's characters it lacks "
+                                  "(the model continued from it keeps its rows in place).")
 _VALID_FRACTION = flags.DEFINE_float("valid_fraction", 0.01, "Fraction of documents held out for validation.")
 _NO_T2S = flags.DEFINE_bool("no_t2s", False, "Keep traditional characters.")
 _CHAR_FILTER = flags.DEFINE_enum("char_filter", "none", sorted(corpus.CHAR_FILTERS), "Characters dropped in cleaning.")
@@ -42,7 +45,7 @@ def main(argv):
   options = prepare.Options(
       source=_SOURCE.value, sequence_length=_SEQUENCE_LENGTH.value, valid_fraction=_VALID_FRACTION.value,
       t2s=not _NO_T2S.value, char_filter=_CHAR_FILTER.value, min_count=_MIN_COUNT.value,
-      max_vocab=_MAX_VOCAB.value, shard_sequences=_SHARD_SEQUENCES.value)
+      max_vocab=_MAX_VOCAB.value, shard_sequences=_SHARD_SEQUENCES.value, extend_vocab=_EXTEND_VOCAB.value)
   prepare.prepare_corpus(_OUT.value, options, vocab_dir=_VOCAB.value, workers=_WORKERS.value,
                          overwrite=_OVERWRITE.value)
 

@@ -22,26 +22,22 @@ a folder at a time (locks.held: a second is refused, naming the first); the work
 the command, however it ends.
 """
 import collections
-import concurrent.futures
 import contextlib
-import ctypes
 import dataclasses
 import errno
 import hashlib
 import json
 import multiprocessing
 import os
-import signal
 import sys
 import tempfile
 import time
 
 import numpy as np
-import tqdm
 from etils import epath
 
 from wyjax.core import guards, locks, storage
-from wyjax.data import corpus, packing
+from wyjax.data import corpus, packing, vocab_map, worker_pool
 from wyjax.data import tokenizer as tokenizer_lib
 
 SPLITS = ("train", "valid")
@@ -59,6 +55,9 @@ class Options:
   min_count: int = 1
   max_vocab: int | None = None
   shard_sequences: int = 65536
+  # With a given vocabulary (--vocab): append the corpus's characters it lacks (a model continued from
+  # the vocabulary's checkpoint keeps every row in place and learns the new ones; wyjax.data.vocab_map).
+  extend_vocab: bool = False
 
   def __post_init__(self):
     if self.sequence_length < 8:
@@ -73,28 +72,6 @@ class Options:
 # --- worker side -------------------------------------------------------------------------------
 
 _worker = {}
-
-
-def _start_worker(parent: int, source: str, options: Options, vocab: list[str] | None):
-  """A pool worker's initializer: it ends with its parent, then reads as _init_worker says."""
-  _end_with(parent)
-  _init_worker(source, options, vocab)
-
-
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-def _end_with(parent: int) -> None:
-  """Makes this process end when `parent` does, however it ends: a parent killed with SIGKILL
-  (the out-of-memory killer's signal) left its workers alive, adopted by init, blocked on the
-  pool's pipe for ever. Linux sends SIGKILL to a process whose parent has died (PR_SET_PDEATHSIG);
-  a parent that died before that was set is seen here, as a new parent (init's)."""
-  if sys.platform.startswith("linux"):
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-      raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
-  if os.getppid() != parent:
-    os._exit(1)
 
 
 def _init_worker(source: str, options: Options, vocab: list[str] | None):
@@ -140,54 +117,13 @@ def _tokenize_unit(unit: str) -> list[tuple]:
 
 # --- main side ---------------------------------------------------------------------------------
 
-@contextlib.contextmanager
-def _worker_pool(workers: int, source: str, options: Options, vocab: list[str] | None):
-  """Processes for the work units (None: this process does them). A worker's error reaches
-  the caller as raised; a worker that dies, or a result that cannot be read back, breaks the
-  pool, which then raises where multiprocessing.Pool would wait for ever. Leaving the block
-  cancels the units not started; leaving it by an exception (an error, Ctrl-C) also ends the
-  workers, which would otherwise be waited for until their units end (a long file; a pipe, never).
-  A parent that dies without leaving it (SIGKILL) takes its workers with it (_end_with)."""
-  if workers == 1:
-    _init_worker(source, options, vocab)
-    yield None
-    return
-  pool = concurrent.futures.ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _start_worker,
-                                                (os.getpid(), source, options, vocab))
-  try:
-    yield pool
-  except BaseException:
-    for process in pool._processes.values():  # (Python 3.14: pool.terminate_workers())
-      process.terminate()
-    raise
-  finally:
-    pool.shutdown(cancel_futures=True)
-
-
-def _map(pool, fn, units, progress: bool, what: str):
-  """fn(unit) for every unit, in order."""
-  if pool:
-    # The workers start here and inherit SIGINT blocked: Ctrl-C, sent to the whole process
-    # group, reaches only this process, which cancels the work.
-    unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
-    try:
-      results = pool.map(fn, units)
-    finally:
-      signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
-  with tqdm.tqdm(total=len(units), desc=what, unit="file", disable=not progress, file=sys.stderr) as bar:
-    try:
-      for result in results if pool else map(fn, units):
-        bar.update()
-        yield result
-    except concurrent.futures.BrokenExecutor as e:  # a worker died, or its result could not be read back
-      raise guards.RunError(f"{what}: {e} (--workers=1 does the work in this process)") from e
-
-
 def _fingerprint(kind: str, content: str, options: Options, vocab: list[str] | None) -> str:
   """What a build is made from: the kind of source, its content (not where it lies: a source
   copied elsewhere is the same corpus), the options and the vocabulary given."""
-  payload = json.dumps({"kind": kind, "content": content,
-                        "options": {k: v for k, v in dataclasses.asdict(options).items() if k != "source"},
+  options = {k: v for k, v in dataclasses.asdict(options).items() if k != "source"}
+  if not options["extend_vocab"]:  # added later: a corpus prepared before it keeps its fingerprint
+    del options["extend_vocab"]
+  payload = json.dumps({"kind": kind, "content": content, "options": options,
                         "vocab": hashlib.sha256("\n".join(vocab).encode()).hexdigest() if vocab else None},
                        sort_keys=True)
   return hashlib.sha256(payload.encode()).hexdigest()
@@ -281,6 +217,8 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
   out = epath.Path(out)
   if out.exists() and not out.is_dir():
     raise FileExistsError(f"--out {out} is a file, not a folder")
+  if options.extend_vocab and not vocab_dir:
+    raise ValueError("--extend_vocab extends the vocabulary --vocab gives: set --vocab")
   kind, _, arg = options.source.partition(":")
   # Resolve the poetry download once here, not in every worker.
   source = f"poetry:{corpus.fetch_poetry()}" if kind == "poetry" and not arg else options.source
@@ -348,15 +286,17 @@ def _build(out: epath.Path, options: Options, source: str, reader, units: list[s
     log(f"{options.source}: skipped {len(reader.special)} special files (FIFOs, devices, sockets: never opened), "
         f"e.g. {reader.special[0]}")
   workers = workers or multiprocessing.cpu_count()
-  if given_vocab is None:
+  vocab = given_vocab
+  if given_vocab is None or options.extend_vocab:
     counts = collections.Counter()
-    with _worker_pool(workers, source, options, None) as pool:
-      for unit_counts in _map(pool, _count_unit, units, progress, "counting characters"):
+    with worker_pool.processes(workers, _init_worker, (source, options, None)) as pool:
+      for unit_counts in worker_pool.ordered_map(pool, _count_unit, units, progress, "counting characters"):
         counts.update(unit_counts)
-    vocab = tokenizer_lib.build_vocab(counts=counts, min_count=options.min_count,
-                                      max_size=options.max_vocab, t2s=False)
-  else:
-    vocab = given_vocab
+    built = tokenizer_lib.build_vocab(counts=counts, min_count=options.min_count, max_size=options.max_vocab, t2s=False)
+    vocab = vocab_map.extended(given_vocab, built) if given_vocab else built
+    if given_vocab:
+      log(f"{options.source}: the given vocabulary's {len(given_vocab):,} tokens extended by the "
+          f"{len(vocab) - len(given_vocab):,} of the corpus's it lacks")
   tokenizer = tokenizer_lib.Tokenizer(vocab, t2s=options.t2s, model_max_length=options.sequence_length)
   tokenizer.save(out / "tokenizer")
   dtype = np.uint16 if len(vocab) <= np.iinfo(np.uint16).max + 1 else np.int32
@@ -364,8 +304,8 @@ def _build(out: epath.Path, options: Options, source: str, reader, units: list[s
                                options.sequence_length, tokenizer) for s in SPLITS}
   seen: set[int] = set()
   stats = collections.Counter()
-  with packing.removed_on_failure(out, packers), _worker_pool(workers, source, options, vocab) as pool:
-    for documents in _map(pool, _tokenize_unit, units, progress, "tokenising"):
+  with packing.removed_on_failure(out, packers), worker_pool.processes(workers, _init_worker, (source, options, vocab)) as pool:
+    for documents in worker_pool.ordered_map(pool, _tokenize_unit, units, progress, "tokenising"):
       for doc_id, raw_chars, kept_chars, hashes, ids, starts in documents:
         stats["raw_characters"] += raw_chars
         stats["characters"] += kept_chars
@@ -380,6 +320,7 @@ def _build(out: epath.Path, options: Options, source: str, reader, units: list[s
           unique.append(ids[bounds[i]:bounds[i + 1]])
         unique = [u for u in unique if len(u)]
         stats["unk_tokens"] += sum(int((u == tokenizer.unk_id).sum()) for u in unique)
+        stats["text_tokens"] += sum(map(len, unique))
         split = "valid" if corpus.is_validation(doc_id, options.valid_fraction) else "train"
         if not unique:
           stats["empty_documents"] += 1
@@ -397,6 +338,9 @@ def _build(out: epath.Path, options: Options, source: str, reader, units: list[s
         f"{options.source}: no validation sequences: none of its {stats['train_documents']} documents fell into the "
         f"validation split (valid_fraction {options.valid_fraction}; a document, e.g. a file, goes whole to one "
         "split, by a hash of its name), and pretraining evaluates on it; add documents or raise valid_fraction")
+  if given_vocab:  # another model's vocabulary may lack much of the text
+    log(tokenizer_lib.unknown_share(stats["unk_tokens"], stats["text_tokens"],
+                                    advice="" if options.extend_vocab else "--extend_vocab appends what it lacks"))
   seconds = time.perf_counter() - start
   manifest = {
       "fingerprint": build["fingerprint"],

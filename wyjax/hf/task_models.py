@@ -87,7 +87,7 @@ def run_max_length(task: Task, configured: int, model_config: EncoderConfig) -> 
   absolute positions (wyjax.train.task_model.load_task_data's rule)."""
   max_length = configured or task.max_length
   if model_config.absolute_positions:
-    return min(max_length, model_config.max_position_embeddings)
+    return min(max_length, model_config.max_tokens)
   return max_length
 
 

@@ -136,6 +136,12 @@ class EncoderConfig:
     position_biased_input); relative-only DeBERTa takes any length."""
     return self.model_type != "deberta-v2" or self.position_biased_input
 
+  @property
+  def max_tokens(self) -> int:
+    """The most tokens an input's absolute positions cover: RoBERTa's position ids start after
+    pad_token_id (transformers' offset: 514 positions hold 512 tokens when the pad id is 1)."""
+    return self.max_position_embeddings - (self.pad_token_id + 1 if self.model_type == "roberta" else 0)
+
   def forward_flops_per_token(self, length: int, predicted_fraction: float = 1.0) -> float:
     """Forward FLOPs per token of the encoder and the MLM head (2 per multiply-add).
 

@@ -105,6 +105,8 @@ PRETRAINING = {
     "checkpoint_every": integer(1), "keep_checkpoints": integer(1), "peak_flops_per_device": number(0),
     "masking.rate": number(0, 1, above=True), "masking.max_ngram": integer(1), "masking.mask_prob": PROBABILITY,
     "masking.random_prob": PROBABILITY,
+    "init": Allowed(lambda v: isinstance(v, str), "a path or a Hub id, or '' (random weights)"),
+    "freeze_encoder_steps": integer(0), "corpus.extend_vocab": BOOLEAN,
 }
 
 
@@ -113,6 +115,10 @@ _JOINT = (
     (("seed", "seeds"), lambda seed, seeds: seed + seeds - 1 <= INT32, f"seed + seeds - 1 ≤ {INT32:,}"),
     (("decoding.beam_size", "eval_batch_size"), lambda beam, batch: beam <= batch,
      "a beam of at most eval_batch_size rows (each beam is as many rows as a batch holds sequences)"),
+    (("freeze_encoder_steps", "num_train_steps"), lambda frozen, steps: frozen <= steps,
+     "at most num_train_steps (the frozen stage is the run's first steps)"),
+    (("freeze_encoder_steps", "init"), lambda frozen, init: not frozen or bool(init),
+     "0 without --config.init (a frozen encoder of random weights learns nothing)"),
 )
 
 
