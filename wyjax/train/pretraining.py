@@ -100,7 +100,7 @@ def prepared_data_dir(config, *, prepare_corpus: bool = False) -> epath.Path:
         t2s=corpus.t2s, char_filter=corpus.char_filter, min_count=corpus.min_count,
         max_vocab=corpus.max_vocab or None)
     prepare.prepare_corpus(data_dir, options, vocab_dir=corpus.vocab or None, workers=corpus.workers or None,
-                           overwrite=not config.data_dir, log=logging.info)
+                           overwrite=not config.data_dir, log=logging.info, flags=prepare.CONFIG_FLAGS)
   if jax.process_count() > 1:
     multihost_utils.sync_global_devices("corpus prepared")
   return data_dir
@@ -245,18 +245,19 @@ def compile_steps(run: Pretraining, config) -> tuple[jax.stages.Compiled, jax.st
   return train_step, eval_step
 
 
-def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
+def compile_only(config: ml_collections.ConfigDict, topology: str, typed=()) -> dict:
   """Compiles the run's train step for `topology` ("local" or a TPU one such as "v5p:2x2x1")
   without running it; returns aot.report's figures, and for "local" the evaluation step's buffers
-  (evaluation_bytes_per_chip). Uses the prepared corpus's tokenizer
-  when there is one, else a vocabulary of config.model.vocab_size and config.corpus's length.
-  Raises aot.DoesNotFit when the step needs more memory than the chips have."""
+  (evaluation_bytes_per_chip). Uses the prepared corpus's tokenizer when there is one, else a
+  vocabulary of config.model.vocab_size and config.corpus's length. Raises aot.DoesNotFit when the
+  step needs more memory than the chips have. typed: see train_and_evaluate."""
   config_values.check(config, config_values.PRETRAINING)
   devices = aot.devices(topology)
   data_dir = corpus_dir(config)
   if (data_dir / prepare.MANIFEST).exists():
     tokenizer = tokenizer_lib.Tokenizer.load(data_dir / "tokenizer")
     length = prepare.read_manifest(data_dir)["sequence_length"]
+    config_values.check_decided(config, {"model.vocab_size": len(tokenizer)}, f"the corpus {data_dir}", typed)
   else:
     if not config.model.get("vocab_size"):
       raise guards.RunError("no prepared corpus: set --config.model.vocab_size (or --config.data_dir) to compile")
@@ -315,25 +316,27 @@ def check_resume(config, workdir, data_dir, manifest: dict, *, accept_config_cha
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_config_change: bool = False,
-                       prepare_corpus: bool = False) -> dict:
+                       prepare_corpus: bool = False, typed=()) -> dict:
   """Runs (or resumes) pretraining in workdir; returns the last evaluation metrics.
 
   Raises guards.Interrupted after checkpointing on SIGTERM/SIGINT, and a guards.RunError when
   the run cannot go on (a changed config, an incompatible checkpoint, a failed save, too many
   non-finite steps, another command writing the workdir); nothing in the workdir is overwritten
-  before the restore succeeded. prepare_corpus: see prepared_data_dir.
+  before the restore succeeded. prepare_corpus: see prepared_data_dir. typed: the config keys
+  given on the command line, refused where the corpus decides them otherwise (the vocabulary).
   """
   config_values.check(config, config_values.PRETRAINING)
   distributed.initialize()
   with locks.held(workdir, "pretraining", enabled=jax.process_index() == 0):  # one command writes a workdir
-    return _train_and_evaluate(config, epath.Path(workdir), accept_config_change, prepare_corpus)
+    return _train_and_evaluate(config, epath.Path(workdir), accept_config_change, prepare_corpus, typed)
 
 
 def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, accept_config_change: bool,
-                        prepare_corpus: bool) -> dict:
+                        prepare_corpus: bool, typed) -> dict:
   is_main = jax.process_index() == 0
   data_dir = prepared_data_dir(config, prepare_corpus=prepare_corpus)
   tokenizer = tokenizer_lib.Tokenizer.load(data_dir / "tokenizer")
+  config_values.check_decided(config, {"model.vocab_size": len(tokenizer)}, f"the corpus {data_dir}", typed)
   manifest = prepare.read_manifest(data_dir)
   run = build(config, tokenizer, manifest["sequence_length"])
   model_config, length = run.model_config, run.length
