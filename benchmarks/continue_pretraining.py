@@ -54,8 +54,8 @@ def _records(path: pathlib.Path):
     yield from json.loads(text)["data"]
   elif text.lstrip().startswith("["):  # a JSON array (C3)
     yield from json.loads(text)
-  else:  # JSON lines
-    yield from (json.loads(line) for line in text.splitlines() if line.strip())
+  else:  # JSON lines (a record may hold U+2028, which str.splitlines would split on)
+    yield from (json.loads(line) for line in text.split("\n") if line.strip())
 
 
 def modern_texts(clue: pathlib.Path, out: pathlib.Path) -> pathlib.Path:

@@ -11,7 +11,9 @@
 3. fine-tunes and evaluates the pretrained model on both (dev for checkpoint choice, test
    predictions written as submissions; --seeds=N: N seeds each, their mean ± std on the board),
    and the same architecture from random weights with the same recipe (the unpretrained twin);
-4. exports the pretrained model as a transformers folder (DIR/hf);
+4. exports the pretrained model as a transformers folder (DIR/hf: files of the demo's earlier
+   export, recorded by content in DIR/hf_files.json, are replaced; anything else there is refused
+   before any work);
 5. prints the leaderboard, dev and test, with the twin, majority-class and linear (character
    n-grams + logistic regression) baselines beside the scores;
 6. uses the fine-tuned punctuation model (as `wyjax.predict` does) on a passage from outside
@@ -26,6 +28,7 @@ import time
 from absl import flags
 
 from wyjax.core import aot, checkpoints, cli, config_files, guards, logs, storage
+from wyjax.core.ranges import INT32
 from wyjax.data import corpus, prepare
 from wyjax.hf import export_folder, loading, task_models
 from wyjax.tasks.builders import poetry
@@ -34,12 +37,16 @@ from wyjax.train import continuing, inference, pretraining, pretraining_corpus, 
 _PRETRAIN = config_files.DEFINE_config("pretrain_config", "pretrain/deberta_tiny.py",
                                        "Pretraining config: a name or a file.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output folder (default: <cache>/demo).")
-_STEPS = {poetry.PUNCTUATION: flags.DEFINE_integer("punc_steps", 300, "Fine-tuning steps of the punctuation task."),
-          poetry.DYNASTY: flags.DEFINE_integer("tlc_steps", 750, "Fine-tuning steps of the dynasty task.")}
+# Ranges declared here, checked as the flags are parsed: before the pretraining, not 500 steps into it
+# (a step count of 0 would mean whole epochs to fine-tuning).
+_STEPS = {poetry.PUNCTUATION: flags.DEFINE_integer("punc_steps", 300, "Fine-tuning steps of the punctuation task.",
+                                                   lower_bound=1, upper_bound=INT32),
+          poetry.DYNASTY: flags.DEFINE_integer("tlc_steps", 750, "Fine-tuning steps of the dynasty task.",
+                                               lower_bound=1, upper_bound=INT32)}
 _SEEDS = flags.DEFINE_integer("seeds", 1, "Fine-tuning seeds per task; more than one adds their mean ± std to the "
-                              "leaderboard (README's table: 5).")
+                              "leaderboard (README's table: 5).", lower_bound=1, upper_bound=INT32)
 _LR = flags.DEFINE_float("learning_rate", None, "Fine-tuning learning rate (default: chosen from the model's size, "
-                         "1e-3 for the tiny model; wyjax/train/learning_rates.py).")
+                         "1e-3 for the tiny model; wyjax/train/learning_rates.py).", lower_bound=0)
 _PER_DYNASTY = flags.DEFINE_integer("per_dynasty", 1200, "Poems per dynasty in the dynasty task.", lower_bound=1)
 _PUNC_EXAMPLES = flags.DEFINE_integer("punc_examples", 5000, "Poems in the punctuation task.", lower_bound=1)
 _PACKAGE = flags.DEFINE_string("poetry_package", None,
@@ -48,7 +55,7 @@ _ACCEPT = flags.DEFINE_bool("accept_config_change", False,
                             "Continue the runs in --workdir although they were made with other settings.")
 
 
-def pretrained(config, workdir: pathlib.Path, accept_config_change: bool) -> pathlib.Path:
+def pretrained(config, workdir: pathlib.Path, accept_config_change: bool, typed=()) -> pathlib.Path:
   """The finished pretraining run in workdir, running (or resuming) it when needed. A finished
   run is checked as wyjax.pretrain checks a rerun (pretraining.check_resume): made with another
   config, or from another corpus, it is refused, not reused; an accepted change goes through
@@ -66,8 +73,7 @@ def pretrained(config, workdir: pathlib.Path, accept_config_change: bool) -> pat
     print(f"reusing the pretrained model in {workdir}", flush=True)
   else:
     print(f"pretraining the tiny model into {workdir} ...", flush=True)
-    pretraining.train_and_evaluate(config, workdir, accept_config_change=accept_config_change,
-                                   typed_model=config_files.typed(flags.FLAGS["pretrain_config"], "model"))
+    pretraining.train_and_evaluate(config, workdir, accept_config_change=accept_config_change, typed=typed)
   return workdir
 
 
@@ -84,7 +90,9 @@ def run_demo():
   config = _PRETRAIN.value
   if _PACKAGE.value:
     config.corpus.source = f"poetry:{pathlib.Path(_PACKAGE.value).resolve()}"
-  model_dir = pretrained(config, workdir / "pretrain", _ACCEPT.value)
+  hf_dir, exported = workdir / "hf", workdir / "hf_files.json"  # the export's files, recorded by content
+  replace_hf = export_folder.replaces_own(hf_dir, exported, "--workdir")  # before any work: only the demo's own
+  model_dir = pretrained(config, workdir / "pretrain", _ACCEPT.value, typed=config_files.typed(_PRETRAIN))
   tasks_dir = workdir / "tasks"
   if not (tasks_dir / "summary.json").exists():
     print("deriving the dynasty (TLC format) and punctuation (PUNC format) tasks from the poems ...", flush=True)
@@ -99,8 +107,9 @@ def run_demo():
   if board["failed"]:
     raise guards.RunError(f"demo tasks failed: {board['failed']}")
   training, _ = export_folder.run_info(model_dir)  # its run_config.json and step
-  hf_dir = export_folder.export(loading.load(model_dir), workdir / "hf", name="wyjax-tiny-poetry", results=board,
-                             training=training, task_data="chinese-poetry", overwrite=True)
+  export_folder.export(loading.load(model_dir), hf_dir, name="wyjax-tiny-poetry", results=board, training=training,
+                       task_data="chinese-poetry", overwrite=replace_hf)
+  export_folder.record_files(hf_dir, exported)
   print(f"\nexported the pretrained model to {hf_dir} (loads with transformers.AutoModelForMaskedLM)")
   print("\nTasks derived from chinese-poetry: TLC = dynasty of a poem (period accuracy in the notes), "
         "PUNC = punctuation F1; dev split, then test.\n")

@@ -24,10 +24,13 @@ and exit with 128 + the signal number; a run that cannot go on exits 1 with the 
 The corpus is --config.data_dir's, prepared beforehand (`python -m wyjax.data prepare-corpus`),
 or config.corpus prepared by the run: into wyjax's cache without a data_dir, into data_dir with
 --prepare_corpus (a data_dir holding no corpus is otherwise an error: a mistyped path is never filled).
+The --workdir never lies inside what the run reads (its data_dir, corpus source or vocabulary),
+nor is it the data_dir. A --config.model.vocab_size other than the corpus's is refused: the
+corpus decides the vocabulary.
 """
 from absl import app, flags
 
-from wyjax.core import aot, cli, config_files, logs
+from wyjax.core import aot, cli, config_files, logs, run_config
 from wyjax.train import pretraining
 
 _CONFIG = config_files.DEFINE_config("config", None, "Pretraining config: a name (pretrain/deberta_base.py) or a file.",
@@ -49,14 +52,18 @@ def main(argv):
   del argv
   logs.to_file(_WORKDIR.value, "pretrain")
   aot.use_compilation_cache(_COMPILE_ONLY.value)
-  typed_model = config_files.typed(flags.FLAGS["config"], "model")
+  typed = config_files.typed(_CONFIG)
   if _COMPILE_ONLY.value:
-    aot.print_report(pretraining.compile_only(_CONFIG.value, _COMPILE_ONLY.value, typed_model))
+    aot.print_report(pretraining.compile_only(_CONFIG.value, _COMPILE_ONLY.value, typed))
     return
   if not _WORKDIR.value:
     raise app.UsageError("--workdir is required (except with --compile_only)")
+  config = _CONFIG.value
+  read = {"--config.data_dir": config.data_dir, "--config.corpus.source": config.corpus.source.partition(":")[2],
+          "--config.corpus.vocab": config.corpus.vocab, "--config.init": config.init}
+  run_config.check_reads(_WORKDIR.value, (), read, "pretraining")
   result = pretraining.train_and_evaluate(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value,
-                                          prepare_corpus=_PREPARE_CORPUS.value, typed_model=typed_model)
+                                          prepare_corpus=_PREPARE_CORPUS.value, typed=typed)
   if result:
     print("final evaluation: " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()))
 

@@ -62,7 +62,7 @@ def test_the_loss_at_step_zero_is_the_checkpoints_in_transformers(family, vocabu
   vocab = checkpoint_vocab if vocabulary == "own" else list(tk.SPECIAL_TOKENS) + sorted(
       set(checkpoint_vocab) - set(tk.SPECIAL_TOKENS), reverse=True)
   tokenizer = tk.Tokenizer(vocab)
-  run = pretraining.build(config, tokenizer, 64, architecture=continuing.architecture(folder, {}))
+  run = pretraining.build(config, tokenizer, 64, architecture=continuing.architecture(folder, config))
   params, rows = continuing.initial_params(folder, run.model_config, tokenizer.vocab, config.seed)
   assert rows.endswith(f"{len(vocab)} rows copied, 0 mapped by OpenCC (simplified/traditional), 0 new"), rows
   ids, attention = tiny_models.padded_batch(len(vocab), lengths=(64, 40, 17), pad_id=tokenizer.pad_id)
@@ -81,15 +81,22 @@ def test_the_loss_at_step_zero_is_the_checkpoints_in_transformers(family, vocabu
 
 
 def test_a_typed_model_field_that_contradicts_the_checkpoint_is_refused(hf_folders):
+  """The config file's model (the test config's, a DeBERTa of hidden size 32) is not read; a typed
+  field is checked against the checkpoint's, but for the dropout, which the run chooses."""
   folder = str(hf_folders["bert"])
+  config = pretrain_config.get_config()
+  config.model.hidden_size, config.model.hidden_dropout_prob = 64, 0.3
   with pytest.raises(Exception, match=r"^--config.model.hidden_size=64 contradicts --config.init .*whose hidden_size "
                                       r"is 32: the architecture is the checkpoint's; drop the flag$"):
-    continuing.architecture(folder, {"hidden_size": 64})
-  same = continuing.architecture(folder, {"hidden_size": 32, "hidden_dropout_prob": 0.3})
+    continuing.architecture(folder, config, ("model.hidden_size",))
+  config.model.hidden_size = 32
+  same = continuing.architecture(folder, config, ("model.hidden_size", "model.hidden_dropout_prob"))
   assert same["hidden_size"] == 32 and same["hidden_dropout_prob"] == 0.3 and same["model_type"] == "bert"
+  assert continuing.architecture(folder, config)["hidden_dropout_prob"] == 0.0  # the checkpoint's, untyped
 
 
-def test_a_continued_roberta_exports_as_roberta_and_reproduces_its_checkpoint(hf_folders, shared_data, tmp_path):
+def test_a_continued_roberta_exports_as_roberta_and_reproduces_its_checkpoint(hf_folders, shared_data, tmp_path,
+                                                                             caplog):
   """Its own vocabulary (prepare-corpus --vocab), learning rate 0: after two steps the export is a
   RobertaForMaskedLM whose logits are the checkpoint's, with the same tokenizer."""
   folder = hf_folders["roberta"]
@@ -99,8 +106,11 @@ def test_a_continued_roberta_exports_as_roberta_and_reproduces_its_checkpoint(hf
     prepare.prepare_corpus(out, prepare.Options(source=f"daizhige:{shared_data / 'daizhige_sample'}",
                                                 sequence_length=64, valid_fraction=0.2, extend_vocab=extend),
                            vocab_dir=folder, workers=1, progress=False, log=said.append)
-  unknown = [line for line in said if line.startswith("the vocabulary leaves ")]
-  assert len(unknown) == 2 and float(unknown[0].split()[3].rstrip("%")) > 20 and " 0.00% " in unknown[1], unknown
+  warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "[UNK]" in r.getMessage()]
+  assert len(warned) == 1 and float(warned[0].split()[3].rstrip("%")) > 20, warned  # its 92 characters of thousands
+  assert warned[0].endswith("[UNK]; --extend_vocab appends what it lacks"), warned
+  stated = [line for line in said if "[UNK]" in line]  # the extended vocabulary's share, stated
+  assert len(stated) == 1 and stated[0].startswith("the vocabulary leaves 0.00% of the text's "), stated
   checkpoint_vocab, extended_vocab = (tk.Tokenizer.load(p).vocab for p in (folder, extended / "tokenizer"))
   assert extended_vocab[:97] == checkpoint_vocab and len(extended_vocab) > 1000  # old ids in place, new ones after
   assert vocab_map.kind(checkpoint_vocab, extended_vocab).startswith("the checkpoint's extended by")

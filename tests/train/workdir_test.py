@@ -187,7 +187,8 @@ def test_pretraining_never_fills_a_data_dir_that_holds_no_corpus(tmp_path, share
   with pytest.raises(guards.RunError, match=f"--config.data_dir {config.data_dir} {unfinished}"):
     pretraining.train_and_evaluate(config, tmp_path / "run")
   config.corpus.source = f"text:{shared_data / 'daizhige_sample'}"
-  with pytest.raises(guards.RunError, match=f"--out {config.data_dir} {unfinished}.*--overwrite"):
+  with pytest.raises(guards.RunError, match=f"--config.data_dir {config.data_dir} {unfinished}.*`python -m wyjax.data "
+                                            "prepare-corpus --overwrite`"):  # not pretraining's --out, --overwrite
     pretraining.train_and_evaluate(config, tmp_path / "run", prepare_corpus=True)
   assert sorted(p.name for p in (tmp_path / "corpus").iterdir()) == [prepare.BUILDING]
 

@@ -98,8 +98,7 @@ def DEFINE_config(name: str, default: str | None, help_string: str, flag_values=
   return holder
 
 
-def typed(config_flag, prefix: str) -> dict:
-  """The overrides of `config_flag` typed on the command line under `prefix` (--config.model.x=1:
-  {"x": 1}): a run that takes its model from a checkpoint refuses those that contradict it."""
-  return {key.removeprefix(prefix + "."): value for key, value in config_flags.get_override_values(config_flag).items()
-          if key.startswith(prefix + ".")}
+def typed(holder, flag_values=flags.FLAGS) -> tuple[str, ...]:
+  """The keys of a config flag's value that the command line set (`--config.model.vocab_size=…`):
+  those a run may refuse where its data decides them otherwise."""
+  return tuple(flag_values[holder.name].override_values)

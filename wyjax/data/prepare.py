@@ -17,9 +17,10 @@ the build's fingerprint (the source's content, file by file, the options and the
 left as is, read even on a read-only disk; an unfinished one is rebuilt. Any other non-empty
 folder (the user's files, a corpus prepared with other options or from other text, an
 unfinished build of another source) is refused unless `overwrite`, which replaces the corpus
-files and keeps the rest. An --out inside its own source is left out of it. One command writes
-a folder at a time (locks.held: a second is refused, naming the first); the workers end with
-the command, however it ends.
+files and keeps the rest. An --out that is, or lies inside, its source (or --vocab) is refused,
+--overwrite or not; a corpus found inside a source is never read as text (corpus.text_files).
+One command writes a folder at a time (locks.held: a second is refused, naming the first); the
+workers end with the command, however it ends.
 """
 import collections
 import contextlib
@@ -28,7 +29,6 @@ import errno
 import hashlib
 import json
 import multiprocessing
-import os
 import sys
 import tempfile
 import time
@@ -36,13 +36,27 @@ import time
 import numpy as np
 from etils import epath
 
-from wyjax.core import guards, locks, storage
+from wyjax.core import guards, io_paths, locks, storage
 from wyjax.data import corpus, packing, vocab_map, worker_pool
 from wyjax.data import tokenizer as tokenizer_lib
 
 SPLITS = ("train", "valid")
 MANIFEST = "manifest.json"
 BUILDING = "preparing.json"  # the fingerprint of the build under way: its folder may be rebuilt
+
+
+@dataclasses.dataclass(frozen=True)
+class Flags:
+  """How the command that prepares a corpus names its options, for its messages."""
+  out: str = "--out"
+  source: str = "--source"
+  vocab: str = "--vocab"
+  overwrite: str | None = "--overwrite"  # None: the command has no such flag
+  command: str = "prepare-corpus"
+
+
+# Pretraining prepares config.corpus into config.data_dir, and has no --overwrite.
+CONFIG_FLAGS = Flags("--config.data_dir", "--config.corpus.source", "--config.corpus.vocab", None, "pretraining")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,9 +78,9 @@ class Options:
       raise ValueError(f"sequence_length {self.sequence_length}: at least 8 tokens ([CLS], text, [SEP])")
     if not 0 <= self.valid_fraction < 1:
       raise ValueError(f"valid_fraction {self.valid_fraction}: expected a fraction in [0, 1)")
-    if self.min_count < 1 or self.shard_sequences < 1 or (self.max_vocab is not None and self.max_vocab < 1):
-      raise ValueError(f"min_count {self.min_count}, shard_sequences {self.shard_sequences} and max_vocab "
-                       f"{self.max_vocab} must be positive")
+    counts = {"min_count": self.min_count, "shard_sequences": self.shard_sequences, "max_vocab": self.max_vocab}
+    if small := [f"{name} is {value}" for name, value in counts.items() if value is not None and value < 1]:
+      raise ValueError(f"{', '.join(small)}; allowed: an integer ≥ 1")
 
 
 # --- worker side -------------------------------------------------------------------------------
@@ -193,15 +207,16 @@ def _prepared_otherwise(manifest: dict, build: dict) -> str:
   return "holds a corpus prepared with other options"
 
 
-def _claim(out: epath.Path, build: dict, overwrite: bool) -> None:
+def _claim(out: epath.Path, build: dict, overwrite: bool, flags: Flags) -> None:
   """Makes `out` (locked, so it exists) ready for this build: an empty folder, an unfinished
   build's, or (with overwrite) any folder, whose corpus files are removed. Records the build."""
   if _entries(out) and not (overwrite or _unfinished_build(out, build)):
     other_source = not _same_source(_build_record(out) or {}, build)
     held = (_prepared_otherwise(storage.read_json(out / MANIFEST), build) if (out / MANIFEST).exists() else
             unprepared(out) if other_source else "holds files that are not this corpus")
-    raise guards.RunError(f"--out {out} {held}; choose an empty or new folder, or pass --overwrite to "
-                          "replace the corpus files there")
+    replace = (f"or pass {flags.overwrite} to replace" if flags.overwrite else
+               "or let `python -m wyjax.data prepare-corpus --overwrite` replace")
+    raise guards.RunError(f"{flags.out} {out} {held}; choose an empty or new folder, {replace} the corpus files there")
   for stale in _entries(out):
     if _made_by_a_build(stale.name) and stale.name != BUILDING:
       stale.rmtree() if stale.is_dir() else stale.unlink()
@@ -209,21 +224,22 @@ def _claim(out: epath.Path, build: dict, overwrite: bool) -> None:
 
 
 def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None = None,
-                   progress: bool | None = None, overwrite: bool = False, log=print) -> dict:
+                   progress: bool | None = None, overwrite: bool = False, log=print, flags: Flags = Flags()) -> dict:
   """Builds (or finds up to date) the prepared corpus in `out` (a folder or gs://…); returns its
   manifest. The manifest is written last: a corpus without one is incomplete. Another command
   writing `out` meanwhile is refused (locks.held); a finished corpus on a disk that cannot be
   written (read-only) is read without the lock, which only a writer needs."""
   out = epath.Path(out)
   if out.exists() and not out.is_dir():
-    raise FileExistsError(f"--out {out} is a file, not a folder")
+    raise FileExistsError(f"{flags.out} {out} is a file, not a folder")
   if options.extend_vocab and not vocab_dir:
-    raise ValueError("--extend_vocab extends the vocabulary --vocab gives: set --vocab")
+    raise ValueError(f"extend_vocab extends the vocabulary {flags.vocab} gives: set {flags.vocab}")
   kind, _, arg = options.source.partition(":")
   # Resolve the poetry download once here, not in every worker.
   source = f"poetry:{corpus.fetch_poetry()}" if kind == "poetry" and not arg else options.source
   reader = corpus.reader_for(source)  # a source that does not read fails here, before `out` is touched
-  units = _units(reader, out, options.source, log)
+  io_paths.check_apart({flags.out: out}, {flags.source: arg, flags.vocab: vocab_dir}, flags.command)
+  units = reader.units()
   given_vocab = tokenizer_lib.Tokenizer.load(vocab_dir).vocab if vocab_dir else None
   content = corpus.content_sha256(reader, units)
   build = {"fingerprint": _fingerprint(kind, content, options, given_vocab), "source_sha256": content,
@@ -237,7 +253,7 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
     if (manifest := _finished(out, build)) is not None:
       log(f"{out}: already prepared ({manifest['sequences']} sequences); nothing to do")
       return manifest
-    _claim(out, build, overwrite)
+    _claim(out, build, overwrite, flags)
     if storage.is_local(out):
       manifest = _build(out, options, source, reader, units, build, given_vocab, workers=workers, progress=progress,
                         log=log)
@@ -263,19 +279,6 @@ def _finished(out: epath.Path, build: dict) -> dict | None:
   return manifest if manifest.get("fingerprint") == build["fingerprint"] else None
 
 
-def _units(reader, out: epath.Path, source: str, log) -> list[str]:
-  """The source's work units, less the files of `out` when it lies inside the source: the next
-  build would read the corpus's own tokenizer/vocab.txt as a document."""
-  units = reader.units()
-  if not storage.is_local(out):
-    return units
-  inside = os.path.join(storage.place(os.fspath(out)), "")
-  own = {unit for unit in units if storage.place(os.fspath(reader.file(unit))).startswith(inside)}
-  if own:
-    log(f"{source}: left out {len(own)} file(s) of --out {out}, which lies inside the source (e.g. {min(own)})")
-  return [unit for unit in units if unit not in own]
-
-
 def _build(out: epath.Path, options: Options, source: str, reader, units: list[str], build: dict, given_vocab, *,
            workers, progress, log) -> dict:
   """Builds the corpus `build` records (preparing.json) from `units` of `source` (its reader's)
@@ -285,6 +288,9 @@ def _build(out: epath.Path, options: Options, source: str, reader, units: list[s
   if reader.special:
     log(f"{options.source}: skipped {len(reader.special)} special files (FIFOs, devices, sockets: never opened), "
         f"e.g. {reader.special[0]}")
+  if reader.vocabularies:
+    log(f"{options.source}: left out {len(reader.vocabularies)} tokenizer vocabularies (a prepared corpus's or a "
+        f"model's: no text), e.g. {reader.vocabularies[0]}")
   workers = workers or multiprocessing.cpu_count()
   vocab = given_vocab
   if given_vocab is None or options.extend_vocab:
@@ -339,8 +345,8 @@ def _build(out: epath.Path, options: Options, source: str, reader, units: list[s
         f"validation split (valid_fraction {options.valid_fraction}; a document, e.g. a file, goes whole to one "
         "split, by a hash of its name), and pretraining evaluates on it; add documents or raise valid_fraction")
   if given_vocab:  # another model's vocabulary may lack much of the text
-    log(tokenizer_lib.unknown_share(stats["unk_tokens"], stats["text_tokens"],
-                                    advice="" if options.extend_vocab else "--extend_vocab appends what it lacks"))
+    tokenizer_lib.unknown_share(stats["unk_tokens"], stats["text_tokens"], log,
+                                advice="" if options.extend_vocab else "--extend_vocab appends what it lacks")
   seconds = time.perf_counter() - start
   manifest = {
       "fingerprint": build["fingerprint"],

@@ -168,13 +168,14 @@ def _check_coverage(counts: collections.Counter, candidates: list[str], kept: in
   logging.warning("%s", message)
 
 
-def unknown_share(unknown: int, tokens: int, *, advice: str = "") -> str:
-  """The share of a text's tokens a vocabulary leaves [UNK], as a line; warned of (with `advice`)
-  past SOME_UNKNOWN, as a vocabulary built here is."""
+def unknown_share(unknown: int, tokens: int, log, *, advice: str = "") -> None:
+  """States the share of a text's tokens a vocabulary leaves [UNK] with `log`; past SOME_UNKNOWN
+  as a warning instead (with `advice`), as a vocabulary built here is warned of."""
   message = f"the vocabulary leaves {unknown / max(tokens, 1):.2%} of the text's {tokens:,} tokens [UNK]"
   if unknown > SOME_UNKNOWN * tokens:
     logging.warning("%s", f"{message}; {advice}" if advice else message)
-  return message
+  else:
+    log(message)
 
 
 # Code points a placeholder vocabulary takes, CJK first: every one but the surrogates.

@@ -32,22 +32,25 @@ def local_init(init: str) -> str:
   return path
 
 
-def architecture(init: str, typed_model: dict) -> dict:
-  """The checkpoint's encoder fields, with the TRAINING_CHOICES typed on the command line
-  (`typed_model`: the --config.model.* flags, without the prefix). Any other typed field that
-  differs from the checkpoint's is refused, naming both: the weights are of that architecture."""
+def architecture(init: str, config, typed=()) -> dict:
+  """The checkpoint's encoder fields, with the TRAINING_CHOICES typed on the command line (`typed`:
+  the keys of the --config.* overrides, config_files.typed). Any other --config.model.* typed that
+  differs from the checkpoint's is refused, naming both: the weights are of that architecture; the
+  config file's model is not read."""
   checkpoint = loading.architecture(init)
-  for key, value in typed_model.items():
+  fields = [key.removeprefix("model.") for key in typed if key.startswith("model.")]
+  for key in fields:
     if key in TRAINING_CHOICES or key == "vocab_size":  # the corpus decides the vocabulary
       continue
+    value = config.model[key]
     try:
-      typed = checkpoint.replace(**{key: value})
+      given = checkpoint.replace(**{key: value})
     except (TypeError, ValueError) as e:
       raise guards.RunError(f"--config.model.{key}={value}: {e}") from None
-    if getattr(typed, key) != getattr(checkpoint, key):
+    if getattr(given, key) != getattr(checkpoint, key):
       raise guards.RunError(f"--config.model.{key}={value} contradicts --config.init {init}, whose {key} is "
                             f"{getattr(checkpoint, key)!r}: the architecture is the checkpoint's; drop the flag")
-  return {**checkpoint.to_dict(), **{k: typed_model[k] for k in TRAINING_CHOICES if k in typed_model}}
+  return {**checkpoint.to_dict(), **{k: config.model[k] for k in TRAINING_CHOICES if k in fields}}
 
 
 def fingerprint(init: str) -> dict:

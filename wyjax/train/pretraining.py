@@ -231,19 +231,20 @@ def compile_steps(run: Pretraining, config) -> tuple[jax.stages.Compiled, jax.st
   return train_step, eval_step
 
 
-def compile_only(config: ml_collections.ConfigDict, topology: str, typed_model: dict | None = None) -> dict:
+def compile_only(config: ml_collections.ConfigDict, topology: str, typed=()) -> dict:
   """Compiles the run's train step for `topology` ("local" or a TPU one such as "v5p:2x2x1")
   without running it; returns aot.report's figures, and for "local" the evaluation step's buffers
   (evaluation_bytes_per_chip). Uses the prepared corpus's tokenizer when there is one, else a
-  vocabulary of config.model.vocab_size (config.init's size) and config.corpus's length.
-  Raises aot.DoesNotFit when the step needs more memory than the chips have."""
+  vocabulary of config.model.vocab_size (config.init's size) and config.corpus's length. Raises
+  aot.DoesNotFit when the step needs more memory than the chips have. typed: see train_and_evaluate."""
   config_values.check(config, config_values.PRETRAINING)
   devices = aot.devices(topology)
   data_dir = corpus_dir(config)
-  architecture = continuing.architecture(continuing.local_init(config.init), typed_model or {}) if config.init else None
+  architecture = continuing.architecture(continuing.local_init(config.init), config, typed) if config.init else None
   if (data_dir / prepare.MANIFEST).exists():
     tokenizer = tokenizer_lib.Tokenizer.load(data_dir / "tokenizer")
     length = prepare.read_manifest(data_dir)["sequence_length"]
+    config_values.check_decided(config, {"model.vocab_size": len(tokenizer)}, f"the corpus {data_dir}", typed)
   elif architecture:  # the checkpoint's own vocabulary
     tokenizer, length = tokenizer_lib.placeholder(architecture["vocab_size"]), config.corpus.sequence_length
   else:
@@ -296,29 +297,30 @@ def check_resume(config, workdir, data_dir, manifest: dict, init: str = "", *,
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_config_change: bool = False,
-                       prepare_corpus: bool = False, typed_model: dict | None = None) -> dict:
+                       prepare_corpus: bool = False, typed=()) -> dict:
   """Runs (or resumes) pretraining in workdir; returns the last evaluation metrics.
 
   Raises guards.Interrupted after checkpointing on SIGTERM/SIGINT, and a guards.RunError when
   the run cannot go on (a changed config, an incompatible checkpoint, a failed save, too many
   non-finite steps, another command writing the workdir); nothing in the workdir is overwritten
-  before the restore succeeded. prepare_corpus: see prepared_data_dir. typed_model: the
-  --config.model.* typed on the command line (continuing.architecture checks them against
-  config.init's).
+  before the restore succeeded. prepare_corpus: see prepared_data_dir. typed: the config keys
+  given on the command line, refused where the corpus decides them otherwise (the vocabulary; with
+  config.init, its architecture: continuing.architecture).
   """
   config_values.check(config, config_values.PRETRAINING)
   distributed.initialize()
   with locks.held(workdir, "pretraining", enabled=jax.process_index() == 0):  # one command writes a workdir
-    return _train_and_evaluate(config, epath.Path(workdir), accept_config_change, prepare_corpus, typed_model or {})
+    return _train_and_evaluate(config, epath.Path(workdir), accept_config_change, prepare_corpus, typed)
 
 
 def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, accept_config_change: bool,
-                        prepare_corpus: bool, typed_model: dict) -> dict:
+                        prepare_corpus: bool, typed) -> dict:
   is_main = jax.process_index() == 0
   init = continuing.local_init(config.init) if config.init else ""
-  architecture = continuing.architecture(init, typed_model) if init else None
+  architecture = continuing.architecture(init, config, typed) if init else None
   data_dir = prepared_data_dir(config, prepare_corpus=prepare_corpus)
   tokenizer = tokenizer_lib.Tokenizer.load(data_dir / "tokenizer")
+  config_values.check_decided(config, {"model.vocab_size": len(tokenizer)}, f"the corpus {data_dir}", typed)
   manifest = prepare.read_manifest(data_dir)
   run = build(config, tokenizer, manifest["sequence_length"], architecture=architecture)
   model_config, length = run.model_config, run.length

@@ -42,7 +42,7 @@ def prepared_data_dir(config, *, prepare_corpus: bool = False) -> epath.Path:
         t2s=corpus.t2s, char_filter=corpus.char_filter, min_count=corpus.min_count,
         max_vocab=corpus.max_vocab or None, extend_vocab=corpus.extend_vocab)
     prepare.prepare_corpus(data_dir, options, vocab_dir=corpus.vocab or None, workers=corpus.workers or None,
-                           overwrite=not config.data_dir, log=logging.info)
+                           overwrite=not config.data_dir, log=logging.info, flags=prepare.CONFIG_FLAGS)
   if jax.process_count() > 1:
     multihost_utils.sync_global_devices("corpus prepared")
   return data_dir
