@@ -1,16 +1,20 @@
-"""The predicted GPU step (wyjax.core.gpu_step_time) against every GPU figure measured so far.
+"""The predicted GPU step (wyjax.core.gpu_step_time) against every GPU figure measured so far, and
+the calibration fitted on them.
 
     JAX_PLATFORMS=cpu python benchmarks/gpu_predictions.py              # about 12 minutes on 2 cores
-    JAX_PLATFORMS=cpu python benchmarks/gpu_predictions.py --table_only # the table from the records
+    JAX_PLATFORMS=cpu python benchmarks/gpu_predictions.py --table_only # fit and table from the records
 
 Each program docs/benchmarks.md ("GPU") measured on one H200 is compiled as it was measured: its
 commit's tree checked out in a git worktree (--worktrees), its own code building the step or the
 attention part (benchmarks/pretrain_step.py at 09f05b7, benchmarks/gpu.py and
 benchmarks/attention.py at c147d65: the same configs, batch, length and attention route), lowered
 for an H200 on this CPU (jax's compile-only CUDA devices, the card described by this tree's
-aot.gpu_target) and dumped with XLA's estimates. This tree's predictor costs each dump (kept in
---dumps, so that a rerun only costs them again). One JSON line per program goes to
-benchmarks/gpu_predictions.jsonl, and docs/benchmarks.md's table is rewritten from that file.
+gpu_cards.target) and dumped with XLA's estimates. This tree's predictor costs each dump (kept in
+--dumps, so that a rerun only costs them again), uncalibrated: its work by calibration group and
+its launches. One JSON line per program goes to benchmarks/gpu_predictions.jsonl. The factors
+are then fitted on the points outside HELD_OUT (the split below, written down before any fit) and
+written to wyjax/core/gpu_calibration.json with the error on each half, and docs/benchmarks.md's
+table is rewritten from both.
 
 The measured figures were taken with jax 0.11.2 on the GPU, autotuned; these compiles use this
 machine's jax and no autotuning: the same model code, XLA's heuristics where the GPU's compile

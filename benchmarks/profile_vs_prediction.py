@@ -65,7 +65,7 @@ def report(name: str, events: list, prediction: dict) -> str:
   """One trace's two tables, markdown."""
   kinds, kernels = join(events, prediction)
   measured, predicted = sum(k[0] for k in kinds.values()), sum(k[1] for k in kinds.values())
-  lines = [f"### {name}: measured {measured * 1e3:.2f} ms a step, predicted {predicted * 1e3:.2f} (calibrated; "
+  lines = [f"### {name}: measured {measured * 1e3:.3f} ms a step, predicted {predicted * 1e3:.3f} (calibrated; "
            f"{prediction['card']}, {prediction['steps']} steps profiled)", "",
            "| kind | measured, ms | predicted, ms | measured ÷ predicted | uncalibrated, ms |", "|---|---:|---:|---:|---:|"]
   lines += [f"| {kind} | {m * 1e3:.3f} | {p * 1e3:.3f} | {_ratio(m, p)} | {u * 1e3:.3f} |"

@@ -178,17 +178,19 @@ def gemm_shape(lhs: tuple[int, ...], rhs: tuple[int, ...], attributes: str) -> t
           math.prod(lhs[i] for i in contracting))
 
 
+def _precision(dtype: str, attributes: str) -> str:
+  """A matmul's: "bf16" (of any narrower type), "tf32" (float32 at XLA's default) or "f32" (precision HIGHEST)."""
+  return "bf16" if dtype != "f32" else "f32" if "highest" in attributes.lower() else "tf32"
+
+
 def dots(hlo: dict, computation: str, members: dict) -> tuple[list[tuple[int, int, int, int]], str]:
-  """((b, m, n, k) of every dot in a fused computation and the computations it calls, their
-  precision): "bf16", "tf32" (float32 operands at XLA's default precision) or "f32" (precision
-  HIGHEST)."""
+  """((b, m, n, k) of every dot in a fused computation and the computations it calls, their precision)."""
   shapes, precision = [], "bf16"
   for instruction in members.get(computation, ()):
     if instruction.opcode == "dot":
       (dtype, lhs), (_, rhs) = (arrays(operand_shape(hlo, o))[0] for o in instruction.operands[:2])
       shapes.append(gemm_shape(lhs, rhs, instruction.attributes))
-      if dtype == "f32":
-        precision = "f32" if "highest" in instruction.attributes else "tf32"
+      precision = _precision(dtype, instruction.attributes)
     for called in re.findall(r"calls=%?([\w.\-]+)", instruction.attributes):
       inner, inner_precision = dots(hlo, called, members)
       shapes += inner
@@ -293,7 +295,8 @@ def _launch(launch_kind: str, thunk: str, name: str, instruction: Instruction | 
   if instruction.target.startswith("__cudnn$fmha"):
     return Launch(**common, flops=_attention_flops(instruction, hlo))
   if instruction.target.startswith("__cublas"):
-    return _gemms(common, [_library_gemm(instruction, hlo)], _precision(instruction, hlo))
+    (dtype, lhs), (_, rhs) = (arrays(operand_shape(hlo, o))[0] for o in instruction.operands[:2])
+    return _gemms(common, [gemm_shape(lhs, rhs, instruction.attributes)], _precision(dtype, instruction.attributes))
   if instruction.target == "__gpu$xla.gpu.triton":
     flops, moved = triton_ir.flops_and_bytes(instruction.attributes)
     return Launch(**{**common, "bytes": moved or common["bytes"]}, blocks=grid, flops=flops)
@@ -320,17 +323,6 @@ def _attention_flops(instruction: Instruction, hlo: dict) -> float:
 def _gemms(common: dict, shapes: list[tuple[int, int, int, int]], precision: str) -> Launch:
   flops = sum(2.0 * math.prod(shape) for shape in shapes)
   return Launch(**common, flops=flops, gemms=tuple(shapes), precision=precision)
-
-
-def _library_gemm(instruction: Instruction, hlo: dict) -> tuple[int, int, int, int]:
-  """(b, m, n, k) of a cuBLAS call, from its operands and its backend config's dimension numbers."""
-  lhs, rhs = (arrays(operand_shape(hlo, o))[0][1] for o in instruction.operands[:2])
-  return gemm_shape(lhs, rhs, instruction.attributes)
-
-
-def _precision(instruction: Instruction, hlo: dict) -> str:
-  dtype = arrays(operand_shape(hlo, instruction.operands[0]))[0][0]
-  return "bf16" if dtype != "f32" else "f32" if "HIGHEST" in instruction.attributes.upper() else "tf32"
 
 
 def _collective(instruction: Instruction, hlo: dict, common: dict) -> Launch:
