@@ -180,7 +180,8 @@ def pretrain_part(args) -> None:
             "(wyjax.core.gpu_step_time.predict on this compile)")
         if args.profile:  # for benchmarks/profile_vs_prediction.py
           (pathlib.Path(args.profile) / trace / "prediction.json").write_text(json.dumps(
-              {"card": predicted.card.name, "steps": PROFILED_STEPS, "kernels": predicted.kernel_records()}))
+              {"card": predicted.card.name, "steps": PROFILED_STEPS, "measured_step_seconds": seconds[attention],
+               "kernels": predicted.kernel_records()}))
     theirs, memory = torch_pretrain(config, ids, steps, args.torch_device,
                                     torch_profile(args, f"pretrain-{name}-transformers"))
     their_attention = "sdpa" if config.model.model_type == "bert" else "eager"

@@ -188,9 +188,10 @@ def record(point: Point, dump: pathlib.Path, compile_seconds: float) -> dict:
   card = gpu_cards.CARDS[CARD]
   prediction = gpu_step_time.predict(program, card, uncalibrated())
   work, launches = collections.Counter(), 0
-  for kernel in prediction.kernels:
-    launches += kernel.launch.repeats
-    work[gpu_step_time.group(kernel.launch)] += kernel.uncalibrated - gpu_step_time.LAUNCH_SECONDS * kernel.launch.repeats
+  for kernel in prediction.kernels:  # as Calibration.apply splits them: a collective has no launch to refit
+    repeats = 0 if kernel.launch.collective else kernel.launch.repeats
+    launches += repeats
+    work[gpu_step_time.group(kernel.launch)] += kernel.uncalibrated - gpu_step_time.LAUNCH_SECONDS * repeats
   cost = gpu_program.cost_analysis(hlo) or {}
   roofline = max(cost.get("flops", 0.0) / card.matmul_flops, cost.get("bytes accessed", 0.0) / card.hbm_bandwidth)
   return {"name": point.name, "commit": point.commit, "route": point.route, "held_out": point.name in HELD_OUT,

@@ -4,15 +4,16 @@
     python benchmarks/profile_vs_prediction.py DIR
 
 gpu.py writes, beside each wyjax trace it takes on a GPU, prediction.json: every kernel of the
-compile it profiled as wyjax.core.gpu_step_time costed it (calibrated and not) and how many steps
-the trace holds. This joins the two and prints, per trace, the measured and predicted milliseconds
+compile it profiled as wyjax.core.gpu_step_time costed it (calibrated and not, with its
+calibration group), the step's measured time and how many steps the trace holds. This joins the two and prints, per trace, the measured and predicted milliseconds
 a step by kernel kind with their ratio, then the 20 kernels with the largest absolute error. A
 measured kernel is matched to the predicted one by the HLO op jax's trace names it by, else by its
 kernel name (XLA names a fusion's kernel after it; identical fusions share one); a kernel matched
 by neither (a library's own, such as cuBLAS's or cuDNN's, where the trace names no op) is counted
 under the kind its name says, or "unmatched". On a CPU (`--smoke`) the trace holds CPU ops and no
-prediction is written: traces without one are listed as such. The factors of
-wyjax/core/gpu_calibration.json can be refitted on a GPU run's predictions and measured steps.
+prediction is written: traces without one are listed as such. A prediction.json holds what a
+refit of wyjax/core/gpu_calibration.json needs of that step: its measured time, each kernel's
+uncalibrated cost and group.
 """
 import collections
 import json

@@ -5,11 +5,11 @@ Each launch costs, at the card's figures: a GEMM its FLOPs at the rate XLA measu
 on an H100 (gemm_table), cuDNN's attention and a Pallas kernel's dots theirs at a figure below,
 other kernels XLA's own estimate where it wrote a sane one, else their bytes at the bandwidth
 their grid can draw; each the longer of that and its bytes, plus a launch overhead. Their sum is
-the uncalibrated step: what the kernels take at the figures the card and XLA publish, which the
-programs measured on a GPU took about twice as long as. The predicted step is the calibrated one:
-each calibration group's kernels times the factor fitted on measured programs, and a fitted time
-per launch (gpu_calibration.json, written by benchmarks/gpu_predictions.py with its split, its
-fit error and the error on the programs held out of the fit, which is the band every report gives).
+the uncalibrated step: what the kernels take at the figures the card and XLA publish, a bound the
+programs measured on a GPU all took longer than. The predicted step is the calibrated one: each
+calibration group's kernels times the factor fitted on measured programs, and a fitted time per
+launch (gpu_calibration.json, written by benchmarks/gpu_predictions.py with its split, its fit
+error and the error on the programs held out of the fit, which is the band every report gives).
 Any dump folder of a GPU compile can be costed, taken with
 
     XLA_FLAGS="--xla_dump_to=DIR --xla_gpu_collect_cost_model_stats=true"
