@@ -208,8 +208,8 @@ def describe(result: dict) -> list[str]:
   lines = [f"  predicted step on each {result['predicted_card']}: {_ms(step)} ms{rate}, held-out error band "
            f"{_ms(low)}–{_ms(high)} ms ({result['predicted_calibration']})",
            f"  bounds below it: {bounds}",
-           f"  by kind, ms: {kinds} (kernels costed from: {sources})",
-           "  most expensive kernels:"]
+           f"  by kind, ms (calibrated): {kinds} (kernels costed from: {sources})",
+           "  most expensive kernels (calibrated):"]
   lines += [f"    {k['seconds'] * 1e3:8.3f} ms  {k['name']} ({k['kind']}; {k['source']})"
             for k in result["predicted_top_kernels"]]
   return lines
