@@ -40,9 +40,9 @@ steps (predict: a few batches) under its profiler, jax's (jax.profiler.trace) or
 trace's top kernels by time (benchmarks/profile_traces.py, which reads them on any machine
 later); on a GPU each wyjax pretraining trace gets the prediction of the compile it profiled
 beside it (prediction.json), and the run ends with both joined, kernel by kernel
-(benchmarks/profile_vs_prediction.py). Timings are never taken under a profiler. Not profiled: finetune (whole commands, each
-in its own process) and attention (timed inside benchmarks/attention.py; the pretraining traces
-hold the same attention kernels within the step).
+(benchmarks/profile_vs_prediction.py). Timings are never taken under a profiler. Not profiled:
+finetune (whole commands, each in its own process) and attention (timed inside
+benchmarks/attention.py; the pretraining traces hold the same attention kernels within the step).
 """
 import argparse
 import contextlib
@@ -179,6 +179,7 @@ def pretrain_part(args) -> None:
             f"band {low * 1e3:.1f}–{high * 1e3:.1f} ms, uncalibrated {predicted.uncalibrated * 1e3:.1f} ms "
             "(wyjax.core.gpu_step_time.predict on this compile)")
         if args.profile:  # for benchmarks/profile_vs_prediction.py
+          (pathlib.Path(args.profile) / trace).mkdir(parents=True, exist_ok=True)
           (pathlib.Path(args.profile) / trace / "prediction.json").write_text(json.dumps(
               {"card": predicted.card.name, "steps": PROFILED_STEPS, "measured_step_seconds": seconds[attention],
                "kernels": predicted.kernel_records()}))
