@@ -38,13 +38,16 @@ memory is what it used and PyTorch can allocate beside it. Results go in docs/be
 steps (predict: a few batches) under its profiler, jax's (jax.profiler.trace) or torch's
 (torch.profiler), into DIR/<part>-<model>-<side>/, and the end of the run prints a table of each
 trace's top kernels by time (benchmarks/profile_traces.py, which reads them on any machine
-later). Timings are never taken under a profiler. Not profiled: finetune (whole commands, each
-in its own process) and attention (timed inside benchmarks/attention.py; the pretraining traces
-hold the same attention kernels within the step).
+later); on a GPU each wyjax pretraining trace gets the prediction of the compile it profiled
+beside it (prediction.json), and the run ends with both joined, kernel by kernel
+(benchmarks/profile_vs_prediction.py). Timings are never taken under a profiler. Not profiled:
+finetune (whole commands, each in its own process) and attention (timed inside
+benchmarks/attention.py; the pretraining traces hold the same attention kernels within the step).
 """
 import argparse
 import contextlib
 import importlib.metadata
+import json
 import os
 import pathlib
 import queue
@@ -61,6 +64,7 @@ REPO = HERE.parent
 # about 60 s per attention and BERT-base's in 35; the attention part reached L = 1024 in 80 s.
 BUDGETS = "pretrain=240,finetune=220,predict=30,attention=80"
 SMOKE_BUDGETS = "pretrain=600,finetune=900,predict=300,attention=300"  # a shared 2-core CPU
+PROFILED_STEPS = 2  # --profile: the steps each profiled side runs under its profiler
 GiB = 2**30
 
 
@@ -163,14 +167,22 @@ def pretrain_part(args) -> None:
     for attention in attentions:  # "auto/attention_dropout=0": config.attention "auto", that dropout
       config.attention, _, dropout = attention.partition("/attention_dropout=")
       config.model = {**configured, **({"attention_probs_dropout_prob": float(dropout)} if dropout else {})}
-      profile = jax_profile(args, f"pretrain-{name}-wyjax-{attention.replace('/', '-')}")
-      seconds[attention], flops, memory, compile_s, predicted = wyjax_pretrain(config, ids, steps, profile)
+      trace = f"pretrain-{name}-wyjax-{attention.replace('/', '-')}"
+      seconds[attention], flops, memory, compile_s, predicted = wyjax_pretrain(config, ids, steps,
+                                                                                jax_profile(args, trace))
       row("pretrain", measurement, "wyjax", _throughput(batch * length, seconds[attention], flops, peak),
           _memory(memory), f"attention={attention}; compile {compile_s:.1f} s")
       if predicted:
-        row("pretrain", measurement, "wyjax, predicted", _throughput(batch * length, predicted, flops, peak),
-            notes=f"attention={attention}: **{predicted / seconds[attention]:.2f}×** the measured step "
+        low, high = predicted.band()
+        row("pretrain", measurement, "wyjax, predicted", _throughput(batch * length, predicted.seconds, flops, peak),
+            notes=f"attention={attention}: measured ÷ predicted **{seconds[attention] / predicted.seconds:.2f}**; "
+            f"band {low * 1e3:.1f}–{high * 1e3:.1f} ms, uncalibrated {predicted.uncalibrated * 1e3:.1f} ms "
             "(wyjax.core.gpu_step_time.predict on this compile)")
+        if args.profile:  # for benchmarks/profile_vs_prediction.py
+          (pathlib.Path(args.profile) / trace).mkdir(parents=True, exist_ok=True)
+          (pathlib.Path(args.profile) / trace / "prediction.json").write_text(json.dumps(
+              {"card": predicted.card.name, "steps": PROFILED_STEPS, "measured_step_seconds": seconds[attention],
+               "kernels": predicted.kernel_records()}))
     theirs, memory = torch_pretrain(config, ids, steps, args.torch_device,
                                     torch_profile(args, f"pretrain-{name}-transformers"))
     their_attention = "sdpa" if config.model.model_type == "bert" else "eager"
@@ -198,10 +210,11 @@ def wyjax_pretrain(config, ids, steps: int, profile=contextlib.nullcontext()):
   step, after one warm-up step. Memory: what XLA's buffer assignment gives the compiled step
   (state, batch, temporaries; the donated state counted once), since the device's peak does not
   reset between models. Predicted: on a GPU aot knows, the step this compile built, every kernel
-  costed (wyjax.core.gpu_step_time; reading XLA's dump adds seconds to the compile's)."""
+  costed and calibrated (a wyjax.core.gpu_step_time.Prediction; reading XLA's dump adds seconds to
+  the compile's)."""
   import jax
 
-  from wyjax.core import aot, gpu_step_time
+  from wyjax.core import aot, gpu_cards, gpu_step_time
   from wyjax.data import tokenizer as tokenizer_lib
   from wyjax.train import pretraining
 
@@ -213,7 +226,7 @@ def wyjax_pretrain(config, ids, steps: int, profile=contextlib.nullcontext()):
   compile_seconds = time.perf_counter() - start
   step = compiled.compiled
   chip = aot.chip_of("local", jax.devices()[0])
-  predicted = gpu_step_time.predict(compiled.gpu, aot.gpu_card(chip)).seconds if compiled.gpu else None
+  predicted = gpu_step_time.predict(compiled.gpu, gpu_cards.CARDS[chip]) if compiled.gpu else None
   memory = step.memory_analysis()
   if memory is not None:
     memory = aot.buffer_bytes(memory)
@@ -225,7 +238,7 @@ def wyjax_pretrain(config, ids, steps: int, profile=contextlib.nullcontext()):
   jax.block_until_ready(out)
   seconds = (time.perf_counter() - start) / steps
   with profile:
-    for _ in range(2):
+    for _ in range(PROFILED_STEPS):
       state, out = step(state, batch)
     jax.block_until_ready(out)
   return seconds, run.train_flops_per_step, memory, compile_seconds, predicted
@@ -269,7 +282,7 @@ def torch_pretrain(config, ids, steps: int, device_name: str, profile=contextlib
   seconds = (time.perf_counter() - start) / steps
   peak = torch.cuda.max_memory_allocated() if device.type == "cuda" else None
   with profile:
-    for _ in range(2):
+    for _ in range(PROFILED_STEPS):
       step()
     synchronize()
   return seconds, peak
@@ -471,8 +484,11 @@ def main():
     relay(part, budgets[part], forwarded)
   if args.profile:
     import profile_traces  # benchmarks/, beside this file
+    import profile_vs_prediction
 
     print(f"\n## Top kernels by time ({args.profile})\n\n{profile_traces.table(args.profile)}", flush=True)
+    print(f"\n## Profile against prediction ({args.profile})\n", flush=True)
+    profile_vs_prediction.main(args.profile)
 
 
 if __name__ == "__main__":

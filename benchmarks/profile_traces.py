@@ -30,8 +30,10 @@ def traces(root) -> dict[str, pathlib.Path]:
   return found
 
 
-def kernel_times(path: pathlib.Path) -> tuple[str, dict[str, list]]:
-  """(what was counted: "GPU kernels" or "CPU ops", {kernel: [total µs, calls]}) of one trace."""
+def events(path: pathlib.Path) -> tuple[str, list[tuple[str, str, float]]]:
+  """(what was counted: "GPU kernels" or "CPU ops", [(name, HLO op, µs)] of every one in one
+  trace). The HLO op is what jax's trace names the instruction that launched a kernel (its
+  "hlo_op" argument), "" where it names none."""
   opener = gzip.open if path.suffix == ".gz" else open
   with opener(path, "rt", encoding="utf-8") as f:
     trace = json.load(f)
@@ -48,10 +50,16 @@ def kernel_times(path: pathlib.Path) -> tuple[str, dict[str, list]]:
     kind, counted = "CPU ops", [e for e in spans if e.get("cat") == "cpu_op" or (
         thread(e).startswith("tf_XLAExecute")
         and not e["name"].startswith(("end: ", "ThunkExecutor", "ThreadpoolListener")))]
+  return kind, [(e["name"], str(e.get("args", {}).get("hlo_op", "")), float(e.get("dur", 0.0))) for e in counted]
+
+
+def kernel_times(path: pathlib.Path) -> tuple[str, dict[str, list]]:
+  """(what was counted, {kernel: [total µs, calls]}) of one trace."""
+  kind, counted = events(path)
   times = collections.defaultdict(lambda: [0.0, 0])
-  for e in counted:
-    times[e["name"]][0] += float(e.get("dur", 0.0))
-    times[e["name"]][1] += 1
+  for name, _, micros in counted:
+    times[name][0] += micros
+    times[name][1] += 1
   return kind, dict(times)
 
 
