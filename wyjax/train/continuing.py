@@ -15,7 +15,7 @@ from etils import epath
 
 from wyjax.core import guards, run_config
 from wyjax.data import vocab_map
-from wyjax.hf import hub, loading
+from wyjax.hf import export_folder, loading
 from wyjax.models import EncoderConfig, stack_layers
 
 # Model fields a run may set over the checkpoint's: how it trains, not what the weights mean.
@@ -25,7 +25,10 @@ TRAINING_CHOICES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 def local_init(init: str) -> str:
   """config.init as a local path (a Hub id downloaded: wyjax.hf.hub.fetch); one that names
   nothing is refused in one line."""
-  path = hub.fetch(init)
+  if export_folder.hub_id(init):
+    from wyjax.hf import hub  # huggingface_hub's HTTP stack only for a Hub id: a GPU image may lack it
+    init = hub.fetch(init)
+  path = init
   if not epath.Path(path).exists():
     raise guards.RunError(f"--config.init {init}: no such folder (a transformers folder, a wyjax workdir or export, "
                           "or a Hub id ORG/NAME)")
