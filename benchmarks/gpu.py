@@ -65,6 +65,10 @@ REPO = HERE.parent
 BUDGETS = "pretrain=240,finetune=220,predict=30,attention=80"
 SMOKE_BUDGETS = "pretrain=600,finetune=900,predict=300,attention=300"  # a shared 2-core CPU
 PROFILED_STEPS = 2  # --profile: the steps each profiled side runs under its profiler
+# --profile: a GPU step is profiled from a compile without command buffers (CUDA graphs): a kernel
+# a graph launches is named in jax's trace by its graph ("command_buffer_59"), not by its HLO op,
+# so the H200 run of 2026-11-28 could not join cuBLAS's kernels with their prediction.
+PROFILED_COMPILE = {"xla_gpu_enable_command_buffer": ""}
 GiB = 2**30
 
 
@@ -146,6 +150,9 @@ def _last_error(log) -> str:
 
 
 def pretrain_part(args) -> None:
+  """Every wyjax step first, then every transformers step: torch's profiler holds CUPTI to the end
+  of the process, so a jax trace taken after it has no GPU kernels (on the H200, 2026-11-28:
+  CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, and BERT-base's wyjax trace held CPU ops only)."""
   import numpy as np
 
   from wyjax.core import config_files, run_metrics
@@ -154,6 +161,7 @@ def pretrain_part(args) -> None:
   peak = run_metrics.peak_flops_per_device()
   models = [("DeBERTa-base", "pretrain/deberta_base.py", args.attentions),
             ("BERT-base", "pretrain/bert_base.py", ["auto"])]
+  measured = []  # (name, measurement, config, ids, FLOPs, {attention: wyjax's seconds})
   for name, config_name, attentions in models:
     config = config_files.load(config_name)
     if args.smoke:
@@ -168,8 +176,8 @@ def pretrain_part(args) -> None:
       config.attention, _, dropout = attention.partition("/attention_dropout=")
       config.model = {**configured, **({"attention_probs_dropout_prob": float(dropout)} if dropout else {})}
       trace = f"pretrain-{name}-wyjax-{attention.replace('/', '-')}"
-      seconds[attention], flops, memory, compile_s, predicted = wyjax_pretrain(config, ids, steps,
-                                                                                jax_profile(args, trace))
+      seconds[attention], flops, memory, compile_s, predicted = wyjax_pretrain(
+          config, ids, steps, jax_profile(args, trace) if args.profile else None)
       row("pretrain", measurement, "wyjax", _throughput(batch * length, seconds[attention], flops, peak),
           _memory(memory), f"attention={attention}; compile {compile_s:.1f} s")
       if predicted:
@@ -183,6 +191,8 @@ def pretrain_part(args) -> None:
           (pathlib.Path(args.profile) / trace / "prediction.json").write_text(json.dumps(
               {"card": predicted.card.name, "steps": PROFILED_STEPS, "measured_step_seconds": seconds[attention],
                "kernels": predicted.kernel_records()}))
+    measured.append((name, measurement, config, ids, flops, seconds))
+  for name, measurement, config, ids, flops, seconds in measured:
     theirs, memory = torch_pretrain(config, ids, steps, args.torch_device,
                                     torch_profile(args, f"pretrain-{name}-transformers"))
     their_attention = "sdpa" if config.model.model_type == "bert" else "eager"
@@ -204,14 +214,16 @@ def _memory(size: int | None) -> str:
   return f"{size / GiB:.1f} GiB" if size >= GiB else f"{size / 2**20:.0f} MiB"
 
 
-def wyjax_pretrain(config, ids, steps: int, profile=contextlib.nullcontext()):
+def wyjax_pretrain(config, ids, steps: int, profile=None):
   """(seconds per step, FLOPs per step, memory or None, compile seconds, predicted seconds or
   None) of the pretraining run's own jitted step (wyjax.train.pretraining.build), on `ids` every
   step, after one warm-up step. Memory: what XLA's buffer assignment gives the compiled step
   (state, batch, temporaries; the donated state counted once), since the device's peak does not
   reset between models. Predicted: on a GPU aot knows, the step this compile built, every kernel
   costed and calibrated (a wyjax.core.gpu_step_time.Prediction; reading XLA's dump adds seconds to
-  the compile's)."""
+  the compile's). Then, under `profile` (a context), PROFILED_STEPS more steps; on a GPU those of
+  the step compiled again with PROFILED_COMPILE, whose kernels are the timed compile's by name
+  (XLA forms its graphs after fusion; the in-process autotuning results are reused)."""
   import jax
 
   from wyjax.core import aot, gpu_cards, gpu_step_time
@@ -237,10 +249,16 @@ def wyjax_pretrain(config, ids, steps: int, profile=contextlib.nullcontext()):
     state, out = step(state, batch)
   jax.block_until_ready(out)
   seconds = (time.perf_counter() - start) / steps
-  with profile:
-    for _ in range(PROFILED_STEPS):
-      state, out = step(state, batch)
-    jax.block_until_ready(out)
+  if profile is not None:
+    if compiled.gpu is not None:
+      try:
+        step = run.train_step.lower(state, batch).compile(compiler_options=PROFILED_COMPILE)
+      except jax.errors.JaxRuntimeError as e:  # a jaxlib that refuses the option: the timed step's graphs
+        print(f"profiling the timed compile ({PROFILED_COMPILE} refused: {e})", file=sys.stderr)
+    with profile:
+      for _ in range(PROFILED_STEPS):
+        state, out = step(state, batch)
+      jax.block_until_ready(out)
   return seconds, run.train_flops_per_step, memory, compile_seconds, predicted
 
 

@@ -3,6 +3,7 @@ the calibration fitted on them.
 
     JAX_PLATFORMS=cpu python benchmarks/gpu_predictions.py              # about 12 minutes on 2 cores
     JAX_PLATFORMS=cpu python benchmarks/gpu_predictions.py --table_only # fit and table from the records
+    python benchmarks/gpu_predictions.py --measured=DIR --commit=C      # add the steps gpu.py --profile=DIR measured
 
 Each program docs/benchmarks.md ("GPU") measured on one H200 is compiled as it was measured: its
 commit's tree checked out in a git worktree (--worktrees), its own code building the step or the
@@ -11,12 +12,13 @@ benchmarks/attention.py at c147d65: the same configs, batch, length and attentio
 for an H200 on this CPU (jax's compile-only CUDA devices, the card described by this tree's
 gpu_cards.target) and dumped with XLA's estimates. This tree's predictor costs each dump (kept in
 --dumps, so that a rerun only costs them again), uncalibrated: its work by calibration group and
-its launches. One JSON line per program goes to benchmarks/gpu_predictions.jsonl. The factors
-are then fitted on the points outside HELD_OUT (the split below, written down before any fit) and
-written to wyjax/core/gpu_calibration.json with the error on each half, and docs/benchmarks.md's
-table is rewritten from both.
+its launches. One JSON line per program goes to benchmarks/gpu_predictions.jsonl. The steps
+`benchmarks/gpu.py --profile=DIR` measured join them (--measured): each is costed as the GPU
+compiled it, from the prediction.json beside its trace. The factors are then fitted on FIT (the
+split below, written down before its fit) and written to wyjax/core/gpu_calibration.json with the
+error on both halves, and docs/benchmarks.md's table is rewritten from both.
 
-The measured figures were taken with jax 0.11.2 on the GPU, autotuned; these compiles use this
+The measured figures were taken with jax 0.11.2 on the GPU, autotuned; the compiles here use this
 machine's jax and no autotuning: the same model code, XLA's heuristics where the GPU's compile
 measured tilings.
 """
@@ -79,16 +81,15 @@ POINTS = (
     _attention(4096, "forward", "kernel", 4.26), _attention(4096, "forward", "xla", 6.00),
     _attention(1024, "forward+backward", "kernel", 13.73), _attention(1024, "forward+backward", "xla", 10.55),
 )
-# The split, written down before any factor was fitted (2026-11-28, committed before the fit):
-# the factors are fitted on the attention part at L = 512 and 4,096 (both routes, forward and
-# forward+backward) and on DeBERTa-base's XLA step (one program, measured twice); held out to
-# validate them, never fitted on: the two whole steps through the GPU kernel (DeBERTa-base's and
-# BERT-base's: programs of another size and mix than any fitted) and the attention part at
-# L = 1,024 (both routes: a length between the fitted ones).
-HELD_OUT = ("DeBERTa-base step, 32 × 512 (GPU kernel: 'auto' then)",
-            "BERT-base step, 32 × 512 (GPU kernel: 'auto' with attention dropout then)",
-            "attention alone, L = 1024, batch 16, forward+backward, GPU kernel",
-            "attention alone, L = 1024, batch 16, forward+backward, XLA path")
+# The split, written down and committed before its fit (2026-11-28; issue #62, item 5): the
+# factors are fitted on the first measurements of today's programs, the three steps of main
+# e7dca87 that benchmarks/gpu.py measured and profiled on one H200 (DeBERTa-base through cuDNN and,
+# with attention dropout, through the XLA path; BERT-base through cuDNN), each costed from the
+# GPU's own compile; every program measured before (POINTS, 14) validates them and is never fitted
+# on. The first split (18d92dc) fitted 10 of those 14 and held out 4.
+FIT = ("DeBERTa-base step, 32 × 512, attention=auto",
+       "DeBERTa-base step, 32 × 512, attention=auto/attention_dropout=0.1",
+       "BERT-base step, 32 × 512, attention=auto")
 
 
 # --- in the measured tree (a child process: that tree's wyjax on the path) ---------------------
@@ -194,12 +195,36 @@ def record(point: Point, dump: pathlib.Path, compile_seconds: float) -> dict:
     work[gpu_step_time.group(kernel.launch)] += kernel.uncalibrated - gpu_step_time.LAUNCH_SECONDS * repeats
   cost = gpu_program.cost_analysis(hlo) or {}
   roofline = max(cost.get("flops", 0.0) / card.matmul_flops, cost.get("bytes accessed", 0.0) / card.hbm_bandwidth)
-  return {"name": point.name, "commit": point.commit, "route": point.route, "held_out": point.name in HELD_OUT,
+  return {"name": point.name, "commit": point.commit, "route": point.route, "held_out": point.name not in FIT,
           "measured_seconds": point.measured, "uncalibrated_seconds": prediction.uncalibrated,
           "work_by_group": dict(work), "launches": launches, "roofline_seconds": roofline,
           "kernels": program.kernel_count, "uncalibrated_seconds_by_kind": prediction.by_kind(),
           "date": str(datetime.date.today()), "jax": jax.__version__, "predictor": _predictor(),
           **({"compile_seconds": round(compile_seconds, 1)} if compile_seconds else {})}
+
+
+def measured_record(folder: pathlib.Path, commit: str) -> dict:
+  """A step `benchmarks/gpu.py --profile` measured on a GPU at `commit`, as a record: costed from
+  the prediction.json beside its trace (every kernel of the GPU's own, autotuned compile,
+  uncalibrated, with its group) and dated by its trace."""
+  from wyjax.core import gpu_step_time  # pylint: disable=g-import-not-at-top
+
+  prediction = json.loads((folder / "prediction.json").read_text())
+  model, attention = folder.name.removeprefix("pretrain-").split("-wyjax-")
+  work, by_kind, launches = collections.Counter(), collections.Counter(), 0
+  for kernel in prediction["kernels"]:  # as record() splits them
+    repeats = 0 if kernel["group"] == "collective" else kernel["repeats"]
+    launches += repeats
+    work[kernel["group"]] += kernel["uncalibrated"] - gpu_step_time.LAUNCH_SECONDS * repeats
+    by_kind[kernel["kind"]] += kernel["uncalibrated"]
+  route = next((route for kind, route in (("cudnn", "cudnn"), ("triton kernel", "kernel")) if kind in by_kind), "xla")
+  name = f"{model} step, {BATCH} × {LENGTH}, attention={attention.replace('-attention_dropout=', '/attention_dropout=')}"
+  run = sorted(folder.glob("plugins/profile/*"))[-1].name  # jax's run folder: YYYY_MM_DD_HH_MM_SS
+  return {"name": name, "commit": commit, "route": route, "held_out": name not in FIT,
+          "measured_seconds": prediction["measured_step_seconds"], "uncalibrated_seconds": sum(by_kind.values()),
+          "work_by_group": dict(work), "launches": launches, "roofline_seconds": None, "kernels": launches,
+          "uncalibrated_seconds_by_kind": dict(by_kind.most_common()), "compiled": "on the GPU, autotuned",
+          "date": run[:10].replace("_", "-"), "predictor": _predictor()}
 
 
 def uncalibrated():
@@ -216,29 +241,40 @@ def calibrated(r: dict, fitted: dict) -> float:
 
 
 def fit(records: list[dict]) -> dict:
-  """Factors of the calibration groups and a time per launch, by least squares on the relative
-  error over the points outside HELD_OUT only (each measured step ≈ Σ factor × its group's work
-  + launches × time); then the error on both halves. gpu_calibration.json's contents."""
-  fitted_on = [r for r in records if not r["held_out"]]
+  """Factors of the calibration groups the FIT points have work in, by least squares on the
+  relative error over those points only (each measured step ≈ Σ factor × its group's work +
+  launches × time); the time per launch too where the points outnumber the parameters with it,
+  else XLA's figure (a fit of as many parameters as points leaves no error to report). Then the
+  error on both halves. gpu_calibration.json's contents."""
+  from wyjax.core import gpu_step_time  # pylint: disable=g-import-not-at-top
+
+  fitted_on = [r for r in records if r["name"] in FIT]
   groups = sorted({group for r in fitted_on for group, seconds in r["work_by_group"].items() if seconds > 0})
+  fit_launch = len(fitted_on) > len(groups) + 1
   measured = np.array([r["measured_seconds"] for r in fitted_on])
-  terms = np.array([[r["work_by_group"].get(group, 0.0) for group in groups] + [r["launches"]] for r in fitted_on])
-  solution, *_ = np.linalg.lstsq(terms / measured[:, None], np.ones(len(fitted_on)), rcond=None)
+  launches = np.array([float(r["launches"]) for r in fitted_on])
+  terms = np.array([[r["work_by_group"].get(group, 0.0) for group in groups] for r in fitted_on])
+  if fit_launch:
+    terms, target = np.column_stack([terms, launches]), np.ones(len(fitted_on))
+  else:
+    target = 1 - launches * gpu_step_time.LAUNCH_SECONDS / measured
+  solution, *_ = np.linalg.lstsq(terms / measured[:, None], target, rcond=None)
   if (solution <= 0).any():
     sys.exit(f"the fit gave a factor of zero or less ({dict(zip(groups + ['launch'], solution))}): fit fewer groups")
-  result = {"factors": dict(zip(groups, solution[:-1].tolist())), "launch_seconds": float(solution[-1])}
+  result = {"factors": dict(zip(groups, solution[:len(groups)].tolist())),
+            "launch_seconds": float(solution[-1]) if fit_launch else gpu_step_time.LAUNCH_SECONDS}
   ratios = {r["name"]: r["measured_seconds"] / calibrated(r, result) for r in records}
-  held_out = [ratios[r["name"]] for r in records if r["held_out"]]
+  held_out = [ratios[r["name"]] for r in records if r["name"] not in FIT]
   fitted = [ratios[r["name"]] for r in fitted_on]
   return {
       "what": "gpu_step_time's calibration: factors of each group's uncalibrated work and the time of a launch, "
               f"fitted on programs measured on one {CARD.upper()}; written by benchmarks/gpu_predictions.py",
       **result, "held_out_band": [min(held_out), max(held_out)],
-      "summary": f"calibrated on {len(fitted)} measurements on an {CARD.upper()} ({records[-1]['date']}); "
+      "summary": f"calibrated on {len(fitted)} measurements on an {CARD.upper()} ({max(r['date'] for r in fitted_on)}); "
                  f"the {len(held_out)} held out took {min(held_out):.2f}–{max(held_out):.2f}× their prediction",
       "fitted_on": {r["name"]: round(ratios[r["name"]], 4) for r in fitted_on},
-      "held_out": {r["name"]: round(ratios[r["name"]], 4) for r in records if r["held_out"]},
-      "date": records[-1]["date"], "predictor": records[-1]["predictor"]}
+      "held_out": {r["name"]: round(ratios[r["name"]], 4) for r in records if r["name"] not in FIT},
+      "launch_fitted": fit_launch, "date": max(r["date"] for r in records), "predictor": records[-1]["predictor"]}
 
 
 def table(records: list[dict], fitted: dict) -> str:
@@ -247,13 +283,15 @@ def table(records: list[dict], fitted: dict) -> str:
     prediction = calibrated(r, fitted)
     ratio = r["measured_seconds"] / prediction
     within = "yes" if 1 / TOLERANCE <= ratio <= TOLERANCE else "**no**"
+    roofline = _ms(r["roofline_seconds"]) if r["roofline_seconds"] else "–"
     rows.append(f"| {r['name']} | {r['commit']} | {'held out' if r['held_out'] else 'fit'} | {r['kernels']:,} "
                 f"| {_ms(r['measured_seconds'])} | {_ms(prediction)} | **{ratio:.2f}** | {within} "
                 f"| {_ms(r['uncalibrated_seconds'])} ({r['measured_seconds'] / r['uncalibrated_seconds']:.2f}) "
-                f"| {_ms(r['roofline_seconds'])} |")
+                f"| {roofline} |")
   return "\n".join([
       "| program (one H200) | tree | split | kernels | measured, ms | predicted (calibrated), ms "
-      "| measured ÷ predicted | within 1.5× | uncalibrated, ms (measured ÷ it) | roofline, ms (lower bound) |",
+      "| measured ÷ predicted | within 1.5× | uncalibrated, ms (measured ÷ it) | roofline, ms (lower bound; – where "
+      "compiled on the GPU) |",
       "|---|---|---|---:|---:|---:|---:|---|---:|---:|", *rows])
 
 
@@ -265,13 +303,20 @@ def read() -> list[dict]:
   return [json.loads(line) for line in RESULTS.read_text().splitlines()] if RESULTS.exists() else []
 
 
+def write(records: list[dict]) -> None:
+  RESULTS.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
 def write_doc(records: list[dict], fitted: dict) -> None:
   factors = ", ".join(f"{group} {factor:.2f}" for group, factor in fitted["factors"].items())
   fit_ratios, held = list(fitted["fitted_on"].values()), list(fitted["held_out"].values())
   within = lambda ratios: sum(1 / TOLERANCE <= x <= TOLERANCE for x in ratios)
-  stamp = (f"Generated by `benchmarks/gpu_predictions.py` on {fitted['date']} (jax {records[-1]['jax']}, the "
-           f"predictor of {fitted['predictor']}). Factors fitted on the {len(fit_ratios)} fit points: {factors}, "
-           f"{fitted['launch_seconds'] * 1e6:.2f} µs a launch. Fit error: measured ÷ predicted "
+  launch = "fitted" if fitted["launch_fitted"] else "XLA's figure: the fit has no more points than parameters"
+  jax_here = next(r["jax"] for r in records if "jax" in r)
+  stamp = (f"Generated by `benchmarks/gpu_predictions.py` on {fitted['date']} (the predictor of {fitted['predictor']}; "
+           f"programs compiled here by jax {jax_here}, those of the GPU by its own). Factors fitted on the "
+           f"{len(fit_ratios)} fit points: {factors}, {fitted['launch_seconds'] * 1e6:.2f} µs a launch ({launch}). "
+           "Fit error: measured ÷ predicted "
            f"{min(fit_ratios):.2f}–{max(fit_ratios):.2f} ({within(fit_ratios)} of {len(fit_ratios)} within 1.5×); "
            f"held-out error: {min(held):.2f}–{max(held):.2f} ({within(held)} of {len(held)} within 1.5×).")
   text = DOC.read_text()
@@ -292,20 +337,32 @@ def main():
   parser.add_argument("--worktrees", type=pathlib.Path, default=pathlib.Path("/tmp/wyjax-worktrees"))
   parser.add_argument("--dumps", type=pathlib.Path, default=pathlib.Path("/tmp/wyjax-gpu-predictions"))
   parser.add_argument("--table_only", action="store_true")
+  parser.add_argument("--measured", type=pathlib.Path, help="a --profile folder of benchmarks/gpu.py: its wyjax steps "
+                      "(prediction.json beside each trace) join the records, replacing those of the same name")
+  parser.add_argument("--commit", help="with --measured: the commit the GPU measured")
   parser.add_argument("--child", type=int, help="internal: compile POINTS[i] in the measured tree")
   parser.add_argument("--dump", help="internal: the child's dump folder")
   parser.add_argument("--target", help="internal: the card's GpuTargetConfigProto")
   args = parser.parse_args()
   if args.child is not None:
     return compile_in_tree(POINTS[args.child], args.dump, args.target)
-  if not args.table_only:
-    RESULTS.write_text("")
+  if args.measured:
+    if not args.commit:
+      sys.exit("--measured needs --commit: the commit the GPU measured")
+    measured = [measured_record(trace.parent, args.commit)
+                for trace in sorted(args.measured.glob("*-wyjax-*/prediction.json"))]
+    names = {r["name"] for r in measured}
+    write([r for r in read() if r["name"] not in names] + measured)
+  elif not args.table_only:
+    write([r for r in read() if r["name"] not in {point.name for point in POINTS}])  # the GPU's steps stay
     for point in POINTS:
       line = record(point, *dumped(point, args))
       print(json.dumps({k: line[k] for k in ("name", "commit", "measured_seconds", "uncalibrated_seconds")}), flush=True)
-      with RESULTS.open("a") as f:
-        f.write(json.dumps(line) + "\n")
-  records = read()
+      write(read() + [line])
+  compiled = [point.name for point in POINTS]  # the compiled programs first, in POINTS' order, then the GPU's
+  records = sorted(({**r, "held_out": r["name"] not in FIT} for r in read()),
+                   key=lambda r: compiled.index(r["name"]) if r["name"] in compiled else len(compiled))
+  write(records)
   fitted = fit(records)
   CALIBRATION.write_text(json.dumps(fitted, indent=2, ensure_ascii=False) + "\n")
   print(table(records, fitted))

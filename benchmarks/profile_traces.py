@@ -4,9 +4,9 @@ the rest is read on any machine.
 
     python benchmarks/profile_traces.py DIR
 
-Both profilers write Chrome trace JSON: jax's (jax.profiler.trace, create_perfetto_trace) as
-DIR/<name>/plugins/profile/<run>/perfetto_trace.json.gz, torch's (torch.profiler) as
-DIR/<name>/trace.json. On a GPU a kernel is an event on the device's streams (jax) or of
+Both profilers write Chrome trace JSON: jax's (jax.profiler.trace) as
+DIR/<name>/plugins/profile/<run>/<host>.trace.json.gz (and the same events in
+perfetto_trace.json.gz with create_perfetto_trace), torch's (torch.profiler) as DIR/<name>/trace.json. On a GPU a kernel is an event on the device's streams (jax) or of
 category "kernel" or a memory copy or set (torch); on a CPU, where no device kernels run
 (--smoke), the ops XLA's executor threads ran (jax) and torch's CPU ops (inclusive of the ops
 they call).
@@ -23,7 +23,7 @@ TORCH_DEVICE = ("kernel", "gpu_memcpy", "gpu_memset")
 def traces(root) -> dict[str, pathlib.Path]:
   """name → its trace file (jax's newest run) under `root`."""
   found = {}
-  for path in sorted(pathlib.Path(root).glob("*/plugins/profile/*/perfetto_trace.json.gz")):
+  for path in sorted(pathlib.Path(root).glob("*/plugins/profile/*/*trace.json.gz")):
     found[path.parents[3].name] = path  # sorted by run: the newest last
   for path in sorted(pathlib.Path(root).glob("*/trace.json")):
     found[path.parent.name] = path

@@ -4,16 +4,20 @@
     python benchmarks/profile_vs_prediction.py DIR
 
 gpu.py writes, beside each wyjax trace it takes on a GPU, prediction.json: every kernel of the
-compile it profiled as wyjax.core.gpu_step_time costed it (calibrated and not, with its
-calibration group), the step's measured time and how many steps the trace holds. This joins the two and prints, per trace, the measured and predicted milliseconds
-a step by kernel kind with their ratio, then the 20 kernels with the largest absolute error. A
-measured kernel is matched to the predicted one by the HLO op jax's trace names it by, else by its
-kernel name (XLA names a fusion's kernel after it; identical fusions share one); a kernel matched
-by neither (a library's own, such as cuBLAS's or cuDNN's, where the trace names no op) is counted
-under the kind its name says, or "unmatched". On a CPU (`--smoke`) the trace holds CPU ops and no
-prediction is written: traces without one are listed as such. A prediction.json holds what a
-refit of wyjax/core/gpu_calibration.json needs of that step: its measured time, each kernel's
-uncalibrated cost and group.
+compile it timed as wyjax.core.gpu_step_time costed it (calibrated and not, with its calibration
+group), the step's measured time and how many steps the trace holds; the traced steps ran the
+same program compiled without CUDA graphs (gpu.PROFILED_COMPILE). This joins the two and prints,
+per trace, the measured and predicted milliseconds a step by kernel kind with their ratio, then
+the 20 kernels with the largest absolute error. A measured kernel is matched to the predicted one
+by the HLO op jax's trace names it by, else by its kernel name (XLA names a fusion's kernel after
+it; identical fusions share one); a kernel matched by neither (a library's own, such as cuBLAS's
+or cuDNN's, where the trace names no op) is counted under the kind its name says, or "unmatched".
+A kernel launched from a CUDA graph is named by its graph ("command_buffer_59"), not its HLO op:
+the report counts those, which only their kernel name can match. On a CPU (`--smoke`) the trace
+holds CPU ops and no prediction is written: traces without one are listed as such. A
+prediction.json holds what a refit of wyjax/core/gpu_calibration.json needs of that step
+(benchmarks/gpu_predictions.py --measured): its measured time, each kernel's uncalibrated cost and
+group.
 """
 import collections
 import json
@@ -25,8 +29,9 @@ import profile_traces  # benchmarks/, beside this file
 
 PREDICTION = "prediction.json"
 TOP = 20
+GRAPH = "command_buffer"  # the HLO op jax's trace gives a kernel launched from a CUDA graph
 # A library kernel's kind by its name, where the trace names no HLO op for it.
-LIBRARY_KINDS = (("gemm", r"gemm|xmma|cutlass|cublas"), ("cudnn", r"cudnn|fmha|sdpa|flash"),
+LIBRARY_KINDS = (("gemm", r"gemm|xmma|cutlass|cublas|nvjet"), ("cudnn", r"cudnn|fmha|sdpa|flash"),
                  ("collective", r"nccl"), ("device copy", r"memcpy"), ("memset", r"memset"))
 
 
@@ -66,8 +71,11 @@ def report(name: str, events: list, prediction: dict) -> str:
   """One trace's two tables, markdown."""
   kinds, kernels = join(events, prediction)
   measured, predicted = sum(k[0] for k in kinds.values()), sum(k[1] for k in kinds.values())
+  graphed = sum(op.startswith(GRAPH) for _, op, _ in events)
   lines = [f"### {name}: measured {measured * 1e3:.3f} ms a step, predicted {predicted * 1e3:.3f} (calibrated; "
            f"{prediction['card']}, {prediction['steps']} steps profiled)", "",
+           *([f"{graphed} kernels ran in CUDA graphs, which the trace names instead of their HLO op: those were "
+              "matched by kernel name alone, a library's (cuBLAS, cuDNN) by its kind", ""] if graphed else []),
            "| kind | measured, ms | predicted, ms | measured ÷ predicted | uncalibrated, ms |", "|---|---:|---:|---:|---:|"]
   lines += [f"| {kind} | {m * 1e3:.3f} | {p * 1e3:.3f} | {_ratio(m, p)} | {u * 1e3:.3f} |"
             for kind, (m, p, u) in sorted(kinds.items(), key=lambda item: -max(item[1][:2]))]

@@ -52,6 +52,11 @@ def test_every_part_measures_both_sides_on_the_cpu(shared_data, tmp_path):
     rows = [r for r in kernels if r[0] == f"{trace} (CPU ops)"]
     assert 1 <= len(rows) <= 10 and all(float(r[2]) >= 0 and int(r[3]) >= 1 for r in rows), (trace, rows)
     assert float(rows[0][2]) > 0 and [float(r[2]) for r in rows] == sorted((float(r[2]) for r in rows), reverse=True)
+  # Every wyjax step profiled before any transformers step: torch's profiler keeps CUPTI from jax's after it.
+  written = {path.relative_to(tmp_path / "traces").parts[0]: path.stat().st_mtime
+             for path in (tmp_path / "traces").glob("pretrain-*/**/*trace.json*")}
+  assert len(written) == 4 and max(t for name, t in written.items() if "-wyjax-" in name) < min(
+      t for name, t in written.items() if name.endswith("-transformers")), written
   # The profile against the prediction of its compile: none on a CPU, each wyjax pretraining trace says so ...
   joined = result.stdout.split("## Profile against prediction", 1)[1]
   for trace in ("pretrain-DeBERTa-base-wyjax-auto", "pretrain-BERT-base-wyjax-auto", "predict-wyjax"):

@@ -82,3 +82,47 @@ def test_a_trace_of_transformers_is_not_joined(tmp_path):
   result = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "profile_vs_prediction.py"), str(tmp_path)],
                           capture_output=True, text=True)
   assert result.returncode == 0 and not result.stdout.strip(), result.stdout + result.stderr
+
+
+def test_kernels_launched_from_cuda_graphs_are_counted_and_cublas_is_a_gemm(tmp_path):
+  """As the H200 run of 2026-11-28 traced them: every kernel's HLO op the graph that launched it;
+  a fusion still joins by its kernel name, cuBLAS's nvjet kernel by its kind."""
+  wyjax = tmp_path / "pretrain-BERT-base-wyjax-auto"
+  events = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/device:GPU:0"}},
+            {"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "Stream #7(Compute)"}}]
+  events += [{"ph": "X", "pid": 1, "tid": 7, "name": name, "dur": micros, "args": {"hlo_op": "command_buffer_59"}}
+             for name, micros in (("loop_add_fusion_3", 15.0), ("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_TNN", 80.0))]
+  run = wyjax / "plugins" / "profile" / "2026_11_28_00_00_00"
+  run.mkdir(parents=True)
+  with gzip.open(run / "vm.trace.json.gz", "wt") as f:  # jax's own name for the trace: <host>.trace.json.gz
+    json.dump({"traceEvents": events}, f)
+  (wyjax / "prediction.json").write_text(json.dumps({**PREDICTION, "steps": 1}))
+  result = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "profile_vs_prediction.py"), str(tmp_path)],
+                          capture_output=True, text=True)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "2 kernels ran in CUDA graphs" in result.stdout, result.stdout
+  kinds, _ = _tables(result.stdout, "### pretrain-BERT-base-wyjax-auto (GPU kernels)")
+  # Per step (one profiled): cuBLAS's 80 µs against the GEMM's 40 predicted, the fusion's 15 against its two 20s.
+  assert kinds[:2] == [["gemm", "0.080", "0.040", "**2.00**", "0.035"],
+                       ["elementwise", "0.015", "0.040", "**0.37**", "0.020"]], kinds
+
+
+def test_the_profiled_compile_has_no_command_buffers():
+  """gpu.PROFILED_COMPILE spelled as this jaxlib takes it: an H200 compile of a few kernels forms a
+  command buffer (a CUDA graph) without it, none with it."""
+  sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+  import gpu  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import tempfile  # pylint: disable=g-import-not-at-top
+  import pathlib  # pylint: disable=g-import-not-at-top
+  from wyjax.core import aot  # pylint: disable=g-import-not-at-top
+
+  x = jax.ShapeDtypeStruct((256, 256), jnp.float32, sharding=jax.sharding.SingleDeviceSharding(aot.devices("h200")[0]))
+  lowered = jax.jit(lambda x: sum(jnp.tanh(x @ x * i).sum(0) for i in range(4))).lower(x)
+  graphs = []
+  for options in ({}, gpu.PROFILED_COMPILE):
+    with tempfile.TemporaryDirectory() as dump:
+      lowered.compile(compiler_options={"xla_dump_to": dump, **options})
+      graphs.append(sum(path.read_text().count("kCommandBuffer") for path in pathlib.Path(dump).glob("*thunk_sequence*")))
+  assert graphs[0] > 0 and graphs[1] == 0, graphs
