@@ -244,25 +244,23 @@ def fit(records: list[dict]) -> dict:
   """Factors of the calibration groups the FIT points have work in, by least squares on the
   relative error over those points only (each measured step ≈ Σ factor × its group's work +
   launches × time); the time per launch too where the points outnumber the parameters with it,
-  else XLA's figure (a fit of as many parameters as points leaves no error to report). Then the
-  error on both halves. gpu_calibration.json's contents."""
-  from wyjax.core import gpu_step_time  # pylint: disable=g-import-not-at-top
-
+  else XLA's figure (a fit of as many parameters as points leaves no error to report). Where that
+  gives a factor of zero or less (the points' work by group cannot tell their times apart), one
+  factor for every group's work, at XLA's launch figure. Then the error on both halves.
+  gpu_calibration.json's contents."""
   fitted_on = [r for r in records if r["name"] in FIT]
   groups = sorted({group for r in fitted_on for group, seconds in r["work_by_group"].items() if seconds > 0})
+  work = np.array([[r["work_by_group"].get(group, 0.0) for group in groups] for r in fitted_on])
   fit_launch = len(fitted_on) > len(groups) + 1
-  measured = np.array([r["measured_seconds"] for r in fitted_on])
-  launches = np.array([float(r["launches"]) for r in fitted_on])
-  terms = np.array([[r["work_by_group"].get(group, 0.0) for group in groups] for r in fitted_on])
-  if fit_launch:
-    terms, target = np.column_stack([terms, launches]), np.ones(len(fitted_on))
-  else:
-    target = 1 - launches * gpu_step_time.LAUNCH_SECONDS / measured
-  solution, *_ = np.linalg.lstsq(terms / measured[:, None], target, rcond=None)
-  if (solution <= 0).any():
-    sys.exit(f"the fit gave a factor of zero or less ({dict(zip(groups + ['launch'], solution))}): fit fewer groups")
-  result = {"factors": dict(zip(groups, solution[:len(groups)].tolist())),
-            "launch_seconds": float(solution[-1]) if fit_launch else gpu_step_time.LAUNCH_SECONDS}
+  factors, launch = _least_squares(fitted_on, work, fit_launch)
+  per_group, refused = dict(zip(groups, factors.tolist())), {}
+  if (factors <= 0).any() or launch <= 0:  # the work by group cannot tell the points' times apart
+    refused, fit_launch = per_group, False
+    (factor,), launch = _least_squares(fitted_on, work.sum(axis=1, keepdims=True), fit_launch)
+    per_group = dict.fromkeys(sorted({group for r in records for group in r["work_by_group"]}), float(factor))
+  if min(per_group.values()) <= 0:
+    sys.exit(f"the fit gave a factor of zero or less: {per_group}")
+  result = {"factors": per_group, "launch_seconds": launch}
   ratios = {r["name"]: r["measured_seconds"] / calibrated(r, result) for r in records}
   held_out = [ratios[r["name"]] for r in records if r["name"] not in FIT]
   fitted = [ratios[r["name"]] for r in fitted_on]
@@ -274,7 +272,24 @@ def fit(records: list[dict]) -> dict:
                  f"the {len(held_out)} held out took {min(held_out):.2f}–{max(held_out):.2f}× their prediction",
       "fitted_on": {r["name"]: round(ratios[r["name"]], 4) for r in fitted_on},
       "held_out": {r["name"]: round(ratios[r["name"]], 4) for r in records if r["name"] not in FIT},
-      "launch_fitted": fit_launch, "date": max(r["date"] for r in records), "predictor": records[-1]["predictor"]}
+      "launch_fitted": fit_launch, **({"refused_per_group_fit": refused} if refused else {}),
+      "date": max(r["date"] for r in records), "predictor": records[-1]["predictor"]}
+
+
+def _least_squares(fitted_on: list[dict], work: np.ndarray, fit_launch: bool) -> tuple[np.ndarray, float]:
+  """(factors of `work`'s columns, seconds a launch) minimising the squared relative error of
+  measured ≈ work · factors + launches × time; the time XLA's figure unless `fit_launch`."""
+  from wyjax.core import gpu_step_time  # pylint: disable=g-import-not-at-top
+
+  measured = np.array([r["measured_seconds"] for r in fitted_on])
+  launches = np.array([float(r["launches"]) for r in fitted_on])
+  if fit_launch:
+    solution, *_ = np.linalg.lstsq(np.column_stack([work, launches]) / measured[:, None], np.ones(len(measured)),
+                                   rcond=None)
+    return solution[:-1], float(solution[-1])
+  target = 1 - launches * gpu_step_time.LAUNCH_SECONDS / measured
+  solution, *_ = np.linalg.lstsq(work / measured[:, None], target, rcond=None)
+  return solution, gpu_step_time.LAUNCH_SECONDS
 
 
 def table(records: list[dict], fitted: dict) -> str:
@@ -309,9 +324,13 @@ def write(records: list[dict]) -> None:
 
 def write_doc(records: list[dict], fitted: dict) -> None:
   factors = ", ".join(f"{group} {factor:.2f}" for group, factor in fitted["factors"].items())
+  if "refused_per_group_fit" in fitted:
+    refused = ", ".join(f"{group} {factor:.2f}" for group, factor in fitted["refused_per_group_fit"].items())
+    factors = (f"one factor for every group's work, {next(iter(fitted['factors'].values())):.2f} (a factor per group "
+               f"gave {refused}: one of zero or less)")
   fit_ratios, held = list(fitted["fitted_on"].values()), list(fitted["held_out"].values())
   within = lambda ratios: sum(1 / TOLERANCE <= x <= TOLERANCE for x in ratios)
-  launch = "fitted" if fitted["launch_fitted"] else "XLA's figure: the fit has no more points than parameters"
+  launch = "fitted" if fitted["launch_fitted"] else "XLA's figure, not fitted"
   jax_here = next(r["jax"] for r in records if "jax" in r)
   stamp = (f"Generated by `benchmarks/gpu_predictions.py` on {fitted['date']} (the predictor of {fitted['predictor']}; "
            f"programs compiled here by jax {jax_here}, those of the GPU by its own). Factors fitted on the "
