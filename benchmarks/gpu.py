@@ -38,9 +38,12 @@ memory is what it used and PyTorch can allocate beside it. Results go in docs/be
 steps (predict: a few batches) under its profiler, jax's (jax.profiler.trace) or torch's
 (torch.profiler), into DIR/<part>-<model>-<side>/, and the end of the run prints a table of each
 trace's top kernels by time (benchmarks/profile_traces.py, which reads them on any machine
-later); on a GPU each wyjax pretraining trace gets the prediction of the compile it profiled
-beside it (prediction.json), and the run ends with both joined, kernel by kernel
-(benchmarks/profile_vs_prediction.py). Timings are never taken under a profiler. Not profiled:
+later); on a GPU each wyjax pretraining trace gets the prediction of the compile it timed beside
+it (prediction.json), its profiled steps run that step compiled without CUDA graphs (whose
+kernels a trace names by graph, not by HLO op), and the run ends with both joined, kernel by
+kernel (benchmarks/profile_vs_prediction.py). The pretrain part times and profiles every wyjax
+step before any transformers step (pretrain_part says why). Timings are never taken under a
+profiler. Not profiled:
 finetune (whole commands, each in its own process) and attention (timed inside
 benchmarks/attention.py; the pretraining traces hold the same attention kernels within the step).
 """
