@@ -43,9 +43,9 @@ it (prediction.json), its profiled steps run that step compiled without CUDA gra
 kernels a trace names by graph, not by HLO op), and the run ends with both joined, kernel by
 kernel (benchmarks/profile_vs_prediction.py). The pretrain part times and profiles every wyjax
 step before any transformers step (pretrain_part says why). Timings are never taken under a
-profiler. Not profiled:
-finetune (whole commands, each in its own process) and attention (timed inside
-benchmarks/attention.py; the pretraining traces hold the same attention kernels within the step).
+profiler. Not profiled: finetune (whole commands, each in its own process) and attention (timed
+inside benchmarks/attention.py; the pretraining traces hold the same attention kernels within the
+step).
 """
 import argparse
 import contextlib

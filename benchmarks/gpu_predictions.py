@@ -218,7 +218,8 @@ def measured_record(folder: pathlib.Path, commit: str) -> dict:
     work[kernel["group"]] += kernel["uncalibrated"] - gpu_step_time.LAUNCH_SECONDS * repeats
     by_kind[kernel["kind"]] += kernel["uncalibrated"]
   route = next((route for kind, route in (("cudnn", "cudnn"), ("triton kernel", "kernel")) if kind in by_kind), "xla")
-  name = f"{model} step, {BATCH} × {LENGTH}, attention={attention.replace('-attention_dropout=', '/attention_dropout=')}"
+  attention = attention.replace("-attention_dropout=", "/attention_dropout=")  # as gpu.py's rows name it
+  name = f"{model} step, {BATCH} × {LENGTH}, attention={attention}"
   run = sorted(folder.glob("plugins/profile/*"))[-1].name  # jax's run folder: YYYY_MM_DD_HH_MM_SS
   return {"name": name, "commit": commit, "route": route, "held_out": name not in FIT,
           "measured_seconds": prediction["measured_step_seconds"], "uncalibrated_seconds": sum(by_kind.values()),
@@ -268,7 +269,8 @@ def fit(records: list[dict]) -> dict:
       "what": "gpu_step_time's calibration: factors of each group's uncalibrated work and the time of a launch, "
               f"fitted on programs measured on one {CARD.upper()}; written by benchmarks/gpu_predictions.py",
       **result, "held_out_band": [min(held_out), max(held_out)],
-      "summary": f"calibrated on {len(fitted)} measurements on an {CARD.upper()} ({max(r['date'] for r in fitted_on)}); "
+      "summary": f"calibrated on {len(fitted)} measurements on an {CARD.upper()} "
+                 f"({max(r['date'] for r in fitted_on)}); "
                  f"the {len(held_out)} held out took {min(held_out):.2f}–{max(held_out):.2f}× their prediction",
       "fitted_on": {r["name"]: round(ratios[r["name"]], 4) for r in fitted_on},
       "held_out": {r["name"]: round(ratios[r["name"]], 4) for r in records if r["name"] not in FIT},
@@ -305,8 +307,8 @@ def table(records: list[dict], fitted: dict) -> str:
                 f"| {roofline} |")
   return "\n".join([
       "| program (one H200) | tree | split | kernels | measured, ms | predicted (calibrated), ms "
-      "| measured ÷ predicted | within 1.5× | uncalibrated, ms (measured ÷ it) | roofline, ms (lower bound; – where "
-      "compiled on the GPU) |",
+      "| measured ÷ predicted | within 1.5× | uncalibrated, ms (measured ÷ it) | roofline, ms (lower bound; – for "
+      "the GPU's compiles) |",
       "|---|---|---|---:|---:|---:|---:|---|---:|---:|", *rows])
 
 
@@ -368,8 +370,8 @@ def main():
   if args.measured:
     if not args.commit:
       sys.exit("--measured needs --commit: the commit the GPU measured")
-    measured = [measured_record(trace.parent, args.commit)
-                for trace in sorted(args.measured.glob("*-wyjax-*/prediction.json"))]
+    folders = sorted(trace.parent for trace in args.measured.glob("*-wyjax-*/prediction.json"))
+    measured = [measured_record(folder, args.commit) for folder in folders]
     names = {r["name"] for r in measured}
     write([r for r in read() if r["name"] not in names] + measured)
   elif not args.table_only:

@@ -5,11 +5,11 @@ the rest is read on any machine.
     python benchmarks/profile_traces.py DIR
 
 Both profilers write Chrome trace JSON: jax's (jax.profiler.trace) as
-DIR/<name>/plugins/profile/<run>/<host>.trace.json.gz (and the same events in
-perfetto_trace.json.gz with create_perfetto_trace), torch's (torch.profiler) as DIR/<name>/trace.json. On a GPU a kernel is an event on the device's streams (jax) or of
-category "kernel" or a memory copy or set (torch); on a CPU, where no device kernels run
-(--smoke), the ops XLA's executor threads ran (jax) and torch's CPU ops (inclusive of the ops
-they call).
+DIR/<name>/plugins/profile/<run>/<host>.trace.json.gz (the same events in perfetto_trace.json.gz
+with create_perfetto_trace), torch's (torch.profiler) as DIR/<name>/trace.json. On a GPU a kernel
+is an event on the device's streams (jax) or of category "kernel" or a memory copy or set
+(torch); on a CPU, where no device kernels run (--smoke), the ops XLA's executor threads ran
+(jax) and torch's CPU ops (inclusive of the ops they call).
 """
 import collections
 import gzip

@@ -1,14 +1,21 @@
 """benchmarks/profile_vs_prediction.py: a GPU profile of a step joined with the prediction of
 its compile, kernel by kind and kernel by kernel, on a trace written here as jax's profiler
 writes one on a GPU (kernels on a device stream, the HLO op that launched each where it names
-one), so that the first GPU run gives the table in one command. The smoke run's traces (CPU ops)
-are joined in tests/benchmarks_test.py."""
+one), so that the first GPU run gives the table in one command; kernels CUDA graphs launched are
+counted, and the compile gpu.py profiles forms none. The smoke run's traces (CPU ops) are joined
+in tests/benchmarks_test.py."""
 import gzip
 import json
+import pathlib
 import subprocess
 import sys
+import tempfile
+
+import jax
+import jax.numpy as jnp
 
 from tests.train.conftest import REPO_ROOT
+from wyjax.core import aot
 
 # Two steps profiled; per step: XLA's kernel loop_add_fusion_3 twice (two identical fusions share
 # it) at 15 µs, a cuBLAS GEMM whose trace names its HLO op at 100 µs, a cuDNN kernel naming none
@@ -90,8 +97,9 @@ def test_kernels_launched_from_cuda_graphs_are_counted_and_cublas_is_a_gemm(tmp_
   wyjax = tmp_path / "pretrain-BERT-base-wyjax-auto"
   events = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/device:GPU:0"}},
             {"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "Stream #7(Compute)"}}]
+  kernels = (("loop_add_fusion_3", 15.0), ("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_TNN", 80.0))
   events += [{"ph": "X", "pid": 1, "tid": 7, "name": name, "dur": micros, "args": {"hlo_op": "command_buffer_59"}}
-             for name, micros in (("loop_add_fusion_3", 15.0), ("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_TNN", 80.0))]
+             for name, micros in kernels]
   run = wyjax / "plugins" / "profile" / "2026_11_28_00_00_00"
   run.mkdir(parents=True)
   with gzip.open(run / "vm.trace.json.gz", "wt") as f:  # jax's own name for the trace: <host>.trace.json.gz
@@ -112,17 +120,14 @@ def test_the_profiled_compile_has_no_command_buffers():
   command buffer (a CUDA graph) without it, none with it."""
   sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
   import gpu  # pylint: disable=g-import-not-at-top
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  import tempfile  # pylint: disable=g-import-not-at-top
-  import pathlib  # pylint: disable=g-import-not-at-top
-  from wyjax.core import aot  # pylint: disable=g-import-not-at-top
 
-  x = jax.ShapeDtypeStruct((256, 256), jnp.float32, sharding=jax.sharding.SingleDeviceSharding(aot.devices("h200")[0]))
-  lowered = jax.jit(lambda x: sum(jnp.tanh(x @ x * i).sum(0) for i in range(4))).lower(x)
+  device = jax.sharding.SingleDeviceSharding(aot.devices("h200")[0])
+  lowered = jax.jit(lambda x: sum(jnp.tanh(x @ x * i).sum(0) for i in range(4))).lower(
+      jax.ShapeDtypeStruct((256, 256), jnp.float32, sharding=device))
   graphs = []
   for options in ({}, gpu.PROFILED_COMPILE):
     with tempfile.TemporaryDirectory() as dump:
       lowered.compile(compiler_options={"xla_dump_to": dump, **options})
-      graphs.append(sum(path.read_text().count("kCommandBuffer") for path in pathlib.Path(dump).glob("*thunk_sequence*")))
+      thunks = pathlib.Path(dump).glob("*thunk_sequence*")
+      graphs.append(sum(path.read_text().count("kCommandBuffer") for path in thunks))
   assert graphs[0] > 0 and graphs[1] == 0, graphs

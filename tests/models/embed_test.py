@@ -34,18 +34,19 @@ def test_the_rows_are_nn_embeds_and_the_gpu_gradient_the_exact_sum():
   table, ids, grad = _batch()
   flax_rows = nn.Embed(VOCAB, WIDTH, dtype=jnp.bfloat16).apply({"params": {"embedding": table}}, ids)
   ours = layers.Embed(VOCAB, WIDTH, dtype=jnp.bfloat16).apply({"params": {"embedding": table}}, ids)
-  gpu_branch = layers._summed_sorted(jnp.bfloat16, table, ids)  # pylint: disable=protected-access
-  assert ours.dtype == gpu_branch.dtype == jnp.bfloat16
+  gpu_lookup = functools.partial(layers._summed_sorted, jnp.bfloat16)  # pylint: disable=protected-access
+  gpu_rows = gpu_lookup(table, ids)
+  assert ours.dtype == gpu_rows.dtype == jnp.bfloat16
   np.testing.assert_array_equal(np.asarray(ours, np.float32), np.asarray(flax_rows, np.float32))
-  np.testing.assert_array_equal(np.asarray(gpu_branch, np.float32), np.asarray(flax_rows, np.float32))
+  np.testing.assert_array_equal(np.asarray(gpu_rows, np.float32), np.asarray(flax_rows, np.float32))
   exact = np.zeros((VOCAB, WIDTH))
   np.add.at(exact, np.asarray(ids).reshape(-1), np.asarray(grad, np.float64).reshape(-1, WIDTH))
-  summed = _gradient(lambda t, i: layers._summed_sorted(jnp.bfloat16, t, i), table, ids, grad)  # pylint: disable=protected-access
+  summed = _gradient(gpu_lookup, table, ids, grad)
   np.testing.assert_allclose(summed, exact, rtol=1e-5, atol=1e-5)
   autodiff = _gradient(lambda t, i: layers.take(t, i, jnp.bfloat16), table, ids, grad)  # the CPU's
   assert np.abs(autodiff - exact)[MASK].max() > 100 * np.abs(summed - exact)[MASK].max()
   # In float32 both branches sum in float32: the same gradient, up to the order of the sum.
-  float32 = [_gradient(lambda t, i, lookup=lookup: lookup(t, i), table, ids, grad.astype(jnp.float32))
+  float32 = [_gradient(lookup, table, ids, grad.astype(jnp.float32))
              for lookup in (functools.partial(layers._summed_sorted, jnp.float32),  # pylint: disable=protected-access
                             lambda t, i: layers.take(t, i, jnp.float32))]
   np.testing.assert_allclose(*float32, rtol=1e-6, atol=1e-5)

@@ -120,7 +120,9 @@ def take(table, ids, dtype):
   autodiff's scatter-adds in `dtype`, token by token, and in bf16 it was the costliest kernel of
   DeBERTa-base's step on an H200 (29.7 ms of 117, predicted at 0.04; docs/benchmarks.md), its
   atomic adds the suspect, queued on the rows thousands of tokens share ([MASK], BERT's one token
-  type). On the CPU and TPU autodiff's: their programs are unchanged."""
+  type). On the CPU and TPU autodiff's: their programs are unchanged. On several GPUs the sort
+  takes every device's tokens, so XLA gathers their rows (compiled for h100:8, an all-reduce of
+  bf16 [131,072, 768] per table): a price a sort per device would not pay."""
   return jax.lax.platform_dependent(table, ids, cuda=functools.partial(_summed_sorted, dtype),
                                     default=functools.partial(_take, dtype))
 
