@@ -54,6 +54,15 @@ def _shipped():
   return gpu_predictions, records, json.loads(gpu_step_time.CALIBRATION.read_text())
 
 
+def test_a_step_measured_at_another_commit_is_another_point():
+  """gpu_predictions.py --measured replaces a record of its own commit and name, never another commit's."""
+  module, *_ = _shipped()
+  step = "BERT-base step, 32 × 512, attention=auto"
+  older, again = {"commit": "e7dca87", "name": step, "measured_seconds": 0.125}, {"commit": "1fe8d02", "name": step}
+  measured = [{"commit": "1fe8d02", "name": step, "measured_seconds": 0.029}]
+  assert module.merged([older, {**again, "measured_seconds": 0.05}], measured) == [older, *measured]
+
+
 def _least_squares(records: list[dict], columns) -> np.ndarray:
   """Factors minimising the squared relative error over `records` of measured ≈ Σ factor × column
   + XLA's 1 µs × launches: the normal equations, each row divided by its measurement."""
