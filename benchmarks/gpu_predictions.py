@@ -320,8 +320,8 @@ def table(records: list[dict], fitted: dict) -> str:
                 f"| {roofline} |")
   return "\n".join([
       "| program (one H200) | tree | split | kernels | measured, ms | predicted (calibrated), ms "
-      "| measured ÷ predicted | within 1.5× | uncalibrated, ms (measured ÷ it) | roofline, ms (lower bound; – for "
-      "the GPU's compiles) |",
+      "| measured ÷ predicted | within 1.5× | uncalibrated, ms (measured ÷ it) "
+      "| roofline, ms (lower bound; – where compiled on the GPU) |",
       "|---|---|---|---:|---:|---:|---:|---|---:|---:|", *rows])
 
 
