@@ -81,15 +81,27 @@ POINTS = (
     _attention(4096, "forward", "kernel", 4.26), _attention(4096, "forward", "xla", 6.00),
     _attention(1024, "forward+backward", "kernel", 13.73), _attention(1024, "forward+backward", "xla", 10.55),
 )
-# The split, written down and committed before its fit (2026-11-28; issue #62, item 5): the
-# factors are fitted on the first measurements of today's programs, the three steps of main
-# e7dca87 that benchmarks/gpu.py measured and profiled on one H200 (DeBERTa-base through cuDNN and,
-# with attention dropout, through the XLA path; BERT-base through cuDNN), each costed from the
-# GPU's own compile; every program measured before (POINTS, 14) validates them and is never fitted
-# on. The first split (18d92dc) fitted 10 of those 14 and held out 4.
-FIT = ("DeBERTa-base step, 32 × 512, attention=auto",
-       "DeBERTa-base step, 32 × 512, attention=auto/attention_dropout=0.1",
-       "BERT-base step, 32 × 512, attention=auto")
+# The split, written down and committed before its fit (2026-11-28, the second; issue #62, item
+# 5): the factors are fitted on the two steps of main 1fe8d02 (the sorted float32 embedding
+# gradient of layers.take) that benchmarks/gpu.py measured and profiled on one H200, BERT-base and
+# DeBERTa-base through cuDNN, each costed from the GPU's own compile; held out, never fitted on:
+# the three steps of e7dca87 (the bf16 scatter-add in token order; the split before this one
+# fitted them) and the 14 programs measured before. A point is its commit and its name: the same
+# step measured at two commits is two points. Two points determine at most two parameters: the
+# factors of the two groups they have work in, with no fit error left to show, a launch at XLA's
+# 1 µs; where one comes out at zero or less, fit()'s fallback.
+FIT = (("1fe8d02", "BERT-base step, 32 × 512, attention=auto"),
+       ("1fe8d02", "DeBERTa-base step, 32 × 512, attention=auto"))
+
+
+def key(r: dict) -> tuple[str, str]:
+  """A record's identity: (the measured commit, the program's name)."""
+  return r["commit"], r["name"]
+
+
+def label(r: dict) -> str:
+  """A record's name in gpu_calibration.json: the program and its commit."""
+  return f"{r['name']} ({r['commit']})"
 
 
 # --- in the measured tree (a child process: that tree's wyjax on the path) ---------------------
@@ -195,11 +207,12 @@ def record(point: Point, dump: pathlib.Path, compile_seconds: float) -> dict:
     work[gpu_step_time.group(kernel.launch)] += kernel.uncalibrated - gpu_step_time.LAUNCH_SECONDS * repeats
   cost = gpu_program.cost_analysis(hlo) or {}
   roofline = max(cost.get("flops", 0.0) / card.matmul_flops, cost.get("bytes accessed", 0.0) / card.hbm_bandwidth)
-  return {"name": point.name, "commit": point.commit, "route": point.route, "held_out": point.name not in FIT,
-          "measured_seconds": point.measured, "uncalibrated_seconds": prediction.uncalibrated,
-          "work_by_group": dict(work), "launches": launches, "roofline_seconds": roofline,
-          "kernels": program.kernel_count, "uncalibrated_seconds_by_kind": prediction.by_kind(),
-          "date": str(datetime.date.today()), "jax": jax.__version__, "predictor": _predictor(),
+  return {"name": point.name, "commit": point.commit, "route": point.route,
+          "held_out": (point.commit, point.name) not in FIT, "measured_seconds": point.measured,
+          "uncalibrated_seconds": prediction.uncalibrated, "work_by_group": dict(work), "launches": launches,
+          "roofline_seconds": roofline, "kernels": program.kernel_count,
+          "uncalibrated_seconds_by_kind": prediction.by_kind(), "date": str(datetime.date.today()),
+          "jax": jax.__version__, "predictor": _predictor(),
           **({"compile_seconds": round(compile_seconds, 1)} if compile_seconds else {})}
 
 
@@ -221,7 +234,7 @@ def measured_record(folder: pathlib.Path, commit: str) -> dict:
   attention = attention.replace("-attention_dropout=", "/attention_dropout=")  # as gpu.py's rows name it
   name = f"{model} step, {BATCH} × {LENGTH}, attention={attention}"
   run = sorted(folder.glob("plugins/profile/*"))[-1].name  # jax's run folder: YYYY_MM_DD_HH_MM_SS
-  return {"name": name, "commit": commit, "route": route, "held_out": name not in FIT,
+  return {"name": name, "commit": commit, "route": route, "held_out": (commit, name) not in FIT,
           "measured_seconds": prediction["measured_step_seconds"], "uncalibrated_seconds": sum(by_kind.values()),
           "work_by_group": dict(work), "launches": launches, "roofline_seconds": None, "kernels": launches,
           "uncalibrated_seconds_by_kind": dict(by_kind.most_common()), "compiled": "on the GPU, autotuned",
@@ -249,7 +262,7 @@ def fit(records: list[dict]) -> dict:
   gives a factor of zero or less (the points' work by group cannot tell their times apart), one
   factor for every group's work, at XLA's launch figure. Then the error on both halves.
   gpu_calibration.json's contents."""
-  fitted_on = [r for r in records if r["name"] in FIT]
+  fitted_on = [r for r in records if key(r) in FIT]
   groups = sorted({group for r in fitted_on for group, seconds in r["work_by_group"].items() if seconds > 0})
   work = np.array([[r["work_by_group"].get(group, 0.0) for group in groups] for r in fitted_on])
   fit_launch = len(fitted_on) > len(groups) + 1
@@ -262,9 +275,9 @@ def fit(records: list[dict]) -> dict:
   if min(per_group.values()) <= 0:
     sys.exit(f"the fit gave a factor of zero or less: {per_group}")
   result = {"factors": per_group, "launch_seconds": launch}
-  ratios = {r["name"]: r["measured_seconds"] / calibrated(r, result) for r in records}
-  held_out = [ratios[r["name"]] for r in records if r["name"] not in FIT]
-  fitted = [ratios[r["name"]] for r in fitted_on]
+  ratios = {label(r): r["measured_seconds"] / calibrated(r, result) for r in records}
+  held_out = [ratios[label(r)] for r in records if key(r) not in FIT]
+  fitted = [ratios[label(r)] for r in fitted_on]
   return {
       "what": "gpu_step_time's calibration: factors of each group's uncalibrated work and the time of a launch, "
               f"fitted on programs measured on one {CARD.upper()}; written by benchmarks/gpu_predictions.py",
@@ -272,8 +285,8 @@ def fit(records: list[dict]) -> dict:
       "summary": f"calibrated on {len(fitted)} measurements on an {CARD.upper()} "
                  f"({max(r['date'] for r in fitted_on)}); "
                  f"the {len(held_out)} held out took {min(held_out):.2f}–{max(held_out):.2f}× their prediction",
-      "fitted_on": {r["name"]: round(ratios[r["name"]], 4) for r in fitted_on},
-      "held_out": {r["name"]: round(ratios[r["name"]], 4) for r in records if r["name"] not in FIT},
+      "fitted_on": {label(r): round(ratios[label(r)], 4) for r in fitted_on},
+      "held_out": {label(r): round(ratios[label(r)], 4) for r in records if key(r) not in FIT},
       "launch_fitted": fit_launch, **({"refused_per_group_fit": refused} if refused else {}),
       "date": max(r["date"] for r in records), "predictor": records[-1]["predictor"]}
 
@@ -307,13 +320,20 @@ def table(records: list[dict], fitted: dict) -> str:
                 f"| {roofline} |")
   return "\n".join([
       "| program (one H200) | tree | split | kernels | measured, ms | predicted (calibrated), ms "
-      "| measured ÷ predicted | within 1.5× | uncalibrated, ms (measured ÷ it) | roofline, ms (lower bound; – for "
-      "the GPU's compiles) |",
+      "| measured ÷ predicted | within 1.5× | uncalibrated, ms (measured ÷ it) "
+      "| roofline, ms (lower bound; – where compiled on the GPU) |",
       "|---|---|---|---:|---:|---:|---:|---|---:|---:|", *rows])
 
 
 def _ms(seconds: float) -> str:
   return f"{seconds * 1e3:,.1f}" if seconds >= 0.01 else f"{seconds * 1e3:.2f}"
+
+
+def merged(records: list[dict], measured: list[dict]) -> list[dict]:
+  """`records` with `measured` after them, each replacing the record of its commit and name only:
+  a step measured again at another commit is another point."""
+  new = {key(r) for r in measured}
+  return [r for r in records if key(r) not in new] + measured
 
 
 def read() -> list[dict]:
@@ -359,7 +379,7 @@ def main():
   parser.add_argument("--dumps", type=pathlib.Path, default=pathlib.Path("/tmp/wyjax-gpu-predictions"))
   parser.add_argument("--table_only", action="store_true")
   parser.add_argument("--measured", type=pathlib.Path, help="a --profile folder of benchmarks/gpu.py: its wyjax steps "
-                      "(prediction.json beside each trace) join the records, replacing those of the same name")
+                      "(prediction.json beside each trace) join the records, replacing those of its commit and name")
   parser.add_argument("--commit", help="with --measured: the commit the GPU measured")
   parser.add_argument("--child", type=int, help="internal: compile POINTS[i] in the measured tree")
   parser.add_argument("--dump", help="internal: the child's dump folder")
@@ -372,16 +392,15 @@ def main():
       sys.exit("--measured needs --commit: the commit the GPU measured")
     folders = sorted(trace.parent for trace in args.measured.glob("*-wyjax-*/prediction.json"))
     measured = [measured_record(folder, args.commit) for folder in folders]
-    names = {r["name"] for r in measured}
-    write([r for r in read() if r["name"] not in names] + measured)
+    write(merged(read(), measured))
   elif not args.table_only:
-    write([r for r in read() if r["name"] not in {point.name for point in POINTS}])  # the GPU's steps stay
+    write([r for r in read() if key(r) not in {(point.commit, point.name) for point in POINTS}])  # the GPU's stay
     for point in POINTS:
       line = record(point, *dumped(point, args))
       print(json.dumps({k: line[k] for k in ("name", "commit", "measured_seconds", "uncalibrated_seconds")}), flush=True)
       write(read() + [line])
   compiled = [point.name for point in POINTS]  # the compiled programs first, in POINTS' order, then the GPU's
-  records = sorted(({**r, "held_out": r["name"] not in FIT} for r in read()),
+  records = sorted(({**r, "held_out": key(r) not in FIT} for r in read()),
                    key=lambda r: compiled.index(r["name"]) if r["name"] in compiled else len(compiled))
   write(records)
   fitted = fit(records)

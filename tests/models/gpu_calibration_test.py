@@ -54,6 +54,15 @@ def _shipped():
   return gpu_predictions, records, json.loads(gpu_step_time.CALIBRATION.read_text())
 
 
+def test_a_step_measured_at_another_commit_is_another_point():
+  """gpu_predictions.py --measured replaces a record of its own commit and name, never another commit's."""
+  module, *_ = _shipped()
+  step = "BERT-base step, 32 × 512, attention=auto"
+  older, again = {"commit": "e7dca87", "name": step, "measured_seconds": 0.125}, {"commit": "1fe8d02", "name": step}
+  measured = [{"commit": "1fe8d02", "name": step, "measured_seconds": 0.029}]
+  assert module.merged([older, {**again, "measured_seconds": 0.05}], measured) == [older, *measured]
+
+
 def _least_squares(records: list[dict], columns) -> np.ndarray:
   """Factors minimising the squared relative error over `records` of measured ≈ Σ factor × column
   + XLA's 1 µs × launches: the normal equations, each row divided by its measurement."""
@@ -64,14 +73,17 @@ def _least_squares(records: list[dict], columns) -> np.ndarray:
 
 
 def test_the_shipped_factor_is_fitted_on_the_fit_half_only():
-  """The split of #62 item 5: fitted on the three steps measured at e7dca87, the 14 older programs
-  held out. A factor per group (GEMMs with cuDNN, XLA's other kernels) fits them with one below
-  zero, so one factor takes every group's work, and a launch XLA's 1 µs."""
+  """The second split of #62 item 5: fitted on the two steps measured at 1fe8d02, the three of
+  e7dca87 and the 14 older programs held out. A factor per group (GEMMs with cuDNN, XLA's other
+  kernels) fits the two with one below zero, so one factor takes every group's work, and a launch
+  XLA's 1 µs."""
   module, records, shipped = _shipped()
-  held_out = {r["name"] for r in records if r["held_out"]}
-  assert set(module.FIT) == set(shipped["fitted_on"]) and len(records) == 17
-  assert held_out == set(shipped["held_out"]) == {r["name"] for r in records} - set(module.FIT) and len(held_out) == 14
   fit_points = [r for r in records if not r["held_out"]]
+  assert {(r["commit"], r["name"]) for r in fit_points} == set(module.FIT) == {
+      ("1fe8d02", f"{model} step, 32 × 512, attention=auto") for model in ("BERT-base", "DeBERTa-base")}
+  assert set(shipped["fitted_on"]) == {f"{r['name']} ({r['commit']})" for r in fit_points}
+  assert set(shipped["held_out"]) == {f"{r['name']} ({r['commit']})" for r in records if r["held_out"]}
+  assert len(records) == 19 and len(shipped["held_out"]) == 17
   per_group = _least_squares(fit_points, [lambda r, g=g: r["work_by_group"][g] for g in ("matmul", "memory")])
   assert per_group.min() < 0 and shipped["refused_per_group_fit"] == pytest.approx(
       dict(zip(("matmul", "memory"), per_group)), rel=1e-6)
@@ -79,15 +91,17 @@ def test_the_shipped_factor_is_fitted_on_the_fit_half_only():
   (factor,) = _least_squares(fit_points, [work])
   assert shipped["factors"] == pytest.approx(dict.fromkeys(("matmul", "memory", "pallas kernel"), factor), rel=1e-9)
   assert shipped["launch_seconds"] == LAUNCH and not shipped["launch_fitted"]
-  (leaked,) = _least_squares(records, [work])  # had a held-out point been fitted on, the factor would move
-  assert abs(leaked / factor - 1) > 0.01
+  for held_out in (r for r in records if r["held_out"] and r["commit"] == "e7dca87"):  # fitted on, it would move
+    (leaked,) = _least_squares([*fit_points, held_out], [work])
+    assert abs(leaked / factor - 1) > 0.01
 
 
 def test_the_reported_errors_are_those_of_the_shipped_factors():
   """measured ÷ (Σ factor × work + launch time × launches), point by point; the band is the held-out range."""
   _, records, shipped = _shipped()
-  ratios = {r["name"]: r["measured_seconds"] / (sum(shipped["factors"].get(g, 1.0) * s for g, s in r["work_by_group"].items())
-                                                + shipped["launch_seconds"] * r["launches"]) for r in records}
+  calibrated = lambda r: (sum(shipped["factors"].get(g, 1.0) * s for g, s in r["work_by_group"].items())
+                          + shipped["launch_seconds"] * r["launches"])
+  ratios = {f"{r['name']} ({r['commit']})": r["measured_seconds"] / calibrated(r) for r in records}
   assert {**shipped["fitted_on"], **shipped["held_out"]} == pytest.approx(ratios, abs=1e-4)
   held = [ratios[name] for name in shipped["held_out"]]
   assert shipped["held_out_band"] == pytest.approx([min(held), max(held)], rel=1e-9)
