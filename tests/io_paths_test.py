@@ -65,6 +65,17 @@ def test_fine_tuning_from_a_seed_of_its_own_workdir_is_refused_before_anything_m
   run_config.check_reads(workdir, finetuning.WRITTEN, {"--config.data_dir": str(workdir / "data")}, "fine-tuning")
 
 
+@pytest.mark.parametrize("task,option", [("aceval", "transfer_init"), ("cclue_spo", "predicates_from")])
+def test_a_task_option_naming_a_run_is_read_as_an_input(tmp_path, task, option):
+  """AC-EVAL's transfer model and C-CLUE triples' predicate run are read like the init: a
+  --workdir inside either would write over what the run reads."""
+  other_run = tmp_path / "other_run"
+  config = suite.task_config(task, data_dir=str(tmp_path / "data"), **{option: str(other_run)})
+  with pytest.raises(guards.RunError, match=re.escape(f"--workdir {other_run / 'x'} lies inside --config.{option} "
+                                                      f"{other_run}, which fine-tuning reads")):
+    finetuning.finetune(config, other_run / "x")
+  assert not other_run.exists()
+
 def test_the_benchmark_never_writes_inside_its_init_or_data(tmp_path):
   (tmp_path / "tasks").mkdir()
   with pytest.raises(guards.RunError, match=re.escape(f"--out {tmp_path / 'tasks' / 'out'} lies inside --data_root")):

@@ -314,6 +314,7 @@ TASK = Task(
                 train_files="dev/<subject>.csv"),
     # transfer_init: a model fine-tuned on IRC, WYWRC or CCPM softmax, evaluated untrained;
     # folds: dev questions per subject
-    options={"dev_finetune": True, "transfer_init": "", "folds": 5}, run=run, from_other_runs=_transfer_run,
+    options={"dev_finetune": True, "transfer_init": "", "folds": 5}, path_options=("transfer_init",), run=run,
+    from_other_runs=_transfer_run,
     board="classical", heading="AC-EVAL", board_tables=_board_tables, benchmark="AC-EVAL",
     hub_task_type="multiple-choice", hub_dataset=("AC-EVAL", "ac-eval"))

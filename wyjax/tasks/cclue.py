@@ -320,7 +320,8 @@ SPO = Task(
     main_metric="triple_f1", baseline=lambda train, dev: [None] * len(dev), submission_format="json",
     submission=lambda examples, triples: [as_json(r) for r in spo_records(examples, triples)],
     # a cclue_re workdir: its dev and test predictions are the inputs (empty: the gold predicates)
-    options={"predicates_from": ""}, prepare=_spo_prepare, from_other_runs=_predicates_run,
+    options={"predicates_from": ""}, path_options=("predicates_from",), prepare=_spo_prepare,
+    from_other_runs=_predicates_run,
     config="cclue_re:spo", heading="C-CLUE triples", hub_task_type="token-classification", **_RELATIONS_PLACE,
     inputs=("text", "given_predicate"))
 

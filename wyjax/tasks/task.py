@@ -74,6 +74,7 @@ class Task:
   notes: Callable[[Sequence], list[str]] = lambda examples: []
   # Config keys the task reads beyond wyjax.train.finetuning.base_config's, with their defaults.
   options: dict = dataclasses.field(default_factory=dict)
+  path_options: tuple[str, ...] = ()  # those of the options that name a path a run reads (never written)
   # (task, {split: examples}, config) → (task, splits) to train and score on: the options at work
   prepare: Callable = _unchanged
   # (tokenizer, features, argmax tokens) → metrics of a generating head's forced predictions
