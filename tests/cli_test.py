@@ -161,6 +161,10 @@ def _cases(root):
       "demo: the user's files where it exports": ("wyjax.demo", [f"--workdir={root / 'demo'}"], 1,
                                                   f"{root / 'demo' / 'hf'} holds README.md, which no earlier export "
                                                   "of this command wrote there"),  # replaced without a word
+      "demo: --workdir inside --poetry_package": ("wyjax.demo", [f"--workdir={root / 'texts' / 'demo'}",
+                                                                 f"--poetry_package={root / 'texts'}"], 1,
+                                                  f"--workdir {root / 'texts' / 'demo'} lies inside --poetry_package "
+                                                  f"{root / 'texts'}, which the demo reads"),
       "translate: --max_ratio=0 --max_extra=0": ("wyjax.translate", [f"--init={missing}", "--max_ratio=0",
                                                                      "--max_extra=0"], 2,
                                                  "--max_ratio 0 and --max_extra 0 leave a translation no token"),

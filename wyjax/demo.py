@@ -27,7 +27,7 @@ import time
 
 from absl import flags
 
-from wyjax.core import aot, checkpoints, cli, config_files, guards, logs, storage
+from wyjax.core import aot, checkpoints, cli, config_files, guards, io_paths, logs, storage
 from wyjax.core.ranges import INT32
 from wyjax.data import corpus, prepare
 from wyjax.hf import export_folder, loading, task_models
@@ -51,6 +51,9 @@ _PER_DYNASTY = flags.DEFINE_integer("per_dynasty", 1200, "Poems per dynasty in t
 _PUNC_EXAMPLES = flags.DEFINE_integer("punc_examples", 5000, "Poems in the punctuation task.", lower_bound=1)
 _PACKAGE = flags.DEFINE_string("poetry_package", None,
                                "An unpacked chinese-poetry package/ folder (default: fetched with npm).")
+# What the demo writes in its --workdir.
+WRITTEN = ("demo.log", "pretrain", "tasks", "results", "hf", "hf_files.json")
+
 _ACCEPT = flags.DEFINE_bool("accept_config_change", False,
                             "Continue the runs in --workdir although they were made with other settings.")
 
@@ -86,8 +89,12 @@ def main(argv):
 def run_demo():
   start = time.perf_counter()
   workdir = pathlib.Path(_WORKDIR.value or storage.cache_dir() / "demo")
-  logs.to_file(workdir, "demo")
   config = _PRETRAIN.value
+  reads = {"--poetry_package": _PACKAGE.value, "--pretrain_config.init": config.init,
+           "--pretrain_config.corpus.vocab": config.corpus.vocab}
+  io_paths.check_apart({"--workdir": workdir}, reads, "the demo")
+  io_paths.check_not_written("--workdir", workdir, WRITTEN, reads, "the demo")
+  logs.to_file(workdir, "demo")
   if _PACKAGE.value:
     config.corpus.source = f"poetry:{pathlib.Path(_PACKAGE.value).resolve()}"
   hf_dir, exported = workdir / "hf", workdir / "hf_files.json"  # the export's files, recorded by content
