@@ -217,7 +217,8 @@ def record(point: Point, dump: pathlib.Path, compile_seconds: float) -> dict:
   roofline = max(cost.get("flops", 0.0) / card.matmul_flops, cost.get("bytes accessed", 0.0) / card.hbm_bandwidth)
   return {"name": point.name, "commit": point.commit, "route": point.route,
           "held_out": (point.commit, point.name) not in FIT, "measured_seconds": point.measured,
-          "uncalibrated_seconds": prediction.uncalibrated, "roofline_seconds": roofline, "kernels": program.kernel_count,
+          "uncalibrated_seconds": prediction.uncalibrated, "roofline_seconds": roofline,
+          "kernels": program.kernel_count,
           "uncalibrated_seconds_by_kind": prediction.by_kind(), "date": str(datetime.date.today()),
           "jax": jax.__version__, "predictor": _predictor(),
           **({"compile_seconds": round(compile_seconds, 1)} if compile_seconds else {})}
@@ -281,7 +282,8 @@ def fit(records: list[dict]) -> dict:
     measured.update(r["measured_seconds_by_kind"])
     costed.update(r["uncalibrated_seconds_by_kind"])
     kernels.update(r["measured_kernels_by_kind"])
-  factors = {kind: measured[kind] / costed[kind] for kind, _ in measured.most_common() if measured[kind] and costed[kind]}
+  factors = {kind: measured[kind] / costed[kind] for kind, _ in measured.most_common()
+             if measured[kind] and costed[kind]}
   default = sum(measured.values()) / sum(costed.values())
   calibration = gpu_step_time.Calibration(factors, default, (1.0, 1.0), "")
   ratios = {label(r): r["measured_seconds"] / calibrated(r, calibration) for r in records}
@@ -293,7 +295,8 @@ def fit(records: list[dict]) -> dict:
       "factors": factors, "default_factor": default, "held_out_band": [min(held_out), max(held_out)],
       "summary": f"a factor per kernel kind, fitted on the {sum(kernels.values()):,} kernels of {len(fitted_on)} steps "
                  f"profiled on an {CARD.upper()} ({max(r['date'] for r in fitted_on)}); "
-                 f"the {len(held_out)} programs held out took {min(held_out):.2f}–{max(held_out):.2f}× their prediction",
+                 f"the {len(held_out)} programs held out took {min(held_out):.2f}–{max(held_out):.2f}× "
+                 "their prediction",
       "fitted_on_kernels": {kind: {"kernels": kernels[kind], "measured_ms": round(measured[kind] * 1e3, 4),
                                    "uncalibrated_ms": round(costed[kind] * 1e3, 4)}
                             for kind in sorted(set(measured) | set(costed), key=lambda k: -costed[k] - measured[k])},
@@ -358,7 +361,8 @@ def write_doc(records: list[dict], fitted: dict) -> str:
            f"on the {kernels:,} measured kernels of the {len(fit_ratios)} fit steps: {factors}; any other kind "
            f"{fitted['default_factor']:.2f} (all their kernels pooled). Fit error (those steps whole): measured ÷ "
            f"predicted {min(fit_ratios):.2f}–{max(fit_ratios):.2f} ({within(fit_ratios)} of {len(fit_ratios)} within "
-           f"1.5×, {within(fit_ratios, STEP_TOLERANCE)} within 1.3×); held-out error: {min(held):.2f}–{max(held):.2f} "
+           f"1.5×, {within(fit_ratios, STEP_TOLERANCE)} within 1.3×); held-out error: "
+           f"{min(held):.2f}–{max(held):.2f} "
            f"({within(held)} of {len(held)} within 1.5×; the {len(steps)} whole training steps "
            f"{min(steps):.2f}–{max(steps):.2f}, {within(steps, STEP_TOLERANCE)} within 1.3×).")
   text = DOC.read_text()

@@ -79,7 +79,8 @@ def test_the_fit_is_each_kind_s_ratio_of_sums_over_the_fit_steps_kernels(monkeyp
   module, *_ = _shipped()
   fit_points = [_point("a", "one step, x", {"gemm": 3e-3, "cudnn": 6e-3}, {"gemm": 4e-3, "cudnn": 2e-3},
                        {"gemm": 10, "cudnn": 4}),
-                _point("a", "two step, x", {"gemm": 5e-3, "unmatched": 1e-3}, {"gemm": 4e-3}, {"gemm": 10, "unmatched": 1})]
+                _point("a", "two step, x", {"gemm": 5e-3, "unmatched": 1e-3}, {"gemm": 4e-3},
+                       {"gemm": 10, "unmatched": 1})]
   held_out = _point("b", "three step, x", 26e-3, {"gemm": 10e-3, "triton kernel": 2e-3})
   monkeypatch.setattr(module, "FIT", tuple((r["commit"], r["name"]) for r in fit_points))
   fitted = module.fit([*fit_points, held_out])
