@@ -11,12 +11,13 @@ attention part (benchmarks/pretrain_step.py at 09f05b7, benchmarks/gpu.py and
 benchmarks/attention.py at c147d65: the same configs, batch, length and attention route), lowered
 for an H200 on this CPU (jax's compile-only CUDA devices, the card described by this tree's
 gpu_cards.target) and dumped with XLA's estimates. This tree's predictor costs each dump (kept in
---dumps, so that a rerun only costs them again), uncalibrated: its work by calibration group and
-its launches. One JSON line per program goes to benchmarks/gpu_predictions.jsonl. The steps
-`benchmarks/gpu.py --profile=DIR` measured join them (--measured): each is costed as the GPU
-compiled it, from the prediction.json beside its trace. The factors are then fitted on FIT (the
-split below, written down before its fit) and written to wyjax/core/gpu_calibration.json with the
-error on both halves, and docs/benchmarks.md's table is rewritten from both.
+--dumps, so that a rerun only costs them again), uncalibrated, by kernel kind. One JSON line per
+program goes to benchmarks/gpu_predictions.jsonl. The steps `benchmarks/gpu.py --profile=DIR`
+measured join them (--measured): each is costed as the GPU compiled it, from the prediction.json
+beside its trace, and joined with its trace kernel by kernel (profile_vs_prediction.join): its
+measured seconds by kind. The factors are then fitted on FIT (the split below, written down
+before its fit) and written to wyjax/core/gpu_calibration.json with the error on both halves, and
+docs/benchmarks.md's table is rewritten from both.
 
 The measured figures were taken with jax 0.11.2 on the GPU, autotuned; the compiles here use this
 machine's jax and no autotuning: the same model code, XLA's heuristics where the GPU's compile
@@ -33,7 +34,8 @@ import subprocess
 import sys
 import time
 
-import numpy as np
+import profile_traces  # benchmarks/, beside this file
+import profile_vs_prediction
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "gpu_predictions.jsonl"
@@ -45,6 +47,7 @@ BEGIN, END = "<!-- gpu predictions table -->", "<!-- end gpu predictions table -
 CARD = "h200"
 BATCH, LENGTH = 32, 512  # the pretraining steps'; the attention part keeps 16,384 tokens a batch
 TOLERANCE = 1.5  # the target: predicted ÷ measured within [1 / 1.5, 1.5]
+STEP_TOLERANCE = 1.3  # the target for whole training steps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,15 +84,26 @@ POINTS = (
     _attention(4096, "forward", "kernel", 4.26), _attention(4096, "forward", "xla", 6.00),
     _attention(1024, "forward+backward", "kernel", 13.73), _attention(1024, "forward+backward", "xla", 10.55),
 )
-# The split, written down and committed before its fit (2026-11-28, the second; issue #62, item
-# 5): the factors are fitted on the two steps of main 1fe8d02 (the sorted float32 embedding
-# gradient of layers.take) that benchmarks/gpu.py measured and profiled on one H200, BERT-base and
-# DeBERTa-base through cuDNN, each costed from the GPU's own compile; held out, never fitted on:
-# the three steps of e7dca87 (the bf16 scatter-add in token order; the split before this one
-# fitted them) and the 14 programs measured before. A point is its commit and its name: the same
-# step measured at two commits is two points. Two points determine at most two parameters: the
-# factors of the two groups they have work in, with no fit error left to show, a launch at XLA's
-# 1 µs; where one comes out at zero or less, fit()'s fallback.
+# The split and the model, written down and committed before their fit (2026-11-28, the third;
+# issue #62, item 5). Fit points: the kernels of the two steps of main 1fe8d02 that
+# benchmarks/gpu.py measured and profiled on one H200 (BERT-base and DeBERTa-base through cuDNN):
+# every measured kernel of both traces joined with its predicted uncalibrated cost of the GPU's
+# own compile by profile_vs_prediction.join (the kind of a kernel the join cannot match is the
+# kind its name says, else "unmatched"). The model: a factor per kernel kind (gpu_program's
+# kinds; cuDNN's attention is its own, "cudnn"), each the ratio of sums over both steps,
+# Σ measured ÷ Σ uncalibrated of that kind's kernels (not least squares on kernel times, which
+# the longest kernels would decide: the ratio of sums makes each kind's time over the two steps
+# exact, what a step's sum needs). A kernel's uncalibrated cost keeps XLA's 1 µs a launch and
+# the factor scales it whole: no time between kernels is fitted or added, since the profiled
+# kernels' durations already sum to more than the timed steps (29.14 against 28.96 ms,
+# 86.50 against 84.48; the timed steps run from CUDA graphs, the profiled without), leaving no
+# gap to fit. A kind with no measured kernel in the two traces (the Pallas kernel, "triton
+# kernel"; "random bits") takes the pooled factor, Σ measured ÷ Σ uncalibrated over every
+# kernel of both traces; a collective stays as costed (no fit point has one). Held out, never
+# fitted on, as whole steps from their uncalibrated seconds by kind: the three steps of e7dca87
+# and the 14 programs measured before. The fit's error is that of the two 1fe8d02 whole steps
+# (their measured step times, whose kernels were fitted on). A point is its commit and its
+# name: the same step measured at two commits is two points.
 FIT = (("1fe8d02", "BERT-base step, 32 × 512, attention=auto"),
        ("1fe8d02", "DeBERTa-base step, 32 × 512, attention=auto"))
 
@@ -190,9 +204,8 @@ def dumped(point: Point, args) -> tuple[pathlib.Path, float]:
 
 
 def record(point: Point, dump: pathlib.Path, compile_seconds: float) -> dict:
-  """The uncalibrated prediction for the point's dump beside its measured time, its work by
-  calibration group (launches left out) and launches, what the factors are fitted on; and the
-  roofline (XLA's own FLOPs and bytes of the module at the card's peak and bandwidth; custom
+  """The uncalibrated prediction for the point's dump beside its measured time, by kernel kind
+  (what the factors calibrate); and the roofline (XLA's own FLOPs and bytes of the module at the card's peak and bandwidth; custom
   calls count none)."""
   import jax  # pylint: disable=g-import-not-at-top
   from wyjax.core import gpu_cards, gpu_program, gpu_step_time  # pylint: disable=g-import-not-at-top
@@ -200,17 +213,12 @@ def record(point: Point, dump: pathlib.Path, compile_seconds: float) -> dict:
   program, hlo = gpu_program.read_dump(dump)
   card = gpu_cards.CARDS[CARD]
   prediction = gpu_step_time.predict(program, card, uncalibrated())
-  work, launches = collections.Counter(), 0
-  for kernel in prediction.kernels:  # as Calibration.apply splits them: a collective has no launch to refit
-    repeats = 0 if kernel.launch.collective else kernel.launch.repeats
-    launches += repeats
-    work[gpu_step_time.group(kernel.launch)] += kernel.uncalibrated - gpu_step_time.LAUNCH_SECONDS * repeats
   cost = gpu_program.cost_analysis(hlo) or {}
   roofline = max(cost.get("flops", 0.0) / card.matmul_flops, cost.get("bytes accessed", 0.0) / card.hbm_bandwidth)
   return {"name": point.name, "commit": point.commit, "route": point.route,
           "held_out": (point.commit, point.name) not in FIT, "measured_seconds": point.measured,
-          "uncalibrated_seconds": prediction.uncalibrated, "work_by_group": dict(work), "launches": launches,
-          "roofline_seconds": roofline, "kernels": program.kernel_count,
+          "uncalibrated_seconds": prediction.uncalibrated, "roofline_seconds": roofline,
+          "kernels": program.kernel_count,
           "uncalibrated_seconds_by_kind": prediction.by_kind(), "date": str(datetime.date.today()),
           "jax": jax.__version__, "predictor": _predictor(),
           **({"compile_seconds": round(compile_seconds, 1)} if compile_seconds else {})}
@@ -219,98 +227,94 @@ def record(point: Point, dump: pathlib.Path, compile_seconds: float) -> dict:
 def measured_record(folder: pathlib.Path, commit: str) -> dict:
   """A step `benchmarks/gpu.py --profile` measured on a GPU at `commit`, as a record: costed from
   the prediction.json beside its trace (every kernel of the GPU's own, autotuned compile,
-  uncalibrated, with its group) and dated by its trace."""
-  from wyjax.core import gpu_step_time  # pylint: disable=g-import-not-at-top
-
+  uncalibrated, with its kind), joined with the trace kernel by kernel (the measured seconds and
+  launches a step by kind, what fit() fits on) and dated by its trace."""
   prediction = json.loads((folder / "prediction.json").read_text())
-  model, attention = folder.name.removeprefix("pretrain-").split("-wyjax-")
-  work, by_kind, launches = collections.Counter(), collections.Counter(), 0
-  for kernel in prediction["kernels"]:  # as record() splits them
-    repeats = 0 if kernel["group"] == "collective" else kernel["repeats"]
-    launches += repeats
-    work[kernel["group"]] += kernel["uncalibrated"] - gpu_step_time.LAUNCH_SECONDS * repeats
+  trace = profile_traces.traces(folder.parent)[folder.name]
+  _, kernels = profile_vs_prediction.join(profile_traces.events(trace)[1], prediction)
+  by_kind, measured, launches = collections.Counter(), collections.Counter(), collections.Counter()
+  for kernel in prediction["kernels"]:
     by_kind[kernel["kind"]] += kernel["uncalibrated"]
+  for kernel in kernels:
+    measured[kernel["kind"]] += kernel["measured"]
+    launches[kernel["kind"]] += kernel["launches"]
+  model, attention = folder.name.removeprefix("pretrain-").split("-wyjax-")
   route = next((route for kind, route in (("cudnn", "cudnn"), ("triton kernel", "kernel")) if kind in by_kind), "xla")
   attention = attention.replace("-attention_dropout=", "/attention_dropout=")  # as gpu.py's rows name it
   name = f"{model} step, {BATCH} × {LENGTH}, attention={attention}"
-  run = sorted(folder.glob("plugins/profile/*"))[-1].name  # jax's run folder: YYYY_MM_DD_HH_MM_SS
   return {"name": name, "commit": commit, "route": route, "held_out": (commit, name) not in FIT,
           "measured_seconds": prediction["measured_step_seconds"], "uncalibrated_seconds": sum(by_kind.values()),
-          "work_by_group": dict(work), "launches": launches, "roofline_seconds": None, "kernels": launches,
-          "uncalibrated_seconds_by_kind": dict(by_kind.most_common()), "compiled": "on the GPU, autotuned",
-          "date": run[:10].replace("_", "-"), "predictor": _predictor()}
+          "roofline_seconds": None, "kernels": sum(kernel["repeats"] for kernel in prediction["kernels"]),
+          "uncalibrated_seconds_by_kind": dict(by_kind.most_common()),
+          "measured_seconds_by_kind": dict(measured.most_common()),
+          "measured_kernels_by_kind": {kind: round(n) for kind, n in launches.most_common()},
+          "compiled": "on the GPU, autotuned", "date": trace.parent.name[:10].replace("_", "-"),
+          "predictor": _predictor()}
 
 
 def uncalibrated():
-  """Factors of one and XLA's launch overhead: the kernels as costed."""
+  """Factors of one: the kernels as costed."""
   from wyjax.core import gpu_step_time  # pylint: disable=g-import-not-at-top
-  return gpu_step_time.Calibration({}, gpu_step_time.LAUNCH_SECONDS, (1.0, 1.0), "uncalibrated")
+  return gpu_step_time.Calibration({}, 1.0, (1.0, 1.0), "uncalibrated")
 
 
-def calibrated(r: dict, fitted: dict) -> float:
-  """A record's step with the fitted factors: each group's work times its factor (a group
-  without one as costed), and each launch the fitted time."""
-  work = sum(fitted["factors"].get(group, 1.0) * seconds for group, seconds in r["work_by_group"].items())
-  return work + fitted["launch_seconds"] * r["launches"]
+def calibrated(r: dict, calibration) -> float:
+  """A record's step by a gpu_step_time.Calibration: each kind's uncalibrated seconds times its factor."""
+  return sum(calibration.factor(kind) * seconds for kind, seconds in r["uncalibrated_seconds_by_kind"].items())
+
+
+def is_step(r: dict) -> bool:
+  """Whether a record is a whole training step (the rest are the attention part alone)."""
+  return " step, " in r["name"]
 
 
 def fit(records: list[dict]) -> dict:
-  """Factors of the calibration groups the FIT points have work in, by least squares on the
-  relative error over those points only (each measured step ≈ Σ factor × its group's work +
-  launches × time); the time per launch too where the points outnumber the parameters with it,
-  else XLA's figure (a fit of as many parameters as points leaves no error to report). Where that
-  gives a factor of zero or less (the points' work by group cannot tell their times apart), one
-  factor for every group's work, at XLA's launch figure. Then the error on both halves.
-  gpu_calibration.json's contents."""
+  """The factor of each kernel kind the FIT steps' profiles measured: Σ measured ÷ Σ uncalibrated
+  seconds of its kernels over those steps (the ratio of sums, which makes each kind's time over
+  them exact); a kind they measured no kernel of, the pooled factor of all their kernels. Then the
+  error on both halves, whole programs by their uncalibrated seconds by kind: gpu_calibration.json's
+  contents."""
+  from wyjax.core import gpu_step_time  # pylint: disable=g-import-not-at-top
+
   fitted_on = [r for r in records if key(r) in FIT]
-  groups = sorted({group for r in fitted_on for group, seconds in r["work_by_group"].items() if seconds > 0})
-  work = np.array([[r["work_by_group"].get(group, 0.0) for group in groups] for r in fitted_on])
-  fit_launch = len(fitted_on) > len(groups) + 1
-  factors, launch = _least_squares(fitted_on, work, fit_launch)
-  per_group, refused = dict(zip(groups, factors.tolist())), {}
-  if (factors <= 0).any() or launch <= 0:  # the work by group cannot tell the points' times apart
-    refused, fit_launch = per_group, False
-    (factor,), launch = _least_squares(fitted_on, work.sum(axis=1, keepdims=True), fit_launch)
-    per_group = dict.fromkeys(sorted({group for r in records for group in r["work_by_group"]}), float(factor))
-  if min(per_group.values()) <= 0:
-    sys.exit(f"the fit gave a factor of zero or less: {per_group}")
-  result = {"factors": per_group, "launch_seconds": launch}
-  ratios = {label(r): r["measured_seconds"] / calibrated(r, result) for r in records}
+  measured, costed, kernels = collections.Counter(), collections.Counter(), collections.Counter()
+  for r in fitted_on:
+    measured.update(r["measured_seconds_by_kind"])
+    costed.update(r["uncalibrated_seconds_by_kind"])
+    kernels.update(r["measured_kernels_by_kind"])
+  factors = {kind: measured[kind] / costed[kind] for kind, _ in measured.most_common()
+             if measured[kind] and costed[kind]}
+  default = sum(measured.values()) / sum(costed.values())
+  calibration = gpu_step_time.Calibration(factors, default, (1.0, 1.0), "")
+  ratios = {label(r): r["measured_seconds"] / calibrated(r, calibration) for r in records}
   held_out = [ratios[label(r)] for r in records if key(r) not in FIT]
-  fitted = [ratios[label(r)] for r in fitted_on]
   return {
-      "what": "gpu_step_time's calibration: factors of each group's uncalibrated work and the time of a launch, "
-              f"fitted on programs measured on one {CARD.upper()}; written by benchmarks/gpu_predictions.py",
-      **result, "held_out_band": [min(held_out), max(held_out)],
-      "summary": f"calibrated on {len(fitted)} measurements on an {CARD.upper()} "
-                 f"({max(r['date'] for r in fitted_on)}); "
-                 f"the {len(held_out)} held out took {min(held_out):.2f}–{max(held_out):.2f}× their prediction",
+      "what": "gpu_step_time's calibration: a factor per kernel kind of its kernels' uncalibrated time (launch "
+              f"included), fitted on the kernels of steps profiled on one {CARD.upper()}; written by "
+              "benchmarks/gpu_predictions.py",
+      "factors": factors, "default_factor": default, "held_out_band": [min(held_out), max(held_out)],
+      "summary": f"a factor per kernel kind, fitted on the {sum(kernels.values()):,} kernels of {len(fitted_on)} steps "
+                 f"profiled on an {CARD.upper()} ({max(r['date'] for r in fitted_on)}); "
+                 f"the {len(held_out)} programs held out took {min(held_out):.2f}–{max(held_out):.2f}× "
+                 "their prediction",
+      "fitted_on_kernels": {kind: {"kernels": kernels[kind], "measured_ms": round(measured[kind] * 1e3, 4),
+                                   "uncalibrated_ms": round(costed[kind] * 1e3, 4)}
+                            for kind in sorted(set(measured) | set(costed), key=lambda k: -costed[k] - measured[k])},
       "fitted_on": {label(r): round(ratios[label(r)], 4) for r in fitted_on},
       "held_out": {label(r): round(ratios[label(r)], 4) for r in records if key(r) not in FIT},
-      "launch_fitted": fit_launch, **({"refused_per_group_fit": refused} if refused else {}),
       "date": max(r["date"] for r in records), "predictor": records[-1]["predictor"]}
 
 
-def _least_squares(fitted_on: list[dict], work: np.ndarray, fit_launch: bool) -> tuple[np.ndarray, float]:
-  """(factors of `work`'s columns, seconds a launch) minimising the squared relative error of
-  measured ≈ work · factors + launches × time; the time XLA's figure unless `fit_launch`."""
+def _calibration(fitted: dict):
   from wyjax.core import gpu_step_time  # pylint: disable=g-import-not-at-top
-
-  measured = np.array([r["measured_seconds"] for r in fitted_on])
-  launches = np.array([float(r["launches"]) for r in fitted_on])
-  if fit_launch:
-    solution, *_ = np.linalg.lstsq(np.column_stack([work, launches]) / measured[:, None], np.ones(len(measured)),
-                                   rcond=None)
-    return solution[:-1], float(solution[-1])
-  target = 1 - launches * gpu_step_time.LAUNCH_SECONDS / measured
-  solution, *_ = np.linalg.lstsq(work / measured[:, None], target, rcond=None)
-  return solution, gpu_step_time.LAUNCH_SECONDS
+  return gpu_step_time.Calibration(fitted["factors"], fitted["default_factor"], tuple(fitted["held_out_band"]),
+                                   fitted["summary"])
 
 
 def table(records: list[dict], fitted: dict) -> str:
-  rows = []
+  rows, calibration = [], _calibration(fitted)
   for r in records:
-    prediction = calibrated(r, fitted)
+    prediction = calibrated(r, calibration)
     ratio = r["measured_seconds"] / prediction
     within = "yes" if 1 / TOLERANCE <= ratio <= TOLERANCE else "**no**"
     roofline = _ms(r["roofline_seconds"]) if r["roofline_seconds"] else "–"
@@ -344,25 +348,27 @@ def write(records: list[dict]) -> None:
   RESULTS.write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
-def write_doc(records: list[dict], fitted: dict) -> None:
-  factors = ", ".join(f"{group} {factor:.2f}" for group, factor in fitted["factors"].items())
-  if "refused_per_group_fit" in fitted:
-    refused = ", ".join(f"{group} {factor:.2f}" for group, factor in fitted["refused_per_group_fit"].items())
-    factors = (f"one factor for every group's work, {next(iter(fitted['factors'].values())):.2f} (a factor per group "
-               f"gave {refused}: one of zero or less)")
+def write_doc(records: list[dict], fitted: dict) -> str:
+  """Rewrites docs/benchmarks.md's table and its line of figures; returns that line."""
+  factors = ", ".join(f"{kind} {factor:.2f}" for kind, factor in fitted["factors"].items())
   fit_ratios, held = list(fitted["fitted_on"].values()), list(fitted["held_out"].values())
-  within = lambda ratios: sum(1 / TOLERANCE <= x <= TOLERANCE for x in ratios)
-  launch = "fitted" if fitted["launch_fitted"] else "XLA's figure, not fitted"
+  steps = [fitted["held_out"][label(r)] for r in records if r["held_out"] and is_step(r)]
+  within = lambda ratios, tolerance=TOLERANCE: sum(1 / tolerance <= x <= tolerance for x in ratios)
   jax_here = next(r["jax"] for r in records if "jax" in r)
+  kernels = sum(k["kernels"] for k in fitted["fitted_on_kernels"].values())
   stamp = (f"Generated by `benchmarks/gpu_predictions.py` on {fitted['date']} (the predictor of {fitted['predictor']}; "
-           f"programs compiled here by jax {jax_here}, those of the GPU by its own). Factors fitted on the "
-           f"{len(fit_ratios)} fit points: {factors}, {fitted['launch_seconds'] * 1e6:.2f} µs a launch ({launch}). "
-           "Fit error: measured ÷ predicted "
-           f"{min(fit_ratios):.2f}–{max(fit_ratios):.2f} ({within(fit_ratios)} of {len(fit_ratios)} within 1.5×); "
-           f"held-out error: {min(held):.2f}–{max(held):.2f} ({within(held)} of {len(held)} within 1.5×).")
+           f"programs compiled here by jax {jax_here}, those of the GPU by its own). Factors per kernel kind, fitted "
+           f"on the {kernels:,} measured kernels of the {len(fit_ratios)} fit steps: {factors}; any other kind "
+           f"{fitted['default_factor']:.2f} (all their kernels pooled). Fit error (those steps whole): measured ÷ "
+           f"predicted {min(fit_ratios):.2f}–{max(fit_ratios):.2f} ({within(fit_ratios)} of {len(fit_ratios)} within "
+           f"1.5×, {within(fit_ratios, STEP_TOLERANCE)} within 1.3×); held-out error: "
+           f"{min(held):.2f}–{max(held):.2f} "
+           f"({within(held)} of {len(held)} within 1.5×; the {len(steps)} whole training steps "
+           f"{min(steps):.2f}–{max(steps):.2f}, {within(steps, STEP_TOLERANCE)} within 1.3×).")
   text = DOC.read_text()
   DOC.write_text(text[:text.index(BEGIN)] + f"{BEGIN}\n{stamp}\n\n{table(records, fitted)}\n{END}"
                  + text[text.index(END) + len(END):])
+  return stamp
 
 
 def _predictor() -> str:
@@ -406,7 +412,7 @@ def main():
   fitted = fit(records)
   CALIBRATION.write_text(json.dumps(fitted, indent=2, ensure_ascii=False) + "\n")
   print(table(records, fitted))
-  write_doc(records, fitted)
+  print(write_doc(records, fitted))
 
 
 if __name__ == "__main__":

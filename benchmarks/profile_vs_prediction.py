@@ -4,20 +4,20 @@
     python benchmarks/profile_vs_prediction.py DIR
 
 gpu.py writes, beside each wyjax trace it takes on a GPU, prediction.json: every kernel of the
-compile it timed as wyjax.core.gpu_step_time costed it (calibrated and not, with its calibration
-group), the step's measured time and how many steps the trace holds; the traced steps ran the
-same program compiled without CUDA graphs (gpu.PROFILED_COMPILE). This joins the two and prints,
-per trace, the measured and predicted milliseconds a step by kernel kind with their ratio, then
-the 20 kernels with the largest absolute error. A measured kernel is matched to the predicted one
+compile it timed as wyjax.core.gpu_step_time costed it (calibrated and not, with its kind), the
+step's measured time and how many steps the trace holds; the traced steps ran the same program
+compiled without CUDA graphs (gpu.PROFILED_COMPILE). This joins the two and prints, per trace,
+the measured and predicted milliseconds a step by kernel kind with their ratio, then the 20
+kernels with the largest absolute error. A measured kernel is matched to the predicted one
 by the HLO op jax's trace names it by, else by its kernel name (XLA names a fusion's kernel after
 it; identical fusions share one); a kernel matched by neither (a library's own, such as cuBLAS's
 or cuDNN's, where the trace names no op) is counted under the kind its name says, or "unmatched".
 A kernel launched from a CUDA graph is named by its graph ("command_buffer_59"), not its HLO op:
 the report counts those, which only their kernel name can match. On a CPU (`--smoke`) the trace
 holds CPU ops and no prediction is written: traces without one are listed as such. A
-prediction.json holds what a refit of wyjax/core/gpu_calibration.json needs of that step
-(benchmarks/gpu_predictions.py --measured): its measured time, each kernel's uncalibrated cost and
-group.
+prediction.json holds what a refit of wyjax/core/gpu_calibration.json needs of that step: its
+measured time, each kernel's uncalibrated cost and kind; benchmarks/gpu_predictions.py --measured
+fits the factors on this join.
 """
 import collections
 import json
@@ -41,14 +41,15 @@ def _key(name: str) -> str:
 
 def join(events: list[tuple[str, str, float]], prediction: dict) -> tuple[dict, list[dict]]:
   """({kind: [measured, predicted, uncalibrated] seconds a step}, every kernel as
-  {kernel, kind, measured, predicted}) of a trace's events and a prediction's kernels."""
+  {kernel, kind, measured, predicted, launches}: seconds and measured launches a step) of a
+  trace's events and a prediction's kernels."""
   steps = prediction["steps"]
   kinds = collections.defaultdict(lambda: [0.0, 0.0, 0.0])
   kernels = {}  # kernel name → its row
   by_name, by_kernel = {}, {}
   for k in prediction["kernels"]:
     row = kernels.setdefault(_key(k["kernel"] or k["name"]), {"kernel": k["kernel"] or k["name"], "kind": k["kind"],
-                                                              "measured": 0.0, "predicted": 0.0})
+                                                              "measured": 0.0, "predicted": 0.0, "launches": 0.0})
     row["predicted"] += k["seconds"]
     by_name[_key(k["name"])] = by_kernel[_key(k["kernel"] or k["name"])] = row
     kinds[k["kind"]][1] += k["seconds"]
@@ -57,8 +58,10 @@ def join(events: list[tuple[str, str, float]], prediction: dict) -> tuple[dict, 
     row = by_name.get(_key(hlo_op)) or by_kernel.get(_key(name))
     if row is None:
       kind = next((kind for kind, pattern in LIBRARY_KINDS if re.search(pattern, name, re.IGNORECASE)), "unmatched")
-      row = kernels.setdefault(f"measured:{name}", {"kernel": name, "kind": kind, "measured": 0.0, "predicted": 0.0})
+      row = kernels.setdefault(f"measured:{name}", {"kernel": name, "kind": kind, "measured": 0.0, "predicted": 0.0,
+                                                      "launches": 0.0})
     row["measured"] += micros * 1e-6 / steps
+    row["launches"] += 1 / steps
     kinds[row["kind"]][0] += micros * 1e-6 / steps
   return dict(kinds), list(kernels.values())
 

@@ -65,7 +65,7 @@ def test_every_part_measures_both_sides_on_the_cpu(shared_data, tmp_path):
   trace = "pretrain-BERT-base-wyjax-auto"
   ops = [r[1].strip("`") for r in kernels if r[0] == f"{trace} (CPU ops)"][:3]
   (tmp_path / "traces" / trace / "prediction.json").write_text(json.dumps({"card": "h100", "steps": 2, "kernels": [
-      {"name": op, "kernel": op, "kind": "elementwise", "group": "memory", "repeats": 1, "uncalibrated": 5e-4,
+      {"name": op, "kernel": op, "kind": "elementwise", "repeats": 1, "uncalibrated": 5e-4,
        "seconds": 1e-3} for op in ops]}))
   join = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "profile_vs_prediction.py"),
                          str(tmp_path / "traces")], capture_output=True, text=True)

@@ -23,14 +23,14 @@ from wyjax.core import aot
 STEP = [("loop_add_fusion_3", "", 15.0), ("loop_add_fusion_3", "", 15.0), ("sm90_xmma_gemm_bf16bf16", "custom-call.1", 100.0),
         ("cudnn_generated_fort_native_sdpa_sm90", "", 50.0), ("mystery_kernel", "", 8.0)]
 PREDICTION = {"card": "h200", "steps": 2, "kernels": [
-    {"name": "loop_add_fusion.3", "kernel": "loop_add_fusion_3", "kind": "elementwise", "group": "memory",
-     "repeats": 1, "uncalibrated": 10e-6, "seconds": 20e-6},
-    {"name": "loop_add_fusion.4", "kernel": "loop_add_fusion_3", "kind": "elementwise", "group": "memory",
-     "repeats": 1, "uncalibrated": 10e-6, "seconds": 20e-6},
-    {"name": "custom-call.1", "kernel": "custom_call_1", "kind": "gemm", "group": "matmul", "repeats": 1,
+    {"name": "loop_add_fusion.3", "kernel": "loop_add_fusion_3", "kind": "elementwise", "repeats": 1,
+     "uncalibrated": 10e-6, "seconds": 20e-6},
+    {"name": "loop_add_fusion.4", "kernel": "loop_add_fusion_3", "kind": "elementwise", "repeats": 1,
+     "uncalibrated": 10e-6, "seconds": 20e-6},
+    {"name": "custom-call.1", "kernel": "custom_call_1", "kind": "gemm", "repeats": 1,
      "uncalibrated": 35e-6, "seconds": 40e-6},
-    {"name": "input_reduce_fusion", "kernel": "input_reduce_fusion", "kind": "reduction", "group": "memory",
-     "repeats": 1, "uncalibrated": 3e-6, "seconds": 5e-6}]}
+    {"name": "input_reduce_fusion", "kernel": "input_reduce_fusion", "kind": "reduction", "repeats": 1,
+     "uncalibrated": 3e-6, "seconds": 5e-6}]}
 
 
 def _gpu_trace(folder, steps):

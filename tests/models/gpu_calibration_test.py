@@ -1,13 +1,13 @@
-"""The calibrated GPU step (wyjax.core.gpu_step_time): each calibration group's kernels take its
-factor and each launch the fitted time, by hand on launches written here; and the shipped factors
-(wyjax/core/gpu_calibration.json) are the least-squares fit on the split's fit points only
-(benchmarks/gpu_predictions.py), with the error each half reports."""
+"""The calibrated GPU step (wyjax.core.gpu_step_time): each kernel takes the factor of its kind, by
+hand on launches written here; the fit (benchmarks/gpu_predictions.py) on kernel points with
+known answers, and on a profile joined kernel by kernel; and the shipped factors
+(wyjax/core/gpu_calibration.json) are the ratio of sums of the split's fit steps' kernels only,
+with the error each half reports."""
 import collections
 import json
 import pathlib
 import sys
 
-import numpy as np
 import pytest
 
 from wyjax.core import gpu_cards, gpu_program, gpu_step_time
@@ -19,9 +19,9 @@ GEMM_2048_4096_4096 = 760440385269121  # XLA's measured H100 table: bf16, b 1, m
 MIB4 = 4 * 2**20
 
 
-def test_each_group_takes_its_factor_and_each_launch_the_fitted_time():
-  """A GEMM run twice in a loop (matmul), an elementwise fusion (memory), a Pallas kernel, cuDNN's
-  attention (matmul too) and an all-reduce (no factor: as costed, its latency no launch)."""
+def test_each_kind_takes_its_factor_launch_included():
+  """A GEMM run twice in a loop, an elementwise fusion, a Pallas kernel (a kind without a factor:
+  the default), cuDNN's attention and an all-reduce (as costed)."""
   launches = (
       gpu_program.Launch("gemm_fusion", "gemm", repeats=2, bytes=MIB4, flops=2 * 2048 * 4096 * 4096,
                          gemms=((1, 2048, 4096, 4096),)),
@@ -31,7 +31,7 @@ def test_each_group_takes_its_factor_and_each_launch_the_fitted_time():
       gpu_program.Launch("all-reduce", "collective", bytes=MIB4, collective="all-reduce", peers=2))
   program = gpu_program.GpuProgram(collections.Counter(l.kind for l in launches), collections.Counter(), (), 1,
                                    launches)
-  fitted = gpu_step_time.Calibration({"matmul": 0.5, "memory": 2.0, "pallas kernel": 3.0}, 4e-6, (0.9, 1.2), "test")
+  fitted = gpu_step_time.Calibration({"gemm": 0.5, "elementwise": 2.0, "cudnn": 3.0}, 1.5, (0.9, 1.2), "test")
   prediction = gpu_step_time.predict(program, gpu_cards.CARDS["h100"], fitted)
   gemm = 2 * 2048 * 4096 * 4096 / GEMM_2048_4096_4096
   memory = MIB4 / H100_BANDWIDTH
@@ -39,7 +39,7 @@ def test_each_group_takes_its_factor_and_each_launch_the_fitted_time():
   attention = 1e12 / (H100_PEAK * 0.75)
   ring = 5e-6 + MIB4 / 450e9  # all-reduce over 2: 2(n − 1)/n = 1 of its bytes at NVLink, plus 5 µs
   uncalibrated = [2 * (gemm + LAUNCH), memory + LAUNCH, pallas + LAUNCH, attention + LAUNCH, ring]
-  calibrated = [0.5 * 2 * gemm + 2 * 4e-6, 2.0 * memory + 4e-6, 3.0 * pallas + 4e-6, 0.5 * attention + 4e-6, ring]
+  calibrated = [0.5 * uncalibrated[0], 2.0 * uncalibrated[1], 1.5 * uncalibrated[2], 3.0 * uncalibrated[3], ring]
   assert [k.uncalibrated for k in prediction.kernels] == pytest.approx(uncalibrated, rel=1e-9)
   assert [k.seconds for k in prediction.kernels] == pytest.approx(calibrated, rel=1e-9)
   assert prediction.seconds == pytest.approx(sum(calibrated), rel=1e-9)
@@ -63,20 +63,62 @@ def test_a_step_measured_at_another_commit_is_another_point():
   assert module.merged([older, {**again, "measured_seconds": 0.05}], measured) == [older, *measured]
 
 
-def _least_squares(records: list[dict], columns) -> np.ndarray:
-  """Factors minimising the squared relative error over `records` of measured ≈ Σ factor × column
-  + XLA's 1 µs × launches: the normal equations, each row divided by its measurement."""
-  measured = np.array([r["measured_seconds"] for r in records])
-  rows = np.array([[column(r) for column in columns] for r in records]) / measured[:, None]
-  target = 1 - np.array([r["launches"] for r in records]) * LAUNCH / measured
-  return np.linalg.solve(rows.T @ rows, rows.T @ target)
+def _point(commit, name, measured, costed, kernels=None):
+  """A record as gpu_predictions writes one: a step's time, its uncalibrated seconds by kind and, for a
+  profiled step, its measured seconds and kernels by kind."""
+  return {"commit": commit, "name": name, "measured_seconds": sum(measured.values()) if kernels else measured,
+          "uncalibrated_seconds_by_kind": costed, "date": "2026-11-28", "predictor": "test",
+          **({"measured_seconds_by_kind": measured, "measured_kernels_by_kind": kernels} if kernels else {})}
 
 
-def test_the_shipped_factor_is_fitted_on_the_fit_half_only():
-  """The second split of #62 item 5: fitted on the two steps measured at 1fe8d02, the three of
-  e7dca87 and the 14 older programs held out. A factor per group (GEMMs with cuDNN, XLA's other
-  kernels) fits the two with one below zero, so one factor takes every group's work, and a launch
-  XLA's 1 µs."""
+def test_the_fit_is_each_kind_s_ratio_of_sums_over_the_fit_steps_kernels(monkeypatch):
+  """Two profiled fit steps: gemm 3 + 5 ms measured against 4 + 4 costed, 1.0; cudnn 6 against 2,
+  3.0; an unmatched 1 ms kernel costs nothing, so takes no factor; every other kind (a Pallas
+  kernel) the pooled 15 / 10 = 1.5. A held-out step of gemm 10 ms, Pallas 2 costed predicts
+  10 + 3 = 13 ms; measured 26, its ratio is 2. Fitted on, it would move the gemm factor."""
+  module, *_ = _shipped()
+  fit_points = [_point("a", "one step, x", {"gemm": 3e-3, "cudnn": 6e-3}, {"gemm": 4e-3, "cudnn": 2e-3},
+                       {"gemm": 10, "cudnn": 4}),
+                _point("a", "two step, x", {"gemm": 5e-3, "unmatched": 1e-3}, {"gemm": 4e-3},
+                       {"gemm": 10, "unmatched": 1})]
+  held_out = _point("b", "three step, x", 26e-3, {"gemm": 10e-3, "triton kernel": 2e-3})
+  monkeypatch.setattr(module, "FIT", tuple((r["commit"], r["name"]) for r in fit_points))
+  fitted = module.fit([*fit_points, held_out])
+  assert fitted["factors"] == pytest.approx({"gemm": 1.0, "cudnn": 3.0}, rel=1e-12)
+  assert fitted["default_factor"] == pytest.approx(1.5, rel=1e-12)
+  assert fitted["fitted_on_kernels"]["gemm"] == {"kernels": 20, "measured_ms": 8.0, "uncalibrated_ms": 8.0}
+  assert fitted["held_out"] == {"three step, x (b)": pytest.approx(2.0, rel=1e-9)}
+  assert fitted["held_out_band"] == pytest.approx([2.0, 2.0], rel=1e-9)
+  assert fitted["fitted_on"] == {"one step, x (a)": pytest.approx(9 / 10, abs=1e-4),  # 9 ms against 4 + 6
+                                 "two step, x (a)": pytest.approx(6 / 4, abs=1e-4)}
+  leaked = {**held_out, "measured_seconds_by_kind": {"gemm": 26e-3}, "measured_kernels_by_kind": {"gemm": 5}}
+  monkeypatch.setattr(module, "FIT", (*module.FIT, ("b", "three step, x")))
+  other = _point("c", "four step, x", 1e-3, {"gemm": 1e-3})  # a fit needs a held-out point to report
+  assert module.fit([*fit_points, leaked, other])["factors"]["gemm"] == pytest.approx(34 / 18, rel=1e-12)
+
+
+def test_a_profiled_step_is_joined_kernel_by_kernel_into_its_record(tmp_path):
+  """gpu_predictions.py --measured on a profile folder: the trace's kernels a step by the kind the
+  join gives them (tests/profile_vs_prediction_test.py's trace: two steps, each an elementwise
+  fusion twice at 15 µs, a GEMM at 100, a cuDNN kernel at 50, an unknown one at 8)."""
+  from tests import profile_vs_prediction_test as profiled  # pylint: disable=g-import-not-at-top
+  module, *_ = _shipped()
+  folder = tmp_path / "pretrain-BERT-base-wyjax-auto"
+  profiled._gpu_trace(folder, steps=2)  # pylint: disable=protected-access
+  (folder / "prediction.json").write_text(json.dumps({**profiled.PREDICTION, "measured_step_seconds": 0.2e-3}))
+  r = module.measured_record(folder, "abc1234")
+  assert (r["name"], r["commit"], r["measured_seconds"], r["date"]) == (
+      "BERT-base step, 32 × 512, attention=auto", "abc1234", 0.2e-3, "2026-11-28")
+  assert r["measured_seconds_by_kind"] == pytest.approx(
+      {"gemm": 100e-6, "cudnn": 50e-6, "elementwise": 30e-6, "unmatched": 8e-6, "reduction": 0.0}, rel=1e-9)
+  assert r["measured_kernels_by_kind"] == {"gemm": 1, "cudnn": 1, "elementwise": 2, "unmatched": 1, "reduction": 0}
+  assert r["uncalibrated_seconds_by_kind"] == pytest.approx({"gemm": 35e-6, "elementwise": 20e-6, "reduction": 3e-6})
+
+
+def test_the_shipped_factors_are_the_fit_steps_kernel_sums_only():
+  """The third split of #62 item 5: fitted on the kernels of the two steps measured and profiled
+  at 1fe8d02, the three steps of e7dca87 and the 14 older programs held out; each kind's factor its
+  measured ÷ uncalibrated seconds summed over both fit steps, the default all their kernels'."""
   module, records, shipped = _shipped()
   fit_points = [r for r in records if not r["held_out"]]
   assert {(r["commit"], r["name"]) for r in fit_points} == set(module.FIT) == {
@@ -84,23 +126,30 @@ def test_the_shipped_factor_is_fitted_on_the_fit_half_only():
   assert set(shipped["fitted_on"]) == {f"{r['name']} ({r['commit']})" for r in fit_points}
   assert set(shipped["held_out"]) == {f"{r['name']} ({r['commit']})" for r in records if r["held_out"]}
   assert len(records) == 19 and len(shipped["held_out"]) == 17
-  per_group = _least_squares(fit_points, [lambda r, g=g: r["work_by_group"][g] for g in ("matmul", "memory")])
-  assert per_group.min() < 0 and shipped["refused_per_group_fit"] == pytest.approx(
-      dict(zip(("matmul", "memory"), per_group)), rel=1e-6)
-  work = lambda r: sum(r["work_by_group"].values())
-  (factor,) = _least_squares(fit_points, [work])
-  assert shipped["factors"] == pytest.approx(dict.fromkeys(("matmul", "memory", "pallas kernel"), factor), rel=1e-9)
-  assert shipped["launch_seconds"] == LAUNCH and not shipped["launch_fitted"]
-  for held_out in (r for r in records if r["held_out"] and r["commit"] == "e7dca87"):  # fitted on, it would move
-    (leaked,) = _least_squares([*fit_points, held_out], [work])
-    assert abs(leaked / factor - 1) > 0.01
+  sums = lambda field, kind: sum(r[field].get(kind, 0.0) for r in fit_points)
+  kinds = {kind for r in fit_points for kind in r["measured_seconds_by_kind"]}
+  by_hand = {kind: sums("measured_seconds_by_kind", kind) / sums("uncalibrated_seconds_by_kind", kind)
+             for kind in kinds if sums("uncalibrated_seconds_by_kind", kind)}
+  assert shipped["factors"] == pytest.approx(by_hand, rel=1e-12)
+  assert {"gemm", "cudnn", "transpose", "reduction"} <= set(by_hand) and "triton kernel" not in by_hand
+  pooled = (sum(sum(r["measured_seconds_by_kind"].values()) for r in fit_points)
+            / sum(sum(r["uncalibrated_seconds_by_kind"].values()) for r in fit_points))
+  assert shipped["default_factor"] == pytest.approx(pooled, rel=1e-12)
+  # The profiles' kernels sum to the fit steps' measured times within 3% (29.14 against 28.96 ms, 86.50 against 84.48).
+  for r in fit_points:
+    assert sum(r["measured_seconds_by_kind"].values()) == pytest.approx(r["measured_seconds"], rel=0.03)
+  for held_out in (r for r in records if r["held_out"] and "measured_seconds_by_kind" in r):  # fitted on, it would move
+    leaked = [*fit_points, held_out]
+    moved = (sum(r["measured_seconds_by_kind"].get("gemm", 0.0) for r in leaked)
+             / sum(r["uncalibrated_seconds_by_kind"].get("gemm", 0.0) for r in leaked))
+    assert abs(moved / shipped["factors"]["gemm"] - 1) > 0.01
 
 
 def test_the_reported_errors_are_those_of_the_shipped_factors():
-  """measured ÷ (Σ factor × work + launch time × launches), point by point; the band is the held-out range."""
+  """measured ÷ Σ factor of kind × uncalibrated seconds of kind, point by point; the band is the held-out range."""
   _, records, shipped = _shipped()
-  calibrated = lambda r: (sum(shipped["factors"].get(g, 1.0) * s for g, s in r["work_by_group"].items())
-                          + shipped["launch_seconds"] * r["launches"])
+  calibrated = lambda r: sum(shipped["factors"].get(kind, shipped["default_factor"]) * s
+                             for kind, s in r["uncalibrated_seconds_by_kind"].items())
   ratios = {f"{r['name']} ({r['commit']})": r["measured_seconds"] / calibrated(r) for r in records}
   assert {**shipped["fitted_on"], **shipped["held_out"]} == pytest.approx(ratios, abs=1e-4)
   held = [ratios[name] for name in shipped["held_out"]]

@@ -30,7 +30,7 @@ ATTENTION, LAUNCH, COLLECTIVE = 0.75, 1e-6, 5e-6
 # matmul_interpolator_data.h): a bf16 GEMM of b = 1, m = 2048, n = 4096, k = 4096.
 GEMM_2048_4096_4096 = 760440385269121
 # Factors of one: the kernels as costed.
-AS_COSTED = gpu_step_time.Calibration({}, LAUNCH, (1.0, 1.0), "as costed")
+AS_COSTED = gpu_step_time.Calibration({}, 1.0, (1.0, 1.0), "as costed")
 
 
 def _compiled(fn, *shapes, mesh=None):
@@ -195,8 +195,8 @@ def test_a_loops_kernels_cost_its_trip_count(tmp_path):
 def test_the_command_costs_a_dump_folder_and_leads_with_the_calibrated_step(tmp_path):
   """`python -m wyjax.core.gpu_step_time DIR --card=h100 --tokens=N`: the calibrated step first,
   with its held-out band, the uncalibrated sum below it, then a JSON line whose
-  predicted_step_seconds is the calibrated step: both kernels are memory-bound fusions, so their
-  work takes the shipped memory factor and each launch the fitted time."""
+  predicted_step_seconds is the calibrated step: each kernel, launch included, times the shipped
+  factor of its kind (an elementwise loop fusion and a Triton fusion)."""
   names = ["loop_add_fusion", "fusion.2"]
   _dump(tmp_path, [_fusion(names[0], "kLoop", 5.0), _fusion(names[1], "kCustom", 4.4e6, "__triton")],
         [_thunk(1, "loop_add_fusion"), _thunk(2, "fusion_2")], names)
@@ -207,7 +207,8 @@ def test_the_command_costs_a_dump_folder_and_leads_with_the_calibrated_step(tmp_
   report = json.loads(last)
   shipped = json.loads(gpu_step_time.CALIBRATION.read_text())
   work = 5e-6 + F32_MIB4 / BANDWIDTH
-  by_hand = shipped["factors"]["memory"] * work + 2 * shipped["launch_seconds"]
+  by_hand = (shipped["factors"]["elementwise"] * (5e-6 + LAUNCH)
+             + shipped["factors"]["triton fusion"] * (F32_MIB4 / BANDWIDTH + LAUNCH))
   assert report["predicted_step_seconds"] == pytest.approx(by_hand, rel=1e-9)
   assert report["predicted_step_band_seconds"] == pytest.approx([by_hand * x for x in shipped["held_out_band"]])
   assert report["predicted_uncalibrated_step_seconds"] == pytest.approx(work + 2 * LAUNCH, rel=1e-9)

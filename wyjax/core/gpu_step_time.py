@@ -7,9 +7,10 @@ other kernels XLA's own estimate where it wrote a sane one, else their bytes at 
 their grid can draw; each the longer of that and its bytes, plus a launch overhead. Their sum is
 the uncalibrated step: what the kernels take at the figures the card and XLA publish, a bound the
 programs measured on a GPU all took longer than. The predicted step is the calibrated one: each
-calibration group's kernels times the factor fitted on measured programs, and a fitted time per
-launch (gpu_calibration.json, written by benchmarks/gpu_predictions.py with its split, its fit
-error and the error on the programs held out of the fit, which is the band every report gives).
+kernel's uncalibrated time (its launch included) times the factor of its kind, fitted on the
+kernels of profiled steps (gpu_calibration.json, written by benchmarks/gpu_predictions.py with its
+split, its fit error and the error on the programs held out of the fit, which is the band every
+report gives).
 Any dump folder of a GPU compile can be costed, taken with
 
     XLA_FLAGS="--xla_dump_to=DIR --xla_gpu_collect_cost_model_stats=true"
@@ -79,37 +80,27 @@ def seconds(launch: gpu_program.Launch, card: gpu_cards.GpuCard) -> tuple[float,
   return LAUNCH_SECONDS + memory, "bytes" if launch.xla_seconds is None else "bytes (xla estimate absurd)"
 
 
-def group(launch: gpu_program.Launch) -> str:
-  """A launch's calibration group: "matmul" (GEMMs and cuDNN's attention), "pallas kernel",
-  "collective" or "memory" (every other kernel: XLA's fusions, copies, memsets)."""
-  if launch.collective:
-    return "collective"
-  if launch.kind in ("gemm", "cudnn"):
-    return "matmul"
-  return "pallas kernel" if launch.kind == "triton kernel" else "memory"
-
-
 @dataclasses.dataclass(frozen=True)
 class Calibration:
-  """Factors fitted on measured programs: a group's kernels take `factors[group]` times their
-  uncalibrated work (a group without one, as costed), and each launch `launch_seconds`."""
+  """Factors fitted on measured kernels: a kernel takes `factors[its kind]` times its uncalibrated
+  time (a kind the fit measured no kernel of, `default`), a collective its time as costed."""
   factors: dict[str, float]
-  launch_seconds: float
+  default: float
   band: tuple[float, float]  # measured ÷ calibrated on the programs held out of the fit, lowest and highest
   summary: str  # what it was fitted on and how it did, in a line
 
+  def factor(self, kind: str) -> float:
+    return 1.0 if kind == "collective" else self.factors.get(kind, self.default)
+
   def apply(self, launch: gpu_program.Launch, uncalibrated: float) -> float:
-    if launch.collective:
-      return uncalibrated
-    work = uncalibrated - LAUNCH_SECONDS * launch.repeats
-    return self.factors.get(group(launch), 1.0) * work + self.launch_seconds * launch.repeats
+    return self.factor(launch.kind) * uncalibrated
 
 
 @functools.cache
 def calibration() -> Calibration:
   """The factors gpu_calibration.json holds."""
   fitted = json.loads(CALIBRATION.read_text())
-  return Calibration(fitted["factors"], fitted["launch_seconds"], tuple(fitted["held_out_band"]), fitted["summary"])
+  return Calibration(fitted["factors"], fitted["default_factor"], tuple(fitted["held_out_band"]), fitted["summary"])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,8 +163,8 @@ class Prediction:
   def kernel_records(self) -> list[dict]:
     """Every launch's prediction, for joining with a profile of the same compile
     (benchmarks/profile_vs_prediction.py) and refitting the factors on it."""
-    return [{"name": k.launch.name, "kernel": k.launch.kernel, "kind": k.launch.kind, "group": group(k.launch),
-             "repeats": k.launch.repeats, "uncalibrated": k.uncalibrated, "seconds": k.seconds}
+    return [{"name": k.launch.name, "kernel": k.launch.kernel, "kind": k.launch.kind, "repeats": k.launch.repeats,
+             "uncalibrated": k.uncalibrated, "seconds": k.seconds}
             for k in self.kernels]
 
 
