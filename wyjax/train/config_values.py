@@ -104,7 +104,8 @@ PRETRAINING = {
     "grad_accum_steps": integer(1), "warmup_steps": integer(0), "eval_batches": integer(1),
     "checkpoint_every": integer(1), "keep_checkpoints": integer(1), "peak_flops_per_device": number(0),
     "masking.rate": number(0, 1, above=True), "masking.max_ngram": integer(1), "masking.mask_prob": PROBABILITY,
-    "masking.random_prob": PROBABILITY,
+    "masking.random_prob": PROBABILITY, "probe_examples": integer(2),
+    "probes": Allowed(lambda v: isinstance(v, str), "TASK:FOLDER pairs joined by commas (wyjax.train.probes), or ''"),
 }
 
 

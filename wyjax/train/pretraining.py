@@ -28,7 +28,7 @@ from wyjax.data import pipeline, prepare
 from wyjax.data.corpus import source_place
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.models import EncoderConfig, MaskedLM
-from wyjax.train import config_values, mlm, program
+from wyjax.train import config_values, mlm, probes, program
 from wyjax.train.program import Program
 
 DATA_ITER = "data_iter"
@@ -64,6 +64,8 @@ def base_config() -> ml_collections.ConfigDict:
   c.log_every = 50
   c.eval_every = 500
   c.eval_batches = 20
+  c.probes = ""  # "TASK:FOLDER,…": linear probes of those tasks at step 0 and each evaluation (wyjax.train.probes)
+  c.probe_examples = 1024  # training examples each probe fits
   c.checkpoint_every = 1000
   c.keep_checkpoints = 3
   c.async_checkpointing = True
@@ -164,21 +166,12 @@ def make_steps(program: Program, config, tokenizer, length: int):
   return train_step, eval_step
 
 
-def unigram_entropy(batches, tokenizer) -> float:
-  """Entropy (nats) of the token distribution of the evaluation batches themselves: the loss
-  of the best predictor that ignores context, the floor a useful MLM must beat."""
-  ids = np.concatenate([b.ravel() for b in batches])
-  ids = ids[~np.isin(ids, [tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id])]
-  p = np.bincount(ids) / len(ids)
-  p = p[p > 0]
-  return float(-(p * np.log(p)).sum())
-
-
 # Keys that change how a run executes or is observed, not what it trains: a resumed run may
 # change them freely (wyjax.core.run_config).
 RESUMABLE_CHANGES = ("mesh", "logical_axis_rules", "log_every", "eval_every", "eval_batches", "checkpoint_every",
                      "keep_checkpoints", "async_checkpointing", "peak_flops_per_device", "corpus.workers",
-                     "stop_check_every", "max_nonfinite_steps", "remat", "scan_unroll", "attention")
+                     "stop_check_every", "max_nonfinite_steps", "remat", "scan_unroll", "attention", "probes",
+                     "probe_examples")
 
 
 def _restore_data_iterator(mngr, step: int, train_iter) -> None:
@@ -324,6 +317,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_con
   before the restore succeeded. prepare_corpus: see prepared_data_dir.
   """
   config_values.check(config, config_values.PRETRAINING)
+  probes.parse(config.probes)
   distributed.initialize()
   with locks.held(workdir, "pretraining", enabled=jax.process_index() == 0):  # one command writes a workdir
     return _train_and_evaluate(config, epath.Path(workdir), accept_config_change, prepare_corpus)
@@ -340,6 +334,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   compile_start = time.perf_counter()
   train_step, _ = compile_steps(run, config)  # refused here, before the workdir is touched, if they cannot fit
   compile_seconds = time.perf_counter() - compile_start
+  run_probes = probes.for_pretraining(config, run, tokenizer)  # read once; a bad task folder is refused here
 
   # --- data and checkpoints ------------------------------------------------------------------------
   mngr = checkpoints.manager(
@@ -364,7 +359,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
     run_config.store_config(workdir, config, changes, corpus_fingerprint(data_dir, manifest))
     checkpoints.write_model_info(
         workdir, model_config.without_run_choices().replace(dtype="float32").to_dict(), ["mlm_head"], tokenizer)
-    run_config.trim_metrics(workdir, start_step)
+    run_config.trim_metrics(workdir, start_step or -1)  # a fresh start redoes step 0's records too
 
   # --- steps ------------------------------------------------------------------------------------
   jit_eval = run.eval_step  # jit's cache holds its program, compiled with the train step
@@ -372,7 +367,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   def global_batch(local):
     return jax.make_array_from_process_local_data(run.program.data_sharding, local)
 
-  entropy = unigram_entropy(eval_batches, tokenizer)
+  entropy = mlm.unigram_entropy(eval_batches, tokenizer)
   eval_arrays = [global_batch(b) for b in eval_batches]  # on device once, reused at every evaluation
 
   def evaluate(params, stop: guards.StopRequest) -> tuple[dict | None, int]:
@@ -385,8 +380,10 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
       sums = jax.device_get(jit_eval(params, batch, i))
       totals = {k: totals[k] + float(sums[k]) for k in totals}
     loss = totals["loss_sum"] / max(totals["weight"], 1.0)
-    return {"valid_loss": loss, "valid_accuracy": totals["correct"] / max(totals["weight"], 1.0),
-            "valid_perplexity": float(np.exp(loss)), "valid_unigram_entropy": entropy}, 0
+    probed, signum = run_probes.evaluate(params["encoder"], lambda count: stop.signal_at(len(eval_arrays) + count))
+    return None if signum else {
+        "valid_loss": loss, "valid_accuracy": totals["correct"] / max(totals["weight"], 1.0),
+        "valid_perplexity": float(np.exp(loss)), "valid_unigram_entropy": entropy, **probed}, signum
 
   # --- loop ---------------------------------------------------------------------------------------
   writer = run_metrics.MetricWriter(workdir, enabled=is_main)
@@ -404,6 +401,12 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   step = start_step
   try:
     with guards.stop_signals(config.stop_check_every) as stop:
+      if step == 0 and run_probes:  # where the probes' curves start: the encoder before any update
+        last_eval, signum = evaluate(state["params"], stop)
+        if signum:
+          raise guards.Interrupted(signum)
+        writer.write(step, last_eval)
+        logging.info("step %d: %s", step, run_metrics.brief(last_eval))
       while step < config.num_train_steps:
         state, step_metrics = train_step(state, batch)
         step += 1
