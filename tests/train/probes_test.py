@@ -152,18 +152,20 @@ def test_a_probe_that_cannot_run_is_one_error_before_any_work(tmp_path, spec, er
   assert "\n" not in str(refused.value) and not (tmp_path / "run").exists()
 
 
-def test_ridge_solves_the_regularised_normal_equations():
-  """Each strength's weights and bias against a direct least-squares solve of the centred
-  problem stacked with √λ·I (another route to the same minimiser)."""
+@pytest.mark.parametrize("balance", probes.BALANCES)
+def test_ridge_solves_the_weighted_regularised_least_squares(balance):
+  """Each strength's weights and bias against a direct least-squares solve: the rows and a
+  column of ones (the bias, unpenalized) scaled by √(their weight), stacked with √λ·I on the
+  weights alone: another route to the same minimiser."""
   rng = np.random.default_rng(0)
   x = rng.normal(size=(200, 6)) * rng.uniform(0.5, 3, 6) + rng.normal(size=6)
-  y = rng.integers(0, 3, 200)
-  targets = np.eye(3)[y]
-  moments = (200, x.sum(0), targets.sum(0), x.T @ x, x.T @ targets)
-  centred, centred_targets = x - x.mean(0), targets - targets.mean(0)
-  scale = np.linalg.eigvalsh(centred.T @ centred).mean()
-  for strength, (weights, bias) in zip(probes.STRENGTHS, probes.ridge(moments)):
-    stacked = np.vstack([centred, np.sqrt(strength * scale) * np.eye(6)])
-    expected = np.linalg.lstsq(stacked, np.vstack([centred_targets, np.zeros((6, 3))]), rcond=None)[0]
-    np.testing.assert_allclose(weights, expected, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(x @ weights + bias, centred @ expected + targets.mean(0), rtol=1e-8, atol=1e-10)
+  y = rng.choice(3, 200, p=[0.7, 0.2, 0.1])
+  row_weights = np.array([np.mean(y == label) for label in y]) ** -balance
+  root = np.sqrt(row_weights)[:, None]
+  centred = (x - np.average(x, 0, row_weights)) * root
+  scale = np.linalg.eigvalsh(centred.T @ centred).mean()  # the strengths' unit
+  for strength, (weights, bias) in zip(probes.STRENGTHS, probes.ridge(probes.class_moments(x, y, 3), balance)):
+    rows = np.vstack([np.hstack([x * root, root]), np.hstack([np.sqrt(strength * scale) * np.eye(6), np.zeros((6, 1))])])
+    solved = np.linalg.lstsq(rows, np.vstack([np.eye(3)[y] * root, np.zeros((6, 3))]), rcond=None)[0]
+    np.testing.assert_allclose(weights, solved[:6], rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(bias, solved[6], rtol=1e-7, atol=1e-9)
