@@ -7,13 +7,16 @@ their Spearman rank correlation, and what probing cost the run.
 1. derives the demo's two tasks from chinese-poetry (wyjax/tasks/builders/poetry.py) into OUT/tasks;
 2. runs the demo's pretraining (`python -m wyjax.pretrain --config=pretrain/deberta_tiny.py`,
    the demo's probes at their default cadence: step 0 and every evaluation) into OUT/pretrain,
-   keeping a checkpoint every --checkpoint_every steps (which changes nothing it trains), timed;
-   its step 0 (the run's initial parameters, drawn as it draws them) is written to OUT/step0;
+   keeping a checkpoint every --checkpoint_every steps (which changes nothing it trains), timed
+   (wall, CPU), and the same run without probes into OUT/pretrain_no_probes; the run's step 0
+   (its initial parameters, drawn as it draws them) is written to OUT/step0;
 3. probes every checkpoint with the probe command's code (wyjax.train.probes.probe_model), and
    fine-tunes it on both tasks with the demo's recipe (wyjax/demo.py: PUNC 300 steps, TLC 750,
    batch 32, the model's learning rate; --seeds seeds, their mean) into OUT/finetune/<step>/;
 4. prints a markdown table: step, validation MLM loss, each task's probe and fine-tuned dev score,
-   the Spearman correlation over checkpoints, and the probes' share of the run's wall time.
+   the Spearman correlation over checkpoints, the in-run probes against the command's on the
+   same checkpoints, and the probes' share of the run's wall time (their own seconds) and CPU
+   time (the run with probes against the run without).
 
 Every stage is kept in OUT and reused by a rerun (results.json holds what was measured), so an
 interrupted run resumes where it stopped. Results go in docs/benchmarks.md.
@@ -23,6 +26,7 @@ import json
 import os
 import pathlib
 import platform
+import resource
 import subprocess
 import sys
 import time
@@ -48,21 +52,22 @@ def records(path: pathlib.Path) -> list[dict]:
   return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def pretrain(out: pathlib.Path, config, spec: str, checkpoint_every: int) -> dict:
-  """Runs the pretraining (a finished one is kept) and returns its wall seconds and its probes'."""
-  workdir = out / "pretrain"
-  timing = out / "pretrain_timing.json"
+def pretrain(out: pathlib.Path, name: str, options: list[str]) -> dict:
+  """Runs the demo's pretraining into OUT/name with `options` (a finished one is kept: its timing
+  is in OUT/<name>_timing.json) and returns its wall and CPU seconds and its probes' seconds."""
+  workdir, timing = out / name, out / f"{name}_timing.json"
   if timing.exists():
     return storage.read_json(timing)
   command = [sys.executable, "-m", "wyjax.pretrain", "--config=pretrain/deberta_tiny.py", f"--workdir={workdir}",
-             f"--config.probes={spec}", f"--config.checkpoint_every={checkpoint_every}",
-             "--config.keep_checkpoints=1000"]
+             *options]
   print(" ".join(command), flush=True)
-  start = time.perf_counter()
+  cpu_before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
   subprocess.run(command, cwd=REPO_ROOT, check=True)
-  wall = time.perf_counter() - start
+  wall, cpu_after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
   metrics = records(workdir / "metrics.jsonl")
-  result = {"wall_seconds": wall, "probe_seconds": sum(r.get("probe_seconds", 0.0) for r in metrics),
+  result = {"wall_seconds": wall,
+            "cpu_seconds": cpu_after.ru_utime + cpu_after.ru_stime - cpu_before.ru_utime - cpu_before.ru_stime,
+            "probe_seconds": sum(r.get("probe_seconds", 0.0) for r in metrics),
             "probe_evaluations": sum("probe_seconds" in r for r in metrics),
             "compile_seconds": sum(r.get("compile_seconds", 0.0) for r in metrics)}
   storage.write_json(timing, result)
@@ -118,7 +123,9 @@ def main():
   if not (tasks_dir / "summary.json").exists():
     poetry.build_poetry_tasks(tasks_dir, reader=corpus.PoetryReader(args.package))
   spec = ",".join(f"{task}:{tasks_dir / task}" for task in poetry.TASKS)
-  timing = pretrain(out, config, spec, args.checkpoint_every)
+  kept = [f"--config.checkpoint_every={args.checkpoint_every}", "--config.keep_checkpoints=1000"]
+  timing = pretrain(out, "pretrain", [f"--config.probes={spec}", *kept])
+  unprobed = pretrain(out, "pretrain_no_probes", kept)  # the same run without probes: what they cost in all
 
   results_file = out / "results.json"
   results = storage.read_json(results_file) if results_file.exists() else {}
@@ -166,7 +173,10 @@ def main():
                  for s, t in same]
   print(f"in-run probe vs command on {len(same)} (step, task) pairs: largest difference {max(differences, default=0):.2e}")
   print(f"probing: {timing['probe_seconds']:.1f} s of the pretraining's {timing['wall_seconds']:.1f} s wall "
-        f"({100 * timing['probe_seconds'] / timing['wall_seconds']:.2f}%, {timing['probe_evaluations']} evaluations)")
+        f"({100 * timing['probe_seconds'] / timing['wall_seconds']:.2f}%, {timing['probe_evaluations']} evaluations); "
+        f"without probes the run took {unprobed['wall_seconds']:.1f} s wall, {unprobed['cpu_seconds']:.1f} CPU-s, with "
+        f"them {timing['cpu_seconds']:.1f} CPU-s ({100 * (1 - unprobed['cpu_seconds'] / timing['cpu_seconds']):.2f}% "
+        "of the CPU time)")
 
 
 if __name__ == "__main__":

@@ -14,8 +14,8 @@ from absl import app, flags
 
 from wyjax.core import aot, cli, config_files, logs
 from wyjax.core.run_metrics import brief
-from wyjax.tasks.task import percent
 from wyjax.tasks.registry import TASKS
+from wyjax.tasks.task import percent
 from wyjax.train import config_values, finetuning, probes, suite
 
 _MODEL = flags.DEFINE_multi_string("model", None, "A model to probe (repeat the flag to compare several).")
@@ -29,6 +29,9 @@ flags.mark_flags_as_required(["model"])
 
 
 def task_configs() -> list:
+  """The tasks' configs: --config's and each of --probes' at its packaged config, checked."""
+  if _CONFIG.value is not None and not _CONFIG.value.get("task"):
+    raise app.UsageError("--config names no task: give a task config such as tlc.py")
   configs = [] if _CONFIG.value is None else [finetuning.with_options(_CONFIG.value)]
   if configs and not configs[0].data_dir:
     raise app.UsageError("--config needs its task folder: --config.data_dir=DIR")

@@ -78,7 +78,7 @@ def probed_run(tiny_corpus, task_folders, tmp_path_factory):
 def test_probes_run_at_step_0_and_each_evaluation_and_a_stop_between_batches_resumes_once(probed_run):
   workdir, ((first, first_fits), (second, second_fits)), (after_first, after_second) = probed_run
   # Stopped inside step 0's probes: no step trained, no checkpoint, nothing but the compile time written.
-  assert (first.step, first_fits) == (None, ["tlc"])
+  assert (first.step, first_fits) == (0, ["tlc"])
   assert [set(r) for r in after_first] == [{"step", "compile_seconds"}]
   # Stopped after TLC's probe at step 2, before PUNC's first batch: checkpointed, no evaluation of step 2.
   assert (second.step, second_fits) == (2, ["tlc", "punc", "tlc"])

@@ -404,9 +404,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
       if step == 0 and run_probes:  # where the probes' curves start: the encoder before any update
         last_eval, signum = evaluate(state["params"], stop)
         if signum:
-          raise guards.Interrupted(signum)
-        writer.write(step, last_eval)
-        logging.info("step %d: %s", step, run_metrics.brief(last_eval))
+          raise guards.Interrupted(signum, 0)
+        writer.write(0, last_eval)
       while step < config.num_train_steps:
         state, step_metrics = train_step(state, batch)
         step += 1
