@@ -2,17 +2,18 @@
 and fine-tuned: the probes' dev scores beside the fine-tuned dev scores of the same checkpoints,
 their Spearman rank correlation, and what probing cost the run.
 
-    python benchmarks/probes.py [--out=/tmp/wyjax-probes] [--seeds=1] [--package=chinese-poetry/package]
+    python benchmarks/probes.py [--out=/tmp/wyjax-probes] [--seeds=punc=3,tlc=1] [--package=chinese-poetry/package]
 
 1. derives the demo's two tasks from chinese-poetry (wyjax/tasks/builders/poetry.py) into OUT/tasks;
-2. runs the demo's pretraining (`python -m wyjax.pretrain --config=pretrain/deberta_tiny.py`,
-   the demo's probes at their default cadence: step 0 and every evaluation) into OUT/pretrain,
-   keeping a checkpoint every --checkpoint_every steps (which changes nothing it trains), timed
-   (wall, CPU), and the same run without probes into OUT/pretrain_no_probes; the run's step 0
-   (its initial parameters, drawn as it draws them) is written to OUT/step0;
+2. runs the demo's pretraining (`python -m wyjax.pretrain --config=pretrain/deberta_tiny.py`)
+   into OUT/pretrain, keeping a checkpoint every --checkpoint_every steps (which changes nothing
+   it trains); its step 0 (the run's initial parameters, drawn as it draws them) is written to
+   OUT/step0; then times the same pretraining as the demo runs it, with its probes at their
+   default cadence (step 0 and every evaluation; OUT/timed_probes) and without (OUT/timed_no_probes),
+   wall and CPU seconds;
 3. probes every checkpoint with the probe command's code (wyjax.train.probes.probe_model), and
    fine-tunes it on both tasks with the demo's recipe (wyjax/demo.py: PUNC 300 steps, TLC 750,
-   batch 32, the model's learning rate; --seeds seeds, their mean) into OUT/finetune/<step>/;
+   batch 32, the model's learning rate; --seeds seeds per task, their mean) into OUT/finetune/<step>/;
 4. prints a markdown table: step, validation MLM loss, each task's probe and fine-tuned dev score,
    the Spearman correlation over checkpoints, the in-run probes against the command's on the
    same checkpoints, and the probes' share of the run's wall time (their own seconds) and CPU
@@ -112,10 +113,11 @@ def spearman(a, b) -> float:
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--out", default="/tmp/wyjax-probes")
-  parser.add_argument("--seeds", type=int, default=1)
+  parser.add_argument("--seeds", default="punc=3,tlc=1", help="fine-tuning seeds per task (TASK=N, comma-separated)")
   parser.add_argument("--checkpoint_every", type=int, default=250)
   parser.add_argument("--package", default=None, help="an unpacked chinese-poetry package/ (default: fetched)")
   args = parser.parse_args()
+  seeds = {task: 1 for task in poetry.TASKS} | {task: int(n) for task, n in (e.split("=") for e in args.seeds.split(","))}
   out = pathlib.Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
   config = config_files.load("pretrain/deberta_tiny")
@@ -123,9 +125,11 @@ def main():
   if not (tasks_dir / "summary.json").exists():
     poetry.build_poetry_tasks(tasks_dir, reader=corpus.PoetryReader(args.package))
   spec = ",".join(f"{task}:{tasks_dir / task}" for task in poetry.TASKS)
-  kept = [f"--config.checkpoint_every={args.checkpoint_every}", "--config.keep_checkpoints=1000"]
-  timing = pretrain(out, "pretrain", [f"--config.probes={spec}", *kept])
-  unprobed = pretrain(out, "pretrain_no_probes", kept)  # the same run without probes: what they cost in all
+  # The checkpoints to compare (untimed: the training is the demo's, its checkpoints kept) ...
+  pretrain(out, "pretrain", [f"--config.checkpoint_every={args.checkpoint_every}", "--config.keep_checkpoints=1000"])
+  # ... and the demo's pretraining as it runs, with its probes and without: what they cost.
+  timing = pretrain(out, "timed_probes", [f"--config.probes={spec}"])
+  unprobed = pretrain(out, "timed_no_probes", [])
 
   results_file = out / "results.json"
   results = storage.read_json(results_file) if results_file.exists() else {}
@@ -139,21 +143,23 @@ def main():
       entry["probe"] = probes.probe_model(model, configs, config.probe_examples)
       entry["probe_seconds"] = time.perf_counter() - start
       storage.write_json(results_file, results)
-    if "finetuned" not in entry:
-      per_task = {task: dict(num_train_steps=n, eval_every=max(1, n // 4)) for task, n in FINETUNING_STEPS.items()}
+    if entry.get("seeds") != seeds:  # (a rerun with more seeds keeps the finished ones)
+      per_task = {task: dict(num_train_steps=n, eval_every=max(1, n // 4), seeds=seeds[task])
+                  for task, n in FINETUNING_STEPS.items()}
       board = suite.run(init=str(model), data_root=tasks_dir, out=out / "finetune" / str(step), tasks=list(poetry.TASKS),
-                        name=f"step {step}", batch_size=32, seeds=args.seeds, per_task=per_task)
+                        name=f"step {step}", batch_size=32, per_task=per_task)
       if board["failed"]:
         raise RuntimeError(f"step {step}: {board['failed']}")
       entry["finetuned"] = {task: storage.read_json(out / "finetune" / str(step) / task / "results.json")["dev_mean"]
                             for task in poetry.TASKS}
+      entry["seeds"] = seeds
       storage.write_json(results_file, results)
     print(f"step {step}: {entry}", flush=True)
 
-  in_run = {r["step"]: r for r in records(out / "pretrain" / "metrics.jsonl") if "valid_loss" in r}
+  in_run = {r["step"]: r for r in records(out / "timed_probes" / "metrics.jsonl") if "valid_loss" in r}
   steps = sorted(int(s) for s in results)
   print(f"\n# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, jax {jax.__version__}; "
-        f"{args.seeds} seed(s) per fine-tuning\n")
+        f"fine-tuning seeds {args.seeds}, their mean\n")
   metric = {task: TASKS[task].main_metric for task in poetry.TASKS}
   print("| step | valid MLM loss | " + " | ".join(f"{t.upper()} probe {metric[t]} | {t.upper()} fine-tuned {metric[t]}"
                                                 for t in poetry.TASKS) + " |")
@@ -168,10 +174,11 @@ def main():
     tuned = [results[str(s)]["finetuned"][task] for s in steps]
     print(f"\n{task.upper()}: Spearman (probe, fine-tuned) over {len(steps)} checkpoints {spearman(probe, tuned):.3f}")
   # The in-run probes (at step 0 and every evaluation) against the command's on the same checkpoints.
-  same = [(s, t) for s in steps if s in in_run and probes.metric_key(t, metric[t]) in in_run[s] for t in poetry.TASKS]
+  same = [(s, t) for s in steps for t in poetry.TASKS if s in in_run and probes.metric_key(t, metric[t]) in in_run[s]]
   differences = [abs(in_run[s][probes.metric_key(t, metric[t])] - results[str(s)]["probe"][t][metric[t]])
                  for s, t in same]
-  print(f"in-run probe vs command on {len(same)} (step, task) pairs: largest difference {max(differences, default=0):.2e}")
+  print(f"\nthe run's probes vs the command's on the same checkpoints, {len(same)} (step, task) pairs: largest difference "
+        f"{max(differences, default=0):.2e}")
   print(f"probing: {timing['probe_seconds']:.1f} s of the pretraining's {timing['wall_seconds']:.1f} s wall "
         f"({100 * timing['probe_seconds'] / timing['wall_seconds']:.2f}%, {timing['probe_evaluations']} evaluations); "
         f"without probes the run took {unprobed['wall_seconds']:.1f} s wall, {unprobed['cpu_seconds']:.1f} CPU-s, with "
