@@ -46,11 +46,15 @@ STRENGTHS = 10.0 ** np.arange(1, -6, -1)
 # to less). Unweighted, PUNC's probe predicted little but the last mark of a text (precision 0.97-0.99,
 # recall 0.12 from step 250 of the demo's pretraining to its end): the marks inside were outvoted by O.
 BALANCES = (0.0, 0.5, 1.0)
-# Sequences per batch (rounded up to the mesh's data shards), by platform as bucketing is. On the
-# CPU 16: the tiny model encoded batches of 16 × 128 tokens at 1.7× the tokens a second of
-# 32 × 128 (2 cores; larger ones outgrow the caches); an accelerator wants more rows.
-BATCH_ROWS = {"cpu": 16}
-ACCELERATOR_BATCH_ROWS = 64
+# (sequences per batch, rounded up to the mesh's data shards; the padded lengths fitted to the
+# batches), by platform, as fine-tuning's bucketing is. On the CPU 16 sequences: the tiny model
+# encoded batches of 16 × 128 tokens at 1.7× the tokens a second of 32 × 128 (2 cores; larger
+# ones outgrow the caches); 8 lengths, compiled once and reused at every evaluation: an
+# evaluation of the demo's two tasks took 8.3 s against 11.9 s at the 5 lengths that pay for
+# training (task_model.bucket_count), each compile well under a second. An accelerator: 64
+# sequences at one length (a program compiles and autotunes there for seconds).
+BATCHES = {"cpu": (16, 8)}
+ACCELERATOR_BATCHES = (64, 1)
 # The ridge's algebra (Gram matrices, an eigendecomposition) on one BLAS thread: on 2 busy cores
 # OpenBLAS's two threads made a 128 × 128 eigh take 0.45 s instead of 1.6 ms, and PUNC's
 # 50,000 × 128 Gram matrix 1-2 s instead of 0.04.
@@ -162,11 +166,12 @@ class Encoder:
                      pad_id)
 
   @property
-  def rows(self) -> int:
-    """Sequences per batch: its platform's BATCH_ROWS, rounded up to the mesh's data shards."""
+  def batches(self) -> tuple[int, int]:
+    """(sequences per batch, padded lengths) of its platform (BATCHES), the sequences rounded up
+    to the mesh's data shards."""
     shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
-    rows = BATCH_ROWS.get(self.mesh.devices.flat[0].platform, ACCELERATOR_BATCH_ROWS)
-    return -(-rows // shards) * shards
+    rows, lengths = BATCHES.get(self.mesh.devices.flat[0].platform, ACCELERATOR_BATCHES)
+    return -(-rows // shards) * shards, lengths
 
 
 class Probes:
@@ -174,15 +179,15 @@ class Probes:
 
   def __init__(self, probes: list[TaskProbe], encoder: Encoder):
     self.probes, self.encoder = probes, encoder
-    platform = encoder.mesh.devices.flat[0].platform
+    rows, lengths = encoder.batches
     sharding = partitioning.batch_sharding(encoder.mesh)
     self._batches = []  # per probe: [(indices into its examples, fit then held_out then dev; batch)]
     self._lengths = []  # per probe: each example's tokens
     for probe in probes:
       features = [f for _, part in probe.parts.values() for f in part]
       self._lengths.append([f["input_ids"].shape[-1] for f in features])
-      batches = batching.eval_batches(features, batch_size=encoder.rows, max_length=probe.max_length,
-                                      pad_id=encoder.pad_id, bucket_count=task_model.bucket_count(0, platform))
+      batches = batching.eval_batches(features, batch_size=rows, max_length=probe.max_length, pad_id=encoder.pad_id,
+                                      bucket_count=lengths)
       self._batches.append([(indices, {k: _global(sharding, v) for k, v in task_model.model_inputs(batch).items()})
                             for indices, batch in batches])
 

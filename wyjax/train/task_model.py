@@ -174,7 +174,7 @@ class TaskModel:
     if config.batch_size % shards or config.eval_batch_size % shards:
       raise ValueError(f"batch_size {config.batch_size} and eval_batch_size {config.eval_batch_size} must be "
                        f"multiples of the {shards} data shards of the mesh {dict(self.program.mesh.shape)}")
-    self.bucket_count = bucket_count(config.length_buckets, self.program.mesh.devices.flat[0].platform)
+    self.bucket_count = bucket_count(config, self.program.mesh.devices.flat[0].platform)
     train_step, predict_step = make_steps(self.program, self.head, self.pad_id)
     data = self.program.data_sharding
     self.jit_train = self.program.jit_train(train_step, data, data, self.program.replicated)
@@ -359,14 +359,14 @@ def _smaller(fits: float, batch_key: str, batch_size: int, max_length: int) -> s
       f"a lower --config.max_length (now {max_length})"
 
 
-def bucket_count(length_buckets: int, platform: str) -> int | None:
+def bucket_count(config, platform: str) -> int | None:
   """How many padded lengths a run's train batches (and its evaluation's) take, each a program
-  compiled: length_buckets (config.length_buckets), else (0) by platform. On the CPU as many as pay (None: each pads
+  compiled: config.length_buckets, else by platform. On the CPU as many as pay (None: each pads
   batching.MIN_SAVING fewer tokens), placed to pad least: a compile takes seconds there, a padded
   token real time. On a GPU or TPU one: every program compiles and autotunes for seconds to a minute (DeBERTa-base's
   pretraining step: 58.8 s on an H200), while a padded token costs little."""
-  if length_buckets:
-    return length_buckets
+  if config.length_buckets:
+    return config.length_buckets
   return None if platform == "cpu" else 1
 
 
