@@ -38,7 +38,7 @@ from wyjax.tasks.task import Task
 from wyjax.train import task_model
 
 SEED = 0  # draws the training examples a probe fits: the same in every run and command
-HELD_OUT = 5  # every 5th drawn training example chooses the ridge strength
+HELD_OUT = 5  # every 5th drawn training example chooses the ridge strength and balance
 # Ridge strengths, strongest first (a tie goes to the stronger), as multiples of the mean
 # eigenvalue of the centred features' Gram matrix: from a heavy shrinkage to almost none.
 STRENGTHS = 10.0 ** np.arange(1, -6, -1)
