@@ -38,13 +38,19 @@ memory is what it used and PyTorch can allocate beside it. Results go in docs/be
 steps (predict: a few batches) under its profiler, jax's (jax.profiler.trace) or torch's
 (torch.profiler), into DIR/<part>-<model>-<side>/, and the end of the run prints a table of each
 trace's top kernels by time (benchmarks/profile_traces.py, which reads them on any machine
-later). Timings are never taken under a profiler. Not profiled: finetune (whole commands, each
-in its own process) and attention (timed inside benchmarks/attention.py; the pretraining traces
-hold the same attention kernels within the step).
+later); on a GPU each wyjax pretraining trace gets the prediction of the compile it timed beside
+it (prediction.json), its profiled steps run that step compiled without CUDA graphs (whose
+kernels a trace names by graph, not by HLO op), and the run ends with both joined, kernel by
+kernel (benchmarks/profile_vs_prediction.py). The pretrain part times and profiles every wyjax
+step before any transformers step (pretrain_part says why). Timings are never taken under a
+profiler. Not profiled: finetune (whole commands, each in its own process) and attention (timed
+inside benchmarks/attention.py; the pretraining traces hold the same attention kernels within the
+step).
 """
 import argparse
 import contextlib
 import importlib.metadata
+import json
 import os
 import pathlib
 import queue
@@ -61,6 +67,11 @@ REPO = HERE.parent
 # about 60 s per attention and BERT-base's in 35; the attention part reached L = 1024 in 80 s.
 BUDGETS = "pretrain=240,finetune=220,predict=30,attention=80"
 SMOKE_BUDGETS = "pretrain=600,finetune=900,predict=300,attention=300"  # a shared 2-core CPU
+PROFILED_STEPS = 2  # --profile: the steps each profiled side runs under its profiler
+# --profile: a GPU step is profiled from a compile without command buffers (CUDA graphs): a kernel
+# a graph launches is named in jax's trace by its graph ("command_buffer_59"), not by its HLO op,
+# so the H200 run of 2026-11-28 could not join cuBLAS's kernels with their prediction.
+PROFILED_COMPILE = {"xla_gpu_enable_command_buffer": ""}
 GiB = 2**30
 
 
@@ -142,6 +153,9 @@ def _last_error(log) -> str:
 
 
 def pretrain_part(args) -> None:
+  """Every wyjax step first, then every transformers step: torch's profiler holds CUPTI to the end
+  of the process, so a jax trace taken after it has no GPU kernels (on the H200, 2026-11-28:
+  CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, and BERT-base's wyjax trace held CPU ops only)."""
   import numpy as np
 
   from wyjax.core import config_files, run_metrics
@@ -150,6 +164,7 @@ def pretrain_part(args) -> None:
   peak = run_metrics.peak_flops_per_device()
   models = [("DeBERTa-base", "pretrain/deberta_base.py", args.attentions),
             ("BERT-base", "pretrain/bert_base.py", ["auto"])]
+  measured = []  # (name, measurement, config, ids, FLOPs, {attention: wyjax's seconds})
   for name, config_name, attentions in models:
     config = config_files.load(config_name)
     if args.smoke:
@@ -163,14 +178,24 @@ def pretrain_part(args) -> None:
     for attention in attentions:  # "auto/attention_dropout=0": config.attention "auto", that dropout
       config.attention, _, dropout = attention.partition("/attention_dropout=")
       config.model = {**configured, **({"attention_probs_dropout_prob": float(dropout)} if dropout else {})}
-      profile = jax_profile(args, f"pretrain-{name}-wyjax-{attention.replace('/', '-')}")
-      seconds[attention], flops, memory, compile_s, predicted = wyjax_pretrain(config, ids, steps, profile)
+      trace = f"pretrain-{name}-wyjax-{attention.replace('/', '-')}"
+      seconds[attention], flops, memory, compile_s, predicted = wyjax_pretrain(
+          config, ids, steps, jax_profile(args, trace) if args.profile else None)
       row("pretrain", measurement, "wyjax", _throughput(batch * length, seconds[attention], flops, peak),
           _memory(memory), f"attention={attention}; compile {compile_s:.1f} s")
       if predicted:
-        row("pretrain", measurement, "wyjax, predicted", _throughput(batch * length, predicted, flops, peak),
-            notes=f"attention={attention}: **{predicted / seconds[attention]:.2f}×** the measured step "
+        low, high = predicted.band()
+        row("pretrain", measurement, "wyjax, predicted", _throughput(batch * length, predicted.seconds, flops, peak),
+            notes=f"attention={attention}: measured ÷ predicted **{seconds[attention] / predicted.seconds:.2f}**; "
+            f"band {low * 1e3:.1f}–{high * 1e3:.1f} ms, uncalibrated {predicted.uncalibrated * 1e3:.1f} ms "
             "(wyjax.core.gpu_step_time.predict on this compile)")
+        if args.profile:  # for benchmarks/profile_vs_prediction.py
+          (pathlib.Path(args.profile) / trace).mkdir(parents=True, exist_ok=True)
+          (pathlib.Path(args.profile) / trace / "prediction.json").write_text(json.dumps(
+              {"card": predicted.card.name, "steps": PROFILED_STEPS, "measured_step_seconds": seconds[attention],
+               "kernels": predicted.kernel_records()}))
+    measured.append((name, measurement, config, ids, flops, seconds))
+  for name, measurement, config, ids, flops, seconds in measured:
     theirs, memory = torch_pretrain(config, ids, steps, args.torch_device,
                                     torch_profile(args, f"pretrain-{name}-transformers"))
     their_attention = "sdpa" if config.model.model_type == "bert" else "eager"
@@ -192,16 +217,19 @@ def _memory(size: int | None) -> str:
   return f"{size / GiB:.1f} GiB" if size >= GiB else f"{size / 2**20:.0f} MiB"
 
 
-def wyjax_pretrain(config, ids, steps: int, profile=contextlib.nullcontext()):
+def wyjax_pretrain(config, ids, steps: int, profile=None):
   """(seconds per step, FLOPs per step, memory or None, compile seconds, predicted seconds or
   None) of the pretraining run's own jitted step (wyjax.train.pretraining.build), on `ids` every
   step, after one warm-up step. Memory: what XLA's buffer assignment gives the compiled step
   (state, batch, temporaries; the donated state counted once), since the device's peak does not
   reset between models. Predicted: on a GPU aot knows, the step this compile built, every kernel
-  costed (wyjax.core.gpu_step_time; reading XLA's dump adds seconds to the compile's)."""
+  costed and calibrated (a wyjax.core.gpu_step_time.Prediction; reading XLA's dump adds seconds to
+  the compile's). Then, under `profile` (a context), PROFILED_STEPS more steps; on a GPU those of
+  the step compiled again with PROFILED_COMPILE, whose kernels are the timed compile's by name
+  (XLA forms its graphs after fusion; the in-process autotuning results are reused)."""
   import jax
 
-  from wyjax.core import aot, gpu_step_time
+  from wyjax.core import aot, gpu_cards, gpu_step_time
   from wyjax.data import tokenizer as tokenizer_lib
   from wyjax.train import pretraining
 
@@ -213,7 +241,7 @@ def wyjax_pretrain(config, ids, steps: int, profile=contextlib.nullcontext()):
   compile_seconds = time.perf_counter() - start
   step = compiled.compiled
   chip = aot.chip_of("local", jax.devices()[0])
-  predicted = gpu_step_time.predict(compiled.gpu, aot.gpu_card(chip)).seconds if compiled.gpu else None
+  predicted = gpu_step_time.predict(compiled.gpu, gpu_cards.CARDS[chip]) if compiled.gpu else None
   memory = step.memory_analysis()
   if memory is not None:
     memory = aot.buffer_bytes(memory)
@@ -224,10 +252,16 @@ def wyjax_pretrain(config, ids, steps: int, profile=contextlib.nullcontext()):
     state, out = step(state, batch)
   jax.block_until_ready(out)
   seconds = (time.perf_counter() - start) / steps
-  with profile:
-    for _ in range(2):
-      state, out = step(state, batch)
-    jax.block_until_ready(out)
+  if profile is not None:
+    if compiled.gpu is not None:
+      try:
+        step = run.train_step.lower(state, batch).compile(compiler_options=PROFILED_COMPILE)
+      except jax.errors.JaxRuntimeError as e:  # a jaxlib that refuses the option: the timed step's graphs
+        print(f"profiling the timed compile ({PROFILED_COMPILE} refused: {e})", file=sys.stderr)
+    with profile:
+      for _ in range(PROFILED_STEPS):
+        state, out = step(state, batch)
+      jax.block_until_ready(out)
   return seconds, run.train_flops_per_step, memory, compile_seconds, predicted
 
 
@@ -269,7 +303,7 @@ def torch_pretrain(config, ids, steps: int, device_name: str, profile=contextlib
   seconds = (time.perf_counter() - start) / steps
   peak = torch.cuda.max_memory_allocated() if device.type == "cuda" else None
   with profile:
-    for _ in range(2):
+    for _ in range(PROFILED_STEPS):
       step()
     synchronize()
   return seconds, peak
@@ -471,8 +505,11 @@ def main():
     relay(part, budgets[part], forwarded)
   if args.profile:
     import profile_traces  # benchmarks/, beside this file
+    import profile_vs_prediction
 
     print(f"\n## Top kernels by time ({args.profile})\n\n{profile_traces.table(args.profile)}", flush=True)
+    print(f"\n## Profile against prediction ({args.profile})\n", flush=True)
+    profile_vs_prediction.main(args.profile)
 
 
 if __name__ == "__main__":

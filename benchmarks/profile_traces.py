@@ -4,12 +4,12 @@ the rest is read on any machine.
 
     python benchmarks/profile_traces.py DIR
 
-Both profilers write Chrome trace JSON: jax's (jax.profiler.trace, create_perfetto_trace) as
-DIR/<name>/plugins/profile/<run>/perfetto_trace.json.gz, torch's (torch.profiler) as
-DIR/<name>/trace.json. On a GPU a kernel is an event on the device's streams (jax) or of
-category "kernel" or a memory copy or set (torch); on a CPU, where no device kernels run
-(--smoke), the ops XLA's executor threads ran (jax) and torch's CPU ops (inclusive of the ops
-they call).
+Both profilers write Chrome trace JSON: jax's (jax.profiler.trace) as
+DIR/<name>/plugins/profile/<run>/<host>.trace.json.gz (the same events in perfetto_trace.json.gz
+with create_perfetto_trace), torch's (torch.profiler) as DIR/<name>/trace.json. On a GPU a kernel
+is an event on the device's streams (jax) or of category "kernel" or a memory copy or set
+(torch); on a CPU, where no device kernels run (--smoke), the ops XLA's executor threads ran
+(jax) and torch's CPU ops (inclusive of the ops they call).
 """
 import collections
 import gzip
@@ -23,15 +23,17 @@ TORCH_DEVICE = ("kernel", "gpu_memcpy", "gpu_memset")
 def traces(root) -> dict[str, pathlib.Path]:
   """name → its trace file (jax's newest run) under `root`."""
   found = {}
-  for path in sorted(pathlib.Path(root).glob("*/plugins/profile/*/perfetto_trace.json.gz")):
+  for path in sorted(pathlib.Path(root).glob("*/plugins/profile/*/*trace.json.gz")):
     found[path.parents[3].name] = path  # sorted by run: the newest last
   for path in sorted(pathlib.Path(root).glob("*/trace.json")):
     found[path.parent.name] = path
   return found
 
 
-def kernel_times(path: pathlib.Path) -> tuple[str, dict[str, list]]:
-  """(what was counted: "GPU kernels" or "CPU ops", {kernel: [total µs, calls]}) of one trace."""
+def events(path: pathlib.Path) -> tuple[str, list[tuple[str, str, float]]]:
+  """(what was counted: "GPU kernels" or "CPU ops", [(name, HLO op, µs)] of every one in one
+  trace). The HLO op is what jax's trace names the instruction that launched a kernel (its
+  "hlo_op" argument), "" where it names none."""
   opener = gzip.open if path.suffix == ".gz" else open
   with opener(path, "rt", encoding="utf-8") as f:
     trace = json.load(f)
@@ -48,10 +50,16 @@ def kernel_times(path: pathlib.Path) -> tuple[str, dict[str, list]]:
     kind, counted = "CPU ops", [e for e in spans if e.get("cat") == "cpu_op" or (
         thread(e).startswith("tf_XLAExecute")
         and not e["name"].startswith(("end: ", "ThunkExecutor", "ThreadpoolListener")))]
+  return kind, [(e["name"], str(e.get("args", {}).get("hlo_op", "")), float(e.get("dur", 0.0))) for e in counted]
+
+
+def kernel_times(path: pathlib.Path) -> tuple[str, dict[str, list]]:
+  """(what was counted, {kernel: [total µs, calls]}) of one trace."""
+  kind, counted = events(path)
   times = collections.defaultdict(lambda: [0.0, 0])
-  for e in counted:
-    times[e["name"]][0] += float(e.get("dur", 0.0))
-    times[e["name"]][1] += 1
+  for name, _, micros in counted:
+    times[name][0] += micros
+    times[name][1] += 1
   return kind, dict(times)
 
 

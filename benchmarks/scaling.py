@@ -14,8 +14,9 @@ stopped; the table is rewritten from that file at the end (--table_only: just th
 benchmarks/scaling_gpu.jsonl: each base or large model at its sequences per chip on an H100 and
 an H200, and at twice as many on the H100, from which the largest batch that fits jax's default
 share of the card (XLA_PYTHON_CLIENT_MEM_FRACTION, 75%) is extrapolated, memory being affine in
-the batch below the card's size. Each row gives the predicted step (every kernel costed,
-wyjax.core.gpu_program) beside the roofline, its lower bound.
+the batch below the card's size. Each row gives the predicted step (every kernel costed and
+calibrated on measured programs, wyjax.core.gpu_step_time) with the band of its held-out error,
+then the uncalibrated sum and the roofline, bounds below it.
 """
 import argparse
 import datetime
@@ -111,7 +112,7 @@ def gpu_table() -> str:
       cell = sorted((r for r in records if r["model"] == model and r["topology"] == topology and r["fits"]),
                     key=lambda r: r["global_batch"])
       if not cell:
-        rows.append(f"| {model} | {name} | not compiled yet | | | | | | | |")
+        rows.append(f"| {model} | {name} | not compiled yet | | | | | | | | | |")
         continue
       r = cell[0]
       # The H200's cost per sequence is taken from the H100's pair: the same chip, whose programs
@@ -119,20 +120,22 @@ def gpu_table() -> str:
       pair = [next((c for c in records if c["model"] == model and c["topology"] == "h100" and c["fits"]
                     and c["global_batch"] == k * r["global_batch"]), None) for k in (1, 2)]
       fits = largest_batch(*pair, r["hbm_capacity_bytes"]) if all(pair) else "not compiled"
+      (low, high), tokens = r["predicted_step_band_seconds"], r["tokens_per_step"]
       calls = ", ".join(f"{t.replace('__cudnn$', 'cuDNN ').replace('__gpu$xla.gpu.triton', 'Triton')} ×{n}"
                         for t, n in r["custom_calls"].items()) or "none"
       rows.append(
           f"| {model} | {name} | {r['global_batch']} × {r['tokens_per_step'] // r['global_batch']} "
           f"| {r['hbm_bytes_per_chip'] / 2**30:.1f} / {r['hbm_capacity_bytes'] / 2**30:.0f} "
           f"| {fits} | {r['kernels_per_step']:,} | {calls} "
-          f"| {r['largest_buffers'][0]} | {r['predicted_step_seconds'] * 1e3:,.1f}, "
-          f"{r['predicted_tokens_per_second']:,.0f} tokens/s | {r['roofline_step_seconds'] * 1e3:,.1f} ({r['bound']}), "
-          f"{r['tokens_per_second']:,.0f} tokens/s |")
+          f"| {r['largest_buffers'][0]} | **{r['predicted_step_seconds'] * 1e3:,.1f}, "
+          f"{r['predicted_tokens_per_second']:,.0f} tokens/s** | {low * 1e3:,.1f}–{high * 1e3:,.1f} "
+          f"({tokens / high:,.0f}–{tokens / low:,.0f} tokens/s) | {r['predicted_uncalibrated_step_seconds'] * 1e3:,.1f} "
+          f"| {r['roofline_step_seconds'] * 1e3:,.1f} ({r['bound']}), {r['tokens_per_second']:,.0f} tokens/s |")
   return "\n".join([
       "| model | GPU | batch × length | HBM, GiB (step / card) | largest batch in 75% of the card | kernels per step "
-      "| attention custom calls | largest buffer | predicted step, ms, tokens/s | roofline step (lower bound), ms "
-      "(bound), tokens/s |",
-      "|---|---|---|---|---|---|---|---|---|---|", *rows])
+      "| attention custom calls | largest buffer | predicted step (calibrated), ms, tokens/s | held-out error band, ms "
+      "(tokens/s) | uncalibrated step, ms | roofline step (lower bound), ms (bound), tokens/s |",
+      "|---|---|---|---|---|---|---|---|---|---|---|---|", *rows])
 
 
 def table() -> str:

@@ -1,8 +1,11 @@
 """benchmarks/gpu.py, the GPU yardstick, as CI can run it: every part with tiny sizes on the CPU
 (--smoke), one markdown table; a part over its budget is stopped with a row saying so."""
+import json
 import re
 import subprocess
 import sys
+
+import pytest
 
 from tests.train.conftest import REPO_ROOT, pretrain_env
 
@@ -49,6 +52,31 @@ def test_every_part_measures_both_sides_on_the_cpu(shared_data, tmp_path):
     rows = [r for r in kernels if r[0] == f"{trace} (CPU ops)"]
     assert 1 <= len(rows) <= 10 and all(float(r[2]) >= 0 and int(r[3]) >= 1 for r in rows), (trace, rows)
     assert float(rows[0][2]) > 0 and [float(r[2]) for r in rows] == sorted((float(r[2]) for r in rows), reverse=True)
+  # Every wyjax step profiled before any transformers step: torch's profiler keeps CUPTI from jax's after it.
+  written = {path.relative_to(tmp_path / "traces").parts[0]: path.stat().st_mtime
+             for path in (tmp_path / "traces").glob("pretrain-*/**/*trace.json*")}
+  assert len(written) == 4 and max(t for name, t in written.items() if "-wyjax-" in name) < min(
+      t for name, t in written.items() if name.endswith("-transformers")), written
+  # The profile against the prediction of its compile: none on a CPU, each wyjax pretraining trace says so ...
+  joined = result.stdout.split("## Profile against prediction", 1)[1]
+  for trace in ("pretrain-DeBERTa-base-wyjax-auto", "pretrain-BERT-base-wyjax-auto", "predict-wyjax"):
+    assert f"### {trace}: no prediction.json beside its trace" in joined, joined
+  # ... and the join runs on the smoke trace given one: its three costliest CPU ops, predicted at 1 ms each.
+  trace = "pretrain-BERT-base-wyjax-auto"
+  ops = [r[1].strip("`") for r in kernels if r[0] == f"{trace} (CPU ops)"][:3]
+  (tmp_path / "traces" / trace / "prediction.json").write_text(json.dumps({"card": "h100", "steps": 2, "kernels": [
+      {"name": op, "kernel": op, "kind": "elementwise", "group": "memory", "repeats": 1, "uncalibrated": 5e-4,
+       "seconds": 1e-3} for op in ops]}))
+  join = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "profile_vs_prediction.py"),
+                         str(tmp_path / "traces")], capture_output=True, text=True)
+  assert join.returncode == 0, join.stderr[-3000:]
+  section = join.stdout.split(f"### {trace} (CPU ops): ", 1)[1].split("\n### ", 1)[0]
+  measured = float(re.match(r"measured ([\d.]+) ms a step, predicted 3\.000 \(calibrated; h100, 2 steps", section)[1])
+  kinds_table = section.split("| kernel (the", 1)[0]
+  by_kind = {cells[0]: cells[1:] for cells in ([c.strip() for c in line.strip("|").split("|")]
+                                               for line in kinds_table.splitlines()[3:] if line.startswith("| "))}
+  assert by_kind["elementwise"][1] == "3.000" and float(by_kind["elementwise"][0]) > 0, section
+  assert sum(float(cells[0]) for cells in by_kind.values()) == pytest.approx(measured, abs=0.01), section
 
 
 def test_a_part_over_its_budget_is_stopped_with_a_row(shared_data, tmp_path):

@@ -6,10 +6,10 @@ refused in one line naming it, or the work it feeds runs within a time and a mem
   config_values.check and check_data (the bounds, directly), and an accepted one planned: the
   batches, buckets and largest batch a run would draw (where --config.sort_window=1000000000
   took 2.6 GB and minutes);
-- flags: in one process per command (their flags cannot share one), every numeric flag drawn
-  and parsed as cli.run parses it; an accepted value is in the range the flag declares, passes
-  the check of the work it feeds, and for the two commands that need no model (build-punc,
-  prepare-corpus) runs that work on a tiny tree;
+- flags: in one process per command (their flags cannot share one), every flag drawn and parsed
+  as cli.run parses it; an accepted number is in the range the flag declares (every numeric flag
+  declares one), and for the two commands that need no model (build-punc, prepare-corpus) runs
+  that work on a tiny tree; an accepted text (a path, a name, a choice) is UTF-8;
 - real processes: the runaways of the issue, each refused in one line within a time and memory
   limit (--config.eval_batch_size=1000000000 grew to 16.7 GB and on).
 
@@ -21,6 +21,7 @@ import functools
 import json
 import os
 import pathlib
+import re
 import resource
 import signal
 import subprocess
@@ -165,15 +166,16 @@ def test_every_config_value_is_refused_in_one_line_or_planned_within_limits(tabl
 _WALK = r"""
 import contextlib, importlib, io, json, math, os, pathlib, sys, tempfile, time
 from absl import flags
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 sys.path.insert(0, os.getcwd())
 from tests import bounds_test
 from wyjax.core import cli
 module_name, required, examples = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 module = importlib.import_module(module_name)
 FLAGS = flags.FLAGS
-numeric = [f for f in FLAGS.flags_by_module_dict()[module_name]
-           if isinstance(f.parser, (flags.IntegerParser, flags.FloatParser))]
+own = FLAGS.flags_by_module_dict()[module_name]
+numeric = [f for f in own if isinstance(f.parser, (flags.IntegerParser, flags.FloatParser))]
+textual = [f for f in own if f not in numeric and not isinstance(f.parser, flags.BooleanParser)]
 failures = []
 
 def parse(name, value):
@@ -204,53 +206,42 @@ for flag in numeric:
     walk()
   except AssertionError as e:
     failures.append(f"--{flag.name}: {e}")
-print(json.dumps({"flags": [f.name for f in numeric], "failures": failures}))
+
+for flag in textual:  # paths, names, choices, lists: refused in one line, and never bytes that are not UTF-8
+  @settings(derandomize=examples < 100, max_examples=examples, deadline=None, database=None)
+  @given(value=bounds_test.TEXTS)
+  @example(value="\udcb9\udcc5")  # 古 in GBK, as os reads its bytes: for every text flag
+  def walk_text(value):
+    lines = parse(flag.name, value)
+    if lines is not None:
+      assert lines[0].startswith(f"wyjax: error: flag") and f"--{flag.name}" in lines[0] and len(lines) <= 2, lines
+    assert lines is not None or not bounds_test.UNDECODABLE.search(value), f"{value!r} accepted"
+  try:
+    walk_text()
+  except AssertionError as e:
+    failures.append(f"--{flag.name}: {e}")
+print(json.dumps({"flags": [f.name for f in numeric + textual], "failures": failures}))
 """
 
-# Where a flag's range is checked when not at its definition: by the work it feeds.
-RANGES_ELSEWHERE = {
-    ("wyjax.benchmark", name): "config_values (suite.run checks every task's config first)"
-    for name in ("learning_rate", "num_epochs", "num_train_steps", "eval_every", "seeds", "batch_size")
-} | {
-    ("wyjax.data.__main__", name): "prepare.Options"
-    for name in ("sequence_length", "valid_fraction", "min_count", "max_vocab", "shard_sequences")
-} | {
-    ("wyjax.demo", name): "config_values (the demo's fine-tuning configs)"
-    for name in ("punc_steps", "tlc_steps", "seeds", "learning_rate")
-}
+# What a user can type for a path, a name or a choice: any text, bytes that are not UTF-8 (as os
+# reads them: lone surrogates), the shapes of paths.
+TEXTS = st.one_of(st.text(st.characters(exclude_categories=()), max_size=12),
+                  st.sampled_from(["", "-", ".", "..", "a/b/", "gs://b/x", "\udcb9\udcc5", "x\udcff.txt", "tlc"]))
+UNDECODABLE = re.compile(r"[\ud800-\udfff]")
 SAMPLE = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "daizhige_sample"
 
 
 def honoured(module: str, name: str, value, bounds: tuple) -> str | None:
   """Why `value`, which --name parsed to, is not honoured (None: it is): outside the flag's
-  declared range, refused by the check of the work it feeds other than in one line, or (the
-  builders) its tiny job failing or running past its time."""
+  declared range (every flag declares one: the demo's, the benchmark's and prepare-corpus's were
+  checked only by the work they fed, after pretraining or naming no flag), or (the builders) its
+  tiny job failing or running past its time."""
   low, high = bounds
-  if (module, name) in RANGES_ELSEWHERE:
-    return _checked_elsewhere(module, name, value)
   if low is None:
     return f"declares no range (its lower bound is None) and {value!r} was accepted"
   if value is not None and not (low <= value and (high is None or value <= high)):
     return f"{value!r} is outside its declared range [{low}, {high}]"
   if module in ("wyjax.tasks.__main__", "wyjax.data.__main__"):
-    return _tiny_job(module, name)
-  return None
-
-
-CONFIG_KEY = {"punc_steps": "num_train_steps", "tlc_steps": "num_train_steps"}  # the demo's
-
-
-def _checked_elsewhere(module: str, name: str, value) -> str | None:
-  from wyjax.data import prepare  # pylint: disable=import-outside-toplevel
-  try:
-    if module == "wyjax.data.__main__":
-      prepare.Options(source="poetry", **{name: value})
-    elif value is not None:
-      config = suite.task_config("tlc", **{CONFIG_KEY.get(name, name): value})
-      config_values.check(config, config_values.FINETUNING)
-  except ValueError as e:
-    return None if "\n" not in str(e) else f"refused in several lines: {e}"
-  if module == "wyjax.data.__main__":
     return _tiny_job(module, name)
   return None
 
@@ -290,7 +281,7 @@ def _commands(tmp_path: pathlib.Path) -> dict[str, list[str]]:
           "wyjax.tasks.__main__": [f"--daizhige={SAMPLE}"]}
 
 
-def test_every_numeric_flag_of_every_command_is_refused_in_one_line_or_honoured(shared_data, tmp_path):
+def test_every_flag_of_every_command_is_refused_in_one_line_or_honoured(shared_data, tmp_path):
   del shared_data  # the builders build from its Daizhige sample
   commands = _commands(tmp_path)
   examples = 400 if LONG else 12
@@ -303,7 +294,8 @@ def test_every_numeric_flag_of_every_command_is_refused_in_one_line_or_honoured(
 
   with concurrent.futures.ThreadPoolExecutor(2) as pool:
     walked = dict(zip(commands, pool.map(walk, commands, commands.values())))
-  assert sum(len(w["flags"]) for w in walked.values()) >= 30  # every command's numeric flags were walked
+  assert sum(len(w["flags"]) for w in walked.values()) >= 30  # every command's flags were walked
+  assert {"workdir", "punc_steps", "poetry_package"} <= set(walked["wyjax.demo"]["flags"]), walked["wyjax.demo"]
   failures = {(module, failure.split(":")[0].removeprefix("--")): failure
               for module, w in walked.items() for failure in w["failures"]}
   assert not failures, failures

@@ -10,6 +10,9 @@ import sys
 
 import pytest
 
+from wyjax.data import prepare
+
+
 def _write_inputs(root):
   (root / "a_file").write_text("not a folder")
   (root / "gbk").mkdir()
@@ -25,6 +28,11 @@ def _write_inputs(root):
   (root / "nested").mkdir()  # deeper than Python's JSON parser goes: 2,988 lines of RecursionError
   (root / "nested" / "train.json").write_text('{"label": "100", "sentence": "学而"}\n{"label": ' + "[" * 100_000
                                               + "]" * 100_000 + "}\n", encoding="utf-8")
+  prepare.prepare_corpus(root / "corpus", prepare.Options(source=f"text:{root / 'texts'}", sequence_length=16,
+                                                          valid_fraction=0), workers=1, progress=False,
+                         log=lambda *_: None)  # a 10-token vocabulary
+  (root / "demo" / "hf").mkdir(parents=True)
+  (root / "demo" / "hf" / "README.md").write_text("# my notes\n")  # the user's, where the demo exports
 
 
 def _cases(root):
@@ -70,7 +78,7 @@ def _cases(root):
                                                     "--config.eval_every=0"], 1,
                                  "config.eval_every is 0; allowed: an integer ≥ 1"),
       "benchmark: config value": ("wyjax.benchmark", [f"--data_root={root}", f"--out={root / 'b'}", "--batch_size=0"],
-                                  1, "config.batch_size is 0; allowed: an integer ≥ 1"),
+                                  2, "flag --batch_size=0: 0 is not an integer in the range [1, 2147483647]"),
       "finetune: no workdir": ("wyjax.finetune", ["--config=tlc.py"], 2, "--workdir is required"),
       "finetune: unknown flag": ("wyjax.finetune", ["--config=tlc.py", "--bogus"], 2, "'bogus'"),
       "finetune: unknown config": ("wyjax.finetune", ["--config=nope.py", f"--workdir={root / 'f'}"], 2,
@@ -89,7 +97,8 @@ def _cases(root):
       "data: source": ("wyjax.data", ["prepare-corpus", "--source=nope", f"--out={root / 'c2'}"], 1,
                        "unknown corpus source 'nope'"),
       "data: valid_fraction": ("wyjax.data", ["prepare-corpus", f"--source=text:{gbk}", f"--out={root / 'c3'}",
-                                              "--valid_fraction=2"], 1, "valid_fraction 2.0"),
+                                              "--valid_fraction=2"], 2,
+                               "flag --valid_fraction=2: 2.0 is not a number in the range [0, 1]"),
       "tasks: daizhige": ("wyjax.tasks", ["build-punc", f"--daizhige={missing}", f"--out={root / 't'}"], 1,
                           str(missing)),
       "tasks: no command": ("wyjax.tasks", [], 2, "expected one command"),
@@ -128,6 +137,36 @@ def _cases(root):
       "tasks: collections typo": ("wyjax.tasks", ["build-punc", f"--daizhige={root}", f"--out={root / 't5'}",
                                                   "--collections=史臧"], 2,
                                   "flag --collections=['史臧']: expected Daizhige's collections, among 佛藏,"),
+      # Issue 63's: bounds before work, naming what the user typed.
+      "finetune: a model key": ("wyjax.finetune", ["--config=tlc.py", f"--workdir={root / 'f6'}",
+                                                   f"--config.data_dir={tlc}", "--config.batch_size=8",
+                                                   "--config.model.hidden_size=7", "--config.eval_every=2"], 2,
+                                "error: --config.model.hidden_size: the config has no field 'model'"),  # all 5 named
+      "finetune: a workdir named in GBK": ("wyjax.finetune", ["--config=tlc.py", f"--workdir={root / GBK_NAME}",
+                                                              f"--config.data_dir={tlc}"], 2,
+                                           rf"flag --workdir={root}/\xb9\xc5: not UTF-8"),  # failed at a checkpoint
+      "pretrain: a vocabulary size the corpus decides": ("wyjax.pretrain", [
+          "--config=pretrain/deberta_tiny.py", f"--workdir={root / 'p6'}", f"--config.data_dir={root / 'corpus'}",
+          "--config.model.vocab_size=3"], 1, f"--config.model.vocab_size=3, but the corpus {root / 'corpus'} decides "
+                                             "it: 10; leave --config.model.vocab_size out, or give 10"),  # replaced
+      "pretrain: --prepare_corpus into a task folder": ("wyjax.pretrain", [
+          "--config=pretrain/deberta_tiny.py", f"--workdir={root / 'p7'}", f"--config.data_dir={tlc}",
+          f"--config.corpus.source=text:{root / 'texts'}", "--prepare_corpus"], 1,
+          f"--config.data_dir {tlc} holds files that are not this corpus; choose an empty or new folder, or let "
+          "`python -m wyjax.data prepare-corpus --overwrite` replace"),  # advised --out, --overwrite
+      "data: --out that is the source": ("wyjax.data", ["prepare-corpus", f"--source=text:{root / 'texts'}",
+                                                        f"--out={root / 'texts'}", "--overwrite"], 1,
+                                         f"--out {root / 'texts'} is --source {root / 'texts'}, which prepare-corpus "
+                                         "reads"),
+      "demo: the user's files where it exports": ("wyjax.demo", [f"--workdir={root / 'demo'}"], 1,
+                                                  f"{root / 'demo' / 'hf'} holds README.md, which no earlier export "
+                                                  "of this command wrote there"),  # replaced without a word
+      "translate: --max_ratio=0 --max_extra=0": ("wyjax.translate", [f"--init={missing}", "--max_ratio=0",
+                                                                     "--max_extra=0"], 2,
+                                                 "--max_ratio 0 and --max_extra 0 leave a translation no token"),
+      "translate: --max_length=2**40": ("wyjax.translate", [f"--init={missing}", "--max_length=1099511627776"], 2,
+                                        "flag --max_length=1099511627776: 1099511627776 is not an integer in the "
+                                        "range [5, 1048576]"),
       **({} if GPU else {"finetune: JAX_PLATFORMS=cuda": (
           "wyjax.finetune", ["--config=tlc.py", f"--workdir={root / 'f3'}", f"--config.data_dir={tlc}"], 1,
           "JAX_PLATFORMS=cuda: JAX cannot start 'cuda' on this machine (RuntimeError: ", {"JAX_PLATFORMS": "cuda"})}),
@@ -135,6 +174,7 @@ def _cases(root):
 
 
 GPU = any(map(os.path.exists, ("/dev/nvidia0", "/dev/nvidiactl")))
+GBK_NAME = "\udcb9\udcc5"  # 古 in GBK, as os reads undecodable bytes
 
 
 def _run(module, arguments, env=None):

@@ -24,6 +24,7 @@ from tests.train.conftest import REPO_ROOT
 from wyjax.core import config_files, guards
 from wyjax.data import tokenizer as tk
 from wyjax.hf import export_folder, task_models
+from wyjax.tasks import wyweb_files
 from wyjax.train import pretraining
 
 SHORT_VOCAB = "".join(t + "\n" for t in [*tk.SPECIAL_TOKENS, *"子曰學而時習之不亦說乎"])  # 16 tokens
@@ -48,8 +49,8 @@ def _closed_port() -> int:
 
 
 def _models(root: pathlib.Path) -> dict[str, pathlib.Path]:
-  """A TLC seed folder (a fine-tuning run's layout), its transformers export, and an MLM folder
-  (translate's), each with a damaged copy."""
+  """A TLC seed folder (a fine-tuning run's layout), its transformers export, an MLM folder
+  and a WYWMT export (translate's), some with a damaged copy, and a PUNC export."""
   model = _fine_tuned("tlc", "deberta")
   (root / "run").mkdir()
   (root / "run" / "run_config.json").write_text(json.dumps({"task": "tlc", "max_length": 48}))
@@ -63,17 +64,20 @@ def _models(root: pathlib.Path) -> dict[str, pathlib.Path]:
   config = json.loads((tlc / "config.json").read_text())
   (bad_tlc / "config.json").write_text(json.dumps({**config, "vocab_size": 6000}))
   mlm = export_folder.export(parity_test._converted(tiny_models.deberta("bozhou", legacy=False)), root / "mlm")
-  bad_mlm = shutil.copytree(mlm, root / "bad_mlm")
-  (bad_mlm / "vocab.txt").write_text(SHORT_VOCAB, encoding="utf-8")
+  wywmt = task_models.export(_fine_tuned("wywmt", "deberta"), root / "wywmt")  # translate's: a generating head
+  bad_wywmt = shutil.copytree(wywmt, root / "bad_wywmt")
+  (bad_wywmt / "vocab.txt").write_text(SHORT_VOCAB, encoding="utf-8")
+  task_models.export(_fine_tuned("punc", "deberta"), root / "punc")
+  (root / "braces.txt").write_text("{注}學而時習之\n", encoding="utf-8")  # an editor's note in braces
   (root / "no_torch" / "torch").mkdir(parents=True)  # an environment without PyTorch
   (root / "no_torch" / "torch" / "__init__.py").write_text("raise ImportError(\"No module named 'torch'\")\n")
   (root / "in.txt").write_text("子曰學而時習之\n有朋自遠方來\n", encoding="utf-8")
-  return {"seed": seed, "bad_seed": bad_seed, "tlc": tlc, "bad_tlc": bad_tlc, "mlm": mlm, "bad_mlm": bad_mlm}
+  return {"seed": seed, "bad_seed": bad_seed, "tlc": tlc, "bad_tlc": bad_tlc, "mlm": mlm, "wywmt": wywmt}
 
 
 def _cases(root: pathlib.Path, hub_url: str, read_only: pathlib.Path) -> dict:
   """name: (module, arguments, environment, exit code, what its one line says: None for a success)."""
-  m = {k: root / k for k in ("tlc", "bad_tlc", "mlm", "bad_mlm")} | {"seed": root / "run" / "seed_0",
+  m = {k: root / k for k in ("tlc", "bad_tlc", "mlm", "wywmt", "bad_wywmt", "punc")} | {"seed": root / "run" / "seed_0",
                                                                     "bad_seed": root / "bad_run" / "seed_0"}
   predict = lambda model, *flags: [f"--model={model}", f"--input={root / 'in.txt'}", *flags]
   export = lambda out, *flags: [f"--checkpoint={m['mlm']}", f"--out={root / out}", *flags]
@@ -86,15 +90,35 @@ def _cases(root: pathlib.Path, hub_url: str, read_only: pathlib.Path) -> dict:
       "translate: --batch_size=0": ("wyjax.translate", [f"--init={m['mlm']}", "--batch_size=0"], {}, 2,
                                     "flag --batch_size=0: 0 is not a positive integer"),
       "translate: --max_length=0": ("wyjax.translate", [f"--init={m['mlm']}", "--max_length=0"], {}, 2,
-                                    "flag --max_length=0: 0 is not integer >= 5"),
+                                    "flag --max_length=0: 0 is not an integer in the range [5, 1048576]"),
       "predict: --beam=0": ("wyjax.predict", predict(m["tlc"], "--beam=0"), {}, 2,
                             "flag --beam=0: 0 is not a positive integer"),
-      "translate: a beam of terabytes": ("wyjax.translate", [f"--init={m['mlm']}", "--beam=100000000"], {}, 1,
-                                         "--beam 100000000 × --batch_size 32 needs about 843.8 TB to decode "
+      "translate: a beam of terabytes": ("wyjax.translate", [f"--init={m['wywmt']}", "--beam=100000000"], {}, 1,
+                                         "--beam 100000000 × --batch_size 32 needs about 840.0 TB to decode "
                                          "(3,200,000,000 rows of 512 tokens), more than the "),
-      "translate: vocab.txt of another model": ("wyjax.translate", [f"--init={m['bad_mlm']}"], {}, 1,
-                                                f"{m['bad_mlm']}/vocab.txt has 16 tokens but {m['bad_mlm']}/config.json"
-                                                " says vocab_size 97"),
+      "translate: vocab.txt of another model": ("wyjax.translate", [f"--init={m['bad_wywmt']}"], {}, 1,
+                                                f"{m['bad_wywmt']}/vocab.txt has 16 tokens but "
+                                                f"{m['bad_wywmt']}/config.json says vocab_size 23"),
+      # Issue 63's: a model checked for its job before its weights are read; no output inside an input.
+      "translate: a pretrained encoder": ("wyjax.translate", [f"--init={m['mlm']}"], {}, 1,
+                                          f"--init {m['mlm']} is no fine-tuned task model"),  # gibberish, exit 0
+      "translate: another task's model": ("wyjax.translate", [f"--init={m['tlc']}"], {}, 1,
+                                          f"--init {m['tlc']} was fine-tuned for tlc, whose model generates no text"),
+      "predict: a pretrained encoder": ("wyjax.predict", predict(m["mlm"]), {}, 1,
+                                        f"--model {m['mlm']} is no fine-tuned task model"),
+      "predict: --output inside the model": ("wyjax.predict", predict(m["tlc"], f"--output={m['tlc']}/vocab.txt",
+                                                                      "--overwrite"), {}, 1,
+                                             f"--output {m['tlc']}/vocab.txt lies inside --model {m['tlc']}, which "
+                                             "predict reads"),  # the model no longer loaded
+      "predict: --output a run's file": ("wyjax.predict", predict(m["seed"], f"--output={m['seed']}/model.json",
+                                                                  "--overwrite"), {}, 1,
+                                         f"--output {m['seed']}/model.json lies inside --model {m['seed']}"),
+      "export: --out inside the checkpoint": ("wyjax.export", [f"--checkpoint={m['mlm']}", f"--out={m['mlm']}/hf"], {},
+                                              1, f"--out {m['mlm']}/hf lies inside --checkpoint {m['mlm']}, which "
+                                                 "export reads"),
+      "predict: a PUNC line that opens with a brace": ("wyjax.predict", [f"--model={m['punc']}",
+                                                                         f"--input={root / 'braces.txt'}"], {}, 0,
+                                                       None),  # "invalid JSON"
       "predict: a run's vocab.txt of another model": ("wyjax.predict", predict(m["bad_seed"]), {}, 1,
                                                       f"{m['bad_seed']}/tokenizer/vocab.txt has 16 tokens but "
                                                       f"{m['bad_seed']}/model.json says vocab_size 23"),
@@ -113,8 +137,8 @@ def _cases(root: pathlib.Path, hub_url: str, read_only: pathlib.Path) -> dict:
                                            "install them"),
       "export: --out that is the folder read": ("wyjax.export", [f"--checkpoint={m['mlm']}", f"--out={m['mlm']}/",
                                                                  "--overwrite"], {}, 1,
-                                                f"--out {m['mlm']}/ is the --checkpoint folder {m['mlm']}; writing it "
-                                                "would replace the model it is read from (--overwrite never does)"),
+                                                f"--out {m['mlm']}/ is --checkpoint {m['mlm']}, which export reads; "
+                                                "writing there would change what it reads: choose another --out"),
       # Each its own --out: the cases run at once, and a folder has one writer (wyjax.core.locks).
       "export: push with no token": ("wyjax.export", export("pushed", "--push_to_hub=org/tiny"), {}, 1,
                                      "--push_to_hub needs a Hugging Face token with write access: set HF_TOKEN"),
@@ -171,12 +195,17 @@ def test_what_a_failed_command_leaves(results):
   blocked the rerun), and no temporary file beside an output that could not be written."""
   root, hub, _ = results
   assert not any((root / name).exists() for name in ("verified", "pushed", "pushed_offline", "pushed_nowhere"))
+  assert sorted(p.name for p in (root / "tlc").iterdir()) == sorted(export_folder.FILES)  # nothing written in a model
+  assert sorted(p.name for p in (root / "mlm").iterdir()) == sorted(export_folder.FILES)
+  task_models.load(root / "tlc")
   assert not hub.repos
   assert not any(p.name.endswith(".partial") for p in root.iterdir())
 
 
 def test_a_legal_name_and_a_read_only_cache_work(results):
   root, _, all_results = results
+  _, braces = all_results["predict: a PUNC line that opens with a brace"]
+  assert "".join(c for c in braces.stdout.strip() if c not in wyweb_files.PUNC_MARKS) == "{注}學而時習之"
   assert (root / f"{'p' * 240}.txt").read_text(encoding="utf-8").count("\n") == 2
   _, read_only_cache = all_results["predict: a read-only cache"]
   assert len(read_only_cache.stdout.splitlines()) == 2, read_only_cache.stderr[-3000:]

@@ -7,6 +7,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import zipfile
 
 from packaging.requirements import Requirement
 
@@ -50,6 +51,8 @@ def test_the_wheel_installs_and_runs_from_outside_the_repository(shared_data, tm
   built = run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(tmp_path / "dist"), str(REPO_ROOT))
   assert built.returncode == 0, built.stderr[-3000:]
   wheel, = (tmp_path / "dist").glob("wyjax-*.whl")
+  shipped = set(zipfile.ZipFile(wheel).namelist())  # the GPU step prediction's data: XLA's GEMM table, the factors
+  assert {"wyjax/core/xla_gemm_sm90.json", "wyjax/core/gpu_calibration.json"} <= shipped
   venv = tmp_path / "venv"
   assert run(sys.executable, "-m", "venv", str(venv)).returncode == 0
   python = str(venv / "bin" / "python")

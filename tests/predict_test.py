@@ -260,12 +260,12 @@ def test_a_long_texts_windows_are_predicted_a_chunk_at_a_time(shared_data, monke
 
 def test_a_bad_line_is_one_error_line_or_skipped_and_counted(runs, tmp_path):
   workdir, _, _ = runs["tlc"]
-  (tmp_path / "in.txt").write_text('子曰學而時習之\n{"text": \n有朋自遠方來\n', encoding="utf-8")
+  (tmp_path / "in.txt").write_text('子曰學而時習之\n{"text": ["學"]}\n有朋自遠方來\n', encoding="utf-8")
   command = [sys.executable, "-m", "wyjax.predict", f"--model={workdir}", f"--input={tmp_path / 'in.txt'}",
              f"--output={tmp_path / 'out.jsonl'}"]
   failed = subprocess.run(command, cwd=REPO_ROOT, env=pretrain_env(), capture_output=True, text=True)
   assert failed.returncode != 0 and "Traceback" not in failed.stderr
-  assert f"wyjax: error: {tmp_path / 'in.txt'}:2: invalid JSON" in failed.stderr
+  assert f"wyjax: error: {tmp_path / 'in.txt'}:2: \"text\" must be a string" in failed.stderr
   skipped = subprocess.run(command + ["--skip_bad_lines", "--overwrite"], cwd=REPO_ROOT, env=pretrain_env(),
                            capture_output=True, text=True)
   assert skipped.returncode == 0, skipped.stderr[-2000:]

@@ -10,7 +10,7 @@ import pytest
 import sacrebleu
 
 from tests.train.conftest import REPO_ROOT, pretrain_env
-from wyjax.hf import export_folder, loading
+from wyjax.hf import loading, task_models
 from wyjax.tasks import wyweb_files
 
 DECODING = ["--config.decoding.beam_size=2", "--config.decoding.max_ratio=1.0", "--config.decoding.max_extra=8"]
@@ -102,7 +102,7 @@ def test_greedy_translations_equal_an_independent_decoder(run, tmp_path):
   data, workdir = run
   dev = wyweb_files.read_wywmt(data / "dev.tsv")[:6]
   model = loading.load(workdir / "seed_0")
-  hf_dir = export_folder.export(model, tmp_path / "hf")
+  hf_dir = task_models.export(task_models.load(workdir / "seed_0"), tmp_path / "hf")  # as wyjax.export writes it
   expected = []
   for e in dev:
     source = [int(i) for i in model.tokenizer.encode_chars(e.source)[0]]

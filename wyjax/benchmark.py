@@ -20,6 +20,7 @@ import sys
 from absl import flags
 
 from wyjax.core import aot, cli, logs
+from wyjax.core.ranges import INT32
 from wyjax.train import suite
 
 _INIT = flags.DEFINE_string("init", "", "transformers folder or wyjax workdir (empty: fresh tiny model).")
@@ -28,13 +29,19 @@ _OUT = flags.DEFINE_string("out", None, "Output folder.", required=True)
 _TASKS = flags.DEFINE_list("tasks", ["wyweb", "classical"],
                            "Tasks (or groups: wyweb, classical, clue) to run, those with data.")
 _NAME = flags.DEFINE_string("name", None, "Model name in the table (default: the init folder's name).")
+# Each override's range, as the task configs' (config_values), checked as the flags are parsed; a step
+# count of 0 would mean whole epochs.
 _LR = flags.DEFINE_float("learning_rate", None,
-                         "Override every task's learning rate (default: chosen from the model's size).")
-_EPOCHS = flags.DEFINE_integer("num_epochs", None, "Override every task's number of epochs.")
-_STEPS = flags.DEFINE_integer("num_train_steps", None, "Train this many steps per task instead of epochs.")
-_EVAL_EVERY = flags.DEFINE_integer("eval_every", None, "Override the evaluation interval (steps).")
-_SEEDS = flags.DEFINE_integer("seeds", None, "Seeds per task.")
-_BATCH = flags.DEFINE_integer("batch_size", None, "Override every task's batch size.")
+                         "Override every task's learning rate (default: chosen from the model's size).", lower_bound=0)
+_EPOCHS = flags.DEFINE_integer("num_epochs", None, "Override every task's number of epochs.", lower_bound=1,
+                               upper_bound=INT32)
+_STEPS = flags.DEFINE_integer("num_train_steps", None, "Train this many steps per task instead of epochs.",
+                              lower_bound=1, upper_bound=INT32)
+_EVAL_EVERY = flags.DEFINE_integer("eval_every", None, "Override the evaluation interval (steps).", lower_bound=1,
+                                   upper_bound=INT32)
+_SEEDS = flags.DEFINE_integer("seeds", None, "Seeds per task.", lower_bound=1, upper_bound=INT32)
+_BATCH = flags.DEFINE_integer("batch_size", None, "Override every task's batch size.", lower_bound=1,
+                              upper_bound=INT32)
 _NO_PRETRAINING = flags.DEFINE_bool("no_pretraining_baseline", False,
                                     "Also fine-tune every task from random weights (--init's architecture and "
                                     "vocabulary, the same recipe and seeds): the board's 'same model, no pretraining' "

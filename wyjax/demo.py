@@ -12,7 +12,9 @@
 3. fine-tunes and evaluates the pretrained model on both (dev for checkpoint choice, test
    predictions written as submissions; --seeds=N: N seeds each, their mean ± std on the board),
    and the same architecture from random weights with the same recipe (the unpretrained twin);
-4. exports the pretrained model as a transformers folder (DIR/hf);
+4. exports the pretrained model as a transformers folder (DIR/hf: files of the demo's earlier
+   export, recorded by content in DIR/hf_files.json, are replaced; anything else there is refused
+   before any work);
 5. prints the leaderboard, dev and test, with the twin, majority-class and linear (character
    n-grams + logistic regression) baselines beside the scores; plots the probes' dev scores
    against pretraining steps beside the validation MLM loss (results/plots/pretraining.png);
@@ -28,22 +30,27 @@ import time
 from absl import flags
 
 from wyjax.core import aot, checkpoints, cli, config_files, guards, logs, storage
+from wyjax.core.ranges import INT32
 from wyjax.data import corpus, prepare
 from wyjax.hf import export_folder, loading, task_models
 from wyjax.tasks import leaderboard
 from wyjax.tasks.builders import poetry
 from wyjax.tasks.registry import TASKS
-from wyjax.train import inference, pretraining, probes, suite
+from wyjax.train import continuing, inference, pretraining, pretraining_corpus, probes, suite
 
 _PRETRAIN = config_files.DEFINE_config("pretrain_config", "pretrain/deberta_tiny.py",
                                        "Pretraining config: a name or a file.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output folder (default: <cache>/demo).")
-_STEPS = {poetry.PUNCTUATION: flags.DEFINE_integer("punc_steps", 300, "Fine-tuning steps of the punctuation task."),
-          poetry.DYNASTY: flags.DEFINE_integer("tlc_steps", 750, "Fine-tuning steps of the dynasty task.")}
+# Ranges declared here, checked as the flags are parsed: before the pretraining, not 500 steps into it
+# (a step count of 0 would mean whole epochs to fine-tuning).
+_STEPS = {poetry.PUNCTUATION: flags.DEFINE_integer("punc_steps", 300, "Fine-tuning steps of the punctuation task.",
+                                                   lower_bound=1, upper_bound=INT32),
+          poetry.DYNASTY: flags.DEFINE_integer("tlc_steps", 750, "Fine-tuning steps of the dynasty task.",
+                                               lower_bound=1, upper_bound=INT32)}
 _SEEDS = flags.DEFINE_integer("seeds", 1, "Fine-tuning seeds per task; more than one adds their mean ± std to the "
-                              "leaderboard (README's table: 5).")
+                              "leaderboard (README's table: 5).", lower_bound=1, upper_bound=INT32)
 _LR = flags.DEFINE_float("learning_rate", None, "Fine-tuning learning rate (default: chosen from the model's size, "
-                         "1e-3 for the tiny model; wyjax/train/learning_rates.py).")
+                         "1e-3 for the tiny model; wyjax/train/learning_rates.py).", lower_bound=0)
 _PER_DYNASTY = flags.DEFINE_integer("per_dynasty", 1200, "Poems per dynasty in the dynasty task.", lower_bound=1)
 _PUNC_EXAMPLES = flags.DEFINE_integer("punc_examples", 5000, "Poems in the punctuation task.", lower_bound=1)
 _PACKAGE = flags.DEFINE_string("poetry_package", None,
@@ -52,7 +59,7 @@ _ACCEPT = flags.DEFINE_bool("accept_config_change", False,
                             "Continue the runs in --workdir although they were made with other settings.")
 
 
-def pretrained(config, workdir: pathlib.Path, accept_config_change: bool, derive_tasks) -> pathlib.Path:
+def pretrained(config, workdir: pathlib.Path, accept_config_change: bool, derive_tasks, typed=()) -> pathlib.Path:
   """The finished pretraining run in workdir, running (or resuming) it when needed. A finished
   run is checked as wyjax.pretrain checks a rerun (pretraining.check_resume): made with another
   config, or from another corpus, it is refused, not reused; an accepted change goes through
@@ -63,15 +70,16 @@ def pretrained(config, workdir: pathlib.Path, accept_config_change: bool, derive
     with checkpoints.manager(workdir, read_only=True) as mngr:
       done = mngr.latest_step() == config.num_train_steps
   if done:
-    data_dir = pretraining.prepared_data_dir(config)
-    changes = pretraining.check_resume(config, workdir, data_dir, prepare.read_manifest(data_dir),
+    data_dir = pretraining_corpus.prepared_data_dir(config)
+    init = continuing.local_init(config.init) if config.init else ""
+    changes = pretraining.check_resume(config, workdir, data_dir, prepare.read_manifest(data_dir), init,
                                        accept_config_change=accept_config_change)
   derive_tasks()
   if done and not changes:
     print(f"reusing the pretrained model in {workdir}", flush=True)
   else:
     print(f"pretraining the tiny model into {workdir} ...", flush=True)
-    pretraining.train_and_evaluate(config, workdir, accept_config_change=accept_config_change)
+    pretraining.train_and_evaluate(config, workdir, accept_config_change=accept_config_change, typed=typed)
   return workdir
 
 
@@ -88,6 +96,8 @@ def run_demo():
   config = _PRETRAIN.value
   if _PACKAGE.value:
     config.corpus.source = f"poetry:{pathlib.Path(_PACKAGE.value).resolve()}"
+  hf_dir, exported = workdir / "hf", workdir / "hf_files.json"  # the export's files, recorded by content
+  replace_hf = export_folder.replaces_own(hf_dir, exported, "--workdir")  # before any work: only the demo's own
   tasks_dir = workdir / "tasks"
 
   def derive_tasks():
@@ -98,7 +108,8 @@ def run_demo():
                                 punc_examples=_PUNC_EXAMPLES.value)
 
   config.probes = config.probes or ",".join(f"{task}:{tasks_dir / task}" for task in poetry.TASKS)
-  model_dir = pretrained(config, workdir / "pretrain", _ACCEPT.value, derive_tasks)
+  model_dir = pretrained(config, workdir / "pretrain", _ACCEPT.value, derive_tasks,
+                        typed=config_files.typed(_PRETRAIN))
   name = "wyjax tiny DeBERTa (poetry)"
   steps = {task: dict(num_train_steps=flag.value, eval_every=max(1, flag.value // 4)) for task, flag in _STEPS.items()}
   board = suite.run(init=str(model_dir), data_root=tasks_dir, out=workdir / "results", tasks=list(poetry.TASKS),
@@ -109,8 +120,9 @@ def run_demo():
   leaderboard.plot_pretraining(workdir / "results" / "plots" / "pretraining.png", model_dir / "metrics.jsonl",
                                [probes.metric_key(task, TASKS[task].main_metric) for task in poetry.TASKS], name)
   training, _ = export_folder.run_info(model_dir)  # its run_config.json and step
-  hf_dir = export_folder.export(loading.load(model_dir), workdir / "hf", name="wyjax-tiny-poetry", results=board,
-                             training=training, task_data="chinese-poetry", overwrite=True)
+  export_folder.export(loading.load(model_dir), hf_dir, name="wyjax-tiny-poetry", results=board, training=training,
+                       task_data="chinese-poetry", overwrite=replace_hf)
+  export_folder.record_files(hf_dir, exported)
   print(f"\nexported the pretrained model to {hf_dir} (loads with transformers.AutoModelForMaskedLM)")
   print("\nTasks derived from chinese-poetry: TLC = dynasty of a poem (period accuracy in the notes), "
         "PUNC = punctuation F1; dev split, then test.\n")

@@ -20,7 +20,8 @@ reason, before anything is written.
 on a padded batch. --push_to_hub reads HF_TOKEN (and HF_ENDPOINT) from the environment. Every
 path may be a bucket (gs://…): the export is then fetched to a temporary folder for --verify
 and --push_to_hub. A non-empty --out is refused unless --overwrite, and without it no file is
-replaced, not even one that appeared meanwhile; an --out that is the folder read is always refused.
+replaced, not even one that appeared meanwhile; an --out that is the folder read, or lies inside
+it, is always refused.
 """
 import logging
 import tempfile
@@ -29,7 +30,7 @@ import jax
 import numpy as np
 from absl import app, flags
 
-from wyjax.core import cli, guards, locks, storage
+from wyjax.core import cli, guards, io_paths, locks, storage
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.hf import export_folder
 from wyjax.hf import hub, loading, task_models
@@ -92,10 +93,7 @@ def main(argv):
     raise guards.RunError(reason)
   if task and (_RESULTS.value or _TASK_DATA.value):
     raise app.UsageError("--results and --task_data are for encoders; a fine-tuned model's card has its run's scores")
-  if path and storage.place(_OUT.value) == storage.place(path):  # (a link, or `dir/`, is the same folder)
-    flag = "--checkpoint" if _CHECKPOINT.value else "--workdir"
-    raise guards.RunError(f"--out {_OUT.value} is the {flag} folder {path}; writing it would replace the model it "
-                          "is read from (--overwrite never does): choose another --out")
+  io_paths.check_apart({"--out": _OUT.value}, {"--checkpoint" if _CHECKPOINT.value else "--workdir": path}, "export")
   with locks.held(_OUT.value, "export"):  # one command writes a folder
     _export(path, task)
 

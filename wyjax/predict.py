@@ -19,8 +19,9 @@ error naming its file and line; with --skip_bad_lines it is reported, counted an
 the output. --output appears only once complete (a failure or Ctrl-C leaves nothing); without
 --overwrite it never replaces a file, not even one that appeared while predict ran (another
 predict's). No output, --output or standard output, is ever the input file, --input or standard
-input, even with --overwrite; a pipe or a device (/dev/null) is written as a stream, and a
-symbolic link through to its target.
+input, or lies inside the --model folder, even with --overwrite; a pipe or a device (/dev/null)
+is written as a stream, and a symbolic link through to its target. --model must be a fine-tuned
+task model (checked from its JSON files before its weights are read).
 """
 import contextlib
 import os
@@ -30,7 +31,7 @@ import tqdm
 from absl import flags
 from etils import epath
 
-from wyjax.core import aot, cli, guards, logs, storage
+from wyjax.core import aot, cli, guards, io_paths, logs, storage
 from wyjax.hf import task_models
 from wyjax.tasks import user_inputs
 from wyjax.train import inference
@@ -66,6 +67,8 @@ def main(argv):
   logs.to_file(None, "predict")
   aot.use_compilation_cache()  # a second run loads its programs (on a GPU, its autotuning too)
   _check_output(_INPUT.value, _OUTPUT.value, _OVERWRITE.value)
+  io_paths.check_apart({"--output": _OUTPUT.value}, {"--model": _MODEL.value}, "predict")
+  task_models.check_fine_tuned(_MODEL.value, "--model")
   fine_tuned = task_models.load(_MODEL.value)
   predictor = inference.Predictor(fine_tuned, batch_size=_BATCH_SIZE.value, beam_size=_BEAM.value,
                                   keep_marks=_KEEP_MARKS.value, skip_bad_lines=_SKIP_BAD_LINES.value)

@@ -10,6 +10,13 @@ machine ("local"), prints per-chip memory, FLOPs, HBM traffic and the roofline p
 a GPU also its kernels per step, custom calls and largest buffers), the last line as JSON, and
 exits 1 if the step does not fit (docs/scaling.md).
 
+--config.init=PATH continues a checkpoint instead of starting from random weights: a transformers
+folder (BERT, RoBERTa, DeBERTa-v2), a wyjax pretraining workdir or export, or a Hub id. Its
+architecture replaces the config's model; the prepared corpus's vocabulary is the checkpoint's own
+(prepare-corpus --vocab=PATH), extended (--vocab=PATH --extend_vocab) or the corpus's own (rows
+transplanted); --config.freeze_encoder_steps=N trains the embeddings and MLM head alone first
+(docs/pretraining.md, "Continue from a checkpoint").
+
 Rerunning the same command resumes from the workdir's latest checkpoint; a rerun with a
 changed training config is refused unless --accept_config_change. SIGTERM/SIGINT checkpoint
 and exit with 128 + the signal number; a run that cannot go on exits 1 with the reason.
@@ -17,10 +24,13 @@ and exit with 128 + the signal number; a run that cannot go on exits 1 with the 
 The corpus is --config.data_dir's, prepared beforehand (`python -m wyjax.data prepare-corpus`),
 or config.corpus prepared by the run: into wyjax's cache without a data_dir, into data_dir with
 --prepare_corpus (a data_dir holding no corpus is otherwise an error: a mistyped path is never filled).
+The --workdir never lies inside what the run reads (its data_dir, corpus source or vocabulary),
+nor is it the data_dir. A --config.model.vocab_size other than the corpus's is refused: the
+corpus decides the vocabulary.
 """
 from absl import app, flags
 
-from wyjax.core import aot, cli, config_files, logs
+from wyjax.core import aot, cli, config_files, logs, run_config
 from wyjax.train import pretraining
 
 _CONFIG = config_files.DEFINE_config("config", None, "Pretraining config: a name (pretrain/deberta_base.py) or a file.",
@@ -42,13 +52,18 @@ def main(argv):
   del argv
   logs.to_file(_WORKDIR.value, "pretrain")
   aot.use_compilation_cache(_COMPILE_ONLY.value)
+  typed = config_files.typed(_CONFIG)
   if _COMPILE_ONLY.value:
-    aot.print_report(pretraining.compile_only(_CONFIG.value, _COMPILE_ONLY.value))
+    aot.print_report(pretraining.compile_only(_CONFIG.value, _COMPILE_ONLY.value, typed))
     return
   if not _WORKDIR.value:
     raise app.UsageError("--workdir is required (except with --compile_only)")
+  config = _CONFIG.value
+  read = {"--config.data_dir": config.data_dir, "--config.corpus.source": config.corpus.source.partition(":")[2],
+          "--config.corpus.vocab": config.corpus.vocab, "--config.init": config.init}
+  run_config.check_reads(_WORKDIR.value, (), read, "pretraining")
   result = pretraining.train_and_evaluate(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value,
-                                          prepare_corpus=_PREPARE_CORPUS.value)
+                                          prepare_corpus=_PREPARE_CORPUS.value, typed=typed)
   if result:
     print("final evaluation: " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()))
 

@@ -3,7 +3,8 @@
     python -m wyjax.translate --init=WORKDIR [--beam=4] < classical.txt > modern.txt
 
 --init is a WYWMT fine-tuning workdir (its best-dev run is used), one of its seed_<k> runs,
-or a transformers folder with an MLM head. Only `\n` ends a line (`\r\n` too, as one
+or the folder `wyjax.export` made of one; any other model (a pretrained encoder, another task's)
+is refused before its weights are read. Only `\n` ends a line (`\r\n` too, as one
 ending). Empty, over-long and undecodable (not UTF-8) lines are errors that name their line;
 with --skip_bad_lines they are reported, counted and left empty in the output, so output line
 k still translates input line k.
@@ -15,9 +16,9 @@ import sys
 import jax
 from absl import flags
 
-from wyjax.hf import loading
+from wyjax.hf import loading, task_models
 from wyjax.models import MaskedLM, prefix_lm
-from wyjax.core import checkpoints, cli, guards, logs, storage
+from wyjax.core import checkpoints, cli, guards, io_paths, logs, storage
 from wyjax.tasks import user_inputs
 from wyjax.train import config_values
 
@@ -30,8 +31,13 @@ _LENGTH_PENALTY = flags.DEFINE_float("length_penalty", 0.6, "GNMT length penalty
 _MAX_RATIO = flags.DEFINE_float("max_ratio", 2.0, "At most max_ratio × source + max_extra target characters.",
                                 lower_bound=0)
 _MAX_EXTRA = flags.DEFINE_integer("max_extra", 32, "See --max_ratio.", lower_bound=0)
+flags.register_multi_flags_validator(  # both 0: room for no target token (an IndexError deep in decoding)
+    ["max_ratio", "max_extra"], lambda f: f["max_ratio"] > 0 or f["max_extra"] > 0,
+    "--max_ratio 0 and --max_extra 0 leave a translation no token; raise either")
 # [CLS] source [SEP] target [SEP]: one source and one target token at the least.
-_MAX_LENGTH = flags.DEFINE_integer("max_length", 512, "Tokens of [CLS] source [SEP] target [SEP].", lower_bound=5)
+# A row's keys and values are allocated whole, for max_length tokens (_check_decoding_fits costs them).
+_MAX_LENGTH = flags.DEFINE_integer("max_length", 512, "Tokens of [CLS] source [SEP] target [SEP].", lower_bound=5,
+                                   upper_bound=1 << 20)
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", 32, "Sentences per batch.", lower_bound=1)
 _SKIP_BAD_LINES = flags.DEFINE_bool("skip_bad_lines", False, "Report bad lines and leave them empty.")
 
@@ -64,7 +70,7 @@ def _check_decoding_fits(model: loading.Model, max_length: int) -> None:
   if needed > available:
     raise guards.RunError(f"--beam {_BEAM.value} × --batch_size {_BATCH_SIZE.value} needs about {_size(needed)} "
                           f"to decode ({rows:,} rows of {max_length} tokens), more than the {_size(available)} "
-                          "here: lower --beam or --batch_size")
+                          "here: lower --beam, --batch_size or --max_length")
 
 
 def _size(n: float) -> str:
@@ -81,10 +87,9 @@ def main(argv):
   if storage.same_file(_INPUT.value, "-"):
     read = f"the input file {_INPUT.value}" if _INPUT.value != "-" else "the file on standard input"
     raise guards.RunError(f"standard output is {read}; writing it would destroy the input: write to another file")
+  io_paths.check_apart({"standard output": io_paths.STDOUT}, {"--init": _INIT.value}, "translate")
+  task_models.check_fine_tuned(_INIT.value, "--init", generating="python -m wyjax.finetune --config=wywmt.py")
   model = loading.load(_model_dir(pathlib.Path(_INIT.value)))
-  if "mlm_head" not in model.params or model.tokenizer is None:
-    raise guards.RunError(f"{_INIT.value}: needs an MLM head and a tokenizer; fine-tune one with "
-                     "python -m wyjax.finetune --config=wywmt.py")
   max_length = _max_length(model)
   _check_decoding_fits(model, max_length)
   name = "stdin" if _INPUT.value == "-" else _INPUT.value

@@ -2,6 +2,7 @@ import errno
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import socket
@@ -14,7 +15,7 @@ import pytest
 
 from tests.conftest import as_from_a_terminal
 from wyjax.core import guards, locks
-from wyjax.data import pipeline, prepare
+from wyjax.data import pipeline, prepare, worker_pool
 from wyjax.data import tokenizer as tk
 
 
@@ -134,7 +135,7 @@ def test_prepare_corpus_command(tmp_path):
   manifest = json.loads((out / "manifest.json").read_text())
   assert manifest["options"] == {"source": f"text:{texts}", "sequence_length": 16, "valid_fraction": 0.0, "t2s": False,
                                  "char_filter": "no_ascii_alnum", "min_count": 2, "max_vocab": 20,
-                                 "shard_sequences": 2}
+                                 "shard_sequences": 2, "extend_vocab": False}
   assert manifest["workers"] == 1 and len(manifest["shards"]["train"]) > 1
 
 
@@ -317,12 +318,11 @@ def test_special_files_are_skipped_and_counted_never_opened(tmp_path):
     prepare.prepare_corpus(tmp_path / "out2", prepare.Options(source=f"text:{texts / 'fifo.txt'}"), workers=1)
 
 
-def test_a_worker_that_dies_ends_the_run(tmp_path):
+def test_a_worker_that_dies_ends_the_run():
   """multiprocessing.Pool waits for ever on a task whose worker died; the pool here raises."""
-  options = prepare.Options(source=f"text:{_write_texts(tmp_path / 'texts')}")
-  with prepare._worker_pool(2, options.source, options, None) as pool:
+  with worker_pool.processes(2, int, ()) as pool:
     with pytest.raises(guards.RunError, match="reading: A process in the process pool was terminated abruptly"):
-      list(prepare._map(pool, os._exit, [1, 2], False, "reading"))
+      list(worker_pool.ordered_map(pool, os._exit, [1, 2], False, "reading"))
 
 
 def test_prepare_never_deletes_what_it_did_not_make(tmp_path):
@@ -360,7 +360,7 @@ def test_no_validation_sequences_is_an_error_and_the_rerun_with_other_options_wo
 
 @pytest.mark.parametrize("change, message", [({"sequence_length": 0}, "at least 8 tokens"),
                                               ({"valid_fraction": 2.0}, r"a fraction in \[0, 1\)"),
-                                              ({"min_count": 0}, "must be positive")])
+                                              ({"min_count": 0}, "min_count is 0; allowed: an integer ≥ 1")])
 def test_options_are_checked(change, message):
   with pytest.raises(ValueError, match=message):
     prepare.Options(source="text:x", **change)
@@ -409,20 +409,27 @@ def test_a_change_of_the_source_text_is_seen_even_with_the_same_options(tmp_path
       built["tokens"]["train"] + len("温故而知新")
 
 
-def test_an_out_inside_its_own_source_is_left_out_of_it(tmp_path):
-  """A corpus --out inside its own text: folder: the next build read the first one's
-  tokenizer/vocab.txt as a document. Its files are left out of the source, and it says so."""
+def test_an_out_in_its_own_source_is_refused_and_a_corpus_inside_a_source_never_read_as_text(tmp_path):
+  """A corpus --out inside its own text: folder was left out only by the build that wrote it: the
+  next build from that folder into another --out read its tokenizer/vocab.txt as a document. An
+  --out that is the source called the user's texts "files of --out", ended in "no text to train
+  on" and left a tokenizer/vocab.txt among them. Both are refused before anything is written,
+  --overwrite or not; a corpus (or a model's tokenizer) found inside a source is never its text."""
   texts = _write_texts(tmp_path / "texts")
-  out = texts / "corpus"
+  options = prepare.Options(source=f"text:{texts}", sequence_length=16, valid_fraction=0)
+  for out, where in ((texts / "corpus", "lies inside"), (texts, "is")):
+    with pytest.raises(guards.RunError, match=re.escape(
+        f"--out {out} {where} --source {texts}, which prepare-corpus reads; writing there would change what it reads: "
+        "choose another --out")):
+      prepare.prepare_corpus(out, options, workers=1, progress=False, overwrite=True)
+  assert sorted(p.relative_to(texts).as_posix() for p in texts.rglob("*")) == ["a.txt", "sub", "sub/b.txt"]
+  alone = prepare.prepare_corpus(tmp_path / "alone", options, workers=1, progress=False, log=lambda *_: None)
+  shutil.copytree(tmp_path / "alone", texts / "corpus")  # a corpus inside a source (copied, or built before)
   messages = []
-  first = prepare.prepare_corpus(out, prepare.Options(source=f"text:{texts}", sequence_length=16, valid_fraction=0),
-                                 workers=1, progress=False, log=messages.append)
-  again = prepare.prepare_corpus(out, prepare.Options(source=f"text:{texts}", sequence_length=16, valid_fraction=0),
-                                 workers=1, progress=False, log=messages.append)
-  assert again == first and first["documents"]["train"] == 2
-  assert messages[-2:] == [f"text:{texts}: left out 1 file(s) of --out {out}, which lies inside the source (e.g. "
-                           "corpus/tokenizer/vocab.txt)", f"{out}: already prepared ({first['sequences']} sequences); "
-                           "nothing to do"]
+  again = prepare.prepare_corpus(tmp_path / "again", options, workers=1, progress=False, log=messages.append)
+  assert again["documents"]["train"] == 2 and again["fingerprint"] == alone["fingerprint"]  # the same text
+  assert messages[0] == (f"text:{texts}: left out 1 tokenizer vocabularies (a prepared corpus's or a model's: no "
+                         "text), e.g. corpus/tokenizer/vocab.txt")
 
 
 def test_a_finished_corpus_on_a_read_only_disk_is_found_again(tmp_path):

@@ -71,6 +71,17 @@ def test_a_bad_line_names_its_file_line_and_what_is_wrong(line, message):
     user_inputs.example(TASKS["c3"], line, "questions.jsonl", 7)
 
 
+@pytest.mark.parametrize("line, text", [
+    ("{注}学而时习之", "{注}学而时习之"),  # an editor's note in braces: "invalid JSON"
+    ('{"注": "学"}学而时习之', '{"注": "学"}学而时习之'),  # JSON and more: no JSON object
+    ('{"note": "学而时习之"}', '{"note": "学而时习之"}'),  # an object without the text field
+    ("{" * 5000 + "学" + "}" * 5000, "{" * 5000 + "学" + "}" * 5000),  # deeper than the parser
+    ('{"text": "学而时习之"}', "学而时习之"),  # an object giving it: JSON
+])
+def test_a_one_text_line_is_json_only_when_it_is_an_object_giving_the_text(line, text):
+  assert user_inputs.example(TASKS["punc"], line, "in.txt", 1).text == text
+
+
 def test_a_task_without_raw_inputs_is_refused_with_the_reason():
   with pytest.raises(ValueError, match="aceval takes no raw input"):
     user_inputs.check_predictable(TASKS["aceval"])

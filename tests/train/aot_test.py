@@ -122,6 +122,14 @@ def test_pretraining_step_compiled_for_an_h100_shows_its_gpu_program(tmp_path):
   flops = max(report["flops_per_step_per_chip"], report["analytic_flops_per_step_per_chip"])
   seconds = max(flops / H100_PEAK, report["bytes_accessed_per_chip"] / H100_BANDWIDTH)
   assert report["roofline_step_seconds"] == pytest.approx(seconds)
+  # The calibrated step leads, with its held-out band; the uncalibrated sum and the roofline follow as bounds.
+  low, high = report["predicted_step_band_seconds"]
+  assert low < high and report["roofline_step_seconds"] < report["predicted_uncalibrated_step_seconds"]
+  step = next(i for i, line in enumerate(lines) if line.startswith("  predicted step on each h100: "))
+  shown = float(re.match(r"  predicted step on each h100: ([\d.,]+) ms", lines[step])[1].replace(",", ""))
+  assert shown == pytest.approx(report["predicted_step_seconds"] * 1e3, abs=0.051) and "held-out error band" in lines[step]
+  assert lines[step + 1].startswith("  bounds below it: ") and "the roofline" in lines[step + 1], lines
+  assert not any(line.startswith("  roofline") for line in lines), lines
 
 
 def test_a_batch_too_big_for_an_a100_is_refused(tmp_path):

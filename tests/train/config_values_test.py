@@ -1,12 +1,14 @@
 """A config value out of its range is refused where the loop reads its config, naming the key and
 the range, before anything is read or written: fine-tuning, pretraining, the benchmark (and the
 demo, which runs those two)."""
+import logging
 import re
 
 import pytest
 
 from tests.train import pretrain_config
 from wyjax.core import config_files
+from wyjax.models import EncoderConfig
 from wyjax.train import config_values, finetuning, pretraining, suite
 
 # (override, the error); each once a ZeroDivisionError, a misleading message or a run that went on.
@@ -55,11 +57,19 @@ def test_fine_tuning_refuses_a_value_out_of_range_before_anything_is_written(tmp
     (dict(num_train_steps=-5), "config.num_train_steps is -5; allowed: an integer ≥ 0"),
     (dict(learning_rate=-1.0), "config.learning_rate is -1.0; allowed: a number ≥ 0"),
     (dict(dtype="float7"), "config.dtype is 'float7'; allowed: one of"),
+    # Issue 63's: the model's and the corpus's keys have ranges too (a dropout of 1.5 trained, exit 0).
+    ({"model.hidden_dropout_prob": 1.5}, "config.model.hidden_dropout_prob is 1.5; allowed: a number in [0, 1)"),
+    ({"model.hidden_size": 7}, "config.model.hidden_size is 7, config.model.num_attention_heads is 4; allowed: a "
+                               "hidden_size that num_attention_heads divides"),
+    ({"model.intermediate_size": 0}, "config.model.intermediate_size is 0; allowed: an integer ≥ 1"),
+    ({"model.hidden_act": "gelu7"}, "config.model.hidden_act is 'gelu7'; allowed: one of 'gelu'"),
+    ({"corpus.max_vocab": -1}, "config.corpus.max_vocab is -1; allowed: an integer ≥ 0"),
+    ({"corpus.valid_fraction": 1.0}, "config.corpus.valid_fraction is 1.0; allowed: a number in [0, 1)"),
 ])
 def test_pretraining_refuses_a_value_out_of_range_before_anything_is_written(tmp_path, override, message):
   config = config_files.load("pretrain/deberta_tiny")
   config.data_dir = str(tmp_path / "corpus")  # never prepared: the check comes first
-  config.update(override)
+  config.update_from_flattened_dict(override)
   with pytest.raises(ValueError, match=re.escape(message)):
     pretraining.train_and_evaluate(config, tmp_path / "run")
   assert not (tmp_path / "run").exists() and not (tmp_path / "corpus").exists()
@@ -70,8 +80,8 @@ def test_every_float_anywhere_is_finite_and_nested_keys_are_checked():
   config.model.hidden_dropout_prob = float("nan")
   config.mesh.data = 0
   with pytest.raises(ValueError, match=re.escape("config.mesh.data is 0; allowed: an integer ≥ 1, or -1 (the devices "
-                                                 "left); config.model.hidden_dropout_prob is nan; allowed: a finite "
-                                                 "number")):
+                                                 "left); config.model.hidden_dropout_prob is nan; allowed: a number "
+                                                 "in [0, 1)")):
     config_values.check(config, config_values.PRETRAINING)
   with pytest.raises(ValueError, match=re.escape(  # --config.logical_axis_rules=3: 48 lines from partitioning
       "config.scan_layers is 1; allowed: True or False; config.logical_axis_rules is (3,); allowed: pairs (logical "
@@ -125,3 +135,26 @@ def test_every_packaged_config_holds_allowed_values():
     else:
       config_values.check(finetuning.with_options(config), config_values.FINETUNING)
   config_values.check(pretrain_config.get_config(), config_values.PRETRAINING)
+
+
+def test_a_models_fields_have_their_ranges_wherever_it_is_described():
+  """The ranges of a run's config.model are EncoderConfig's, which a config.json or model.json meets too."""
+  with pytest.raises(ValueError, match=re.escape("hidden_dropout_prob is 1.5; allowed: a number in [0, 1); "
+                                                 "type_vocab_size is -1; allowed: an integer ≥ 0")):
+    EncoderConfig(vocab_size=10, hidden_dropout_prob=1.5, type_vocab_size=-1)
+  with pytest.raises(ValueError, match=re.escape("hidden_size is 7, num_attention_heads is 4; allowed: a hidden_size "
+                                                 "that num_attention_heads divides")):
+    EncoderConfig(vocab_size=10, hidden_size=7, num_attention_heads=4)
+
+
+def test_what_the_data_decides_is_refused_where_typed_and_stated_where_a_config_file_holds_it(caplog):
+  """`--config.model.vocab_size=3` was replaced by the corpus's 3,974 without a word."""
+  config = config_files.load("pretrain/deberta_tiny")  # its model.vocab_size: 6,000, a plan
+  with pytest.raises(ValueError, match=re.escape("--config.model.vocab_size=6000, but the corpus C decides it: 201; "
+                                                 "leave --config.model.vocab_size out, or give 201")):
+    config_values.check_decided(config, {"model.vocab_size": 201}, "the corpus C", typed=("model.vocab_size",))
+  with caplog.at_level(logging.INFO):
+    config_values.check_decided(config, {"model.vocab_size": 201}, "the corpus C", typed=("batch_size",))
+    config_values.check_decided(config, {"model.vocab_size": 6000}, "the corpus C", typed=("model.vocab_size",))
+  assert [r.getMessage() for r in caplog.records] == ["config.model.vocab_size is 6000 in the config; the corpus C "
+                                                      "decides it: 201"]

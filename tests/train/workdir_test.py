@@ -19,7 +19,7 @@ from wyjax.data import prepare
 from wyjax.data import tokenizer as tk
 from wyjax.hf import export_folder, loading
 from wyjax.models import EncoderConfig
-from wyjax.train import finetuning, pretraining, suite, task_model
+from wyjax.train import finetuning, pretraining, pretraining_corpus, suite, task_model
 
 TINY = dict(num_train_steps=2, eval_every=2, max_length=32, batch_size=8, learning_rate=1e-3)
 
@@ -187,7 +187,8 @@ def test_pretraining_never_fills_a_data_dir_that_holds_no_corpus(tmp_path, share
   with pytest.raises(guards.RunError, match=f"--config.data_dir {config.data_dir} {unfinished}"):
     pretraining.train_and_evaluate(config, tmp_path / "run")
   config.corpus.source = f"text:{shared_data / 'daizhige_sample'}"
-  with pytest.raises(guards.RunError, match=f"--out {config.data_dir} {unfinished}.*--overwrite"):
+  with pytest.raises(guards.RunError, match=f"--config.data_dir {config.data_dir} {unfinished}.*`python -m wyjax.data "
+                                            "prepare-corpus --overwrite`"):  # not pretraining's --out, --overwrite
     pretraining.train_and_evaluate(config, tmp_path / "run", prepare_corpus=True)
   assert sorted(p.name for p in (tmp_path / "corpus").iterdir()) == [prepare.BUILDING]
 
@@ -201,7 +202,7 @@ def test_one_source_spelled_two_ways_is_one_cached_corpus(tmp_path, monkeypatch)
   folders = set()
   for source in ("text:texts/", f"text:{tmp_path / 'texts'}", "text:./texts"):
     config.corpus.source = source
-    folders.add(pretraining.corpus_dir(config))
+    folders.add(pretraining_corpus.corpus_dir(config))
   assert len(folders) == 1, folders
 
 
@@ -218,7 +219,7 @@ def test_pretraining_resumed_over_a_rebuilt_corpus_is_refused(tiny_corpus, share
   pretraining.train_and_evaluate(config, tmp_path / "run")
   built = prepare.read_manifest(data_dir)
   recorded = json.loads((tmp_path / "run" / run_config.DATA).read_text())
-  assert recorded == pretraining.corpus_fingerprint(data_dir, built)
+  assert recorded == pretraining_corpus.corpus_fingerprint(data_dir, built)
   assert set(recorded["corpus"]) == {prepare.MANIFEST, *built["shard_sha256"]} and len(built["shard_sha256"]) == 2
   config.data_dir = f"{data_dir}/"  # the same folder: not "another config" ("would mix two trainings")
   pretraining.train_and_evaluate(config, tmp_path / "run")

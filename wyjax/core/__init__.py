@@ -1,3 +1,3 @@
 """What train and hf both use, below every other layer: checkpoint layout, run config, metric
 writer, storage and cache paths, logs, config files, partitioning, optimizer, guards, AOT
-reports (docs/architecture.md)."""
+reports, value ranges, the paths a command reads and writes (docs/architecture.md)."""

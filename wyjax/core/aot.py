@@ -9,8 +9,9 @@ cost analyses into per-chip figures and a roofline: a step can run no faster tha
 peak or its HBM traffic at full bandwidth, whichever takes longer, so `mfu_ceiling` (the
 model's FLOPs over that time at peak) bounds the MFU a real run can reach. For a GPU it adds
 what XLA built (wyjax.core.gpu_program): kernels per step by kind, custom calls, the largest
-buffers, and a predicted step time, every kernel costed (gpu_step_time.predict), which a real run
-can plan with where the roofline is only its lower bound. All figures are predictions.
+buffers, and a predicted step time, every kernel costed and calibrated on measured programs
+(gpu_step_time.predict) with the error it had on programs held out of its fit: what a real run
+can plan with, where the roofline is only a lower bound. All figures are predictions.
 """
 import dataclasses
 import json
@@ -20,7 +21,7 @@ import re
 import jax
 import numpy as np
 
-from wyjax.core import gpu_program, gpu_step_time, guards
+from wyjax.core import gpu_cards, gpu_program, gpu_step_time, guards
 from wyjax.core.storage import cache_dir
 
 GB, GiB = 1e9, 2**30
@@ -42,13 +43,8 @@ CHIPS = {
     "v5p": Chip(459e12, 95 * GB, 2765 * GB),
     # cloud.google.com/tpu/docs/v6e: 918 TFLOP/s bf16; HBM 32 GB, 1,640 GB/s
     "v6e": Chip(918e12, 32 * GB, 1640 * GB),
-    # NVIDIA H100 SXM5 datasheet: 989 TFLOP/s dense bf16; HBM3 80 GB (80 GiB of stacks; the
-    # device reports 79.1 GiB to CUDA), 3.35 TB/s
-    "h100": Chip(989e12, 80 * GiB, 3350 * GB),
-    # NVIDIA H200 SXM datasheet: 989 TFLOP/s dense bf16; HBM3e 141 GB (the device reports 141 GiB), 4.8 TB/s
-    "h200": Chip(989e12, 141 * GiB, 4800 * GB),
-    # NVIDIA A100 SXM 80GB datasheet: 312 TFLOP/s dense bf16; HBM2e 80 GB (80 GiB of stacks), 2,039 GB/s
-    "a100": Chip(312e12, 80 * GiB, 2039 * GB),
+    # The GPUs: their figures are gpu_cards'.
+    **{name: Chip(card.matmul_flops, card.hbm_bytes, card.hbm_bandwidth) for name, card in gpu_cards.CARDS.items()},
     # NVIDIA L4 datasheet: 121 TFLOP/s dense bf16; GDDR6 24 GB, 300 GB/s
     "l4": Chip(121e12, 24 * GB, 300 * GB),
 }
@@ -57,89 +53,7 @@ DEVICE_KINDS = {"TPU v4": "v4", "TPU v5 lite": "v5e", "TPU v5e": "v5e", "TPU v5p
                 "TPU v6 lite": "v6e", "H100": "h100", "H200": "h200", "A100": "a100", "L4": "l4"}
 
 
-@dataclasses.dataclass(frozen=True)
-class GpuCard:
-  """What XLA:GPU needs to know of a card it compiles for without seeing it: its published
-  figures (the memory and bandwidth are CHIPS'), written as a GpuTargetConfigProto."""
-  name: str  # the device kind jax reports for it
-  sms: int
-  boost_clock_ghz: float
-  l2_bytes: int
-  shared_memory_per_sm: int
-  shared_memory_per_block: int  # the opt-in maximum
-  fp32_units_per_sm: int
-  compute_capability: tuple[int, int]
-  accelerated_features: bool  # sm_90a: wgmma and TMA, which XLA's Triton GEMMs and cuDNN use
-  nvlink_bandwidth: float  # bytes/s each way, to the other GPUs of the host
-
-
-GPU_CARDS = {
-    # NVIDIA H100 Tensor Core GPU architecture whitepaper (SXM5): 132 SMs, 1.98 GHz boost,
-    # 50 MB L2, 228 KB shared memory per SM (227 KB per block), 128 FP32 cores per SM, sm_90;
-    # NVLink 4: 900 GB/s both ways together.
-    "h100": GpuCard("NVIDIA H100 80GB HBM3", 132, 1.98, 50 * 2**20, 228 * 2**10, 227 * 2**10, 128, (9, 0), True,
-                    450 * GB),
-    # H200 SXM: the H100's GH100 with 141 GB of HBM3e (NVLink 900 GB/s, its datasheet).
-    "h200": GpuCard("NVIDIA H200", 132, 1.98, 50 * 2**20, 228 * 2**10, 227 * 2**10, 128, (9, 0), True, 450 * GB),
-    # NVIDIA A100 Tensor Core GPU architecture whitepaper (SXM4 80GB): 108 SMs, 1.41 GHz boost,
-    # 40 MB L2, 164 KB shared memory per SM (163 KB per block), 64 FP32 cores per SM, sm_80;
-    # NVLink 3: 600 GB/s both ways together.
-    "a100": GpuCard("NVIDIA A100-SXM4-80GB", 108, 1.41, 40 * 2**20, 164 * 2**10, 163 * 2**10, 64, (8, 0), False,
-                    300 * GB),
-}
-# The cuDNN the compiled program may call: which fused attentions XLA emits depends on it.
-# A current cuDNN 9 (the gpu-compile extra's wheel is 9.20); a GPU with an older one may differ.
-CUDNN_VERSION = (9, 10, 0)
 EXTRA = "pip install -c constraints.txt -e '.[gpu-compile]'"
-
-
-def gpu_card(chip: str) -> gpu_step_time.Card:
-  """A GPU's figures for gpu_step_time.predict: the datasheet's bf16 peak (TF32 at half), its
-  CUDA cores' float32 rate (an FMA, 2 FLOPs, per core per clock), HBM and NVLink bandwidth."""
-  card, spec = GPU_CARDS[chip], CHIPS[chip]
-  return gpu_step_time.Card(name=chip, matmul_flops=spec.peak_flops,
-                          fp32_flops=2 * card.sms * card.fp32_units_per_sm * card.boost_clock_ghz * 1e9,
-                          hbm_bandwidth=spec.hbm_bandwidth, link_bandwidth=card.nvlink_bandwidth, sms=card.sms)
-
-
-def gpu_target(chip: str) -> str:
-  """The GpuTargetConfigProto (text) of a GPU in GPU_CARDS: CUDA's per-architecture limits
-  (threads, blocks, registers) and the card's figures."""
-  card, spec = GPU_CARDS[chip], CHIPS[chip]
-  major, minor = card.compute_capability
-  cudnn = dict(zip(("major", "minor", "patch"), CUDNN_VERSION))
-  return f"""gpu_device_info {{
-  name: "{card.name}"
-  threads_per_block_limit: 1024
-  threads_per_warp: 32
-  threads_per_core_limit: 2048
-  thread_dim_limit_x: 1024
-  thread_dim_limit_y: 1024
-  thread_dim_limit_z: 64
-  block_dim_limit_x: 2147483647
-  block_dim_limit_y: 65535
-  block_dim_limit_z: 65535
-  registers_per_core_limit: 65536
-  registers_per_block_limit: 65536
-  shared_memory_per_block: 49152
-  shared_memory_per_core: {card.shared_memory_per_sm}
-  shared_memory_per_block_optin: {card.shared_memory_per_block}
-  core_count: {card.sms}
-  fpus_per_core: {card.fp32_units_per_sm}
-  clock_rate_ghz: {card.boost_clock_ghz}
-  memory_bandwidth: {int(spec.hbm_bandwidth)}
-  device_memory_size: {int(spec.hbm_bytes)}
-  l2_cache_size: {card.l2_bytes}
-  cuda_compute_capability {{
-    major: {major}
-    minor: {minor}
-    feature_extension: {"ACCELERATED_FEATURES" if card.accelerated_features else "NONE"}
-  }}
-}}
-platform_name: "CUDA"
-dnn_version_info {{ major: {cudnn["major"]} minor: {cudnn["minor"]} patch: {cudnn["patch"]} }}
-device_description_str: "{card.name}"
-"""
 
 
 def use_compilation_cache(compile_only: str | None = None) -> None:
@@ -172,12 +86,12 @@ def devices(topology: str) -> list:
   if topology == "local":
     return jax.devices()
   chip, _, shape = topology.partition(":")
-  if chip in GPU_CARDS:
+  if chip in gpu_cards.CARDS:
     return _gpu_devices(topology, chip, shape)
   if chip not in CHIPS or not chip.startswith("v"):
     raise guards.RunError(f"--compile_only={topology!r}: expected 'local', a TPU topology such as v5p:2x2x1, "
                           f"v4:2x2x4 or v5e:16x16 (chips {sorted(c for c in CHIPS if c.startswith('v'))}), or "
-                          f"GPUs of one host such as h100 or h100:8 ({sorted(GPU_CARDS)})")
+                          f"GPUs of one host such as h100 or h100:8 ({sorted(gpu_cards.CARDS)})")
   os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")  # compiling beside another libtpu process
   from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
   try:
@@ -193,7 +107,7 @@ def _gpu_devices(topology: str, chip: str, count: str) -> list:
     raise guards.RunError(f"--compile_only={topology!r}: expected {chip} or {chip}:N, N GPUs of one host")
   from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
   try:
-    topology_desc = topologies.get_topology_desc(platform="cuda", target_config=gpu_target(chip),
+    topology_desc = topologies.get_topology_desc(platform="cuda", target_config=gpu_cards.target(chip),
                                                  topology=f"1x1x{int(count or 1)}")
   except Exception as e:  # no CUDA plugin: jax knows no 'cuda' platform
     raise guards.RunError(f"--compile_only={topology}: compiling for a GPU needs jax's CUDA plugin, ptxas and "
@@ -242,8 +156,8 @@ def compile_step(jitted, *abstract_args, topology: str) -> CompiledStep:
   try:
     lowered = jitted.lower(*abstract_args)
     chip = chip_of(topology, jax.devices()[0])
-    if chip in GPU_CARDS:
-      compiled, program, cost = gpu_program.compile(lowered, estimates=GPU_CARDS[chip].compute_capability >= (9, 0))
+    if chip in gpu_cards.CARDS:
+      compiled, program, cost = gpu_program.compile(lowered, estimates=gpu_cards.CARDS[chip].compute_capability >= (9, 0))
       return CompiledStep(compiled, cost or {}, program)
     compiled = lowered.compile()
   except Exception as e:  # pylint: disable=broad-except
@@ -284,8 +198,8 @@ def report(step: CompiledStep, *, topology: str, devs, mesh, abstract_state, ana
     result.update(step.gpu.summary(), largest_buffers=[
         f"{b.dtype}[{','.join(map(str, b.shape))}] {b.bytes / 2**20:.1f} MiB"
         for b in sorted(step.gpu.buffers, key=lambda b: -b.bytes)[:LARGEST_BUFFERS]])
-    if chip_name in GPU_CARDS:  # every device runs the program: a step takes one device's time
-      result.update(gpu_step_time.predict(step.gpu, gpu_card(chip_name)).report(tokens_per_step))
+    if chip_name in gpu_cards.CARDS:  # every device runs the program: a step takes one device's time
+      result.update(gpu_step_time.predict(step.gpu, gpu_cards.CARDS[chip_name]).report(tokens_per_step))
   spec = CHIPS.get(chip_name)
   if spec is None:  # e.g. --compile_only=local on a CPU: memory and FLOPs, but no roofline
     return result
@@ -351,12 +265,12 @@ def summary(result: dict) -> str:
     lines += [f"  GPU program: {result['kernels_per_step']:,} kernels per step ({kinds}){loops}",
               f"  custom calls: {calls}",
               f"  largest buffers: {', '.join(result['largest_buffers'])}"]
-  if "roofline_step_seconds" in result:
+  if "predicted_step_seconds" in result:  # the calibrated step first, the roofline among its bounds
+    lines += gpu_step_time.describe(result)
+  elif "roofline_step_seconds" in result:
     lines.append(f"  roofline (a lower bound: every FLOP at peak or every byte at full bandwidth, no launches): "
                  f"{result['roofline_step_seconds'] * 1e3:.1f} ms per step ({result['bound']}-bound), "
                  f"{result['tokens_per_second']:,.0f} tokens/s, MFU ceiling {result['mfu_ceiling']:.1%}")
-  if "predicted_step_seconds" in result:
-    lines += gpu_step_time.describe(result)
   return "\n".join(lines)
 
 

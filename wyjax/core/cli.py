@@ -41,7 +41,7 @@ def _missing_config_key(error: Exception, argv: list[str]) -> str:
   reason = error.args[0] if error.args else str(error)
   missing, _, suggestion = str(reason).partition("\n")
   overrides = [a.split("=")[0] for a in argv[1:] if a.startswith("--") and "." in a.split("=")[0]]
-  flag = next((o for o in overrides if o.rsplit(".", 1)[-1] == missing.strip("'")), " ".join(overrides))
+  flag = next((o for o in overrides if missing.strip("'") in o.split(".")[1:]), " ".join(overrides))
   return f"{flag}: the config has no field {missing}" + (f"; {suggestion[0].lower()}{suggestion[1:]}"
                                                          if suggestion else "")
 
@@ -54,6 +54,7 @@ def _parse_flags(argv: list[str]) -> list[str]:
   except (AttributeError, KeyError) as e:  # ml_collections: an override of a field the config lacks
     _fail(_missing_config_key(e, argv), 2)
   _refuse_non_finite(flags.FLAGS)
+  _refuse_undecodable(flags.FLAGS)
   return rest
 
 
@@ -65,6 +66,33 @@ def _refuse_non_finite(flag_values) -> None:
     flag = flag_values[name]
     if isinstance(flag.parser, flags.FloatParser) and flag.value is not None and not math.isfinite(flag.value):
       _fail(f"flag --{name}={flag.value}: not a finite number", 2, "--helpshort lists the flags")
+
+
+def _refuse_undecodable(flag_values) -> None:
+  """Every flag's text is UTF-8: bytes that are not (a folder named in GBK) reach Python as lone
+  surrogates, which libraries fail on far into the work (orbax at a fine-tuning's first
+  checkpoint, with a RuntimeError advising to free disk space). Config overrides included."""
+  for name in flag_values:
+    flag = flag_values[name]
+    config_flag = hasattr(type(flag), "override_values")  # ml_collections': its values are --config.<key>=…
+    if config_flag and flag.value is None:  # (one not given, without a default, was never parsed)
+      continue
+    values = {f"{name}.{k}": v for k, v in flag.override_values.items()} if config_flag else {name: flag.value}
+    for typed, value in values.items():
+      for text in value if isinstance(value, (list, tuple)) else [value]:
+        if isinstance(text, str) and _SURROGATE.search(text):
+          _fail(f"flag --{typed}={_escaped(text)}: not UTF-8 (a name in GBK, say); rename it in UTF-8", 2)
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _escaped(text: str) -> str:
+  """`text` with the bytes its lone surrogates stand for (os reads undecodable bytes so) as \\xNN."""
+  try:
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+  except UnicodeEncodeError:  # a surrogate that stands for no byte
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _message(error: BaseException) -> str:
@@ -80,7 +108,7 @@ def _undecodable_word(error: UnicodeEncodeError) -> str:
   bytes, escaped: a file name that came from the disk in GBK ("surrogates not allowed" named no
   file)."""
   word = next(m[0] for m in re.finditer(r"[^\s\0]+", error.object) if m.start() <= error.start < m.end())
-  return word.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+  return _escaped(word)
 
 
 class Terminated(BaseException):

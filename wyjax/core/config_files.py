@@ -96,3 +96,9 @@ def DEFINE_config(name: str, default: str | None, help_string: str, flag_values=
   holder = config_flags.DEFINE_config_file(name, default and resolve(default), help_string, flag_values, **kwargs)
   flag_values[name].parser = _ConfigNameParser(flag_values[name].parser)
   return holder
+
+
+def typed(holder, flag_values=flags.FLAGS) -> tuple[str, ...]:
+  """The keys of a config flag's value that the command line set (`--config.model.vocab_size=…`):
+  those a run may refuse where its data decides them otherwise."""
+  return tuple(flag_values[holder.name].override_values)

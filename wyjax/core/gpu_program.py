@@ -161,24 +161,41 @@ def _members(hlo: dict) -> dict[str, list]:
   return members
 
 
-def dot_flops(hlo: dict, computation: str, members: dict) -> tuple[float, str]:
-  """(FLOPs, precision) of the dots in a fused computation and the computations it calls:
-  2 × the result's elements × the contracted size each. Precision: "bf16", "tf32" (float32
-  operands at XLA's default precision) or "f32" (precision HIGHEST)."""
-  flops, precision = 0.0, "bf16"
+def _dims(attributes: str, name: str) -> list[int]:
+  """A dot's dimension numbers, in HLO's spelling (lhs_contracting_dims={1,2}) or a backend
+  config's ("lhs_contracting_dimensions":["1","2"])."""
+  found = (re.search(rf"{name}_dims=\{{([\d,]*)\}}", attributes)
+           or re.search(rf'"{name}_dimensions":\[([^]]*)\]', attributes))
+  return [int(d.strip('" ')) for d in found.group(1).split(",") if d.strip('" ')] if found else []
+
+
+def gemm_shape(lhs: tuple[int, ...], rhs: tuple[int, ...], attributes: str) -> tuple[int, int, int, int]:
+  """(b, m, n, k) of a dot: its batch, the left operand's free size, the right one's, the contracted size."""
+  batch, contracting = _dims(attributes, "lhs_batch"), _dims(attributes, "lhs_contracting")
+  rhs_batch, rhs_contracting = _dims(attributes, "rhs_batch"), _dims(attributes, "rhs_contracting")
+  free = lambda dims, taken: math.prod(d for i, d in enumerate(dims) if i not in taken)
+  return (math.prod(lhs[i] for i in batch), free(lhs, batch + contracting), free(rhs, rhs_batch + rhs_contracting),
+          math.prod(lhs[i] for i in contracting))
+
+
+def _precision(dtype: str, attributes: str) -> str:
+  """A matmul's: "bf16" (of any narrower type), "tf32" (float32 at XLA's default) or "f32" (precision HIGHEST)."""
+  return "bf16" if dtype != "f32" else "f32" if "highest" in attributes.lower() else "tf32"
+
+
+def dots(hlo: dict, computation: str, members: dict) -> tuple[list[tuple[int, int, int, int]], str]:
+  """((b, m, n, k) of every dot in a fused computation and the computations it calls, their precision)."""
+  shapes, precision = [], "bf16"
   for instruction in members.get(computation, ()):
     if instruction.opcode == "dot":
-      dtype, lhs = arrays(operand_shape(hlo, instruction.operands[0]))[0]
-      contracting = re.search(r"lhs_contracting_dims=\{([\d,]*)\}", instruction.attributes)
-      size = math.prod(lhs[int(d)] for d in contracting.group(1).split(",") if d) if contracting else 1
-      flops += 2 * math.prod(arrays(instruction.shape)[0][1]) * size
-      if dtype == "f32":
-        precision = "f32" if "highest" in instruction.attributes else "tf32"
+      (dtype, lhs), (_, rhs) = (arrays(operand_shape(hlo, o))[0] for o in instruction.operands[:2])
+      shapes.append(gemm_shape(lhs, rhs, instruction.attributes))
+      precision = _precision(dtype, instruction.attributes)
     for called in re.findall(r"calls=%?([\w.\-]+)", instruction.attributes):
-      inner, inner_precision = dot_flops(hlo, called, members)
-      flops += inner
+      inner, inner_precision = dots(hlo, called, members)
+      shapes += inner
       precision = inner_precision if inner else precision
-  return flops, precision
+  return shapes, precision
 
 
 # --- The launches ------------------------------------------------------------------------------
@@ -189,10 +206,12 @@ class Launch:
   """One kernel the step launches, with what bounds its time."""
   name: str  # the HLO instruction it runs
   kind: str  # as kernels_by_kind counts it
+  kernel: str = ""  # the kernel the GPU runs it as (identical fusions share one), as a profile names it
   repeats: int = 1  # the trip counts of the loops around it (1 where XLA knows none)
   blocks: int = 0  # its grid; 0 where the grid on a GPU is not this compile's (GEMMs, library calls)
   bytes: float = 0.0  # its operands and results
   flops: float = 0.0  # matrix-unit FLOPs: GEMMs, attention, a Triton kernel's dots
+  gemms: tuple[tuple[int, int, int, int], ...] = ()  # (b, m, n, k) of each GEMM it runs
   precision: str = "bf16"  # of those FLOPs: "bf16", "tf32" or "f32"
   xla_seconds: float | None = None  # XLA's estimate, where it wrote one that prices this kernel
   collective: str = ""  # "all-reduce", "all-gather", ...: costed at the interconnect
@@ -258,7 +277,8 @@ def read_launches(thunks: str, metadata: str, hlo: dict) -> tuple[tuple[Launch, 
       grid = math.prod(int(g) for g in found.group(5, 6, 7)) if found.group(5) else 0
       triton_call = instruction is not None and instruction.target == "__gpu$xla.gpu.triton"
       launch_kind = "triton kernel" if triton_call else kind(thunk, name.replace(".", "_"), fusions)
-      launches.append(_launch(launch_kind, thunk, name, instruction, hlo, members, repeats, grid))
+      launch = _launch(launch_kind, thunk, name, instruction, hlo, members, repeats, grid)
+      launches.append(dataclasses.replace(launch, kernel=sequence_name or name))
   return tuple(launches), loops
 
 
@@ -275,14 +295,14 @@ def _launch(launch_kind: str, thunk: str, name: str, instruction: Instruction | 
   if instruction.target.startswith("__cudnn$fmha"):
     return Launch(**common, flops=_attention_flops(instruction, hlo))
   if instruction.target.startswith("__cublas"):
-    return Launch(**common, flops=_library_gemm_flops(instruction, hlo))
+    (dtype, lhs), (_, rhs) = (arrays(operand_shape(hlo, o))[0] for o in instruction.operands[:2])
+    return _gemms(common, [gemm_shape(lhs, rhs, instruction.attributes)], _precision(dtype, instruction.attributes))
   if instruction.target == "__gpu$xla.gpu.triton":
     flops, moved = triton_ir.flops_and_bytes(instruction.attributes)
     return Launch(**{**common, "bytes": moved or common["bytes"]}, blocks=grid, flops=flops)
   called = re.search(r"calls=%?([\w.\-]+)", instruction.attributes)
   if launch_kind in ("gemm", "cudnn") and called:
-    flops, precision = dot_flops(hlo, called.group(1), members)
-    return Launch(**common, flops=flops, precision=precision)  # its grid and XLA's estimate: the untuned tiling's
+    return _gemms(common, *dots(hlo, called.group(1), members))  # its grid and XLA's estimate: the untuned tiling's
   return Launch(**common, blocks=grid, xla_seconds=xla_estimate(instruction))
 
 
@@ -300,12 +320,9 @@ def _attention_flops(instruction: Instruction, hlo: dict) -> float:
   return 2.0 * ATTENTION_MATMULS[backward] * batch * heads * queries * keys * head_dim
 
 
-def _library_gemm_flops(instruction: Instruction, hlo: dict) -> float:
-  """A cuBLAS call: 2 × its result's elements × the contracted size of its left operand."""
-  contracting = re.search(r'"lhs_contracting_dimensions":\[([^]]*)\]', instruction.attributes)
-  lhs = arrays(operand_shape(hlo, instruction.operands[0]))[0][1]
-  size = math.prod(lhs[int(d.strip('"'))] for d in contracting.group(1).split(",") if d) if contracting else 1
-  return 2.0 * math.prod(arrays(instruction.shape)[0][1]) * size
+def _gemms(common: dict, shapes: list[tuple[int, int, int, int]], precision: str) -> Launch:
+  flops = sum(2.0 * math.prod(shape) for shape in shapes)
+  return Launch(**common, flops=flops, gemms=tuple(shapes), precision=precision)
 
 
 def _collective(instruction: Instruction, hlo: dict, common: dict) -> Launch:

@@ -1,38 +1,46 @@
 """How long a GPU step will take: every kernel of a compiled program (gpu_program's launches)
-costed on a card (`Card`: aot.gpu_card("h200")), summed.
+costed on a card (gpu_cards.CARDS), then corrected by factors fitted on measured programs.
 
-Each launch costs XLA's own estimate where it wrote a sane one, else a bound from its FLOPs and
-bytes at the card's figures and the attainable fractions below, plus a launch overhead; their
-sum is the predicted step. Any dump folder of a GPU compile can be costed, taken with
+Each launch costs, at the card's figures: a GEMM its FLOPs at the rate XLA measured for its shape
+on an H100 (gemm_table), cuDNN's attention and a Pallas kernel's dots theirs at a figure below,
+other kernels XLA's own estimate where it wrote a sane one, else their bytes at the bandwidth
+their grid can draw; each the longer of that and its bytes, plus a launch overhead. Their sum is
+the uncalibrated step: what the kernels take at the figures the card and XLA publish, a bound the
+programs measured on a GPU all took longer than. The predicted step is the calibrated one: each
+calibration group's kernels times the factor fitted on measured programs, and a fitted time per
+launch (gpu_calibration.json, written by benchmarks/gpu_predictions.py with its split, its fit
+error and the error on the programs held out of the fit, which is the band every report gives).
+Any dump folder of a GPU compile can be costed, taken with
 
     XLA_FLAGS="--xla_dump_to=DIR --xla_gpu_collect_cost_model_stats=true"
     python -m wyjax.core.gpu_step_time DIR --card=h200 [--tokens=16384] [--module=train_step]
 
 (the second flag writes XLA's estimates; without it every fusion is bounded by its bytes). A step
 compiled on a real GPU is autotuned: GEMMs may become cuBLAS calls instead of the Triton fusions
-chosen here by heuristics, which is why a GEMM is costed from its FLOPs, never from XLA's
+chosen here by heuristics, which is why a GEMM is costed from its shape, never from XLA's
 estimate of the tiling a GPU replaces.
 """
 import argparse
 import collections
 import dataclasses
+import functools
 import json
+import pathlib
 import sys
-from pathlib import Path
 
-from wyjax.core import gpu_program
+from wyjax.core import gemm_table, gpu_cards, gpu_program
 
-# Every constant of the prediction, with its source.
+# Every constant of the uncalibrated cost, with its source.
 # A launch's stream time besides its work: XLA's own figure (GpuPerformanceModelBase::
 # kKernelLaunchOverhead, xla/service/gpu/model/gpu_performance_model_base.h: 1 µs), what XLA's
 # fusion decisions charge per kernel; XLA runs a step's kernels from command buffers (CUDA graphs)
 # by default (xla_gpu_enable_command_buffer), so each costs no host-side launch.
 LAUNCH_SECONDS = 1e-6
-# The fraction of the tensor cores' dense peak a tuned matmul kernel reaches: FlashAttention-3
-# (Shah et al. 2024, arXiv:2407.08608, abstract) reaches 740 of an H100's 989 bf16 TFLOP/s, 75%.
-# Taken for GEMMs, cuDNN's attention and a Triton kernel's dots alike: the figure of a tuned
-# kernel, an upper one for small or untuned ones.
-MATMUL_FRACTION = 0.75
+# cuDNN's flash attention, which no table measures: FlashAttention-3 (Shah et al. 2024,
+# arXiv:2407.08608, abstract) reaches 740 of an H100's 989 bf16 TFLOP/s, 75%, at its best (large
+# head dimensions, long sequences); an upper figure at BERT's head dimension of 64. A Pallas
+# kernel's dots are costed at the peak: its own calibration factor says how far it falls short.
+ATTENTION_FRACTION = 0.75
 # Memory is read at the card's nominal bandwidth, as XLA's own estimates take it: no fraction.
 # A collective's latency besides its bytes: XLA's kNcclKernelLaunchOverhead (the same header), 5 µs.
 COLLECTIVE_SECONDS = 5e-6
@@ -48,64 +56,100 @@ ABSURD = 20
 RING_SHARE = {"all-reduce": lambda n: 2 * (n - 1) / n, "reduce-scatter": lambda n: (n - 1) / n,
               "all-to-all": lambda n: (n - 1) / n, "all-gather": lambda n: n - 1.0,
               "collective-permute": lambda n: 1.0}
+CALIBRATION = pathlib.Path(__file__).with_name("gpu_calibration.json")
 
 
-@dataclasses.dataclass(frozen=True)
-class Card:
-  """The figures of a GPU a kernel's time is bounded by (aot.gpu_card builds one from its datasheet)."""
-  name: str
-  matmul_flops: float  # dense bf16 tensor-core FLOP/s; TF32 runs at half
-  fp32_flops: float  # the CUDA cores' float32 FLOP/s (a matmul at precision HIGHEST)
-  hbm_bandwidth: float  # bytes/s
-  link_bandwidth: float  # NVLink, bytes/s each way
-  sms: int
-
-  def matmul_rate(self, precision: str) -> float:
-    return {"bf16": self.matmul_flops, "tf32": self.matmul_flops / 2, "f32": self.fp32_flops}[precision]
-
-
-def seconds(launch: gpu_program.Launch, card: Card) -> tuple[float, str]:
-  """(seconds of one run of a launch on `card`, what they came from): a collective from its bytes
-  at the interconnect; a kernel with matmul FLOPs from them and its bytes; another from XLA's
-  estimate where it is sane, else from its bytes at the bandwidth its grid can draw."""
+def seconds(launch: gpu_program.Launch, card: gpu_cards.GpuCard) -> tuple[float, str]:
+  """(seconds of one run of a launch on `card`, uncalibrated, and what they came from)."""
   if launch.collective:
     share = RING_SHARE.get(launch.collective, lambda n: 1.0)(launch.peers)
     return COLLECTIVE_SECONDS + share * launch.bytes / card.link_bandwidth, "interconnect"
   occupied = min(launch.blocks, card.sms) / card.sms if launch.blocks else 1.0
   memory = launch.bytes / (card.hbm_bandwidth * occupied)
+  rate = card.matmul_rate(launch.precision)
+  if launch.gemms:
+    matmul = sum(2.0 * b * m * n * k / (rate * gemm_table.fraction_of_peak(b, m, n, k, launch.precision))
+                 for b, m, n, k in launch.gemms)
+    return LAUNCH_SECONDS + max(matmul, memory), "gemm table"
   if launch.flops:
-    matmul = launch.flops / (card.matmul_rate(launch.precision) * MATMUL_FRACTION * occupied)
-    return LAUNCH_SECONDS + max(matmul, memory), "flops and bytes"
+    fraction = ATTENTION_FRACTION if launch.kind == "cudnn" else 1.0
+    return LAUNCH_SECONDS + max(launch.flops / (rate * fraction * occupied), memory), "flops and bytes"
   if launch.xla_seconds is not None and launch.xla_seconds <= ABSURD * (memory + LAUNCH_SECONDS):
     return LAUNCH_SECONDS + launch.xla_seconds, "xla estimate"
   return LAUNCH_SECONDS + memory, "bytes" if launch.xla_seconds is None else "bytes (xla estimate absurd)"
 
 
+def group(launch: gpu_program.Launch) -> str:
+  """A launch's calibration group: "matmul" (GEMMs and cuDNN's attention), "pallas kernel",
+  "collective" or "memory" (every other kernel: XLA's fusions, copies, memsets)."""
+  if launch.collective:
+    return "collective"
+  if launch.kind in ("gemm", "cudnn"):
+    return "matmul"
+  return "pallas kernel" if launch.kind == "triton kernel" else "memory"
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+  """Factors fitted on measured programs: a group's kernels take `factors[group]` times their
+  uncalibrated work (a group without one, as costed), and each launch `launch_seconds`."""
+  factors: dict[str, float]
+  launch_seconds: float
+  band: tuple[float, float]  # measured ÷ calibrated on the programs held out of the fit, lowest and highest
+  summary: str  # what it was fitted on and how it did, in a line
+
+  def apply(self, launch: gpu_program.Launch, uncalibrated: float) -> float:
+    if launch.collective:
+      return uncalibrated
+    work = uncalibrated - LAUNCH_SECONDS * launch.repeats
+    return self.factors.get(group(launch), 1.0) * work + self.launch_seconds * launch.repeats
+
+
+@functools.cache
+def calibration() -> Calibration:
+  """The factors gpu_calibration.json holds."""
+  fitted = json.loads(CALIBRATION.read_text())
+  return Calibration(fitted["factors"], fitted["launch_seconds"], tuple(fitted["held_out_band"]), fitted["summary"])
+
+
 @dataclasses.dataclass(frozen=True)
 class Timed:
   launch: gpu_program.Launch
-  seconds: float  # all its repeats
+  uncalibrated: float  # all its repeats, at the card's figures
+  seconds: float  # all its repeats, calibrated
   source: str
 
 
 @dataclasses.dataclass(frozen=True)
 class Prediction:
-  card: Card
+  card: gpu_cards.GpuCard
   kernels: tuple[Timed, ...]
+  calibration: Calibration
 
   @property
   def seconds(self) -> float:
+    """The predicted step: every kernel calibrated."""
     return sum(k.seconds for k in self.kernels)
 
+  @property
+  def uncalibrated(self) -> float:
+    return sum(k.uncalibrated for k in self.kernels)
+
+  def band(self) -> tuple[float, float]:
+    """The step's range by the held-out error: its prediction times the lowest and highest
+    measured ÷ calibrated of the programs held out of the fit."""
+    low, high = self.calibration.band
+    return self.seconds * low, self.seconds * high
+
   def by_kind(self) -> dict[str, float]:
-    """Seconds by kernel kind, the most first."""
+    """Calibrated seconds by kernel kind, the most first."""
     total = collections.Counter()
     for k in self.kernels:
       total[k.launch.kind] += k.seconds
     return dict(total.most_common())
 
   def top(self, count: int = 10) -> list[dict]:
-    """The `count` most expensive kernels, each HLO instruction's launches together."""
+    """The `count` most expensive kernels (calibrated), each HLO instruction's launches together."""
     total, first = collections.Counter(), {}
     for k in self.kernels:
       total[k.launch.name] += k.seconds
@@ -114,38 +158,58 @@ class Prediction:
             for name, spent in total.most_common(count)]
 
   def report(self, tokens: int | None = None) -> dict:
-    """The figures a compile-only report's JSON line carries."""
+    """The figures a compile-only report's JSON line carries; `predicted_step_seconds` is the calibrated step."""
     sources = collections.Counter(k.source for k in self.kernels)
-    result = {"predicted_step_seconds": self.seconds, "predicted_card": self.card.name,
+    result = {"predicted_step_seconds": self.seconds, "predicted_step_band_seconds": list(self.band()),
+              "predicted_uncalibrated_step_seconds": self.uncalibrated, "predicted_card": self.card.name,
+              "predicted_calibration": self.calibration.summary,
               "predicted_seconds_by_kind": self.by_kind(), "predicted_top_kernels": self.top(),
               "predicted_kernels_by_source": dict(sources.most_common())}
     if tokens:
       result["predicted_tokens_per_second"] = tokens / self.seconds
     return result
 
+  def kernel_records(self) -> list[dict]:
+    """Every launch's prediction, for joining with a profile of the same compile
+    (benchmarks/profile_vs_prediction.py) and refitting the factors on it."""
+    return [{"name": k.launch.name, "kernel": k.launch.kernel, "kind": k.launch.kind, "group": group(k.launch),
+             "repeats": k.launch.repeats, "uncalibrated": k.uncalibrated, "seconds": k.seconds}
+            for k in self.kernels]
 
-def predict(program: gpu_program.GpuProgram, card: Card) -> Prediction:
-  """Every launch of `program` costed on `card`; their sum is the predicted step."""
+
+def predict(program: gpu_program.GpuProgram, card: gpu_cards.GpuCard, fitted: Calibration | None = None) -> Prediction:
+  """Every launch of `program` costed on `card` and calibrated (by gpu_calibration.json's factors
+  unless `fitted` is given); their sum is the predicted step."""
+  fitted = fitted or calibration()
   timed = []
   for launch in program.launches:
     once, source = seconds(launch, card)
-    timed.append(Timed(launch, once * launch.repeats, source))
-  return Prediction(card, tuple(timed))
+    timed.append(Timed(launch, once * launch.repeats, fitted.apply(launch, once * launch.repeats), source))
+  return Prediction(card, tuple(timed), fitted)
+
+
+def _ms(seconds: float) -> str:
+  return f"{seconds * 1e3:,.{1 if seconds >= 1e-3 else 4}f}"
 
 
 def describe(result: dict) -> list[str]:
-  """A report's predicted step as readable lines: the step, where its time goes by kind, and
-  its ten most expensive kernels."""
-  step = result["predicted_step_seconds"]
-  milliseconds = f"{step * 1e3:.{1 if step >= 1e-3 else 4}f}"
-  rate = (f", {result['predicted_tokens_per_second']:,.0f} tokens/s"
-          if "predicted_tokens_per_second" in result else "")
+  """A report's predicted step as readable lines: the calibrated step with its band, the bounds
+  below it (the uncalibrated sum, the roofline where the report has one), where the time goes by
+  kind, and the ten most expensive kernels."""
+  step, (low, high) = result["predicted_step_seconds"], result["predicted_step_band_seconds"]
+  rate = (f", {result['predicted_tokens_per_second']:,.0f} tokens/s" if "predicted_tokens_per_second" in result
+          else "")
+  bounds = f"every kernel at the card's and XLA's figures (uncalibrated) {_ms(result['predicted_uncalibrated_step_seconds'])} ms"
+  if "roofline_step_seconds" in result:
+    bounds += (f", the roofline {_ms(result['roofline_step_seconds'])} ms ({result['bound']}-bound, "
+               f"{result['tokens_per_second']:,.0f} tokens/s, MFU ceiling {result['mfu_ceiling']:.1%})")
   kinds = ", ".join(f"{name} {spent * 1e3:.2f}" for name, spent in result["predicted_seconds_by_kind"].items())
   sources = ", ".join(f"{source} {n}" for source, n in result["predicted_kernels_by_source"].items())
-  lines = [f"  predicted step on each {result['predicted_card']}: {milliseconds} ms{rate} (kernels costed from: "
-           f"{sources})",
-           f"  by kind, ms: {kinds}",
-           "  most expensive kernels:"]
+  lines = [f"  predicted step on each {result['predicted_card']}: {_ms(step)} ms{rate}, held-out error band "
+           f"{_ms(low)}–{_ms(high)} ms ({result['predicted_calibration']})",
+           f"  bounds below it: {bounds}",
+           f"  by kind, ms (calibrated): {kinds} (kernels costed from: {sources})",
+           "  most expensive kernels (calibrated):"]
   lines += [f"    {k['seconds'] * 1e3:8.3f} ms  {k['name']} ({k['kind']}; {k['source']})"
             for k in result["predicted_top_kernels"]]
   return lines
@@ -154,16 +218,15 @@ def describe(result: dict) -> list[str]:
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description="The predicted step time of a GPU compile's XLA dump folder, "
                                    "kernel by kernel (see this module's docstring for the flags to dump with).")
-  parser.add_argument("dump", type=Path, help="the folder XLA_FLAGS=--xla_dump_to=DIR wrote")
-  parser.add_argument("--card", default="h100", help="h100, h200 or a100 (wyjax.core.aot.GPU_CARDS)")
+  parser.add_argument("dump", type=pathlib.Path, help="the folder XLA_FLAGS=--xla_dump_to=DIR wrote")
+  parser.add_argument("--card", default="h100", help=f"one of {sorted(gpu_cards.CARDS)}")
   parser.add_argument("--module", default="", help="the module whose name contains this (default: the largest)")
   parser.add_argument("--tokens", type=int, default=0, help="tokens per step, for tokens/s")
   args = parser.parse_args(argv)
-  from wyjax.core import aot  # pylint: disable=g-import-not-at-top  (aot imports this module)
-  if args.card not in aot.GPU_CARDS:
-    sys.exit(f"--card={args.card}: expected one of {sorted(aot.GPU_CARDS)}")
+  if args.card not in gpu_cards.CARDS:
+    sys.exit(f"--card={args.card}: expected one of {sorted(gpu_cards.CARDS)}")
   program, _ = gpu_program.read_dump(args.dump, args.module)
-  result = {**program.summary(), **predict(program, aot.gpu_card(args.card)).report(args.tokens or None)}
+  result = {**program.summary(), **predict(program, gpu_cards.CARDS[args.card]).report(args.tokens or None)}
   print(f"{args.dump}: {program.kernel_count:,} kernels")
   print("\n".join(describe(result)))
   print(json.dumps(result))

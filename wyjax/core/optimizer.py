@@ -1,7 +1,10 @@
 """AdamW with the WYWEB paper's defaults: β (0.9, 0.999), ε 1e-6, weight decay 0.01 on all
 but biases and LayerNorm parameters, global-norm clipping 1.0, linear warm-up then linear
-decay to zero."""
+decay to zero; and its two-stage form, part of the parameters frozen for the first steps (the
+GuwenBERT recipe: a continued model's new embeddings learn before its encoder moves)."""
 import collections
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -47,12 +50,51 @@ def clip_by_global_norm(max_norm: float) -> optax.GradientTransformationExtraArg
   return optax.GradientTransformationExtraArgs(optax.init_empty_state, update)
 
 
+class FrozenState(NamedTuple):
+  count: jax.Array  # updates seen, applied or not
+  inner: optax.OptState
+
+
+def frozen_for(steps: int, inner: optax.GradientTransformation) -> optax.GradientTransformation:
+  """`inner`, but for its first `steps` updates it updates nothing, not even its own state: the
+  parameters it holds stay bit for bit as they were and gather no moments, and `inner` then
+  starts as if new (its step count at 0: its schedule begins at `steps`, with its own warm-up)."""
+
+  def init(params):
+    return FrozenState(count=jnp.zeros((), jnp.int32), inner=inner.init(params))
+
+  def update(updates, state, params=None, **extra):
+    new_updates, new_inner = inner.update(updates, state.inner, params, **extra)
+    frozen = state.count < steps
+    keep = lambda old, new: jnp.where(frozen, old, new)
+    return (jax.tree_util.tree_map(lambda u: jnp.where(frozen, jnp.zeros_like(u), u), new_updates),
+            FrozenState(count=state.count + 1, inner=jax.tree_util.tree_map(keep, state.inner, new_inner)))
+
+  return optax.GradientTransformationExtraArgs(init, update)
+
+
 def adamw(*, learning_rate: float, warmup_steps: int, total_steps: int, b1: float = 0.9,
-          b2: float = 0.999, eps: float = 1e-6, weight_decay: float = 0.01,
-          max_grad_norm: float = 1.0) -> tuple[optax.GradientTransformation, optax.Schedule]:
-  schedule = learning_rate_schedule(learning_rate, warmup_steps, total_steps)
-  tx = optax.chain(
-      clip_by_global_norm(max_grad_norm),
-      optax.adamw(schedule, b1=b1, b2=b2, eps=eps, weight_decay=weight_decay, mask=decay_mask),
-  )
-  return tx, schedule
+          b2: float = 0.999, eps: float = 1e-6, weight_decay: float = 0.01, max_grad_norm: float = 1.0,
+          frozen_steps: int = 0, trainable: Callable[[tuple[str, ...]], bool] | None = None,
+          ) -> tuple[optax.GradientTransformation, optax.Schedule]:
+  """The optimizer and its learning-rate schedule. With `frozen_steps`, only the parameters whose
+  path `trainable` accepts learn for those steps (warm-up, then decay to zero at the last of
+  them); from then on all learn, on a schedule of their own (warm-up again, decay to zero at
+  `total_steps`), the others with fresh moments."""
+  adam = lambda schedule: optax.adamw(schedule, b1=b1, b2=b2, eps=eps, weight_decay=weight_decay, mask=decay_mask)
+  clip = clip_by_global_norm(max_grad_norm)
+  if not frozen_steps:
+    schedule = learning_rate_schedule(learning_rate, warmup_steps, total_steps)
+    return optax.chain(clip, adam(schedule)), schedule
+  second = learning_rate_schedule(learning_rate, warmup_steps, total_steps - frozen_steps)
+  first = learning_rate_schedule(learning_rate, min(warmup_steps, frozen_steps), frozen_steps)
+  schedule = optax.join_schedules([first, second], [frozen_steps])
+  labels = lambda params: jax.tree_util.tree_map_with_path(
+      lambda path, _: "trainable" if trainable(path_names(path)) else "frozen", params)
+  return optax.chain(clip, optax.multi_transform(
+      {"trainable": adam(schedule), "frozen": frozen_for(frozen_steps, adam(second))}, labels)), schedule
+
+
+def path_names(path) -> tuple[str, ...]:
+  """A tree path's keys as names: ('encoder', 'embeddings', 'word_embeddings', 'embedding')."""
+  return tuple(str(getattr(key, "key", key)) for key in path)

@@ -102,8 +102,10 @@ def _fit(spec: PartitionSpec, shape, mesh: Mesh, name: str) -> PartitionSpec:
 
 def state_shardings(abstract_state: dict, params_sharding, tx: optax.GradientTransformation,
                     mesh: Mesh) -> dict:
-  """Shardings for {'step', 'params', 'opt_state'}: moments follow their parameters."""
+  """Shardings for {'step', 'params', 'opt_state'}: moments follow their parameters (a partition
+of the optimizer holds moments of its own parameters only: the others are optax's MaskedNode)."""
+  masked = lambda x: isinstance(x, optax.MaskedNode)
   opt_sharding = optax.tree_map_params(
-      tx, lambda _, sharding: sharding, abstract_state["opt_state"], params_sharding,
-      transform_non_params=lambda _: replicated(mesh))
+      tx, lambda moment, sharding: moment if masked(moment) else sharding, abstract_state["opt_state"],
+      params_sharding, transform_non_params=lambda _: replicated(mesh), is_leaf=masked)
   return {"step": replicated(mesh), "params": params_sharding, "opt_state": opt_sharding}

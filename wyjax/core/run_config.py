@@ -27,7 +27,7 @@ import ml_collections
 from etils import epath
 from jax.experimental import multihost_utils
 
-from wyjax.core import guards, storage
+from wyjax.core import guards, io_paths, storage
 
 CONFIG = "run_config.json"  # not config.json: that name marks a transformers folder
 CHANGES = "config_changes.jsonl"
@@ -159,6 +159,15 @@ def check_unclaimed(workdir, written: tuple[str, ...]) -> None:
   if theirs:
     raise guards.RunError(f"--workdir {workdir} holds {', '.join(theirs)}, named as a run's own files but written by "
                           f"no run (it has no {CONFIG}); choose another --workdir, or move them")
+
+
+def check_reads(workdir, written: tuple[str, ...], reads: dict, command: str) -> None:
+  """Refuses, before any work, a --workdir that is or lies inside what the run reads (`reads`: {flag
+  as typed: path}), and a path it reads that lies inside what the run writes there (the records
+  store_config writes, and `written`): a run fine-tuned from the workdir's own seed_0 wrote over
+  it, and --fresh_start moved it aside under the run (io_paths)."""
+  io_paths.check_apart({"--workdir": workdir}, reads, command)
+  io_paths.check_not_written("--workdir", workdir, (CONFIG, CHANGES, DATA, *written), reads, command)
 
 
 def _matches(name: str, patterns) -> bool:

@@ -1,14 +1,15 @@
 """Pretraining data (the WYWEB tasks built from Daizhige: python -m wyjax.tasks).
 
     python -m wyjax.data prepare-corpus --source=daizhige:DIR|poetry|text:PATH --out=DIR
-        [--sequence_length=512] [--vocab=TOKENIZER_DIR] [--valid_fraction=0.01] [--workers=N]
+        [--sequence_length=512] [--vocab=TOKENIZER_DIR [--extend_vocab]] [--valid_fraction=0.01] [--workers=N]
         [--no_t2s] [--char_filter=none|no_ascii_alnum|no_private_use] [--min_count=1] [--max_vocab=N]
         [--overwrite]
 
 A folder already holding the same corpus is left as is; any other non-empty --out is refused
-unless --overwrite (which replaces the corpus files there and keeps the rest). The options'
-ranges are prepare.Options' (checked before anything is read); the flags add what only a
-command has: its workers, and a sequence no longer than a packer allocates whole.
+unless --overwrite (which replaces the corpus files there and keeps the rest), and an --out inside
+the source always. Each flag's range is declared with it and checked as the flags are parsed
+(before anything is read; a sequence is no longer than a packer allocates whole); pretraining's
+config.corpus has the same ranges in config_values.
 """
 import os
 
@@ -21,14 +22,22 @@ _COMMANDS = ("prepare-corpus",)
 
 _SOURCE = flags.DEFINE_string("source", None, "daizhige:DIR, poetry, or text:PATH (required).")
 _OUT = flags.DEFINE_string("out", None, "Output folder (required).")
-_SEQUENCE_LENGTH = flags.DEFINE_integer("sequence_length", 512, "Tokens per packed sequence.", upper_bound=1 << 20)
-_VOCAB = flags.DEFINE_string("vocab", None, "Reuse this tokenizer folder instead of building a vocabulary.")
-_VALID_FRACTION = flags.DEFINE_float("valid_fraction", 0.01, "Fraction of documents held out for validation.")
+_SEQUENCE_LENGTH = flags.DEFINE_integer("sequence_length", 512, "Tokens per packed sequence.", lower_bound=8,
+                                        upper_bound=1 << 20)
+_VOCAB = flags.DEFINE_string("vocab", None, "Reuse this tokenizer folder (a model's, to continue it) instead of "
+                             "building a vocabulary.")
+_EXTEND_VOCAB = flags.DEFINE_bool("extend_vocab", False, "With --vocab: append the corpus's characters it lacks "
+                                  "(the model continued from it keeps its rows in place).")
+_VALID_FRACTION = flags.DEFINE_float("valid_fraction", 0.01, "Fraction of documents held out for validation.",
+                                     lower_bound=0, upper_bound=1)
+flags.register_validator("valid_fraction", lambda f: f < 1, "--valid_fraction must be below 1: the rest is trained on")
 _NO_T2S = flags.DEFINE_bool("no_t2s", False, "Keep traditional characters.")
 _CHAR_FILTER = flags.DEFINE_enum("char_filter", "none", sorted(corpus.CHAR_FILTERS), "Characters dropped in cleaning.")
-_MIN_COUNT = flags.DEFINE_integer("min_count", 1, "Fewest occurrences for a character to enter the vocabulary.")
-_MAX_VOCAB = flags.DEFINE_integer("max_vocab", None, "Largest vocabulary (default: no limit).")
-_SHARD_SEQUENCES = flags.DEFINE_integer("shard_sequences", 65536, "Sequences per ArrayRecord shard.")
+_MIN_COUNT = flags.DEFINE_integer("min_count", 1, "Fewest occurrences for a character to enter the vocabulary.",
+                                  lower_bound=1)
+_MAX_VOCAB = flags.DEFINE_integer("max_vocab", None, "Largest vocabulary (default: no limit).", lower_bound=1)
+_SHARD_SEQUENCES = flags.DEFINE_integer("shard_sequences", 65536, "Sequences per ArrayRecord shard.", lower_bound=1,
+                                        upper_bound=2**31 - 1)
 _WORKERS = flags.DEFINE_integer("workers", None, "Worker processes (default: all cores).", lower_bound=1,
                                 upper_bound=os.cpu_count())
 _OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace a corpus prepared in --out with other options.")
@@ -42,7 +51,7 @@ def main(argv):
   options = prepare.Options(
       source=_SOURCE.value, sequence_length=_SEQUENCE_LENGTH.value, valid_fraction=_VALID_FRACTION.value,
       t2s=not _NO_T2S.value, char_filter=_CHAR_FILTER.value, min_count=_MIN_COUNT.value,
-      max_vocab=_MAX_VOCAB.value, shard_sequences=_SHARD_SEQUENCES.value)
+      max_vocab=_MAX_VOCAB.value, shard_sequences=_SHARD_SEQUENCES.value, extend_vocab=_EXTEND_VOCAB.value)
   prepare.prepare_corpus(_OUT.value, options, vocab_dir=_VOCAB.value, workers=_WORKERS.value,
                          overwrite=_OVERWRITE.value)
 

@@ -2,7 +2,8 @@
 
 A reader has two steps so that corpus preparation can run them in worker processes:
 `units()` lists cheap work units (files) and `read(unit)` turns one unit into documents;
-`special` then lists the files it skipped, never opened: FIFOs, devices, sockets. `file(unit)`
+`special` then lists the files it skipped, never opened: FIFOs, devices, sockets; `vocabularies`
+the tokenizers' vocab.txt it left out (a prepared corpus's, a model's): never text. `file(unit)`
 is the unit's file, whose bytes a prepared corpus records (by their SHA-256).
 Text is kept as found here; `clean_paragraphs` does the documented normalisation.
 """
@@ -98,7 +99,7 @@ class DaizhigeReader:
       raise FileNotFoundError(f"Daizhige root {self.root} is not a folder")
 
   def units(self) -> list[str]:
-    files, self.special = text_files(self.root)
+    files, self.special, self.vocabularies = text_files(self.root)
     outside = [f for f in files if f.split(os.sep)[0] not in DAIZHIGE_COLLECTIONS]
     if outside:
       raise ValueError(f"{self.root}: {len(outside)} .txt files outside the ten collections, "
@@ -118,15 +119,19 @@ class DaizhigeReader:
     return [Document(id=f"daizhige:{unit}", paragraphs=text.splitlines(), meta=meta)]
 
 
-def text_files(root: epath.Path) -> tuple[list[str], list[str]]:
-  """(the .txt files under root (a folder or gs://…), the special ones among them), as sorted
-  paths relative to root. A special file is read by no reader (`special_file`)."""
+def text_files(root: epath.Path) -> tuple[list[str], list[str], list[str]]:
+  """(the .txt files under root (a folder or gs://…), the special ones among them, the tokenizers'
+  vocabularies among them), as sorted paths relative to root. A special file is read by no reader
+  (`special_file`), nor is a vocab.txt beside a tokenizer_config.json (a prepared corpus's
+  tokenizer/, a model's: the next build read a corpus prepared inside its source as text)."""
   walk = [(os.fspath(folder), names) for folder, _, names in root.walk()]
   top = walk[0][0] if walk else ""  # walk's own spelling of root (in a bucket, without gs://)
-  found = sorted(os.path.relpath(os.path.join(folder, name), top)
-                 for folder, names in walk for name in names if name.endswith(".txt"))
+  relative = lambda folder, name: os.path.relpath(os.path.join(folder, name), top)
+  vocabularies = {relative(folder, "vocab.txt") for folder, names in walk
+                  if "vocab.txt" in names and "tokenizer_config.json" in names}
+  found = sorted(relative(folder, name) for folder, names in walk for name in names if name.endswith(".txt"))
   special = {f for f in found if special_file(root / f)}
-  return [f for f in found if f not in special], sorted(special)
+  return [f for f in found if f not in special | vocabularies], sorted(special), sorted(vocabularies)
 
 
 def special_file(path) -> bool:
@@ -155,12 +160,12 @@ class TextReader:
       raise FileNotFoundError(f"text corpus {self.path} does not exist")
     if special_file(self.path):
       raise ValueError(f"text corpus {self.path} is neither a file nor a folder (a FIFO, a device or a socket)")
-    self.special = []
+    self.special, self.vocabularies = [], []
 
   def units(self) -> list[str]:
     if self.path.is_file():
       return [self.path.name]
-    files, self.special = text_files(self.path)
+    files, self.special, self.vocabularies = text_files(self.path)
     if not files:
       raise ValueError(f"{self.path}: no .txt files")
     return files
@@ -277,7 +282,7 @@ class PoetryReader:
     files = [f for f in files if poetry_collection(f) and "/error/" not in f
              and not pathlib.PurePath(f).name.startswith(("author", "intro"))]
     special = {f for f in files if special_file(self.dist / f)}
-    self.special = sorted(special)
+    self.special, self.vocabularies = sorted(special), []
     return [f for f in files if f not in special]
 
   def file(self, unit: str) -> pathlib.Path:

@@ -17,36 +17,46 @@ the build's fingerprint (the source's content, file by file, the options and the
 left as is, read even on a read-only disk; an unfinished one is rebuilt. Any other non-empty
 folder (the user's files, a corpus prepared with other options or from other text, an
 unfinished build of another source) is refused unless `overwrite`, which replaces the corpus
-files and keeps the rest. An --out inside its own source is left out of it. One command writes
-a folder at a time (locks.held: a second is refused, naming the first); the workers end with
-the command, however it ends.
+files and keeps the rest. An --out that is, or lies inside, its source (or --vocab) is refused,
+--overwrite or not; a corpus found inside a source is never read as text (corpus.text_files).
+One command writes a folder at a time (locks.held: a second is refused, naming the first); the
+workers end with the command, however it ends.
 """
 import collections
-import concurrent.futures
 import contextlib
-import ctypes
 import dataclasses
 import errno
 import hashlib
 import json
 import multiprocessing
-import os
-import signal
 import sys
 import tempfile
 import time
 
 import numpy as np
-import tqdm
 from etils import epath
 
-from wyjax.core import guards, locks, storage
-from wyjax.data import corpus, packing
+from wyjax.core import guards, io_paths, locks, storage
+from wyjax.data import corpus, packing, vocab_map, worker_pool
 from wyjax.data import tokenizer as tokenizer_lib
 
 SPLITS = ("train", "valid")
 MANIFEST = "manifest.json"
 BUILDING = "preparing.json"  # the fingerprint of the build under way: its folder may be rebuilt
+
+
+@dataclasses.dataclass(frozen=True)
+class Flags:
+  """How the command that prepares a corpus names its options, for its messages."""
+  out: str = "--out"
+  source: str = "--source"
+  vocab: str = "--vocab"
+  overwrite: str | None = "--overwrite"  # None: the command has no such flag
+  command: str = "prepare-corpus"
+
+
+# Pretraining prepares config.corpus into config.data_dir, and has no --overwrite.
+CONFIG_FLAGS = Flags("--config.data_dir", "--config.corpus.source", "--config.corpus.vocab", None, "pretraining")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,42 +69,23 @@ class Options:
   min_count: int = 1
   max_vocab: int | None = None
   shard_sequences: int = 65536
+  # With a given vocabulary (--vocab): append the corpus's characters it lacks (a model continued from
+  # the vocabulary's checkpoint keeps every row in place and learns the new ones; wyjax.data.vocab_map).
+  extend_vocab: bool = False
 
   def __post_init__(self):
     if self.sequence_length < 8:
       raise ValueError(f"sequence_length {self.sequence_length}: at least 8 tokens ([CLS], text, [SEP])")
     if not 0 <= self.valid_fraction < 1:
       raise ValueError(f"valid_fraction {self.valid_fraction}: expected a fraction in [0, 1)")
-    if self.min_count < 1 or self.shard_sequences < 1 or (self.max_vocab is not None and self.max_vocab < 1):
-      raise ValueError(f"min_count {self.min_count}, shard_sequences {self.shard_sequences} and max_vocab "
-                       f"{self.max_vocab} must be positive")
+    counts = {"min_count": self.min_count, "shard_sequences": self.shard_sequences, "max_vocab": self.max_vocab}
+    if small := [f"{name} is {value}" for name, value in counts.items() if value is not None and value < 1]:
+      raise ValueError(f"{', '.join(small)}; allowed: an integer ≥ 1")
 
 
 # --- worker side -------------------------------------------------------------------------------
 
 _worker = {}
-
-
-def _start_worker(parent: int, source: str, options: Options, vocab: list[str] | None):
-  """A pool worker's initializer: it ends with its parent, then reads as _init_worker says."""
-  _end_with(parent)
-  _init_worker(source, options, vocab)
-
-
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-def _end_with(parent: int) -> None:
-  """Makes this process end when `parent` does, however it ends: a parent killed with SIGKILL
-  (the out-of-memory killer's signal) left its workers alive, adopted by init, blocked on the
-  pool's pipe for ever. Linux sends SIGKILL to a process whose parent has died (PR_SET_PDEATHSIG);
-  a parent that died before that was set is seen here, as a new parent (init's)."""
-  if sys.platform.startswith("linux"):
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-      raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
-  if os.getppid() != parent:
-    os._exit(1)
 
 
 def _init_worker(source: str, options: Options, vocab: list[str] | None):
@@ -140,54 +131,13 @@ def _tokenize_unit(unit: str) -> list[tuple]:
 
 # --- main side ---------------------------------------------------------------------------------
 
-@contextlib.contextmanager
-def _worker_pool(workers: int, source: str, options: Options, vocab: list[str] | None):
-  """Processes for the work units (None: this process does them). A worker's error reaches
-  the caller as raised; a worker that dies, or a result that cannot be read back, breaks the
-  pool, which then raises where multiprocessing.Pool would wait for ever. Leaving the block
-  cancels the units not started; leaving it by an exception (an error, Ctrl-C) also ends the
-  workers, which would otherwise be waited for until their units end (a long file; a pipe, never).
-  A parent that dies without leaving it (SIGKILL) takes its workers with it (_end_with)."""
-  if workers == 1:
-    _init_worker(source, options, vocab)
-    yield None
-    return
-  pool = concurrent.futures.ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _start_worker,
-                                                (os.getpid(), source, options, vocab))
-  try:
-    yield pool
-  except BaseException:
-    for process in pool._processes.values():  # (Python 3.14: pool.terminate_workers())
-      process.terminate()
-    raise
-  finally:
-    pool.shutdown(cancel_futures=True)
-
-
-def _map(pool, fn, units, progress: bool, what: str):
-  """fn(unit) for every unit, in order."""
-  if pool:
-    # The workers start here and inherit SIGINT blocked: Ctrl-C, sent to the whole process
-    # group, reaches only this process, which cancels the work.
-    unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
-    try:
-      results = pool.map(fn, units)
-    finally:
-      signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
-  with tqdm.tqdm(total=len(units), desc=what, unit="file", disable=not progress, file=sys.stderr) as bar:
-    try:
-      for result in results if pool else map(fn, units):
-        bar.update()
-        yield result
-    except concurrent.futures.BrokenExecutor as e:  # a worker died, or its result could not be read back
-      raise guards.RunError(f"{what}: {e} (--workers=1 does the work in this process)") from e
-
-
 def _fingerprint(kind: str, content: str, options: Options, vocab: list[str] | None) -> str:
   """What a build is made from: the kind of source, its content (not where it lies: a source
   copied elsewhere is the same corpus), the options and the vocabulary given."""
-  payload = json.dumps({"kind": kind, "content": content,
-                        "options": {k: v for k, v in dataclasses.asdict(options).items() if k != "source"},
+  options = {k: v for k, v in dataclasses.asdict(options).items() if k != "source"}
+  if not options["extend_vocab"]:  # added later: a corpus prepared before it keeps its fingerprint
+    del options["extend_vocab"]
+  payload = json.dumps({"kind": kind, "content": content, "options": options,
                         "vocab": hashlib.sha256("\n".join(vocab).encode()).hexdigest() if vocab else None},
                        sort_keys=True)
   return hashlib.sha256(payload.encode()).hexdigest()
@@ -257,15 +207,16 @@ def _prepared_otherwise(manifest: dict, build: dict) -> str:
   return "holds a corpus prepared with other options"
 
 
-def _claim(out: epath.Path, build: dict, overwrite: bool) -> None:
+def _claim(out: epath.Path, build: dict, overwrite: bool, flags: Flags) -> None:
   """Makes `out` (locked, so it exists) ready for this build: an empty folder, an unfinished
   build's, or (with overwrite) any folder, whose corpus files are removed. Records the build."""
   if _entries(out) and not (overwrite or _unfinished_build(out, build)):
     other_source = not _same_source(_build_record(out) or {}, build)
     held = (_prepared_otherwise(storage.read_json(out / MANIFEST), build) if (out / MANIFEST).exists() else
             unprepared(out) if other_source else "holds files that are not this corpus")
-    raise guards.RunError(f"--out {out} {held}; choose an empty or new folder, or pass --overwrite to "
-                          "replace the corpus files there")
+    replace = (f"or pass {flags.overwrite} to replace" if flags.overwrite else
+               "or let `python -m wyjax.data prepare-corpus --overwrite` replace")
+    raise guards.RunError(f"{flags.out} {out} {held}; choose an empty or new folder, {replace} the corpus files there")
   for stale in _entries(out):
     if _made_by_a_build(stale.name) and stale.name != BUILDING:
       stale.rmtree() if stale.is_dir() else stale.unlink()
@@ -273,19 +224,22 @@ def _claim(out: epath.Path, build: dict, overwrite: bool) -> None:
 
 
 def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None = None,
-                   progress: bool | None = None, overwrite: bool = False, log=print) -> dict:
+                   progress: bool | None = None, overwrite: bool = False, log=print, flags: Flags = Flags()) -> dict:
   """Builds (or finds up to date) the prepared corpus in `out` (a folder or gs://…); returns its
   manifest. The manifest is written last: a corpus without one is incomplete. Another command
   writing `out` meanwhile is refused (locks.held); a finished corpus on a disk that cannot be
   written (read-only) is read without the lock, which only a writer needs."""
   out = epath.Path(out)
   if out.exists() and not out.is_dir():
-    raise FileExistsError(f"--out {out} is a file, not a folder")
+    raise FileExistsError(f"{flags.out} {out} is a file, not a folder")
+  if options.extend_vocab and not vocab_dir:
+    raise ValueError(f"extend_vocab extends the vocabulary {flags.vocab} gives: set {flags.vocab}")
   kind, _, arg = options.source.partition(":")
   # Resolve the poetry download once here, not in every worker.
   source = f"poetry:{corpus.fetch_poetry()}" if kind == "poetry" and not arg else options.source
   reader = corpus.reader_for(source)  # a source that does not read fails here, before `out` is touched
-  units = _units(reader, out, options.source, log)
+  io_paths.check_apart({flags.out: out}, {flags.source: arg, flags.vocab: vocab_dir}, flags.command)
+  units = reader.units()
   given_vocab = tokenizer_lib.Tokenizer.load(vocab_dir).vocab if vocab_dir else None
   content = corpus.content_sha256(reader, units)
   build = {"fingerprint": _fingerprint(kind, content, options, given_vocab), "source_sha256": content,
@@ -299,7 +253,7 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
     if (manifest := _finished(out, build)) is not None:
       log(f"{out}: already prepared ({manifest['sequences']} sequences); nothing to do")
       return manifest
-    _claim(out, build, overwrite)
+    _claim(out, build, overwrite, flags)
     if storage.is_local(out):
       manifest = _build(out, options, source, reader, units, build, given_vocab, workers=workers, progress=progress,
                         log=log)
@@ -325,19 +279,6 @@ def _finished(out: epath.Path, build: dict) -> dict | None:
   return manifest if manifest.get("fingerprint") == build["fingerprint"] else None
 
 
-def _units(reader, out: epath.Path, source: str, log) -> list[str]:
-  """The source's work units, less the files of `out` when it lies inside the source: the next
-  build would read the corpus's own tokenizer/vocab.txt as a document."""
-  units = reader.units()
-  if not storage.is_local(out):
-    return units
-  inside = os.path.join(storage.place(os.fspath(out)), "")
-  own = {unit for unit in units if storage.place(os.fspath(reader.file(unit))).startswith(inside)}
-  if own:
-    log(f"{source}: left out {len(own)} file(s) of --out {out}, which lies inside the source (e.g. {min(own)})")
-  return [unit for unit in units if unit not in own]
-
-
 def _build(out: epath.Path, options: Options, source: str, reader, units: list[str], build: dict, given_vocab, *,
            workers, progress, log) -> dict:
   """Builds the corpus `build` records (preparing.json) from `units` of `source` (its reader's)
@@ -347,16 +288,21 @@ def _build(out: epath.Path, options: Options, source: str, reader, units: list[s
   if reader.special:
     log(f"{options.source}: skipped {len(reader.special)} special files (FIFOs, devices, sockets: never opened), "
         f"e.g. {reader.special[0]}")
+  if reader.vocabularies:
+    log(f"{options.source}: left out {len(reader.vocabularies)} tokenizer vocabularies (a prepared corpus's or a "
+        f"model's: no text), e.g. {reader.vocabularies[0]}")
   workers = workers or multiprocessing.cpu_count()
-  if given_vocab is None:
+  vocab = given_vocab
+  if given_vocab is None or options.extend_vocab:
     counts = collections.Counter()
-    with _worker_pool(workers, source, options, None) as pool:
-      for unit_counts in _map(pool, _count_unit, units, progress, "counting characters"):
+    with worker_pool.processes(workers, _init_worker, (source, options, None)) as pool:
+      for unit_counts in worker_pool.ordered_map(pool, _count_unit, units, progress, "counting characters"):
         counts.update(unit_counts)
-    vocab = tokenizer_lib.build_vocab(counts=counts, min_count=options.min_count,
-                                      max_size=options.max_vocab, t2s=False)
-  else:
-    vocab = given_vocab
+    built = tokenizer_lib.build_vocab(counts=counts, min_count=options.min_count, max_size=options.max_vocab, t2s=False)
+    vocab = vocab_map.extended(given_vocab, built) if given_vocab else built
+    if given_vocab:
+      log(f"{options.source}: the given vocabulary's {len(given_vocab):,} tokens extended by the "
+          f"{len(vocab) - len(given_vocab):,} of the corpus's it lacks")
   tokenizer = tokenizer_lib.Tokenizer(vocab, t2s=options.t2s, model_max_length=options.sequence_length)
   tokenizer.save(out / "tokenizer")
   dtype = np.uint16 if len(vocab) <= np.iinfo(np.uint16).max + 1 else np.int32
@@ -364,8 +310,8 @@ def _build(out: epath.Path, options: Options, source: str, reader, units: list[s
                                options.sequence_length, tokenizer) for s in SPLITS}
   seen: set[int] = set()
   stats = collections.Counter()
-  with packing.removed_on_failure(out, packers), _worker_pool(workers, source, options, vocab) as pool:
-    for documents in _map(pool, _tokenize_unit, units, progress, "tokenising"):
+  with packing.removed_on_failure(out, packers), worker_pool.processes(workers, _init_worker, (source, options, vocab)) as pool:
+    for documents in worker_pool.ordered_map(pool, _tokenize_unit, units, progress, "tokenising"):
       for doc_id, raw_chars, kept_chars, hashes, ids, starts in documents:
         stats["raw_characters"] += raw_chars
         stats["characters"] += kept_chars
@@ -380,6 +326,7 @@ def _build(out: epath.Path, options: Options, source: str, reader, units: list[s
           unique.append(ids[bounds[i]:bounds[i + 1]])
         unique = [u for u in unique if len(u)]
         stats["unk_tokens"] += sum(int((u == tokenizer.unk_id).sum()) for u in unique)
+        stats["text_tokens"] += sum(map(len, unique))
         split = "valid" if corpus.is_validation(doc_id, options.valid_fraction) else "train"
         if not unique:
           stats["empty_documents"] += 1
@@ -397,6 +344,9 @@ def _build(out: epath.Path, options: Options, source: str, reader, units: list[s
         f"{options.source}: no validation sequences: none of its {stats['train_documents']} documents fell into the "
         f"validation split (valid_fraction {options.valid_fraction}; a document, e.g. a file, goes whole to one "
         "split, by a hash of its name), and pretraining evaluates on it; add documents or raise valid_fraction")
+  if given_vocab:  # another model's vocabulary may lack much of the text
+    tokenizer_lib.unknown_share(stats["unk_tokens"], stats["text_tokens"], log,
+                                advice="" if options.extend_vocab else "--extend_vocab appends what it lacks")
   seconds = time.perf_counter() - start
   manifest = {
       "fingerprint": build["fingerprint"],

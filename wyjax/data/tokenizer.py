@@ -168,6 +168,16 @@ def _check_coverage(counts: collections.Counter, candidates: list[str], kept: in
   logging.warning("%s", message)
 
 
+def unknown_share(unknown: int, tokens: int, log, *, advice: str = "") -> None:
+  """States the share of a text's tokens a vocabulary leaves [UNK] with `log`; past SOME_UNKNOWN
+  as a warning instead (with `advice`), as a vocabulary built here is warned of."""
+  message = f"the vocabulary leaves {unknown / max(tokens, 1):.2%} of the text's {tokens:,} tokens [UNK]"
+  if unknown > SOME_UNKNOWN * tokens:
+    logging.warning("%s", f"{message}; {advice}" if advice else message)
+  else:
+    log(message)
+
+
 # Code points a placeholder vocabulary takes, CJK first: every one but the surrogates.
 _PLACEHOLDER_RANGES = (range(0x4E00, 0xD800), range(0xE000, 0x110000), range(0x4E00))
 MAX_VOCAB_SIZE = len(SPECIAL_TOKENS) + sum(map(len, _PLACEHOLDER_RANGES))  # a character-level vocabulary's most

@@ -28,6 +28,29 @@ def check_out(out, overwrite: bool) -> epath.Path:
   return out
 
 
+def replaces_own(out, record, flag: str = "--out") -> bool:
+  """Whether an export into `out` may replace what is there, checked before any work by a command
+  that exports into a folder of its own (the demo's DIR/hf) and records what it wrote there
+  (`record_files`): True where `out` holds exactly files of the recorded export, unchanged; False
+  where it is empty or new. Anything else there (the user's README.md, a recorded file changed
+  since) is refused, as wyjax.export refuses a non-empty --out without --overwrite; `flag` is what
+  the user typed for the folder."""
+  out, record = epath.Path(out), epath.Path(record)
+  entries = sorted(p.name for p in out.iterdir() if p.name != locks.LOCK) if out.exists() else []
+  recorded = storage.read_json(record) if record.exists() else {}
+  theirs = [name for name in entries if name not in recorded or recorded[name] != storage.file_sha256(out / name)]
+  if theirs:
+    raise FileExistsError(f"{out} holds {', '.join(theirs)}, which no earlier export of this command wrote there (or "
+                          f"which changed since); move them, or choose another {flag}")
+  return bool(entries)
+
+
+def record_files(out, record) -> None:
+  """Records the SHA-256 of each file in `out` (an export just written) in `record`: replaces_own's."""
+  out = epath.Path(out)
+  storage.write_json(record, {name: storage.file_sha256(out / name) for name in FILES if (out / name).exists()})
+
+
 def run_info(path) -> tuple[dict | None, dict | None]:
   """What the card can tell about a checkpoint (a wyjax workdir, its checkpoints/ or one step's
   folder, or a transformers folder): training, {"config": the folder's run_config.json, "step":

@@ -30,6 +30,23 @@ def _reaching(api: huggingface_hub.HfApi, repo_id: str):
                           "HF_ENDPOINT and HF_TOKEN") from e
 
 
+def fetch(init: str) -> str:
+  """`init` as a local path: a Hub model id (ORG/NAME naming no local path) is downloaded into
+  huggingface_hub's cache, from HF_ENDPOINT when set; anything else is returned as it is."""
+  if not export_folder.hub_id(init):
+    return init
+  api = huggingface_hub.HfApi(endpoint=os.environ.get("HF_ENDPOINT"), token=os.environ.get("HF_TOKEN"))
+  try:
+    return api.snapshot_download(init, allow_patterns=list(_MODEL_FILES))
+  except (httpx2.HTTPError, huggingface_hub.errors.HfHubHTTPError, huggingface_hub.errors.LocalEntryNotFoundError) as e:
+    reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    raise guards.RunError(f"{init}: no such folder, and the Hub at {api.endpoint} did not give a model of that name "
+                          f"({reason}); check the name and the network, or pass a downloaded model's folder") from e
+
+
+_MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", "vocab.txt", "tokenizer_config.json")
+
+
 def create_repo(repo_id: str, *, private: bool = False) -> None:
   """Creates `repo_id` if needed: before an export is written, so that a Hub it cannot reach
   ends the command with nothing written."""

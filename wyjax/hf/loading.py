@@ -198,6 +198,15 @@ def files(path) -> list[epath.Path]:
   return [path / name for name in names if (path / name).exists()]
 
 
+def architecture(path) -> EncoderConfig:
+  """The encoder config of the model `load` reads from `path`, read without its weights."""
+  path = epath.Path(path)
+  if (path / "config.json").exists():
+    return configs.from_hf(storage.read_json(path / "config.json"), source=str(path / "config.json"))
+  encoder, _ = checkpoints.read_model_info(path)
+  return EncoderConfig.from_dict(encoder)
+
+
 def load(path) -> Model:
   """A transformers folder (deberta-v2, bert, roberta) or a wyjax checkpoint (a workdir);
   weights holding NaN or Inf are refused."""

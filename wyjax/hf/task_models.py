@@ -73,6 +73,22 @@ def task_of(path) -> Task | None:
   return None
 
 
+def check_fine_tuned(path, flag: str, *, generating: str | None = None) -> None:
+  """Refuses, from its JSON files alone (before any weights are read), a `path` that is no
+  fine-tuned task model (a pretrained encoder, an MLM export: predicted or translated nonsense),
+  or, where `generating` says which fine-tuning makes one, a model whose head generates no text.
+  A path that does not exist is left to the loader, which names what is missing."""
+  if not epath.Path(path).exists():
+    return
+  task = task_of(path)
+  if task is None:
+    raise ValueError(f"{flag} {path} is no fine-tuned task model (its files name no task: a pretrained encoder?); "
+                     f"fine-tune one first ({generating or 'python -m wyjax.finetune'})")
+  if generating and not HEADS[task.head].generates:
+    raise ValueError(f"{flag} {path} was fine-tuned for {task.name}, whose model generates no text; use a model "
+                     f"fine-tuned with {generating}")
+
+
 def unexportable(task: Task) -> str | None:
   """Why `task`'s model has no transformers task model (one line), or None."""
   head = HEADS[task.head]
@@ -87,7 +103,7 @@ def run_max_length(task: Task, configured: int, model_config: EncoderConfig) -> 
   absolute positions (wyjax.train.task_model.load_task_data's rule)."""
   max_length = configured or task.max_length
   if model_config.absolute_positions:
-    return min(max_length, model_config.max_position_embeddings)
+    return min(max_length, model_config.max_tokens)
   return max_length
 
 

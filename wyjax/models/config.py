@@ -6,6 +6,8 @@ Field names and defaults follow transformers' `DebertaV2Config` / `BertConfig`, 
 import dataclasses
 import numbers
 
+from wyjax.core.ranges import BOOLEAN, INT32, POSITIVE, Allowed, integer, number, one_of, or_none, wrong
+
 MODEL_TYPES = ("deberta-v2", "bert", "roberta")
 POS_ATT_TYPES = ("c2p", "p2c")
 REMAT_MODES = ("none", "full", "dots")
@@ -13,7 +15,23 @@ ATTENTION_IMPLEMENTATIONS = ("auto", "xla", "pallas", "cudnn_dropout")
 DTYPES = ("float32", "bfloat16", "float16")  # activations; parameters are always float32
 _KINDS = {int: (numbers.Integral, "an integer"), float: (numbers.Real, "a number"), str: (str, "a string"),
           int | None: ((numbers.Integral, type(None)), "an integer or null")}
-_SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "scan_unroll")
+_SIZE, _DROPOUT = integer(1), number(0, 1, below=True)
+_ANY_INTEGER = Allowed(integer(-INT32 - 1).accepts, "an integer")
+# Each field's range (a config.json, a model.json or a run's --config.model.* may hold anything);
+# hidden_act's names are wyjax.models.layers.ACTIVATIONS, checked where the layers are built.
+FIELDS = {
+    "vocab_size": _SIZE, "model_type": one_of(*MODEL_TYPES), "hidden_size": _SIZE, "num_hidden_layers": _SIZE,
+    "num_attention_heads": _SIZE, "intermediate_size": _SIZE, "hidden_dropout_prob": _DROPOUT,
+    "attention_probs_dropout_prob": _DROPOUT, "max_position_embeddings": _SIZE, "type_vocab_size": integer(0),
+    "layer_norm_eps": POSITIVE, "pad_token_id": integer(0), "initializer_range": number(0),
+    "embedding_size": or_none(_SIZE, "hidden_size"), "relative_attention": BOOLEAN,
+    "max_relative_positions": _ANY_INTEGER, "position_buckets": _ANY_INTEGER, "share_att_key": BOOLEAN,
+    "position_biased_input": BOOLEAN, "dtype": one_of(*DTYPES), "remat": one_of(*REMAT_MODES),
+    "scan_layers": BOOLEAN, "scan_unroll": _SIZE, "attention": one_of(*ATTENTION_IMPLEMENTATIONS),
+}
+# Ranges that join fields: (fields, accepts their values, the range as an error states it).
+JOINT = ((("hidden_size", "num_attention_heads"), lambda hidden, heads: hidden % heads == 0,
+          "a hidden_size that num_attention_heads divides (each head takes an equal part)"),)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,18 +93,12 @@ class EncoderConfig:
       value, kind = getattr(self, field.name), _KINDS.get(field.type)
       if kind and not (isinstance(value, kind[0]) and not isinstance(value, bool)):
         raise ValueError(f"{field.name} is {value!r}; it must be {kind[1]}")
-    small = [name for name in _SIZES if getattr(self, name) < 1]
-    if small:
-      raise ValueError(", ".join(f"{name} is {getattr(self, name)}" for name in small) + "; sizes must be ≥ 1")
-    if self.dtype not in DTYPES:
-      raise ValueError(f"dtype {self.dtype!r} is not supported; use one of {DTYPES}")
-    if self.model_type not in MODEL_TYPES:
-      raise ValueError(
-          f"model_type {self.model_type!r} is not supported; expected one of {MODEL_TYPES}")
-    if self.hidden_size % self.num_attention_heads:
-      raise ValueError(
-          f"hidden_size {self.hidden_size} is not a multiple of "
-          f"num_attention_heads {self.num_attention_heads}")
+    values = {name: getattr(self, name) for name in FIELDS}
+    out_of_range = wrong(values, FIELDS) or [
+        ", ".join(f"{name} is {values[name]!r}" for name in names) + f"; allowed: {says}"
+        for names, accepts, says in JOINT if not accepts(*(values[name] for name in names))]
+    if out_of_range:
+      raise ValueError("; ".join(out_of_range))
     pos_att_type = self.pos_att_type
     if isinstance(pos_att_type, str):
       pos_att_type = [t for t in pos_att_type.lower().split("|") if t.strip()]
@@ -95,10 +107,6 @@ class EncoderConfig:
     if unknown:
       raise ValueError(f"pos_att_type has unknown entries {sorted(unknown)}; allowed: {POS_ATT_TYPES}")
     object.__setattr__(self, "pos_att_type", pos_att_type)
-    if self.remat not in REMAT_MODES:
-      raise ValueError(f"remat {self.remat!r} is not supported; use one of {REMAT_MODES}")
-    if self.attention not in ATTENTION_IMPLEMENTATIONS:
-      raise ValueError(f"attention {self.attention!r} is not supported; use one of {ATTENTION_IMPLEMENTATIONS}")
     norms = {n.strip() for n in self.norm_rel_ebd.lower().split("|")}
     if not norms <= {"none", "layer_norm"}:
       raise ValueError(f"norm_rel_ebd {self.norm_rel_ebd!r} is not supported; use 'none' or 'layer_norm'")
@@ -135,6 +143,12 @@ class EncoderConfig:
     """Whether inputs are capped at max_position_embeddings (BERT, RoBERTa, DeBERTa with
     position_biased_input); relative-only DeBERTa takes any length."""
     return self.model_type != "deberta-v2" or self.position_biased_input
+
+  @property
+  def max_tokens(self) -> int:
+    """The most tokens an input's absolute positions cover: RoBERTa's position ids start after
+    pad_token_id (transformers' offset: 514 positions hold 512 tokens when the pad id is 1)."""
+    return self.max_position_embeddings - (self.pad_token_id + 1 if self.model_type == "roberta" else 0)
 
   def forward_flops_per_token(self, length: int, predicted_fraction: float = 1.0) -> float:
     """Forward FLOPs per token of the encoder and the MLM head (2 per multiply-add).

@@ -114,9 +114,58 @@ def dense(config: EncoderConfig, features, kernel_axes: Sequence[str | None], *,
   )
 
 
+def take(table, ids, dtype):
+  """table[ids] in `dtype`, as nn.Embed looks rows up: the table cast, its rows gathered. The
+  gradient scatter-adds one row per token into the table. On a GPU that sum is `_summed_sorted`'s;
+  autodiff's scatter-adds in `dtype`, token by token, and in bf16 it was the costliest kernel of
+  DeBERTa-base's step on an H200 (29.7 ms of 117, predicted at 0.04; docs/benchmarks.md), its
+  atomic adds the suspect, queued on the rows thousands of tokens share ([MASK], BERT's one token
+  type). On the CPU and TPU autodiff's: their programs are unchanged. On several GPUs the sort
+  takes every device's tokens, so XLA gathers their rows (compiled for h100:8, an all-reduce of
+  bf16 [131,072, 768] per table): a price a sort per device would not pay."""
+  return jax.lax.platform_dependent(table, ids, cuda=functools.partial(_summed_sorted, dtype),
+                                    default=functools.partial(_take, dtype))
+
+
+def _take(dtype, table, ids):
+  return jnp.take(table.astype(dtype), ids, axis=0)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _summed_sorted(dtype, table, ids):
+  """`_take`, whose gradient sums each id's rows in the table's float32 with the ids sorted: XLA's
+  scatter then adds each run of equal ids in registers and writes it once (its
+  ScatterWithDistributedIndices, for indices_are_sorted)."""
+  return _take(dtype, table, ids)
+
+
+def _summed_sorted_forward(dtype, table, ids):
+  return _take(dtype, table, ids), (table, ids)
+
+
+def _summed_sorted_backward(dtype, residuals, grad):
+  table, ids = residuals
+  ids = ids.reshape(-1)
+  sorted_ids, order = jax.lax.sort_key_val(ids, jnp.arange(ids.size, dtype=ids.dtype))
+  rows = grad.reshape(ids.size, -1)[order].astype(table.dtype)
+  return jnp.zeros_like(table).at[sorted_ids].add(rows, indices_are_sorted=True, mode="drop"), None
+
+
+_summed_sorted.defvjp(_summed_sorted_forward, _summed_sorted_backward)
+
+
+class Embed(nn.Embed):
+  """nn.Embed whose lookup is `take`."""
+
+  def __call__(self, inputs):
+    if self.num_embeddings == 1:  # flax's broadcast: no gather
+      return super().__call__(inputs)
+    return take(self.embedding, inputs, jnp.dtype(self.dtype))
+
+
 def embed(config: EncoderConfig, num: int, features: int, axes: Sequence[str | None], *,
-          name: str) -> nn.Embed:
-  return nn.Embed(
+          name: str) -> Embed:
+  return Embed(
       num_embeddings=num,
       features=features,
       dtype=jnp.dtype(config.dtype),

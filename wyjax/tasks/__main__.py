@@ -6,12 +6,13 @@
 build-punc labels each character of the punctuated texts with the mark that follows it; build-gjc
 labels passages with their collection. Both take [--dev_fraction=0.05] [--test_fraction=0.05]
 [--min_length=N] [--no_t2s] [--overwrite]. An --out already holding train/dev/test.tsv or
-summary.json (yours, or an earlier build's) is refused unless --overwrite. Each flag's range is
-declared with it and checked as the flags are parsed, before anything is read.
+summary.json (yours, or an earlier build's) is refused unless --overwrite, and one inside --daizhige
+always. Each flag's range is declared with it and checked as the flags are parsed, before
+anything is read.
 """
 from absl import app, flags
 
-from wyjax.core import cli
+from wyjax.core import cli, io_paths
 from wyjax.data.corpus import DAIZHIGE_COLLECTIONS
 from wyjax.tasks.builders import gjc, punc
 
@@ -54,6 +55,7 @@ def main(argv):
       raise app.UsageError(f"--{name} is for {owner}, not {command}")
   if _DAIZHIGE.value is None or _OUT.value is None:
     raise app.UsageError(f"{command} needs --daizhige and --out")
+  io_paths.check_apart({"--out": _OUT.value}, {"--daizhige": _DAIZHIGE.value}, command)
   options = {"dev_fraction": _DEV_FRACTION.value, "test_fraction": _TEST_FRACTION.value,
              "max_length": _MAX_LENGTH.value, "t2s": not _NO_T2S.value, "overwrite": _OVERWRITE.value}
   if _MIN_LENGTH.value is not None:  # else the builder's own default

@@ -1,7 +1,8 @@
 """A user's input to `wyjax.predict`, one line at a time, made into the task's example.
 
 A line is a JSON object of the task's input fields (`Task.inputs`), or, for a task with one
-input field, that field's plain text. The example's other fields (its gold labels) get blank
+input field, that field's plain text: there a line is JSON only when it parses as an object
+giving that field, and anything else is text. The example's other fields (its gold labels) get blank
 values, which every featurize reads as "unlabelled". A text given for a list field (FSPC's
 verse lines) is split at punctuation. A bad line is a FormatError naming its file and line.
 """
@@ -84,13 +85,26 @@ def _value(name: str, value, kind):
   return value
 
 
+def _as_record(text: str, field: str) -> dict:
+  """A one-input task's line: JSON only when it parses as an object that gives `field`; anything
+  else is the text itself (`{注}学而时习之`: editors' notes in braces open many classical lines)."""
+  if text.lstrip().startswith("{"):
+    try:
+      record = json.loads(text)
+    except (ValueError, RecursionError):  # (not JSON; or nested past the parser, as no text is)
+      record = None
+    if isinstance(record, dict) and field in record:
+      return record
+  return {field: text}
+
+
 def example(task: Task, text: str, path, line: int):
   """The task's example of one input line (without its line ending)."""
-  if text.lstrip().startswith("{"):
+  if len(task.inputs) == 1:
+    record = _as_record(text, task.inputs[0])
+  elif text.lstrip().startswith("{"):
     with json_errors(path, text, first_line=line):
       record = json.loads(text)
-  elif len(task.inputs) == 1:
-    record = {task.inputs[0]: text}
   else:
     raise FormatError(path, line, f"expected {describe(task)}")
   kinds = typing.get_type_hints(task.files.example_type)

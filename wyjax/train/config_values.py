@@ -9,51 +9,22 @@ keys; `check_data`, the ranges the task's data sets (a batch no larger than the 
 sort window of at most an epoch, every feature within max_length), before anything is
 compiled; memory, by the compiled steps themselves (wyjax.core.host_memory.admit).
 """
-import dataclasses
+import logging
 import math
-from collections.abc import Callable
+import os
 
+from wyjax.core import ranges
+from wyjax.core.ranges import BOOLEAN, INT32, POSITIVE, PROBABILITY, Allowed, integer, number, one_of, or_none
+from wyjax.data.corpus import CHAR_FILTERS
+from wyjax.models import config as model_config
 from wyjax.models.config import ATTENTION_IMPLEMENTATIONS, DTYPES, REMAT_MODES
+from wyjax.models.layers import ACTIVATIONS
 
-INT32 = 2**31 - 1  # a step counter, a seed and a size on the device are int32
 # Padded lengths a fine-tuning run may ask for: each is a program compiled (seconds each on a CPU,
 # up to a minute on a GPU), and more cannot pad less than one per multiple of 8 up to 512.
 MAX_LENGTH_BUCKETS = 64
 # A beam's length penalty ((5 + length) / 6) ** penalty overflows float32 past about 19 at 512 tokens.
 MAX_LENGTH_PENALTY = 10.0
-
-
-@dataclasses.dataclass(frozen=True)
-class Allowed:
-  accepts: Callable[[object], bool]
-  says: str  # the range, as the error states it
-
-
-def _is_number(value) -> bool:
-  return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def integer(low: int, high: int = INT32) -> Allowed:
-  return Allowed(lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high,
-                 f"an integer ≥ {low} and ≤ {high:,}")
-
-
-def number(low: float, high: float | None = None, *, above: bool = False, below: bool = False) -> Allowed:
-  """A finite number from `low` to `high`; `above` / `below` leave the bound itself out."""
-  def accepts(v):
-    return (_is_number(v) and (v > low if above else v >= low)
-            and (high is None or (v < high if below else v <= high)))
-  if high is None:
-    return Allowed(accepts, f"a number {'>' if above else '≥'} {low:g}")
-  return Allowed(accepts, f"a number in {'(' if above else '['}{low:g}, {high:g}{')' if below else ']'}")
-
-
-def one_of(*choices, says: str = "") -> Allowed:
-  return Allowed(lambda v: v in choices, says or "one of " + ", ".join(map(repr, choices)))
-
-
-def or_none(allowed: Allowed, meaning: str) -> Allowed:
-  return Allowed(lambda v: v is None or allowed.accepts(v), f"{allowed.says}, or None ({meaning})")
 
 
 def _axis_rules(rules) -> bool:
@@ -63,9 +34,6 @@ def _axis_rules(rules) -> bool:
       isinstance(r, (list, tuple)) and len(r) == 2 and isinstance(r[0], str) and names(r[1]) for r in rules)
 
 
-POSITIVE = number(0, above=True)
-PROBABILITY = number(0, 1)
-BOOLEAN = Allowed(lambda v: isinstance(v, bool), "True or False")
 MESH_AXIS = Allowed(lambda v: v == -1 or integer(1).accepts(v), "an integer ≥ 1, or -1 (the devices left)")
 
 _TRAINING = {  # what both loops read
@@ -106,6 +74,15 @@ PRETRAINING = {
     "masking.rate": number(0, 1, above=True), "masking.max_ngram": integer(1), "masking.mask_prob": PROBABILITY,
     "masking.random_prob": PROBABILITY, "probe_examples": integer(2),
     "probes": Allowed(lambda v: isinstance(v, str), "TASK:FOLDER pairs joined by commas (wyjax.train.probes), or ''"),
+    # The corpus a run prepares (prepare.Options; 0: no limit, all cores); a packer allocates a sequence whole.
+    "corpus.sequence_length": integer(8, 1 << 20), "corpus.valid_fraction": number(0, 1, below=True),
+    "corpus.t2s": BOOLEAN, "corpus.char_filter": one_of(*CHAR_FILTERS), "corpus.min_count": integer(1),
+    "corpus.max_vocab": integer(0), "corpus.workers": integer(0, os.cpu_count()),
+    # The model (its vocabulary's size is the corpus's: check_decided).
+    **{f"model.{name}": allowed for name, allowed in model_config.FIELDS.items()},
+    "model.hidden_act": one_of(*ACTIVATIONS),
+    "init": Allowed(lambda v: isinstance(v, str), "a path or a Hub id, or '' (random weights)"),
+    "freeze_encoder_steps": integer(0), "corpus.extend_vocab": BOOLEAN,
 }
 
 
@@ -114,6 +91,11 @@ _JOINT = (
     (("seed", "seeds"), lambda seed, seeds: seed + seeds - 1 <= INT32, f"seed + seeds - 1 ≤ {INT32:,}"),
     (("decoding.beam_size", "eval_batch_size"), lambda beam, batch: beam <= batch,
      "a beam of at most eval_batch_size rows (each beam is as many rows as a batch holds sequences)"),
+    *((tuple(f"model.{name}" for name in names), accepts, says) for names, accepts, says in model_config.JOINT),
+    (("freeze_encoder_steps", "num_train_steps"), lambda frozen, steps: frozen <= steps,
+     "at most num_train_steps (the frozen stage is the run's first steps)"),
+    (("freeze_encoder_steps", "init"), lambda frozen, init: not frozen or bool(init),
+     "0 without --config.init (a frozen encoder of random weights learns nothing)"),
 )
 
 
@@ -140,26 +122,45 @@ def check(config, allowed: dict[str, Allowed]) -> None:
   """Raises ValueError naming every key of `allowed` whose value in `config` (an
   ml_collections.ConfigDict; a dotted key reads a nested one) is out of its range, every float
   that is not finite, and every joint range of keys in `allowed` that their values leave."""
-  wrong = []
-  for key, rule in allowed.items():
+  values = {}
+  for key in allowed:
     try:
-      value = _read(config, key)
+      values[key] = _read(config, key)
     except KeyError:
       continue
-    if not rule.accepts(value):
-      wrong.append(f"config.{key} is {value!r}; allowed: {rule.says}")
-  wrong += [f"config.{key} is {value!r}; allowed: a finite number" for key, value in _floats(config)
-            if not math.isfinite(value) and key not in allowed]
-  if not wrong:
+  refused = ranges.wrong(values, allowed, "config.")
+  refused += [f"config.{key} is {value!r}; allowed: a finite number" for key, value in _floats(config)
+              if not math.isfinite(value) and key not in allowed]
+  if not refused:
     for keys, accepts, says in _JOINT:
-      try:
-        values = [_read(config, key) for key in keys]
-      except KeyError:
-        continue
-      if all(key in allowed for key in keys) and not accepts(*values):
-        wrong.append(", ".join(f"config.{k} is {v!r}" for k, v in zip(keys, values)) + f"; allowed: {says}")
-  if wrong:
-    raise ValueError("; ".join(wrong))
+      if all(key in values for key in keys) and not accepts(*(values[key] for key in keys)):
+        refused.append(", ".join(f"config.{k} is {values[k]!r}" for k in keys) + f"; allowed: {says}")
+  if refused:
+    raise ValueError("; ".join(refused))
+
+
+def check_decided(config, decided: dict, by: str, typed=()) -> None:
+  """Checks the config's values of what the data or a checkpoint decides (`decided`: {dotted key:
+  its value}; `by`: whose, for the message: the corpus's vocabulary, an init checkpoint's
+  architecture). A value typed on the command line (`typed`: the keys of its --config.<key>
+  overrides) that differs is a ValueError naming the flag: the run would use another, silently.
+  One a config file holds (a plan, as a --compile_only without data uses) is stated, and the
+  decided value used."""
+  refused = []
+  for key, value in decided.items():
+    try:
+      held = _read(config, key)
+    except KeyError:
+      continue
+    if held is None or held == value:
+      continue
+    if key in typed:
+      refused.append(f"--config.{key}={held!r}, but {by} decides it: {value!r}; leave --config.{key} out, or give "
+                     f"{value!r}")
+    else:
+      logging.info("config.%s is %r in the config; %s decides it: %r", key, held, by, value)
+  if refused:
+    raise ValueError("; ".join(refused))
 
 
 def check_data(config, *, train_examples: int, longest: int, max_length: int) -> None:

@@ -286,13 +286,13 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
 
 def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change: bool = False,
              fresh_start: bool = False) -> dict:
-  """Fine-tunes config.task for config.seeds seeds; returns (and writes) results.json. A task
-  with its own protocol (Task.run: AC-EVAL's) runs that instead. Rerunning on the same workdir
-  keeps finished seeds and continues unfinished ones (see the module docstring); a changed config
-  is refused unless accept_config_change, changed data or init files unless fresh_start, which
-  first sets the earlier runs aside (run_config.set_aside)."""
+  """Fine-tunes config.task for config.seeds seeds; returns (and writes) results.json (a task with
+  its own protocol, Task.run: AC-EVAL's, runs that). A rerun keeps finished seeds and continues
+  unfinished ones; a changed config is refused unless accept_config_change, changed data or init
+  files unless fresh_start, which first sets the earlier runs aside (run_config.set_aside)."""
   config = with_options(config)
   config_values.check(config, config_values.FINETUNING)
+  run_config.check_reads(workdir, WRITTEN, {f"--config.{k}": config[k] for k in ("data_dir", "init")}, "fine-tuning")
   distributed.initialize()
   with locks.held(workdir, "fine-tuning", enabled=jax.process_index() == 0):  # one command writes a workdir
     return _finetune(config, epath.Path(workdir), accept_config_change, fresh_start)

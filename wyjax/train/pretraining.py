@@ -5,8 +5,6 @@ the sharded state, resume from the workdir's latest readable checkpoint, train, 
 checkpoint every N steps, at the end and on SIGTERM/SIGINT.
 """
 import dataclasses
-import hashlib
-import json
 import logging
 import sys
 import time
@@ -20,15 +18,17 @@ import numpy as np
 import orbax.checkpoint as ocp
 import tqdm
 from etils import epath
-from jax.experimental import multihost_utils
 
-from wyjax.core import aot, checkpoints, distributed, guards, host_memory, locks, partitioning, run_config, run_metrics
-from wyjax.core.storage import cache_dir, place
+from wyjax.core import (aot, checkpoints, distributed, guards, host_memory, locks, optimizer, partitioning, run_config,
+                        run_metrics)
+from wyjax.core.storage import place
 from wyjax.data import pipeline, prepare
 from wyjax.data.corpus import source_place
 from wyjax.data import tokenizer as tokenizer_lib
+from wyjax.hf.export_folder import hub_id
 from wyjax.models import EncoderConfig, MaskedLM
-from wyjax.train import config_values, mlm, probes, program
+from wyjax.train import config_values, continuing, mlm, probes, program
+from wyjax.train.pretraining_corpus import corpus_dir, corpus_fingerprint, prepared_data_dir
 from wyjax.train.program import Program
 
 DATA_ITER = "data_iter"
@@ -39,9 +39,13 @@ def base_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.seed = 0
   c.model = ml_collections.ConfigDict()  # EncoderConfig fields; vocab_size comes from the corpus
+  # A checkpoint to continue (wyjax.train.continuing): a transformers folder, a wyjax pretraining
+  # workdir or export, or a Hub id. Its architecture replaces `model`; "": random weights.
+  c.init = ""
+  c.freeze_encoder_steps = 0  # steps that train only the embeddings and the MLM head, before all
   c.corpus = ml_collections.ConfigDict(dict(
       source="poetry", sequence_length=128, valid_fraction=0.01, t2s=True, char_filter="none",
-      min_count=1, max_vocab=0, vocab="", workers=0))
+      min_count=1, max_vocab=0, vocab="", extend_vocab=False, workers=0))
   # Prepared corpus folder; empty: <cache>/corpora/<source>-<sequence_length>.
   c.data_dir = ""
   c.masking = ml_collections.ConfigDict(dict(
@@ -75,49 +79,22 @@ def base_config() -> ml_collections.ConfigDict:
   return c
 
 
-def corpus_dir(config) -> epath.Path:
-  """Where the prepared corpus is or goes: config.data_dir, else <cache>/corpora/<source>-<length>
-  (the source as its place: one folder spelled two ways is one corpus)."""
-  name = f"{source_place(config.corpus.source).replace(':', '-').replace('/', '_')}-{config.corpus.sequence_length}"
-  return epath.Path(config.data_dir or cache_dir() / "corpora" / name)
-
-
-def prepared_data_dir(config, *, prepare_corpus: bool = False) -> epath.Path:
-  """config.data_dir when it holds a prepared corpus (used as is); otherwise config.corpus is
-  prepared, by process 0, into the cache's corpus folder (wyjax's own, rebuilt when the options
-  change) or, when `prepare_corpus` says so, into data_dir. A data_dir that holds no finished
-  corpus (a mistyped path, an interrupted build) is otherwise an error, never filled silently."""
-  corpus = config.corpus
-  data_dir = corpus_dir(config)
-  if config.data_dir and (data_dir / prepare.MANIFEST).exists():
-    return data_dir
-  if config.data_dir and not prepare_corpus:
-    raise guards.RunError(
-        f"--config.data_dir {data_dir} {prepare.unprepared(data_dir)}; prepare a corpus there with `python -m "
-        f"wyjax.data prepare-corpus --out={data_dir} --source=…`, or pass --prepare_corpus to prepare config.corpus "
-        f"({corpus.source}) there")
-  if jax.process_index() == 0:
-    options = prepare.Options(
-        source=corpus.source, sequence_length=corpus.sequence_length, valid_fraction=corpus.valid_fraction,
-        t2s=corpus.t2s, char_filter=corpus.char_filter, min_count=corpus.min_count,
-        max_vocab=corpus.max_vocab or None)
-    prepare.prepare_corpus(data_dir, options, vocab_dir=corpus.vocab or None, workers=corpus.workers or None,
-                           overwrite=not config.data_dir, log=logging.info)
-  if jax.process_count() > 1:
-    multihost_utils.sync_global_devices("corpus prepared")
-  return data_dir
-
-
-def make_steps(program: Program, config, tokenizer, length: int):
-  """The pure train step (state, batch) → (state, metrics) and the evaluation step (params,
-  batch, index) → loss sums; masking and dropout randomness is fold_in(seed, step)."""
-  model = program.model
-  mask_kwargs = dict(
+def masking(config, tokenizer) -> dict:
+  """mlm.mask_tokens's arguments but the key and the batch: config.masking over `tokenizer`."""
+  return dict(
       mask_id=tokenizer.mask_id, vocab_size=len(tokenizer),
       special_ids=(tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id, tokenizer.unk_id),
       rate=config.masking.rate, max_ngram=config.masking.max_ngram,
       ngram_distribution=config.masking.ngram_distribution, mask_prob=config.masking.mask_prob,
       random_prob=config.masking.random_prob)
+
+
+def make_steps(program: Program, config, tokenizer, length: int):
+  """The pure train step (state, batch) → (state, metrics) and the evaluation step (params,
+  batch, index) → loss sums; masking and dropout randomness is fold_in(seed, step), an
+  evaluation batch's fold_in(seed + 1, index)."""
+  model = program.model
+  mask_kwargs = masking(config, tokenizer)
 
   k = mlm.max_predictions(length, config.masking.rate)
 
@@ -153,7 +130,10 @@ def make_steps(program: Program, config, tokenizer, length: int):
       zero_sums = {"loss_sum": 0.0, "correct": 0.0, "weight": 0.0}
       (grads, sums), _ = jax.lax.scan(accumulate, (zeros, zero_sums), (jnp.arange(accum), micro))
     weight = jnp.maximum(sums["weight"], 1.0)
-    grads = jax.tree_util.tree_map(lambda g: g / weight, grads)
+    frozen = step < config.freeze_encoder_steps  # the encoder's gradients leave the clip's norm out
+    grads = jax.tree_util.tree_map_with_path(
+        lambda path, g: jnp.where(frozen & ~continuing.trains_first(optimizer.path_names(path)), 0.0, g / weight),
+        grads) if config.freeze_encoder_steps else jax.tree_util.tree_map(lambda g: g / weight, grads)
     new_state, update_metrics = program.apply_gradients(state, grads, sums["loss_sum"])
     return new_state, {"loss": sums["loss_sum"] / weight, "mlm_accuracy": sums["correct"] / weight,
                        "masked_fraction": jnp.sum(weights) / jnp.sum(attention_mask), **update_metrics}
@@ -195,19 +175,25 @@ class Pretraining:
   train_flops_per_step: float  # 3 × forward (EncoderConfig.forward_flops_per_token), MLM head on predicted positions
 
 
-def build(config: ml_collections.ConfigDict, tokenizer, length: int, devices=None) -> Pretraining:
-  """The model, mesh and jitted steps of `config` over `devices` (default: all of them)."""
-  model_config = EncoderConfig(**{**config.model.to_dict(), "vocab_size": len(tokenizer), "dtype": config.dtype,
-                                  "remat": config.remat, "scan_layers": config.scan_layers,
-                                  "scan_unroll": config.scan_unroll,
+def build(config: ml_collections.ConfigDict, tokenizer, length: int, devices=None,
+          architecture: dict | None = None) -> Pretraining:
+  """The model, mesh and jitted steps of `config` over `devices` (default: all of them).
+  architecture: the encoder's fields, config.model's by default (a continued run's are its
+  checkpoint's: continuing.architecture); the vocabulary, and with it the pad id, is `tokenizer`'s."""
+  model_config = EncoderConfig(**{**(architecture or config.model.to_dict()), "vocab_size": len(tokenizer),
+                                  "pad_token_id": tokenizer.pad_id, "dtype": config.dtype, "remat": config.remat,
+                                  "scan_layers": config.scan_layers, "scan_unroll": config.scan_unroll,
                                   "attention": config.attention})
-  if model_config.absolute_positions and length > model_config.max_position_embeddings:
+  if model_config.absolute_positions and length > model_config.max_tokens:
+    where = f"--config.init {config.init}'s " if config.init else "config.model."
     raise guards.RunError(
-        f"the corpus's sequences are {length} tokens but config.model.max_position_embeddings is "
-        f"{model_config.max_position_embeddings}: positions past it have no embedding (the loss would be NaN); set "
-        f"--config.model.max_position_embeddings={length}, or use a corpus of at most that many tokens")
+        f"the corpus's sequences are {length} tokens but {where}max_position_embeddings is "
+        f"{model_config.max_position_embeddings} (positions for {model_config.max_tokens} tokens): positions past them "
+        f"have no embedding (the loss would be NaN); prepare a corpus of at most {model_config.max_tokens} tokens a "
+        "sequence" + ("" if config.init else f", or set --config.model.max_position_embeddings={length}"))
   prog = program.build(MaskedLM(model_config), {"input_ids": jnp.zeros((1, length), jnp.int32)}, config,
-                       warmup_steps=config.warmup_steps, total_steps=config.num_train_steps, devices=devices)
+                       warmup_steps=config.warmup_steps, total_steps=config.num_train_steps, devices=devices,
+                       frozen_steps=config.freeze_encoder_steps, trainable=continuing.trains_first)
   train_step, eval_step = make_steps(prog, config, tokenizer, length)
   predicted_fraction = mlm.max_predictions(length, config.masking.rate) / length
   return Pretraining(
@@ -238,18 +224,22 @@ def compile_steps(run: Pretraining, config) -> tuple[jax.stages.Compiled, jax.st
   return train_step, eval_step
 
 
-def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
+def compile_only(config: ml_collections.ConfigDict, topology: str, typed=()) -> dict:
   """Compiles the run's train step for `topology` ("local" or a TPU one such as "v5p:2x2x1")
   without running it; returns aot.report's figures, and for "local" the evaluation step's buffers
-  (evaluation_bytes_per_chip). Uses the prepared corpus's tokenizer
-  when there is one, else a vocabulary of config.model.vocab_size and config.corpus's length.
-  Raises aot.DoesNotFit when the step needs more memory than the chips have."""
+  (evaluation_bytes_per_chip). Uses the prepared corpus's tokenizer when there is one, else a
+  vocabulary of config.model.vocab_size (config.init's size) and config.corpus's length. Raises
+  aot.DoesNotFit when the step needs more memory than the chips have. typed: see train_and_evaluate."""
   config_values.check(config, config_values.PRETRAINING)
   devices = aot.devices(topology)
   data_dir = corpus_dir(config)
+  architecture = continuing.architecture(continuing.local_init(config.init), config, typed) if config.init else None
   if (data_dir / prepare.MANIFEST).exists():
     tokenizer = tokenizer_lib.Tokenizer.load(data_dir / "tokenizer")
     length = prepare.read_manifest(data_dir)["sequence_length"]
+    config_values.check_decided(config, {"model.vocab_size": len(tokenizer)}, f"the corpus {data_dir}", typed)
+  elif architecture:  # the checkpoint's own vocabulary
+    tokenizer, length = tokenizer_lib.placeholder(architecture["vocab_size"]), config.corpus.sequence_length
   else:
     if not config.model.get("vocab_size"):
       raise guards.RunError("no prepared corpus: set --config.model.vocab_size (or --config.data_dir) to compile")
@@ -257,7 +247,7 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
       raise guards.RunError(f"--config.model.vocab_size={config.model.vocab_size}: a character-level vocabulary "
                             f"holds {len(tokenizer_lib.SPECIAL_TOKENS)} to {tokenizer_lib.MAX_VOCAB_SIZE:,} tokens")
     tokenizer, length = tokenizer_lib.placeholder(config.model.vocab_size), config.corpus.sequence_length
-  run = build(config, tokenizer, length, devices)
+  run = build(config, tokenizer, length, devices, architecture)
   batch = jax.ShapeDtypeStruct((config.batch_size, length), jnp.int32, sharding=run.program.data_sharding)
   step = aot.compile_step(run.train_step, run.program.abstract_state, batch, topology=topology)
   result = aot.report(step, topology=topology, devs=devices, mesh=run.program.mesh,
@@ -271,35 +261,27 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
   return result
 
 
-def corpus_fingerprint(data_dir, manifest: dict) -> dict:
-  """The prepared corpus as run_config.check_data compares data: its manifest (the bytes of its
-  sequences and a SHA-256 of what it says was built: source, options, vocabulary, sequences and
-  shards per split; not its timings), and each shard's bytes and the SHA-256 the manifest records
-  of it (none for a manifest from before wyjax recorded them), so a corpus rebuilt under the same
-  path, even with the same counts, is seen and its changed shards named."""
-  built = {k: manifest[k] for k in ("source", "fingerprint", "vocab_hash", "sequences", "tokens", "shards")}
-  sequence_bytes = manifest["sequence_length"] * np.dtype(manifest["dtype"]).itemsize
-  shards = {name: {"bytes": (epath.Path(data_dir) / name).stat().length, "sha256": sha256}
-            for name, sha256 in manifest.get("shard_sha256", {}).items()}
-  return {"corpus": {prepare.MANIFEST: {
-      "bytes": sum(manifest["sequences"].values()) * sequence_bytes,
-      "sha256": hashlib.sha256(json.dumps(built, sort_keys=True).encode()).hexdigest()}, **shards}}
-
-
 # Keys that name files or folders: one place, however spelled, is no change (run_config.check_config).
-PLACES = {"data_dir": place, "corpus.vocab": place, "corpus.source": source_place}
+PLACES = {"data_dir": place, "corpus.vocab": place, "corpus.source": source_place,
+          "init": lambda init: init if hub_id(init) else place(init)}
 
 
-def check_resume(config, workdir, data_dir, manifest: dict, *, accept_config_change: bool = False) -> dict:
+def data_fingerprint(data_dir, manifest: dict, init: str) -> dict:
+  """What the run is made from, by content (data_files.json): its corpus, and its init's files."""
+  return {**corpus_fingerprint(data_dir, manifest), **(continuing.fingerprint(init) if init else {})}
+
+
+def check_resume(config, workdir, data_dir, manifest: dict, init: str = "", *,
+                 accept_config_change: bool = False) -> dict:
   """The config changes that continuing `workdir`'s checkpoints with `config` brings (refused,
-  run_config.ConfigChanged, unless accepted), after checking that the corpus in `data_dir` is the
-  one they were made from (their data iterator points into it): its record (data_files.json),
-  and its shards' bytes against their manifest (read once, here)."""
+  run_config.ConfigChanged, unless accepted), after checking that the corpus in `data_dir` and the
+  `init` (config.init's local folder) are the ones they were made from (their data iterator points
+  into the corpus): their record (data_files.json), and the shards' bytes against their manifest."""
   changes = run_config.check_config(workdir, config, ignore=RESUMABLE_CHANGES, defaults=base_config(),
                                     accept=accept_config_change, places=PLACES)
-  remedy = "Resume with the corpus the run was made from (its checkpoints' data iterator points into it), or use " \
-           "another --workdir."
-  run_config.check_data(workdir, corpus_fingerprint(data_dir, manifest), remedy=remedy)
+  remedy = (f"Resume with the corpus {'and the --config.init ' if init else ''}the run was made from (its "
+            "checkpoints' data iterator points into the corpus), or use another --workdir.")
+  run_config.check_data(workdir, data_fingerprint(data_dir, manifest, init), remedy=remedy)
   changed = lambda: ", ".join(pipeline.changed_shards(data_dir, manifest)) or None
   if shards := checkpoints.agreed_problem(changed, "its shards (found by process 0)"):
     raise run_config.DataChanged(f"{data_dir}: {shards} no longer match the SHA-256 its {prepare.MANIFEST} records: "
@@ -308,28 +290,33 @@ def check_resume(config, workdir, data_dir, manifest: dict, *, accept_config_cha
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_config_change: bool = False,
-                       prepare_corpus: bool = False) -> dict:
+                       prepare_corpus: bool = False, typed=()) -> dict:
   """Runs (or resumes) pretraining in workdir; returns the last evaluation metrics.
 
   Raises guards.Interrupted after checkpointing on SIGTERM/SIGINT, and a guards.RunError when
   the run cannot go on (a changed config, an incompatible checkpoint, a failed save, too many
   non-finite steps, another command writing the workdir); nothing in the workdir is overwritten
-  before the restore succeeded. prepare_corpus: see prepared_data_dir.
+  before the restore succeeded. prepare_corpus: see prepared_data_dir. typed: the config keys
+  given on the command line, refused where the corpus decides them otherwise (the vocabulary; with
+  config.init, its architecture: continuing.architecture).
   """
   config_values.check(config, config_values.PRETRAINING)
   probes.parse(config.probes)
   distributed.initialize()
   with locks.held(workdir, "pretraining", enabled=jax.process_index() == 0):  # one command writes a workdir
-    return _train_and_evaluate(config, epath.Path(workdir), accept_config_change, prepare_corpus)
+    return _train_and_evaluate(config, epath.Path(workdir), accept_config_change, prepare_corpus, typed)
 
 
 def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, accept_config_change: bool,
-                        prepare_corpus: bool) -> dict:
+                        prepare_corpus: bool, typed) -> dict:
   is_main = jax.process_index() == 0
+  init = continuing.local_init(config.init) if config.init else ""
+  architecture = continuing.architecture(init, config, typed) if init else None
   data_dir = prepared_data_dir(config, prepare_corpus=prepare_corpus)
   tokenizer = tokenizer_lib.Tokenizer.load(data_dir / "tokenizer")
+  config_values.check_decided(config, {"model.vocab_size": len(tokenizer)}, f"the corpus {data_dir}", typed)
   manifest = prepare.read_manifest(data_dir)
-  run = build(config, tokenizer, manifest["sequence_length"])
+  run = build(config, tokenizer, manifest["sequence_length"], architecture=architecture)
   model_config, length = run.model_config, run.length
   compile_start = time.perf_counter()
   train_step, _ = compile_steps(run, config)  # refused here, before the workdir is touched, if they cannot fit
@@ -341,7 +328,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
       workdir, max_to_keep=config.keep_checkpoints, extra_handlers={DATA_ITER: grain.checkpoint.CheckpointHandler()},
       save_decision_policy=ocp.checkpoint_managers.FixedIntervalPolicy(config.checkpoint_every),
       enable_async_checkpointing=config.async_checkpointing)
-  changes = check_resume(config, workdir, data_dir, manifest, accept_config_change=accept_config_change) \
+  changes = check_resume(config, workdir, data_dir, manifest, init, accept_config_change=accept_config_change) \
       if mngr.all_steps() else {}
   train_iter = iter(pipeline.train_dataset(
       data_dir, global_batch_size=config.batch_size, seed=config.seed,
@@ -350,16 +337,22 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
       data_dir, global_batch_size=config.batch_size, num_batches=config.eval_batches,
       process_index=jax.process_index(), process_count=jax.process_count())
   state, start_step = checkpoints.restore_latest(mngr, run.program.abstract_state)
-  if state is None:
+  restored = state is not None
+  if state is None and init:
+    params, rows = continuing.initial_params(init, model_config, tokenizer.vocab, config.seed)
+    if is_main:
+      print(f"continuing {config.init}: {rows}", flush=True)
+    state = run.program.place(params)
+  elif state is None:
     state = run.program.init_state(jax.random.key(config.seed))
   else:
     _restore_data_iterator(mngr, start_step, train_iter)
     logging.info("resumed from step %d", start_step)
   if is_main:  # only now: a refused resume leaves the workdir as it was
-    run_config.store_config(workdir, config, changes, corpus_fingerprint(data_dir, manifest))
+    run_config.store_config(workdir, config, changes, data_fingerprint(data_dir, manifest, init))
     checkpoints.write_model_info(
         workdir, model_config.without_run_choices().replace(dtype="float32").to_dict(), ["mlm_head"], tokenizer)
-    run_config.trim_metrics(workdir, start_step or -1)  # a fresh start redoes step 0's records too
+    run_config.trim_metrics(workdir, start_step if restored else -1)  # a fresh start records step 0 again
 
   # --- steps ------------------------------------------------------------------------------------
   jit_eval = run.eval_step  # jit's cache holds its program, compiled with the train step
@@ -401,7 +394,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   step = start_step
   try:
     with guards.stop_signals(config.stop_check_every) as stop:
-      if step == 0 and run_probes:  # where the probes' curves start: the encoder before any update
+      if step == 0:  # where the run starts: a checkpoint continued (its transplant), or random weights
         last_eval, signum = evaluate(state["params"], stop)
         if signum:
           raise guards.Interrupted(signum, 0)

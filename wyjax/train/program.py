@@ -71,15 +71,17 @@ def _state_at_zero(params, tx: optax.GradientTransformation) -> dict:
 
 
 def build(model: nn.Module, init_inputs: dict, config, *, warmup_steps: int, total_steps: int,
-          devices=None) -> Program:
+          devices=None, frozen_steps: int = 0, trainable=None) -> Program:
   """The program of `model` over config.mesh of `devices` (default: all of them): shapes from
   model.init(**init_inputs), AdamW from config (learning_rate, b1, b2, eps, weight_decay,
-  max_grad_norm), parameters and optimizer state placed by config.logical_axis_rules."""
+  max_grad_norm; `frozen_steps` training only the params whose path `trainable` accepts first:
+  optimizer.adamw), parameters and optimizer state placed by config.logical_axis_rules."""
   mesh = partitioning.make_mesh(config.mesh.to_dict(), devices)
   logical_rules = partitioning.rules(config.logical_axis_rules)
   tx, schedule = optimizer.adamw(
       learning_rate=config.learning_rate, warmup_steps=warmup_steps, total_steps=total_steps, b1=config.b1,
-      b2=config.b2, eps=config.eps, weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm)
+      b2=config.b2, eps=config.eps, weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm,
+      frozen_steps=frozen_steps, trainable=trainable)
 
   def init_state(rng):
     return _state_at_zero(nn.unbox(model.init(rng, **init_inputs)["params"]), tx)

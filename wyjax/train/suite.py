@@ -3,7 +3,7 @@
 import logging
 import pathlib
 
-from wyjax.core import config_files, guards
+from wyjax.core import config_files, guards, io_paths
 from wyjax.tasks import datasets, leaderboard
 from wyjax.tasks.registry import TASKS, boards
 from wyjax.train import config_values, finetuning
@@ -48,6 +48,7 @@ def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bo
     raise ValueError(f"unknown tasks {unknown}; benchmark tasks are {sorted(TASKS)}")
   if not data_root.is_dir():
     raise FileNotFoundError(f"--data_root {data_root}: no such folder")
+  io_paths.check_apart({"--out": out}, {"--init": init, "--data_root": data_root}, "the benchmark")
   overrides_of = {task: {**overrides, **(per_task or {}).get(task, {})} for task in tasks}
   for task in tasks:  # a bad override is one error now, not one failed task after another
     config_values.check(task_config(task, **overrides_of[task]), config_values.FINETUNING)

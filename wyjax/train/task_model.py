@@ -64,10 +64,10 @@ def load_init(init: str, train_examples, inserted_text: str = "") -> tuple[Encod
 def load_task_data(task: Task, config, tokenizer, model_config: EncoderConfig, splits: dict) -> dict:
   """{'train'|'dev'|'test': (examples, features), 'max_length': n, 'truncated': {split: chars}}."""
   max_length = config.max_length or task.max_length
-  if model_config.absolute_positions and max_length > model_config.max_position_embeddings:
-    logging.warning("max_length %d exceeds the model's %d absolute positions; using %d",
-                    max_length, model_config.max_position_embeddings, model_config.max_position_embeddings)
-    max_length = model_config.max_position_embeddings
+  if model_config.absolute_positions and max_length > model_config.max_tokens:
+    logging.warning("max_length %d exceeds the %d tokens the model's absolute positions hold; using %d",
+                    max_length, model_config.max_tokens, model_config.max_tokens)
+    max_length = model_config.max_tokens
   data = {"max_length": max_length, "truncated": {}}
   for split, examples in splits.items():
     path = datasets.file_of(task.files, config.data_dir, split)

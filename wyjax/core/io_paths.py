@@ -1,0 +1,66 @@
+"""Outputs never land in inputs: each command names every path it reads and every path it
+writes, by the flags the user typed, and refuses before any work, `--overwrite` or not:
+
+- an output that is an input or lies inside one (`predict --output=MODEL/vocab.txt`: the model
+  no longer loaded; a corpus `--out` inside its own text source, read back as text by the next
+  build);
+- an input that lies inside what the command writes in its output folder (`finetune
+  --config.init=WORKDIR/seed_0`: the seed it trains from is the seed it writes, and
+  `--fresh_start` moved it aside under the run).
+
+Paths compare by what they name (storage.place: links, `..`, a trailing slash). Standard output
+redirected to a file (`> M/vocab.txt`) is that file.
+"""
+import fnmatch
+import os
+
+from wyjax.core import guards, storage
+
+STDOUT = "-"
+
+
+def _named(path) -> str | None:
+  """The place `path` names (storage.place); None for no path."""
+  return storage.place(os.fspath(path)) if path else None
+
+
+def _redirected_stdout() -> str | None:
+  """The file standard output is redirected to (`> M/vocab.txt`); None for a terminal or a pipe."""
+  target = os.path.realpath("/proc/self/fd/1")
+  return target if os.path.isfile(target) else None
+
+
+def inside(path, folder) -> bool:
+  """Whether `path` is `folder` or lies inside it, by what they name."""
+  path, folder = _named(path), _named(folder)
+  if path is None or folder is None:
+    return False
+  return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def check_apart(outputs: dict, inputs: dict, command: str) -> None:
+  """Refuses an output ({flag as typed: path}; standard output as "-") that is one of the inputs
+  ({flag: path}) or lies inside one: writing it would change what the command reads."""
+  for out_flag, out in outputs.items():
+    target = _redirected_stdout() if out == STDOUT else out
+    for in_flag, read in inputs.items():
+      if not inside(target, read):
+        continue
+      where = "is" if _named(target) == _named(read) else "lies inside"
+      if out == STDOUT:
+        raise guards.RunError(f"standard output ({target}) {where} {in_flag} {read}, which {command} reads: "
+                              "redirect it elsewhere")
+      raise guards.RunError(f"{out_flag} {out} {where} {in_flag} {read}, which {command} reads; writing there would "
+                            f"change what it reads: choose another {out_flag}")
+
+
+def check_not_written(folder_flag: str, folder, written, inputs: dict, command: str) -> None:
+  """Refuses an input ({flag: path}) that lies inside an entry `command` writes in its output
+  folder `folder` (`written`: fnmatch patterns of the folder's entries)."""
+  for flag, read in inputs.items():
+    if not inside(read, folder) or _named(read) == _named(folder):
+      continue
+    entry = os.path.relpath(_named(read), _named(folder)).split(os.sep)[0]
+    if any(fnmatch.fnmatchcase(entry, pattern) for pattern in written):
+      raise guards.RunError(f"{flag} {read} lies inside {entry} of {folder_flag} {folder}, which {command} writes (and "
+                            f"replaces): copy it outside {folder}, or choose another {folder_flag}")
