@@ -7,12 +7,14 @@ run's checkpoints, without fine-tuning (wyjax/train/probes.py says what a probe 
 MODEL: a wyjax pretraining workdir (its latest checkpoint) or one of its checkpoints
 (WORKDIR/checkpoints/STEP), a wyjax export, or a transformers folder of a BERT, RoBERTa or
 DeBERTa-v2 encoder. Prints one line per model and task, the task's dev metrics, and for several
-models a table of each task's main metric (×100). It is the probe a pretraining run's
+models a table of each task's main metric (×100); standard output never goes into a model or
+task folder it reads (wyjax.core.io_paths). It is the probe a pretraining run's
 --config.probes runs: a checkpoint scores here what its run recorded at its step.
 """
 from absl import app, flags
 
-from wyjax.core import aot, cli, config_files, logs
+from wyjax.core import aot, cli, config_files, io_paths, logs
+from wyjax.core.ranges import INT32
 from wyjax.core.run_metrics import brief
 from wyjax.tasks.registry import TASKS
 from wyjax.tasks.task import percent
@@ -24,7 +26,7 @@ _CONFIG = config_files.DEFINE_config("config", None, "A task config (tlc.py) wit
 _PROBES = flags.DEFINE_string("probes", "", "TASK:FOLDER pairs joined by commas, each at its packaged config, as "
                               "pretraining's --config.probes.")
 _EXAMPLES = flags.DEFINE_integer("probe_examples", 1024, "Training examples each probe fits.", lower_bound=2,
-                                 upper_bound=config_values.INT32)
+                                 upper_bound=INT32)
 flags.mark_flags_as_required(["model"])
 
 
@@ -48,6 +50,10 @@ def main(argv):
   logs.to_file(None, "probe")
   aot.use_compilation_cache()
   configs = task_configs()
+  reads = {("--config.data_dir" if i == 0 and _CONFIG.value is not None else f"--probes' {c.task}"): c.data_dir
+           for i, c in enumerate(configs)}
+  for model in _MODEL.value:  # the table goes to standard output: never into what it reads
+    io_paths.check_apart({"standard output": io_paths.STDOUT}, {"--model": model, **reads}, "probe")
   results = {}
   for model in _MODEL.value:
     results[model] = probes.probe_model(model, configs, _EXAMPLES.value)

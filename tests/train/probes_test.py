@@ -133,6 +133,15 @@ def test_the_probe_command_scores_every_kind_of_model_and_a_checkpoint_as_its_ru
   table = [line for line in result.stdout.splitlines() if line.startswith("| ")]
   assert table[0] == "| Model | TLC accuracy | PUNC f1 |"
   assert [row.split(" | ")[0].removeprefix("| ") for row in table[1:]] == [str(m) for m in models.values()]
+  # Its table redirected into a model it reads (`> M/vocab.txt` once replaced an input) is refused first.
+  with open(models["deberta-v2"] / "probe.txt", "w") as redirected:
+    into_model = subprocess.run(
+        [sys.executable, "-m", "wyjax.probe", f"--model={workdir}", f"--model={models['deberta-v2']}", "--config=tlc.py",
+         f"--config.data_dir={task_folders['tlc']}"], cwd=REPO_ROOT, env=pretrain_env(), stdout=redirected,
+        stderr=subprocess.PIPE, text=True, timeout=300)
+  assert into_model.returncode == 1 and into_model.stderr.splitlines()[-1] == (
+      f"wyjax: error: standard output ({models['deberta-v2']}/probe.txt) lies inside --model {models['deberta-v2']}, "
+      "which probe reads: redirect it elsewhere"), into_model.stderr[-3000:]
 
 
 @pytest.mark.parametrize("spec, error", [
