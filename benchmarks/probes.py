@@ -120,7 +120,8 @@ def main():
   parser.add_argument("--checkpoint_every", type=int, default=250)
   parser.add_argument("--package", default=None, help="an unpacked chinese-poetry package/ (default: fetched)")
   args = parser.parse_args()
-  seeds = {task: 1 for task in poetry.TASKS} | {task: int(n) for task, n in (e.split("=") for e in args.seeds.split(","))}
+  seeds = {task: 1 for task in poetry.TASKS} | {
+      task: int(n) for task, n in (e.split("=") for e in args.seeds.split(","))}
   out = pathlib.Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
   config = config_files.load("pretrain/deberta_tiny")
@@ -149,8 +150,8 @@ def main():
     if entry.get("seeds") != seeds:  # (a rerun with more seeds keeps the finished ones)
       per_task = {task: dict(num_train_steps=n, eval_every=max(1, n // 4), seeds=seeds[task])
                   for task, n in FINETUNING_STEPS.items()}
-      board = suite.run(init=str(model), data_root=tasks_dir, out=out / "finetune" / str(step), tasks=list(poetry.TASKS),
-                        name=f"step {step}", batch_size=32, per_task=per_task)
+      board = suite.run(init=str(model), data_root=tasks_dir, out=out / "finetune" / str(step),
+                        tasks=list(poetry.TASKS), name=f"step {step}", batch_size=32, per_task=per_task)
       if board["failed"]:
         raise RuntimeError(f"step {step}: {board['failed']}")
       entry["finetuned"] = {task: storage.read_json(out / "finetune" / str(step) / task / "results.json")["dev_mean"]
@@ -180,8 +181,8 @@ def main():
   same = [(s, t) for s in steps for t in poetry.TASKS if s in in_run and probes.metric_key(t, metric[t]) in in_run[s]]
   differences = [abs(in_run[s][probes.metric_key(t, metric[t])] - results[str(s)]["probe"][t][metric[t]])
                  for s, t in same]
-  print(f"\nthe run's probes vs the command's on the same checkpoints, {len(same)} (step, task) pairs: largest difference "
-        f"{max(differences, default=0):.2e}")
+  print(f"\nthe run's probes vs the command's on the same checkpoints, {len(same)} (step, task) pairs: "
+        f"largest difference {max(differences, default=0):.2e}")
   print(f"probing: {timing['probe_seconds']:.1f} s of the pretraining's {timing['wall_seconds']:.1f} s wall "
         f"({100 * timing['probe_seconds'] / timing['wall_seconds']:.2f}%, {timing['probe_evaluations']} evaluations); "
         f"without probes the run took {unprobed['wall_seconds']:.1f} s wall, {unprobed['cpu_seconds']:.1f} CPU-s, with "

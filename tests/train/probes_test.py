@@ -26,7 +26,8 @@ STEPS, EXAMPLES = 4, 40  # evaluations at steps 2 and 4; 32 training examples fi
 
 def _punc_folder(shared_data, folder):
   """PUNC lines of 10 to 62 characters from the Daizhige sample's 史记 (train 60, dev 20)."""
-  paragraphs = (shared_data / "daizhige_sample" / "史藏" / "正史" / "史记.txt").read_text(encoding="utf-8").split()
+  shiji = shared_data / "daizhige_sample" / "史藏" / "正史" / "史记.txt"
+  paragraphs = shiji.read_text(encoding="utf-8").split()
   lines = [f"{text}\t{tags}" for text, tags in map(punc.label_paragraph, paragraphs)
            if 10 <= len(text) <= 62 and set(tags) != {"O"}]
   folder.mkdir()
@@ -136,8 +137,8 @@ def test_the_probe_command_scores_every_kind_of_model_and_a_checkpoint_as_its_ru
   # Its table redirected into a model it reads (`> M/vocab.txt` once replaced an input) is refused first.
   with open(models["deberta-v2"] / "probe.txt", "w") as redirected:
     into_model = subprocess.run(
-        [sys.executable, "-m", "wyjax.probe", f"--model={workdir}", f"--model={models['deberta-v2']}", "--config=tlc.py",
-         f"--config.data_dir={task_folders['tlc']}"], cwd=REPO_ROOT, env=pretrain_env(), stdout=redirected,
+        [sys.executable, "-m", "wyjax.probe", f"--model={workdir}", f"--model={models['deberta-v2']}",
+         "--config=tlc.py", f"--config.data_dir={task_folders['tlc']}"], cwd=REPO_ROOT, env=pretrain_env(), stdout=redirected,
         stderr=subprocess.PIPE, text=True, timeout=300)
   assert into_model.returncode == 1 and into_model.stderr.splitlines()[-1] == (
       f"wyjax: error: standard output ({models['deberta-v2']}/probe.txt) lies inside --model {models['deberta-v2']}, "
@@ -174,7 +175,8 @@ def test_ridge_solves_the_weighted_regularised_least_squares(balance):
   centred = (x - np.average(x, 0, row_weights)) * root
   scale = np.linalg.eigvalsh(centred.T @ centred).mean()  # the strengths' unit
   for strength, (weights, bias) in zip(probes.STRENGTHS, probes.ridge(probes.class_moments(x, y, 3), balance)):
-    rows = np.vstack([np.hstack([x * root, root]), np.hstack([np.sqrt(strength * scale) * np.eye(6), np.zeros((6, 1))])])
+    penalty = np.hstack([np.sqrt(strength * scale) * np.eye(6), np.zeros((6, 1))])
+    rows = np.vstack([np.hstack([x * root, root]), penalty])
     solved = np.linalg.lstsq(rows, np.vstack([np.eye(3)[y] * root, np.zeros((6, 3))]), rcond=None)[0]
     np.testing.assert_allclose(weights, solved[:6], rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(bias, solved[6], rtol=1e-7, atol=1e-9)
