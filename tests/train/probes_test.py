@@ -19,7 +19,7 @@ from wyjax.data.tokenizer import Tokenizer
 from wyjax.hf import export_folder, loading
 from wyjax.models import EncoderConfig
 from wyjax.tasks.builders import punc
-from wyjax.train import pretraining, probes, suite
+from wyjax.train import pretraining, probes
 
 STEPS, EXAMPLES = 4, 40  # evaluations at steps 2 and 4; 32 training examples fitted, 8 held out
 
