@@ -55,6 +55,7 @@ setup(
         "rouge>=1.0.1,<1.1",  # the pltrdy ROUGE the WYWEB toolkit scores WYWMT with
         "nltk>=3.10,<4",  # the word tokenizer of CMRC 2018's official F1 (cmrc2018_evaluate.py)
         "scikit-learn>=1.9,<2",  # the leaderboard's linear baseline (TF-IDF + logistic regression)
+        "threadpoolctl>=3.1,<4",  # the probes' ridge on one BLAS thread (wyjax.train.probes)
     ],
     extras_require={
         # torch pinned, installed first (.ci/run): the parity tests and the GPU benchmark's smoke run use it;

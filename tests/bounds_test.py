@@ -276,7 +276,7 @@ def _commands(tmp_path: pathlib.Path) -> dict[str, list[str]]:
   (texts / "a.txt").write_text("子曰：學而時習之，不亦說乎？\n有朋自遠方來，不亦樂乎？\n" * 30, encoding="utf-8")
   return {"wyjax.predict": ["--model=m"], "wyjax.export": ["--out=o"], "wyjax.finetune": [],
           "wyjax.pretrain": ["--config=pretrain/deberta_tiny"], "wyjax.translate": ["--init=i"],
-          "wyjax.benchmark": ["--data_root=d", "--out=o"], "wyjax.demo": [],
+          "wyjax.benchmark": ["--data_root=d", "--out=o"], "wyjax.demo": [], "wyjax.probe": ["--model=m"],
           "wyjax.data.__main__": [f"--source=text:{texts}", "--workers=1"],
           "wyjax.tasks.__main__": [f"--daizhige={SAMPLE}"]}
 

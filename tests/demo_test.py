@@ -85,6 +85,12 @@ def test_demo_runs_end_to_end(shared_data, tmp_path):
     assert wyweb_files.READERS[task](results / task / "submission" / f"{task}.tsv")  # test predictions parse
     for plot in (f"{task}_confusion.png", f"{task}_curve.png"):
       assert_plot(results / "plots" / plot)
+  # The pretraining probed both tasks at step 0 and at its evaluation, plotted beside its MLM loss.
+  pretrain_records = [json.loads(line) for line in (workdir / "pretrain" / "metrics.jsonl").read_text().splitlines()]
+  probed = {r["step"]: r for r in pretrain_records if "probe_seconds" in r}
+  assert sorted(probed) == [0, 30] and all({"probe/punc/f1", "probe/tlc/accuracy", "valid_loss"} <= set(r)
+                                           for r in probed.values()), probed
+  assert_plot(results / "plots" / "pretraining.png")
 
   # The exported pretrained model loads in transformers and predicts like the wyjax workdir.
   hf_model = transformers.AutoModelForMaskedLM.from_pretrained(workdir / "hf").eval()

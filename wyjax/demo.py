@@ -2,12 +2,13 @@
 
     python -m wyjax.demo [--workdir=DIR] [--seeds=5]
 
-1. pretrains the tiny DeBERTa on the chinese-poetry corpus (configs/pretrain/deberta_tiny.py;
-   fetched with npm, checked against its published hash), or reuses the finished run in DIR
+1. derives two real tasks from the chinese-poetry corpus (fetched with npm, checked against its
+   published hash) in WYWEB formats (wyjax/tasks/builders/poetry.py): the dynasty of a poem (TLC
+   format, from its collection's era) and punctuation (PUNC format);
+2. pretrains the tiny DeBERTa on that corpus (configs/pretrain/deberta_tiny.py), probing both
+   tasks at step 0 and at each evaluation (wyjax.train.probes), or reuses the finished run in DIR
    once it is checked against the config as `wyjax.pretrain` checks a rerun (another config is
-   refused, unless --accept_config_change);
-2. derives two real tasks from that corpus in WYWEB formats (wyjax/tasks/builders/poetry.py): the
-   dynasty of a poem (TLC format, from its collection's era) and punctuation (PUNC format);
+   refused, unless --accept_config_change; the check comes first);
 3. fine-tunes and evaluates the pretrained model on both (dev for checkpoint choice, test
    predictions written as submissions; --seeds=N: N seeds each, their mean ± std on the board),
    and the same architecture from random weights with the same recipe (the unpretrained twin);
@@ -15,7 +16,8 @@
    export, recorded by content in DIR/hf_files.json, are replaced; anything else there is refused
    before any work);
 5. prints the leaderboard, dev and test, with the twin, majority-class and linear (character
-   n-grams + logistic regression) baselines beside the scores;
+   n-grams + logistic regression) baselines beside the scores; plots the probes' dev scores
+   against pretraining steps beside the validation MLM loss (results/plots/pretraining.png);
 6. uses the fine-tuned punctuation model (as `wyjax.predict` does) on a passage from outside
    the corpus, and prints it before and after.
 
@@ -31,8 +33,10 @@ from wyjax.core import aot, checkpoints, cli, config_files, guards, io_paths, lo
 from wyjax.core.ranges import INT32
 from wyjax.data import corpus, prepare
 from wyjax.hf import export_folder, loading, task_models
+from wyjax.tasks import leaderboard
 from wyjax.tasks.builders import poetry
-from wyjax.train import continuing, inference, pretraining, pretraining_corpus, suite
+from wyjax.tasks.registry import TASKS
+from wyjax.train import continuing, inference, pretraining, pretraining_corpus, probes, suite
 
 _PRETRAIN = config_files.DEFINE_config("pretrain_config", "pretrain/deberta_tiny.py",
                                        "Pretraining config: a name or a file.")
@@ -58,11 +62,12 @@ _ACCEPT = flags.DEFINE_bool("accept_config_change", False,
                             "Continue the runs in --workdir although they were made with other settings.")
 
 
-def pretrained(config, workdir: pathlib.Path, accept_config_change: bool, typed=()) -> pathlib.Path:
+def pretrained(config, workdir: pathlib.Path, accept_config_change: bool, derive_tasks, typed=()) -> pathlib.Path:
   """The finished pretraining run in workdir, running (or resuming) it when needed. A finished
   run is checked as wyjax.pretrain checks a rerun (pretraining.check_resume): made with another
   config, or from another corpus, it is refused, not reused; an accepted change goes through
-  wyjax.pretrain's own path, which logs it."""
+  wyjax.pretrain's own path, which logs it. derive_tasks() runs after that check, before any
+  training: the run probes the tasks."""
   done = changes = False
   if (workdir / "checkpoints").is_dir():
     with checkpoints.manager(workdir, read_only=True) as mngr:
@@ -72,6 +77,7 @@ def pretrained(config, workdir: pathlib.Path, accept_config_change: bool, typed=
     init = continuing.local_init(config.init) if config.init else ""
     changes = pretraining.check_resume(config, workdir, data_dir, prepare.read_manifest(data_dir), init,
                                        accept_config_change=accept_config_change)
+  derive_tasks()
   if done and not changes:
     print(f"reusing the pretrained model in {workdir}", flush=True)
   else:
@@ -99,13 +105,18 @@ def run_demo():
     config.corpus.source = f"poetry:{pathlib.Path(_PACKAGE.value).resolve()}"
   hf_dir, exported = workdir / "hf", workdir / "hf_files.json"  # the export's files, recorded by content
   replace_hf = export_folder.replaces_own(hf_dir, exported, "--workdir")  # before any work: only the demo's own
-  model_dir = pretrained(config, workdir / "pretrain", _ACCEPT.value, typed=config_files.typed(_PRETRAIN))
   tasks_dir = workdir / "tasks"
-  if not (tasks_dir / "summary.json").exists():
-    print("deriving the dynasty (TLC format) and punctuation (PUNC format) tasks from the poems ...", flush=True)
-    reader = corpus.PoetryReader(_PACKAGE.value)
-    poetry.build_poetry_tasks(tasks_dir, reader=reader, per_dynasty=_PER_DYNASTY.value,
-                              punc_examples=_PUNC_EXAMPLES.value)
+
+  def derive_tasks():
+    if not (tasks_dir / "summary.json").exists():
+      print("deriving the dynasty (TLC format) and punctuation (PUNC format) tasks from the poems ...", flush=True)
+      reader = corpus.PoetryReader(_PACKAGE.value)
+      poetry.build_poetry_tasks(tasks_dir, reader=reader, per_dynasty=_PER_DYNASTY.value,
+                                punc_examples=_PUNC_EXAMPLES.value)
+
+  config.probes = config.probes or ",".join(f"{task}:{tasks_dir / task}" for task in poetry.TASKS)
+  model_dir = pretrained(config, workdir / "pretrain", _ACCEPT.value, derive_tasks,
+                        typed=config_files.typed(_PRETRAIN))
   name = "wyjax tiny DeBERTa (poetry)"
   steps = {task: dict(num_train_steps=flag.value, eval_every=max(1, flag.value // 4)) for task, flag in _STEPS.items()}
   board = suite.run(init=str(model_dir), data_root=tasks_dir, out=workdir / "results", tasks=list(poetry.TASKS),
@@ -113,6 +124,8 @@ def run_demo():
                     seeds=_SEEDS.value, no_pretraining=True, per_task=steps)
   if board["failed"]:
     raise guards.RunError(f"demo tasks failed: {board['failed']}")
+  leaderboard.plot_pretraining(workdir / "results" / "plots" / "pretraining.png", model_dir / "metrics.jsonl",
+                               [probes.metric_key(task, TASKS[task].main_metric) for task in poetry.TASKS], name)
   training, _ = export_folder.run_info(model_dir)  # its run_config.json and step
   export_folder.export(loading.load(model_dir), hf_dir, name="wyjax-tiny-poetry", results=board, training=training,
                        task_data="chinese-poetry", overwrite=replace_hf)

@@ -24,14 +24,14 @@ and exit with 128 + the signal number; a run that cannot go on exits 1 with the 
 The corpus is --config.data_dir's, prepared beforehand (`python -m wyjax.data prepare-corpus`),
 or config.corpus prepared by the run: into wyjax's cache without a data_dir, into data_dir with
 --prepare_corpus (a data_dir holding no corpus is otherwise an error: a mistyped path is never filled).
-The --workdir never lies inside what the run reads (its data_dir, corpus source or vocabulary),
-nor is it the data_dir. A --config.model.vocab_size other than the corpus's is refused: the
-corpus decides the vocabulary.
+The --workdir never lies inside what the run reads (its data_dir, corpus source, vocabulary or
+probes' task folders), nor is it the data_dir. A --config.model.vocab_size other than the
+corpus's is refused: the corpus decides the vocabulary.
 """
 from absl import app, flags
 
 from wyjax.core import aot, cli, config_files, logs, run_config
-from wyjax.train import pretraining
+from wyjax.train import pretraining, probes
 
 _CONFIG = config_files.DEFINE_config("config", None, "Pretraining config: a name (pretrain/deberta_base.py) or a file.",
                                       lock_config=True)
@@ -60,7 +60,8 @@ def main(argv):
     raise app.UsageError("--workdir is required (except with --compile_only)")
   config = _CONFIG.value
   read = {"--config.data_dir": config.data_dir, "--config.corpus.source": config.corpus.source.partition(":")[2],
-          "--config.corpus.vocab": config.corpus.vocab, "--config.init": config.init}
+          "--config.corpus.vocab": config.corpus.vocab, "--config.init": config.init,
+          **{f"--config.probes' {task}": folder for task, folder in probes.parse(config.probes)}}
   run_config.check_reads(_WORKDIR.value, (), read, "pretraining")
   result = pretraining.train_and_evaluate(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value,
                                           prepare_corpus=_PREPARE_CORPUS.value, typed=typed)

@@ -39,6 +39,11 @@ class Transformers:
   id2label: bool = True  # its outputs are the task's labels (a multiple-choice model scores options)
 
 
+# The features a linear probe of a frozen encoder fits for a head (wyjax.train.probes): one
+# vector per example (the mean of its tokens'), or one per token.
+POOLED, PER_TOKEN = "pooled", "per_token"
+
+
 @dataclasses.dataclass(frozen=True)
 class Head:
   build: Callable[[EncoderConfig, int], nn.Module]  # (encoder config, number of labels) → the model
@@ -49,13 +54,14 @@ class Head:
   rows: bool = False  # input_ids are [batch, rows, length] (options, windows, sentences), not [batch, length]
   transformers: Transformers | None = None  # the transformers task model that is this head
   no_transformers: str = ""  # else the head's math, which no transformers class computes
+  probe: str = ""  # POOLED or PER_TOKEN: the linear probe that stands for it; "": none
 
 
 HEADS = {
     "sequence": Head(lambda config, labels: SequenceClassifier(config, labels),
-                     transformers=Transformers("ForSequenceClassification", "text-classification")),
+                     transformers=Transformers("ForSequenceClassification", "text-classification"), probe=POOLED),
     "token": Head(lambda config, labels: TokenClassifier(config, labels), trim=_per_token,
-                  transformers=Transformers("ForTokenClassification", "token-classification")),
+                  transformers=Transformers("ForTokenClassification", "token-classification"), probe=PER_TOKEN),
     "choice": Head(lambda config, labels: MultipleChoice(config), rows=True,
                    transformers=Transformers("ForMultipleChoice", "multiple-choice", id2label=False)),
     "binary_choice": Head(lambda config, labels: MultipleChoice(config, labels_per_choice=2), rows=True,

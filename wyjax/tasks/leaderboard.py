@@ -288,3 +288,26 @@ def plot_curves(path, metrics_file, main_metric: str, title: str) -> None:
   fig.tight_layout()
   fig.savefig(path, dpi=100)
   plt.close(fig)
+
+
+def plot_pretraining(path, metrics_file, probe_keys, title: str) -> None:
+  """A pretraining run's validation MLM loss and its probes' dev scores (`probe_keys` of its
+  metrics.jsonl) against steps."""
+  records = [record for _, record in files.json_records(metrics_file)]
+  fig, ax = plt.subplots(figsize=(6, 4))
+  loss = [(r["step"], r["valid_loss"]) for r in records if "valid_loss" in r]
+  if loss:
+    ax.plot(*zip(*loss), color="C0", marker="o", label="validation MLM loss")
+  ax.set_xlabel("pretraining step")
+  ax.set_ylabel("validation MLM loss")
+  probe_ax = ax.twinx()
+  for i, key in enumerate(probe_keys):
+    points = [(r["step"], r[key]) for r in records if key in r]
+    if points:
+      probe_ax.plot(*zip(*points), color=f"C{i + 1}", marker="s", label=f"{key} (dev)")
+  probe_ax.set_ylabel("probe dev score")
+  ax.set_title(title)
+  fig.legend(loc="upper center", bbox_to_anchor=(0.5, 0.92), ncol=2, fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)

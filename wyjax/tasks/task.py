@@ -130,6 +130,13 @@ class Task:
       truncated += cut
     return out, truncated
 
+  def predictions(self, examples, features, logits) -> list:
+    """Each example's prediction from its logits (its head's, cut to the example), decided
+    together where the task decides a split's together (decode_together)."""
+    if self.decode_together:
+      return self.decode_together(examples, logits)
+    return [self.decode(e, f, l) for e, f, l in zip(examples, features, logits)]
+
   def write_predictions(self, path, examples, predictions) -> None:
     """The submission's lines of (examples, predictions) into path."""
     path.parent.mkdir(parents=True, exist_ok=True)

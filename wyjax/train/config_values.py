@@ -72,7 +72,8 @@ PRETRAINING = {
     "grad_accum_steps": integer(1), "warmup_steps": integer(0), "eval_batches": integer(1),
     "checkpoint_every": integer(1), "keep_checkpoints": integer(1), "peak_flops_per_device": number(0),
     "masking.rate": number(0, 1, above=True), "masking.max_ngram": integer(1), "masking.mask_prob": PROBABILITY,
-    "masking.random_prob": PROBABILITY,
+    "masking.random_prob": PROBABILITY, "probe_examples": integer(2),
+    "probes": Allowed(lambda v: isinstance(v, str), "TASK:FOLDER pairs joined by commas (wyjax.train.probes), or ''"),
     # The corpus a run prepares (prepare.Options; 0: no limit, all cores); a packer allocates a sequence whole.
     "corpus.sequence_length": integer(8, 1 << 20), "corpus.valid_fraction": number(0, 1, below=True),
     "corpus.t2s": BOOLEAN, "corpus.char_filter": one_of(*CHAR_FILTERS), "corpus.min_count": integer(1),

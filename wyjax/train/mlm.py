@@ -94,3 +94,13 @@ def loss_sums(logits, targets, weights) -> dict:
   correct = (jnp.argmax(logits, -1) == targets).astype(jnp.float32)
   return {"loss_sum": jnp.sum(nll * weights), "correct": jnp.sum(correct * weights),
           "weight": jnp.sum(weights)}
+
+
+def unigram_entropy(batches, tokenizer) -> float:
+  """Entropy (nats) of the token distribution of the evaluation batches themselves: the loss
+  of the best predictor that ignores context, the floor a useful MLM must beat."""
+  ids = np.concatenate([b.ravel() for b in batches])
+  ids = ids[~np.isin(ids, [tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id])]
+  p = np.bincount(ids) / len(ids)
+  p = p[p > 0]
+  return float(-(p * np.log(p)).sum())

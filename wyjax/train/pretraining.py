@@ -27,7 +27,7 @@ from wyjax.data.corpus import source_place
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.hf.export_folder import hub_id
 from wyjax.models import EncoderConfig, MaskedLM
-from wyjax.train import config_values, continuing, mlm, program
+from wyjax.train import config_values, continuing, mlm, probes, program
 from wyjax.train.pretraining_corpus import corpus_dir, corpus_fingerprint, prepared_data_dir
 from wyjax.train.program import Program
 
@@ -68,6 +68,8 @@ def base_config() -> ml_collections.ConfigDict:
   c.log_every = 50
   c.eval_every = 500
   c.eval_batches = 20
+  c.probes = ""  # "TASK:FOLDER,…": linear probes of those tasks at step 0 and each evaluation (wyjax.train.probes)
+  c.probe_examples = 1024  # training examples each probe fits
   c.checkpoint_every = 1000
   c.keep_checkpoints = 3
   c.async_checkpointing = True
@@ -144,21 +146,12 @@ def make_steps(program: Program, config, tokenizer, length: int):
   return train_step, eval_step
 
 
-def unigram_entropy(batches, tokenizer) -> float:
-  """Entropy (nats) of the token distribution of the evaluation batches themselves: the loss
-  of the best predictor that ignores context, the floor a useful MLM must beat."""
-  ids = np.concatenate([b.ravel() for b in batches])
-  ids = ids[~np.isin(ids, [tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id])]
-  p = np.bincount(ids) / len(ids)
-  p = p[p > 0]
-  return float(-(p * np.log(p)).sum())
-
-
 # Keys that change how a run executes or is observed, not what it trains: a resumed run may
 # change them freely (wyjax.core.run_config).
 RESUMABLE_CHANGES = ("mesh", "logical_axis_rules", "log_every", "eval_every", "eval_batches", "checkpoint_every",
                      "keep_checkpoints", "async_checkpointing", "peak_flops_per_device", "corpus.workers",
-                     "stop_check_every", "max_nonfinite_steps", "remat", "scan_unroll", "attention")
+                     "stop_check_every", "max_nonfinite_steps", "remat", "scan_unroll", "attention", "probes",
+                     "probe_examples")
 
 
 def _restore_data_iterator(mngr, step: int, train_iter) -> None:
@@ -308,6 +301,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_con
   config.init, its architecture: continuing.architecture).
   """
   config_values.check(config, config_values.PRETRAINING)
+  probes.parse(config.probes)
   distributed.initialize()
   with locks.held(workdir, "pretraining", enabled=jax.process_index() == 0):  # one command writes a workdir
     return _train_and_evaluate(config, epath.Path(workdir), accept_config_change, prepare_corpus, typed)
@@ -327,6 +321,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   compile_start = time.perf_counter()
   train_step, _ = compile_steps(run, config)  # refused here, before the workdir is touched, if they cannot fit
   compile_seconds = time.perf_counter() - compile_start
+  run_probes = probes.for_pretraining(config, run, tokenizer)  # read once; a bad task folder is refused here
 
   # --- data and checkpoints ------------------------------------------------------------------------
   mngr = checkpoints.manager(
@@ -365,7 +360,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   def global_batch(local):
     return jax.make_array_from_process_local_data(run.program.data_sharding, local)
 
-  entropy = unigram_entropy(eval_batches, tokenizer)
+  entropy = mlm.unigram_entropy(eval_batches, tokenizer)
   eval_arrays = [global_batch(b) for b in eval_batches]  # on device once, reused at every evaluation
 
   def evaluate(params, stop: guards.StopRequest) -> tuple[dict | None, int]:
@@ -378,8 +373,10 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
       sums = jax.device_get(jit_eval(params, batch, i))
       totals = {k: totals[k] + float(sums[k]) for k in totals}
     loss = totals["loss_sum"] / max(totals["weight"], 1.0)
-    return {"valid_loss": loss, "valid_accuracy": totals["correct"] / max(totals["weight"], 1.0),
-            "valid_perplexity": float(np.exp(loss)), "valid_unigram_entropy": entropy}, 0
+    probed, signum = run_probes.evaluate(params["encoder"], lambda count: stop.signal_at(len(eval_arrays) + count))
+    return None if signum else {
+        "valid_loss": loss, "valid_accuracy": totals["correct"] / max(totals["weight"], 1.0),
+        "valid_perplexity": float(np.exp(loss)), "valid_unigram_entropy": entropy, **probed}, signum
 
   # --- loop ---------------------------------------------------------------------------------------
   writer = run_metrics.MetricWriter(workdir, enabled=is_main)

@@ -335,10 +335,7 @@ class TaskModel:
       if task.forced_scores:
         scores |= task.forced_scores(self.tokenizer, features, logits)
       return scores, predictions, no_classes
-    if task.decode_together:
-      predictions = task.decode_together(examples, logits)
-    else:
-      predictions = [task.decode(e, f, l) for e, f, l in zip(examples, features, logits)]
+    predictions = task.predictions(examples, features, logits)
     if not any(np.any(np.asarray(labels_of(f)) != IGNORE) for f in features):
       return None, predictions, no_classes
     if not task.labels:  # extractive answers: no classes to confuse

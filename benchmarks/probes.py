@@ -1,0 +1,194 @@
+"""Is the probe worth watching? The demo's pretraining with its probes, its checkpoints probed
+and fine-tuned: the probes' dev scores beside the fine-tuned dev scores of the same checkpoints,
+their Spearman rank correlation, and what probing cost the run.
+
+    python benchmarks/probes.py [--out=/tmp/wyjax-probes] [--seeds=punc=3,tlc=1] [--package=chinese-poetry/package]
+
+1. derives the demo's two tasks from chinese-poetry (wyjax/tasks/builders/poetry.py) into OUT/tasks;
+2. runs the demo's pretraining (`python -m wyjax.pretrain --config=pretrain/deberta_tiny.py`)
+   into OUT/pretrain, keeping a checkpoint every --checkpoint_every steps (which changes nothing
+   it trains); its step 0 (the run's initial parameters, drawn as it draws them) is written to
+   OUT/step0; then times the same pretraining as the demo runs it, with its probes at their
+   default cadence (step 0 and every evaluation; OUT/timed_probes) and without (OUT/timed_no_probes),
+   wall and CPU seconds;
+3. probes every checkpoint with the probe command's code (wyjax.train.probes.probe_model), and
+   fine-tunes it on both tasks with the demo's recipe (wyjax/demo.py: PUNC 300 steps, TLC 750,
+   batch 32, the model's learning rate; --seeds seeds per task, their mean) into OUT/finetune/<step>/;
+4. prints a markdown table: step, validation MLM loss, each task's probe and fine-tuned dev score,
+   the Spearman correlation over checkpoints, the in-run probes against the command's on the
+   same checkpoints, and the probes' share of the run's wall time (their own seconds) and CPU
+   time (the run with probes against the run without).
+
+Every stage is kept in OUT and reused by a rerun (results.json holds what was measured), so an
+interrupted run resumes where it stopped. Results go in docs/benchmarks.md.
+"""
+import argparse
+import json
+import os
+import pathlib
+import platform
+import resource
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+from etils import epath
+
+from wyjax.core import checkpoints, config_files, storage
+from wyjax.data import corpus, prepare
+from wyjax.data import tokenizer as tokenizer_lib
+from wyjax.tasks.builders import poetry
+from wyjax.tasks.registry import TASKS
+from wyjax.train import pretraining, probes, suite
+
+# The demo's fine-tuning (wyjax/demo.py's defaults): steps per task, an evaluation every quarter.
+FINETUNING_STEPS = {poetry.PUNCTUATION: 300, poetry.DYNASTY: 750}
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def records(path: pathlib.Path) -> list[dict]:
+  return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def pretrain(out: pathlib.Path, name: str, options: list[str]) -> dict:
+  """Runs the demo's pretraining into OUT/name with `options` (a finished one is kept: its timing
+  is in OUT/<name>_timing.json) and returns its wall and CPU seconds and its probes' seconds. Each
+  run compiles into a compilation cache of its own, empty at its start: both timed runs compile
+  every program, as a first run does (a shared cache gave the second run the first one's train step)."""
+  workdir, timing = out / name, out / f"{name}_timing.json"
+  if timing.exists():
+    return storage.read_json(timing)
+  command = [sys.executable, "-m", "wyjax.pretrain", "--config=pretrain/deberta_tiny.py", f"--workdir={workdir}",
+             *options]
+  print(" ".join(command), flush=True)
+  cpu_before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+  env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(out / f"{name}_xla")}
+  subprocess.run(command, cwd=REPO_ROOT, check=True, env=env)
+  wall, cpu_after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+  metrics = records(workdir / "metrics.jsonl")
+  result = {"wall_seconds": wall,
+            "cpu_seconds": cpu_after.ru_utime + cpu_after.ru_stime - cpu_before.ru_utime - cpu_before.ru_stime,
+            "probe_seconds": sum(r.get("probe_seconds", 0.0) for r in metrics),
+            "probe_evaluations": sum("probe_seconds" in r for r in metrics),
+            "compile_seconds": sum(r.get("compile_seconds", 0.0) for r in metrics)}
+  storage.write_json(timing, result)
+  return result
+
+
+def write_step0(out: pathlib.Path, config) -> pathlib.Path:
+  """The run's parameters before its first step, as a workdir (model.json, tokenizer, checkpoint 0):
+  the state pretraining.build's program initialises from config.seed."""
+  workdir = out / "step0"
+  if (workdir / "checkpoints" / "0").exists():
+    return workdir
+  data_dir = pretraining.prepared_data_dir(config)
+  tokenizer = tokenizer_lib.Tokenizer.load(data_dir / "tokenizer")
+  run = pretraining.build(config, tokenizer, prepare.read_manifest(data_dir)["sequence_length"])
+  params = jax.device_get(run.program.init_state(jax.random.key(config.seed))["params"])
+  checkpoints.write_model_info(
+      workdir, run.model_config.without_run_choices().replace(dtype="float32").to_dict(), ["mlm_head"], tokenizer)
+  with checkpoints.manager(workdir) as mngr:
+    mngr.save(0, args=ocp.args.Composite(state=ocp.args.PyTreeSave({"params": params})))
+    mngr.wait_until_finished()
+    checkpoints.seal(epath.Path(mngr.directory) / "0")
+  return workdir
+
+
+def spearman(a, b) -> float:
+  """Spearman's rank correlation (ties: average ranks)."""
+  def ranks(values):
+    values = np.asarray(values, float)
+    order = np.argsort(values, kind="stable")
+    out = np.empty(len(values))
+    out[order] = np.arange(len(values))
+    for value in np.unique(values):  # ties share their mean rank
+      out[values == value] = out[values == value].mean()
+    return out
+  ra, rb = ranks(a), ranks(b)
+  if ra.std() == 0 or rb.std() == 0:
+    return float("nan")
+  return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def main():
+  parser = argparse.ArgumentParser()
+  parser.add_argument("--out", default="/tmp/wyjax-probes")
+  parser.add_argument("--seeds", default="punc=3,tlc=1", help="fine-tuning seeds per task (TASK=N, comma-separated)")
+  parser.add_argument("--checkpoint_every", type=int, default=250)
+  parser.add_argument("--package", default=None, help="an unpacked chinese-poetry package/ (default: fetched)")
+  args = parser.parse_args()
+  seeds = {task: 1 for task in poetry.TASKS} | {
+      task: int(n) for task, n in (e.split("=") for e in args.seeds.split(","))}
+  out = pathlib.Path(args.out)
+  out.mkdir(parents=True, exist_ok=True)
+  config = config_files.load("pretrain/deberta_tiny")
+  tasks_dir = out / "tasks"
+  if not (tasks_dir / "summary.json").exists():
+    poetry.build_poetry_tasks(tasks_dir, reader=corpus.PoetryReader(args.package))
+  spec = ",".join(f"{task}:{tasks_dir / task}" for task in poetry.TASKS)
+  # The checkpoints to compare (untimed: the training is the demo's, its checkpoints kept) ...
+  pretrain(out, "pretrain", [f"--config.checkpoint_every={args.checkpoint_every}", "--config.keep_checkpoints=1000"])
+  # ... and the demo's pretraining as it runs, with its probes and without: what they cost.
+  timing = pretrain(out, "timed_probes", [f"--config.probes={spec}"])
+  unprobed = pretrain(out, "timed_no_probes", [])
+
+  results_file = out / "results.json"
+  results = storage.read_json(results_file) if results_file.exists() else {}
+  models = {0: write_step0(out, config)} | {
+      int(p.name): p for p in sorted((out / "pretrain" / "checkpoints").iterdir()) if p.name.isdigit()}
+  configs = [suite.task_config(task, data_dir=str(tasks_dir / task)) for task in poetry.TASKS]
+  for step, model in sorted(models.items()):
+    entry = results.setdefault(str(step), {})
+    if "probe" not in entry:
+      start = time.perf_counter()
+      entry["probe"] = probes.probe_model(model, configs, config.probe_examples)
+      entry["probe_seconds"] = time.perf_counter() - start
+      storage.write_json(results_file, results)
+    if entry.get("seeds") != seeds:  # (a rerun with more seeds keeps the finished ones)
+      per_task = {task: dict(num_train_steps=n, eval_every=max(1, n // 4), seeds=seeds[task])
+                  for task, n in FINETUNING_STEPS.items()}
+      board = suite.run(init=str(model), data_root=tasks_dir, out=out / "finetune" / str(step),
+                        tasks=list(poetry.TASKS), name=f"step {step}", batch_size=32, per_task=per_task)
+      if board["failed"]:
+        raise RuntimeError(f"step {step}: {board['failed']}")
+      entry["finetuned"] = {task: storage.read_json(out / "finetune" / str(step) / task / "results.json")["dev_mean"]
+                            for task in poetry.TASKS}
+      entry["seeds"] = seeds
+      storage.write_json(results_file, results)
+    print(f"step {step}: {entry}", flush=True)
+
+  in_run = {r["step"]: r for r in records(out / "timed_probes" / "metrics.jsonl") if "valid_loss" in r}
+  steps = sorted(int(s) for s in results)
+  print(f"\n# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, jax {jax.__version__}; "
+        f"fine-tuning seeds {args.seeds}, their mean\n")
+  metric = {task: TASKS[task].main_metric for task in poetry.TASKS}
+  print("| step | valid MLM loss | " + " | ".join(f"{t.upper()} probe {metric[t]} | {t.upper()} fine-tuned {metric[t]}"
+                                                for t in poetry.TASKS) + " |")
+  print("|---|---|" + "---|---|" * len(poetry.TASKS))
+  for step in steps:
+    entry = results[str(step)]
+    loss = f"{in_run[step]['valid_loss']:.3f}" if step in in_run else "–"
+    cells = [f"{100 * entry['probe'][t][metric[t]]:.2f} | {100 * entry['finetuned'][t]:.2f}" for t in poetry.TASKS]
+    print(f"| {step:,} | {loss} | " + " | ".join(cells) + " |")
+  for task in poetry.TASKS:
+    probe = [results[str(s)]["probe"][task][metric[task]] for s in steps]
+    tuned = [results[str(s)]["finetuned"][task] for s in steps]
+    print(f"\n{task.upper()}: Spearman (probe, fine-tuned) over {len(steps)} checkpoints {spearman(probe, tuned):.3f}")
+  # The in-run probes (at step 0 and every evaluation) against the command's on the same checkpoints.
+  same = [(s, t) for s in steps for t in poetry.TASKS if s in in_run and probes.metric_key(t, metric[t]) in in_run[s]]
+  differences = [abs(in_run[s][probes.metric_key(t, metric[t])] - results[str(s)]["probe"][t][metric[t]])
+                 for s, t in same]
+  print(f"\nthe run's probes vs the command's on the same checkpoints, {len(same)} (step, task) pairs: "
+        f"largest difference {max(differences, default=0):.2e}")
+  print(f"probing: {timing['probe_seconds']:.1f} s of the pretraining's {timing['wall_seconds']:.1f} s wall "
+        f"({100 * timing['probe_seconds'] / timing['wall_seconds']:.2f}%, {timing['probe_evaluations']} evaluations); "
+        f"without probes the run took {unprobed['wall_seconds']:.1f} s wall, {unprobed['cpu_seconds']:.1f} CPU-s, with "
+        f"them {timing['cpu_seconds']:.1f} CPU-s ({100 * (1 - unprobed['cpu_seconds'] / timing['cpu_seconds']):.2f}% "
+        "of the CPU time)")
+
+
+if __name__ == "__main__":
+  main()

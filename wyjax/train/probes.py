@@ -1,0 +1,339 @@
+"""Linear probes of a frozen encoder on fine-tuning tasks: an evaluation of a pretraining run
+(`--config.probes=tlc:DIR,punc:DIR`, at step 0 and at each evaluation) and of any checkpoint
+(`python -m wyjax.probe`), as big_vision's few-shot evaluators are of its runs.
+
+For each task: the encoder (no dropout) encodes up to `examples` training examples and the dev
+split in one jitted program over the mesh; a ridge regression onto one-hot labels is fitted in
+closed form on the host, on pooled features for a head with one output per example or on each
+token's for a tagging head (the head's `probe`); its strength, and how much a row counts by its
+label's frequency (BALANCES), are chosen by the task's main metric on every HELD_OUT-th of those
+training examples, then it is refitted on all of them; dev is decoded and scored by the task
+itself (Task.predictions, Task.score). The probe knows no task: any registered task whose head
+has a probe is probed by its own reader, features and metric.
+
+Everything but the parameters is fixed once: the examples drawn (a fixed seed), their padded
+batches (on the devices), the programs. A probe is a pure function of the encoder's parameters,
+so the same checkpoint scores the same in its run and from the command.
+"""
+import dataclasses
+import logging
+import pathlib
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import threadpoolctl
+from jax.sharding import Mesh
+
+from wyjax.core import partitioning
+from wyjax.hf import loading
+from wyjax.models import EncoderConfig, encoder_class
+from wyjax.models.task_heads import HEADS, PER_TOKEN
+from wyjax.tasks import batching, datasets
+from wyjax.tasks.registry import TASKS
+from wyjax.tasks.tagging import IGNORE
+from wyjax.tasks.task import Task
+from wyjax.train import task_model
+
+SEED = 0  # draws the training examples a probe fits: the same in every run and command
+HELD_OUT = 5  # every 5th drawn training example chooses the ridge strength and balance
+# Ridge strengths, strongest first (a tie goes to the stronger), as multiples of the mean
+# eigenvalue of the centred features' Gram matrix: from a heavy shrinkage to almost none.
+STRENGTHS = 10.0 ** np.arange(1, -6, -1)
+# Each row weighted by its label's frequency to the power −balance: none, partial, full (a tie goes
+# to less). Unweighted, PUNC's probe predicted little but the last mark of a text (precision 0.97-0.99,
+# recall 0.12 from step 250 of the demo's pretraining to its end): the marks inside were outvoted by O.
+BALANCES = (0.0, 0.5, 1.0)
+# (sequences per batch, rounded up to the mesh's data shards; the padded lengths fitted to the
+# batches), by platform, as fine-tuning's bucketing is. On the CPU 16 sequences: the tiny model
+# encoded batches of 16 × 128 tokens at 1.7× the tokens a second of 32 × 128 (2 cores; larger
+# ones outgrow the caches); 8 lengths, compiled once and reused at every evaluation: an
+# evaluation of the demo's two tasks took 8.3 s against 11.9 s at the 5 lengths that pay for
+# training (task_model.bucket_count), each compile well under a second. An accelerator: 64
+# sequences at one length (a program compiles and autotunes there for seconds).
+BATCHES = {"cpu": (16, 8)}
+ACCELERATOR_BATCHES = (64, 1)
+# The ridge's algebra (Gram matrices, an eigendecomposition) on one BLAS thread: on 2 busy cores
+# OpenBLAS's two threads made a 128 × 128 eigh take 0.45 s instead of 1.6 ms, and PUNC's
+# 50,000 × 128 Gram matrix 1-2 s instead of 0.04.
+BLAS_THREADS = 1
+
+
+def metric_key(task: str, metric: str) -> str:
+  """The name a probe's score has in metrics.jsonl, TensorBoard and the progress line."""
+  return f"probe/{task}/{metric}"
+
+
+def parse(spec: str, flag: str = "--config.probes") -> list[tuple[str, str]]:
+  """'tlc:DIR,punc:DIR' as [(task, folder)]; a task unknown, without a probe or named twice, a
+  folder missing, is one error naming `flag`, before any work."""
+  out = []
+  for entry in filter(None, (e.strip() for e in spec.split(","))):
+    name, colon, folder = entry.partition(":")
+    if not colon or not folder:
+      raise ValueError(f"{flag}: {entry!r} is not TASK:FOLDER (e.g. tlc:WYWEB/tlc)")
+    if name not in TASKS:
+      raise ValueError(f"{flag}: unknown task {name!r}; probes: {', '.join(probed_tasks())}")
+    check_probed(TASKS[name], flag)
+    if name in dict(out):
+      raise ValueError(f"{flag}: {name} named twice")
+    if not pathlib.Path(folder).is_dir():
+      raise FileNotFoundError(f"{flag}: {folder}: no such task folder (for {name})")
+    out.append((name, folder))
+  return out
+
+
+def probed_tasks() -> list[str]:
+  return [name for name, task in TASKS.items() if HEADS[task.head].probe]
+
+
+def check_probed(task: Task, flag: str) -> None:
+  if not HEADS[task.head].probe:
+    raise ValueError(f"{flag}: {task.name} has no linear probe: its head ({task.head}) predicts neither one label "
+                     f"per example nor one per token; probes: {', '.join(probed_tasks())}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskProbe:
+  """One task's examples and features, read once: `parts` fit, held_out (training examples)
+  and dev, each (examples, features)."""
+  task: Task
+  per_token: bool
+  parts: dict[str, tuple[list, list[dict]]]
+  max_length: int
+
+
+def load(config, tokenizer, model_config: EncoderConfig, examples: int) -> TaskProbe:
+  """The probe of the task config `config` (its task, data_dir, max_length and options, as
+  fine-tuning reads them) for a model of `model_config` and `tokenizer`: up to `examples`
+  training examples (drawn with SEED) and the dev split, featurized."""
+  task = TASKS[config.task]
+  check_probed(task, "--config.task")
+  splits = datasets.load_splits(task.files, config.data_dir)
+  task, splits = task.prepare(task, splits, config)
+  if "dev" not in splits:
+    raise FileNotFoundError(f"{config.data_dir}: no dev split for {task.name}'s probe to score")
+  train = splits["train"]
+  drawn = np.sort(np.random.default_rng(SEED).permutation(len(train))[:examples])
+  sample = [train[i] for i in drawn]
+  data = task_model.load_task_data(task, config, tokenizer, model_config, {"train": sample, "dev": splits["dev"]})
+  (sample, features), dev = data["train"], data["dev"]
+  held = np.arange(len(sample)) % HELD_OUT == 0
+  pick = lambda mask: ([e for e, m in zip(sample, mask) if m], [f for f, m in zip(features, mask) if m])
+  parts = {"fit": pick(~held), "held_out": pick(held), "dev": dev}
+  if not parts["fit"][0]:
+    raise ValueError(f"{config.data_dir}: {len(sample)} training example(s): a probe needs at least 2 (one to fit, "
+                     "one to choose the ridge strength)")
+  return TaskProbe(task, HEADS[task.head].probe == PER_TOKEN, parts, data["max_length"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Encoder:
+  """The encoder's features as one jitted program over a mesh: (encoder params, batch,
+  per_token) → the last hidden state [batch, length, hidden], or its mean over each row's
+  tokens [batch, hidden]; deterministic (no dropout), float32, replicated for the host."""
+  mesh: Mesh
+  params_sharding: dict
+  features: Callable
+  pad_id: int
+
+  @classmethod
+  def build(cls, model_config: EncoderConfig, mesh: Mesh, logical_rules, encoder_sharding, pad_id: int) -> "Encoder":
+    encoder = encoder_class(model_config)(model_config)
+
+    def features(params, batch, per_token):
+      ids = batch["input_ids"]
+      mask = (ids != pad_id).astype(jnp.int32)
+      hidden = encoder.apply({"params": params}, ids, mask, batch.get("token_type_ids"), deterministic=True)
+      hidden = hidden.astype(jnp.float32)
+      if per_token:
+        return hidden
+      return jnp.sum(hidden * mask[..., None], 1) / jnp.maximum(jnp.sum(mask, 1, keepdims=True), 1)
+
+    jitted = jax.jit(partitioning.with_activation_constraints(features, mesh, logical_rules), static_argnums=2,
+                     in_shardings=(encoder_sharding, partitioning.batch_sharding(mesh)),
+                     out_shardings=partitioning.replicated(mesh))
+    return cls(mesh, encoder_sharding, jitted, pad_id)
+
+  @classmethod
+  def of_params(cls, model_config: EncoderConfig, mesh: Mesh, logical_rules, pad_id: int) -> "Encoder":
+    """The program for a model of its own (wyjax.probe): its params placed by their logical axes."""
+    encoder = encoder_class(model_config)(model_config)
+    boxed = jax.eval_shape(lambda: encoder.init(jax.random.key(0), jnp.zeros((1, 8), jnp.int32))["params"])
+    return cls.build(model_config, mesh, logical_rules, partitioning.param_shardings(boxed, mesh, logical_rules),
+                     pad_id)
+
+  @property
+  def batches(self) -> tuple[int, int]:
+    """(sequences per batch, padded lengths) of its platform (BATCHES), the sequences rounded up
+    to the mesh's data shards."""
+    shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
+    rows, lengths = BATCHES.get(self.mesh.devices.flat[0].platform, ACCELERATOR_BATCHES)
+    return -(-rows // shards) * shards, lengths
+
+
+class Probes:
+  """A run's probes: their batches placed on the mesh once, scored by `evaluate`."""
+
+  def __init__(self, probes: list[TaskProbe], encoder: Encoder):
+    self.probes, self.encoder = probes, encoder
+    rows, lengths = encoder.batches
+    sharding = partitioning.batch_sharding(encoder.mesh)
+    self._batches = []  # per probe: [(indices into its examples, fit then held_out then dev; batch)]
+    self._lengths = []  # per probe: each example's tokens
+    for probe in probes:
+      features = [f for _, part in probe.parts.values() for f in part]
+      self._lengths.append([f["input_ids"].shape[-1] for f in features])
+      batches = batching.eval_batches(features, batch_size=rows, max_length=probe.max_length, pad_id=encoder.pad_id,
+                                      bucket_count=lengths)
+      self._batches.append([(indices, {k: _global(sharding, v) for k, v in task_model.model_inputs(batch).items()})
+                            for indices, batch in batches])
+
+  def __bool__(self) -> bool:
+    return bool(self.probes)
+
+  def evaluate(self, encoder_params, signal_at: Callable[[int], int] = lambda count: 0) -> tuple[dict | None, int]:
+    """({probe/<task>/<metric>: score, probe_seconds: the time they took}, 0) ({} without
+    probes), or (None, the signal) when signal_at(count), asked before each batch (count: the
+    batches so far), says to stop."""
+    if not self.probes:
+      return {}, 0
+    start, scores, count = time.perf_counter(), {}, 0
+    for probe, batches, lengths in zip(self.probes, self._batches, self._lengths):
+      features, pending = [None] * len(lengths), None
+      for indices, batch in batches:
+        if signum := signal_at(count):
+          return None, signum
+        count += 1
+        out = self.encoder.features(encoder_params, batch, probe.per_token)  # dispatched, not awaited
+        if pending:
+          _store(features, lengths, *pending)
+        pending = indices, out
+      _store(features, lengths, *pending)
+      with threadpoolctl.threadpool_limits(BLAS_THREADS, "blas"):
+        scores |= {metric_key(probe.task.name, k): v for k, v in fit_and_score(probe, features).items()}
+    return {**scores, "probe_seconds": time.perf_counter() - start}, 0
+
+
+def _global(sharding, array: np.ndarray) -> jax.Array:
+  """A global array from one every process holds whole: each puts its own rows."""
+  rows = array.shape[0] // jax.process_count()
+  local = array[jax.process_index() * rows:(jax.process_index() + 1) * rows]
+  return jax.make_array_from_process_local_data(sharding, local, array.shape)
+
+
+def _store(features: list, lengths: list[int], indices, out) -> None:
+  """Each example's features from its batch's: pooled, or its own tokens' ([its length, hidden])."""
+  out = jax.device_get(out)
+  for row, i in enumerate(indices):
+    features[i] = out[row] if out.ndim == 2 else out[row, :lengths[i]]
+
+
+def fit_and_score(probe: TaskProbe, features: list[np.ndarray]) -> dict:
+  """The task's dev metrics of a ridge probe on `features` (one per example of probe.parts, in
+  order): fitted on the fit part at each balance and strength; the pair whose held_out
+  predictions score best by the task's main metric (ties: the first), refitted on fit and
+  held_out together, predicts dev."""
+  task, classes = probe.task, len(probe.task.labels)
+  (fit_e, fit_f), (held_e, held_f), (dev_e, dev_f) = probe.parts.values()
+  fit_x, held_x, dev_x = (features[:len(fit_f)], features[len(fit_f):len(fit_f) + len(held_f)],
+                          features[len(fit_f) + len(held_f):])
+
+  def moments(x, f):
+    """class_moments of the labelled rows: examples, or their tokens."""
+    labels = [np.asarray(task_model.labels_of(fi)) for fi in f]
+    x, y = (np.concatenate(x), np.concatenate(labels)) if probe.per_token else (np.stack(x), np.stack(labels))
+    return class_moments(x[y != IGNORE], y[y != IGNORE], classes)
+
+  def scorer(x, examples, f):
+    """solution → the task's metrics of a part's predictions from the probe's logits."""
+    rows = np.concatenate(x) if probe.per_token else np.stack(x)
+    ends = np.cumsum([len(xi) for xi in x])[:-1] if probe.per_token else None  # each example's own tokens
+
+    def scores(solution):
+      weights, bias = solution
+      logits = rows @ weights + bias
+      return task.score(examples, task.predictions(examples, f, logits if ends is None else np.split(logits, ends)))
+    return scores
+
+  fit, held_scorer = moments(fit_x, fit_f), scorer(held_x, held_e, held_f)
+  choices = [(balance, strength, solution) for balance in BALANCES
+             for strength, solution in zip(STRENGTHS, ridge(fit, balance))]
+  held_scores = [held_scorer(solution)[task.main_metric] for *_, solution in choices]
+  balance, strength, _ = choices[int(np.argmax(held_scores))]
+  both = tuple(a + b for a, b in zip(fit, moments(held_x, held_f)))
+  solution, = ridge(both, balance, strengths=(strength,))
+  return scorer(dev_x, dev_e, dev_f)(solution)
+
+
+def class_moments(x: np.ndarray, y: np.ndarray, classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Each label's rows [classes], sum of x [classes, features] and XᵀX [classes, features,
+  features], in float64: all that ridge needs at any balance, and summable over parts."""
+  counts = np.bincount(y, minlength=classes).astype(np.float64)
+  sums, grams = np.zeros((classes, x.shape[1])), np.zeros((classes, x.shape[1], x.shape[1]))
+  for label in np.flatnonzero(counts):
+    rows = x[y == label].astype(np.float64)
+    sums[label], grams[label] = rows.sum(0), rows.T @ rows
+  return counts, sums, grams
+
+
+def ridge(moments: tuple, balance: float = 0.0, strengths=STRENGTHS) -> list[tuple[np.ndarray, np.ndarray]]:
+  """(weights [features, classes], bias [classes]) of ridge regression from rows x onto their
+  labels one-hot, given their class_moments, each row weighted by its label's frequency to the
+  power −balance, at each strength (× the mean eigenvalue of the weighted, centred XᵀX), the bias
+  unpenalized: one eigendecomposition for all."""
+  counts, sums, grams = moments
+  label_weights = np.zeros_like(counts)  # a label without rows weighs nothing
+  label_weights[counts > 0] = (counts[counts > 0] / counts.sum()) ** -balance
+  total = label_weights @ counts
+  x_mean, y_mean = label_weights @ sums / total, label_weights * counts / total
+  gram = np.einsum("c,cij->ij", label_weights, grams) - total * np.outer(x_mean, x_mean)
+  cross = (label_weights[:, None] * sums).T - total * np.outer(x_mean, y_mean)
+  eigenvalues, vectors = np.linalg.eigh(gram)
+  projected = vectors.T @ cross
+  scale = max(float(eigenvalues.mean()), np.finfo(np.float64).tiny)
+  out = []
+  for strength in strengths:
+    weights = vectors @ (projected / (eigenvalues + strength * scale)[:, None])
+    out.append((weights, y_mean - x_mean @ weights))
+  return out
+
+
+def task_scores(scores: dict, task: str) -> dict:
+  """{metric: score} of one task's probe among Probes.evaluate's scores."""
+  prefix = metric_key(task, "")
+  return {k.removeprefix(prefix): v for k, v in scores.items() if k.startswith(prefix)}
+
+
+def probe_model(path, configs: list, examples: int) -> dict:
+  """{task: its dev metrics} of probing the model at `path` (wyjax.hf.load: a transformers folder,
+  a wyjax workdir, export or checkpoint step) on each task config, over the first config's mesh."""
+  model = loading.load(path)
+  if model.tokenizer is None:
+    raise FileNotFoundError(f"{path}: no tokenizer (vocab.txt) beside the model")
+  first = configs[0]
+  model_config = model.config.replace(dtype=first.dtype, attention=first.attention)
+  mesh = partitioning.make_mesh(first.mesh.to_dict())
+  encoder = Encoder.of_params(model_config, mesh, partitioning.rules(first.logical_axis_rules), model.tokenizer.pad_id)
+  params = jax.device_put(model.params.get("scorer", model.params)["encoder"], encoder.params_sharding)
+  task_probes = [load(config, model.tokenizer, model_config, examples) for config in configs]
+  scores, _ = Probes(task_probes, encoder).evaluate(params)
+  return {probe.task.name: task_scores(scores, probe.task.name) for probe in task_probes}
+
+
+def for_pretraining(config, run, tokenizer) -> Probes:
+  """The probes config.probes names, for the pretraining `run` (its mesh, its params' shardings):
+  each task at its packaged config (wyjax.train.suite.task_config), config.probe_examples
+  training examples. None named: no probes."""
+  from wyjax.train import suite  # pylint: disable=import-outside-toplevel  (fine-tuning's configs, only when probing)
+  names = parse(config.probes)
+  prog = run.program
+  encoder = Encoder.build(run.model_config, prog.mesh, prog.logical_rules, prog.params_sharding["encoder"],
+                          tokenizer.pad_id)
+  probes = []
+  for name, folder in names:
+    probes.append(load(suite.task_config(name, data_dir=folder), tokenizer, run.model_config, config.probe_examples))
+    logging.info("probe %s: %s", name, ", ".join(f"{len(p[0])} {k}" for k, p in probes[-1].parts.items()))
+  return Probes(probes, encoder)
