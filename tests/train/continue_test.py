@@ -144,15 +144,15 @@ def test_a_transplant_starts_far_below_random_weights_and_its_frozen_stage_keeps
   on the same books with their traditional characters kept (another vocabulary: rows copied where a
   character is in both, mapped through OpenCC where only its simplified form was seen): its
   validation loss at step 0 is far below random weights'; after its 2 frozen steps the encoder is
-  the checkpoint's bit for bit, the embeddings are not; and a run stopped at the boundary resumes
-  exactly."""
+  the checkpoint's bit for bit, the embeddings are not; and a run stopped just after the boundary
+  resumes exactly."""
   checkpoint, traditional = tmp_path / "modern", tmp_path / "traditional"
   run_pretrain(checkpoint, tiny_corpus, "--config.num_train_steps=40", "--config.learning_rate=3e-3",
                "--config.checkpoint_every=40")
   prepare.prepare_corpus(traditional, prepare.Options(source=f"daizhige:{shared_data / 'daizhige_sample'}",
                                                       sequence_length=64, valid_fraction=0.2, t2s=False),
                          workers=1, progress=False, log=lambda *_: None)
-  continued = ("--config.num_train_steps=4", f"--config.init={checkpoint}", "--config.freeze_encoder_steps=2",
+  continued = ("--config.num_train_steps=8", f"--config.init={checkpoint}", "--config.freeze_encoder_steps=2",
                "--config.keep_checkpoints=5")
   straight = run_pretrain(tmp_path / "straight", traditional, *continued)
   random = run_pretrain(tmp_path / "random", traditional, "--config.num_train_steps=0")
@@ -177,10 +177,12 @@ def test_a_transplant_starts_far_below_random_weights_and_its_frozen_stage_keeps
   stopped = tmp_path / "stopped"
   process = subprocess.Popen(pretrain_command(stopped, traditional, *continued), env=pretrain_env(), cwd=REPO_ROOT,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-  _wait_until(lambda: (stopped / "checkpoints" / "2" / "checksums.json").exists(), process, "checkpoint 2")
+  # Stopped as its second step is logged: in the second stage or at its start, with steps left (a tiny step
+  # takes milliseconds: waiting for checkpoint 2's files let a loaded machine's run reach its end first).
+  _wait_until(lambda: (stopped / "metrics.jsonl").exists() and 2 in losses(stopped), process, "step 2")
   process.send_signal(signal.SIGTERM)
   process.communicate(timeout=120)
-  assert process.returncode == 128 + signal.SIGTERM and max(losses(stopped)) < 4
+  assert process.returncode == 128 + signal.SIGTERM and max(losses(stopped)) < 8
   run_pretrain(stopped, traditional, *continued)
   assert losses(stopped) == losses(tmp_path / "straight")
   rates = {r["step"]: r["learning_rate"] for r in map(json.loads, (stopped / "metrics.jsonl").read_text().splitlines())
