@@ -37,9 +37,14 @@ class RowSources:
     return f"{self.copied:,} rows copied, {self.mapped:,} mapped by OpenCC (simplified/traditional), {self.new:,} new"
 
 
+def _split(token: str) -> tuple[str, str]:
+  """(WordPiece's continuation prefix or "", the rest): "##c" → ("##", "c")."""
+  return (TWIN, token[len(TWIN):]) if token.startswith(TWIN) else ("", token)
+
+
 def _counterparts(token: str, by_simplified: dict[str, list[str]]) -> list[str]:
   """The checkpoint tokens that stand for `token` in the other script, most direct first."""
-  prefix, char = (TWIN, token[len(TWIN):]) if token.startswith(TWIN) else ("", token)
+  prefix, char = _split(token)
   if len(char) != 1:  # a special token or a word piece of several characters: no counterpart
     return []
   simplified = to_simplified(char)
@@ -52,7 +57,7 @@ def row_sources(checkpoint_vocab: list[str], vocab: list[str]) -> RowSources:
   ids = {token: i for i, token in enumerate(checkpoint_vocab)}
   by_simplified = collections.defaultdict(list)  # a simplified token → the checkpoint's tokens that simplify to it
   for token in checkpoint_vocab:
-    prefix, char = (TWIN, token[len(TWIN):]) if token.startswith(TWIN) else ("", token)
+    prefix, char = _split(token)
     if len(char) == 1:
       by_simplified[prefix + to_simplified(char)].append(token)
   rows = np.full(len(vocab), -1, np.int64)

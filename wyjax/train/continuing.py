@@ -28,11 +28,10 @@ def local_init(init: str) -> str:
   if export_folder.hub_id(init):
     from wyjax.hf import hub  # huggingface_hub's HTTP stack only for a Hub id: a GPU image may lack it
     init = hub.fetch(init)
-  path = init
-  if not epath.Path(path).exists():
+  if not epath.Path(init).exists():
     raise guards.RunError(f"--config.init {init}: no such folder (a transformers folder, a wyjax workdir or export, "
                           "or a Hub id ORG/NAME)")
-  return path
+  return init
 
 
 def architecture(init: str, config, typed=()) -> dict:
