@@ -15,9 +15,10 @@ from tests.stops_test import tlc_folder
 from tests.train import pretrain_config
 from tests.train.conftest import REPO_ROOT, pretrain_env
 from wyjax.core import guards
+from wyjax.core import partitioning
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.hf import export_folder, loading
-from wyjax.models import EncoderConfig
+from wyjax.models import EncoderConfig, encoder_class
 from wyjax.tasks.builders import punc
 from wyjax.train import pretraining, probes
 
@@ -160,6 +161,49 @@ def test_a_probe_that_cannot_run_is_one_error_before_any_work(tmp_path, spec, er
   with pytest.raises((ValueError, FileNotFoundError), match=re.escape(error.format(folder=tmp_path))) as refused:
     pretraining.train_and_evaluate(config, tmp_path / "run")
   assert "\n" not in str(refused.value) and not (tmp_path / "run").exists()
+
+
+def test_packing_places_every_example_once_in_rows_it_fits():
+  lengths = np.random.default_rng(0).integers(1, 33, 500).tolist()
+  rows = probes.pack(lengths, 32)
+  assert sorted(i for row in rows for i in row) == list(range(500))
+  filled = sorted(sum(lengths[i] for i in row) for row in rows)
+  assert filled[-1] <= 32
+  assert filled[0] + filled[1] > 32  # no two rows could be one: a row is opened only for an example no other fits
+
+
+@pytest.mark.parametrize("architecture", [
+    dict(model_type="bert", type_vocab_size=2),
+    dict(model_type="roberta", pad_token_id=1, type_vocab_size=1, max_position_embeddings=40),  # positions from 2
+    dict(model_type="deberta-v2", relative_attention=True, position_buckets=4, pos_att_type="p2c|c2p",
+         share_att_key=True, position_biased_input=True, type_vocab_size=2)])
+def test_packed_examples_encode_as_each_alone(architecture):
+  """Each example's features from packed rows against the encoder's on that example alone (its
+  row of an ordinary padded batch): packing must change nothing but the float rounding."""
+  config = EncoderConfig(**{"vocab_size": 50, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+                            "intermediate_size": 32, "max_position_embeddings": 38, **architecture})
+  rng = np.random.default_rng(1)
+  lengths = rng.integers(2, 39 - config.first_position, 12)
+  features = [{"input_ids": rng.integers(config.pad_token_id + 1, 50, n),
+               "token_type_ids": (np.arange(n) >= n // 2).astype(np.int64) * (config.type_vocab_size - 1)}
+              for n in lengths]
+  mesh = partitioning.make_mesh({"data": -1})
+  encoder = probes.Encoder.of_params(config, mesh, partitioning.rules(partitioning.LOGICAL_AXIS_RULES),
+                                     config.pad_token_id)
+  model = encoder_class(config)(config)
+  params = model.init(jax.random.key(0), np.zeros((1, 8), np.int32))["params"]
+  batches = probes.packed_batches(features, rows=encoder.rows, row_length=lengths.max(), pad_id=config.pad_token_id)
+  assert sum(len(placements) for placements, _ in batches) == 12 and len(batches[0][0]) > len(batches[0][1]["input_ids"]) // 2
+  width = lengths.max()
+  alone = np.full((12, width), config.pad_token_id)
+  types = np.zeros((12, width), np.int64)
+  for i, f in enumerate(features):
+    alone[i, :lengths[i]], types[i, :lengths[i]] = f["input_ids"], f["token_type_ids"]
+  expected = model.apply({"params": params}, alone, (alone != config.pad_token_id).astype(np.int32), types)
+  for placements, batch in batches:
+    packed = np.asarray(encoder.features(params, batch))
+    for i, row, start in placements:
+      np.testing.assert_allclose(packed[row, start:start + lengths[i]], expected[i, :lengths[i]], atol=2e-5, rtol=0)
 
 
 @pytest.mark.parametrize("balance", probes.BALANCES)

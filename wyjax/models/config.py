@@ -145,10 +145,16 @@ class EncoderConfig:
     return self.model_type != "deberta-v2" or self.position_biased_input
 
   @property
+  def first_position(self) -> int:
+    """The position id of an input's first token: RoBERTa's count from pad_token_id + 1
+    (transformers' create_position_ids_from_input_ids), the others' from 0."""
+    return self.pad_token_id + 1 if self.model_type == "roberta" else 0
+
+  @property
   def max_tokens(self) -> int:
-    """The most tokens an input's absolute positions cover: RoBERTa's position ids start after
-    pad_token_id (transformers' offset: 514 positions hold 512 tokens when the pad id is 1)."""
-    return self.max_position_embeddings - (self.pad_token_id + 1 if self.model_type == "roberta" else 0)
+    """The most tokens an input's absolute positions cover (514 of RoBERTa's positions hold 512
+    tokens when the pad id is 1: `first_position`)."""
+    return self.max_position_embeddings - self.first_position
 
   def forward_flops_per_token(self, length: int, predicted_fraction: float = 1.0) -> float:
     """Forward FLOPs per token of the encoder and the MLM head (2 per multiply-add).

@@ -38,8 +38,7 @@ def _position_ids(prefix, total: int, model: MaskedLM):
   (RoBERTa from pad_token_id + 1, as it does without padding)."""
   cfg = model.config
   pads = jnp.sum(prefix == cfg.pad_token_id, axis=1, keepdims=True)
-  first = cfg.pad_token_id + 1 if cfg.model_type == "roberta" else 0
-  return jnp.maximum(jnp.arange(total) - pads, 0) + first
+  return jnp.maximum(jnp.arange(total) - pads, 0) + cfg.first_position
 
 
 def _full_forward(model, params, ids, valid, positions, slot, prefix_length: int):

@@ -11,9 +11,15 @@ training examples, then it is refitted on all of them; dev is decoded and scored
 itself (Task.predictions, Task.score). The probe knows no task: any registered task whose head
 has a probe is probed by its own reader, features and metric.
 
-Everything but the parameters is fixed once: the examples drawn (a fixed seed), their padded
-batches (on the devices), the programs. A probe is a pure function of the encoder's parameters,
+Everything but the parameters is fixed once: the examples drawn (a fixed seed), their packed
+batches (on the devices), the program. A probe is a pure function of the encoder's parameters,
 so the same checkpoint scores the same in its run and from the command.
+
+Examples are packed, not padded: each row of a batch holds as many as fit its length (the
+longest example of the run's probes), each attending to itself alone and counting its positions
+from its own first token, so it encodes as it would alone (to float rounding). One program then
+serves every task and evaluation: padding to bucketed lengths compiled 16 for the demo's two
+tasks (8 lengths each), which took 9 of step 0's 15 s of probing on 2 cores.
 """
 import dataclasses
 import logging
@@ -31,7 +37,7 @@ from wyjax.core import partitioning
 from wyjax.hf import loading
 from wyjax.models import EncoderConfig, encoder_class
 from wyjax.models.task_heads import HEADS, PER_TOKEN
-from wyjax.tasks import batching, datasets
+from wyjax.tasks import datasets
 from wyjax.tasks.registry import TASKS
 from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.task import Task
@@ -46,15 +52,11 @@ STRENGTHS = 10.0 ** np.arange(1, -6, -1)
 # to less). Unweighted, PUNC's probe predicted little but the last mark of a text (precision 0.97-0.99,
 # recall 0.12 from step 250 of the demo's pretraining to its end): the marks inside were outvoted by O.
 BALANCES = (0.0, 0.5, 1.0)
-# (sequences per batch, rounded up to the mesh's data shards; the padded lengths fitted to the
-# batches), by platform, as fine-tuning's bucketing is. On the CPU 16 sequences: the tiny model
-# encoded batches of 16 × 128 tokens at 1.7× the tokens a second of 32 × 128 (2 cores; larger
-# ones outgrow the caches); 8 lengths, compiled once and reused at every evaluation: an
-# evaluation of the demo's two tasks took 8.3 s against 11.9 s at the 5 lengths that pay for
-# training (task_model.bucket_count), each compile well under a second. An accelerator: 64
-# sequences at one length (a program compiles and autotunes there for seconds).
-BATCHES = {"cpu": (16, 8)}
-ACCELERATOR_BATCHES = (64, 1)
+# Rows of a packed batch by platform, rounded up to the mesh's data shards. On the CPU 16: the
+# demo's tiny model encoded 16 rows of 128 tokens at 88,000 tokens a second on 2 cores, 4 and 8
+# rows at 67,000 and 84,000, 32 at 66,000 (larger batches outgrow the caches).
+ROWS = {"cpu": 16}
+ACCELERATOR_ROWS = 64
 # The ridge's algebra (Gram matrices, an eigendecomposition) on one BLAS thread: on 2 busy cores
 # OpenBLAS's two threads made a 128 × 128 eigh take 0.45 s instead of 1.6 ms, and PUNC's
 # 50,000 × 128 Gram matrix 1-2 s instead of 0.04.
@@ -102,7 +104,6 @@ class TaskProbe:
   task: Task
   per_token: bool
   parts: dict[str, tuple[list, list[dict]]]
-  max_length: int
 
 
 def load(config, tokenizer, model_config: EncoderConfig, examples: int) -> TaskProbe:
@@ -126,14 +127,14 @@ def load(config, tokenizer, model_config: EncoderConfig, examples: int) -> TaskP
   if not parts["fit"][0]:
     raise ValueError(f"{config.data_dir}: {len(sample)} training example(s): a probe needs at least 2 (one to fit, "
                      "one to choose the ridge strength)")
-  return TaskProbe(task, HEADS[task.head].probe == PER_TOKEN, parts, data["max_length"])
+  return TaskProbe(task, HEADS[task.head].probe == PER_TOKEN, parts)
 
 
 @dataclasses.dataclass(frozen=True)
 class Encoder:
-  """The encoder's features as one jitted program over a mesh: (encoder params, batch,
-  per_token) → the last hidden state [batch, length, hidden], or its mean over each row's
-  tokens [batch, hidden]; deterministic (no dropout), float32, replicated for the host."""
+  """The encoder's features as one jitted program over a mesh: (encoder params, a
+  `packed_batches` batch) → the last hidden state [rows, length, hidden], each token's from the
+  tokens of its own example; deterministic (no dropout), float32, replicated for the host."""
   mesh: Mesh
   params_sharding: dict
   features: Callable
@@ -143,16 +144,14 @@ class Encoder:
   def build(cls, model_config: EncoderConfig, mesh: Mesh, logical_rules, encoder_sharding, pad_id: int) -> "Encoder":
     encoder = encoder_class(model_config)(model_config)
 
-    def features(params, batch, per_token):
-      ids = batch["input_ids"]
-      mask = (ids != pad_id).astype(jnp.int32)
-      hidden = encoder.apply({"params": params}, ids, mask, batch.get("token_type_ids"), deterministic=True)
-      hidden = hidden.astype(jnp.float32)
-      if per_token:
-        return hidden
-      return jnp.sum(hidden * mask[..., None], 1) / jnp.maximum(jnp.sum(mask, 1, keepdims=True), 1)
+    def features(params, batch):
+      segments = batch["segments"]
+      own_example = segments[:, :, None] == segments[:, None, :]  # [rows, query, key]; padding sees padding
+      hidden = encoder.apply({"params": params}, batch["input_ids"], own_example, batch["token_type_ids"],
+                             batch["positions"] + model_config.first_position, deterministic=True)
+      return hidden.astype(jnp.float32)
 
-    jitted = jax.jit(partitioning.with_activation_constraints(features, mesh, logical_rules), static_argnums=2,
+    jitted = jax.jit(partitioning.with_activation_constraints(features, mesh, logical_rules),
                      in_shardings=(encoder_sharding, partitioning.batch_sharding(mesh)),
                      out_shardings=partitioning.replicated(mesh))
     return cls(mesh, encoder_sharding, jitted, pad_id)
@@ -166,30 +165,70 @@ class Encoder:
                      pad_id)
 
   @property
-  def batches(self) -> tuple[int, int]:
-    """(sequences per batch, padded lengths) of its platform (BATCHES), the sequences rounded up
-    to the mesh's data shards."""
+  def rows(self) -> int:
+    """Rows of a packed batch on its platform (ROWS), rounded up to the mesh's data shards."""
     shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
-    rows, lengths = BATCHES.get(self.mesh.devices.flat[0].platform, ACCELERATOR_BATCHES)
-    return -(-rows // shards) * shards, lengths
+    return -(-ROWS.get(self.mesh.devices.flat[0].platform, ACCELERATOR_ROWS) // shards) * shards
+
+
+def pack(lengths: list[int], row_length: int) -> list[list[int]]:
+  """The examples of these token counts in rows of row_length tokens: each, longest first, into
+  the row it fills most tightly (best-fit decreasing; ties by index, so a packing is fixed)."""
+  rows, by_room = [], [[] for _ in range(row_length + 1)]  # by_room[r]: the rows with r tokens free
+  for i in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+    room = next((r for r in range(lengths[i], row_length + 1) if by_room[r]), None)
+    if room is None:
+      row, room = len(rows), row_length
+      rows.append([])
+    else:
+      row = by_room[room].pop()
+    rows[row].append(i)
+    by_room[room - lengths[i]].append(row)
+  return rows
+
+
+def packed_batches(features: list[dict], *, rows: int, row_length: int, pad_id: int) -> list[tuple[list, dict]]:
+  """[(placements, batch)]: the features `pack`ed, `rows` rows a batch. A placement is (feature
+  index, its row, its first token's column); a batch holds input_ids, token_type_ids, positions
+  (from 0 at each example's first token) and segments (1, 2, … for a row's examples, 0 padding),
+  each [rows, row_length] int32."""
+  lengths = [f["input_ids"].shape[-1] for f in features]
+  packed = pack(lengths, row_length)
+  out = []
+  for first in range(0, len(packed), rows):
+    batch = {key: np.zeros((rows, row_length), np.int32) for key in ("input_ids", "token_type_ids", "positions",
+                                                                     "segments")}
+    batch["input_ids"][:] = pad_id
+    placements = []
+    for row, examples in enumerate(packed[first:first + rows]):
+      start = 0
+      for segment, i in enumerate(examples, 1):
+        span = slice(start, start + lengths[i])
+        batch["input_ids"][row, span] = features[i]["input_ids"]
+        batch["token_type_ids"][row, span] = features[i].get("token_type_ids", 0)
+        batch["positions"][row, span] = np.arange(lengths[i])
+        batch["segments"][row, span] = segment
+        placements.append((i, row, start))
+        start += lengths[i]
+    out.append((placements, batch))
+  return out
 
 
 class Probes:
-  """A run's probes: their batches placed on the mesh once, scored by `evaluate`."""
+  """A run's probes: their batches packed and placed on the mesh once, scored by `evaluate`."""
 
   def __init__(self, probes: list[TaskProbe], encoder: Encoder):
     self.probes, self.encoder = probes, encoder
-    rows, lengths = encoder.batches
     sharding = partitioning.batch_sharding(encoder.mesh)
-    self._batches = []  # per probe: [(indices into its examples, fit then held_out then dev; batch)]
+    every = [[f for _, part in probe.parts.values() for f in part] for probe in probes]  # fit, held_out, dev
+    row_length = max((f["input_ids"].shape[-1] for features in every for f in features), default=1)
+    self._batches = []  # per probe: [(placements of its examples, in `every`'s order; batch)]
     self._lengths = []  # per probe: each example's tokens
-    for probe in probes:
-      features = [f for _, part in probe.parts.values() for f in part]
+    for features in every:
       self._lengths.append([f["input_ids"].shape[-1] for f in features])
-      batches = batching.eval_batches(features, batch_size=rows, max_length=probe.max_length, pad_id=encoder.pad_id,
-                                      bucket_count=lengths)
-      self._batches.append([(indices, {k: _global(sharding, v) for k, v in task_model.model_inputs(batch).items()})
-                            for indices, batch in batches])
+      batches = packed_batches(features, rows=encoder.rows, row_length=row_length, pad_id=encoder.pad_id)
+      self._batches.append([(placements, {k: _global(sharding, v) for k, v in batch.items()})
+                            for placements, batch in batches])
 
   def __bool__(self) -> bool:
     return bool(self.probes)
@@ -203,15 +242,15 @@ class Probes:
     start, scores, count = time.perf_counter(), {}, 0
     for probe, batches, lengths in zip(self.probes, self._batches, self._lengths):
       features, pending = [None] * len(lengths), None
-      for indices, batch in batches:
+      for placements, batch in batches:
         if signum := signal_at(count):
           return None, signum
         count += 1
-        out = self.encoder.features(encoder_params, batch, probe.per_token)  # dispatched, not awaited
+        out = self.encoder.features(encoder_params, batch)  # dispatched, not awaited
         if pending:
-          _store(features, lengths, *pending)
-        pending = indices, out
-      _store(features, lengths, *pending)
+          _store(features, lengths, probe.per_token, *pending)
+        pending = placements, out
+      _store(features, lengths, probe.per_token, *pending)
       with threadpoolctl.threadpool_limits(BLAS_THREADS, "blas"):
         scores |= {metric_key(probe.task.name, k): v for k, v in fit_and_score(probe, features).items()}
     return {**scores, "probe_seconds": time.perf_counter() - start}, 0
@@ -224,11 +263,12 @@ def _global(sharding, array: np.ndarray) -> jax.Array:
   return jax.make_array_from_process_local_data(sharding, local, array.shape)
 
 
-def _store(features: list, lengths: list[int], indices, out) -> None:
-  """Each example's features from its batch's: pooled, or its own tokens' ([its length, hidden])."""
+def _store(features: list, lengths: list[int], per_token: bool, placements, out) -> None:
+  """Each example's features from its batch's: its tokens' ([its length, hidden]), or their mean."""
   out = jax.device_get(out)
-  for row, i in enumerate(indices):
-    features[i] = out[row] if out.ndim == 2 else out[row, :lengths[i]]
+  for i, row, start in placements:
+    tokens = out[row, start:start + lengths[i]]
+    features[i] = tokens if per_token else tokens.mean(0)
 
 
 def fit_and_score(probe: TaskProbe, features: list[np.ndarray]) -> dict:
