@@ -72,6 +72,21 @@ def test_skew_lines_each_entry_up_with_its_distance():
     np.testing.assert_array_equal(np.asarray(skew(jnp.asarray(by_distance))), by_distance[..., i, j - i + length - 1])
 
 
+@pytest.mark.parametrize("buckets,max_relative,length", [(4, -1, 40), (0, 24, 9), (0, 6, 30), (-1, -1, 1)])
+def test_rows_taken_by_distance_equal_the_gathered_rows(buckets, max_relative, length):
+  """A forward's c2p and p2c rows on a CPU (by distance: copies and a skew) against the gather,
+  on the block's rows and their transpose (p2c's), with buckets, clipping, and neither."""
+  import jax.numpy as jnp
+
+  config = EncoderConfig(vocab_size=10, hidden_size=8, num_attention_heads=2, relative_attention=True,
+                         max_position_embeddings=64, position_buckets=buckets, max_relative_positions=max_relative)
+  rows = relative_position_index(np.arange(length), np.arange(length), config)
+  table = jnp.asarray(np.random.default_rng(length).normal(size=(2, 3, length, 2 * config.relative_span)))
+  for block in (rows, rows.T):
+    np.testing.assert_array_equal(np.asarray(deberta_v2._take_rows_by_distance(table, block)),
+                                  np.asarray(deberta_v2._take_rows(table, jnp.asarray(block))))
+
+
 def _instructions(hlo: str, op: str) -> list[tuple[int, ...]]:
   """The result shapes of the `op` instructions of an HLO module's text, fusions' bodies included."""
   return [tuple(int(n) for n in dims.split(",") if n)
