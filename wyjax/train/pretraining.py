@@ -4,6 +4,7 @@
 the sharded state, resume from the workdir's latest readable checkpoint, train, evaluate,
 checkpoint every N steps, at the end and on SIGTERM/SIGINT.
 """
+import concurrent.futures
 import dataclasses
 import logging
 import sys
@@ -318,10 +319,13 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   manifest = prepare.read_manifest(data_dir)
   run = build(config, tokenizer, manifest["sequence_length"], architecture=architecture)
   model_config, length = run.model_config, run.length
+  reading = concurrent.futures.ThreadPoolExecutor(1)  # the probes' tasks, read while the steps compile
+  task_probes = reading.submit(probes.read, config, tokenizer, model_config)
+  reading.shutdown(wait=False)
   compile_start = time.perf_counter()
   train_step, _ = compile_steps(run, config)  # refused here, before the workdir is touched, if they cannot fit
   compile_seconds = time.perf_counter() - compile_start
-  run_probes = probes.for_pretraining(config, run, tokenizer)  # read once; a bad task folder is refused here
+  run_probes = probes.for_pretraining(run, task_probes.result(), tokenizer.pad_id)  # a bad task is refused here
 
   # --- data and checkpoints ------------------------------------------------------------------------
   mngr = checkpoints.manager(

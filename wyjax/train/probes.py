@@ -54,8 +54,8 @@ STRENGTHS = 10.0 ** np.arange(1, -6, -1)
 # recall 0.12 from step 250 of the demo's pretraining to its end): the marks inside were outvoted by O.
 BALANCES = (0.0, 0.5, 1.0)
 # Rows of a packed batch by platform, rounded up to the mesh's data shards. On the CPU 16: the
-# demo's tiny model encoded 16 rows of 128 tokens at 88,000 tokens a second on 2 cores, 4 and 8
-# rows at 67,000 and 84,000, 32 at 66,000 (larger batches outgrow the caches).
+# demo's tiny model encoded 16 rows of 128 tokens at 131,000 tokens a second on 2 cores, 8 rows at
+# 125,000, 32 and 64 at 116,000 and 94,000 (larger batches outgrow the caches).
 ROWS = {"cpu": 16}
 ACCELERATOR_ROWS = 64
 # The ridge's algebra (Gram matrices, an eigendecomposition) on one BLAS thread: on 2 busy cores
@@ -372,17 +372,20 @@ def probe_model(path, configs: list, examples: int) -> dict:
   return {probe.task.name: task_scores(scores, probe.task.name) for probe in task_probes}
 
 
-def for_pretraining(config, run, tokenizer) -> Probes:
-  """The probes config.probes names, for the pretraining `run` (its mesh, its params' shardings):
-  each task at its packaged config (wyjax.train.suite.task_config), config.probe_examples
-  training examples. None named: no probes."""
+def read(config, tokenizer, model_config: EncoderConfig) -> list[TaskProbe]:
+  """The tasks config.probes names, each at its packaged config (wyjax.train.suite.task_config)
+  with config.probe_examples training examples: no jax, so pretraining reads them while its
+  steps compile (on 2 cores the demo's two took 2.1 s of its start, the steps 8-10 s)."""
   from wyjax.train import suite  # pylint: disable=import-outside-toplevel  (fine-tuning's configs, only when probing)
-  names = parse(config.probes)
-  prog = run.program
-  encoder = Encoder.build(run.model_config, prog.mesh, prog.logical_rules, prog.params_sharding["encoder"],
-                          tokenizer.pad_id)
   probes = []
-  for name, folder in names:
-    probes.append(load(suite.task_config(name, data_dir=folder), tokenizer, run.model_config, config.probe_examples))
+  for name, folder in parse(config.probes):
+    probes.append(load(suite.task_config(name, data_dir=folder), tokenizer, model_config, config.probe_examples))
     logging.info("probe %s: %s", name, ", ".join(f"{len(p[0])} {k}" for k, p in probes[-1].parts.items()))
-  return Probes(probes, encoder, prog.abstract_state["params"]["encoder"])
+  return probes
+
+
+def for_pretraining(run, task_probes: list[TaskProbe], pad_id: int) -> Probes:
+  """The probes of the pretraining `run` (its mesh, its params' shardings): none without task_probes."""
+  prog = run.program
+  encoder = Encoder.build(run.model_config, prog.mesh, prog.logical_rules, prog.params_sharding["encoder"], pad_id)
+  return Probes(task_probes, encoder, prog.abstract_state["params"]["encoder"])
