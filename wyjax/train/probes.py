@@ -376,9 +376,12 @@ def read(config, tokenizer, model_config: EncoderConfig) -> list[TaskProbe]:
   """The tasks config.probes names, each at its packaged config (wyjax.train.suite.task_config)
   with config.probe_examples training examples: no jax, so pretraining reads them while its
   steps compile (on 2 cores the demo's two took 2.1 s of its start, the steps 8-10 s)."""
+  names = parse(config.probes)
+  if not names:
+    return []
   from wyjax.train import suite  # pylint: disable=import-outside-toplevel  (fine-tuning's configs, only when probing)
   probes = []
-  for name, folder in parse(config.probes):
+  for name, folder in names:
     probes.append(load(suite.task_config(name, data_dir=folder), tokenizer, model_config, config.probe_examples))
     logging.info("probe %s: %s", name, ", ".join(f"{len(p[0])} {k}" for k, p in probes[-1].parts.items()))
   return probes
