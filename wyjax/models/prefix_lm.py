@@ -35,7 +35,7 @@ def attention_mask(token_type_ids, padding_mask) -> jax.Array:
 
 def _position_ids(prefix, total: int, model: MaskedLM):
   """[batch, total] position ids of the left-padded layout: each row counts from its [CLS]
-  (RoBERTa from pad_token_id + 1, as it does without padding)."""
+  (from cfg.first_position, as it does without padding)."""
   cfg = model.config
   pads = jnp.sum(prefix == cfg.pad_token_id, axis=1, keepdims=True)
   return jnp.maximum(jnp.arange(total) - pads, 0) + cfg.first_position
