@@ -21,16 +21,12 @@ works as `python -m wyjax.export --results=…` (its `tasks` go into the model c
 import dataclasses
 import pathlib
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the file-only backend)
-import numpy as np  # noqa: E402
-
-from wyjax.core import storage  # noqa: E402
-from wyjax.tasks import files, linear_baseline  # noqa: E402
-from wyjax.tasks.registry import TASKS  # noqa: E402
-from wyjax.tasks.task import percent  # noqa: E402
+from wyjax.core import storage
+from wyjax.tasks import files, linear_baseline
+from wyjax.tasks.registry import TASKS
+from wyjax.tasks.task import percent
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,11 +245,21 @@ def _note(task: str, result: dict) -> str:
   return line + "".join(f"; {split}: {note}" for split, notes in result.get("notes", {}).items() for note in notes)
 
 
+def _pyplot():
+  """pyplot on its file-only backend, imported when a plot is drawn: its 0.45 s is paid by the
+  commands that draw, not by those that only read the tasks' configs (probes, wyjax.probe)."""
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  return plt
+
+
 def plot_confusion(path, labels, matrix, title: str) -> None:
   # Labels without an ASCII name (C-CLUE predicates) are shown by index.
   names = [ASCII_LABELS.get(label, label if label.isascii() else f"#{i}") for i, label in enumerate(labels)]
   many = len(names) > 30  # IFLYTEK's 119 classes: colours, no counts
   side = 1.0 + 0.6 * min(len(names), 30)
+  plt = _pyplot()
   fig, ax = plt.subplots(figsize=(side, side))
   ax.imshow(matrix, cmap="Blues")
   ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=4 if many else None)
@@ -275,6 +281,7 @@ def plot_curves(path, metrics_file, main_metric: str, title: str) -> None:
   records = [record for _, record in files.json_records(metrics_file)]
   train = [(r["step"], r["loss"]) for r in records if "loss" in r]
   dev = [(r["step"], r[f"dev_{main_metric}"]) for r in records if f"dev_{main_metric}" in r]
+  plt = _pyplot()
   fig, ax = plt.subplots(figsize=(6, 4))
   if train:
     ax.plot(*zip(*train), color="tab:blue", label="train loss")
@@ -294,6 +301,7 @@ def plot_pretraining(path, metrics_file, probe_keys, title: str) -> None:
   """A pretraining run's validation MLM loss and its probes' dev scores (`probe_keys` of its
   metrics.jsonl) against steps."""
   records = [record for _, record in files.json_records(metrics_file)]
+  plt = _pyplot()
   fig, ax = plt.subplots(figsize=(6, 4))
   loss = [(r["step"], r["valid_loss"]) for r in records if "valid_loss" in r]
   if loss:
