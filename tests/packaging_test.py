@@ -53,10 +53,15 @@ def test_the_wheel_installs_and_runs_from_outside_the_repository(shared_data, tm
   wheel, = (tmp_path / "dist").glob("wyjax-*.whl")
   shipped = set(zipfile.ZipFile(wheel).namelist())  # the GPU step prediction's data: XLA's GEMM table, the factors
   assert {"wyjax/core/xla_gemm_sm90.json", "wyjax/core/gpu_calibration.json"} <= shipped
+  # The venv's Python, installing too, sees neither this one's environment nor a checkout on
+  # PYTHONPATH: with one there, pip took wyjax as installed and installed nothing.
+  env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "PYTHON", "VIRTUAL_ENV"))}
+  env.update(JAX_PLATFORMS="cpu", WYJAX_CACHE=str(tmp_path / "cache"))
   venv = tmp_path / "venv"
-  assert run(sys.executable, "-m", "venv", str(venv)).returncode == 0
+  assert run(sys.executable, "-m", "venv", str(venv), env=env).returncode == 0
   python = str(venv / "bin" / "python")
-  installed = run(python, "-m", "pip", "install", "--quiet", "-c", str(REPO_ROOT / "constraints.txt"), str(wheel))
+  installed = run(python, "-m", "pip", "install", "--quiet", "-c", str(REPO_ROOT / "constraints.txt"), str(wheel),
+                  env=env)
   assert installed.returncode == 0, installed.stderr[-3000:]
 
   # A small TLC folder of real lines; data_root/tlc for the benchmark.
@@ -67,8 +72,6 @@ def test_the_wheel_installs_and_runs_from_outside_the_repository(shared_data, tm
   (data / "dev.tsv").write_bytes(b"\n".join(lines[64:96]))
   elsewhere = tmp_path / "elsewhere"
   elsewhere.mkdir()
-  env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "PYTHON", "VIRTUAL_ENV"))}
-  env.update(JAX_PLATFORMS="cpu", WYJAX_CACHE=str(tmp_path / "cache"))
   where = run(python, "-c", "import wyjax; print(wyjax.__file__)", cwd=elsewhere, env=env)
   assert where.stdout.startswith(str(venv)), where.stdout + where.stderr
 
