@@ -9,15 +9,18 @@ their Spearman rank correlation, and what probing cost the run.
    into OUT/pretrain, keeping a checkpoint every --checkpoint_every steps (which changes nothing
    it trains); its step 0 (the run's initial parameters, drawn as it draws them) is written to
    OUT/step0; then times the same pretraining as the demo runs it, with its probes at their
-   default cadence (step 0 and every evaluation; OUT/timed_probes) and without (OUT/timed_no_probes),
-   wall and CPU seconds;
+   default cadence (step 0 and every evaluation; OUT/timed_probes[_N]) and without
+   (OUT/timed_no_probes[_N]), wall and CPU seconds, in --cost_pairs pairs back to back (pair N
+   runs the one without probes first when N is odd);
 3. probes every checkpoint with the probe command's code (wyjax.train.probes.probe_model), and
    fine-tunes it on both tasks with the demo's recipe (wyjax/demo.py: PUNC 300 steps, TLC 750,
    batch 32, the model's learning rate; --seeds seeds per task, their mean) into OUT/finetune/<step>/;
 4. prints a markdown table: step, validation MLM loss, each task's probe and fine-tuned dev score,
    the Spearman correlation over checkpoints, the in-run probes against the command's on the
-   same checkpoints, and the probes' share of the run's wall time (their own seconds) and CPU
-   time (the run with probes against the run without).
+   same checkpoints, and per pair what probing cost: the probes' own seconds, the runs' wall
+   and CPU difference, and the difference outside the steady steps (a run's wall less its
+   training intervals that hold no evaluation, where probes cost nothing but whose time varies
+   by seconds between runs of either kind).
 
 Every stage is kept in OUT and reused by a rerun (results.json holds what was measured), so an
 interrupted run resumes where it stopped. Results go in docs/benchmarks.md.
@@ -97,6 +100,53 @@ def write_step0(out: pathlib.Path, config) -> pathlib.Path:
   return workdir
 
 
+def cost_pairs(out: pathlib.Path, spec: str, count: int) -> list[tuple[str, str]]:
+  """Times `count` pairs of the demo's pretraining, with the probes of `spec` and without, back to
+  back, pair N without probes first when N is odd (so a drift of the machine falls on both);
+  returns their run names [(with, without)]."""
+  pairs = []
+  for n in range(1, count + 1):
+    suffix = "" if n == 1 else f"_{n}"
+    runs = [(f"timed_no_probes{suffix}", []), (f"timed_probes{suffix}", [f"--config.probes={spec}"])]
+    for name, options in runs if n % 2 else runs[::-1]:
+      pretrain(out, name, options)
+    pairs.append((runs[1][0], runs[0][0]))
+  return pairs
+
+
+def steady_seconds(workdir: pathlib.Path) -> float:
+  """The run's logged training intervals that hold no evaluation: an evaluation at step s (s = 0
+  too) runs after the step-s log, so in the interval that ends at the next one."""
+  metrics = records(workdir / "metrics.jsonl")
+  evaluated = {0} | {r["step"] for r in metrics if "valid_loss" in r}
+  logged = [(r["step"], r["step_seconds"]) for r in metrics if "step_seconds" in r]
+  starts = [0] + [step for step, _ in logged[:-1]]
+  return sum((step - start) * seconds for start, (step, seconds) in zip(starts, logged) if start not in evaluated)
+
+
+def print_cost(out: pathlib.Path, pairs: list[tuple[str, str]]) -> None:
+  """A markdown table of what probing cost each pair, and the means (as shares of the mean wall
+  time of the runs with probes)."""
+  print("\n| pair | with probes: wall, CPU | the probes' own seconds (each evaluation) | their share of the wall | "
+        "without: wall, CPU | the runs' difference | outside the steady steps |")
+  print("|---|---|---|---:|---|---:|---:|")
+  rows = []
+  for n, (probed, unprobed) in enumerate(pairs, 1):
+    a, b = (storage.read_json(out / f"{name}_timing.json") for name in (probed, unprobed))
+    evaluations = [r["probe_seconds"] for r in records(out / probed / "metrics.jsonl") if "probe_seconds" in r]
+    difference = a["wall_seconds"] - b["wall_seconds"]
+    outside = difference - steady_seconds(out / probed) + steady_seconds(out / unprobed)
+    rows.append((a["wall_seconds"], a["probe_seconds"], difference, outside, a["cpu_seconds"] - b["cpu_seconds"]))
+    share = lambda seconds: f"{seconds:.1f} s ({100 * seconds / a['wall_seconds']:.1f}%)"
+    print(f"| {n} | {a['wall_seconds']:.1f} s, {a['cpu_seconds']:.1f} CPU-s | {a['probe_seconds']:.1f} "
+          f"({', '.join(f'{e:.2f}' for e in evaluations)}) | {100 * a['probe_seconds'] / a['wall_seconds']:.2f}% | "
+          f"{b['wall_seconds']:.1f} s, {b['cpu_seconds']:.1f} CPU-s | {share(difference)} | {share(outside)} |")
+  wall, own, difference, outside, cpu = np.mean(rows, axis=0)
+  print(f"\nmeans over {len(rows)} pairs, of the {wall:.1f} s with probes: their own {own:.2f} s "
+        f"({100 * own / wall:.2f}%), the runs' difference {difference:.2f} s ({100 * difference / wall:.2f}%), "
+        f"outside the steady steps {outside:.2f} s ({100 * outside / wall:.2f}%), CPU {cpu:.1f} CPU-s")
+
+
 def spearman(a, b) -> float:
   """Spearman's rank correlation (ties: average ranks)."""
   def ranks(values):
@@ -119,6 +169,7 @@ def main():
   parser.add_argument("--seeds", default="punc=3,tlc=1", help="fine-tuning seeds per task (TASK=N, comma-separated)")
   parser.add_argument("--checkpoint_every", type=int, default=250)
   parser.add_argument("--package", default=None, help="an unpacked chinese-poetry package/ (default: fetched)")
+  parser.add_argument("--cost_pairs", type=int, default=1, help="timed pairs of runs, with probes and without")
   args = parser.parse_args()
   seeds = {task: 1 for task in poetry.TASKS} | {
       task: int(n) for task, n in (e.split("=") for e in args.seeds.split(","))}
@@ -132,8 +183,7 @@ def main():
   # The checkpoints to compare (untimed: the training is the demo's, its checkpoints kept) ...
   pretrain(out, "pretrain", [f"--config.checkpoint_every={args.checkpoint_every}", "--config.keep_checkpoints=1000"])
   # ... and the demo's pretraining as it runs, with its probes and without: what they cost.
-  timing = pretrain(out, "timed_probes", [f"--config.probes={spec}"])
-  unprobed = pretrain(out, "timed_no_probes", [])
+  pairs = cost_pairs(out, spec, args.cost_pairs)
 
   results_file = out / "results.json"
   results = storage.read_json(results_file) if results_file.exists() else {}
@@ -183,11 +233,7 @@ def main():
                  for s, t in same]
   print(f"\nthe run's probes vs the command's on the same checkpoints, {len(same)} (step, task) pairs: "
         f"largest difference {max(differences, default=0):.2e}")
-  print(f"probing: {timing['probe_seconds']:.1f} s of the pretraining's {timing['wall_seconds']:.1f} s wall "
-        f"({100 * timing['probe_seconds'] / timing['wall_seconds']:.2f}%, {timing['probe_evaluations']} evaluations); "
-        f"without probes the run took {unprobed['wall_seconds']:.1f} s wall, {unprobed['cpu_seconds']:.1f} CPU-s, with "
-        f"them {timing['cpu_seconds']:.1f} CPU-s ({100 * (1 - unprobed['cpu_seconds'] / timing['cpu_seconds']):.2f}% "
-        "of the CPU time)")
+  print_cost(out, pairs)
 
 
 if __name__ == "__main__":
