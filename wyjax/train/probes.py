@@ -375,7 +375,7 @@ def probe_model(path, configs: list, examples: int) -> dict:
 def read(config, tokenizer, model_config: EncoderConfig) -> list[TaskProbe]:
   """The tasks config.probes names, each at its packaged config (wyjax.train.suite.task_config)
   with config.probe_examples training examples: no jax, so pretraining reads them while its
-  steps compile (on 2 cores the demo's two took 2.1 s of its start, the steps 8-10 s)."""
+  steps compile (on 2 cores the demo's two took 1.5 s of its start, the steps 8-10 s)."""
   names = parse(config.probes)
   if not names:
     return []
