@@ -123,6 +123,28 @@ def test_plain_text_corpus(tmp_path):
   assert manifest["tokens"]["train"] == len("学而时习之，不亦说乎？有朋自远方来，不亦乐乎？人不知而不愠，不亦君子乎？") + 2
 
 
+def test_a_lower_casing_vocabulary_prepares_a_lower_cased_corpus(tmp_path):
+  """A published vocabulary that lower-cases (a tokenizer_config without do_lower_case, as
+  RoBERTa-wwm-ext's) gives the corpus its casing: "Tang" reads as "tang", as its model read text,
+  and extending the vocabulary appends no upper-case letter."""
+  texts = tmp_path / "texts"
+  texts.mkdir()
+  (texts / "a.txt").write_text("Tang 唐 TANG tang\n", encoding="utf-8")
+  vocab = tmp_path / "vocab"
+  vocab.mkdir()
+  (vocab / "vocab.txt").write_text("".join(t + "\n" for t in [*tk.SPECIAL_TOKENS, "唐", "t", "##a", "##n", "##g"]))
+  (vocab / "tokenizer_config.json").write_text('{"init_inputs": []}')
+  for extend in (False, True):
+    out = tmp_path / f"out_{extend}"
+    options = prepare.Options(source=f"text:{texts}", sequence_length=16, valid_fraction=0.0, extend_vocab=extend)
+    manifest = prepare.prepare_corpus(out, options, vocab_dir=vocab, workers=1, progress=False, log=lambda *_: None)
+    tokenizer = tk.Tokenizer.load(out / "tokenizer")
+    # t ##a ##n ##g thrice, 唐, [SEP]; read as cased, "Tang" and "TANG" were [UNK]
+    assert manifest["unk_tokens"] == 0 and manifest["tokens"]["train"] == 3 * 4 + 1 + 1
+    assert tokenizer.lowercase and not any(t.isupper() for t in tokenizer.vocab[len(tk.SPECIAL_TOKENS):])
+  assert tokenizer.vocab[:9] == [*tk.SPECIAL_TOKENS, "唐", "t", "##a", "##n"] and len(tokenizer) == 14
+
+
 def test_prepare_corpus_command(tmp_path):
   """`python -m wyjax.data prepare-corpus` hands every flag to prepare_corpus."""
   texts, out = _write_texts(tmp_path / "texts"), tmp_path / "out"

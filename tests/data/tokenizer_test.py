@@ -186,3 +186,58 @@ def test_a_vocab_file_with_a_byte_order_mark_loads_and_a_bad_one_names_its_file(
   vocab_file.write_text("".join(t + "\n" for t in tokenizer.vocab[1:]), encoding="utf-8")
   with pytest.raises(ValueError, match=re.escape(f"{vocab_file}: vocabulary lacks the special tokens ['[PAD]']")):
     tk.Tokenizer.load(tmp_path)
+
+
+def _published_folder(folder: pathlib.Path, vocab: list[str], tokenizer_config: dict) -> pathlib.Path:
+  """A BERT folder as published Chinese checkpoints ship one: vocab.txt, config.json, tokenizer_config.json."""
+  folder.mkdir()
+  (folder / "vocab.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
+  (folder / "config.json").write_text(json.dumps({"model_type": "bert"}))
+  (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+  return folder
+
+
+def _folded(c: str, strip_accents: bool) -> str:
+  """What BERT's normaliser makes of one character, by the Unicode rules it follows."""
+  if strip_accents:
+    c = "".join(d for d in unicodedata.normalize("NFD", c) if unicodedata.category(d) != "Mn")
+  return c.lower()
+
+
+@pytest.mark.parametrize("tokenizer_config", [{"init_inputs": []}, {"do_lower_case": True, "strip_accents": False}])
+def test_a_lower_casing_vocabulary_encodes_as_transformers_does(shared_data, tokenizer_config, tmp_path):
+  """RoBERTa-wwm-ext's tokenizer_config.json names no do_lower_case, so transformers lower-cases
+  and strips accents; wyjax read such a folder as cased, and every upper-case word of IFLYTEK
+  became [UNK]. Its dev texts, Greek, accents and random characters are encoded as transformers
+  encodes them, by both paths, and saved they load so again."""
+  lines = (shared_data / "clue" / "iflytek" / "dev.json").read_text(encoding="utf-8").split("\n")
+  texts = [json.loads(line)["sentence"] for line in lines if line]
+  vocab = tk.build_vocab([t.lower() for t in texts], t2s=False)  # an uncased vocabulary, as Chinese BERT's
+  folder = _published_folder(tmp_path / "published", vocab, tokenizer_config)
+  ours, theirs = tk.Tokenizer.load(folder), transformers.AutoTokenizer.from_pretrained(folder)
+  strip_accents = tokenizer_config.get("strip_accents", True)
+  assert ours.lowercase and ours.strip_accents == strip_accents
+  rng = np.random.default_rng(0)
+  pool = [chr(c) for c in range(0x20, 0x3400)]  # Latin, Greek, Cyrillic, combining marks, Hangul jamo, CJK symbols
+  texts += ["ΑΣ İx ǅ Ⅻ ＡＢ Émile e\u0301 \u0301a 한 [MASK]A"] + ["".join(rng.choice(pool, 100)) for _ in range(200)]
+  expected = theirs([ours.normalize(t) for t in texts])["input_ids"]
+  fast = [[ours.cls_id, *ours.encode_ids(t), ours.sep_id] for t in texts]
+  for encoded in ([e.ids for e in ours.encode_batch(texts)], fast):
+    mismatches = [i for i, (a, b) in enumerate(zip(encoded, expected)) if a != b]
+    assert not mismatches, f"{len(mismatches)} of {len(texts)} texts differ, first {texts[mismatches[0]]!r}"
+  cased = tk.Tokenizer(vocab, t2s=False)
+  unknown = [sum(int((t.encode_ids(text) == t.unk_id).sum()) for text in texts[:-201]) for t in (cased, ours)]
+  assert unknown[0] > 1000 > 10 * unknown[1], unknown
+  for text in texts[-201:-200] + texts[:300]:
+    ids, index = ours.encode_chars(text)
+    assert index.tolist() == [i for i, c in enumerate(text) if _visible(c)]
+    assert ids.tolist() == [ours.token_to_id.get(_folded(text[i], strip_accents), ours.unk_id) for i in index]
+  ours.save(tmp_path / "saved")
+  again = transformers.AutoTokenizer.from_pretrained(tmp_path / "saved")
+  assert again(texts[-1])["input_ids"] == expected[-1] and tk.Tokenizer.load(tmp_path / "saved").lowercase
+
+
+def test_a_vocabulary_that_does_not_split_chinese_characters_is_refused(tmp_path):
+  folder = _published_folder(tmp_path / "published", list(tk.SPECIAL_TOKENS), {"tokenize_chinese_chars": False})
+  with pytest.raises(ValueError, match=re.escape(f"{folder / 'tokenizer_config.json'}: tokenize_chinese_chars false")):
+    tk.Tokenizer.load(folder)

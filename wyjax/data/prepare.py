@@ -88,11 +88,11 @@ class Options:
 _worker = {}
 
 
-def _init_worker(source: str, options: Options, vocab: list[str] | None):
+def _init_worker(source: str, options: Options, vocab: list[str] | None, casing: dict):
   _worker["reader"] = corpus.reader_for(source)
   _worker["options"] = options
   # Text is already t2s-converted by cleaning; the tokenizer must not convert again.
-  _worker["tokenizer"] = tokenizer_lib.Tokenizer(vocab, t2s=False) if vocab else None
+  _worker["tokenizer"] = tokenizer_lib.Tokenizer(vocab, t2s=False, **casing) if vocab else None
 
 
 def _clean_documents(unit: str):
@@ -131,13 +131,14 @@ def _tokenize_unit(unit: str) -> list[tuple]:
 
 # --- main side ---------------------------------------------------------------------------------
 
-def _fingerprint(kind: str, content: str, options: Options, vocab: list[str] | None) -> str:
+def _fingerprint(kind: str, content: str, options: Options, vocab: list[str] | None, casing: dict) -> str:
   """What a build is made from: the kind of source, its content (not where it lies: a source
-  copied elsewhere is the same corpus), the options and the vocabulary given."""
+  copied elsewhere is the same corpus), the options and the vocabulary given, with its casing."""
   options = {k: v for k, v in dataclasses.asdict(options).items() if k != "source"}
   if not options["extend_vocab"]:  # added later: a corpus prepared before it keeps its fingerprint
     del options["extend_vocab"]
-  payload = json.dumps({"kind": kind, "content": content, "options": options,
+  casing = {k: v for k, v in casing.items() if v}  # likewise: a corpus of a cased vocabulary
+  payload = json.dumps({"kind": kind, "content": content, "options": options, **casing,
                         "vocab": hashlib.sha256("\n".join(vocab).encode()).hexdigest() if vocab else None},
                        sort_keys=True)
   return hashlib.sha256(payload.encode()).hexdigest()
@@ -240,9 +241,10 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
   reader = corpus.reader_for(source)  # a source that does not read fails here, before `out` is touched
   io_paths.check_apart({flags.out: out}, {flags.source: arg, flags.vocab: vocab_dir}, flags.command)
   units = reader.units()
-  given_vocab = tokenizer_lib.Tokenizer.load(vocab_dir).vocab if vocab_dir else None
+  given = tokenizer_lib.Tokenizer.load(vocab_dir) if vocab_dir else None
   content = corpus.content_sha256(reader, units)
-  build = {"fingerprint": _fingerprint(kind, content, options, given_vocab), "source_sha256": content,
+  build = {"fingerprint": _fingerprint(kind, content, options, given.vocab if given else None, _casing(given)),
+           "source_sha256": content,
            "source": corpus.source_place(options.source), "options": dataclasses.asdict(options)}
   with contextlib.ExitStack() as lock:
     try:
@@ -255,11 +257,11 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
       return manifest
     _claim(out, build, overwrite, flags)
     if storage.is_local(out):
-      manifest = _build(out, options, source, reader, units, build, given_vocab, workers=workers, progress=progress,
+      manifest = _build(out, options, source, reader, units, build, given, workers=workers, progress=progress,
                         log=log)
     else:  # ArrayRecord writes local files: build them here, then upload
       with tempfile.TemporaryDirectory() as local:
-        manifest = _build(epath.Path(local), options, source, reader, units, build, given_vocab, workers=workers,
+        manifest = _build(epath.Path(local), options, source, reader, units, build, given, workers=workers,
                           progress=progress, log=log)
         storage.upload(local, out, last=MANIFEST)
       log(f"uploaded to {out}")
@@ -279,10 +281,17 @@ def _finished(out: epath.Path, build: dict) -> dict | None:
   return manifest if manifest.get("fingerprint") == build["fingerprint"] else None
 
 
-def _build(out: epath.Path, options: Options, source: str, reader, units: list[str], build: dict, given_vocab, *,
-           workers, progress, log) -> dict:
+def _casing(tokenizer: tokenizer_lib.Tokenizer | None) -> dict:
+  """The casing a corpus tokenised for `tokenizer`'s model takes from it: lower-cased, accents
+  stripped, as its model was trained."""
+  return {"lowercase": tokenizer.lowercase, "strip_accents": tokenizer.strip_accents} if tokenizer else {}
+
+
+def _build(out: epath.Path, options: Options, source: str, reader, units: list[str], build: dict,
+           given: tokenizer_lib.Tokenizer | None, *, workers, progress, log) -> dict:
   """Builds the corpus `build` records (preparing.json) from `units` of `source` (its reader's)
-  into the local folder `out`; returns its manifest, written last."""
+  into the local folder `out`, with the vocabulary of `given` (extended) or its own; returns its
+  manifest, written last."""
   progress = sys.stderr.isatty() if progress is None else progress
   start = time.perf_counter()
   if reader.special:
@@ -292,25 +301,30 @@ def _build(out: epath.Path, options: Options, source: str, reader, units: list[s
     log(f"{options.source}: left out {len(reader.vocabularies)} tokenizer vocabularies (a prepared corpus's or a "
         f"model's: no text), e.g. {reader.vocabularies[0]}")
   workers = workers or multiprocessing.cpu_count()
+  given_vocab = given.vocab if given else None
   vocab = given_vocab
   if given_vocab is None or options.extend_vocab:
     counts = collections.Counter()
-    with worker_pool.processes(workers, _init_worker, (source, options, None)) as pool:
+    with worker_pool.processes(workers, _init_worker, (source, options, None, {})) as pool:
       for unit_counts in worker_pool.ordered_map(pool, _count_unit, units, progress, "counting characters"):
         counts.update(unit_counts)
+    if given:  # "A" extends nothing where the model reads it as "a"
+      counts = given.folded_counts(counts)
     built = tokenizer_lib.build_vocab(counts=counts, min_count=options.min_count, max_size=options.max_vocab, t2s=False)
     vocab = vocab_map.extended(given_vocab, built) if given_vocab else built
     if given_vocab:
       log(f"{options.source}: the given vocabulary's {len(given_vocab):,} tokens extended by the "
           f"{len(vocab) - len(given_vocab):,} of the corpus's it lacks")
-  tokenizer = tokenizer_lib.Tokenizer(vocab, t2s=options.t2s, model_max_length=options.sequence_length)
+  tokenizer = tokenizer_lib.Tokenizer(vocab, t2s=options.t2s, model_max_length=options.sequence_length,
+                                      **_casing(given))
   tokenizer.save(out / "tokenizer")
   dtype = np.uint16 if len(vocab) <= np.iinfo(np.uint16).max + 1 else np.int32
   packers = {s: packing.Packer(packing.ShardWriter(out, s, options.shard_sequences, dtype),
                                options.sequence_length, tokenizer) for s in SPLITS}
   seen: set[int] = set()
   stats = collections.Counter()
-  with packing.removed_on_failure(out, packers), worker_pool.processes(workers, _init_worker, (source, options, vocab)) as pool:
+  with (packing.removed_on_failure(out, packers),
+        worker_pool.processes(workers, _init_worker, (source, options, vocab, _casing(given))) as pool):
     for documents in worker_pool.ordered_map(pool, _tokenize_unit, units, progress, "tokenising"):
       for doc_id, raw_chars, kept_chars, hashes, ids, starts in documents:
         stats["raw_characters"] += raw_chars

@@ -3,8 +3,10 @@
 The exported folder loads with `transformers.AutoTokenizer` as a fast `BertTokenizer`.
 transformers 5 rebuilds that tokenizer's pipeline from its arguments (ignoring the
 pre-tokenizer in tokenizer.json), so wyjax encodes with exactly that pipeline — BERT
-normaliser (no lower-casing, no accent stripping), BERT pre-tokenizer, WordPiece — and ids
-are identical by construction; tests/data/tokenizer_test.py checks it on real data.
+normaliser, BERT pre-tokenizer, WordPiece — and ids are identical by construction;
+tests/data/tokenizer_test.py checks it on real data. wyjax's own vocabularies neither
+lower-case nor strip accents; a published one may do both (hfl's RoBERTa-wwm-ext's tokenizer_config
+names no do_lower_case, so transformers lower-cases), and wyjax then does what transformers does.
 
 What that pipeline does to classical Chinese, and how wyjax keeps offsets honest:
 - every CJK ideograph and every punctuation mark is its own token;
@@ -49,10 +51,11 @@ class Encoding:
   sequence_ids: list[int | None]
 
 
-def _bert_pipeline(vocab: dict[str, int] | None) -> tokenizers.Tokenizer:
+def _bert_pipeline(vocab: dict[str, int] | None, lowercase: bool = False,
+                   strip_accents: bool = False) -> tokenizers.Tokenizer:
   tk = tokenizers.Tokenizer(WordPiece(vocab or {UNK: 0}, unk_token=UNK, max_input_chars_per_word=100))
   tk.normalizer = normalizers.BertNormalizer(
-      clean_text=True, handle_chinese_chars=True, strip_accents=False, lowercase=False)
+      clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents, lowercase=lowercase)
   tk.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
   return tk
 
@@ -97,6 +100,34 @@ class _CharClasses:
 _char_classes = _CharClasses()
 _CONTROL, _GLYPH, _WORD, _SINGLE = (_KINDS.index(k) for k in ("control", "glyph", "word", "single"))
 _MAX_WORD_CHARS = 100  # WordPiece's max_input_chars_per_word
+_UNSET, _DELETED, _EXPANDED = -1, -2, -3  # _Folding's table beside code points
+
+
+class _Folding:
+  """Each code point as lower-casing and accent stripping leave it, asked of BERT's normaliser:
+  one code point, _DELETED (an accent stripped away) or _EXPANDED (several code points)."""
+
+  def __init__(self, lowercase: bool, strip_accents: bool):
+    self._normalizer = normalizers.BertNormalizer(
+        clean_text=False, handle_chinese_chars=False, strip_accents=strip_accents, lowercase=lowercase)
+    self.table = np.full(0x110000, _UNSET, np.int32)
+
+  def __call__(self, codepoints: np.ndarray) -> np.ndarray:
+    folded = self.table[codepoints]
+    if (folded == _UNSET).any():
+      for cp in np.unique(codepoints[folded == _UNSET]):
+        out = self._normalizer.normalize_str(chr(cp))
+        self.table[cp] = ord(out) if len(out) == 1 else _EXPANDED if out else _DELETED
+      folded = self.table[codepoints]
+    return folded
+
+  def counts(self, counts: collections.Counter) -> collections.Counter:
+    """`counts` of characters as counts of what they fold to (a stripped accent: nothing)."""
+    folded = collections.Counter()
+    for c, n in counts.items():
+      for f in self._normalizer.normalize_str(c):
+        folded[f] += n
+    return folded
 
 
 def _codepoints(text: str) -> np.ndarray:
@@ -191,9 +222,14 @@ def placeholder(vocab_size: int) -> "Tokenizer":
 
 
 class Tokenizer:
-  """A char-level BERT tokenizer with a length-preserving normalisation in front."""
+  """A char-level BERT tokenizer with a length-preserving normalisation in front.
 
-  def __init__(self, vocab: Sequence[str], *, t2s: bool = True, model_max_length: int = 512):
+  `lowercase` and `strip_accents` are transformers' do_lower_case and strip_accents (None: as
+  lowercase).
+  """
+
+  def __init__(self, vocab: Sequence[str], *, t2s: bool = True, model_max_length: int = 512,
+               lowercase: bool = False, strip_accents: bool | None = None):
     missing = [t for t in SPECIAL_TOKENS if t not in vocab]
     if missing:
       raise ValueError(f"vocabulary lacks the special tokens {missing}")
@@ -204,9 +240,12 @@ class Tokenizer:
     self.token_to_id = {t: i for i, t in enumerate(self.vocab)}
     self.t2s = t2s
     self.model_max_length = model_max_length
+    self.lowercase = lowercase
+    self.strip_accents = lowercase if strip_accents is None else strip_accents
     self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
         self.token_to_id[t] for t in SPECIAL_TOKENS)
-    self._backend = _bert_pipeline(self.token_to_id)
+    self._backend = _bert_pipeline(self.token_to_id, self.lowercase, self.strip_accents)
+    self._folding = _Folding(lowercase, self.strip_accents) if lowercase or self.strip_accents else None
     # code point → id of the token "c" and of its twin "##c" (-1 when absent): the fast path.
     self._char_ids = np.full(0x110000, -1, np.int32)
     self._twin_ids = np.full(0x110000, -1, np.int32)
@@ -253,18 +292,19 @@ class Tokenizer:
     Reproduces BERT's rules per code point: CJK and punctuation are single tokens; a run of
     "word" characters is the token of its first character then `##` twins, or one [UNK] if
     any of them is missing or the run exceeds 100 characters. Texts holding special-token
-    strings, or vocabularies with multi-character tokens, go through the BERT pipeline.
+    strings or a character lower-casing makes several, and vocabularies with multi-character
+    tokens, go through the BERT pipeline.
     """
     return self.encode_ids_with_positions(text)[0]
 
   def encode_ids_with_positions(self, text: str) -> tuple[np.ndarray, np.ndarray]:
     """encode_ids and, per token, the position in `text` of its first character."""
-    if not self._char_level or ("[" in text and any(t in text for t in SPECIAL_TOKENS)):
+    codepoints, kinds = self._folded_kinds(text)
+    if not self._char_level or codepoints is None or ("[" in text and any(t in text for t in SPECIAL_TOKENS)):
       enc = self.encode(text, add_special_tokens=False)
       return np.asarray(enc.ids, np.int32), np.asarray([s for s, _ in enc.offsets], np.int64)
-    codepoints = _codepoints(to_simplified(text) if self.t2s else text)
-    kinds = _char_classes.of_codepoints(codepoints)
-    positions = np.flatnonzero(kinds != _CONTROL)  # BERT deletes controls before splitting words
+    # BERT deletes controls (and stripped accents) before splitting words.
+    positions = np.flatnonzero(kinds != _CONTROL)
     codepoints, kinds = codepoints[positions], kinds[positions]
     is_word = kinds == _WORD
     continues = is_word & np.concatenate([[False], is_word[:-1]])
@@ -286,13 +326,38 @@ class Tokenizer:
     """One token per visible character, for character-labelled tasks (PUNC, NER).
 
     Returns (ids, char_index): char_index[t] is the position in `text` of token t.
-    Whitespace and invisible control characters get no token.
+    Whitespace and invisible control characters get no token; an accent a lower-casing
+    tokenizer strips away does get one, [UNK].
     """
     # Glyphs BERT would delete have no entry in _char_ids, so they map to [UNK] here directly.
     codepoints = _codepoints(to_simplified(text) if self.t2s else text)
     index = np.flatnonzero(_char_classes.of_codepoints(codepoints) >= _GLYPH).astype(np.int32)
-    ids = self._char_ids[codepoints[index]]
+    codepoints = codepoints[index]
+    if self._folding is not None:  # an accent stripped away or a character folded to several: [UNK]
+      folded = self._folding(codepoints)
+      codepoints = np.where(folded >= 0, folded, ord(UNKNOWN_GLYPH))
+    ids = self._char_ids[codepoints]
     return np.where(ids < 0, self.unk_id, ids).astype(np.int32), index
+
+  def folded_counts(self, counts: collections.Counter) -> collections.Counter:
+    """Character counts as this tokenizer's lower-casing and accent stripping leave the characters:
+    what a vocabulary extending this one should count."""
+    return self._folding.counts(counts) if self._folding else counts
+
+  def _folded_kinds(self, text: str) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The code points of `text` as the normaliser leaves them and their kinds, one per character
+    (a stripped accent a control); (None, None) where a character becomes several."""
+    codepoints = _codepoints(to_simplified(text) if self.t2s else text)
+    if self._folding is None:
+      return codepoints, _char_classes.of_codepoints(codepoints)
+    folded = self._folding(codepoints)
+    if (folded == _EXPANDED).any():
+      return None, None
+    deleted = folded == _DELETED
+    codepoints = np.where(deleted, codepoints, folded).astype(codepoints.dtype)
+    kinds = _char_classes.of_codepoints(codepoints)
+    kinds[deleted] = _CONTROL
+    return codepoints, kinds
 
   def decode(self, ids) -> str:
     """The text of token ids without special tokens; a '##' twin joins the word before it."""
@@ -310,8 +375,8 @@ class Tokenizer:
     special = {"unk_token": UNK, "sep_token": SEP, "pad_token": PAD, "cls_token": CLS, "mask_token": MASK}
     config = {
         "tokenizer_class": "BertTokenizer",
-        "do_lower_case": False,
-        "strip_accents": False,
+        "do_lower_case": self.lowercase,
+        "strip_accents": self.strip_accents,
         "tokenize_chinese_chars": True,
         "model_max_length": self.model_max_length,
         **special,
@@ -332,7 +397,8 @@ class Tokenizer:
   def load(cls, directory) -> "Tokenizer":
     """The tokenizer saved in `directory`. A vocab.txt an editor saved with a byte-order mark reads
     as without one (its first token was "\\ufeff[PAD]": "lacks the special tokens ['[PAD]']"), and
-    a vocabulary wyjax cannot use is an error naming the file."""
+    a vocabulary wyjax cannot use is an error naming the file. It lower-cases unless
+    tokenizer_config.json says do_lower_case false, as transformers' BertTokenizer does."""
     directory = epath.Path(directory)
     vocab_file = directory / "vocab.txt"
     vocab = vocab_file.read_text(encoding="utf-8").removeprefix("\ufeff").split("\n")
@@ -340,10 +406,12 @@ class Tokenizer:
       vocab.pop()
     config_file = directory / "tokenizer_config.json"
     config = read_json(config_file) if config_file.exists() else {}
-    if config.get("do_lower_case", False):
-      raise ValueError(f"{config_file}: do_lower_case=true is not supported by wyjax's tokenizer")
+    if not config.get("tokenize_chinese_chars", True):
+      raise ValueError(f"{config_file}: tokenize_chinese_chars false is not supported: wyjax's tokenizer "
+                       "makes every CJK character its own token")
     max_length = int(config.get("model_max_length", 512))
     try:
-      return cls(vocab, t2s=config.get("wyjax_t2s", False), model_max_length=max_length)
+      return cls(vocab, t2s=config.get("wyjax_t2s", False), model_max_length=max_length,
+                 lowercase=bool(config.get("do_lower_case", True)), strip_accents=config.get("strip_accents"))
     except ValueError as e:
       raise ValueError(f"{vocab_file}: {e}") from None
