@@ -37,6 +37,29 @@ def test_unsupported_model_type(exported, tmp_path):
     wyjax.hf.load(folder)
 
 
+def test_a_config_without_model_type_is_read_by_its_architectures_or_refused(tmp_path):
+  """hfl's first RoBERTa-wwm-ext config.json (a BERT's weights) names no model_type, and
+  transformers 4 guessed "roberta" from the folder's name. wyjax reads the family its
+  architectures name, and without them asks for the model_type in one line."""
+  hf_model = tiny_models.bert()
+  folder = tmp_path / "chinese-roberta-wwm-ext"
+  hf_model.save_pretrained(folder)
+  config = json.loads((folder / "config.json").read_text())
+  del config["model_type"]
+  (folder / "config.json").write_text(json.dumps(config))
+  model = wyjax.hf.load(folder)
+  ids, mask, types = parity_test._inputs(hf_model.config)
+  _, logits = tiny_models.torch_outputs(hf_model, ids, mask, types)
+  assert model.config.model_type == "bert"
+  parity_test._assert_close(logits, model.mlm_logits(ids, mask, types), mask, "MLM logits")
+  del config["architectures"]
+  (folder / "config.json").write_text(json.dumps(config))
+  with pytest.raises(configs.UnsupportedConfigError, match=re.escape(
+      f"{folder / 'config.json'} names no model_type: add the family its weights were saved from, \"model_type\": "
+      "one of 'deberta-v2', 'bert', 'roberta' (hfl's RoBERTa-wwm-ext models are 'bert')")):
+    wyjax.hf.load(folder)
+
+
 def test_conv_kernel_size_is_not_supported(exported, tmp_path):
   folder = _copy(exported, tmp_path)
   config = json.loads((folder / "config.json").read_text())

@@ -31,8 +31,26 @@ class UnsupportedConfigError(ValueError):
   pass
 
 
+def _model_type(hf: dict, source: str) -> str:
+  """config.json's model_type, or the one its `architectures` name: Google's bert_config.json and
+  hfl's first Chinese releases name no model_type (transformers 5 refuses them: "Should have a
+  `model_type` key"; transformers 4 guessed from the folder's name, so chinese-roberta-wwm-ext,
+  a BERT, loaded as a RoBERTa)."""
+  if "model_type" in hf:
+    return hf["model_type"]
+  architectures = hf.get("architectures") or []
+  named = {model_type for arch in architectures for model_type, prefix in CLASS_PREFIXES.items()
+           if arch == f"{prefix}Model" or arch.startswith(f"{prefix}For")}
+  if len(named) != 1:
+    raise UnsupportedConfigError(
+        f"{source} names no model_type{f' (architectures {architectures})' if architectures else ''}: add the "
+        f"family its weights were saved from, \"model_type\": one of {', '.join(map(repr, MODEL_TYPES))} (hfl's "
+        "RoBERTa-wwm-ext models are 'bert')")
+  return named.pop()
+
+
 def from_hf(hf: dict, source: str = "config.json") -> EncoderConfig:
-  model_type = hf.get("model_type")
+  model_type = _model_type(hf, source)
   if model_type not in MODEL_TYPES:
     raise UnsupportedConfigError(
         f"{source}: model_type {model_type!r} is not supported; wyjax reads {', '.join(MODEL_TYPES)}")
