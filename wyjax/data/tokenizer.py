@@ -105,12 +105,18 @@ _UNSET, _DELETED, _EXPANDED = -1, -2, -3  # _Folding's table beside code points
 
 class _Folding:
   """Each code point as lower-casing and accent stripping leave it, asked of BERT's normaliser:
-  one code point, _DELETED (an accent stripped away) or _EXPANDED (several code points)."""
+  one code point, _DELETED (an accent stripped away) or _EXPANDED (several code points).
+
+  Accent stripping decomposes the whole text (NFD), which reorders adjacent combining marks by
+  their class: a text where one character's decomposition ends in such a mark and the next one's
+  begins with one is not folded character by character (`reorders`)."""
 
   def __init__(self, lowercase: bool, strip_accents: bool):
     self._normalizer = normalizers.BertNormalizer(
         clean_text=False, handle_chinese_chars=False, strip_accents=strip_accents, lowercase=lowercase)
+    self._strip_accents = strip_accents
     self.table = np.full(0x110000, _UNSET, np.int32)
+    self._marks = np.zeros(0x110000, np.uint8)  # bit 0: NFD begins with a combining mark; bit 1: ends with one
 
   def __call__(self, codepoints: np.ndarray) -> np.ndarray:
     folded = self.table[codepoints]
@@ -118,8 +124,15 @@ class _Folding:
       for cp in np.unique(codepoints[folded == _UNSET]):
         out = self._normalizer.normalize_str(chr(cp))
         self.table[cp] = ord(out) if len(out) == 1 else _EXPANDED if out else _DELETED
+        nfd = unicodedata.normalize("NFD", chr(cp))
+        self._marks[cp] = (unicodedata.combining(nfd[0]) > 0) | (unicodedata.combining(nfd[-1]) > 0) << 1
       folded = self.table[codepoints]
     return folded
+
+  def reorders(self, codepoints: np.ndarray) -> bool:
+    """Whether decomposing the text these (folded, `__call__`ed) code points are of may reorder marks."""
+    marks = self._marks[codepoints]
+    return self._strip_accents and bool(((marks[1:] & 1) & (marks[:-1] >> 1)).any())
 
   def counts(self, counts: collections.Counter) -> collections.Counter:
     """`counts` of characters as counts of what they fold to (a stripped accent: nothing)."""
@@ -346,12 +359,13 @@ class Tokenizer:
 
   def _folded_kinds(self, text: str) -> tuple[np.ndarray | None, np.ndarray | None]:
     """The code points of `text` as the normaliser leaves them and their kinds, one per character
-    (a stripped accent a control); (None, None) where a character becomes several."""
+    (a stripped accent a control); (None, None) where a character becomes several or combining
+    marks may be reordered."""
     codepoints = _codepoints(to_simplified(text) if self.t2s else text)
     if self._folding is None:
       return codepoints, _char_classes.of_codepoints(codepoints)
     folded = self._folding(codepoints)
-    if (folded == _EXPANDED).any():
+    if (folded == _EXPANDED).any() or self._folding.reorders(codepoints):
       return None, None
     deleted = folded == _DELETED
     codepoints = np.where(deleted, codepoints, folded).astype(codepoints.dtype)
