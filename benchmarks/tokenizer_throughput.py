@@ -2,7 +2,7 @@
 WYWEB files, repeated): `Tokenizer.encode_ids` (the corpus path) against the generic
 `encode` through the Rust BERT pipeline.
 
-    python benchmarks/tokenizer_throughput.py --data=../shared/data [--megachars=50]
+    python benchmarks/tokenizer_throughput.py --data=../shared/data [--megachars=50] [--lowercase]
 
 3.3B characters (full Daizhige) / measured rate = the time to tokenise the corpus on one process.
 """
@@ -18,12 +18,14 @@ def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--data", default="../shared/data")
   parser.add_argument("--megachars", type=float, default=50)
+  parser.add_argument("--lowercase", action="store_true", help="lower-case and strip accents, as the tokenizer of "
+                      "an uncased published vocabulary (hfl's RoBERTa-wwm-ext) does")
   args = parser.parse_args()
   root = pathlib.Path(args.data)
   lines = [line for f in sorted(root.rglob("*.txt")) + sorted(root.rglob("*.tsv"))
            for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
   vocab = tk.build_vocab(lines)
-  tokenizer = tk.Tokenizer(vocab)
+  tokenizer = tk.Tokenizer(vocab, lowercase=args.lowercase)
   # Corpus preparation tokenises paragraphs and documents, not single lines: ~4k-char chunks.
   documents, current = [], []
   for line in lines:
