@@ -132,7 +132,8 @@ def test_a_lower_casing_vocabulary_prepares_a_lower_cased_corpus(tmp_path):
   (texts / "a.txt").write_text("Tang 唐 TANG tang\n", encoding="utf-8")
   vocab = tmp_path / "vocab"
   vocab.mkdir()
-  (vocab / "vocab.txt").write_text("".join(t + "\n" for t in [*tk.SPECIAL_TOKENS, "唐", "t", "##a", "##n", "##g"]))
+  (vocab / "vocab.txt").write_text("".join(t + "\n" for t in [*tk.SPECIAL_TOKENS, "唐", "t", "##a", "##n", "##g"]),
+                                  encoding="utf-8")
   (vocab / "tokenizer_config.json").write_text('{"init_inputs": []}')
   for extend in (False, True):
     out = tmp_path / f"out_{extend}"

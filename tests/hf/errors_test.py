@@ -45,13 +45,14 @@ def test_a_config_without_model_type_is_read_by_its_architectures_or_refused(tmp
   folder = tmp_path / "chinese-roberta-wwm-ext"
   hf_model.save_pretrained(folder)
   config = json.loads((folder / "config.json").read_text())
-  del config["model_type"]
-  (folder / "config.json").write_text(json.dumps(config))
-  model = wyjax.hf.load(folder)
   ids, mask, types = parity_test._inputs(hf_model.config)
   _, logits = tiny_models.torch_outputs(hf_model, ids, mask, types)
-  assert model.config.model_type == "bert"
-  parity_test._assert_close(logits, model.mlm_logits(ids, mask, types), mask, "MLM logits")
+  del config["model_type"]
+  for model_type in ({"model_type": None}, {}):  # null, then no key
+    (folder / "config.json").write_text(json.dumps({**config, **model_type}))
+    model = wyjax.hf.load(folder)
+    assert model.config.model_type == "bert"
+    parity_test._assert_close(logits, model.mlm_logits(ids, mask, types), mask, "MLM logits")
   del config["architectures"]
   (folder / "config.json").write_text(json.dumps(config))
   with pytest.raises(configs.UnsupportedConfigError, match=re.escape(

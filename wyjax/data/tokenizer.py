@@ -130,7 +130,8 @@ class _Folding:
     return folded
 
   def reorders(self, codepoints: np.ndarray) -> bool:
-    """Whether decomposing the text these (folded, `__call__`ed) code points are of may reorder marks."""
+    """Whether decomposing these code points (already `__call__`ed, controls left out: BERT deletes
+    them first) may reorder combining marks across them."""
     marks = self._marks[codepoints]
     return self._strip_accents and bool(((marks[1:] & 1) & (marks[:-1] >> 1)).any())
 
@@ -305,15 +306,16 @@ class Tokenizer:
     Reproduces BERT's rules per code point: CJK and punctuation are single tokens; a run of
     "word" characters is the token of its first character then `##` twins, or one [UNK] if
     any of them is missing or the run exceeds 100 characters. Texts holding special-token
-    strings or a character lower-casing makes several, and vocabularies with multi-character
-    tokens, go through the BERT pipeline.
+    strings, a character lower-casing makes several or combining marks accent stripping may
+    reorder, and vocabularies with multi-character tokens, go through the BERT pipeline.
     """
     return self.encode_ids_with_positions(text)[0]
 
   def encode_ids_with_positions(self, text: str) -> tuple[np.ndarray, np.ndarray]:
     """encode_ids and, per token, the position in `text` of its first character."""
-    codepoints, kinds = self._folded_kinds(text)
-    if not self._char_level or codepoints is None or ("[" in text and any(t in text for t in SPECIAL_TOKENS)):
+    special = "[" in text and any(t in text for t in SPECIAL_TOKENS)
+    codepoints, kinds = self._folded_kinds(text) if self._char_level and not special else (None, None)
+    if codepoints is None:
       enc = self.encode(text, add_special_tokens=False)
       return np.asarray(enc.ids, np.int32), np.asarray([s for s, _ in enc.offsets], np.int64)
     # BERT deletes controls (and stripped accents) before splitting words.
@@ -362,10 +364,11 @@ class Tokenizer:
     (a stripped accent a control); (None, None) where a character becomes several or combining
     marks may be reordered."""
     codepoints = _codepoints(to_simplified(text) if self.t2s else text)
+    kinds = _char_classes.of_codepoints(codepoints)
     if self._folding is None:
-      return codepoints, _char_classes.of_codepoints(codepoints)
+      return codepoints, kinds
     folded = self._folding(codepoints)
-    if (folded == _EXPANDED).any() or self._folding.reorders(codepoints):
+    if (folded == _EXPANDED).any() or self._folding.reorders(codepoints[kinds != _CONTROL]):
       return None, None
     deleted = folded == _DELETED
     codepoints = np.where(deleted, codepoints, folded).astype(codepoints.dtype)
@@ -420,6 +423,9 @@ class Tokenizer:
       vocab.pop()
     config_file = directory / "tokenizer_config.json"
     config = read_json(config_file) if config_file.exists() else {}
+    if "do_lower_case" not in config:
+      logging.info("%s: no do_lower_case in %s: lower-casing, as transformers' BertTokenizer does", directory,
+                   config_file.name)
     if not config.get("tokenize_chinese_chars", True):
       raise ValueError(f"{config_file}: tokenize_chinese_chars false is not supported: wyjax's tokenizer "
                        "makes every CJK character its own token")

@@ -32,11 +32,10 @@ class UnsupportedConfigError(ValueError):
 
 
 def _model_type(hf: dict, source: str) -> str:
-  """config.json's model_type, or the one its `architectures` name: Google's bert_config.json and
-  hfl's first Chinese releases name no model_type (transformers 5 refuses them: "Should have a
-  `model_type` key"; transformers 4 guessed from the folder's name, so chinese-roberta-wwm-ext,
-  a BERT, loaded as a RoBERTa)."""
-  if "model_type" in hf:
+  """config.json's model_type, or the one its `architectures` name: hfl's first Chinese releases
+  name no model_type (transformers 5 refuses them: "Should have a `model_type` key"; transformers
+  4 guessed from the folder's name, so chinese-roberta-wwm-ext, a BERT, loaded as a RoBERTa)."""
+  if hf.get("model_type") is not None:
     return hf["model_type"]
   architectures = hf.get("architectures") or []
   named = {model_type for arch in architectures for model_type, prefix in CLASS_PREFIXES.items()
