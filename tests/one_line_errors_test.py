@@ -72,6 +72,9 @@ def _models(root: pathlib.Path) -> dict[str, pathlib.Path]:
   (root / "no_torch" / "torch").mkdir(parents=True)  # an environment without PyTorch
   (root / "no_torch" / "torch" / "__init__.py").write_text("raise ImportError(\"No module named 'torch'\")\n")
   (root / "in.txt").write_text("子曰學而時習之\n有朋自遠方來\n", encoding="utf-8")
+  for data in ("tlc_data", "corpus", "tasks"):  # what a run reads (refused before it is read)
+    (root / data).mkdir()
+    (root / data / "train.tsv").write_text("x\n")
   return {"seed": seed, "bad_seed": bad_seed, "tlc": tlc, "bad_tlc": bad_tlc, "mlm": mlm, "wywmt": wywmt}
 
 
@@ -139,6 +142,20 @@ def _cases(root: pathlib.Path, hub_url: str, read_only: pathlib.Path) -> dict:
                                                                  "--overwrite"], {}, 1,
                                                 f"--out {m['mlm']}/ is --checkpoint {m['mlm']}, which export reads; "
                                                 "writing there would change what it reads: choose another --out"),
+      # A run's folder that is what it reads: refused before its log goes there.
+      "finetune: --workdir its data folder": ("wyjax.finetune", ["--config=tlc.py", f"--workdir={root / 'tlc_data'}",
+                                                                 f"--config.data_dir={root / 'tlc_data'}"], {}, 1,
+                                              f"--workdir {root / 'tlc_data'} is --config.data_dir "
+                                              f"{root / 'tlc_data'}, which fine-tuning reads"),
+      "pretrain: --workdir its corpus": ("wyjax.pretrain", ["--config=pretrain/deberta_tiny.py",
+                                                            f"--workdir={root / 'corpus'}",
+                                                            f"--config.data_dir={root / 'corpus'}"], {}, 1,
+                                         f"--workdir {root / 'corpus'} is --config.data_dir {root / 'corpus'}, "
+                                         "which pretraining reads"),
+      "benchmark: --out inside --data_root": ("wyjax.benchmark", [f"--data_root={root / 'tasks'}",
+                                                                  f"--out={root / 'tasks' / 'out'}"], {}, 1,
+                                              f"--out {root / 'tasks' / 'out'} lies inside --data_root "
+                                              f"{root / 'tasks'}, which the benchmark reads"),
       # Each its own --out: the cases run at once, and a folder has one writer (wyjax.core.locks).
       "export: push with no token": ("wyjax.export", export("pushed", "--push_to_hub=org/tiny"), {}, 1,
                                      "--push_to_hub needs a Hugging Face token with write access: set HF_TOKEN"),
@@ -192,8 +209,10 @@ def test_each_case_is_one_line_naming_the_users_path(results, name):
 
 def test_what_a_failed_command_leaves(results):
   """Nothing of an export whose verification or push could not run (the export it wrote before
-  blocked the rerun), and no temporary file beside an output that could not be written."""
+  blocked the rerun), no temporary file beside an output that could not be written, and no log in
+  what a refused run reads (finetune.log was left in the data folder it refused to write in)."""
   root, hub, _ = results
+  assert [[p.name for p in (root / data).iterdir()] for data in ("tlc_data", "corpus", "tasks")] == [["train.tsv"]] * 3
   assert not any((root / name).exists() for name in ("verified", "pushed", "pushed_offline", "pushed_nowhere"))
   assert sorted(p.name for p in (root / "tlc").iterdir()) == sorted(export_folder.FILES)  # nothing written in a model
   assert sorted(p.name for p in (root / "mlm").iterdir()) == sorted(export_folder.FILES)

@@ -52,6 +52,7 @@ _ACCEPT = flags.DEFINE_bool("accept_config_change", False,
 
 def main(argv):
   del argv
+  suite.check_out(_INIT.value, _DATA_ROOT.value, _OUT.value)  # before its log goes there: a refused --out gets no file
   logs.to_file(_OUT.value, "benchmark")
   name = _NAME.value or (pathlib.Path(_INIT.value).name if _INIT.value else "fresh tiny model")
   aot.use_compilation_cache()

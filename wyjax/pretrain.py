@@ -50,20 +50,21 @@ flags.mark_flags_as_required(["config"])
 
 def main(argv):
   del argv
+  config = _CONFIG.value
+  if _WORKDIR.value and not _COMPILE_ONLY.value:  # before its log goes there: a refused workdir gets no file
+    read = {"--config.data_dir": config.data_dir, "--config.corpus.source": config.corpus.source.partition(":")[2],
+            "--config.corpus.vocab": config.corpus.vocab, "--config.init": config.init,
+            **{f"--config.probes' {task}": folder for task, folder in probes.parse(config.probes)}}
+    run_config.check_reads(_WORKDIR.value, (), read, "pretraining")
   logs.to_file(_WORKDIR.value, "pretrain")
   aot.use_compilation_cache(_COMPILE_ONLY.value)
   typed = config_files.typed(_CONFIG)
   if _COMPILE_ONLY.value:
-    aot.print_report(pretraining.compile_only(_CONFIG.value, _COMPILE_ONLY.value, typed))
+    aot.print_report(pretraining.compile_only(config, _COMPILE_ONLY.value, typed))
     return
   if not _WORKDIR.value:
     raise app.UsageError("--workdir is required (except with --compile_only)")
-  config = _CONFIG.value
-  read = {"--config.data_dir": config.data_dir, "--config.corpus.source": config.corpus.source.partition(":")[2],
-          "--config.corpus.vocab": config.corpus.vocab, "--config.init": config.init,
-          **{f"--config.probes' {task}": folder for task, folder in probes.parse(config.probes)}}
-  run_config.check_reads(_WORKDIR.value, (), read, "pretraining")
-  result = pretraining.train_and_evaluate(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value,
+  result = pretraining.train_and_evaluate(config, _WORKDIR.value, accept_config_change=_ACCEPT.value,
                                           prepare_corpus=_PREPARE_CORPUS.value, typed=typed)
   if result:
     print("final evaluation: " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()))

@@ -12,10 +12,9 @@ steps), then restore the kept parameters and predict test (dev: the kept evaluat
                               metrics.jsonl, dev_predictions.<ext>, test predictions,
                               run.json once finished; resume/<step>/ while unfinished
 
-A rerun keeps finished seeds (run.json) as they are and continues an unfinished one from its
-resume/ checkpoint (saved at every evaluation and on SIGTERM/SIGINT, exactly: the batch
-iterator's position and the early-stopping counters are in it); resume/ is removed once the
-seed has finished.
+A rerun keeps finished seeds (run.json) as they are and continues an unfinished one exactly from
+its resume/ checkpoint (saved at every evaluation and on SIGTERM/SIGINT, with the batch iterator's
+position and the early-stopping counters), removed once the seed has finished.
 """
 import dataclasses
 import logging
@@ -195,8 +194,7 @@ def train_one(task: Task, config, data: dict, model: task_model.TaskModel, pretr
         else:
           progress["stale"] += 1
           if config.patience and progress["stale"] >= config.patience:
-            logging.info("seed %d: no improvement in %d evaluations, stopping at step %d", seed, progress["stale"],
-                         step)
+            logging.info("seed %d: no improvement in %d evaluations, stops at step %d", seed, progress["stale"], step)
             progress["stopped_early"] = True
         if kept:
           progress["best_step"], kept_evaluation = step, (scores, predictions, confusion)  # run.json's best_step
@@ -208,10 +206,8 @@ def train_one(task: Task, config, data: dict, model: task_model.TaskModel, pretr
           save_resume(step)
         raise guards.Interrupted(signum, step)
   finally:
-    bar.close()
-    writer.close()
-    best_checkpoints.close()
-    resume_checkpoints.close()
+    for opened in (bar, writer, best_checkpoints, resume_checkpoints):
+      opened.close()
 
   _, params = checkpoints.restore_model(workdir)
   params = jax.device_put(params, model.program.params_sharding)
@@ -284,15 +280,19 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
   return result
 
 
+def check_workdir(config: ml_collections.ConfigDict, workdir) -> None:
+  """Refuses a workdir that is, holds or lies inside what fine-tuning `config` (with_options) reads."""
+  reads = ("data_dir", "init", *_task(config.task).path_options)
+  run_config.check_reads(workdir, WRITTEN, {f"--config.{k}": config[k] for k in reads}, "fine-tuning")
+
+
 def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change=False, fresh_start=False) -> dict:
-  """Fine-tunes config.task for config.seeds seeds; returns (and writes) results.json (a task with
-  its own protocol, Task.run: AC-EVAL's, runs that). A rerun keeps finished seeds and continues
-  unfinished ones; a changed config is refused unless accept_config_change, changed data or init
-  files unless fresh_start, which first sets the earlier runs aside (run_config.set_aside)."""
+  """Fine-tunes config.task for config.seeds seeds; returns (and writes) results.json (AC-EVAL's by its
+  own protocol, Task.run). A rerun keeps finished seeds and continues the others; a changed config is
+  refused unless accept_config_change, changed data or init files unless fresh_start (run_config.set_aside)."""
   config = with_options(config)
   config_values.check(config, config_values.FINETUNING)
-  run_config.check_reads(workdir, WRITTEN, {f"--config.{k}": config[k] for k in ("data_dir", "init",
-                                             *_task(config.task).path_options)}, "fine-tuning")
+  check_workdir(config, workdir)
   distributed.initialize()
   with locks.held(workdir, "fine-tuning", enabled=jax.process_index() == 0):  # one command writes a workdir
     return _finetune(config, epath.Path(workdir), accept_config_change, fresh_start)

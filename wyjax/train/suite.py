@@ -25,6 +25,11 @@ def task_config(task: str, **overrides):
   return config
 
 
+def check_out(init: str, data_root, out) -> None:
+  """Refuses an `out` that is, holds or lies inside what the benchmark reads."""
+  io_paths.check_apart({"--out": out}, {"--init": init, "--data_root": data_root}, "the benchmark")
+
+
 def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bool = False,
         no_pretraining: bool = False, per_task: dict[str, dict] | None = None, **overrides) -> dict:
   """Fine-tunes every task of `tasks` that has a folder in data_root; returns leaderboard.json.
@@ -48,7 +53,7 @@ def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bo
     raise ValueError(f"unknown tasks {unknown}; benchmark tasks are {sorted(TASKS)}")
   if not data_root.is_dir():
     raise FileNotFoundError(f"--data_root {data_root}: no such folder")
-  io_paths.check_apart({"--out": out}, {"--init": init, "--data_root": data_root}, "the benchmark")
+  check_out(init, data_root, out)
   overrides_of = {task: {**overrides, **(per_task or {}).get(task, {})} for task in tasks}
   for task in tasks:  # a bad override is one error now, not one failed task after another
     config_values.check(task_config(task, **overrides_of[task]), config_values.FINETUNING)
