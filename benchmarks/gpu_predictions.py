@@ -104,7 +104,8 @@ POINTS = (
 # and the 14 programs measured before. The fit's error is that of the two 1fe8d02 whole steps
 # (their measured step times, whose kernels were fitted on). A point is its commit and its
 # name: the same step measured at two commits is two points. Measured since and held out, not
-# refitted on: a000c01's two steps (the fit's programs measured again on an H200, 2026-11-28).
+# refitted on: a000c01's two steps (the fit's programs measured again on an H200, 2026-11-28) and
+# 254118f's DeBERTa-base step with attention dropout (the XLA path).
 FIT = (("1fe8d02", "BERT-base step, 32 × 512, attention=auto"),
        ("1fe8d02", "DeBERTa-base step, 32 × 512, attention=auto"))
 

@@ -117,16 +117,16 @@ def test_a_profiled_step_is_joined_kernel_by_kernel_into_its_record(tmp_path):
 
 def test_the_shipped_factors_are_the_fit_steps_kernel_sums_only():
   """The third split of #62 item 5: fitted on the kernels of the two steps measured and profiled
-  at 1fe8d02, the three steps of e7dca87, the 14 older programs and the two measured since (a000c01)
-  held out; each kind's factor its measured ÷ uncalibrated seconds summed over both fit steps, the
-  default all their kernels'."""
+  at 1fe8d02; the three steps of e7dca87, the 14 older programs and the three measured since
+  (a000c01, 254118f) held out; each kind's factor its measured ÷ uncalibrated seconds summed over
+  both fit steps, the default all their kernels'."""
   module, records, shipped = _shipped()
   fit_points = [r for r in records if not r["held_out"]]
   assert {(r["commit"], r["name"]) for r in fit_points} == set(module.FIT) == {
       ("1fe8d02", f"{model} step, 32 × 512, attention=auto") for model in ("BERT-base", "DeBERTa-base")}
   assert set(shipped["fitted_on"]) == {f"{r['name']} ({r['commit']})" for r in fit_points}
   assert set(shipped["held_out"]) == {f"{r['name']} ({r['commit']})" for r in records if r["held_out"]}
-  assert len(records) == 21 and len(shipped["held_out"]) == 19
+  assert len(records) == 22 and len(shipped["held_out"]) == 20
   sums = lambda field, kind: sum(r[field].get(kind, 0.0) for r in fit_points)
   kinds = {kind for r in fit_points for kind in r["measured_seconds_by_kind"]}
   by_hand = {kind: sums("measured_seconds_by_kind", kind) / sums("uncalibrated_seconds_by_kind", kind)
