@@ -19,7 +19,9 @@ def test_deberta_trains_through_cudnn_on_an_h100_without_float32_scores():
   """configs/pretrain/deberta_tiny.py's step with attention dropout 0: cuDNN's attention with a
   bias, forward (twice: the backward pass recomputes the bias and runs it again) and backward
   (its gradient is the bias's), and no float32 [batch, heads, L, L] buffer (the XLA path's
-  scores and probabilities)."""
+  scores and probabilities). The relative terms' products by distance are written
+  distance-minor, [heads, batch × L, 2L - 1], so that the skew reads them along rows (written
+  distance-major, they made the bias's fusion a quarter of DeBERTa-base's step on an H200)."""
   config = config_files.load("pretrain/deberta_tiny.py")
   config.model.update(num_hidden_layers=1, attention_probs_dropout_prob=0.0)
   config.batch_size, config.dtype = 2, "bfloat16"
@@ -30,3 +32,6 @@ def test_deberta_trains_through_cudnn_on_an_h100_without_float32_scores():
   assert program.custom_calls["__cudnn$fmhaScaleBiasSoftmaxBackward"] == 1, program.custom_calls
   assert not program.buffers_of("f32", 4, LENGTH)
   assert program.buffers_of("bf16", 4, LENGTH)  # the bias and its gradient
+  distance = 2 * LENGTH - 1
+  products = {b.shape for b in program.buffers if b.dtype == "bf16" and len(b.shape) == 3 and distance in b.shape}
+  assert products == {(config.model.num_attention_heads, 2 * LENGTH, distance)}, products

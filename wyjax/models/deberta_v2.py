@@ -191,6 +191,16 @@ def distance_rows(cfg: EncoderConfig, length: int, pos_key, pos_query):
           None if pos_query is None else _select_rows(pos_query, rows[::-1]))
 
 
+def _by_distance(tokens, rows):
+  """[batch, L, heads, d] · [2L - 1, heads, d] → [batch, heads, L, 2L - 1], the token as the
+  product's row, so that XLA:GPU writes it distance-minor ([heads, batch · L, 2L - 1]) and
+  `skew` reads it along rows. jnp.einsum made the distance rows its left operand: written
+  distance-major, the bias's fusion read both products 16,384 elements apart (DeBERTa-base,
+  32 × 512, one H200: 0.83 ms a launch, twice a layer, 20 of the step's 84 ms)."""
+  by_heads = jax.lax.dot_general(tokens, rows, (((3,), (2,)), ((2,), (1,))))  # [heads, batch, L, 2L - 1]
+  return by_heads.transpose(1, 0, 2, 3)
+
+
 def relative_terms(q, k, key_rows, query_rows):
   """c2p + p2c, unscaled, of a block from position 0: [batch, heads, L, L] (None without them).
 
@@ -199,9 +209,9 @@ def relative_terms(q, k, key_rows, query_rows):
   p2c[i, j] = k_j · pos_query[r(i - j)], skewed per key (distances ascending) and transposed."""
   terms = []
   if key_rows is not None:
-    terms.append(skew(jnp.einsum("bqnd,cnd->bnqc", q, key_rows)))
+    terms.append(skew(_by_distance(q, key_rows)))
   if query_rows is not None:
-    terms.append(skew(jnp.einsum("bknd,cnd->bnkc", k, query_rows)).swapaxes(-1, -2))
+    terms.append(skew(_by_distance(k, query_rows)).swapaxes(-1, -2))
   return sum(terms[1:], terms[0]) if terms else None
 
 
