@@ -152,6 +152,12 @@ def _cases(root: pathlib.Path, hub_url: str, read_only: pathlib.Path) -> dict:
                                                             f"--config.data_dir={root / 'corpus'}"], {}, 1,
                                          f"--workdir {root / 'corpus'} is --config.data_dir {root / 'corpus'}, "
                                          "which pretraining reads"),
+      "pretrain --compile_only: --workdir its corpus": ("wyjax.pretrain", ["--config=pretrain/deberta_tiny.py",
+                                                                           "--compile_only=local",
+                                                                           f"--workdir={root / 'corpus'}",
+                                                                           f"--config.data_dir={root / 'corpus'}"],
+                                                        {}, 1, f"--workdir {root / 'corpus'} is --config.data_dir "
+                                                               f"{root / 'corpus'}, which pretraining reads"),
       "benchmark: --out inside --data_root": ("wyjax.benchmark", [f"--data_root={root / 'tasks'}",
                                                                   f"--out={root / 'tasks' / 'out'}"], {}, 1,
                                               f"--out {root / 'tasks' / 'out'} lies inside --data_root "

@@ -51,7 +51,7 @@ flags.mark_flags_as_required(["config"])
 def main(argv):
   del argv
   config = _CONFIG.value
-  if _WORKDIR.value and not _COMPILE_ONLY.value:  # before its log goes there: a refused workdir gets no file
+  if _WORKDIR.value:  # before its log goes there (with --compile_only too): a refused workdir gets no file
     read = {"--config.data_dir": config.data_dir, "--config.corpus.source": config.corpus.source.partition(":")[2],
             "--config.corpus.vocab": config.corpus.vocab, "--config.init": config.init,
             **{f"--config.probes' {task}": folder for task, folder in probes.parse(config.probes)}}
