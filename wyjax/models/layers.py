@@ -120,9 +120,10 @@ def take(table, ids, dtype):
   autodiff's scatter-adds in `dtype`, token by token, and in bf16 it was the costliest kernel of
   DeBERTa-base's step on an H200 (29.7 ms of 117, predicted at 0.04; docs/benchmarks.md), its
   atomic adds the suspect, queued on the rows thousands of tokens share ([MASK], BERT's one token
-  type). On the CPU and TPU autodiff's: their programs are unchanged. On several GPUs the sort
-  takes every device's tokens, so XLA gathers their rows (compiled for h100:8, an all-reduce of
-  bf16 [131,072, 768] per table): a price a sort per device would not pay."""
+  type). On the CPU and TPU autodiff's: their programs are unchanged. On several GPUs each
+  device sorts its own tokens and the tables' sums are added across them: one sort of every
+  device's tokens had XLA gather their rows to each (compiled for h100:8, an all-reduce of bf16
+  [131,072, 768] per table, where the sums' is float32 [vocabulary, 768])."""
   return jax.lax.platform_dependent(table, ids, cuda=functools.partial(_summed_sorted, dtype),
                                     default=functools.partial(_take, dtype))
 
@@ -145,10 +146,22 @@ def _summed_sorted_forward(dtype, table, ids):
 
 def _summed_sorted_backward(dtype, residuals, grad):
   table, ids = residuals
-  ids = ids.reshape(-1)
-  sorted_ids, order = jax.lax.sort_key_val(ids, jnp.arange(ids.size, dtype=ids.dtype))
-  rows = grad.reshape(ids.size, -1)[order].astype(table.dtype)
-  return jnp.zeros_like(table).at[sorted_ids].add(rows, indices_are_sorted=True, mode="drop"), None
+
+  def summed(ids, grad):
+    ids = ids.reshape(-1)
+    sorted_ids, order = jax.lax.sort_key_val(ids, jnp.arange(ids.size, dtype=ids.dtype))
+    rows = grad.reshape(ids.size, -1)[order].astype(table.dtype)
+    return jnp.zeros(table.shape, table.dtype).at[sorted_ids].add(rows, indices_are_sorted=True, mode="drop")
+
+  mesh = jax.sharding.get_abstract_mesh()
+  batch_axes = None if mesh.empty else nn.logical_to_mesh_axes(("activation_batch",))[0]
+  if not batch_axes:
+    return summed(ids, grad), None
+  # The train steps (a mesh in context): each device sums its own batch rows, then the sums add up.
+  batch = jax.sharding.PartitionSpec(batch_axes)
+  per_device = jax.shard_map(lambda ids, grad: jax.lax.psum(summed(ids, grad), batch_axes), mesh=mesh,
+                             in_specs=(batch, batch), out_specs=jax.sharding.PartitionSpec(), check_vma=False)
+  return per_device(ids, grad), None
 
 
 _summed_sorted.defvjp(_summed_sorted_forward, _summed_sorted_backward)
