@@ -123,7 +123,7 @@ def take(table, ids, dtype):
   type). On the CPU and TPU autodiff's: their programs are unchanged. On several GPUs each
   device sorts its own tokens and the tables' sums are added across them: one sort of every
   device's tokens had XLA gather their rows to each (compiled for h100:8, an all-reduce of bf16
-  [131,072, 768] per table, where the sums' is float32 [vocabulary, 768])."""
+  [131,072, 768] per table, where the sums' is the float32 table's size)."""
   return jax.lax.platform_dependent(table, ids, cuda=functools.partial(_summed_sorted, dtype),
                                     default=functools.partial(_take, dtype))
 
@@ -155,12 +155,13 @@ def _summed_sorted_backward(dtype, residuals, grad):
 
   mesh = jax.sharding.get_abstract_mesh()
   batch_axes = None if mesh.empty else nn.logical_to_mesh_axes(("activation_batch",))[0]
-  if not batch_axes:
-    return summed(ids, grad), None
+  batch_axes = (batch_axes,) if isinstance(batch_axes, str) else tuple(batch_axes or ())
+  if not batch_axes or ids.shape[0] % math.prod(mesh.shape[axis] for axis in batch_axes):
+    return summed(ids, grad), None  # no mesh, or rows that do not split evenly (a small micro-batch)
   # The train steps (a mesh in context): each device sums its own batch rows, then the sums add up.
   batch = jax.sharding.PartitionSpec(batch_axes)
   per_device = jax.shard_map(lambda ids, grad: jax.lax.psum(summed(ids, grad), batch_axes), mesh=mesh,
-                             in_specs=(batch, batch), out_specs=jax.sharding.PartitionSpec(), check_vma=False)
+                             in_specs=(batch, batch), out_specs=jax.sharding.PartitionSpec())
   return per_device(ids, grad), None
 
 
