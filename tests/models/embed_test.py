@@ -67,10 +67,9 @@ def test_the_rows_are_nn_embeds_and_the_gpu_gradient_the_exact_sum():
   np.testing.assert_allclose(*float32, rtol=1e-6, atol=1e-5)
 
 
-def test_the_h200_program_scatters_sorted_float32_and_the_cpu_program_is_autodiffs():
-  """BERT's embeddings (word, position and token-type tables), their gradient compiled for an H200
-  on this CPU: every scatter into a table is float32 with its ids sorted (bf16 scatters in token
-  order took 29.7 ms of DeBERTa-base's step); lowered for the CPU, autodiff's: no sort."""
+def _bert_embeddings():
+  """(the sum of BERT's embedded rows as a function of (params, ids), its params' shapes): the
+  word, position and token-type tables, each looked up by `layers.take`."""
   config = EncoderConfig(model_type="bert", vocab_size=VOCAB, hidden_size=64, num_hidden_layers=1,
                          num_attention_heads=1, intermediate_size=64, max_position_embeddings=128,
                          type_vocab_size=2, dtype="bfloat16")
@@ -80,7 +79,14 @@ def test_the_h200_program_scatters_sorted_float32_and_the_cpu_program_is_autodif
     positions = jnp.broadcast_to(jnp.arange(ids.shape[1]), ids.shape)
     return module.apply(params, ids, jnp.zeros_like(ids), positions, True).astype(jnp.float32).sum()
 
-  params = jax.eval_shape(lambda: module.init(jax.random.key(0), *(jnp.ones((1, 8), jnp.int32),) * 3, True))
+  return rows, jax.eval_shape(lambda: module.init(jax.random.key(0), *(jnp.ones((1, 8), jnp.int32),) * 3, True))
+
+
+def test_the_h200_program_scatters_sorted_float32_and_the_cpu_program_is_autodiffs():
+  """BERT's embeddings (word, position and token-type tables), their gradient compiled for an H200
+  on this CPU: every scatter into a table is float32 with its ids sorted (bf16 scatters in token
+  order took 29.7 ms of DeBERTa-base's step); lowered for the CPU, autodiff's: no sort."""
+  rows, params = _bert_embeddings()
   replicated = NamedSharding(Mesh(np.array(aot.devices("h200")), ("data",)), PartitionSpec())
   abstract = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated),
                                     (params, jax.ShapeDtypeStruct((4, 128), jnp.int32)))
@@ -122,17 +128,8 @@ def test_on_eight_gpus_no_token_row_crosses_devices():
   """BERT's embeddings' gradient compiled for 8 H100s (data 8) on this CPU: the only collectives
   are float32 all-reduces of the gradients, at most one of each parameter. One sort of every
   device's tokens had XLA all-reduce each table's bf16 gradient rows, [tokens of all 8, width]."""
-  config = EncoderConfig(model_type="bert", vocab_size=VOCAB, hidden_size=64, num_hidden_layers=1,
-                         num_attention_heads=1, intermediate_size=64, max_position_embeddings=128,
-                         type_vocab_size=2, dtype="bfloat16")
-  module = bert.Embeddings(config)
-
-  def rows(params, ids):
-    positions = jnp.broadcast_to(jnp.arange(ids.shape[1]), ids.shape)
-    return module.apply(params, ids, jnp.zeros_like(ids), positions, True).astype(jnp.float32).sum()
-
+  rows, params = _bert_embeddings()
   mesh = partitioning.make_mesh({"data": 8, "fsdp": 1, "tensor": 1}, aot.devices("h100:8"))
-  params = jax.eval_shape(lambda: module.init(jax.random.key(0), *(jnp.ones((1, 8), jnp.int32),) * 3, True))
   abstract = jax.tree_util.tree_map(
       lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, PartitionSpec())), params)
   ids = jax.ShapeDtypeStruct((64, 128), jnp.int32, sharding=NamedSharding(mesh, PartitionSpec(partitioning.BATCH_AXES)))
