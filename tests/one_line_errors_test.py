@@ -147,6 +147,13 @@ def _cases(root: pathlib.Path, hub_url: str, read_only: pathlib.Path) -> dict:
                                                                  f"--config.data_dir={root / 'tlc_data'}"], {}, 1,
                                               f"--workdir {root / 'tlc_data'} is --config.data_dir "
                                               f"{root / 'tlc_data'}, which fine-tuning reads"),
+      "finetune --compile_only: --workdir its data folder": ("wyjax.finetune", ["--config=tlc.py",
+                                                                                "--compile_only=local",
+                                                                                f"--workdir={root / 'tlc_data'}",
+                                                                                f"--config.data_dir="
+                                                                                f"{root / 'tlc_data'}"], {}, 1,
+                                                             f"--workdir {root / 'tlc_data'} is --config.data_dir "
+                                                             f"{root / 'tlc_data'}, which fine-tuning reads"),
       "pretrain: --workdir its corpus": ("wyjax.pretrain", ["--config=pretrain/deberta_tiny.py",
                                                             f"--workdir={root / 'corpus'}",
                                                             f"--config.data_dir={root / 'corpus'}"], {}, 1,

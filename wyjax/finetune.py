@@ -36,7 +36,7 @@ _COMPILE_ONLY = flags.DEFINE_string("compile_only", None,
 
 def main(argv):
   del argv
-  if _WORKDIR.value and not _COMPILE_ONLY.value:  # before its log goes there: a refused workdir gets no file
+  if _WORKDIR.value:  # before its log goes there (with --compile_only too): a refused workdir gets no file
     finetuning.check_workdir(finetuning.with_options(_CONFIG.value), _WORKDIR.value)
   logs.to_file(_WORKDIR.value, "finetune")
   aot.use_compilation_cache(_COMPILE_ONLY.value)
