@@ -365,12 +365,14 @@ def kernel_errors(config: EncoderConfig, length: int, dtype: str = "float32", pr
       return layers.masked_softmax_attention(scores, mask, v, dropout_rate=0.0, deterministic=True, dtype=q.dtype)
 
   def output_and_grads(attend, wrap=lambda f: f, **jit_kwargs):
-    """{"output": at the real queries, "d<input>": gradient}, from one jitted program."""
+    """{"output": at the real queries, "d<input>": gradient}, from one jitted program, its float32
+    products exact on a GPU too (the XLA path's default there is TF32, the Triton kernel's IEEE)."""
     def loss(inputs):
       output = attend(**inputs).astype(jnp.float32)
       return (output * weights).sum(), output * real
 
-    (_, output), grads = jax.jit(wrap(jax.value_and_grad(loss, has_aux=True)), **jit_kwargs)(inputs)
+    with jax.default_matmul_precision("highest"):
+      (_, output), grads = jax.jit(wrap(jax.value_and_grad(loss, has_aux=True)), **jit_kwargs)(inputs)
     return {"output": output} | {f"d{name}": grad.astype(jnp.float32) for name, grad in grads.items()}
 
   ours = output_and_grads(kernel, wrap, **jit_kwargs)

@@ -166,7 +166,10 @@ def test_cudnn_dropout_is_only_where_a_config_asks_for_it(h100_mesh, caplog):
     for changes in ({"dtype": "float32"}, {"padding_only": False}, {"head_dim": 256},
                     {"relative": True, "length": 4096}):
       assert _pick("cudnn_dropout", **training, **changes) == _pick("auto", **training, **changes), changes
-  assert _pick("cudnn_dropout", **training) == "xla"  # on this CPU
+  cpu = jax.sharding.AbstractMesh((1,), ("data",), abstract_device=jax.sharding.AbstractDevice(
+      device_kind="cpu", num_cores=None, platform="cpu"))
+  with jax.sharding.use_abstract_mesh(cpu):  # a CPU's choice, on whatever machine runs the test
+    assert _pick("cudnn_dropout", **training) == "xla"
   attention.warn_cudnn_dropout.cache_clear()
   for _ in range(3):  # each layer of each traced step asks
     attention.warn_cudnn_dropout()
