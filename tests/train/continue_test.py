@@ -8,7 +8,9 @@ import signal
 import subprocess
 import sys
 
+import flax
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
@@ -22,7 +24,7 @@ from wyjax.core import checkpoints
 from wyjax.data import prepare, vocab_map
 from wyjax.data import tokenizer as tk
 from wyjax.hf import loading
-from wyjax.train import continuing, mlm, pretraining
+from wyjax.train import continuing, mlm, pretraining, program
 
 FAMILIES = ("bert", "roberta", "deberta")
 
@@ -193,3 +195,17 @@ def test_a_transplant_starts_far_below_random_weights_and_its_frozen_stage_keeps
   refused = subprocess.run(pretrain_command(stopped, traditional, *continued), env=pretrain_env(), cwd=REPO_ROOT,
                            capture_output=True, text=True)
   assert refused.returncode == 1 and "init: model.json changed" in refused.stderr, refused.stderr[-2000:]
+
+
+def test_the_frozen_stage_clips_by_the_norm_of_what_learns():
+  """In the frozen first steps the gradient norm (the clip's, the guard's, the logged one) leaves
+  the frozen params' gradients out; from the first step after them it holds all."""
+  config = pretraining.base_config()
+  prog = program.build(flax.linen.Dense(2), {"inputs": jnp.zeros((1, 3))}, config, warmup_steps=0, total_steps=4,
+                       frozen_steps=1, trainable=lambda path: path == ("bias",))
+  grads = {"kernel": jnp.full((3, 2), 2.0), "bias": jnp.full((2,), 1.0)}
+  step = jax.jit(lambda state: prog.apply_gradients(state, grads, jnp.float32(0.0)))
+  state, frozen = step(prog.init_state(jax.random.key(0)))
+  _, thawed = step(state)
+  assert float(frozen["grad_norm"]) == pytest.approx(np.sqrt(2.0))
+  assert float(thawed["grad_norm"]) == pytest.approx(np.sqrt(2.0 + 6 * 4.0))

@@ -95,6 +95,13 @@ def adamw(*, learning_rate: float, warmup_steps: int, total_steps: int, b1: floa
       {"trainable": adam(schedule), "frozen": frozen_for(frozen_steps, adam(second))}, labels)), schedule
 
 
+def without_frozen(grads, frozen: jax.Array, trainable: Callable[[tuple[str, ...]], bool]):
+  """`grads` with those of the params `trainable` rejects zeroed while `frozen`: their updates are
+  dropped then (frozen_for), and the clip's norm is that of the params that learn."""
+  return jax.tree_util.tree_map_with_path(
+      lambda path, g: g if trainable(path_names(path)) else jnp.where(frozen, jnp.zeros_like(g), g), grads)
+
+
 def path_names(path) -> tuple[str, ...]:
   """A tree path's keys as names: ('encoder', 'embeddings', 'word_embeddings', 'embedding')."""
   return tuple(str(getattr(key, "key", key)) for key in path)

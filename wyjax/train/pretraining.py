@@ -20,7 +20,7 @@ import orbax.checkpoint as ocp
 import tqdm
 from etils import epath
 
-from wyjax.core import (aot, checkpoints, distributed, guards, host_memory, locks, optimizer, partitioning, run_config,
+from wyjax.core import (aot, checkpoints, distributed, guards, host_memory, locks, partitioning, run_config,
                         run_metrics)
 from wyjax.core.storage import place
 from wyjax.data import pipeline, prepare
@@ -131,10 +131,7 @@ def make_steps(program: Program, config, tokenizer, length: int):
       zero_sums = {"loss_sum": 0.0, "correct": 0.0, "weight": 0.0}
       (grads, sums), _ = jax.lax.scan(accumulate, (zeros, zero_sums), (jnp.arange(accum), micro))
     weight = jnp.maximum(sums["weight"], 1.0)
-    frozen = step < config.freeze_encoder_steps  # the encoder's gradients leave the clip's norm out
-    grads = jax.tree_util.tree_map_with_path(
-        lambda path, g: jnp.where(frozen & ~continuing.trains_first(optimizer.path_names(path)), 0.0, g / weight),
-        grads) if config.freeze_encoder_steps else jax.tree_util.tree_map(lambda g: g / weight, grads)
+    grads = jax.tree_util.tree_map(lambda g: g / weight, grads)
     new_state, update_metrics = program.apply_gradients(state, grads, sums["loss_sum"])
     return new_state, {"loss": sums["loss_sum"] / weight, "mlm_accuracy": sums["correct"] / weight,
                        "masked_fraction": jnp.sum(weights) / jnp.sum(attention_mask), **update_metrics}

@@ -28,12 +28,17 @@ class Program:
   data_sharding: NamedSharding  # batches: rows over the data and fsdp axes
   replicated: NamedSharding
   init_state: Callable  # jitted rng → a fresh sharded state
+  frozen_steps: int = 0  # the first steps train only the params whose path `trainable` accepts
+  trainable: Callable[[tuple[str, ...]], bool] | None = None
 
   def apply_gradients(self, state: dict, grads, loss) -> tuple[dict, dict]:
     """The optimizer's update, inside a train step; skipped (state kept) when the loss or the
     gradients' norm is not finite (guards.skip_if_not_finite). The norm is reduced once, in a few
-    kernels (optimizer.global_norm), for the clip, the guard and the metric. Returns (state,
+    kernels (optimizer.global_norm), for the clip, the guard and the metric; in the frozen first
+    steps it leaves out the frozen params' gradients (optimizer.without_frozen). Returns (state,
     {grad_norm, learning_rate, finite})."""
+    if self.frozen_steps:
+      grads = optimizer.without_frozen(grads, state["step"] < self.frozen_steps, self.trainable)
     grad_norm = optimizer.global_norm(grads)
     updates, opt_state = self.tx.update(grads, state["opt_state"], state["params"], grad_norm=grad_norm)
     new_state = {"step": state["step"] + 1, "params": optax.apply_updates(state["params"], updates),
@@ -95,4 +100,5 @@ def build(model: nn.Module, init_inputs: dict, config, *, warmup_steps: int, tot
   return Program(
       model=model, mesh=mesh, logical_rules=logical_rules, tx=tx, schedule=schedule, params_sharding=params_sharding,
       state_sharding=state_sharding, abstract_state=abstract_state, data_sharding=partitioning.batch_sharding(mesh),
-      replicated=partitioning.replicated(mesh), init_state=jax.jit(init_state, out_shardings=state_sharding))
+      replicated=partitioning.replicated(mesh), init_state=jax.jit(init_state, out_shardings=state_sharding),
+      frozen_steps=frozen_steps, trainable=trainable)
