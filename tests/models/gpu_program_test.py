@@ -9,6 +9,9 @@ One layer in bf16, batch 2 x 128, head dimension 64 (cuDNN's and the Triton kern
 each compile takes seconds. Training is the encoder's forward and backward with dropout.
 """
 import collections
+import functools
+import pathlib
+import tempfile
 
 import jax
 import jax.numpy as jnp
@@ -38,9 +41,17 @@ def _config(model: str, attention_dropout: float) -> EncoderConfig:
                        position_biased_input=False, **common)
 
 
+@functools.cache
 def compiled_pass(model: str, training: bool, attention_dropout: float = 0.1):
   """(attention.implementation's choice, the GpuProgram) of one layer's forward (and backward
   when training) compiled for an H100."""
+  choice, lowered = lowered_pass(model, training, attention_dropout)
+  return choice, gpu_program.compile(lowered)[1]
+
+
+@functools.cache
+def lowered_pass(model: str, training: bool, attention_dropout: float = 0.1):
+  """(attention.implementation's choice, the lowered pass) of compiled_pass."""
   config = _config(model, attention_dropout)
   encoder = (Bert if model == "bert" else DebertaV2)(config)
   mesh = Mesh(np.array(aot.devices("h100")), ("data",))
@@ -60,8 +71,7 @@ def compiled_pass(model: str, training: bool, attention_dropout: float = 0.1):
         config.attention, relative=model == "deberta", training=training,
         dropout=training and attention_dropout > 0, length=LENGTH, dtype=config.dtype, head_dim=64)
     lowered = jax.jit(jax.grad(hidden_sum) if training else hidden_sum).lower(params, ids)
-  _, program, _ = gpu_program.compile(lowered)
-  return choice, program
+  return choice, lowered
 
 
 def scores(program: gpu_program.GpuProgram, dtype: str) -> list:
@@ -97,6 +107,19 @@ def test_bert_trains_through_cudnn_without_attention_dropout():
   assert choice == "cudnn"
   assert sorted(attention_calls(program, CUDNN)) == ["__cudnn$fmhaSoftmax", "__cudnn$fmhaSoftmaxBackward"]
   assert not scores(program, "f32") and not scores(program, "bf16")
+
+
+def test_without_a_gpu_the_autotuner_is_skipped_for_the_program_xla_builds_by_default():
+  """On this CPU compile() asks XLA for autotuning level 0 (a quarter less compile): the program
+  is the one XLA's default level builds, kernel by kernel, buffer by buffer, with XLA's own
+  estimates. One layer's training pass: GEMM fusions, their gradients, dropout, Triton fusions."""
+  _, ours = compiled_pass("bert", training=True)
+  with tempfile.TemporaryDirectory() as folder:
+    lowered_pass("bert", training=True)[1].compile(compiler_options={"xla_dump_to": folder, **gpu_program.DUMP_OPTIONS})
+    xla_default, _ = gpu_program.read_dump(pathlib.Path(folder))
+  assert jax.default_backend() == "cpu" and gpu_program.DEVICELESS_OPTIONS == {"xla_gpu_autotune_level": 0}
+  assert ours == xla_default
+  assert ours.launches and ours.kernels["gemm"] >= 4, ours.summary()
 
 
 def test_thunks_are_counted_by_kind_with_loop_bodies_once():
