@@ -416,21 +416,15 @@ def _one(folder: Path, pattern: str) -> Path:
   return found[0]
 
 
-# What compile() asks XLA to write besides the dump: its own estimate of every fusion.
-DUMP_OPTIONS = {"xla_gpu_collect_cost_model_stats": True}
-# On a host without a GPU XLA has nothing to autotune on: at its default level its autotuner
-# still compiles every fusion apart and keeps the default configs. Level 0 skips that and builds
-# the same program (BERT-base's and DeBERTa-base's steps for an H100 and an H200: the same
-# optimized HLO, buffers and thunks but for the autotuner's empty notes) in three quarters of the
-# time (2026-11-29, docs/scaling.md).
-DEVICELESS_OPTIONS = {"xla_gpu_autotune_level": 0}
+# What compile() asks XLA for besides the dump: its own estimate of every fusion; and with no GPU attached, no
+# autotuning, whose deviceless path compiles each fusion apart to keep its defaults (the same program: docs/scaling.md).
+DUMP_OPTIONS, DEVICELESS_OPTIONS = {"xla_gpu_collect_cost_model_stats": True}, {"xla_gpu_autotune_level": 0}
 
 
 def compile(lowered, estimates: bool = True) -> tuple:
-  """(compiled, GpuProgram, XLA's cost analysis or None) of a step lowered for GPU devices.
-  estimates: XLA writes its estimate of every fusion; it has a cost model for Hopper only (jax
-  0.12 fails an A100's compile with "Cannot find key: sm_80"), elsewhere fusions are costed from
-  their bytes. A host with GPUs autotunes as XLA does by default."""
+  """(compiled, GpuProgram, XLA's cost analysis or None) of a step lowered for GPU devices. estimates: XLA
+  writes its estimate of every fusion; it has a cost model for Hopper only (jax 0.12 fails an A100's compile
+  with "Cannot find key: sm_80"), elsewhere fusions are costed from their bytes."""
   options = {**(DUMP_OPTIONS if estimates else {}), **(DEVICELESS_OPTIONS if jax.default_backend() != "gpu" else {})}
   with tempfile.TemporaryDirectory(prefix="wyjax-gpu-program-") as folder:
     compiled = lowered.compile(compiler_options={"xla_dump_to": folder, **options})
@@ -439,10 +433,9 @@ def compile(lowered, estimates: bool = True) -> tuple:
 
 
 def cost_analysis(hlo: str) -> dict | None:
-  """XLA's HloCostAnalysis of the optimized GPU module, through the CPU client (an executable
-  compiled without a GPU has none: `cost_analysis()` returns None). Its FLOPs and bytes are per
-  device; custom calls (cuDNN's attention) count nothing. None where this jaxlib lacks the
-  private entry points it needs."""
+  """XLA's HloCostAnalysis of the optimized GPU module, through the CPU client (an executable compiled without a
+  GPU has none: `cost_analysis()` returns None). Its FLOPs and bytes are per device; custom calls (cuDNN's
+  attention) count nothing. None where this jaxlib lacks the private entry points it needs."""
   try:
     from jax._src.lib import xla_client  # pylint: disable=g-import-not-at-top
     from jaxlib import _hlo  # pylint: disable=g-import-not-at-top
