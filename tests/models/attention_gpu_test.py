@@ -10,7 +10,6 @@ checkpoints of those, WYWMT's prefix-LM mask, BERT) with lengths on and off the 
 pos_att_type subset and both dtypes, rather than all combinations: interpreting costs seconds.
 The kernel's own tests (dropout, a planted error, the sm_90 compile) are in tests/kernels/.
 """
-import os
 import pathlib
 import re
 import subprocess
@@ -22,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tests.train.conftest import pretrain_env
 from benchmarks import attention as attention_benchmark
 from wyjax.core import partitioning
 from wyjax.models import Bert, DebertaV2, EncoderConfig, attention
@@ -75,9 +75,8 @@ def test_sharded_gpu_kernel_equals_xla_path():
   """Under the train steps' mesh and rules (data 2 x tensor 2) each device runs the GPU kernel
   on its batch row and head (shard_map: the distance table split with the heads, the relative
   projections' gradients summed over the batch shards); all equal the XLA path on one device."""
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
   code = "from tests.models import attention_gpu_test; attention_gpu_test.check_sharded_equals_unsharded()"
-  result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+  result = subprocess.run([sys.executable, "-c", code], env=pretrain_env(devices=4), capture_output=True, text=True,
                           cwd=pathlib.Path(__file__).resolve().parents[2])
   assert result.returncode == 0, result.stderr[-3000:]
 

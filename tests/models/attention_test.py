@@ -3,7 +3,6 @@
 The cases cover every length, bucketing, pos_att_type subset and key sharing the issue asks for
 in pairs rather than all combinations: each kernel compile costs seconds when interpreted.
 """
-import os
 import pathlib
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 from jax.experimental.pallas import triton as pltriton
 
+from tests.train.conftest import pretrain_env
 from wyjax.kernels import attention_common as common
 from wyjax.kernels import disentangled_attention as kernel
 from wyjax.models import Bert, DebertaV2, EncoderConfig, attention
@@ -190,9 +190,8 @@ def test_sharded_kernel_equals_unsharded():
   """Under the train steps' mesh and rules (data 2 x tensor 2), each device runs the kernel on its
   batch rows and heads (shard_map); the output and the gradients (the relative tables' summed over
   the batch shards) are the XLA path's on one device."""
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
   code = "from tests.models import attention_test; attention_test.check_sharded_equals_unsharded()"
-  result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+  result = subprocess.run([sys.executable, "-c", code], env=pretrain_env(devices=4), capture_output=True, text=True,
                           cwd=pathlib.Path(__file__).resolve().parents[2])
   assert result.returncode == 0, result.stderr[-3000:]
 

@@ -2,7 +2,6 @@
 id's rows in float32 with the ids sorted (under a mesh, each device its own rows, the sums then
 added), elsewhere it is autodiff's (the CPU program unchanged)."""
 import functools
-import os
 import pathlib
 import re
 import subprocess
@@ -14,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from tests.train.conftest import pretrain_env
 from wyjax.core import aot, partitioning
 from wyjax.models import EncoderConfig, bert, layers
 
@@ -117,9 +117,8 @@ def test_under_a_mesh_each_device_sums_its_rows_and_the_sums_add_up():
   rows (the tensor axis holds the same rows twice and must not count them twice); their sums,
   added, are the exact sum within float32's rounding. Rows that do not split over the shards
   (3 over 2) are summed whole, where a shard_map would refuse them."""
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
   code = "from tests.models import embed_test; embed_test.check_sharded_sum_is_the_exact_sum()"
-  result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+  result = subprocess.run([sys.executable, "-c", code], env=pretrain_env(devices=4), capture_output=True, text=True, timeout=300,
                           cwd=pathlib.Path(__file__).resolve().parents[2])
   assert result.returncode == 0, result.stderr[-3000:]
 

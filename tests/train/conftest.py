@@ -8,7 +8,7 @@ import jax
 import pytest
 
 from tests import checkpoint_files
-from tests.conftest import XLA_CACHE
+from tests.conftest import CPU_XLA_FLAGS, XLA_CACHE
 from wyjax.data import prepare
 from wyjax.data import tokenizer as tk
 from wyjax.hf import export_folder, loading
@@ -36,7 +36,7 @@ def pretrain_command(workdir, data_dir, *overrides):
 
 def pretrain_env(devices: int = 1, **extra) -> dict:
   env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "SLURM_", "TPU_"))}
-  env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+  env["XLA_FLAGS"] = f"{CPU_XLA_FLAGS} --xla_force_host_platform_device_count={devices}"
   env["JAX_PLATFORMS"] = "cpu"
   env["JAX_COMPILATION_CACHE_DIR"] = str(XLA_CACHE)
   env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
