@@ -118,8 +118,8 @@ def test_under_a_mesh_each_device_sums_its_rows_and_the_sums_add_up():
   added, are the exact sum within float32's rounding. Rows that do not split over the shards
   (3 over 2) are summed whole, where a shard_map would refuse them."""
   code = "from tests.models import embed_test; embed_test.check_sharded_sum_is_the_exact_sum()"
-  result = subprocess.run([sys.executable, "-c", code], env=pretrain_env(devices=4), capture_output=True, text=True, timeout=300,
-                          cwd=pathlib.Path(__file__).resolve().parents[2])
+  result = subprocess.run([sys.executable, "-c", code], env=pretrain_env(devices=4), capture_output=True, text=True,
+                          timeout=300, cwd=pathlib.Path(__file__).resolve().parents[2])
   assert result.returncode == 0, result.stderr[-3000:]
 
 
