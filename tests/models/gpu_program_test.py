@@ -9,8 +9,10 @@ One layer in bf16, batch 2 x 128, head dimension 64 (cuDNN's and the Triton kern
 each compile takes seconds. Training is the encoder's forward and backward with dropout.
 """
 import collections
+import dataclasses
 import functools
 import pathlib
+import re
 import tempfile
 
 import jax
@@ -108,6 +110,15 @@ def test_bert_trains_through_cudnn_without_attention_dropout():
   assert not scores(program, "f32") and not scores(program, "bf16")
 
 
+def unnumbered(program: gpu_program.GpuProgram) -> gpu_program.GpuProgram:
+  """The program with the numbers XLA gives its instructions left out of the kernels' names: once in
+  CI (2026-11-29) the default level named a Triton fusion fusion.94 that level 0 named fusion.148,
+  the kernel alike in every other field and place; here 8 compiles numbered alike."""
+  strip = functools.partial(re.sub, r"[._]\d+", "")
+  return dataclasses.replace(program, launches=tuple(
+      dataclasses.replace(launch, name=strip(launch.name), kernel=strip(launch.kernel)) for launch in program.launches))
+
+
 def test_without_a_gpu_the_autotuner_is_skipped_for_the_program_xla_builds_by_default():
   """On this CPU compile() asks XLA for autotuning level 0 (a quarter less compile): the program
   is the one XLA's default level builds, kernel by kernel, buffer by buffer, with XLA's own
@@ -117,7 +128,7 @@ def test_without_a_gpu_the_autotuner_is_skipped_for_the_program_xla_builds_by_de
     lowered_pass("bert", True)[1].compile(compiler_options={"xla_dump_to": folder, **gpu_program.DUMP_OPTIONS})
     xla_default, _ = gpu_program.read_dump(pathlib.Path(folder))
   assert jax.default_backend() == "cpu" and gpu_program.DEVICELESS_OPTIONS == {"xla_gpu_autotune_level": 0}
-  assert ours == xla_default
+  assert unnumbered(ours) == unnumbered(xla_default)
   assert ours.launches and ours.kernels["gemm"] >= 4, ours.summary()
 
 
