@@ -84,30 +84,31 @@ POINTS = (
     _attention(4096, "forward", "kernel", 4.26), _attention(4096, "forward", "xla", 6.00),
     _attention(1024, "forward+backward", "kernel", 13.73), _attention(1024, "forward+backward", "xla", 10.55),
 )
-# The split and the model, written down and committed before their fit (2026-11-28, the third;
-# issue #62, item 5). Fit points: the kernels of the two steps of main 1fe8d02 that
-# benchmarks/gpu.py measured and profiled on one H200 (BERT-base and DeBERTa-base through cuDNN):
-# every measured kernel of both traces joined with its predicted uncalibrated cost of the GPU's
-# own compile by profile_vs_prediction.join (the kind of a kernel the join cannot match is the
-# kind its name says, else "unmatched"). The model: a factor per kernel kind (gpu_program's
-# kinds; cuDNN's attention is its own, "cudnn"), each the ratio of sums over both steps,
-# Σ measured ÷ Σ uncalibrated of that kind's kernels (not least squares on kernel times, which
-# the longest kernels would decide: the ratio of sums makes each kind's time over the two steps
-# exact, what a step's sum needs). A kernel's uncalibrated cost keeps XLA's 1 µs a launch and
-# the factor scales it whole: no time between kernels is fitted or added, since the profiled
-# kernels' durations already sum to more than the timed steps (29.14 against 28.96 ms,
-# 86.50 against 84.48; the timed steps run from CUDA graphs, the profiled without), leaving no
-# gap to fit. A kind with no measured kernel in the two traces (the Pallas kernel, "triton
-# kernel"; "random bits") takes the pooled factor, Σ measured ÷ Σ uncalibrated over every
-# kernel of both traces; a collective stays as costed (no fit point has one). Held out, never
-# fitted on, as whole steps from their uncalibrated seconds by kind: the three steps of e7dca87
-# and the 14 programs measured before. The fit's error is that of the two 1fe8d02 whole steps
-# (their measured step times, whose kernels were fitted on). A point is its commit and its
-# name: the same step measured at two commits is two points. Measured since and held out, not
-# refitted on: a000c01's two steps (the fit's programs measured again on an H200, 2026-11-28) and
-# 254118f's DeBERTa-base step with attention dropout (the XLA path).
-FIT = (("1fe8d02", "BERT-base step, 32 × 512, attention=auto"),
-       ("1fe8d02", "DeBERTa-base step, 32 × 512, attention=auto"))
+# The split and the model, written down and committed before their fit (2026-11-29, the fourth;
+# issue #62, item 5: the first GPU's measurements of today's programs fit, the older validate).
+# Fit points: the kernels of the three steps of main 5f2479d that benchmarks/gpu.py measured and
+# profiled on one H200 (BERT-base and DeBERTa-base through cuDNN, DeBERTa-base with attention
+# dropout through the XLA path: the programs a user runs today, DeBERTa's relative products
+# distance-minor since f3249f5): every measured kernel of the three traces joined with its
+# predicted uncalibrated cost of the GPU's own compile by profile_vs_prediction.join (the kind of
+# a kernel the join cannot match is the kind its name says, else "unmatched"). The model, as in
+# the third split: a factor per kernel kind (gpu_program's kinds; cuDNN's attention is its own,
+# "cudnn"), each the ratio of sums over the fit steps, Σ measured ÷ Σ uncalibrated of that kind's
+# kernels (not least squares on kernel times, which the longest kernels would decide: the ratio
+# of sums makes each kind's time over the fit steps exact, what a step's sum needs). A kernel's
+# uncalibrated cost keeps XLA's 1 µs a launch and the factor scales it whole: no time between
+# kernels is fitted or added, since the profiled kernels' durations sum to more than the timed
+# steps (the timed steps run from CUDA graphs, the profiled without). A kind with no measured
+# kernel in the traces (the Pallas kernel, "triton kernel"; "random bits") takes the pooled
+# factor, Σ measured ÷ Σ uncalibrated over every kernel of the fit traces; a collective stays as
+# costed (no fit point has one). Held out, never fitted on, as whole steps from their
+# uncalibrated seconds by kind: every program measured before (1fe8d02's and a000c01's two steps,
+# 254118f's one, e7dca87's three, the 14 of 2026-11-26). The fit's error is that of the three
+# 5f2479d whole steps (their measured step times, whose kernels were fitted on). A point is its
+# commit and its name: the same step measured at two commits is two points.
+FIT = (("5f2479d", "BERT-base step, 32 × 512, attention=auto"),
+       ("5f2479d", "DeBERTa-base step, 32 × 512, attention=auto"),
+       ("5f2479d", "DeBERTa-base step, 32 × 512, attention=auto/attention_dropout=0.1"))
 
 
 def key(r: dict) -> tuple[str, str]:
