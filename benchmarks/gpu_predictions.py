@@ -105,7 +105,9 @@ POINTS = (
 # uncalibrated seconds by kind: every program measured before (1fe8d02's and a000c01's two steps,
 # 254118f's one, e7dca87's three, the 14 of 2026-11-26). The fit's error is that of the three
 # 5f2479d whole steps (their measured step times, whose kernels were fitted on). A point is its
-# commit and its name: the same step measured at two commits is two points.
+# commit and its name: the same step measured at two commits is two points. Measured since and
+# held out, not refitted on: dcc430c's two steps (DeBERTa-base through the Pallas GPU kernel,
+# BERT-base again; the same H200, 2026-11-29).
 FIT = (("5f2479d", "BERT-base step, 32 × 512, attention=auto"),
        ("5f2479d", "DeBERTa-base step, 32 × 512, attention=auto"),
        ("5f2479d", "DeBERTa-base step, 32 × 512, attention=auto/attention_dropout=0.1"))

@@ -118,8 +118,9 @@ def test_a_profiled_step_is_joined_kernel_by_kernel_into_its_record(tmp_path):
 def test_the_shipped_factors_are_the_fit_steps_kernel_sums_only():
   """The fourth split of #62 item 5: fitted on the kernels of the three steps measured and profiled
   at 5f2479d (2026-11-29); the 22 programs measured before held out (1fe8d02's, a000c01's and
-  254118f's steps, e7dca87's three, the 14 of 2026-11-26); each kind's factor its measured ÷
-  uncalibrated seconds summed over the fit steps, the default all their kernels'."""
+  254118f's steps, e7dca87's three, the 14 of 2026-11-26) and the two measured after (dcc430c);
+  each kind's factor its measured ÷ uncalibrated seconds summed over the fit steps, the default
+  all their kernels'."""
   module, records, shipped = _shipped()
   fit_points = [r for r in records if not r["held_out"]]
   assert {(r["commit"], r["name"]) for r in fit_points} == set(module.FIT) == {
@@ -128,7 +129,7 @@ def test_the_shipped_factors_are_the_fit_steps_kernel_sums_only():
                                ("DeBERTa-base", "auto/attention_dropout=0.1"))}
   assert set(shipped["fitted_on"]) == {f"{r['name']} ({r['commit']})" for r in fit_points}
   assert set(shipped["held_out"]) == {f"{r['name']} ({r['commit']})" for r in records if r["held_out"]}
-  assert len(records) == 25 and len(shipped["held_out"]) == 22
+  assert len(records) == 27 and len(shipped["held_out"]) == 24
   sums = lambda field, kind: sum(r[field].get(kind, 0.0) for r in fit_points)
   kinds = {kind for r in fit_points for kind in r["measured_seconds_by_kind"]}
   by_hand = {kind: sums("measured_seconds_by_kind", kind) / sums("uncalibrated_seconds_by_kind", kind)
