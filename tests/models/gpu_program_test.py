@@ -113,7 +113,7 @@ def test_bert_trains_through_cudnn_without_attention_dropout():
 def unnumbered(program: gpu_program.GpuProgram) -> gpu_program.GpuProgram:
   """The program with the numbers XLA gives its instructions left out of the kernels' names: once in
   CI (2026-11-29) the default level named a Triton fusion fusion.94 that level 0 named fusion.148,
-  the kernel alike in every other field and place; here 8 compiles numbered alike."""
+  the kernel alike in every other field and place; here 8 default-level compiles numbered alike."""
   strip = functools.partial(re.sub, r"[._]\d+", "")
   return dataclasses.replace(program, launches=tuple(
       dataclasses.replace(launch, name=strip(launch.name), kernel=strip(launch.kernel)) for launch in program.launches))
