@@ -100,6 +100,7 @@ def run_demo():
            "--pretrain_config.corpus.vocab": config.corpus.vocab}
   io_paths.check_apart({"--workdir": workdir}, reads, "the demo")
   io_paths.check_not_written("--workdir", workdir, WRITTEN, reads, "the demo")
+  workdir.mkdir(parents=True, exist_ok=True)  # a file there is refused now, not after a minute of deriving tasks
   logs.to_file(workdir, "demo")
   if _PACKAGE.value:
     config.corpus.source = f"poetry:{pathlib.Path(_PACKAGE.value).resolve()}"
