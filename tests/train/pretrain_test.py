@@ -26,7 +26,8 @@ def test_sharded_training_matches_one_device(tiny_corpus, tmp_path):
   results = {}
   for name, (mesh, devices, options) in runs.items():
     overrides = [f"--config.mesh.{axis}={size}" for axis, size in mesh.items()]
-    run_pretrain(tmp_path / name, tiny_corpus, "--config.num_train_steps=3", *overrides, *options, devices=devices)
+    run_pretrain(tmp_path / name, tiny_corpus, "--config.num_train_steps=3", "--config.checkpoint_every=1000",
+                 *overrides, *options, devices=devices)
     results[name] = losses(tmp_path / name)
   assert sorted(results["one"]) == [1, 2, 3]
   for name, reference in (("data8", "one"), ("2x2x2-scanned", "one-scanned")):
@@ -81,7 +82,9 @@ def test_sigkill_during_an_async_save_resumes_exactly(tiny_corpus, straight, tmp
   process.communicate()  # waits, and closes the stderr pipe
   assert process.returncode == -signal.SIGKILL
   assert partial.exists() and _steps(workdir) == [2, 4]  # killed mid-save, before the end
-  run_pretrain(workdir, tiny_corpus, f"--config.num_train_steps={N}", "--config.async_checkpointing=true")
+  # The resumed steps' losses are compared, not their checkpoints: one save, at the end.
+  run_pretrain(workdir, tiny_corpus, f"--config.num_train_steps={N}", "--config.async_checkpointing=true",
+               "--config.checkpoint_every=1000")
   assert not partial.exists()  # the killed save's temporary folder is cleaned up
   assert_resumed_exactly(workdir, straight[1])
 
@@ -96,7 +99,7 @@ def test_sigterm_checkpoints_exits_143_and_resumes_exactly(tiny_corpus, straight
   assert "stopped by SIGTERM at step" in stderr
   stopped_at = max(losses(workdir))
   assert 2 <= stopped_at < N and _steps(workdir)[-1] == stopped_at  # a checkpoint of the step it stopped at
-  run_pretrain(workdir, tiny_corpus, f"--config.num_train_steps={N}")
+  run_pretrain(workdir, tiny_corpus, f"--config.num_train_steps={N}", "--config.checkpoint_every=1000")
   assert_resumed_exactly(workdir, straight[1])
 
 
@@ -184,7 +187,7 @@ def test_checkpoint_from_eight_devices_restores_on_one(tiny_corpus, straight, tm
                "--config.mesh.tensor=2", devices=8)
   # The learning rate of steps 1-2 (warm-up) does not depend on the total, so the rest is the straight run's.
   run_pretrain(workdir, tiny_corpus, f"--config.num_train_steps={N}", "--config.mesh.data=1", "--accept_config_change",
-               devices=1)
+               "--config.checkpoint_every=1000", devices=1)
   np.testing.assert_allclose([losses(workdir)[s] for s in range(3, N + 1)],
                              [straight[1][s] for s in range(3, N + 1)], atol=1e-5, rtol=0)
 
@@ -252,15 +255,13 @@ def test_a_stop_during_an_evaluation_is_honoured_before_its_next_batch(tiny_corp
   assert _steps(tmp_path / "run") == [1]
 
 
-def test_pretrained_workdir_exports_to_transformers(tiny_corpus, tmp_path):
+def test_pretrained_workdir_exports_to_transformers(straight, tmp_path):
   import torch
   import transformers
 
   import wyjax.hf
   from wyjax.hf import export_folder
-  workdir = tmp_path / "run"
-  run_pretrain(workdir, tiny_corpus, "--config.num_train_steps=2")
-  model = wyjax.hf.load(workdir)
+  model = wyjax.hf.load(straight[0])  # loaded read-only: the fixture's run stays as it was
   out = export_folder.export(model, tmp_path / "hf")
   reloaded = transformers.AutoModelForMaskedLM.from_pretrained(out).eval()
   enc = model.tokenizer.encode("子曰学而时习之")
@@ -272,7 +273,7 @@ def test_pretrained_workdir_exports_to_transformers(tiny_corpus, tmp_path):
 
 def test_gradient_accumulation_matches_the_full_batch(tiny_corpus, tmp_path):
   no_dropout = ["--config.model.hidden_dropout_prob=0", "--config.model.attention_probs_dropout_prob=0",
-                "--config.num_train_steps=3"]
+                "--config.num_train_steps=3", "--config.checkpoint_every=1000"]
   run_pretrain(tmp_path / "full", tiny_corpus, *no_dropout)
   run_pretrain(tmp_path / "accum", tiny_corpus, *no_dropout, "--config.grad_accum_steps=2")
   full, accum = losses(tmp_path / "full"), losses(tmp_path / "accum")
