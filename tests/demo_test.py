@@ -45,7 +45,7 @@ def test_demo_runs_end_to_end(shared_data, tmp_path):
        "--pretrain_config.eval_every=30", "--pretrain_config.checkpoint_every=30",
        "--pretrain_config.eval_batches=2", "--pretrain_config.batch_size=8",
        "--pretrain_config.corpus.valid_fraction=0.1", "--pretrain_config.corpus.workers=1",
-       "--punc_steps=20", "--tlc_steps=20", "--per_dynasty=150", "--punc_examples=400"],
+       "--punc_steps=8", "--tlc_steps=8", "--per_dynasty=150", "--punc_examples=400"],  # 4 evaluations a run
       cwd=REPO_ROOT, env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")), capture_output=True, text=True)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "| Model | Avg. (WYWMT apart) | PUNC | TLC |" in result.stdout
