@@ -16,6 +16,10 @@ from wyjax.core import checkpoints
 from wyjax.train import pretraining
 
 
+# Runs whose losses are compared, not their checkpoints: one save, at the last step (or the stop).
+SAVE_AT_END = "--config.checkpoint_every=1000"
+
+
 def test_sharded_training_matches_one_device(tiny_corpus, tmp_path):
   """3 steps on 1 device and on 8 devices as (data 8); with scanned, rematerialised layers
   (whose init draws other random numbers) on 1 device and on 8 as (data 2, fsdp 2, tensor 2),
@@ -26,8 +30,8 @@ def test_sharded_training_matches_one_device(tiny_corpus, tmp_path):
   results = {}
   for name, (mesh, devices, options) in runs.items():
     overrides = [f"--config.mesh.{axis}={size}" for axis, size in mesh.items()]
-    run_pretrain(tmp_path / name, tiny_corpus, "--config.num_train_steps=3", "--config.checkpoint_every=1000",
-                 *overrides, *options, devices=devices)
+    run_pretrain(tmp_path / name, tiny_corpus, "--config.num_train_steps=3", SAVE_AT_END, *overrides, *options,
+                 devices=devices)
     results[name] = losses(tmp_path / name)
   assert sorted(results["one"]) == [1, 2, 3]
   for name, reference in (("data8", "one"), ("2x2x2-scanned", "one-scanned")):
@@ -82,9 +86,7 @@ def test_sigkill_during_an_async_save_resumes_exactly(tiny_corpus, straight, tmp
   process.communicate()  # waits, and closes the stderr pipe
   assert process.returncode == -signal.SIGKILL
   assert partial.exists() and _steps(workdir) == [2, 4]  # killed mid-save, before the end
-  # The resumed steps' losses are compared, not their checkpoints: one save, at the end.
-  run_pretrain(workdir, tiny_corpus, f"--config.num_train_steps={N}", "--config.async_checkpointing=true",
-               "--config.checkpoint_every=1000")
+  run_pretrain(workdir, tiny_corpus, f"--config.num_train_steps={N}", "--config.async_checkpointing=true", SAVE_AT_END)
   assert not partial.exists()  # the killed save's temporary folder is cleaned up
   assert_resumed_exactly(workdir, straight[1])
 
@@ -99,7 +101,7 @@ def test_sigterm_checkpoints_exits_143_and_resumes_exactly(tiny_corpus, straight
   assert "stopped by SIGTERM at step" in stderr
   stopped_at = max(losses(workdir))
   assert 2 <= stopped_at < N and _steps(workdir)[-1] == stopped_at  # a checkpoint of the step it stopped at
-  run_pretrain(workdir, tiny_corpus, f"--config.num_train_steps={N}", "--config.checkpoint_every=1000")
+  run_pretrain(workdir, tiny_corpus, f"--config.num_train_steps={N}", SAVE_AT_END)
   assert_resumed_exactly(workdir, straight[1])
 
 
@@ -187,7 +189,7 @@ def test_checkpoint_from_eight_devices_restores_on_one(tiny_corpus, straight, tm
                "--config.mesh.tensor=2", devices=8)
   # The learning rate of steps 1-2 (warm-up) does not depend on the total, so the rest is the straight run's.
   run_pretrain(workdir, tiny_corpus, f"--config.num_train_steps={N}", "--config.mesh.data=1", "--accept_config_change",
-               "--config.checkpoint_every=1000", devices=1)
+               SAVE_AT_END, devices=1)
   np.testing.assert_allclose([losses(workdir)[s] for s in range(3, N + 1)],
                              [straight[1][s] for s in range(3, N + 1)], atol=1e-5, rtol=0)
 
@@ -204,7 +206,7 @@ def test_two_processes_train_as_one_and_stop_together(tiny_corpus, straight, tmp
     env = pretrain_env(1, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2",
                        JAX_PROCESS_ID=str(process_id))
     processes.append(subprocess.Popen(
-        pretrain_command(workdir, tiny_corpus, f"--config.num_train_steps={N}", "--config.checkpoint_every=1000",
+        pretrain_command(workdir, tiny_corpus, f"--config.num_train_steps={N}", SAVE_AT_END,
                          "--config.stop_check_every=4"),
         env=env, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
   _wait_until(lambda: (workdir / "metrics.jsonl").exists() and len(losses(workdir)) >= 3, processes[0], "3 steps")
@@ -216,7 +218,7 @@ def test_two_processes_train_as_one_and_stop_together(tiny_corpus, straight, tmp
     stops.append(int(err.split("stopped by SIGTERM at step ")[1].split()[0]))
   assert stops[0] == stops[1] < N and stops[0] % 4 == 0
   assert _steps(workdir) == [stops[0]] and max(losses(workdir)) == stops[0]
-  run_pretrain(workdir, tiny_corpus, f"--config.num_train_steps={N}", "--config.checkpoint_every=1000")
+  run_pretrain(workdir, tiny_corpus, f"--config.num_train_steps={N}", SAVE_AT_END)
   steps = range(1, N + 1)
   np.testing.assert_allclose([losses(workdir)[s] for s in steps], [straight[1][s] for s in steps], atol=1e-5, rtol=0)
 
@@ -273,7 +275,7 @@ def test_pretrained_workdir_exports_to_transformers(straight, tmp_path):
 
 def test_gradient_accumulation_matches_the_full_batch(tiny_corpus, tmp_path):
   no_dropout = ["--config.model.hidden_dropout_prob=0", "--config.model.attention_probs_dropout_prob=0",
-                "--config.num_train_steps=3", "--config.checkpoint_every=1000"]
+                "--config.num_train_steps=3", SAVE_AT_END]
   run_pretrain(tmp_path / "full", tiny_corpus, *no_dropout)
   run_pretrain(tmp_path / "accum", tiny_corpus, *no_dropout, "--config.grad_accum_steps=2")
   full, accum = losses(tmp_path / "full"), losses(tmp_path / "accum")
