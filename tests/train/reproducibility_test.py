@@ -37,7 +37,7 @@ def test_pretraining_and_fine_tuning_twice_give_the_same_numbers(tiny_corpus, sh
     _run(pretrain_command(root / "pretrain", tiny_corpus, "--config.eval_every=3"), hash_seed, tmp_path)
     _run([sys.executable, "-m", "wyjax.finetune", "--config=configs/tlc.py", f"--workdir={root / 'tlc'}",
           f"--config.data_dir={shared_data / 'wyweb' / 'tlc'}", f"--config.init={root / 'pretrain'}",
-          "--config.num_train_steps=12", "--config.eval_every=6", "--config.log_every=1", "--config.batch_size=16",
+          "--config.num_train_steps=12", "--config.eval_every=12", "--config.log_every=1", "--config.batch_size=16",
           "--config.max_length=48"], hash_seed, tmp_path)
   one, two = runs.values()
   pretrained = _metrics(one / "pretrain")
