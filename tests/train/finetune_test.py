@@ -291,7 +291,7 @@ def test_pretrained_encoder_is_grafted_into_every_head(shared_data, tmp_path, ta
   params = tiny_checkpoint(tmp_path, texts)
   # Learning rate 0: the run's best checkpoint must hold exactly the pretrained encoder.
   config = suite.task_config(task, data_dir=str(data_dir), init=str(tmp_path / init), num_train_steps=2,
-                                 eval_every=1, batch_size=8, learning_rate=0.0, max_length=64,
+                                 eval_every=2, batch_size=8, learning_rate=0.0, max_length=64,
                                  scan_layers=task in SCANNED, scan_unroll=8 if task == "irc" else 1)
   results = finetuning.finetune(config, tmp_path / "run")
   _, tuned = checkpoints.restore_model(tmp_path / "run" / "seed_0")
