@@ -21,6 +21,9 @@ SAVE_AT_END = "--config.checkpoint_every=1000"
 
 
 N = 24  # steps of the reference run the sharding and fault tests compare with (checkpoints every 2 steps)
+# Steps 1-2 are warm-up (tests/train/pretrain_config.py): their learning rates, so their losses, are those of any
+# run of the config, whatever its total.
+WARM_UP = (1, 2)
 
 
 @pytest.fixture(scope="module")
@@ -32,12 +35,12 @@ def straight(tiny_corpus, tmp_path_factory):
 
 
 def test_sharded_training_matches_one_device(tiny_corpus, straight, tmp_path):
-  """2 steps on 8 devices as (data 8) against the straight run's first two on 1 device (the
-  learning rate of steps 1-2, warm-up, does not depend on the total); 3 steps with scanned,
-  rematerialised layers (whose init draws other random numbers) on 1 device and on 8 as (data 2,
-  fsdp 2, tensor 2), where the activation constraints split heads and MLP over the tensor axis."""
+  """The warm-up steps on 8 devices as (data 8) against the straight run's on 1 device; 3 steps
+  with scanned, rematerialised layers (whose init draws other random numbers) on 1 device and on
+  8 as (data 2, fsdp 2, tensor 2), where the activation constraints split heads and MLP over the
+  tensor axis."""
   scanned = ("--config.scan_layers=true", "--config.remat=dots")
-  runs = {"data8": ({"data": 8}, 8, 2, ()), "one-scanned": ({"data": 1}, 1, 3, scanned),
+  runs = {"data8": ({"data": 8}, 8, len(WARM_UP), ()), "one-scanned": ({"data": 1}, 1, 3, scanned),
           "2x2x2-scanned": ({"data": 2, "fsdp": 2, "tensor": 2}, 8, 3, scanned)}
   results = {}
   for name, (mesh, devices, steps, options) in runs.items():
@@ -45,8 +48,8 @@ def test_sharded_training_matches_one_device(tiny_corpus, straight, tmp_path):
     run_pretrain(tmp_path / name, tiny_corpus, f"--config.num_train_steps={steps}", SAVE_AT_END, *overrides, *options,
                  devices=devices)
     results[name] = losses(tmp_path / name)
-  assert sorted(results["data8"]) == [1, 2] and sorted(results["2x2x2-scanned"]) == [1, 2, 3]
-  for name, reference, steps in (("data8", straight[1], (1, 2)), ("2x2x2-scanned", results["one-scanned"], (1, 2, 3))):
+  assert sorted(results["data8"]) == list(WARM_UP) and sorted(results["2x2x2-scanned"]) == [1, 2, 3]
+  for name, reference, steps in (("data8", straight[1], WARM_UP), ("2x2x2-scanned", results["one-scanned"], (1, 2, 3))):
     np.testing.assert_allclose([results[name][s] for s in steps], [reference[s] for s in steps], atol=1e-5, rtol=0,
                                err_msg=name)
   assert len({results["one-scanned"][s] for s in (1, 2, 3)}) == 3  # the parameters do change
@@ -186,13 +189,14 @@ def test_failed_async_save_stops_the_run_and_leaves_no_partial_folder(tiny_corpu
 
 def test_checkpoint_from_eight_devices_restores_on_one(tiny_corpus, straight, tmp_path):
   workdir = tmp_path / "run"
-  run_pretrain(workdir, tiny_corpus, "--config.num_train_steps=2", "--config.mesh.data=2", "--config.mesh.fsdp=2",
-               "--config.mesh.tensor=2", devices=8)
-  # The learning rate of steps 1-2 (warm-up) does not depend on the total, so the rest is the straight run's.
+  run_pretrain(workdir, tiny_corpus, f"--config.num_train_steps={len(WARM_UP)}", "--config.mesh.data=2",
+               "--config.mesh.fsdp=2", "--config.mesh.tensor=2", devices=8)
+  # Resumed from the warm-up's checkpoint, the rest is the straight run's.
   run_pretrain(workdir, tiny_corpus, f"--config.num_train_steps={N}", "--config.mesh.data=1", "--accept_config_change",
                SAVE_AT_END, devices=1)
-  np.testing.assert_allclose([losses(workdir)[s] for s in range(3, N + 1)],
-                             [straight[1][s] for s in range(3, N + 1)], atol=1e-5, rtol=0)
+  resumed = range(len(WARM_UP) + 1, N + 1)
+  np.testing.assert_allclose([losses(workdir)[s] for s in resumed], [straight[1][s] for s in resumed], atol=1e-5,
+                             rtol=0)
 
 
 def test_two_processes_train_as_one_and_stop_together(tiny_corpus, straight, tmp_path):
