@@ -108,7 +108,11 @@ POINTS = (
 # 5f2479d whole steps (their measured step times, whose kernels were fitted on). A point is its
 # commit and its name: the same step measured at two commits is two points. Measured since and
 # held out, not refitted on: dcc430c's two steps (DeBERTa-base through the Pallas GPU kernel,
-# BERT-base again; the same H200, 2026-11-29).
+# BERT-base again; the same H200, 2026-11-29). Since 2026-12-01 a Pallas kernel whose Triton IR
+# adds atomically is a kind of its own (gpu_program.ATOMICS); no fit step measured one, so it takes
+# the pooled factor, as the rest of that kernel does: the figures are the fourth split's. A fifth
+# split that fitted it on dcc430c's Pallas step, written down before its fit, held out worse and is
+# not shipped (docs/benchmarks.md, "A fifth split, tried").
 FIT = (("5f2479d", "BERT-base step, 32 × 512, attention=auto"),
        ("5f2479d", "DeBERTa-base step, 32 × 512, attention=auto"),
        ("5f2479d", "DeBERTa-base step, 32 × 512, attention=auto/attention_dropout=0.1"))

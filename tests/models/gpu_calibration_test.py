@@ -160,3 +160,19 @@ def test_the_reported_errors_are_those_of_the_shipped_factors():
   held = [ratios[name] for name in shipped["held_out"]]
   assert shipped["held_out_band"] == pytest.approx([min(held), max(held)], rel=1e-9)
   assert gpu_step_time.calibration().band == tuple(shipped["held_out_band"])
+
+
+def test_the_gpu_kernel_s_backward_is_kinded_apart_in_the_records():
+  """The Pallas GPU kernel's training programs with DeBERTa's relative terms carry seconds of
+  gpu_program.ATOMICS (its _dq_kernel and _dkv_kernel add the relative scores' gradients atomically); its
+  forward passes and BERT's plain flash attention none. c147d65's DeBERTa-base step compiled here and
+  dcc430c's record, split by its profile's kernels, cost the same backward (13.11 ms)."""
+  _, records, _ = _shipped()
+  through_the_kernel = {r["name"]: r["uncalibrated_seconds_by_kind"] for r in records if r["route"] == "kernel"}
+  assert len(through_the_kernel) == 8
+  for name, by_kind in through_the_kernel.items():
+    trains, relative = "forward," not in name, not name.startswith("BERT")
+    assert (gpu_program.ATOMICS in by_kind) == (trains and relative), name
+  compiled, profiled = (r["uncalibrated_seconds_by_kind"][gpu_program.ATOMICS] for r in records
+                        if r["route"] == "kernel" and r["name"].startswith("DeBERTa-base step"))
+  assert compiled == pytest.approx(13.11e-3, abs=0.01e-3) and profiled == pytest.approx(compiled, abs=0.01e-3)

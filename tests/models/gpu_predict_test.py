@@ -1,7 +1,7 @@
 """The predicted GPU step (wyjax.core.gpu_step_time.predict) on small programs, against times worked
 out here by hand from an H100's datasheet figures and XLA's measured GEMM table: a lone GEMM, a
 chain of elementwise fusions, a fusion whose XLA estimate is absurd, cuDNN's attention and a
-Pallas (Triton) kernel, a loop, an all-reduce over two cards; the calibration's factors on each
+Pallas (Triton) kernel, one that adds atomically, a loop, an all-reduce over two cards; the calibration's factors on each
 kind of kernel; and the command that costs a dump folder.
 
 The GEMM, cuDNN, Pallas and all-reduce programs are compiled for the card on this CPU (seconds
@@ -98,6 +98,24 @@ def test_a_pallas_kernel_is_costed_from_its_triton_ir():
   occupied = programs / SMS
   by_hand = max(2 * m * n * k / (PEAK * occupied), moved / (BANDWIDTH * occupied)) + LAUNCH
   assert kernel.uncalibrated == pytest.approx(by_hand, rel=1e-6)
+
+
+def test_a_pallas_kernel_that_adds_atomically_is_a_kind_of_its_own():
+  """8 programs each add a [64, 64] f32 tile into one output tile, as the DeBERTa GPU kernel's
+  backward adds its relative scores' gradients: atomically, so the kernel is of the kind that is
+  calibrated apart, and each add reads and writes its tile (8 · 2 · 16 KiB) besides the loads
+  (8 · 16 KiB)."""
+  block, programs = 64, 8
+
+  def kernel(x_ref, o_ref):
+    jax.ref.addupdate(o_ref, (slice(None), slice(None)), x_ref[...])
+
+  add = pl.pallas_call(kernel, grid=(programs,), out_shape=jax.ShapeDtypeStruct((block, block), jnp.float32),
+                       in_specs=[pl.BlockSpec((block, block), lambda i: (i, 0))],
+                       out_specs=pl.BlockSpec((block, block), lambda i: (0, 0)))
+  (launch,) = _compiled(add, jax.ShapeDtypeStruct((programs * block, block), jnp.float32)).launches
+  tile = block * block * 4
+  assert (launch.kind, launch.flops, launch.bytes) == (gpu_program.ATOMICS, 0, programs * 3 * tile)
 
 
 def test_an_all_reduce_over_two_cards_costs_its_bytes_at_nvlink():

@@ -2,6 +2,7 @@
 what a Pallas kernel on a GPU does, for gpu_program's launches (XLA gives it no cost of its own)."""
 import math
 import re
+from typing import NamedTuple
 
 _TRITON_ELEMENT = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
 _FOLD = {"arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b, "arith.muli": lambda a, b: a * b,
@@ -9,15 +10,24 @@ _FOLD = {"arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b, "ar
          "arith.ceildivsi": lambda a, b: -(-a // b), "arith.minsi": min, "arith.maxsi": max}
 
 
-def flops_and_bytes(backend_config: str) -> tuple[float, float]:
-  """(FLOPs, bytes) of a Triton custom call (a Pallas kernel): each tt.dot's 2·M·N·K and each
+class Counts(NamedTuple):
+  flops: float
+  bytes: float  # loads, stores and atomics (an atomic's tile read and written)
+  atomic_bytes: float  # the atomics' share of `bytes` (gpu_program gives a kernel with any a kind of its own)
+
+
+NOTHING = Counts(0.0, 0.0, 0.0)
+
+
+def counts(backend_config: str) -> Counts:
+  """The FLOPs and bytes of a Triton custom call (a Pallas kernel): each tt.dot's 2·M·N·K and each
   load's, store's and atomic's tile bytes, times the trip counts of the loops around it (constant
-  bounds; a loop whose bound is computed at run time counts once), times the grid. (0, 0) where
+  bounds; a loop whose bound is computed at run time counts once), times the grid. NOTHING where
   this jaxlib cannot read Triton's IR. Loads count as HBM traffic even where L2 serves them."""
   grid = [re.search(rf"grid_{axis} = (\d+)", backend_config) for axis in "xyz"]
   ir_text = re.search(r'ir = "((?:[^"\\]|\\.)*)"', backend_config)
   if not ir_text or not all(grid):
-    return 0.0, 0.0
+    return NOTHING
   try:
     from jax._src.interpreters import mlir  # pylint: disable=g-import-not-at-top
     from jax._src.lib import triton  # pylint: disable=g-import-not-at-top
@@ -26,11 +36,11 @@ def flops_and_bytes(backend_config: str) -> tuple[float, float]:
     triton.dialect.register_dialect(context)
     with context:
       module = ir.Module.parse(_unescape(ir_text.group(1)))
-      flops, moved = _walk(module.body, 1)
+      counted = _walk(module.body, 1)
   except (ImportError, AttributeError, RuntimeError, ValueError):
-    return 0.0, 0.0
+    return NOTHING
   programs = math.prod(int(g.group(1)) for g in grid)
-  return flops * programs, moved * programs
+  return Counts(*(count * programs for count in counted))
 
 
 def _unescape(text: str) -> bytes:
@@ -72,8 +82,8 @@ def _constant(value) -> int | None:
   return None
 
 
-def _walk(block, trips: int) -> tuple[float, float]:
-  flops = moved = 0.0
+def _walk(block, trips: int) -> Counts:
+  flops = moved = atomic = 0.0
   for operation in block.operations:
     name = operation.operation.name
     if name == "tt.dot":
@@ -85,14 +95,14 @@ def _walk(block, trips: int) -> tuple[float, float]:
     elif name in ("tt.store", "tt.descriptor_store"):
       moved += trips * math.prod(_tile(operation.operands[1].type))
     elif name in ("tt.atomic_rmw", "tt.atomic_cas"):
-      moved += 2 * trips * math.prod(_tile(operation.result.type))
+      read_and_written = 2 * trips * math.prod(_tile(operation.result.type))
+      moved, atomic = moved + read_and_written, atomic + read_and_written
     inner = trips
     if name == "scf.for":
       low, high, step = (_constant(v) for v in list(operation.operands)[:3])
       inner = trips * (max(0, -(-(high - low) // step)) if None not in (low, high, step) and step else 1)
     for region in operation.operation.regions:
       for inner_block in region.blocks:
-        more_flops, more_bytes = _walk(inner_block, inner)
-        flops += more_flops
-        moved += more_bytes
-  return flops, moved
+        more = _walk(inner_block, inner)
+        flops, moved, atomic = flops + more.flops, moved + more.bytes, atomic + more.atomic_bytes
+  return Counts(flops, moved, atomic)
