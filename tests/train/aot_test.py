@@ -133,12 +133,18 @@ def test_pretraining_step_compiled_for_an_h100_shows_its_gpu_program(tmp_path):
 
 
 def test_a_step_too_big_for_an_a100_is_refused(tmp_path):
-  # One layer with a 1,048,576-wide feed-forward: 8.6 B params, 96 GiB with Adam's moments; an A100
-  # has 80. (State, not a large batch: XLA:GPU first rematerialises activations toward the card's
-  # memory, which took a batch of 262,144 sequences twice as long to compile here.)
+  """One layer with a 1,048,576-wide feed-forward: 8.6 B params, 96 GiB with Adam's moments; an A100
+  has 80. Refused from its state before compiling (a compile of it took 67 s here, XLA:GPU first
+  rematerialising activations toward the card's memory, before the same refusal)."""
   code, _, stderr = compile_only(tmp_path, "a100", *ONE_LAYER, "--config.batch_size=8",
                                  "--config.model.hidden_size=4096", "--config.model.num_attention_heads=32",
                                  "--config.model.intermediate_size=1048576")
   assert code == 1, stderr[-3000:]
   message = stderr.strip().splitlines()[-1]
-  assert re.search(r"the step needs [\d.]+ GiB per chip, [\d.]+ GiB more than one a100 has \(80\.0 GiB\)", message), message
+  needed = re.search(r"the step needs more than ([\d.]+) GiB per chip \(its parameters and optimizer state alone\), "
+                     r"([\d.]+) GiB more than one a100 has \(80\.0 GiB\)", message)
+  assert needed, message
+  params = 2 * 4096 * 1048576 + 1048576 + 4096  # the feed-forward's two matrices and biases: most of the state
+  assert float(needed[1]) == pytest.approx(3 * 4 * params / 2**30, rel=0.02)  # float32 params, Adam's two moments
+  assert float(needed[1]) - 80 == pytest.approx(float(needed[2]), abs=0.11)
+  assert "config.mesh.fsdp" in message

@@ -149,13 +149,15 @@ class CompiledStep:
   gpu: gpu_program.GpuProgram | None  # what XLA built, for a GPU target
 
 
-def compile_step(jitted, *abstract_args, topology: str) -> CompiledStep:
-  """jitted.lower(*abstract_args).compile() with its cost analysis, and for a GPU (this host's
-  too, with topology "local") what XLA built; the TPU compiler's out-of-memory refusal turned
-  into DoesNotFit."""
+def compile_step(jitted, abstract_state, *abstract_args, topology: str) -> CompiledStep:
+  """jitted.lower(abstract_state, *abstract_args).compile() with its cost analysis, and for a GPU
+  (this host's too, with topology "local") what XLA built; the TPU compiler's out-of-memory refusal
+  turned into DoesNotFit, and a GPU's before compiling where the state alone outgrows the card."""
+  chip = chip_of(topology, jax.devices()[0])
+  if chip in gpu_cards.CARDS:
+    check_state_fits(abstract_state, chip)
   try:
-    lowered = jitted.lower(*abstract_args)
-    chip = chip_of(topology, jax.devices()[0])
+    lowered = jitted.lower(abstract_state, *abstract_args)
     if chip in gpu_cards.CARDS:
       compiled, program, cost = gpu_program.compile(lowered, estimates=gpu_cards.CARDS[chip].compute_capability >= (9, 0))
       return CompiledStep(compiled, cost or {}, program)
@@ -230,6 +232,19 @@ def check_fits(result: dict) -> None:
     raise DoesNotFit(f"the step needs {result['hbm_bytes_per_chip'] / GiB:.1f} GiB per chip, "
                      f"{(result['hbm_bytes_per_chip'] - capacity) / GiB:.1f} GiB more than one {result['chip']} has "
                      f"({capacity / GiB:.1f} GiB): {ADVICE}")
+
+
+def check_state_fits(abstract_state, chip: str) -> None:
+  """Raises DoesNotFit when a GPU (one device a chip) cannot hold the step's parameters and
+  optimizer state alone: no batch, remat or temporary could make that fit, and XLA:GPU, which has
+  no refusal of its own, would first spend minutes rematerialising toward the card (a TPU's
+  compiler refuses by itself: out_of_memory)."""
+  capacity = CHIPS[chip].hbm_bytes
+  state = per_device_bytes(abstract_state["params"]) + per_device_bytes(abstract_state["opt_state"])
+  if state > capacity:
+    raise DoesNotFit(f"the step needs more than {state / GiB:.1f} GiB per chip (its parameters and optimizer state "
+                     f"alone), {(state - capacity) / GiB:.1f} GiB more than one {chip} has ({capacity / GiB:.1f} GiB): "
+                     f"{ADVICE}")
 
 
 def out_of_memory(error: Exception, topology: str) -> DoesNotFit | None:

@@ -36,10 +36,7 @@ _COLLECTIVE = re.compile(r"^k(AllReduce|AllGather|ReduceScatter|AllToAll|RaggedA
 _KINDS = (("gemm", r"gemm|dot|cublas|matmul"), ("reduction", r"reduce"), ("transpose", r"transpose"),
           ("select", r"select"), ("random bits", r"xor|threefry|rng"), ("scatter", r"scatter"),
           ("gather", r"gather"), ("copy", r"copy|dynamic.update.slice|concatenate|slice"))
-# A Pallas kernel that adds into HBM atomically (DeBERTa's relative scores' gradients): on an H200
-# its backward kernels took 4.0-4.4 times their dots and bytes, its forward 1.08 (dcc430c's profile,
-# docs/benchmarks.md), so the two are calibrated apart.
-ATOMICS = "triton kernel, atomics"
+ATOMICS = "triton kernel, atomics"  # a Pallas kernel that adds atomically: the DeBERTa kernel's backward
 _BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
           "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16, "f8e4m3fn": 1, "f8e5m2": 1, "s4": 0.5, "u4": 0.5}
 _ARRAY = re.compile(r"(\w+)\[([\d,]*)\]")
@@ -223,10 +220,8 @@ class Launch:
 
 
 def kind(thunk: str, name: str, fusions: dict[str, str]) -> str:
-  """A launch's kind: cuDNN, cuBLAS and collectives by their thunk; a kernel XLA did not make
-  (no instruction of that name: a Pallas kernel's Triton custom call) as "triton kernel" (_launch
-  makes one whose IR adds atomically ATOMICS); XLA's fusions by their backend kind (Triton GEMMs,
-  Triton softmax and norms) or name."""
+  """A launch's kind: cuDNN, cuBLAS and collectives by their thunk; a kernel XLA did not make (a Pallas kernel's Triton
+  call) as "triton kernel" (ATOMICS where its IR adds atomically); XLA's fusions by their backend kind or name."""
   if thunk == "kCuDnn":
     return "cudnn"
   if thunk in ("kGemm", "kCublasLtMatmul"):
@@ -303,9 +298,9 @@ def _launch(launch_kind: str, thunk: str, name: str, instruction: Instruction | 
     (dtype, lhs), (_, rhs) = (arrays(operand_shape(hlo, o))[0] for o in instruction.operands[:2])
     return _gemms(common, [gemm_shape(lhs, rhs, instruction.attributes)], _precision(dtype, instruction.attributes))
   if instruction.target == "__gpu$xla.gpu.triton":
-    counted = triton_ir.counts(instruction.attributes)
-    return Launch(**{**common, "kind": ATOMICS if counted.atomic_bytes else launch_kind,
-                     "bytes": counted.bytes or common["bytes"]}, blocks=grid, flops=counted.flops)
+    flops, moved, atomic = triton_ir.counts(instruction.attributes)
+    common.update(kind=ATOMICS if atomic else launch_kind, bytes=moved or common["bytes"])
+    return Launch(**common, blocks=grid, flops=flops)
   called = re.search(r"calls=%?([\w.\-]+)", instruction.attributes)
   if launch_kind in ("gemm", "cudnn") and called:
     return _gemms(common, *dots(hlo, called.group(1), members))  # its grid and XLA's estimate: the untuned tiling's
@@ -452,5 +447,3 @@ def cost_analysis(hlo: str) -> dict | None:
     return None
   return {k: float(v) for k, v in cost.items() if k in ("flops", "bytes accessed", "transcendentals")
           and np.isfinite(v)}
-
-
