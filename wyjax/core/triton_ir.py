@@ -22,8 +22,9 @@ NOTHING = Counts(0.0, 0.0, 0.0)
 def counts(backend_config: str) -> Counts:
   """The FLOPs and bytes of a Triton custom call (a Pallas kernel): each tt.dot's 2·M·N·K and each
   load's, store's and atomic's tile bytes, times the trip counts of the loops around it (constant
-  bounds; a loop whose bound is computed at run time counts once), times the grid. NOTHING where
-  this jaxlib cannot read Triton's IR. Loads count as HBM traffic even where L2 serves them."""
+  bounds; a loop whose bound is computed at run time counts once), times the grid; both branches of
+  a conditional count, as the IR cannot say which runs. NOTHING where this jaxlib cannot read
+  Triton's IR. Loads count as HBM traffic even where L2 serves them."""
   grid = [re.search(rf"grid_{axis} = (\d+)", backend_config) for axis in "xyz"]
   ir_text = re.search(r'ir = "((?:[^"\\]|\\.)*)"', backend_config)
   if not ir_text or not all(grid):
