@@ -312,7 +312,7 @@ def fit(records: list[dict]) -> dict:
                             for kind in sorted(set(measured) | set(costed), key=lambda k: -costed[k] - measured[k])},
       "fitted_on": {label(r): round(ratios[label(r)], 4) for r in fitted_on},
       "held_out": {label(r): round(ratios[label(r)], 4) for r in records if key(r) not in FIT},
-      "date": max(r["date"] for r in records), "predictor": records[-1]["predictor"]}
+      "date": max(r["date"] for r in records), "predictor": max(records, key=lambda r: r["date"])["predictor"]}
 
 
 def _calibration(fitted: dict):

@@ -130,6 +130,10 @@ def test_pretraining_step_compiled_for_an_h100_shows_its_gpu_program(tmp_path):
   assert shown == pytest.approx(report["predicted_step_seconds"] * 1e3, abs=0.051) and "held-out error band" in lines[step]
   assert lines[step + 1].startswith("  bounds below it: ") and "the roofline" in lines[step + 1], lines
   assert not any(line.startswith("  roofline") for line in lines), lines
+  # Compiled, a step whose buffers outgrow the card is refused by them (the state alone is refused before compiling).
+  smaller_card = {**report, "hbm_capacity_bytes": report["hbm_bytes_per_chip"] - 2**30}
+  with pytest.raises(aot.DoesNotFit, match=r"^the step needs [\d.]+ GiB per chip, 1\.0 GiB more than one h100 has"):
+    aot.check_fits(smaller_card)
 
 
 def test_a_step_too_big_for_an_a100_is_refused(tmp_path):

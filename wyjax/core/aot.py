@@ -229,9 +229,8 @@ def check_fits(result: dict) -> None:
   """Raises DoesNotFit when the step needs more HBM per chip than the chip has."""
   capacity = result.get("hbm_capacity_bytes")
   if capacity and result["hbm_bytes_per_chip"] > capacity:
-    raise DoesNotFit(f"the step needs {result['hbm_bytes_per_chip'] / GiB:.1f} GiB per chip, "
-                     f"{(result['hbm_bytes_per_chip'] - capacity) / GiB:.1f} GiB more than one {result['chip']} has "
-                     f"({capacity / GiB:.1f} GiB): {ADVICE}")
+    raise _too_big(f"{result['hbm_bytes_per_chip'] / GiB:.1f} GiB per chip", result["hbm_bytes_per_chip"], capacity,
+                   result["chip"])
 
 
 def check_state_fits(abstract_state, chip: str) -> None:
@@ -242,9 +241,13 @@ def check_state_fits(abstract_state, chip: str) -> None:
   capacity = CHIPS[chip].hbm_bytes
   state = per_device_bytes(abstract_state["params"]) + per_device_bytes(abstract_state["opt_state"])
   if state > capacity:
-    raise DoesNotFit(f"the step needs more than {state / GiB:.1f} GiB per chip (its parameters and optimizer state "
-                     f"alone), {(state - capacity) / GiB:.1f} GiB more than one {chip} has ({capacity / GiB:.1f} GiB): "
-                     f"{ADVICE}")
+    raise _too_big(f"more than {state / GiB:.1f} GiB per chip (its parameters and optimizer state alone)", state,
+                   capacity, chip)
+
+
+def _too_big(needs: str, needed: float, capacity: float, chip: str) -> DoesNotFit:
+  return DoesNotFit(f"the step needs {needs}, {(needed - capacity) / GiB:.1f} GiB more than one {chip} has "
+                    f"({capacity / GiB:.1f} GiB): {ADVICE}")
 
 
 def out_of_memory(error: Exception, topology: str) -> DoesNotFit | None:
