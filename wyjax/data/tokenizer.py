@@ -153,10 +153,10 @@ def _codepoints(text: str) -> np.ndarray:
 def replace_deleted_glyphs(text: str) -> str:
   """Private-use/unassigned code points → UNKNOWN_GLYPH (same length)."""
   codepoints = _codepoints(text)
-  glyphs = np.unique(codepoints[_char_classes.of_codepoints(codepoints) == _GLYPH])
-  if not glyphs.size:
+  is_glyph = _char_classes.of_codepoints(codepoints) == _GLYPH
+  if not is_glyph.any():  # most texts: no np.unique, a third of this function's time
     return text
-  return text.translate({int(cp): UNKNOWN_GLYPH for cp in glyphs})
+  return text.translate({int(cp): UNKNOWN_GLYPH for cp in np.unique(codepoints[is_glyph])})
 
 
 def normalize(text: str, *, t2s: bool = True) -> str:
