@@ -33,9 +33,12 @@ def _status_kib(field: str) -> int:
 # jax's events for a program's tracing, lowering and XLA's compile: their sum is a config's compile time.
 _COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
                    "/jax/core/compile/backend_compile_duration")
-_compile_seconds = []
-jax.monitoring.register_event_duration_secs_listener(
-    lambda event, seconds, **_: _compile_seconds.append(seconds) if event in _COMPILE_EVENTS else None)
+_compile_seconds = []  # filled by main's listener
+
+
+def shipped_configs() -> list[str]:
+  """Every config wyjax ships: each task's (its variants too) and each pretraining one."""
+  return [t.config_name for t in TASKS.values()] + [n for n in config_files.available() if n.startswith("pretrain/")]
 
 
 def measure(name: str, data_root: pathlib.Path) -> dict:
@@ -67,8 +70,9 @@ def main():
   parser.add_argument("--data_root", type=pathlib.Path, required=True)
   parser.add_argument("--configs", default="", help="comma-separated config names; default: every shipped one")
   args = parser.parse_args()
-  names = args.configs.split(",") if args.configs else \
-      [t.config_name for t in TASKS.values()] + [n for n in config_files.available() if n.startswith("pretrain/")]
+  names = args.configs.split(",") if args.configs else shipped_configs()
+  jax.monitoring.register_event_duration_secs_listener(
+      lambda event, seconds, **_: _compile_seconds.append(seconds) if event in _COMPILE_EVENTS else None)
   rows = []
   for name in names:
     rows.append(measure(name, args.data_root))

@@ -7,7 +7,7 @@ killed for memory and no test noticed).
 The base and large pretraining configs are left to the benchmark and its table in
 docs/benchmarks.md: they are accelerator programs that a CPU run refuses, and their CPU compiles
 took a quarter of this test's ten minutes. The base configs' steps are pinned where they run, on an
-H100 (tests/train/lean_step_test.py); the large one's buffers no test pins."""
+H100 at 32 × 512 (tests/train/lean_step_test.py); the large one's buffers no test pins."""
 import json
 import pathlib
 import re
@@ -16,13 +16,12 @@ import sys
 
 import pytest
 
+from benchmarks import config_memory
 from tests.tasks.clue_test import write_pair_folders
 from tests.train.conftest import REPO_ROOT, pretrain_command, pretrain_env
-from wyjax.core import config_files
-from wyjax.tasks.registry import TASKS
 
 MiB = 2**20
-BENCHMARK = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "config_memory.py"
+BENCHMARK = config_memory.__file__
 # config → (train step's buffers, evaluation step's buffers, the compile's peak above its start),
 # MiB, on the data root below (the peaks: 2026-11-27, a 2-core AMD EPYC, the largest of three runs; the
 # buffers, XLA's own figures and alike at either LLVM optimisation level, pinned again on 2026-11-29 at
@@ -94,8 +93,7 @@ def measured(shared_data, classical_dirs, tmp_path_factory) -> dict:
 
 
 def test_every_shipped_config_is_measured(measured):
-  shipped = [t.config_name for t in TASKS.values()] + [n for n in config_files.available() if n.startswith("pretrain/")]
-  assert sorted(set(shipped) - ACCELERATOR_CONFIGS) == sorted(PINNED) == sorted(measured)
+  assert sorted(set(config_memory.shipped_configs()) - ACCELERATOR_CONFIGS) == sorted(PINNED) == sorted(measured)
 
 
 @pytest.mark.parametrize("config", sorted(PINNED))
