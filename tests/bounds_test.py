@@ -320,12 +320,14 @@ def tlc(tmp_path_factory) -> pathlib.Path:
     ("length_buckets=1000000", "config.length_buckets is 1000000; allowed: an integer ≥ 0 and ≤ 64"),  # planned minutes
     ("sort_window=1000000000", "config.sort_window is 1000000000; allowed: at most an epoch's 2 batches"),  # 2.6 GB
     # 16.7 GB and on: an evaluation batch is now at most the split (16 lines), and the run trains
+    # (two short steps: what grew was the evaluation's batch, not the training)
     ("eval_batch_size=1000000000", None),
 ], ids=["length_buckets", "sort_window", "eval_batch_size"])
 def test_a_runaway_setting_is_refused_in_one_line_or_honoured_within_limits(tlc, tmp_path, override, says):
   start = time.monotonic()
   result = subprocess.run([sys.executable, "-c", _MEASURED, sys.executable, "-m", "wyjax.finetune", "--config=tlc",
-                           f"--workdir={tmp_path / 'run'}", f"--config.data_dir={tlc}", f"--config.{override}"],
+                           f"--workdir={tmp_path / 'run'}", f"--config.data_dir={tlc}", "--config.num_train_steps=2",
+                           "--config.max_length=32", f"--config.{override}"],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
                           env=pretrain_env(WYJAX_CACHE=str(tlc.parent / "cache")))
   *lines, peak_kb = result.stderr.splitlines()
