@@ -84,6 +84,7 @@ POINTS = (
     _attention(4096, "forward", "kernel", 4.26), _attention(4096, "forward", "xla", 6.00),
     _attention(1024, "forward+backward", "kernel", 13.73), _attention(1024, "forward+backward", "xla", 10.55),
 )
+ALL_KINDS = None  # a FIT step whose every kernel kind is fitted on
 # The split and the model, written down and committed before their fit (2026-11-29, the fourth;
 # issue #62, item 5: the first GPU's measurements of today's programs fit, the older validate).
 # Fit points: the kernels of the three steps of main 5f2479d that benchmarks/gpu.py measured and
@@ -113,9 +114,22 @@ POINTS = (
 # the pooled factor, as the rest of that kernel does: the figures are the fourth split's. A fifth
 # split that fitted it on dcc430c's Pallas step, written down before its fit, held out worse and is
 # not shipped (docs/benchmarks.md, "A fifth split, tried").
-FIT = (("5f2479d", "BERT-base step, 32 × 512, attention=auto"),
-       ("5f2479d", "DeBERTa-base step, 32 × 512, attention=auto"),
-       ("5f2479d", "DeBERTa-base step, 32 × 512, attention=auto/attention_dropout=0.1"))
+#
+# The sixth split (2026-12-02), written down before its fit, and after the fifth's results were
+# seen: the fourth's three steps fit every kind as before; dcc430c's DeBERTa-base step through the
+# Pallas kernel, the one profile that measured it, fits the kernel's two kinds and nothing else
+# ("triton kernel", its forward, and gpu_program.ATOMICS, its backward), so that its XLA kernels,
+# which the fourth's steps already fit, do not move their factors (in the fifth they did, on one
+# mispriced fusion). Since 2026-12-02 the kernel's backward is costed as it runs: each tile pair
+# adds its B² score gradients, or its B row sums where its distances all fall in one relative row
+# (disentangled_attention_gpu.branch_scope; at 512 tokens no pair, at 1,024 22%, at 4,096 75%),
+# where both branches counted before. c147d65's kernel programs are compiled under the scope its
+# kernel predates. The pooled factor (kinds no fit profile measured) is over every kernel fitted
+# on. dcc430c's step is then a fit point; everything else is held out as before.
+FIT = {("5f2479d", "BERT-base step, 32 × 512, attention=auto"): ALL_KINDS,
+       ("5f2479d", "DeBERTa-base step, 32 × 512, attention=auto"): ALL_KINDS,
+       ("5f2479d", "DeBERTa-base step, 32 × 512, attention=auto/attention_dropout=0.1"): ALL_KINDS,
+       ("dcc430c", "DeBERTa-base step, 32 × 512, attention=pallas"): ("triton kernel", "triton kernel, atomics")}
 
 
 def key(r: dict) -> tuple[str, str]:
@@ -131,11 +145,24 @@ def label(r: dict) -> str:
 # --- in the measured tree (a child process: that tree's wyjax on the path) ---------------------
 
 
-def compile_in_tree(point: Point, dump: str, target: str) -> None:
+def compile_in_tree(point: Point, dump: str, target: str, scope: str | None) -> None:
   """Lowers the point's program with the measured tree's code for the card `target` describes and
-  compiles it into `dump` with XLA's estimates."""
+  compiles it into `dump` with XLA's estimates. scope: the branch scope this tree's kernel puts
+  its calls under (disentangled_attention_gpu.branch_scope), for a tree whose kernel predates it
+  (c147d65's): its attention's calls are wrapped in it, which names their ops and changes nothing
+  compiled."""
+  import jax  # pylint: disable=g-import-not-at-top
   from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
 
+  if scope:
+    from wyjax.models import attention  # pylint: disable=g-import-not-at-top
+    unscoped = attention.fused_attention
+
+    def fused_attention(*args, **kwargs):
+      with jax.named_scope(scope):
+        return unscoped(*args, **kwargs)
+
+    attention.fused_attention = fused_attention
   devices = list(topologies.get_topology_desc(platform="cuda", target_config=target, topology="1x1x1").devices)
   lowered = (_step if point.program[0] == "step" else _attention_part)(devices, *point.program[1:])
   lowered.compile(compiler_options={"xla_dump_to": dump, "xla_gpu_collect_cost_model_stats": True})
@@ -207,10 +234,34 @@ def dumped(point: Point, args) -> tuple[pathlib.Path, float]:
   from wyjax.core import gpu_cards  # pylint: disable=g-import-not-at-top
   tree = worktree(point.commit, args.worktrees)
   start = time.perf_counter()
+  scope = [f"--scope={branch_scope(point, tree)}"] if point.route == "kernel" else []
   subprocess.run([sys.executable, __file__, f"--child={POINTS.index(point)}", f"--dump={dump}",
-                  f"--target={gpu_cards.target(CARD)}"], cwd=tree, check=True,
+                  f"--target={gpu_cards.target(CARD)}", *scope], cwd=tree, check=True,
                  env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(tree)})
   return dump, time.perf_counter() - start
+
+
+def branch_scope(point: Point, tree: pathlib.Path) -> str:
+  """The name of the scope this tree's kernel would give the point's attention: the relative rows
+  of its model (DeBERTa-base's: the attention part's benchmarks/attention.py BASE, a step's config
+  in the measured tree) at its length, in the kernel's tiles."""
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  import attention  # pylint: disable=g-import-not-at-top  (benchmarks/, beside this file)
+  from wyjax.core import triton_ir  # pylint: disable=g-import-not-at-top
+  from wyjax.kernels import attention_common, disentangled_attention_gpu as gpu  # pylint: disable=g-import-not-at-top
+  from wyjax.models import EncoderConfig, deberta_v2  # pylint: disable=g-import-not-at-top
+
+  if point.program[0] == "attention":
+    model, length = attention.BASE, point.program[1]
+  else:
+    found = importlib.util.spec_from_file_location("measured_config", tree / "configs" / point.program[1])
+    module = importlib.util.module_from_spec(found)
+    found.loader.exec_module(module)
+    model, length = module.get_config().model.to_dict(), LENGTH
+  config = EncoderConfig(**model)
+  spec = attention_common.Spec(length=length, block=gpu.BLOCK, scale=1.0, c2p=config.relative_attention,
+                               p2c=config.relative_attention, dropout_rate=0.0, interpret=False)
+  return triton_ir.taken_scope(gpu.one_row_pairs(lambda distance: deberta_v2.relative_rows(distance, config), spec))
 
 
 def record(point: Point, dump: pathlib.Path, compile_seconds: float) -> dict:
@@ -280,8 +331,9 @@ def is_step(r: dict) -> bool:
 
 def fit(records: list[dict]) -> dict:
   """The factor of each kernel kind the FIT steps' profiles measured: Σ measured ÷ Σ uncalibrated
-  seconds of its kernels over those steps (the ratio of sums, which makes each kind's time over
-  them exact); a kind they measured no kernel of, the pooled factor of all their kernels. Then the
+  seconds of its kernels over those steps that fit it (the ratio of sums, which makes each kind's
+  time over them exact); a kind they measured no kernel of, the pooled factor of every kernel
+  fitted on. Then the
   error on both halves, whole programs by their uncalibrated seconds by kind: gpu_calibration.json's
   contents."""
   from wyjax.core import gpu_step_time  # pylint: disable=g-import-not-at-top
@@ -289,9 +341,10 @@ def fit(records: list[dict]) -> dict:
   fitted_on = [r for r in records if key(r) in FIT]
   measured, costed, kernels = collections.Counter(), collections.Counter(), collections.Counter()
   for r in fitted_on:
-    measured.update(r["measured_seconds_by_kind"])
-    costed.update(r["uncalibrated_seconds_by_kind"])
-    kernels.update(r["measured_kernels_by_kind"])
+    kinds = FIT[key(r)] or set(r["measured_seconds_by_kind"]) | set(r["uncalibrated_seconds_by_kind"])
+    for counter, by_kind in ((measured, r["measured_seconds_by_kind"]), (costed, r["uncalibrated_seconds_by_kind"]),
+                             (kernels, r["measured_kernels_by_kind"])):
+      counter.update({kind: x for kind, x in by_kind.items() if kind in kinds})
   factors = {kind: measured[kind] / costed[kind] for kind, _ in measured.most_common()
              if measured[kind] and costed[kind]}
   default = sum(measured.values()) / sum(costed.values())
@@ -400,9 +453,10 @@ def main():
   parser.add_argument("--child", type=int, help="internal: compile POINTS[i] in the measured tree")
   parser.add_argument("--dump", help="internal: the child's dump folder")
   parser.add_argument("--target", help="internal: the card's GpuTargetConfigProto")
+  parser.add_argument("--scope", help="internal: the branch scope of the point's attention (a kernel point)")
   args = parser.parse_args()
   if args.child is not None:
-    return compile_in_tree(POINTS[args.child], args.dump, args.target)
+    return compile_in_tree(POINTS[args.child], args.dump, args.target, args.scope)
   if args.measured:
     if not args.commit:
       sys.exit("--measured needs --commit: the commit the GPU measured")

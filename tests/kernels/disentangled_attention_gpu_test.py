@@ -5,6 +5,8 @@ and its three kernels compiled for an H100 (sm_90) through Triton's own compiler
 The parity with the XLA path through attention.py's wiring is in tests/models/attention_gpu_test.py.
 """
 
+import re
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,8 @@ from jax.experimental import pallas as pl
 
 from wyjax.kernels import attention_common as common
 from wyjax.kernels import disentangled_attention_gpu as gpu
+from wyjax.models import deberta_v2
+from wyjax.models.config import EncoderConfig
 
 H100_SHARED_BYTES = 227 * 1024  # the most shared memory one block may use on an H100
 
@@ -130,6 +134,32 @@ def test_score_gradients_add_at_their_relative_rows():
     expected = np.zeros((block, width), np.float32)
     np.add.at(expected, (np.arange(block)[:, None], relative), ds)
     np.testing.assert_allclose(table, expected, atol=1e-5, rtol=0)
+
+
+def _taken(scope) -> float:
+  """The fraction a scope gives the GPU step's predictor, read from a program traced inside it."""
+  def traced(x):
+    with scope:
+      return jnp.sin(x)
+  return float(re.search(r"cond_taken_(\d\.\d+)", jax.jit(traced).lower(1.0).as_text(debug_info=True)).group(1))
+
+
+def test_the_branch_scope_counts_the_tile_pairs_in_one_relative_row(dropout_case):
+  """The fraction of tile pairs whose adds take the one-row branch: the dropout case's 2 of 9
+  (above); DeBERTa-base's at 1,024 tokens in tiles of 64, counted here tile by tile on its [L, L]
+  table of relative rows (none at 512 tokens, where every pair's distances span rows)."""
+  assert _taken(gpu.branch_scope(_rows_of, dropout_case[0])) == pytest.approx(2 / 9, abs=1e-4)
+  config = EncoderConfig(vocab_size=8, relative_attention=True, position_buckets=256, max_relative_positions=512)
+  rows_of = lambda distance: deberta_v2.relative_rows(distance, config)
+  for length in (512, 1024):
+    spec = common.Spec(length=length, block=gpu.BLOCK, scale=8.0, c2p=True, p2c=True, dropout_rate=0.0,
+                       interpret=False)
+    tiles = length // gpu.BLOCK
+    table = deberta_v2.relative_position_index(np.arange(length), np.arange(length), config)
+    table = table.reshape(tiles, gpu.BLOCK, tiles, gpu.BLOCK).transpose(0, 2, 1, 3).reshape(tiles, tiles, -1)
+    one_row = int(np.sum(table.min(axis=-1) == table.max(axis=-1)))
+    assert (length, one_row > 0) in ((512, False), (1024, True))
+    assert _taken(gpu.branch_scope(rows_of, spec)) == pytest.approx(one_row / tiles**2, abs=1e-4)
 
 
 def test_dropout_keep_rate_and_independence_read_from_the_kernel():

@@ -1,7 +1,7 @@
 """The predicted GPU step (wyjax.core.gpu_step_time.predict) on small programs, against times worked
 out here by hand from an H100's datasheet figures and XLA's measured GEMM table: a lone GEMM, a
 chain of elementwise fusions, a fusion whose XLA estimate is absurd, cuDNN's attention and a
-Pallas (Triton) kernel, one that adds atomically, a loop, an all-reduce over two cards; the
+Pallas (Triton) kernel, one that adds atomically, one whose branches run as its scope says, a loop, an all-reduce over two cards; the
 calibration's factors on each kind of kernel; and the command that costs a dump folder.
 
 The GEMM, cuDNN, Pallas and all-reduce programs are compiled for the card on this CPU (seconds
@@ -19,7 +19,7 @@ import pytest
 from jax.experimental import pallas as pl
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from wyjax.core import aot, gpu_cards, gpu_program, gpu_step_time
+from wyjax.core import aot, gpu_cards, gpu_program, gpu_step_time, triton_ir
 
 # NVIDIA H100 SXM5 datasheet: dense bf16 989 TFLOP/s, HBM3 3.35 TB/s, 132 SMs; NVLink 4 900 GB/s
 # both ways together. The predictor's constants: cuDNN's attention reaches 75% of the peak
@@ -116,6 +116,35 @@ def test_a_pallas_kernel_that_adds_atomically_is_a_kind_of_its_own():
   (launch,) = _compiled(add, jax.ShapeDtypeStruct((programs * block, block), jnp.float32)).launches
   tile = block * block * 4
   assert (launch.kind, launch.flops, launch.bytes) == (gpu_program.ATOMICS, 0, programs * 3 * tile)
+
+
+def test_a_conditional_costs_its_branches_at_the_fractions_its_scope_gives():
+  """As the DeBERTa GPU kernel's backward does: each of 8 programs adds its [64, 64] tile whole,
+  or its row sums where the tile holds one value, and the scope says a quarter of the runs take
+  the sums. Each program loads its tile (16 KiB); three quarters add the tile (read and written,
+  2 · 16 KiB), a quarter 64 row sums (2 · 256 B). Without the scope both branches count whole."""
+  block, programs = 64, 8
+
+  def kernel(x_ref, o_ref):
+    x = x_ref[...]
+    jax.lax.cond(jnp.min(x) == jnp.max(x),
+                 lambda: jax.ref.addupdate(o_ref, (slice(None), slice(0, 1)), x.sum(axis=1, keepdims=True)),
+                 lambda: jax.ref.addupdate(o_ref, (slice(None), slice(None)), x))
+
+  add = pl.pallas_call(kernel, grid=(programs,), out_shape=jax.ShapeDtypeStruct((block, block), jnp.float32),
+                       in_specs=[pl.BlockSpec((block, block), lambda i: (i, 0))],
+                       out_specs=pl.BlockSpec((block, block), lambda i: (0, 0)))
+
+  def scoped(x):
+    with jax.named_scope(triton_ir.taken_scope(0.25)):
+      return add(x)
+
+  tile, sums = block * block * 4, block * 4
+  x = jax.ShapeDtypeStruct((programs * block, block), jnp.float32)
+  (launch,) = _compiled(scoped, x).launches
+  assert (launch.kind, launch.bytes) == (gpu_program.ATOMICS, programs * (tile + 0.75 * 2 * tile + 0.25 * 2 * sums))
+  (launch,) = _compiled(add, x).launches
+  assert launch.bytes == programs * (tile + 2 * tile + 2 * sums)
 
 
 def test_an_all_reduce_over_two_cards_costs_its_bytes_at_nvlink():

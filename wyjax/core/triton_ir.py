@@ -1,5 +1,10 @@
 """A Triton kernel's FLOPs and bytes, counted from the IR in its custom call's backend config:
-what a Pallas kernel on a GPU does, for gpu_program's launches (XLA gives it no cost of its own)."""
+what a Pallas kernel on a GPU does, for gpu_program's launches (XLA gives it no cost of its own).
+
+Which branch of a conditional runs depends on the kernel's inputs, which the IR does not hold. A
+kernel that knows, when it is traced, how often its conditionals take lax.cond's true branch says
+so in a name scope, `jax.named_scope(taken_scope(fraction))`, which XLA keeps in the custom call's
+metadata (its op_name), the backward pass's included; `counts` weights the branches by it."""
 import math
 import re
 from typing import NamedTuple
@@ -17,16 +22,26 @@ class Counts(NamedTuple):
 
 
 NOTHING = Counts(0.0, 0.0, 0.0)
+_TAKEN = re.compile(r'op_name="[^"]*\bcond_taken_(\d\.\d+)\b')
 
 
-def counts(backend_config: str) -> Counts:
-  """The FLOPs and bytes of a Triton custom call (a Pallas kernel): each tt.dot's 2·M·N·K and each
-  load's, store's and atomic's tile bytes, times the trip counts of the loops around it (constant
-  bounds; a loop whose bound is computed at run time counts once), times the grid; both branches of
-  a conditional count, as the IR cannot say which runs. NOTHING where this jaxlib cannot read
-  Triton's IR. Loads count as HBM traffic even where L2 serves them."""
-  grid = [re.search(rf"grid_{axis} = (\d+)", backend_config) for axis in "xyz"]
-  ir_text = re.search(r'ir = "((?:[^"\\]|\\.)*)"', backend_config)
+def taken_scope(fraction: float) -> str:
+  """The name scope that tells `counts` the fraction of a kernel's conditional runs that take
+  lax.cond's true branch."""
+  return f"cond_taken_{fraction:.4f}"
+
+
+def counts(attributes: str) -> Counts:
+  """The FLOPs and bytes of a Triton custom call (a Pallas kernel; attributes: its HLO line's
+  backend config and metadata): each tt.dot's 2·M·N·K and each load's, store's and atomic's tile
+  bytes, times the trip counts of the loops around it (constant bounds; a loop whose bound is
+  computed at run time counts once), times the grid. A conditional's branches count at the
+  fractions of its runs that the kernel's `taken_scope` gives them; without one, both count whole,
+  as the IR cannot say which runs. NOTHING where this jaxlib cannot read Triton's IR. Loads count
+  as HBM traffic even where L2 serves them."""
+  taken = _TAKEN.search(attributes)
+  grid = [re.search(rf"grid_{axis} = (\d+)", attributes) for axis in "xyz"]
+  ir_text = re.search(r'ir = "((?:[^"\\]|\\.)*)"', attributes)
   if not ir_text or not all(grid):
     return NOTHING
   try:
@@ -37,7 +52,7 @@ def counts(backend_config: str) -> Counts:
     triton.dialect.register_dialect(context)
     with context:
       module = ir.Module.parse(_unescape(ir_text.group(1)))
-      counted = _walk(module.body, 1)
+      counted = _walk(module.body, 1, float(taken.group(1)) if taken else None)
   except (ImportError, AttributeError, RuntimeError, ValueError):
     return NOTHING
   programs = math.prod(int(g.group(1)) for g in grid)
@@ -83,7 +98,9 @@ def _constant(value) -> int | None:
   return None
 
 
-def _walk(block, trips: int) -> Counts:
+def _walk(block, trips: float, taken: float | None) -> Counts:
+  """Counts of a block run `trips` times. Pallas lowers lax.cond(p, true, false) to an scf.if whose
+  then-region is the false branch (jax's branches[0]): that region runs 1 - taken of the times."""
   flops = moved = atomic = 0.0
   for operation in block.operations:
     name = operation.operation.name
@@ -102,8 +119,10 @@ def _walk(block, trips: int) -> Counts:
     if name == "scf.for":
       low, high, step = (_constant(v) for v in list(operation.operands)[:3])
       inner = trips * (max(0, -(-(high - low) // step)) if None not in (low, high, step) and step else 1)
-    for region in operation.operation.regions:
+    regions = list(operation.operation.regions)
+    shares = (1 - taken, taken) if name == "scf.if" and taken is not None and len(regions) == 2 else (1,) * len(regions)
+    for region, share in zip(regions, shares):
       for inner_block in region.blocks:
-        more = _walk(inner_block, inner)
+        more = _walk(inner_block, inner * share, taken)
         flops, moved, atomic = flops + more.flops, moved + more.bytes, atomic + more.atomic_bytes
   return Counts(flops, moved, atomic)

@@ -32,6 +32,7 @@ is not divisible by 64"), and the one vector-length-1 layout that could read suc
 arithmetic and scatter-adds with atomics. It is deprecated in favour of Mosaic GPU; the kernel
 can move when Mosaic GPU gathers.
 """
+import contextlib
 import functools
 from typing import NamedTuple
 
@@ -41,6 +42,7 @@ import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
 
+from wyjax.core import triton_ir
 from wyjax.kernels import attention_common as common
 from wyjax.kernels.attention_common import MASKED, Spec
 
@@ -66,6 +68,27 @@ def distance_tables(pos_key, pos_query, relative_index, padded_length: int) -> T
   rows = np.asarray(relative_index(np.arange(2 * padded_length) - padded_length + 1), np.int32)
   heads_first = lambda table: None if table is None else jnp.transpose(table, (1, 0, 2))
   return Tables(heads_first(pos_key), heads_first(pos_query), jnp.broadcast_to(rows, (heads, rows.size)))
+
+
+def one_row_pairs(relative_index, spec: Spec) -> float:
+  """The fraction of (query tile, key tile) pairs whose distances all fall in one relative row,
+  the pairs whose score gradients `_add_score_gradients` adds as row sums; relative_index: numpy
+  distances → rows, as `distance_tables` takes it."""
+  tiles, block = spec.padded_length // spec.block, spec.block
+  offsets = np.arange(1 - tiles, tiles)  # query tile − key tile: tiles − |offset| pairs each
+  rows = relative_index(offsets[:, None] * block + np.arange(1 - block, block))  # each offset's distances
+  one_row = rows.min(axis=1) == rows.max(axis=1)
+  return float(np.sum((tiles - np.abs(offsets)) * one_row) / tiles**2)
+
+
+def branch_scope(relative_index, spec: Spec):
+  """A name scope saying how often the backward kernels take `_add_score_gradients`' one-row
+  branch (`one_row_pairs`), which the distance table decides before they run: the GPU step's
+  predictor costs their branches by it (wyjax.core.triton_ir). It names ops, and changes nothing
+  they compute."""
+  if not (spec.c2p or spec.p2c):
+    return contextlib.nullcontext()
+  return jax.named_scope(triton_ir.taken_scope(one_row_pairs(relative_index, spec)))
 
 
 def score_tables(q, k, pos_key, pos_query):
@@ -109,7 +132,8 @@ def _add_score_gradients(table, rows, relative, ds):
   """table[rows, relative] += ds, atomically: a tile's score gradients [B, B] at the relative
   rows its scores were gathered from (rows [B, 1]: the tile's rows of the table). Where a tile
   pair's distances all fall in one relative row (distant tiles, under log buckets or clipping),
-  the B² adds would contend for B places: their sums are added instead, B adds to B places."""
+  the B² adds would contend for B places: their sums are added instead, B adds to B places
+  (`branch_scope` gives the fraction of tile pairs that do)."""
   lowest = jnp.min(relative)
   jax.lax.cond(lowest == jnp.max(relative),
                lambda: jax.ref.addupdate(table, (rows, jnp.full_like(rows, lowest)), ds.sum(axis=1, keepdims=True)),

@@ -10,6 +10,7 @@ TPU wyjax.kernels.disentangled_attention, Mosaic; on a GPU disentangled_attentio
 on a CPU interpreted, for tests). ROUTES says which one a call takes: read it top to bottom.
 Incremental decoding (one query at a time against a cache) always takes the XLA path.
 """
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -249,7 +250,8 @@ def fused_attention(q, k, v, mask, *, scale: float, dropout_rate: float = 0.0, s
   kernel = gpu_kernel if gpu else tpu_kernel
   tables = kernel.distance_tables(pos_key, pos_query, relative_index, padded)
   seed = jnp.zeros((), jnp.int32) if seed is None else seed
-  out = _per_shard(kernel, spec)(to_tiles(q), to_tiles(k), to_tiles(v), mask, tables, seed)
+  with gpu_kernel.branch_scope(relative_index, spec) if gpu else contextlib.nullcontext():
+    out = _per_shard(kernel, spec)(to_tiles(q), to_tiles(k), to_tiles(v), mask, tables, seed)
   return out.transpose(0, 2, 1, 3)[:, :length]
 
 
