@@ -234,17 +234,18 @@ def dumped(point: Point, args) -> tuple[pathlib.Path, float]:
   from wyjax.core import gpu_cards  # pylint: disable=g-import-not-at-top
   tree = worktree(point.commit, args.worktrees)
   start = time.perf_counter()
-  scope = [f"--scope={branch_scope(point, tree)}"] if point.route == "kernel" else []
+  scope = branch_scope(point, tree) if point.route == "kernel" else None
+  scope = [f"--scope={scope}"] if scope else []
   subprocess.run([sys.executable, __file__, f"--child={POINTS.index(point)}", f"--dump={dump}",
                   f"--target={gpu_cards.target(CARD)}", *scope], cwd=tree, check=True,
                  env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(tree)})
   return dump, time.perf_counter() - start
 
 
-def branch_scope(point: Point, tree: pathlib.Path) -> str:
+def branch_scope(point: Point, tree: pathlib.Path) -> str | None:
   """The name of the scope this tree's kernel would give the point's attention: the relative rows
   of its model (DeBERTa-base's: the attention part's benchmarks/attention.py BASE, a step's config
-  in the measured tree) at its length, in the kernel's tiles."""
+  in the measured tree) at its length, in the kernel's tiles; None without relative terms (BERT)."""
   import importlib.util  # pylint: disable=g-import-not-at-top
   import attention  # pylint: disable=g-import-not-at-top  (benchmarks/, beside this file)
   from wyjax.core import triton_ir  # pylint: disable=g-import-not-at-top
@@ -259,8 +260,10 @@ def branch_scope(point: Point, tree: pathlib.Path) -> str:
     found.loader.exec_module(module)
     model, length = module.get_config().model.to_dict(), LENGTH
   config = EncoderConfig(**model)
-  spec = attention_common.Spec(length=length, block=gpu.BLOCK, scale=1.0, c2p=config.relative_attention,
-                               p2c=config.relative_attention, dropout_rate=0.0, interpret=False)
+  if not config.relative_attention:
+    return None
+  spec = attention_common.Spec(length=length, block=gpu.BLOCK, scale=1.0, c2p=True, p2c=True, dropout_rate=0.0,
+                               interpret=False)
   return triton_ir.taken_scope(gpu.one_row_pairs(lambda distance: deberta_v2.relative_rows(distance, config), spec))
 
 
