@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from tests.conftest import as_from_a_terminal
 from wyjax.data import prepare
 
 
@@ -279,8 +280,10 @@ cli.run(main)
 
 def test_a_stop_a_library_swallowed_still_ends_the_command_with_its_code():
   """The command's own code may never see the KeyboardInterrupt a Ctrl-C raised: it still ends
-  with 130 and the line (it ended with exit 0)."""
-  result = subprocess.run([sys.executable, "-c", _SWALLOWED], capture_output=True, text=True, timeout=120)
+  with 130 and the line (it ended with exit 0). Started as from a terminal: from a pytest worker
+  that holds SIGINT ignored, the kill would do nothing."""
+  result = subprocess.run(as_from_a_terminal([sys.executable, "-c", _SWALLOWED]), capture_output=True, text=True,
+                          timeout=120)
   assert result.returncode == 130 and result.stdout == "went on\n", result.stderr
   assert result.stderr.splitlines() == ["wyjax: stopped by SIGINT (Ctrl-C)"]
 

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from tests.conftest import as_from_a_terminal
 from tests.train.conftest import REPO_ROOT, pretrain_env
 from wyjax.tasks.wyweb_files import TLC_PERIOD_OF
 
@@ -19,7 +20,9 @@ LINE = {signal.SIGINT: "wyjax: stopped by SIGINT (Ctrl-C)", signal.SIGTERM: "wyj
 
 
 def _start(command: list[str], env: dict | None = None) -> subprocess.Popen:
-  return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  """The command as a terminal starts it (SIGINT at its default, whatever the pytest worker holds)."""
+  return subprocess.Popen(as_from_a_terminal(command), cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
 
 
 def _stopped(process: subprocess.Popen, signum: int, within: float) -> str:
