@@ -1,8 +1,9 @@
 """The predicted GPU step (wyjax.core.gpu_step_time.predict) on small programs, against times worked
 out here by hand from an H100's datasheet figures and XLA's measured GEMM table: a lone GEMM, a
 chain of elementwise fusions, a fusion whose XLA estimate is absurd, cuDNN's attention and a
-Pallas (Triton) kernel, one that adds atomically, one whose branches run as its scope says, a loop, an all-reduce over two cards; the
-calibration's factors on each kind of kernel; and the command that costs a dump folder.
+Pallas (Triton) kernel, one that adds atomically, one whose branches run as its scope says, a
+loop, an all-reduce over two cards; the calibration's factors on each kind of kernel; and the
+command that costs a dump folder.
 
 The GEMM, cuDNN, Pallas and all-reduce programs are compiled for the card on this CPU (seconds
 each); the others are dumps written here in XLA's formats, so that each rule is pinned on its own.
