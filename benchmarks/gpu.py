@@ -8,7 +8,8 @@ all); one that overruns or fails prints a row saying why, and the next part runs
 they are measured; a row of wyjax's rate over transformers' (above 1: wyjax is faster) follows each pair.
 
   pretrain   steps of DeBERTa-base (with each --attentions: by default "auto" with the config's
-             attention dropout, 0: cuDNN, and with 0.1, the XLA path) and BERT-base, 32 × 512, bf16:
+             attention dropout, 0: cuDNN, and with 0.1, the XLA path) and BERT-base (each
+             --bert_attentions, "auto"), 32 × 512 (--length: 16,384 tokens in sequences of it), bf16:
              wyjax's train step (configs/pretrain/*_base.py: its masking, loss, clipping and AdamW)
              vs transformers' *ForMaskedLM under autocast bf16 with fused AdamW (SDPA attention for
              BERT; DeBERTa has only eager): tokens/s, MFU (wyjax's FLOP count of the step over the
@@ -67,6 +68,7 @@ REPO = HERE.parent
 # about 60 s per attention and BERT-base's in 35; the attention part reached L = 1024 in 80 s.
 BUDGETS = "pretrain=240,finetune=220,predict=30,attention=80"
 SMOKE_BUDGETS = "pretrain=600,finetune=900,predict=300,attention=300"  # a shared 2-core CPU
+TOKENS = 16_384  # a pretraining step's: 32 × 512, or 4 × 4,096 with --length=4096
 PROFILED_STEPS = 2  # --profile: the steps each profiled side runs under its profiler
 # --profile: a GPU step is profiled from a compile without command buffers (CUDA graphs): a kernel
 # a graph launches is named in jax's trace by its graph ("command_buffer_59"), not by its HLO op,
@@ -160,10 +162,13 @@ def pretrain_part(args) -> None:
 
   from wyjax.core import config_files, run_metrics
 
-  batch, length, steps = (4, 64, 2) if args.smoke else (32, 512, 10)
+  tokens, steps = (256, 2) if args.smoke else (TOKENS, 10)
+  length = args.length or (64 if args.smoke else 512)
+  batch = max(1, tokens // length)
   peak = run_metrics.peak_flops_per_device()
-  models = [("DeBERTa-base", "pretrain/deberta_base.py", args.attentions),
-            ("BERT-base", "pretrain/bert_base.py", ["auto"])]
+  models = [(name, config_name, attentions) for name, config_name, attentions in (
+      ("DeBERTa-base", "pretrain/deberta_base.py", args.attentions),
+      ("BERT-base", "pretrain/bert_base.py", args.bert_attentions)) if attentions]
   measured = []  # (name, measurement, config, ids, FLOPs, {attention: wyjax's seconds})
   for name, config_name, attentions in models:
     config = config_files.load(config_name)
@@ -193,6 +198,7 @@ def pretrain_part(args) -> None:
           (pathlib.Path(args.profile) / trace).mkdir(parents=True, exist_ok=True)
           (pathlib.Path(args.profile) / trace / "prediction.json").write_text(json.dumps(
               {"card": predicted.card.name, "steps": PROFILED_STEPS, "measured_step_seconds": seconds[attention],
+               "batch": batch, "length": length,
                "kernels": predicted.kernel_records()}))
     measured.append((name, measurement, config, ids, flops, seconds))
   for name, measurement, config, ids, flops, seconds in measured:
@@ -477,7 +483,15 @@ def main():
                       help="DeBERTa-base's config.attention values to time, each optionally with "
                       "/attention_dropout=RATE (default: the config's 0). On a GPU at 512 keys \"auto\" trains "
                       "without attention dropout through cuDNN (the relative terms as its bias), with it through XLA, "
-                      "\"pallas\" through the GPU kernel (measured on an H200: slower than XLA, docs/benchmarks.md)")
+                      "\"pallas\" through the GPU kernel (measured on an H200: slower than XLA, docs/benchmarks.md); "
+                      "empty: no DeBERTa-base step")
+  parser.add_argument("--bert_attentions", default="auto",
+                      help="BERT-base's, the same way (its config's attention dropout is 0.1: \"auto\" trains through "
+                      "XLA below 2,048 keys, \"pallas\" through the GPU kernel); empty: no BERT-base step (past its "
+                      "512 positions)")
+  parser.add_argument("--length", type=int, help=f"tokens a sequence of the pretrain part, its batch {TOKENS:,} tokens "
+                      "(default 512: 32 × 512; at 4,096 \"auto\" trains DeBERTa through the GPU kernel; --smoke: 64 "
+                      "of 256)")
   parser.add_argument("--init", default="", help="the demo's pretrained model (a wyjax workdir or transformers "
                       "folder) for the tiny fine-tuning run; default: random weights of its architecture")
   parser.add_argument("--chars", type=int, default=300_000, help="characters the predict part punctuates")
@@ -487,7 +501,8 @@ def main():
   parser.add_argument("--part", help="internal: run this part here")
   parser.add_argument("--budget_s", type=float, help="internal: the part's budget")
   args = parser.parse_args()
-  args.attentions = args.attentions.split(",")
+  args.attentions, args.bert_attentions = ([a for a in value.split(",") if a]
+                                           for value in (args.attentions, args.bert_attentions))
   if args.part:
     import torch
 

@@ -305,7 +305,8 @@ def measured_record(folder: pathlib.Path, commit: str) -> dict:
   model, attention = folder.name.removeprefix("pretrain-").split("-wyjax-")
   route = next((route for kind, route in (("cudnn", "cudnn"), ("triton kernel", "kernel")) if kind in by_kind), "xla")
   attention = attention.replace("-attention_dropout=", "/attention_dropout=")  # as gpu.py's rows name it
-  name = f"{model} step, {BATCH} × {LENGTH}, attention={attention}"
+  shape = prediction.get("batch", BATCH), prediction.get("length", LENGTH)  # traces before 2026-12-02: 32 × 512
+  name = f"{model} step, {shape[0]} × {shape[1]}, attention={attention}"
   return {"name": name, "commit": commit, "route": route, "held_out": (commit, name) not in FIT,
           "measured_seconds": prediction["measured_step_seconds"], "uncalibrated_seconds": sum(by_kind.values()),
           "roofline_seconds": None, "kernels": sum(kernel["repeats"] for kernel in prediction["kernels"]),

@@ -22,7 +22,8 @@ def _table(result, heading: str = "") -> list[list[str]]:
 
 def test_every_part_measures_both_sides_on_the_cpu(shared_data, tmp_path):
   result = subprocess.run([sys.executable, str(GPU_BENCHMARK), "--smoke", f"--data={shared_data}",
-                           f"--out={tmp_path}", "--attentions=auto", f"--profile={tmp_path / 'traces'}"], cwd=REPO_ROOT,
+                           f"--out={tmp_path}", "--attentions=auto", "--bert_attentions=xla", "--length=128",
+                           f"--profile={tmp_path / 'traces'}"], cwd=REPO_ROOT,
                           env=pretrain_env(TMPDIR=str(tmp_path)), capture_output=True, text=True, timeout=1500)
   rows = _table(result)
   assert result.stdout.startswith("# no GPU (CPU); Python 3.")
@@ -36,6 +37,8 @@ def test_every_part_measures_both_sides_on_the_cpu(shared_data, tmp_path):
       assert all(re.fullmatch(r"\*\*\d+\.\d\d×\*\* .+", r[3]) for r in by_part[part]
                  if r[1] == measurement and r[2] == "wyjax ÷ transformers")
   assert len({r[1] for r in by_part["pretrain"]}) == 2 and len({r[1] for r in by_part["finetune"]}) == 1
+  assert all(" pretraining step, 2 × 128, bf16" in r[1] for r in by_part["pretrain"])  # 256 tokens, --length=128
+  assert {r[5].split(";")[0] for r in by_part["pretrain"] if r[2] == "wyjax"} == {"attention=auto", "attention=xla"}
   assert all(re.search(r"[\d,]+ tokens/s", r[3]) for r in by_part["pretrain"] if r[2] != "wyjax ÷ transformers")
   assert all(re.search(r"s wall, [\d.]+ s/step .* dev \d+\.\d\d", r[3]) for r in by_part["finetune"]
              if r[2] != "wyjax ÷ transformers")
@@ -46,7 +49,7 @@ def test_every_part_measures_both_sides_on_the_cpu(shared_data, tmp_path):
   kernels = _table(result, "## Top kernels by time")
   traces = {trace.split(" (")[0] for trace, *_ in kernels}
   assert traces == {"pretrain-DeBERTa-base-wyjax-auto", "pretrain-DeBERTa-base-transformers",
-                    "pretrain-BERT-base-wyjax-auto", "pretrain-BERT-base-transformers", "predict-wyjax",
+                    "pretrain-BERT-base-wyjax-xla", "pretrain-BERT-base-transformers", "predict-wyjax",
                     "predict-transformers"}, traces
   for trace in traces:
     rows = [r for r in kernels if r[0] == f"{trace} (CPU ops)"]
@@ -59,10 +62,10 @@ def test_every_part_measures_both_sides_on_the_cpu(shared_data, tmp_path):
       t for name, t in written.items() if name.endswith("-transformers")), written
   # The profile against the prediction of its compile: none on a CPU, each wyjax pretraining trace says so ...
   joined = result.stdout.split("## Profile against prediction", 1)[1]
-  for trace in ("pretrain-DeBERTa-base-wyjax-auto", "pretrain-BERT-base-wyjax-auto", "predict-wyjax"):
+  for trace in ("pretrain-DeBERTa-base-wyjax-auto", "pretrain-BERT-base-wyjax-xla", "predict-wyjax"):
     assert f"### {trace}: no prediction.json beside its trace" in joined, joined
   # ... and the join runs on the smoke trace given one: its three costliest CPU ops, predicted at 1 ms each.
-  trace = "pretrain-BERT-base-wyjax-auto"
+  trace = "pretrain-BERT-base-wyjax-xla"
   ops = [r[1].strip("`") for r in kernels if r[0] == f"{trace} (CPU ops)"][:3]
   (tmp_path / "traces" / trace / "prediction.json").write_text(json.dumps({"card": "h100", "steps": 2, "kernels": [
       {"name": op, "kernel": op, "kind": "elementwise", "repeats": 1, "uncalibrated": 5e-4,

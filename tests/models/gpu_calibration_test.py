@@ -122,6 +122,9 @@ def test_a_profiled_step_is_joined_kernel_by_kernel_into_its_record(tmp_path):
       {"gemm": 100e-6, "cudnn": 50e-6, "elementwise": 30e-6, "unmatched": 8e-6, "reduction": 0.0}, rel=1e-9)
   assert r["measured_kernels_by_kind"] == {"gemm": 1, "cudnn": 1, "elementwise": 2, "unmatched": 1, "reduction": 0}
   assert r["uncalibrated_seconds_by_kind"] == pytest.approx({"gemm": 35e-6, "elementwise": 20e-6, "reduction": 3e-6})
+  (folder / "prediction.json").write_text(json.dumps({**profiled.PREDICTION, "measured_step_seconds": 0.2e-3,
+                                                     "batch": 4, "length": 4096}))  # gpu.py --length=4096
+  assert module.measured_record(folder, "abc1234")["name"] == "BERT-base step, 4 × 4096, attention=auto"
 
 
 def test_the_shipped_factors_are_the_fit_steps_kernel_sums_only():
