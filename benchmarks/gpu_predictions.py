@@ -246,19 +246,16 @@ def branch_scope(point: Point, tree: pathlib.Path) -> str | None:
   """The name of the scope this tree's kernel would give the point's attention: the relative rows
   of its model (DeBERTa-base's: the attention part's benchmarks/attention.py BASE, a step's config
   in the measured tree) at its length, in the kernel's tiles; None without relative terms (BERT)."""
-  import importlib.util  # pylint: disable=g-import-not-at-top
   import attention  # pylint: disable=g-import-not-at-top  (benchmarks/, beside this file)
-  from wyjax.core import triton_ir  # pylint: disable=g-import-not-at-top
+  from wyjax.core import config_files, triton_ir  # pylint: disable=g-import-not-at-top
   from wyjax.kernels import attention_common, disentangled_attention_gpu as gpu  # pylint: disable=g-import-not-at-top
   from wyjax.models import EncoderConfig, deberta_v2  # pylint: disable=g-import-not-at-top
 
   if point.program[0] == "attention":
     model, length = attention.BASE, point.program[1]
   else:
-    found = importlib.util.spec_from_file_location("measured_config", tree / "configs" / point.program[1])
-    module = importlib.util.module_from_spec(found)
-    found.loader.exec_module(module)
-    model, length = module.get_config().model.to_dict(), LENGTH
+    measured = config_files.load(str(tree.resolve() / "configs" / point.program[1]))
+    model, length = measured.model.to_dict(), LENGTH
   config = EncoderConfig(**model)
   if not config.relative_attention:
     return None

@@ -27,7 +27,13 @@ def test_names_resolve_to_the_packaged_configs_from_any_directory(elsewhere, spe
 def test_a_real_file_wins_over_a_name(elsewhere):
   (elsewhere / "tlc.py").write_text("def get_config():\n  return {'mine': True}\n")
   assert config_files.resolve("tlc.py") == "tlc.py"
-  assert config_files.load("tlc").task == "tlc"  # the library loads packaged configs only
+  assert config_files.load("tlc").task == "tlc"  # the library loads a name's packaged config
+
+
+def test_the_library_loads_a_config_at_an_absolute_path(elsewhere):
+  (elsewhere / "older.py").write_text("def get_config(size='base'):\n  return {'size': size}\n")
+  assert config_files.load(str(elsewhere / "older.py")) == {"size": "base"}
+  assert config_files.load(f"{elsewhere / 'older.py'}:tiny") == {"size": "tiny"}
 
 
 def test_an_unknown_name_lists_the_available_ones(elsewhere):

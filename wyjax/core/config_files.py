@@ -51,9 +51,11 @@ def resolve(spec: str) -> str:
 
 
 def load(spec: str):
-  """get_config() (with the `:argument` when given) of a packaged config: load('ccpm:match')."""
+  """get_config() (with the `:argument` when given) of a packaged config, load('ccpm:match'), or of
+  the config file at an absolute path (another checkout's configs/, as a benchmark of an older
+  commit reads them)."""
   name, _, argument = spec.partition(":")
-  path = packaged(name)
+  path = pathlib.Path(name) if os.path.isabs(name) else packaged(name)
   module_spec = importlib.util.spec_from_file_location(f"wyjax_config_{path.stem}", path)
   module = importlib.util.module_from_spec(module_spec)
   module_spec.loader.exec_module(module)
