@@ -36,6 +36,7 @@ relative error of the output and of the gradients (of q, k, v, pos_key, pos_quer
 `kernel_errors`, which tests/models/attention_gpu_test.py runs in more layouts; --smoke: that
 row alone, the kernel interpreted on the CPU.
 """
+
 import argparse
 import json
 import statistics
@@ -52,10 +53,23 @@ from wyjax.models import DebertaV2, EncoderConfig, attention, deberta_v2, layers
 
 LENGTHS = (128, 512, 2048, 8192)
 TOKENS = 16384
-BASE = dict(vocab_size=22669, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
-            relative_attention=True, position_buckets=256, max_relative_positions=512, share_att_key=True,
-            norm_rel_ebd="layer_norm", pos_att_type="c2p|p2c", position_biased_input=False,
-            max_position_embeddings=512, dtype="bfloat16", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+BASE = dict(
+  vocab_size=22669,
+  hidden_size=768,
+  num_attention_heads=12,
+  intermediate_size=3072,
+  relative_attention=True,
+  position_buckets=256,
+  max_relative_positions=512,
+  share_att_key=True,
+  norm_rel_ebd="layer_norm",
+  pos_att_type="c2p|p2c",
+  position_biased_input=False,
+  max_position_embeddings=512,
+  dtype="bfloat16",
+  hidden_dropout_prob=0.0,
+  attention_probs_dropout_prob=0.0,
+)
 
 
 def programs(depth: int, length: int, choice: str):
@@ -87,17 +101,26 @@ def predict(topology: str, layer_counts, lengths):
       for choice in ("xla", "pallas"):
         fns, params, inputs = programs(depth, length, choice)
         for name, fn in fns.items():
-          abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated),
-                                  (params, *inputs))
+          abstract = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated), (params, *inputs)
+          )
           with jax.sharding.use_abstract_mesh(mesh.abstract_mesh):
             compiled = jax.jit(fn).lower(*abstract).compile()
           cost = compiled.cost_analysis()
           cost = cost[0] if isinstance(cost, list) else cost
           flops, bytes_ = float(cost.get("flops", 0)), float(cost.get("bytes accessed", 0))
-          yield {"layers": depth, "length": length, "attention": choice, "pass": name, "predicted": True,
-                 "chip": chip, "flops": flops, "bytes_accessed": bytes_,
-                 "temp_bytes": compiled.memory_analysis().temp_size_in_bytes,
-                 "roofline_ms": 1e3 * max(flops / spec.peak_flops, bytes_ / spec.hbm_bandwidth)}
+          yield {
+            "layers": depth,
+            "length": length,
+            "attention": choice,
+            "pass": name,
+            "predicted": True,
+            "chip": chip,
+            "flops": flops,
+            "bytes_accessed": bytes_,
+            "temp_bytes": compiled.memory_analysis().temp_size_in_bytes,
+            "roofline_ms": 1e3 * max(flops / spec.peak_flops, bytes_ / spec.hbm_bandwidth),
+          }
 
 
 def _median_seconds(run, repeats: int) -> float:
@@ -127,25 +150,40 @@ def measure_jax(repeats: int, layer_counts, lengths):
           try:
             seconds = _median_seconds(lambda: jax.block_until_ready(jitted(params, *inputs)), repeats)
           except Exception as e:  # out of memory at long lengths: recorded, not fatal
-            yield {"layers": depth, "length": length, "attention": choice, "pass": name,
-                   "error": str(e).splitlines()[0][:200]}
+            yield {
+              "layers": depth,
+              "length": length,
+              "attention": choice,
+              "pass": name,
+              "error": str(e).splitlines()[0][:200],
+            }
             continue
-          yield {"layers": depth, "length": length, "attention": choice, "pass": name,
-                 "ms": 1e3 * seconds, "tokens_per_second": TOKENS / seconds, "peak_bytes": _peak_bytes()}
+          yield {
+            "layers": depth,
+            "length": length,
+            "attention": choice,
+            "pass": name,
+            "ms": 1e3 * seconds,
+            "tokens_per_second": TOKENS / seconds,
+            "peak_bytes": _peak_bytes(),
+          }
 
 
 def measure_torch(repeats: int, layer_counts, lengths):
   """transformers eager and the Triton packages, bf16 on the GPU."""
   import torch  # pylint: disable=g-import-not-at-top
   import transformers  # pylint: disable=g-import-not-at-top
+
   variants = {"transformers": lambda model: model}
   try:
     import disentangled_flash  # pylint: disable=g-import-not-at-top
+
     variants["disentangled-flash"] = disentangled_flash.enable_deberta_training
   except ImportError:
     pass
   try:
     import flashdeberta  # pylint: disable=g-import-not-at-top
+
     variants["flashdeberta"] = lambda model: _flashdeberta(flashdeberta, model)
   except ImportError:
     pass
@@ -162,21 +200,39 @@ def measure_torch(repeats: int, layer_counts, lengths):
           try:
             seconds = _median_seconds(lambda: (run(), torch.cuda.synchronize()), repeats)
           except Exception as e:  # e.g. out of memory at 8192
-            yield {"layers": depth, "length": length, "attention": variant, "pass": name,
-                   "error": str(e).splitlines()[0][:200]}
+            yield {
+              "layers": depth,
+              "length": length,
+              "attention": variant,
+              "pass": name,
+              "error": str(e).splitlines()[0][:200],
+            }
             torch.cuda.empty_cache()
             continue
-          yield {"layers": depth, "length": length, "attention": variant, "pass": name, "ms": 1e3 * seconds,
-                 "tokens_per_second": TOKENS / seconds, "peak_bytes": torch.cuda.max_memory_allocated()}
+          yield {
+            "layers": depth,
+            "length": length,
+            "attention": variant,
+            "pass": name,
+            "ms": 1e3 * seconds,
+            "tokens_per_second": TOKENS / seconds,
+            "peak_bytes": torch.cuda.max_memory_allocated(),
+          }
         del passes
         torch.cuda.empty_cache()
 
 
 def _hf_config(depth: int, dropout: float):
   import transformers  # pylint: disable=g-import-not-at-top
+
   fields = {k: v for k, v in BASE.items() if k not in ("dtype", "hidden_dropout_prob", "attention_probs_dropout_prob")}
-  return transformers.DebertaV2Config(**fields, num_hidden_layers=depth, type_vocab_size=0, hidden_dropout_prob=dropout,
-                                      attention_probs_dropout_prob=dropout)
+  return transformers.DebertaV2Config(
+    **fields,
+    num_hidden_layers=depth,
+    type_vocab_size=0,
+    hidden_dropout_prob=dropout,
+    attention_probs_dropout_prob=dropout,
+  )
 
 
 def _torch_passes(model, ids, mask):
@@ -201,8 +257,16 @@ def _flashdeberta(flashdeberta, model):
 
 # (L, pass) in order of importance, so that a budget cut short loses the least: pretraining's
 # length first, then 4096 (the issue's long-sequence target), training before inference.
-ALONE_CELLS = ((512, "forward+backward"), (4096, "forward+backward"), (512, "forward"), (4096, "forward"),
-               (1024, "forward+backward"), (2048, "forward+backward"), (1024, "forward"), (2048, "forward"))
+ALONE_CELLS = (
+  (512, "forward+backward"),
+  (4096, "forward+backward"),
+  (512, "forward"),
+  (4096, "forward"),
+  (1024, "forward+backward"),
+  (2048, "forward+backward"),
+  (1024, "forward"),
+  (2048, "forward"),
+)
 ALONE_SIDES = ("wyjax GPU kernel", "wyjax cuDNN", "transformers eager", "wyjax XLA")  # the reference last
 ALONE_HEADER = "| part | measurement | by | result | peak memory | notes |\n|---|---|---|---|---|---|"  # gpu.py's
 
@@ -245,18 +309,26 @@ def gpu_rows(smoke: bool, budget_s: float = float("inf"), repeats: int = 5) -> I
       yield f"| attention | {measurement} | {side} | {1e3 * seconds[side]:.2f} ms | {peak / 2**30:.2f} GiB | {memory} |"
     kernel, cudnn, theirs, xla = (seconds.get(side) for side in ALONE_SIDES)
     if kernel and theirs:  # as gpu.py's rate rows: above 1, wyjax is faster
-      rates = f"**{theirs / kernel:.2f}×** GPU kernel" + (f", {theirs / cudnn:.2f}× cuDNN" if cudnn else "") + (
-          f", {theirs / xla:.2f}× XLA path" if xla else "")
+      rates = (
+        f"**{theirs / kernel:.2f}×** GPU kernel"
+        + (f", {theirs / cudnn:.2f}× cuDNN" if cudnn else "")
+        + (f", {theirs / xla:.2f}× XLA path" if xla else "")
+      )
       yield f"| attention | {measurement} | wyjax ÷ transformers | {rates} | | |"
     if out_of_time:
-      yield f"| attention | {measurement} | – | not run: past the {budget_s:.0f} s budget | | " \
-            f"{len(ALONE_CELLS) - done} of {len(ALONE_CELLS)} measurements not complete |"
+      yield (
+        f"| attention | {measurement} | – | not run: past the {budget_s:.0f} s budget | | "
+        f"{len(ALONE_CELLS) - done} of {len(ALONE_CELLS)} measurements not complete |"
+      )
       return
 
 
 def _alone_config(attention_choice: str = "xla") -> EncoderConfig:
-  return EncoderConfig(**{**BASE, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1},
-                       num_hidden_layers=1, attention=attention_choice)
+  return EncoderConfig(
+    **{**BASE, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1},
+    num_hidden_layers=1,
+    attention=attention_choice,
+  )
 
 
 def _alone_inputs(config: EncoderConfig, length: int, dtype):
@@ -274,13 +346,20 @@ def _measure_jax_attention(side: str, length: int, name: str, repeats: int):
   module = deberta_v2.DisentangledAttention(config)
   x, rel = (jnp.asarray(a) for a in _alone_inputs(config, length, jnp.bfloat16))
   mask = layers.expand_mask(jnp.ones(x.shape[:2], jnp.int32))
-  params = deberta_v2.DisentangledAttention(_alone_config()).init(  # the same parameters, by the XLA path
-      jax.random.key(0), x[:1, :8], mask[:1, ..., :8], rel, None, True)
+  params = deberta_v2.DisentangledAttention(
+    _alone_config()
+  ).init(  # the same parameters, by the XLA path
+    jax.random.key(0), x[:1, :8], mask[:1, ..., :8], rel, None, True
+  )
   if name == "forward":
     fn = lambda params, x, rel, mask: module.apply(params, x, mask, rel, None, True)
   else:
-    fn = jax.grad(lambda params, x, rel, mask: module.apply(params, x, mask, rel, None, False, rngs={
-        "dropout": jax.random.key(1)}).astype(jnp.float32).sum(), argnums=(0, 1, 2))
+    fn = jax.grad(
+      lambda params, x, rel, mask: (
+        module.apply(params, x, mask, rel, None, False, rngs={"dropout": jax.random.key(1)}).astype(jnp.float32).sum()
+      ),
+      argnums=(0, 1, 2),
+    )
   compiled = jax.jit(fn).lower(params, x, rel, mask).compile()
   memory = compiled.memory_analysis()
   peak = aot.buffer_bytes(memory)
@@ -310,6 +389,7 @@ def _measure_torch_attention(side: str, length: int, name: str, repeats: int):
 
     def run():
       module(x, mask, rel_embeddings=rel)[0].float().sum().backward()
+
   try:
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
@@ -320,8 +400,9 @@ def _measure_torch_attention(side: str, length: int, name: str, repeats: int):
     torch.cuda.empty_cache()
 
 
-def kernel_errors(config: EncoderConfig, length: int, dtype: str = "float32", prefix: bool = False,
-                  wrap=lambda f: f, **jit_kwargs) -> dict[str, float]:
+def kernel_errors(
+  config: EncoderConfig, length: int, dtype: str = "float32", prefix: bool = False, wrap=lambda f: f, **jit_kwargs
+) -> dict[str, float]:
   """The GPU kernel through attention.fused_attention (interpreted on a CPU) against the XLA path
   as deberta_v2 and bert run it, on random inputs: the largest error of the output (at the real
   queries) and of the gradient of each input ("dq", …, "dpos_query") of sum(output · weights),
@@ -338,8 +419,11 @@ def kernel_errors(config: EncoderConfig, length: int, dtype: str = "float32", pr
   draw = lambda *shape: jnp.asarray(rng.standard_normal(shape), jnp.float32).astype(dtype)
   inputs = {name: draw(2, length, heads, d) for name in ("q", "k", "v")}
   if config.relative_attention:
-    inputs |= {name: draw(2 * config.relative_span, heads, d)
-               for term, name in (("c2p", "pos_key"), ("p2c", "pos_query")) if term in config.pos_att_type}
+    inputs |= {
+      name: draw(2 * config.relative_span, heads, d)
+      for term, name in (("c2p", "pos_key"), ("p2c", "pos_query"))
+      if term in config.pos_att_type
+    }
   positions = np.arange(length)
   if prefix:
     mask = np.broadcast_to((positions[None, :] <= positions[:, None]) | (positions[None, :] < 12), (2, length, length))
@@ -351,12 +435,19 @@ def kernel_errors(config: EncoderConfig, length: int, dtype: str = "float32", pr
   scale = np.sqrt(d * (1 + len(config.pos_att_type))).astype(np.float32)
 
   def kernel(q, k, v, pos_key=None, pos_query=None):
-    return attention.fused_attention(q, k, v, mask, scale=scale, pos_key=pos_key, pos_query=pos_query,
-                                     relative_index=lambda distance: deberta_v2.relative_rows(distance, config),
-                                     target="gpu")
+    return attention.fused_attention(
+      q,
+      k,
+      v,
+      mask,
+      scale=scale,
+      pos_key=pos_key,
+      pos_query=pos_query,
+      relative_index=lambda distance: deberta_v2.relative_rows(distance, config),
+      target="gpu",
+    )
 
   class XLA(nn.Module):  # the XLA path runs inside a module: its softmax's dropout is one
-
     @nn.compact
     def __call__(self, q, k, v, pos_key=None, pos_query=None):
       if config.relative_attention:
@@ -367,6 +458,7 @@ def kernel_errors(config: EncoderConfig, length: int, dtype: str = "float32", pr
   def output_and_grads(attend, wrap=lambda f: f, **jit_kwargs):
     """{"output": at the real queries, "d<input>": gradient}, from one jitted program, its float32
     products exact on a GPU too (the XLA path's default there is TF32, the Triton kernel's IEEE)."""
+
     def loss(inputs):
       output = attend(**inputs).astype(jnp.float32)
       return (output * weights).sum(), output * real
@@ -380,10 +472,19 @@ def kernel_errors(config: EncoderConfig, length: int, dtype: str = "float32", pr
   return {name: float(jnp.max(jnp.abs(ours[name] - ref[name])) / jnp.max(jnp.abs(ref[name]))) for name in ref}
 
 
-_TINY_LAYOUT = EncoderConfig(vocab_size=40, hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
-                             intermediate_size=64, max_position_embeddings=128, relative_attention=True,
-                             position_buckets=32, pos_att_type="p2c|c2p", share_att_key=True,
-                             position_biased_input=False)  # DeBERTa-tiny's: 32 log buckets
+_TINY_LAYOUT = EncoderConfig(
+  vocab_size=40,
+  hidden_size=64,
+  num_hidden_layers=1,
+  num_attention_heads=2,
+  intermediate_size=64,
+  max_position_embeddings=128,
+  relative_attention=True,
+  position_buckets=32,
+  pos_att_type="p2c|c2p",
+  share_att_key=True,
+  position_biased_input=False,
+)  # DeBERTa-tiny's: 32 log buckets
 
 
 def _errors_row(config: EncoderConfig, length: int) -> str:
@@ -391,10 +492,12 @@ def _errors_row(config: EncoderConfig, length: int) -> str:
   errors = kernel_errors(config, length)
   output_error = errors.pop("output")
   where = "interpreted on the CPU" if jax.default_backend() == "cpu" else jax.devices()[0].device_kind
-  return (f"| attention | GPU kernel vs XLA path, fp32, 2 × {length} tokens (padding at the start, inside and at "
-          f"the end of rows), {config.num_attention_heads} heads of {config.head_dim}, {config.position_buckets} log "
-          f"buckets, c2p+p2c | wyjax | largest relative error: output {output_error:.1e}, gradients "
-          f"{max(errors.values()):.1e} | | {where} |")
+  return (
+    f"| attention | GPU kernel vs XLA path, fp32, 2 × {length} tokens (padding at the start, inside and at "
+    f"the end of rows), {config.num_attention_heads} heads of {config.head_dim}, {config.position_buckets} log "
+    f"buckets, c2p+p2c | wyjax | largest relative error: output {output_error:.1e}, gradients "
+    f"{max(errors.values()):.1e} | | {where} |"
+  )
 
 
 def table(path: str) -> str:
@@ -405,21 +508,31 @@ def table(path: str) -> str:
   for c in cells:
     by_cell.setdefault((c["layers"], c["length"], c["pass"]), {})[c["attention"]] = c
   predicted = cells and cells[0].get("predicted")
-  out = [f"{header['device']}, jax {header['jax']}, {header['date']}"
-         + (", compile-only predictions" if predicted else ""), ""]
+  out = [
+    f"{header['device']}, jax {header['jax']}, {header['date']}" + (", compile-only predictions" if predicted else ""),
+    "",
+  ]
   if predicted:
-    out += ["| layers | L | pass | xla: ms (roofline) | xla: HBM GiB | xla: temp GiB | pallas: ms (roofline) "
-            "| pallas: HBM GiB | pallas: temp GiB | speed-up |", "|---|---|---|---|---|---|---|---|---|---|"]
+    out += [
+      "| layers | L | pass | xla: ms (roofline) | xla: HBM GiB | xla: temp GiB | pallas: ms (roofline) "
+      "| pallas: HBM GiB | pallas: temp GiB | speed-up |",
+      "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for (depth, length, name), by in sorted(by_cell.items()):
       x, p = by.get("xla"), by.get("pallas")
-      fmt = lambda c: (f"{c['roofline_ms']:.2f} | {c['bytes_accessed'] / 2**30:.1f} | {c['temp_bytes'] / 2**30:.2f}"
-                       if c else "n/a | | ")
+      fmt = lambda c: (
+        f"{c['roofline_ms']:.2f} | {c['bytes_accessed'] / 2**30:.1f} | {c['temp_bytes'] / 2**30:.2f}"
+        if c
+        else "n/a | | "
+      )
       ratio = f"{x['roofline_ms'] / p['roofline_ms']:.0f}x" if x and p else ""
       out.append(f"| {depth} | {length} | {name} | {fmt(x)} | {fmt(p)} | {ratio} |")
   else:
     names = sorted({c["attention"] for c in cells})
-    out += ["| layers | L | pass | " + " | ".join(f"{n}: ms (peak GiB)" for n in names) + " |",
-            "|---|---|---|" + "---|" * len(names)]
+    out += [
+      "| layers | L | pass | " + " | ".join(f"{n}: ms (peak GiB)" for n in names) + " |",
+      "|---|---|---|" + "---|" * len(names),
+    ]
     for (depth, length, name), by in sorted(by_cell.items()):
       fmt = lambda c: f"{c['ms']:.1f} ({(c['peak_bytes'] or 0) / 2**30:.2f})" if c else "n/a"
       out.append(f"| {depth} | {length} | {name} | " + " | ".join(fmt(by.get(n)) for n in names) + " |")
@@ -446,11 +559,20 @@ def main():
       print(row, flush=True)
     return
   layer_counts, lengths = [int(x) for x in args.layers.split(",")], [int(x) for x in args.lengths.split(",")]
-  cells = (predict(args.predict, layer_counts, lengths) if args.predict
-           else measure_jax(args.repeats, layer_counts, lengths))
-  print(json.dumps({"jax": jax.__version__, "backend": jax.default_backend(),
-                    "device": args.predict or jax.devices()[0].device_kind,
-                    "date": time.strftime("%Y-%m-%d")}), flush=True)
+  cells = (
+    predict(args.predict, layer_counts, lengths) if args.predict else measure_jax(args.repeats, layer_counts, lengths)
+  )
+  print(
+    json.dumps(
+      {
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "device": args.predict or jax.devices()[0].device_kind,
+        "date": time.strftime("%Y-%m-%d"),
+      }
+    ),
+    flush=True,
+  )
   for cell in cells:
     print(json.dumps(cell), flush=True)
   if not args.predict and jax.default_backend() == "gpu":

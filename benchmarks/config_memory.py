@@ -11,6 +11,7 @@ DIR/cmrc2018, …); pretraining configs need none. Prints a JSON line per config
 markdown table (docs/benchmarks.md, "Compile time and memory of every config");
 tests/train/config_memory_test.py pins the figures.
 """
+
 import argparse
 import ctypes
 import json
@@ -31,8 +32,11 @@ def _status_kib(field: str) -> int:
 
 
 # jax's events for a program's tracing, lowering and XLA's compile: their sum is a config's compile time.
-_COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
-                   "/jax/core/compile/backend_compile_duration")
+_COMPILE_EVENTS = (
+  "/jax/core/compile/jaxpr_trace_duration",
+  "/jax/core/compile/jaxpr_to_mlir_module_duration",
+  "/jax/core/compile/backend_compile_duration",
+)
 _compile_seconds = []  # filled by main's listener
 
 
@@ -59,10 +63,15 @@ def measure(name: str, data_root: pathlib.Path) -> dict:
   _compile_seconds.clear()
   start = time.perf_counter()
   result = compile_only(config, "local")
-  return {"config": name, "tokens_per_step": result["tokens_per_step"],
-          "seconds": round(time.perf_counter() - start, 1), "compile_seconds": round(sum(_compile_seconds), 1),
-          "compile_peak_bytes": (_status_kib("VmHWM") - before) * 1024,
-          "train_bytes": result["hbm_bytes_per_chip"], "evaluation_bytes": result["evaluation_bytes_per_chip"]}
+  return {
+    "config": name,
+    "tokens_per_step": result["tokens_per_step"],
+    "seconds": round(time.perf_counter() - start, 1),
+    "compile_seconds": round(sum(_compile_seconds), 1),
+    "compile_peak_bytes": (_status_kib("VmHWM") - before) * 1024,
+    "train_bytes": result["hbm_bytes_per_chip"],
+    "evaluation_bytes": result["evaluation_bytes_per_chip"],
+  }
 
 
 def main():
@@ -72,17 +81,22 @@ def main():
   args = parser.parse_args()
   names = args.configs.split(",") if args.configs else shipped_configs()
   jax.monitoring.register_event_duration_secs_listener(
-      lambda event, seconds, **_: _compile_seconds.append(seconds) if event in _COMPILE_EVENTS else None)
+    lambda event, seconds, **_: _compile_seconds.append(seconds) if event in _COMPILE_EVENTS else None
+  )
   rows = []
   for name in names:
     rows.append(measure(name, args.data_root))
     print(json.dumps(rows[-1]), flush=True)
-  print("\n| config | tokens per step | compile (s) | all (s) | peak memory (GiB) | train step's buffers (GiB) "
-        "| evaluation step's buffers (GiB) |\n|---|---:|---:|---:|---:|---:|---:|")
+  print(
+    "\n| config | tokens per step | compile (s) | all (s) | peak memory (GiB) | train step's buffers (GiB) "
+    "| evaluation step's buffers (GiB) |\n|---|---:|---:|---:|---:|---:|---:|"
+  )
   for row in rows:
-    print(f"| {row['config']} | {row['tokens_per_step']:,} | {row['compile_seconds']} | {row['seconds']} | "
-          f"{row['compile_peak_bytes'] / aot.GiB:.2f} | {row['train_bytes'] / aot.GiB:.2f} | "
-          f"{row['evaluation_bytes'] / aot.GiB:.2f} |")
+    print(
+      f"| {row['config']} | {row['tokens_per_step']:,} | {row['compile_seconds']} | {row['seconds']} | "
+      f"{row['compile_peak_bytes'] / aot.GiB:.2f} | {row['train_bytes'] / aot.GiB:.2f} | "
+      f"{row['evaluation_bytes'] / aot.GiB:.2f} |"
+    )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ Prints a markdown table: validation MLM loss at step 0 and at the end, PUNC and 
 (mean ± std over seeds), beside the demo's baselines; writes OUT/results.json. A rerun reuses
 every finished step (corpora, pretraining runs, fine-tuned seeds).
 """
+
 import argparse
 import json
 import pathlib
@@ -32,8 +33,17 @@ from wyjax.tasks.builders import poetry
 from wyjax.train import suite
 
 DEMO = "pretrain/deberta_tiny.py"
-TEXT_FILES = ("c3/d-train.json", "c3/m-train.json", "iflytek/train.json", "ocnli/train.json", "csl/train.json",
-              "tnews/train.json", "cmrc2018/cmrc2018_train.json", "chid/train.json", "cluewsc2020/train.json")
+TEXT_FILES = (
+  "c3/d-train.json",
+  "c3/m-train.json",
+  "iflytek/train.json",
+  "ocnli/train.json",
+  "csl/train.json",
+  "tnews/train.json",
+  "cmrc2018/cmrc2018_train.json",
+  "chid/train.json",
+  "cluewsc2020/train.json",
+)
 RECORDS_PER_DOCUMENT = 100
 
 
@@ -69,8 +79,12 @@ def modern_texts(clue: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
   for name in TEXT_FILES:
     records = list(_records(clue / name))
     for start in range(0, len(records), RECORDS_PER_DOCUMENT):
-      lines = [s.strip() for record in records[start:start + RECORDS_PER_DOCUMENT] for s in _strings(record)
-               if len(s.strip()) >= 10]
+      lines = [
+        s.strip()
+        for record in records[start : start + RECORDS_PER_DOCUMENT]
+        for s in _strings(record)
+        if len(s.strip()) >= 10
+      ]
       (partial / f"{count:05d}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
       count += 1
   partial.rename(out)
@@ -82,8 +96,10 @@ def command(log: pathlib.Path, *args: str) -> str:
   start = time.perf_counter()
   result = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True)
   with log.open("a", encoding="utf-8") as f:
-    f.write(f"$ python -m {' '.join(args)}\n{result.stdout}{result.stderr}[{time.perf_counter() - start:.0f} s, "
-            f"exit {result.returncode}]\n")
+    f.write(
+      f"$ python -m {' '.join(args)}\n{result.stdout}{result.stderr}[{time.perf_counter() - start:.0f} s, "
+      f"exit {result.returncode}]\n"
+    )
   if result.returncode:
     sys.exit(f"failed: python -m {' '.join(args)}\n{result.stderr[-3000:]}")
   return result.stdout
@@ -124,20 +140,33 @@ def main():
   # 1. the modern model
   texts = modern_texts(args.clue.resolve(), out / "modern_texts")
   modern = out / "modern"
-  command(log, "wyjax.pretrain", f"--config={DEMO}", f"--workdir={modern}", f"--config.corpus.source=text:{texts}",
-          f"--config.data_dir={out / 'modern_corpus'}", "--prepare_corpus", "--config.corpus.valid_fraction=0.02")
+  command(
+    log,
+    "wyjax.pretrain",
+    f"--config={DEMO}",
+    f"--workdir={modern}",
+    f"--config.corpus.source=text:{texts}",
+    f"--config.data_dir={out / 'modern_corpus'}",
+    "--prepare_corpus",
+    "--config.corpus.valid_fraction=0.02",
+  )
   modern_hf = out / "modern-hf"
   if not (modern_hf / "config.json").exists():
     command(log, "wyjax.export", f"--workdir={modern}", f"--out={modern_hf}")
 
   # 2. continued on poetry, and from random weights
   runs = {
-      "(i) continued, its own vocabulary": [
-          f"--config.init={modern_hf}", f"--config.corpus.vocab={modern_hf}",
-          f"--config.data_dir={out / 'poetry_modern_vocab'}", "--prepare_corpus"],
-      f"(ii) continued, vocabulary transplanted, encoder frozen {args.frozen} steps": [
-          f"--config.init={modern_hf}", f"--config.freeze_encoder_steps={args.frozen}"],
-      "(iii) from random weights (the demo's pretraining)": [],
+    "(i) continued, its own vocabulary": [
+      f"--config.init={modern_hf}",
+      f"--config.corpus.vocab={modern_hf}",
+      f"--config.data_dir={out / 'poetry_modern_vocab'}",
+      "--prepare_corpus",
+    ],
+    f"(ii) continued, vocabulary transplanted, encoder frozen {args.frozen} steps": [
+      f"--config.init={modern_hf}",
+      f"--config.freeze_encoder_steps={args.frozen}",
+    ],
+    "(iii) from random weights (the demo's pretraining)": [],
   }
   folders, said = {}, {}
   for i, (name, flags) in enumerate(runs.items()):
@@ -151,26 +180,46 @@ def main():
   steps = {poetry.PUNCTUATION: 300, poetry.DYNASTY: 750}
   table = {}
   for name, folder in folders.items():
-    suite.run(init=str(folder), data_root=tasks, out=folder / "finetuned", tasks=list(poetry.TASKS), name=name,
-              batch_size=32, seeds=args.seeds,
-              per_task={t: dict(num_train_steps=n, eval_every=n // 4) for t, n in steps.items()})
-    table[name] = {"valid_loss": valid_losses(folder), "scores": scores(folder / "finetuned"),
-                   "vocabulary": next((line for line in said[name].splitlines() if "vocabulary" in line), "")}
+    suite.run(
+      init=str(folder),
+      data_root=tasks,
+      out=folder / "finetuned",
+      tasks=list(poetry.TASKS),
+      name=name,
+      batch_size=32,
+      seeds=args.seeds,
+      per_task={t: dict(num_train_steps=n, eval_every=n // 4) for t, n in steps.items()},
+    )
+    table[name] = {
+      "valid_loss": valid_losses(folder),
+      "scores": scores(folder / "finetuned"),
+      "vocabulary": next((line for line in said[name].splitlines() if "vocabulary" in line), ""),
+    }
 
-  lines = ["| Pretraining (1,500 steps on poetry) | valid MLM loss, step 0 → end | PUNC dev | PUNC test | TLC dev | "
-           "TLC test |", "|---|---|---|---|---|---|"]
+  lines = [
+    "| Pretraining (1,500 steps on poetry) | valid MLM loss, step 0 → end | PUNC dev | PUNC test | TLC dev | "
+    "TLC test |",
+    "|---|---|---|---|---|---|",
+  ]
   for name, row in table.items():
     s = row["scores"]
-    lines.append(f"| {name} | {row['valid_loss'][0]:.2f} → {row['valid_loss'][1]:.2f} | "
-                 + " | ".join(_cell(s[t][split]) for t in (poetry.PUNCTUATION, poetry.DYNASTY) for split in ("dev", "test"))
-                 + " |")
+    lines.append(
+      f"| {name} | {row['valid_loss'][0]:.2f} → {row['valid_loss'][1]:.2f} | "
+      + " | ".join(_cell(s[t][split]) for t in (poetry.PUNCTUATION, poetry.DYNASTY) for split in ("dev", "test"))
+      + " |"
+    )
   print("\n".join(lines))
   print(f"\nbaselines (the same tasks): {out / 'poetry_2' / 'finetuned' / 'leaderboard.md'}")
   for name, row in table.items():
     if row["vocabulary"]:
       print(f"{name}: {row['vocabulary']}")
-  record = {"table": table, "seconds": round(time.perf_counter() - start), "machine": platform.processor() or
-            platform.machine(), "seeds": args.seeds, "frozen": args.frozen}
+  record = {
+    "table": table,
+    "seconds": round(time.perf_counter() - start),
+    "machine": platform.processor() or platform.machine(),
+    "seeds": args.seeds,
+    "frozen": args.frozen,
+  }
   (out / "results.json").write_text(json.dumps(record, indent=2, ensure_ascii=False))
 
 

@@ -6,6 +6,7 @@ DeBERTa-base in the WYWEB layout (buckets 128, shared keys, p2c|c2p) and BERT-ba
 random weights converted from the transformers model so both compute the same function.
 Results go in docs/benchmarks.md.
 """
+
 import argparse
 import platform
 import time
@@ -17,14 +18,26 @@ import transformers
 
 from wyjax.hf import configs, loading, weights
 
-BASE = dict(vocab_size=22669, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-            intermediate_size=3072, max_position_embeddings=512)
+BASE = dict(
+  vocab_size=22669,
+  hidden_size=768,
+  num_hidden_layers=12,
+  num_attention_heads=12,
+  intermediate_size=3072,
+  max_position_embeddings=512,
+)
 HF_CONFIGS = {
-    "deberta": lambda: transformers.DebertaV2Config(
-        **BASE, relative_attention=True, position_buckets=128, share_att_key=True,
-        norm_rel_ebd="layer_norm", pos_att_type="p2c|c2p", position_biased_input=False,
-        type_vocab_size=0),
-    "bert": lambda: transformers.BertConfig(**BASE, type_vocab_size=2),
+  "deberta": lambda: transformers.DebertaV2Config(
+    **BASE,
+    relative_attention=True,
+    position_buckets=128,
+    share_att_key=True,
+    norm_rel_ebd="layer_norm",
+    pos_att_type="p2c|c2p",
+    position_biased_input=False,
+    type_vocab_size=0,
+  ),
+  "bert": lambda: transformers.BertConfig(**BASE, type_vocab_size=2),
 }
 
 
@@ -45,8 +58,10 @@ def main():
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--models", default="deberta,bert")
   args = parser.parse_args()
-  print(f"# {platform.processor() or platform.machine()}, jax {jax.__version__} on {jax.devices()[0].platform}, "
-        f"torch {torch.__version__} ({torch.get_num_threads()} threads), batch {args.batch} × {args.length}")
+  print(
+    f"# {platform.processor() or platform.machine()}, jax {jax.__version__} on {jax.devices()[0].platform}, "
+    f"torch {torch.__version__} ({torch.get_num_threads()} threads), batch {args.batch} × {args.length}"
+  )
   for name in args.models.split(","):
     hf_model = transformers.AutoModel.from_config(HF_CONFIGS[name]()).eval()
     config = configs.from_hf(hf_model.config.to_dict())
@@ -66,8 +81,10 @@ def main():
 
     tokens = args.batch * args.length
     t_jax, t_torch = time_it(run_jax, args.repeats), time_it(run_torch, args.repeats)
-    print(f"{name}-base: wyjax {tokens / t_jax:,.0f} tok/s ({t_jax:.2f} s), transformers "
-          f"{tokens / t_torch:,.0f} tok/s ({t_torch:.2f} s), ratio {t_torch / t_jax:.2f}×")
+    print(
+      f"{name}-base: wyjax {tokens / t_jax:,.0f} tok/s ({t_jax:.2f} s), transformers "
+      f"{tokens / t_torch:,.0f} tok/s ({t_torch:.2f} s), ratio {t_torch / t_jax:.2f}×"
+    )
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ profiler. Not profiled: finetune (whole commands, each in its own process) and a
 inside benchmarks/attention.py; the pretraining traces hold the same attention kernels within the
 step).
 """
+
 import argparse
 import contextlib
 import importlib.metadata
@@ -96,9 +97,14 @@ def versions() -> str:
     except importlib.metadata.PackageNotFoundError:
       return "absent"
 
-  gpu = shutil.which("nvidia-smi") and subprocess.run(
-      ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"], capture_output=True,
-      text=True).stdout.strip()
+  gpu = (
+    shutil.which("nvidia-smi")
+    and subprocess.run(
+      ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+      capture_output=True,
+      text=True,
+    ).stdout.strip()
+  )
   packages = ", ".join(f"{name} {version(name)}" for name in ("jax", "jaxlib", "flax", "torch", "transformers"))
   return f"{gpu or 'no GPU (CPU)'}; Python {sys.version.split()[0]}, {packages}; {time.strftime('%Y-%m-%d')}"
 
@@ -109,8 +115,14 @@ def relay(part: str, budget: float, argv: list[str]) -> None:
   last error line (its whole stderr: $TMPDIR/wyjax-gpu-<part>.log)."""
   env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "PYTHONUNBUFFERED": "1"}
   with open(pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"wyjax-gpu-{part}.log", "w+") as stderr:
-    child = subprocess.Popen([sys.executable, __file__, f"--part={part}", f"--budget_s={budget}", *argv],
-                             stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, start_new_session=True)
+    child = subprocess.Popen(
+      [sys.executable, __file__, f"--part={part}", f"--budget_s={budget}", *argv],
+      stdout=subprocess.PIPE,
+      stderr=stderr,
+      text=True,
+      env=env,
+      start_new_session=True,
+    )
     lines: queue.Queue = queue.Queue()
 
     def pump():  # the child's stdout, line by line, then None
@@ -128,8 +140,13 @@ def relay(part: str, budget: float, argv: list[str]) -> None:
         return
       print(line, end="", flush=True)
     if child.wait():
-      row(part, "–", "–", f"failed (exit {child.returncode}) after {time.monotonic() - start:.0f} s",
-          notes=_last_error(stderr))
+      row(
+        part,
+        "–",
+        "–",
+        f"failed (exit {child.returncode}) after {time.monotonic() - start:.0f} s",
+        notes=_last_error(stderr),
+      )
 
 
 _OVERRUN = object()
@@ -166,9 +183,14 @@ def pretrain_part(args) -> None:
   length = args.length or (64 if args.smoke else 512)
   batch = max(1, tokens // length)
   peak = run_metrics.peak_flops_per_device()
-  models = [(name, config_name, attentions) for name, config_name, attentions in (
+  models = [
+    (name, config_name, attentions)
+    for name, config_name, attentions in (
       ("DeBERTa-base", "pretrain/deberta_base.py", args.attentions),
-      ("BERT-base", "pretrain/bert_base.py", args.bert_attentions)) if attentions]
+      ("BERT-base", "pretrain/bert_base.py", args.bert_attentions),
+    )
+    if attentions
+  ]
   measured = []  # (name, measurement, config, ids, FLOPs, {attention: wyjax's seconds})
   for name, config_name, attentions in models:
     config = config_files.load(config_name)
@@ -185,29 +207,56 @@ def pretrain_part(args) -> None:
       config.model = {**configured, **({"attention_probs_dropout_prob": float(dropout)} if dropout else {})}
       trace = f"pretrain-{name}-wyjax-{attention.replace('/', '-')}"
       seconds[attention], flops, memory, compile_s, predicted = wyjax_pretrain(
-          config, ids, steps, jax_profile(args, trace) if args.profile else None)
-      row("pretrain", measurement, "wyjax", _throughput(batch * length, seconds[attention], flops, peak),
-          _memory(memory), f"attention={attention}; compile {compile_s:.1f} s")
+        config, ids, steps, jax_profile(args, trace) if args.profile else None
+      )
+      row(
+        "pretrain",
+        measurement,
+        "wyjax",
+        _throughput(batch * length, seconds[attention], flops, peak),
+        _memory(memory),
+        f"attention={attention}; compile {compile_s:.1f} s",
+      )
       if predicted:
         low, high = predicted.band()
-        row("pretrain", measurement, "wyjax, predicted", _throughput(batch * length, predicted.seconds, flops, peak),
-            notes=f"attention={attention}: measured ÷ predicted **{seconds[attention] / predicted.seconds:.2f}**; "
-            f"band {low * 1e3:.1f}–{high * 1e3:.1f} ms, uncalibrated {predicted.uncalibrated * 1e3:.1f} ms "
-            "(wyjax.core.gpu_step_time.predict on this compile)")
+        row(
+          "pretrain",
+          measurement,
+          "wyjax, predicted",
+          _throughput(batch * length, predicted.seconds, flops, peak),
+          notes=f"attention={attention}: measured ÷ predicted **{seconds[attention] / predicted.seconds:.2f}**; "
+          f"band {low * 1e3:.1f}–{high * 1e3:.1f} ms, uncalibrated {predicted.uncalibrated * 1e3:.1f} ms "
+          "(wyjax.core.gpu_step_time.predict on this compile)",
+        )
         if args.profile:  # for benchmarks/profile_vs_prediction.py
           (pathlib.Path(args.profile) / trace).mkdir(parents=True, exist_ok=True)
-          (pathlib.Path(args.profile) / trace / "prediction.json").write_text(json.dumps(
-              {"card": predicted.card.name, "steps": PROFILED_STEPS, "measured_step_seconds": seconds[attention],
-               "batch": batch, "length": length,
-               "kernels": predicted.kernel_records()}))
+          (pathlib.Path(args.profile) / trace / "prediction.json").write_text(
+            json.dumps(
+              {
+                "card": predicted.card.name,
+                "steps": PROFILED_STEPS,
+                "measured_step_seconds": seconds[attention],
+                "batch": batch,
+                "length": length,
+                "kernels": predicted.kernel_records(),
+              }
+            )
+          )
     measured.append((name, measurement, config, ids, flops, seconds))
   for name, measurement, config, ids, flops, seconds in measured:
-    theirs, memory = torch_pretrain(config, ids, steps, args.torch_device,
-                                    torch_profile(args, f"pretrain-{name}-transformers"))
+    theirs, memory = torch_pretrain(
+      config, ids, steps, args.torch_device, torch_profile(args, f"pretrain-{name}-transformers")
+    )
     their_attention = "sdpa" if config.model.model_type == "bert" else "eager"
     fused = "fused AdamW" if args.torch_device == "cuda" else "AdamW"
-    row("pretrain", measurement, "transformers", _throughput(batch * length, theirs, flops, peak), _memory(memory),
-        f"{their_attention} attention, autocast bf16, {fused}")
+    row(
+      "pretrain",
+      measurement,
+      "transformers",
+      _throughput(batch * length, theirs, flops, peak),
+      _memory(memory),
+      f"{their_attention} attention, autocast bf16, {fused}",
+    )
     for attention, ours in seconds.items():
       speedup_row("pretrain", measurement, theirs, ours, f"tokens/s (attention={attention})")
 
@@ -283,8 +332,13 @@ def torch_pretrain(config, ids, steps: int, device_name: str, profile=contextlib
   hf = configs.to_hf(EncoderConfig(**config.model.to_dict()))
   attention = "sdpa" if hf["model_type"] == "bert" else "eager"
   device = torch.device(device_name)
-  model = transformers.AutoModelForMaskedLM.from_config(transformers.AutoConfig.for_model(**hf),
-                                                        attn_implementation=attention).to(device).train()
+  model = (
+    transformers.AutoModelForMaskedLM.from_config(
+      transformers.AutoConfig.for_model(**hf), attn_implementation=attention
+    )
+    .to(device)
+    .train()
+  )
   optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
   inputs = torch.as_tensor(ids, dtype=torch.long, device=device)
   labels = inputs.masked_fill(torch.rand(inputs.shape, device=device) > 0.15, -100)
@@ -326,11 +380,21 @@ def finetune_part(args) -> None:
   # (name, exported model, steps, learning rate, rerun with the compilation cache the first run filled);
   # --smoke: the tiny model, 12 steps (past the 10 the timing leaves out)
   tiny = tiny_model(args, tlc, out / "hf_tiny")
-  runs = [("tiny", tiny, 12, 1e-3, False)] if args.smoke else [
-      ("tiny", tiny, 300, 1e-3, True), ("base", base_model(tlc, out / "hf_base"), 150, 5e-5, False)]
+  runs = (
+    [("tiny", tiny, 12, 1e-3, False)]
+    if args.smoke
+    else [("tiny", tiny, 300, 1e-3, True), ("base", base_model(tlc, out / "hf_base"), 150, 5e-5, False)]
+  )
   for name, hf_dir, steps, learning_rate, warm_rerun in runs:
-    settings = argparse.Namespace(steps=steps, learning_rate=learning_rate, batch_size=32, seed=0, sort_window=1,
-                                  torch_sort_window=1, torch_device=args.torch_device)
+    settings = argparse.Namespace(
+      steps=steps,
+      learning_rate=learning_rate,
+      batch_size=32,
+      seed=0,
+      sort_window=1,
+      torch_sort_window=1,
+      torch_device=args.torch_device,
+    )
     task, dev_examples, dev_features = finetune_step.featurize("tlc", str(tlc), hf_dir, out / f"{name}.pkl")
     measurement = f"TLC fine-tuning, {name} model, {steps} steps, batch 32"
     cache = out / f"{name}_xla_cache"
@@ -338,8 +402,9 @@ def finetune_part(args) -> None:
     ours = finetune_step.run_wyjax("tlc", str(tlc), hf_dir, out / f"{name}_wyjax", cache, settings)
     _finetune_row(measurement, "wyjax", ours, "the whole command, compilation cache empty")
     theirs = finetune_step.run_torch(task, dev_examples, dev_features, out / f"{name}.pkl", hf_dir, out, settings)
-    _finetune_row(measurement, "transformers", theirs, "the PyTorch loop (its process, reading features written "
-                  "beforehand)")
+    _finetune_row(
+      measurement, "transformers", theirs, "the PyTorch loop (its process, reading features written beforehand)"
+    )
     speedup_row("finetune", measurement, theirs["wall"], ours["wall"], "wall time, compilation cache empty")
     if warm_rerun:
       warm = finetune_step.run_wyjax("tlc", str(tlc), hf_dir, out / f"{name}_wyjax", cache, settings)
@@ -349,8 +414,13 @@ def finetune_part(args) -> None:
 
 
 def _finetune_row(measurement: str, by: str, run: dict, notes: str) -> None:
-  row("finetune", measurement, by, f"{run['wall']:.1f} s wall, {run['step']:.4f} s/step ({1 / run['step']:.1f} "
-      f"steps/s), dev {100 * run['dev']:.2f}", notes=notes)
+  row(
+    "finetune",
+    measurement,
+    by,
+    f"{run['wall']:.1f} s wall, {run['step']:.4f} s/step ({1 / run['step']:.1f} steps/s), dev {100 * run['dev']:.2f}",
+    notes=notes,
+  )
 
 
 def _first_lines(folder: pathlib.Path, out: pathlib.Path, count: int) -> pathlib.Path:
@@ -368,8 +438,9 @@ def _tlc_tokenizer(tlc: pathlib.Path):
   from wyjax.train import task_model
 
   examples = datasets.load_splits(TASKS["tlc"].files, str(tlc))["train"]
-  return tokenizer_lib.Tokenizer(tokenizer_lib.build_vocab(
-      [text for example in examples for text in task_model.example_texts(example)]))
+  return tokenizer_lib.Tokenizer(
+    tokenizer_lib.build_vocab([text for example in examples for text in task_model.example_texts(example)])
+  )
 
 
 def _export_random(config_fields: dict, tlc: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
@@ -425,8 +496,9 @@ def predict_part(args) -> None:
   theirs = predict.timed(lambda batch: list(pipe(batch, batch_size=32)), lines)
   with torch_profile(args, "predict-transformers"):
     list(pipe(lines[:128], batch_size=32))
-  row("predict", measurement, "transformers", f"{chars / theirs:,.0f} characters/s", notes="token-classification "
-      "pipeline")
+  row(
+    "predict", measurement, "transformers", f"{chars / theirs:,.0f} characters/s", notes="token-classification pipeline"
+  )
   speedup_row("predict", measurement, theirs, ours, "characters/s")
 
 
@@ -477,32 +549,52 @@ def main():
   parser.add_argument("--data", type=pathlib.Path, default=REPO.parent / "shared" / "data")
   parser.add_argument("--smoke", action="store_true", help="every part with tiny sizes (on the CPU: a test)")
   parser.add_argument("--parts", default=",".join(PARTS), help="which parts, in order")
-  parser.add_argument("--budgets", help=f"seconds per part: name=seconds,… (default {BUDGETS}; --smoke: "
-                      f"{SMOKE_BUDGETS})")
-  parser.add_argument("--attentions", default="auto,auto/attention_dropout=0.1",
-                      help="DeBERTa-base's config.attention values to time, each optionally with "
-                      "/attention_dropout=RATE (default: the config's 0). On a GPU at 512 keys \"auto\" trains "
-                      "without attention dropout through cuDNN (the relative terms as its bias), with it through XLA, "
-                      "\"pallas\" through the GPU kernel (measured on an H200: slower than XLA, docs/benchmarks.md); "
-                      "empty: no DeBERTa-base step")
-  parser.add_argument("--bert_attentions", default="auto",
-                      help="BERT-base's, the same way (its config's attention dropout is 0.1: \"auto\" trains through "
-                      "XLA below 2,048 keys, \"pallas\" through the GPU kernel); empty: no BERT-base step (past its "
-                      "512 positions)")
-  parser.add_argument("--length", type=int, help=f"tokens a sequence of the pretrain part, its batch {TOKENS:,} tokens "
-                      "(default 512: 32 × 512; at 4,096 \"auto\" trains DeBERTa through the GPU kernel; --smoke: 64 "
-                      "of 256)")
-  parser.add_argument("--init", default="", help="the demo's pretrained model (a wyjax workdir or transformers "
-                      "folder) for the tiny fine-tuning run; default: random weights of its architecture")
+  parser.add_argument(
+    "--budgets", help=f"seconds per part: name=seconds,… (default {BUDGETS}; --smoke: {SMOKE_BUDGETS})"
+  )
+  parser.add_argument(
+    "--attentions",
+    default="auto,auto/attention_dropout=0.1",
+    help="DeBERTa-base's config.attention values to time, each optionally with "
+    "/attention_dropout=RATE (default: the config's 0). On a GPU at 512 keys \"auto\" trains "
+    "without attention dropout through cuDNN (the relative terms as its bias), with it through XLA, "
+    "\"pallas\" through the GPU kernel (measured on an H200: slower than XLA, docs/benchmarks.md); "
+    "empty: no DeBERTa-base step",
+  )
+  parser.add_argument(
+    "--bert_attentions",
+    default="auto",
+    help="BERT-base's, the same way (its config's attention dropout is 0.1: \"auto\" trains through "
+    "XLA below 2,048 keys, \"pallas\" through the GPU kernel); empty: no BERT-base step (past its "
+    "512 positions)",
+  )
+  parser.add_argument(
+    "--length",
+    type=int,
+    help=f"tokens a sequence of the pretrain part, its batch {TOKENS:,} tokens "
+    "(default 512: 32 × 512; at 4,096 \"auto\" trains DeBERTa through the GPU kernel; --smoke: 64 "
+    "of 256)",
+  )
+  parser.add_argument(
+    "--init",
+    default="",
+    help="the demo's pretrained model (a wyjax workdir or transformers "
+    "folder) for the tiny fine-tuning run; default: random weights of its architecture",
+  )
   parser.add_argument("--chars", type=int, default=300_000, help="characters the predict part punctuates")
   parser.add_argument("--out", default="/tmp/wyjax-gpu-bench")
-  parser.add_argument("--profile", default="", help="a folder for the profilers' traces of the pretrain and predict "
-                      "parts; a table of their top kernels prints at the end")
+  parser.add_argument(
+    "--profile",
+    default="",
+    help="a folder for the profilers' traces of the pretrain and predict "
+    "parts; a table of their top kernels prints at the end",
+  )
   parser.add_argument("--part", help="internal: run this part here")
   parser.add_argument("--budget_s", type=float, help="internal: the part's budget")
   args = parser.parse_args()
-  args.attentions, args.bert_attentions = ([a for a in value.split(",") if a]
-                                           for value in (args.attentions, args.bert_attentions))
+  args.attentions, args.bert_attentions = (
+    [a for a in value.split(",") if a] for value in (args.attentions, args.bert_attentions)
+  )
   if args.part:
     import torch
 

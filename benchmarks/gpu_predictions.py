@@ -23,6 +23,7 @@ The measured figures were taken with jax 0.11.2 on the GPU, autotuned; the compi
 machine's jax and no autotuning: the same model code, XLA's heuristics where the GPU's compile
 measured tilings.
 """
+
 import argparse
 import collections
 import dataclasses
@@ -41,8 +42,14 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "gpu_predictions.jsonl"
 CALIBRATION = REPO / "wyjax" / "core" / "gpu_calibration.json"
 DOC = REPO / "docs" / "benchmarks.md"
-PREDICTOR = ("wyjax/core/gpu_step_time.py", "wyjax/core/gpu_program.py", "wyjax/core/triton_ir.py",
-             "wyjax/core/gemm_table.py", "wyjax/core/xla_gemm_sm90.json", "wyjax/core/gpu_cards.py")
+PREDICTOR = (
+  "wyjax/core/gpu_step_time.py",
+  "wyjax/core/gpu_program.py",
+  "wyjax/core/triton_ir.py",
+  "wyjax/core/gemm_table.py",
+  "wyjax/core/xla_gemm_sm90.json",
+  "wyjax/core/gpu_cards.py",
+)
 BEGIN, END = "<!-- gpu predictions table -->", "<!-- end gpu predictions table -->"
 CARD = "h200"
 BATCH, LENGTH = 32, 512  # the pretraining steps'; the attention part keeps 16,384 tokens a batch
@@ -70,19 +77,40 @@ def _attention(length: int, passes: str, side: str, measured_ms: float) -> Point
 
 
 POINTS = (
-    Point("DeBERTa-base step, 32 × 512 (XLA attention: 'auto' then)", "09f05b7",
-          ("step", "pretrain/deberta_base.py", "auto"), 0.114, "xla"),
-    Point("DeBERTa-base step, 32 × 512, attention=xla", "c147d65", ("step", "pretrain/deberta_base.py", "xla"), 0.115,
-          "xla"),
-    Point("DeBERTa-base step, 32 × 512 (GPU kernel: 'auto' then)", "c147d65",
-          ("step", "pretrain/deberta_base.py", "auto"), 0.151, "kernel"),
-    Point("BERT-base step, 32 × 512 (GPU kernel: 'auto' with attention dropout then)", "c147d65",
-          ("step", "pretrain/bert_base.py", "auto"), 0.161, "kernel"),
-    _attention(512, "forward+backward", "kernel", 9.37), _attention(512, "forward+backward", "xla", 6.65),
-    _attention(4096, "forward+backward", "kernel", 25.87), _attention(4096, "forward+backward", "xla", 34.61),
-    _attention(512, "forward", "kernel", 1.26), _attention(512, "forward", "xla", 1.70),
-    _attention(4096, "forward", "kernel", 4.26), _attention(4096, "forward", "xla", 6.00),
-    _attention(1024, "forward+backward", "kernel", 13.73), _attention(1024, "forward+backward", "xla", 10.55),
+  Point(
+    "DeBERTa-base step, 32 × 512 (XLA attention: 'auto' then)",
+    "09f05b7",
+    ("step", "pretrain/deberta_base.py", "auto"),
+    0.114,
+    "xla",
+  ),
+  Point(
+    "DeBERTa-base step, 32 × 512, attention=xla", "c147d65", ("step", "pretrain/deberta_base.py", "xla"), 0.115, "xla"
+  ),
+  Point(
+    "DeBERTa-base step, 32 × 512 (GPU kernel: 'auto' then)",
+    "c147d65",
+    ("step", "pretrain/deberta_base.py", "auto"),
+    0.151,
+    "kernel",
+  ),
+  Point(
+    "BERT-base step, 32 × 512 (GPU kernel: 'auto' with attention dropout then)",
+    "c147d65",
+    ("step", "pretrain/bert_base.py", "auto"),
+    0.161,
+    "kernel",
+  ),
+  _attention(512, "forward+backward", "kernel", 9.37),
+  _attention(512, "forward+backward", "xla", 6.65),
+  _attention(4096, "forward+backward", "kernel", 25.87),
+  _attention(4096, "forward+backward", "xla", 34.61),
+  _attention(512, "forward", "kernel", 1.26),
+  _attention(512, "forward", "xla", 1.70),
+  _attention(4096, "forward", "kernel", 4.26),
+  _attention(4096, "forward", "xla", 6.00),
+  _attention(1024, "forward+backward", "kernel", 13.73),
+  _attention(1024, "forward+backward", "xla", 10.55),
 )
 ALL_KINDS = None  # a FIT step whose every kernel kind is fitted on
 # The split and the model, written down and committed before their fit (2026-11-29, the fourth;
@@ -126,10 +154,12 @@ ALL_KINDS = None  # a FIT step whose every kernel kind is fitted on
 # where both branches counted before. c147d65's kernel programs are compiled under the scope its
 # kernel predates. The pooled factor (kinds no fit profile measured) is over every kernel fitted
 # on. dcc430c's step is then a fit point; everything else is held out as before.
-FIT = {("5f2479d", "BERT-base step, 32 × 512, attention=auto"): ALL_KINDS,
-       ("5f2479d", "DeBERTa-base step, 32 × 512, attention=auto"): ALL_KINDS,
-       ("5f2479d", "DeBERTa-base step, 32 × 512, attention=auto/attention_dropout=0.1"): ALL_KINDS,
-       ("dcc430c", "DeBERTa-base step, 32 × 512, attention=pallas"): ("triton kernel", "triton kernel, atomics")}
+FIT = {
+  ("5f2479d", "BERT-base step, 32 × 512, attention=auto"): ALL_KINDS,
+  ("5f2479d", "DeBERTa-base step, 32 × 512, attention=auto"): ALL_KINDS,
+  ("5f2479d", "DeBERTa-base step, 32 × 512, attention=auto/attention_dropout=0.1"): ALL_KINDS,
+  ("dcc430c", "DeBERTa-base step, 32 × 512, attention=pallas"): ("triton kernel", "triton kernel, atomics"),
+}
 
 
 def key(r: dict) -> tuple[str, str]:
@@ -156,6 +186,7 @@ def compile_in_tree(point: Point, dump: str, target: str, scope: str | None) -> 
 
   if scope:
     from wyjax.models import attention  # pylint: disable=g-import-not-at-top
+
     unscoped = attention.fused_attention
 
     def fused_attention(*args, **kwargs):
@@ -173,6 +204,7 @@ def _step(devices, config_name: str, attention: str):
   the config's model and recipe, batch 32 × 512, a placeholder vocabulary of the config's size."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+
   from wyjax.core import config_files  # pylint: disable=g-import-not-at-top
   from wyjax.data import tokenizer as tokenizer_lib  # pylint: disable=g-import-not-at-top
   from wyjax.train import pretraining  # pylint: disable=g-import-not-at-top
@@ -190,8 +222,10 @@ def _attention_part(devices, length: int, passes: str, side: str):
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
+
   sys.path.insert(0, "benchmarks")  # the measured tree's benchmarks/attention.py
   import attention as bench  # pylint: disable=g-import-not-at-top
+
   from wyjax.models import deberta_v2, layers  # pylint: disable=g-import-not-at-top
 
   # pylint: disable=protected-access  (the measured tree's own helpers, as its gpu_rows called them)
@@ -200,16 +234,24 @@ def _attention_part(devices, length: int, passes: str, side: str):
   module = deberta_v2.DisentangledAttention(config)
   x, rel = (jnp.asarray(a) for a in bench._alone_inputs(config, length, jnp.bfloat16))
   mask = layers.expand_mask(jnp.ones(x.shape[:2], jnp.int32))
-  params = jax.eval_shape(lambda: deberta_v2.DisentangledAttention(bench._alone_config()).init(
-      jax.random.key(0), x[:1, :8], mask[:1, ..., :8], rel, None, True))
+  params = jax.eval_shape(
+    lambda: deberta_v2.DisentangledAttention(bench._alone_config()).init(
+      jax.random.key(0), x[:1, :8], mask[:1, ..., :8], rel, None, True
+    )
+  )
   if passes == "forward":
     fn = lambda params, x, rel, mask: module.apply(params, x, mask, rel, None, True)
   else:
-    fn = jax.grad(lambda params, x, rel, mask: module.apply(params, x, mask, rel, None, False, rngs={
-        "dropout": jax.random.key(1)}).astype(jnp.float32).sum(), argnums=(0, 1, 2))
+    fn = jax.grad(
+      lambda params, x, rel, mask: (
+        module.apply(params, x, mask, rel, None, False, rngs={"dropout": jax.random.key(1)}).astype(jnp.float32).sum()
+      ),
+      argnums=(0, 1, 2),
+    )
   replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-  shapes = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=replicated),
-                                  (params, x, rel, mask))
+  shapes = jax.tree_util.tree_map(
+    lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=replicated), (params, x, rel, mask)
+  )
   with jax.sharding.set_mesh(mesh):
     return jax.jit(fn).lower(*shapes)
 
@@ -221,8 +263,9 @@ def worktree(commit: str, root: pathlib.Path) -> pathlib.Path:
   """The measured tree, checked out once (git worktree add --detach)."""
   folder = root / commit
   if not folder.exists():
-    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(folder), commit], check=True,
-                   capture_output=True)
+    subprocess.run(
+      ["git", "-C", str(REPO), "worktree", "add", "--detach", str(folder), commit], check=True, capture_output=True
+    )
   return folder
 
 
@@ -232,13 +275,24 @@ def dumped(point: Point, args) -> tuple[pathlib.Path, float]:
   if list(dump.glob("*thunk_sequence.txt")):
     return dump, 0.0
   from wyjax.core import gpu_cards  # pylint: disable=g-import-not-at-top
+
   tree = worktree(point.commit, args.worktrees)
   start = time.perf_counter()
   scope = branch_scope(point, tree) if point.route == "kernel" else None
   scope = [f"--scope={scope}"] if scope else []
-  subprocess.run([sys.executable, __file__, f"--child={POINTS.index(point)}", f"--dump={dump}",
-                  f"--target={gpu_cards.target(CARD)}", *scope], cwd=tree, check=True,
-                 env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(tree)})
+  subprocess.run(
+    [
+      sys.executable,
+      __file__,
+      f"--child={POINTS.index(point)}",
+      f"--dump={dump}",
+      f"--target={gpu_cards.target(CARD)}",
+      *scope,
+    ],
+    cwd=tree,
+    check=True,
+    env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(tree)},
+  )
   return dump, time.perf_counter() - start
 
 
@@ -247,8 +301,10 @@ def branch_scope(point: Point, tree: pathlib.Path) -> str | None:
   of its model (DeBERTa-base's: the attention part's benchmarks/attention.py BASE, a step's config
   in the measured tree) at its length, in the kernel's tiles; None without relative terms (BERT)."""
   import attention  # pylint: disable=g-import-not-at-top  (benchmarks/, beside this file)
+
   from wyjax.core import config_files, triton_ir  # pylint: disable=g-import-not-at-top
-  from wyjax.kernels import attention_common, disentangled_attention_gpu as gpu  # pylint: disable=g-import-not-at-top
+  from wyjax.kernels import attention_common  # pylint: disable=g-import-not-at-top
+  from wyjax.kernels import disentangled_attention_gpu as gpu
   from wyjax.models import EncoderConfig, deberta_v2  # pylint: disable=g-import-not-at-top
 
   if point.program[0] == "attention":
@@ -259,8 +315,9 @@ def branch_scope(point: Point, tree: pathlib.Path) -> str | None:
   config = EncoderConfig(**model)
   if not config.relative_attention:
     return None
-  spec = attention_common.Spec(length=length, block=gpu.BLOCK, scale=1.0, c2p=True, p2c=True, dropout_rate=0.0,
-                               interpret=False)
+  spec = attention_common.Spec(
+    length=length, block=gpu.BLOCK, scale=1.0, c2p=True, p2c=True, dropout_rate=0.0, interpret=False
+  )
   return triton_ir.taken_scope(gpu.one_row_pairs(lambda distance: deberta_v2.relative_rows(distance, config), spec))
 
 
@@ -269,6 +326,7 @@ def record(point: Point, dump: pathlib.Path, compile_seconds: float) -> dict:
   (what the factors calibrate); and the roofline (XLA's own FLOPs and bytes of the module at the card's peak and bandwidth; custom
   calls count none)."""
   import jax  # pylint: disable=g-import-not-at-top
+
   from wyjax.core import gpu_cards, gpu_program, gpu_step_time  # pylint: disable=g-import-not-at-top
 
   program, hlo = gpu_program.read_dump(dump)
@@ -276,13 +334,21 @@ def record(point: Point, dump: pathlib.Path, compile_seconds: float) -> dict:
   prediction = gpu_step_time.predict(program, card, uncalibrated())
   cost = gpu_program.cost_analysis(hlo) or {}
   roofline = max(cost.get("flops", 0.0) / card.matmul_flops, cost.get("bytes accessed", 0.0) / card.hbm_bandwidth)
-  return {"name": point.name, "commit": point.commit, "route": point.route,
-          "held_out": (point.commit, point.name) not in FIT, "measured_seconds": point.measured,
-          "uncalibrated_seconds": prediction.uncalibrated, "roofline_seconds": roofline,
-          "kernels": program.kernel_count,
-          "uncalibrated_seconds_by_kind": prediction.by_kind(), "date": str(datetime.date.today()),
-          "jax": jax.__version__, "predictor": _predictor(),
-          **({"compile_seconds": round(compile_seconds, 1)} if compile_seconds else {})}
+  return {
+    "name": point.name,
+    "commit": point.commit,
+    "route": point.route,
+    "held_out": (point.commit, point.name) not in FIT,
+    "measured_seconds": point.measured,
+    "uncalibrated_seconds": prediction.uncalibrated,
+    "roofline_seconds": roofline,
+    "kernels": program.kernel_count,
+    "uncalibrated_seconds_by_kind": prediction.by_kind(),
+    "date": str(datetime.date.today()),
+    "jax": jax.__version__,
+    "predictor": _predictor(),
+    **({"compile_seconds": round(compile_seconds, 1)} if compile_seconds else {}),
+  }
 
 
 def measured_record(folder: pathlib.Path, commit: str) -> dict:
@@ -304,19 +370,28 @@ def measured_record(folder: pathlib.Path, commit: str) -> dict:
   attention = attention.replace("-attention_dropout=", "/attention_dropout=")  # as gpu.py's rows name it
   shape = prediction.get("batch", BATCH), prediction.get("length", LENGTH)  # traces before 2026-12-02: 32 × 512
   name = f"{model} step, {shape[0]} × {shape[1]}, attention={attention}"
-  return {"name": name, "commit": commit, "route": route, "held_out": (commit, name) not in FIT,
-          "measured_seconds": prediction["measured_step_seconds"], "uncalibrated_seconds": sum(by_kind.values()),
-          "roofline_seconds": None, "kernels": sum(kernel["repeats"] for kernel in prediction["kernels"]),
-          "uncalibrated_seconds_by_kind": dict(by_kind.most_common()),
-          "measured_seconds_by_kind": dict(measured.most_common()),
-          "measured_kernels_by_kind": {kind: round(n) for kind, n in launches.most_common()},
-          "compiled": "on the GPU, autotuned", "date": trace.parent.name[:10].replace("_", "-"),
-          "predictor": _predictor()}
+  return {
+    "name": name,
+    "commit": commit,
+    "route": route,
+    "held_out": (commit, name) not in FIT,
+    "measured_seconds": prediction["measured_step_seconds"],
+    "uncalibrated_seconds": sum(by_kind.values()),
+    "roofline_seconds": None,
+    "kernels": sum(kernel["repeats"] for kernel in prediction["kernels"]),
+    "uncalibrated_seconds_by_kind": dict(by_kind.most_common()),
+    "measured_seconds_by_kind": dict(measured.most_common()),
+    "measured_kernels_by_kind": {kind: round(n) for kind, n in launches.most_common()},
+    "compiled": "on the GPU, autotuned",
+    "date": trace.parent.name[:10].replace("_", "-"),
+    "predictor": _predictor(),
+  }
 
 
 def uncalibrated():
   """Factors of one: the kernels as costed."""
   from wyjax.core import gpu_step_time  # pylint: disable=g-import-not-at-top
+
   return gpu_step_time.Calibration({}, 1.0, (1.0, 1.0), "uncalibrated")
 
 
@@ -343,36 +418,51 @@ def fit(records: list[dict]) -> dict:
   measured, costed, kernels = collections.Counter(), collections.Counter(), collections.Counter()
   for r in fitted_on:
     kinds = FIT[key(r)] or set(r["measured_seconds_by_kind"]) | set(r["uncalibrated_seconds_by_kind"])
-    for counter, by_kind in ((measured, r["measured_seconds_by_kind"]), (costed, r["uncalibrated_seconds_by_kind"]),
-                             (kernels, r["measured_kernels_by_kind"])):
+    for counter, by_kind in (
+      (measured, r["measured_seconds_by_kind"]),
+      (costed, r["uncalibrated_seconds_by_kind"]),
+      (kernels, r["measured_kernels_by_kind"]),
+    ):
       counter.update({kind: x for kind, x in by_kind.items() if kind in kinds})
-  factors = {kind: measured[kind] / costed[kind] for kind, _ in measured.most_common()
-             if measured[kind] and costed[kind]}
+  factors = {
+    kind: measured[kind] / costed[kind] for kind, _ in measured.most_common() if measured[kind] and costed[kind]
+  }
   default = sum(measured.values()) / sum(costed.values())
   calibration = gpu_step_time.Calibration(factors, default, (1.0, 1.0), "")
   ratios = {label(r): r["measured_seconds"] / calibrated(r, calibration) for r in records}
   held_out = [ratios[label(r)] for r in records if key(r) not in FIT]
   return {
-      "what": "gpu_step_time's calibration: a factor per kernel kind of its kernels' uncalibrated time (launch "
-              f"included), fitted on the kernels of steps profiled on one {CARD.upper()}; written by "
-              "benchmarks/gpu_predictions.py",
-      "factors": factors, "default_factor": default, "held_out_band": [min(held_out), max(held_out)],
-      "summary": f"a factor per kernel kind, fitted on the {sum(kernels.values()):,} kernels of {len(fitted_on)} steps "
-                 f"profiled on an {CARD.upper()} ({max(r['date'] for r in fitted_on)}); "
-                 f"the {len(held_out)} programs held out took {min(held_out):.2f}–{max(held_out):.2f}× "
-                 "their prediction",
-      "fitted_on_kernels": {kind: {"kernels": kernels[kind], "measured_ms": round(measured[kind] * 1e3, 4),
-                                   "uncalibrated_ms": round(costed[kind] * 1e3, 4)}
-                            for kind in sorted(set(measured) | set(costed), key=lambda k: -costed[k] - measured[k])},
-      "fitted_on": {label(r): round(ratios[label(r)], 4) for r in fitted_on},
-      "held_out": {label(r): round(ratios[label(r)], 4) for r in records if key(r) not in FIT},
-      "date": max(r["date"] for r in records), "predictor": max(records, key=lambda r: r["date"])["predictor"]}
+    "what": "gpu_step_time's calibration: a factor per kernel kind of its kernels' uncalibrated time (launch "
+    f"included), fitted on the kernels of steps profiled on one {CARD.upper()}; written by "
+    "benchmarks/gpu_predictions.py",
+    "factors": factors,
+    "default_factor": default,
+    "held_out_band": [min(held_out), max(held_out)],
+    "summary": f"a factor per kernel kind, fitted on the {sum(kernels.values()):,} kernels of {len(fitted_on)} steps "
+    f"profiled on an {CARD.upper()} ({max(r['date'] for r in fitted_on)}); "
+    f"the {len(held_out)} programs held out took {min(held_out):.2f}–{max(held_out):.2f}× "
+    "their prediction",
+    "fitted_on_kernels": {
+      kind: {
+        "kernels": kernels[kind],
+        "measured_ms": round(measured[kind] * 1e3, 4),
+        "uncalibrated_ms": round(costed[kind] * 1e3, 4),
+      }
+      for kind in sorted(set(measured) | set(costed), key=lambda k: -costed[k] - measured[k])
+    },
+    "fitted_on": {label(r): round(ratios[label(r)], 4) for r in fitted_on},
+    "held_out": {label(r): round(ratios[label(r)], 4) for r in records if key(r) not in FIT},
+    "date": max(r["date"] for r in records),
+    "predictor": max(records, key=lambda r: r["date"])["predictor"],
+  }
 
 
 def _calibration(fitted: dict):
   from wyjax.core import gpu_step_time  # pylint: disable=g-import-not-at-top
-  return gpu_step_time.Calibration(fitted["factors"], fitted["default_factor"], tuple(fitted["held_out_band"]),
-                                   fitted["summary"])
+
+  return gpu_step_time.Calibration(
+    fitted["factors"], fitted["default_factor"], tuple(fitted["held_out_band"]), fitted["summary"]
+  )
 
 
 def table(records: list[dict], fitted: dict) -> str:
@@ -382,15 +472,21 @@ def table(records: list[dict], fitted: dict) -> str:
     ratio = r["measured_seconds"] / prediction
     within = "yes" if 1 / TOLERANCE <= ratio <= TOLERANCE else "**no**"
     roofline = _ms(r["roofline_seconds"]) if r["roofline_seconds"] else "–"
-    rows.append(f"| {r['name']} | {r['commit']} | {'held out' if r['held_out'] else 'fit'} | {r['kernels']:,} "
-                f"| {_ms(r['measured_seconds'])} | {_ms(prediction)} | **{ratio:.2f}** | {within} "
-                f"| {_ms(r['uncalibrated_seconds'])} ({r['measured_seconds'] / r['uncalibrated_seconds']:.2f}) "
-                f"| {roofline} |")
-  return "\n".join([
+    rows.append(
+      f"| {r['name']} | {r['commit']} | {'held out' if r['held_out'] else 'fit'} | {r['kernels']:,} "
+      f"| {_ms(r['measured_seconds'])} | {_ms(prediction)} | **{ratio:.2f}** | {within} "
+      f"| {_ms(r['uncalibrated_seconds'])} ({r['measured_seconds'] / r['uncalibrated_seconds']:.2f}) "
+      f"| {roofline} |"
+    )
+  return "\n".join(
+    [
       "| program (one H200) | tree | split | kernels | measured, ms | predicted (calibrated), ms "
       "| measured ÷ predicted | within 1.5× | uncalibrated, ms (measured ÷ it) "
       "| roofline, ms (lower bound; – where compiled on the GPU) |",
-      "|---|---|---|---:|---:|---:|---:|---|---:|---:|", *rows])
+      "|---|---|---|---:|---:|---:|---:|---|---:|---:|",
+      *rows,
+    ]
+  )
 
 
 def _ms(seconds: float) -> str:
@@ -420,18 +516,23 @@ def write_doc(records: list[dict], fitted: dict) -> str:
   within = lambda ratios, tolerance=TOLERANCE: sum(1 / tolerance <= x <= tolerance for x in ratios)
   jax_here = next(r["jax"] for r in records if "jax" in r)
   kernels = sum(k["kernels"] for k in fitted["fitted_on_kernels"].values())
-  stamp = (f"Generated by `benchmarks/gpu_predictions.py` on {fitted['date']} (the predictor of {fitted['predictor']}; "
-           f"programs compiled here by jax {jax_here}, those of the GPU by its own). Factors per kernel kind, fitted "
-           f"on the {kernels:,} measured kernels of the {len(fit_ratios)} fit steps: {factors}; any other kind "
-           f"{fitted['default_factor']:.2f} (all their kernels pooled). Fit error (those steps whole): measured ÷ "
-           f"predicted {min(fit_ratios):.2f}–{max(fit_ratios):.2f} ({within(fit_ratios)} of {len(fit_ratios)} within "
-           f"1.5×, {within(fit_ratios, STEP_TOLERANCE)} within 1.3×); held-out error: "
-           f"{min(held):.2f}–{max(held):.2f} "
-           f"({within(held)} of {len(held)} within 1.5×; the {len(steps)} whole training steps "
-           f"{min(steps):.2f}–{max(steps):.2f}, {within(steps, STEP_TOLERANCE)} within 1.3×).")
+  stamp = (
+    f"Generated by `benchmarks/gpu_predictions.py` on {fitted['date']} (the predictor of {fitted['predictor']}; "
+    f"programs compiled here by jax {jax_here}, those of the GPU by its own). Factors per kernel kind, fitted "
+    f"on the {kernels:,} measured kernels of the {len(fit_ratios)} fit steps: {factors}; any other kind "
+    f"{fitted['default_factor']:.2f} (all their kernels pooled). Fit error (those steps whole): measured ÷ "
+    f"predicted {min(fit_ratios):.2f}–{max(fit_ratios):.2f} ({within(fit_ratios)} of {len(fit_ratios)} within "
+    f"1.5×, {within(fit_ratios, STEP_TOLERANCE)} within 1.3×); held-out error: "
+    f"{min(held):.2f}–{max(held):.2f} "
+    f"({within(held)} of {len(held)} within 1.5×; the {len(steps)} whole training steps "
+    f"{min(steps):.2f}–{max(steps):.2f}, {within(steps, STEP_TOLERANCE)} within 1.3×)."
+  )
   text = DOC.read_text()
-  DOC.write_text(text[:text.index(BEGIN)] + f"{BEGIN}\n{stamp}\n\n{table(records, fitted)}\n{END}"
-                 + text[text.index(END) + len(END):])
+  DOC.write_text(
+    text[: text.index(BEGIN)]
+    + f"{BEGIN}\n{stamp}\n\n{table(records, fitted)}\n{END}"
+    + text[text.index(END) + len(END) :]
+  )
   return stamp
 
 
@@ -448,8 +549,12 @@ def main():
   parser.add_argument("--worktrees", type=pathlib.Path, default=pathlib.Path("/tmp/wyjax-worktrees"))
   parser.add_argument("--dumps", type=pathlib.Path, default=pathlib.Path("/tmp/wyjax-gpu-predictions"))
   parser.add_argument("--table_only", action="store_true")
-  parser.add_argument("--measured", type=pathlib.Path, help="a --profile folder of benchmarks/gpu.py: its wyjax steps "
-                      "(prediction.json beside each trace) join the records, replacing those of its commit and name")
+  parser.add_argument(
+    "--measured",
+    type=pathlib.Path,
+    help="a --profile folder of benchmarks/gpu.py: its wyjax steps "
+    "(prediction.json beside each trace) join the records, replacing those of its commit and name",
+  )
   parser.add_argument("--commit", help="with --measured: the commit the GPU measured")
   parser.add_argument("--child", type=int, help="internal: compile POINTS[i] in the measured tree")
   parser.add_argument("--dump", help="internal: the child's dump folder")
@@ -468,11 +573,15 @@ def main():
     write([r for r in read() if key(r) not in {(point.commit, point.name) for point in POINTS}])  # the GPU's stay
     for point in POINTS:
       line = record(point, *dumped(point, args))
-      print(json.dumps({k: line[k] for k in ("name", "commit", "measured_seconds", "uncalibrated_seconds")}), flush=True)
+      print(
+        json.dumps({k: line[k] for k in ("name", "commit", "measured_seconds", "uncalibrated_seconds")}), flush=True
+      )
       write(read() + [line])
   compiled = [point.name for point in POINTS]  # the compiled programs first, in POINTS' order, then the GPU's
-  records = sorted(({**r, "held_out": key(r) not in FIT} for r in read()),
-                   key=lambda r: compiled.index(r["name"]) if r["name"] in compiled else len(compiled))
+  records = sorted(
+    ({**r, "held_out": key(r) not in FIT} for r in read()),
+    key=lambda r: compiled.index(r["name"]) if r["name"] in compiled else len(compiled),
+  )
   write(records)
   fitted = fit(records)
   CALIBRATION.write_text(json.dumps(fitted, indent=2, ensure_ascii=False) + "\n")

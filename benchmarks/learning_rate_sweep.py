@@ -15,6 +15,7 @@ data: --ccpm's train.jsonl is cut into train (its first --ccpm_train records) an
 training loss, whether the flat-loss warning (learning_rates.LossWatch) fired, and seconds.
 Runs go to --out; a rerun reuses the finished ones. Results go in docs/benchmarks.md.
 """
+
 import argparse
 import json
 import logging
@@ -55,8 +56,11 @@ def main():
   parser.add_argument("--init", default=str(storage.cache_dir() / "demo" / "pretrain"))
   parser.add_argument("--tlc", default="", help="a TLC folder (train.tsv, dev.tsv)")
   parser.add_argument("--ccpm", default="", help="CCPM as released (its train.jsonl is split here)")
-  parser.add_argument("--ccpm_tasks", default="ccpm,ccpm_match_shared",
-                      help="CCPM's models to sweep: ccpm (Cls, the report's), ccpm_match, ccpm_softmax, ...")
+  parser.add_argument(
+    "--ccpm_tasks",
+    default="ccpm,ccpm_match_shared",
+    help="CCPM's models to sweep: ccpm (Cls, the report's), ccpm_match, ccpm_softmax, ...",
+  )
   parser.add_argument("--ccpm_train", type=int, default=10000)
   parser.add_argument("--ccpm_dev", type=int, default=1000)
   parser.add_argument("--rates", default="2e-5,1e-4,3e-4,1e-3,3e-3")
@@ -71,27 +75,46 @@ def main():
     folders.update({task: ccpm for task in args.ccpm_tasks.split(",")})
   model = EncoderConfig.from_dict(checkpoints.read_model_info(args.init)[0])
   size = learning_rates.layer_parameters(model)
-  print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, jax {jax.__version__} on "
-        f"{jax.devices()[0].platform}; init {args.init} ({learning_rates.describe(size)}); {args.steps} steps, "
-        f"batch 32, warm-up 10%; the size rule gives {learning_rates.rate_for(size, 2e-5):g}", flush=True)
+  print(
+    f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, jax {jax.__version__} on "
+    f"{jax.devices()[0].platform}; init {args.init} ({learning_rates.describe(size)}); {args.steps} steps, "
+    f"batch 32, warm-up 10%; the size rule gives {learning_rates.rate_for(size, 2e-5):g}",
+    flush=True,
+  )
   for task, folder in folders.items():
     if not folder:
       continue
-    print(f"\n| {task} rate | dev {TASKS[task].main_metric} ×100 | first → last logged loss | "
-          "flat-loss warning | seconds |\n|---:|---:|---|---|---:|", flush=True)
+    print(
+      f"\n| {task} rate | dev {TASKS[task].main_metric} ×100 | first → last logged loss | "
+      "flat-loss warning | seconds |\n|---:|---:|---|---|---:|",
+      flush=True,
+    )
     for rate in map(float, args.rates.split(",")):
       workdir = out / f"{task}_{rate:g}"
       start = time.perf_counter()
-      results = finetuning.finetune(suite.task_config(task, data_dir=str(folder), init=args.init, learning_rate=rate,
-                                                      num_train_steps=args.steps, eval_every=args.steps,
-                                                      batch_size=32, log_every=args.log_every), workdir)
+      results = finetuning.finetune(
+        suite.task_config(
+          task,
+          data_dir=str(folder),
+          init=args.init,
+          learning_rate=rate,
+          num_train_steps=args.steps,
+          eval_every=args.steps,
+          batch_size=32,
+          log_every=args.log_every,
+        ),
+        workdir,
+      )
       seconds = time.perf_counter() - start
       metrics = workdir / "seed_0" / "metrics.jsonl"
       losses = [r["loss"] for r in map(json.loads, metrics.read_text().splitlines()) if "loss" in r]
-      print(f"| {rate:g} | {100 * results['dev'][results['main_metric']]:.2f} "
-            f"(majority {100 * results['majority_baseline'][results['main_metric']]:.2f}) | "
-            f"{losses[0]:.3f} → {losses[-1]:.3f} | {'yes' if warned(metrics, args.steps, rate, model) else 'no'} | "
-            f"{seconds:.0f} |", flush=True)
+      print(
+        f"| {rate:g} | {100 * results['dev'][results['main_metric']]:.2f} "
+        f"(majority {100 * results['majority_baseline'][results['main_metric']]:.2f}) | "
+        f"{losses[0]:.3f} → {losses[-1]:.3f} | {'yes' if warned(metrics, args.steps, rate, model) else 'no'} | "
+        f"{seconds:.0f} |",
+        flush=True,
+      )
 
 
 if __name__ == "__main__":

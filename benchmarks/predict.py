@@ -11,6 +11,7 @@ with random weights, which cost what trained ones do; it is exported once and bo
 the export. Prints one JSON line per side (characters per second, after one warm-up line)
 and the ratio; results in docs/benchmarks.md.
 """
+
 import argparse
 import json
 import pathlib
@@ -36,13 +37,16 @@ from wyjax.train.task_model import FRESH_TINY_MODEL
 def text_lines(daizhige: pathlib.Path, chars: int, line_chars: int) -> list[str]:
   """The books' paragraphs without punctuation and whitespace, cut into lines of at most
   line_chars, repeated until they hold `chars` characters."""
-  paragraphs = ["".join(c for c in line if not c.isspace() and not unicodedata.category(c).startswith("P"))
-                for book in sorted(daizhige.rglob("*.txt")) for line in book.read_text(encoding="utf-8").splitlines()]
-  pieces = [p[i:i + line_chars] for p in paragraphs for i in range(0, len(p), line_chars)]
+  paragraphs = [
+    "".join(c for c in line if not c.isspace() and not unicodedata.category(c).startswith("P"))
+    for book in sorted(daizhige.rglob("*.txt"))
+    for line in book.read_text(encoding="utf-8").splitlines()
+  ]
+  pieces = [p[i : i + line_chars] for p in paragraphs for i in range(0, len(p), line_chars)]
   lines, total = [], 0
   while total < chars:
     for piece in pieces:
-      piece = piece[:chars - total]
+      piece = piece[: chars - total]
       if piece:
         lines.append(piece)
         total += len(piece)
@@ -75,10 +79,13 @@ def main():
   args = parser.parse_args()
   import torch
   import transformers
+
   lines = text_lines(args.daizhige, args.chars, args.line_chars)
   model = punc_model(lines, args.max_length)
-  machine = f"{platform.processor() or platform.machine()}, {jax.devices()[0].device_kind}, torch threads " \
-            f"{torch.get_num_threads()}"
+  machine = (
+    f"{platform.processor() or platform.machine()}, {jax.devices()[0].device_kind}, torch threads "
+    f"{torch.get_num_threads()}"
+  )
   with tempfile.TemporaryDirectory() as tmp:
     folder = task_models.export(model, pathlib.Path(tmp) / "punc")
     predictor = inference.Predictor(task_models.load(folder), batch_size=args.batch_size)
@@ -87,9 +94,18 @@ def main():
     pipe = transformers.pipeline("token-classification", model=str(folder), device=device)
     pipeline_s = timed(lambda batch: list(pipe(batch, batch_size=args.batch_size)), lines)
   for name, seconds in (("wyjax.predict", wyjax_s), ("transformers pipeline", pipeline_s)):
-    print(json.dumps({"name": name, "chars": args.chars, "seconds": round(seconds, 2),
-                      "chars_per_s": round(args.chars / seconds), "batch_size": args.batch_size,
-                      "machine": machine}))
+    print(
+      json.dumps(
+        {
+          "name": name,
+          "chars": args.chars,
+          "seconds": round(seconds, 2),
+          "chars_per_s": round(args.chars / seconds),
+          "batch_size": args.batch_size,
+          "machine": machine,
+        }
+      )
+    )
   print(json.dumps({"speedup": round(pipeline_s / wyjax_s, 2)}))
 
 

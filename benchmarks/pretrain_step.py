@@ -6,6 +6,7 @@ on synthetic batches through the real jitted train step (masking, loss, AdamW, d
 
 Results go in docs/benchmarks.md.
 """
+
 import argparse
 import importlib.util
 import time
@@ -13,8 +14,8 @@ import time
 import jax
 import numpy as np
 
-from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.core import config_files, run_metrics
+from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.train import pretraining
 
 
@@ -42,8 +43,9 @@ def main():
   run = pretraining.build(config, tokenizer_lib.placeholder(args.vocab), length)
   state = run.program.init_state(jax.random.key(0))
   step = run.train_step
-  batch = jax.device_put(np.random.default_rng(0).integers(5, args.vocab, (config.batch_size, length), np.int32),
-                         run.program.data_sharding)
+  batch = jax.device_put(
+    np.random.default_rng(0).integers(5, args.vocab, (config.batch_size, length), np.int32), run.program.data_sharding
+  )
   start = time.perf_counter()
   state, out = step(state, batch)
   jax.block_until_ready(out)
@@ -57,9 +59,11 @@ def main():
   flops = run.train_flops_per_step
   peak = run_metrics.peak_flops_per_device()
   n_params = sum(x.size for x in jax.tree_util.tree_leaves(state["params"]))
-  line = (f"{args.config}: {n_params / 1e6:.1f} M params, batch {config.batch_size} × {length}, {config.dtype}, "
-          f"{jax.devices()[0].device_kind}: {seconds:.3f} s/step, {tokens / seconds:,.0f} tokens/s, "
-          f"{flops / seconds / 1e12:.3f} TFLOP/s (compile {compile_seconds:.1f} s)")
+  line = (
+    f"{args.config}: {n_params / 1e6:.1f} M params, batch {config.batch_size} × {length}, {config.dtype}, "
+    f"{jax.devices()[0].device_kind}: {seconds:.3f} s/step, {tokens / seconds:,.0f} tokens/s, "
+    f"{flops / seconds / 1e12:.3f} TFLOP/s (compile {compile_seconds:.1f} s)"
+  )
   if peak:
     line += f", MFU {flops / seconds / (peak * jax.device_count()):.1%}"
   print(line)

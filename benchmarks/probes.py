@@ -25,6 +25,7 @@ their Spearman rank correlation, and what probing cost the run.
 Every stage is kept in OUT and reused by a rerun (results.json holds what was measured), so an
 interrupted run resumes where it stopped. Results go in docs/benchmarks.md.
 """
+
 import argparse
 import json
 import os
@@ -64,19 +65,27 @@ def pretrain(out: pathlib.Path, name: str, options: list[str]) -> dict:
   workdir, timing = out / name, out / f"{name}_timing.json"
   if timing.exists():
     return storage.read_json(timing)
-  command = [sys.executable, "-m", "wyjax.pretrain", "--config=pretrain/deberta_tiny.py", f"--workdir={workdir}",
-             *options]
+  command = [
+    sys.executable,
+    "-m",
+    "wyjax.pretrain",
+    "--config=pretrain/deberta_tiny.py",
+    f"--workdir={workdir}",
+    *options,
+  ]
   print(" ".join(command), flush=True)
   cpu_before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
   env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(out / f"{name}_xla")}
   subprocess.run(command, cwd=REPO_ROOT, check=True, env=env)
   wall, cpu_after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
   metrics = records(workdir / "metrics.jsonl")
-  result = {"wall_seconds": wall,
-            "cpu_seconds": cpu_after.ru_utime + cpu_after.ru_stime - cpu_before.ru_utime - cpu_before.ru_stime,
-            "probe_seconds": sum(r.get("probe_seconds", 0.0) for r in metrics),
-            "probe_evaluations": sum("probe_seconds" in r for r in metrics),
-            "compile_seconds": sum(r.get("compile_seconds", 0.0) for r in metrics)}
+  result = {
+    "wall_seconds": wall,
+    "cpu_seconds": cpu_after.ru_utime + cpu_after.ru_stime - cpu_before.ru_utime - cpu_before.ru_stime,
+    "probe_seconds": sum(r.get("probe_seconds", 0.0) for r in metrics),
+    "probe_evaluations": sum("probe_seconds" in r for r in metrics),
+    "compile_seconds": sum(r.get("compile_seconds", 0.0) for r in metrics),
+  }
   storage.write_json(timing, result)
   return result
 
@@ -92,7 +101,8 @@ def write_step0(out: pathlib.Path, config) -> pathlib.Path:
   run = pretraining.build(config, tokenizer, prepare.read_manifest(data_dir)["sequence_length"])
   params = jax.device_get(run.program.init_state(jax.random.key(config.seed))["params"])
   checkpoints.write_model_info(
-      workdir, run.model_config.without_run_choices().replace(dtype="float32").to_dict(), ["mlm_head"], tokenizer)
+    workdir, run.model_config.without_run_choices().replace(dtype="float32").to_dict(), ["mlm_head"], tokenizer
+  )
   with checkpoints.manager(workdir) as mngr:
     mngr.save(0, args=ocp.args.Composite(state=ocp.args.PyTreeSave({"params": params})))
     mngr.wait_until_finished()
@@ -127,8 +137,10 @@ def steady_seconds(workdir: pathlib.Path) -> float:
 def print_cost(out: pathlib.Path, pairs: list[tuple[str, str]]) -> None:
   """A markdown table of what probing cost each pair, and the means (as shares of the mean wall
   time of the runs with probes)."""
-  print("\n| pair | with probes: wall, CPU | the probes' own seconds (each evaluation) | their share of the wall | "
-        "without: wall, CPU | the runs' difference | outside the steady steps |")
+  print(
+    "\n| pair | with probes: wall, CPU | the probes' own seconds (each evaluation) | their share of the wall | "
+    "without: wall, CPU | the runs' difference | outside the steady steps |"
+  )
   print("|---|---|---|---:|---|---:|---:|")
   rows = []
   for n, (probed, unprobed) in enumerate(pairs, 1):
@@ -138,17 +150,22 @@ def print_cost(out: pathlib.Path, pairs: list[tuple[str, str]]) -> None:
     outside = difference - steady_seconds(out / probed) + steady_seconds(out / unprobed)
     rows.append((a["wall_seconds"], a["probe_seconds"], difference, outside, a["cpu_seconds"] - b["cpu_seconds"]))
     share = lambda seconds: f"{seconds:.1f} s ({100 * seconds / a['wall_seconds']:.1f}%)"
-    print(f"| {n} | {a['wall_seconds']:.1f} s, {a['cpu_seconds']:.1f} CPU-s | {a['probe_seconds']:.1f} "
-          f"({', '.join(f'{e:.2f}' for e in evaluations)}) | {100 * a['probe_seconds'] / a['wall_seconds']:.2f}% | "
-          f"{b['wall_seconds']:.1f} s, {b['cpu_seconds']:.1f} CPU-s | {share(difference)} | {share(outside)} |")
+    print(
+      f"| {n} | {a['wall_seconds']:.1f} s, {a['cpu_seconds']:.1f} CPU-s | {a['probe_seconds']:.1f} "
+      f"({', '.join(f'{e:.2f}' for e in evaluations)}) | {100 * a['probe_seconds'] / a['wall_seconds']:.2f}% | "
+      f"{b['wall_seconds']:.1f} s, {b['cpu_seconds']:.1f} CPU-s | {share(difference)} | {share(outside)} |"
+    )
   wall, own, difference, outside, cpu = np.mean(rows, axis=0)
-  print(f"\nmeans over {len(rows)} pairs, of the {wall:.1f} s with probes: their own {own:.2f} s "
-        f"({100 * own / wall:.2f}%), the runs' difference {difference:.2f} s ({100 * difference / wall:.2f}%), "
-        f"outside the steady steps {outside:.2f} s ({100 * outside / wall:.2f}%), CPU {cpu:.1f} CPU-s")
+  print(
+    f"\nmeans over {len(rows)} pairs, of the {wall:.1f} s with probes: their own {own:.2f} s "
+    f"({100 * own / wall:.2f}%), the runs' difference {difference:.2f} s ({100 * difference / wall:.2f}%), "
+    f"outside the steady steps {outside:.2f} s ({100 * outside / wall:.2f}%), CPU {cpu:.1f} CPU-s"
+  )
 
 
 def spearman(a, b) -> float:
   """Spearman's rank correlation (ties: average ranks)."""
+
   def ranks(values):
     values = np.asarray(values, float)
     order = np.argsort(values, kind="stable")
@@ -157,6 +174,7 @@ def spearman(a, b) -> float:
     for value in np.unique(values):  # ties share their mean rank
       out[values == value] = out[values == value].mean()
     return out
+
   ra, rb = ranks(a), ranks(b)
   if ra.std() == 0 or rb.std() == 0:
     return float("nan")
@@ -172,7 +190,8 @@ def main():
   parser.add_argument("--cost_pairs", type=int, default=1, help="timed pairs of runs, with probes and without")
   args = parser.parse_args()
   seeds = {task: 1 for task in poetry.TASKS} | {
-      task: int(n) for task, n in (e.split("=") for e in args.seeds.split(","))}
+    task: int(n) for task, n in (e.split("=") for e in args.seeds.split(","))
+  }
   out = pathlib.Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
   config = config_files.load("pretrain/deberta_tiny")
@@ -188,7 +207,8 @@ def main():
   results_file = out / "results.json"
   results = storage.read_json(results_file) if results_file.exists() else {}
   models = {0: write_step0(out, config)} | {
-      int(p.name): p for p in sorted((out / "pretrain" / "checkpoints").iterdir()) if p.name.isdigit()}
+    int(p.name): p for p in sorted((out / "pretrain" / "checkpoints").iterdir()) if p.name.isdigit()
+  }
   configs = [suite.task_config(task, data_dir=str(tasks_dir / task)) for task in poetry.TASKS]
   for step, model in sorted(models.items()):
     entry = results.setdefault(str(step), {})
@@ -198,25 +218,41 @@ def main():
       entry["probe_seconds"] = time.perf_counter() - start
       storage.write_json(results_file, results)
     if entry.get("seeds") != seeds:  # (a rerun with more seeds keeps the finished ones)
-      per_task = {task: dict(num_train_steps=n, eval_every=max(1, n // 4), seeds=seeds[task])
-                  for task, n in FINETUNING_STEPS.items()}
-      board = suite.run(init=str(model), data_root=tasks_dir, out=out / "finetune" / str(step),
-                        tasks=list(poetry.TASKS), name=f"step {step}", batch_size=32, per_task=per_task)
+      per_task = {
+        task: dict(num_train_steps=n, eval_every=max(1, n // 4), seeds=seeds[task])
+        for task, n in FINETUNING_STEPS.items()
+      }
+      board = suite.run(
+        init=str(model),
+        data_root=tasks_dir,
+        out=out / "finetune" / str(step),
+        tasks=list(poetry.TASKS),
+        name=f"step {step}",
+        batch_size=32,
+        per_task=per_task,
+      )
       if board["failed"]:
         raise RuntimeError(f"step {step}: {board['failed']}")
-      entry["finetuned"] = {task: storage.read_json(out / "finetune" / str(step) / task / "results.json")["dev_mean"]
-                            for task in poetry.TASKS}
+      entry["finetuned"] = {
+        task: storage.read_json(out / "finetune" / str(step) / task / "results.json")["dev_mean"]
+        for task in poetry.TASKS
+      }
       entry["seeds"] = seeds
       storage.write_json(results_file, results)
     print(f"step {step}: {entry}", flush=True)
 
   in_run = {r["step"]: r for r in records(out / "timed_probes" / "metrics.jsonl") if "valid_loss" in r}
   steps = sorted(int(s) for s in results)
-  print(f"\n# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, jax {jax.__version__}; "
-        f"fine-tuning seeds {args.seeds}, their mean\n")
+  print(
+    f"\n# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, jax {jax.__version__}; "
+    f"fine-tuning seeds {args.seeds}, their mean\n"
+  )
   metric = {task: TASKS[task].main_metric for task in poetry.TASKS}
-  print("| step | valid MLM loss | " + " | ".join(f"{t.upper()} probe {metric[t]} | {t.upper()} fine-tuned {metric[t]}"
-                                                for t in poetry.TASKS) + " |")
+  print(
+    "| step | valid MLM loss | "
+    + " | ".join(f"{t.upper()} probe {metric[t]} | {t.upper()} fine-tuned {metric[t]}" for t in poetry.TASKS)
+    + " |"
+  )
   print("|---|---|" + "---|---|" * len(poetry.TASKS))
   for step in steps:
     entry = results[str(step)]
@@ -229,10 +265,13 @@ def main():
     print(f"\n{task.upper()}: Spearman (probe, fine-tuned) over {len(steps)} checkpoints {spearman(probe, tuned):.3f}")
   # The in-run probes (at step 0 and every evaluation) against the command's on the same checkpoints.
   same = [(s, t) for s in steps for t in poetry.TASKS if s in in_run and probes.metric_key(t, metric[t]) in in_run[s]]
-  differences = [abs(in_run[s][probes.metric_key(t, metric[t])] - results[str(s)]["probe"][t][metric[t]])
-                 for s, t in same]
-  print(f"\nthe run's probes vs the command's on the same checkpoints, {len(same)} (step, task) pairs: "
-        f"largest difference {max(differences, default=0):.2e}")
+  differences = [
+    abs(in_run[s][probes.metric_key(t, metric[t])] - results[str(s)]["probe"][t][metric[t]]) for s, t in same
+  ]
+  print(
+    f"\nthe run's probes vs the command's on the same checkpoints, {len(same)} (step, task) pairs: "
+    f"largest difference {max(differences, default=0):.2e}"
+  )
   print_cost(out, pairs)
 
 

@@ -11,6 +11,7 @@ is an event on the device's streams (jax) or of category "kernel" or a memory co
 (torch); on a CPU, where no device kernels run (--smoke), the ops XLA's executor threads ran
 (jax) and torch's CPU ops (inclusive of the ops they call).
 """
+
 import collections
 import gzip
 import json
@@ -39,17 +40,32 @@ def events(path: pathlib.Path) -> tuple[str, list[tuple[str, str, float]]]:
     trace = json.load(f)
   events = trace["traceEvents"] if isinstance(trace, dict) else trace
   processes = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
-  threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
-             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+  threads = {
+    (e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"
+  }
   spans = [e for e in events if e.get("ph") == "X"]
   thread = lambda e: threads.get((e["pid"], e["tid"]), "")
-  on_device = [e for e in spans if e.get("cat") in TORCH_DEVICE
-               or processes.get(e["pid"], "").startswith("/device:GPU") and thread(e).startswith("Stream")]
+  on_device = [
+    e
+    for e in spans
+    if e.get("cat") in TORCH_DEVICE
+    or processes.get(e["pid"], "").startswith("/device:GPU")
+    and thread(e).startswith("Stream")
+  ]
   kind, counted = "GPU kernels", on_device
   if not on_device:
-    kind, counted = "CPU ops", [e for e in spans if e.get("cat") == "cpu_op" or (
-        thread(e).startswith("tf_XLAExecute")
-        and not e["name"].startswith(("end: ", "ThunkExecutor", "ThreadpoolListener")))]
+    kind, counted = (
+      "CPU ops",
+      [
+        e
+        for e in spans
+        if e.get("cat") == "cpu_op"
+        or (
+          thread(e).startswith("tf_XLAExecute")
+          and not e["name"].startswith(("end: ", "ThunkExecutor", "ThreadpoolListener"))
+        )
+      ],
+    )
   return kind, [(e["name"], str(e.get("args", {}).get("hlo_op", "")), float(e.get("dur", 0.0))) for e in counted]
 
 
@@ -70,8 +86,10 @@ def table(root, top: int = 10) -> str:
     kind, times = kernel_times(path)
     total = sum(t for t, _ in times.values()) or 1.0
     ranked = sorted(times.items(), key=lambda item: -item[1][0])[:top]
-    lines += [f"| {name} ({kind}) | `{kernel[:90]}` | {micros / 1e3:.3f} | {calls} | {micros / total:.1%} |"
-              for kernel, (micros, calls) in ranked]
+    lines += [
+      f"| {name} ({kind}) | `{kernel[:90]}` | {micros / 1e3:.3f} | {calls} | {micros / total:.1%} |"
+      for kernel, (micros, calls) in ranked
+    ]
   return "\n".join(lines)
 
 

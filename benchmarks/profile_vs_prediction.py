@@ -19,6 +19,7 @@ prediction.json holds what a refit of wyjax/core/gpu_calibration.json needs of t
 measured time, each kernel's uncalibrated cost and kind; benchmarks/gpu_predictions.py --measured
 fits the factors on this join.
 """
+
 import collections
 import json
 import pathlib
@@ -31,8 +32,13 @@ PREDICTION = "prediction.json"
 TOP = 20
 GRAPH = "command_buffer"  # the HLO op jax's trace gives a kernel launched from a CUDA graph
 # A library kernel's kind by its name, where the trace names no HLO op for it.
-LIBRARY_KINDS = (("gemm", r"gemm|xmma|cutlass|cublas|nvjet"), ("cudnn", r"cudnn|fmha|sdpa|flash"),
-                 ("collective", r"nccl"), ("device copy", r"memcpy"), ("memset", r"memset"))
+LIBRARY_KINDS = (
+  ("gemm", r"gemm|xmma|cutlass|cublas|nvjet"),
+  ("cudnn", r"cudnn|fmha|sdpa|flash"),
+  ("collective", r"nccl"),
+  ("device copy", r"memcpy"),
+  ("memset", r"memset"),
+)
 
 
 def _key(name: str) -> str:
@@ -48,8 +54,10 @@ def join(events: list[tuple[str, str, float]], prediction: dict) -> tuple[dict, 
   kernels = {}  # kernel name → its row
   by_name, by_kernel = {}, {}
   for k in prediction["kernels"]:
-    row = kernels.setdefault(_key(k["kernel"] or k["name"]), {"kernel": k["kernel"] or k["name"], "kind": k["kind"],
-                                                              "measured": 0.0, "predicted": 0.0, "launches": 0.0})
+    row = kernels.setdefault(
+      _key(k["kernel"] or k["name"]),
+      {"kernel": k["kernel"] or k["name"], "kind": k["kind"], "measured": 0.0, "predicted": 0.0, "launches": 0.0},
+    )
     row["predicted"] += k["seconds"]
     by_name[_key(k["name"])] = by_kernel[_key(k["kernel"] or k["name"])] = row
     kinds[k["kind"]][1] += k["seconds"]
@@ -58,8 +66,9 @@ def join(events: list[tuple[str, str, float]], prediction: dict) -> tuple[dict, 
     row = by_name.get(_key(hlo_op)) or by_kernel.get(_key(name))
     if row is None:
       kind = next((kind for kind, pattern in LIBRARY_KINDS if re.search(pattern, name, re.IGNORECASE)), "unmatched")
-      row = kernels.setdefault(f"measured:{name}", {"kernel": name, "kind": kind, "measured": 0.0, "predicted": 0.0,
-                                                      "launches": 0.0})
+      row = kernels.setdefault(
+        f"measured:{name}", {"kernel": name, "kind": kind, "measured": 0.0, "predicted": 0.0, "launches": 0.0}
+      )
     row["measured"] += micros * 1e-6 / steps
     row["launches"] += 1 / steps
     kinds[row["kind"]][0] += micros * 1e-6 / steps
@@ -75,18 +84,37 @@ def report(name: str, events: list, prediction: dict) -> str:
   kinds, kernels = join(events, prediction)
   measured, predicted = sum(k[0] for k in kinds.values()), sum(k[1] for k in kinds.values())
   graphed = sum(op.startswith(GRAPH) for _, op, _ in events)
-  lines = [f"### {name}: measured {measured * 1e3:.3f} ms a step, predicted {predicted * 1e3:.3f} (calibrated; "
-           f"{prediction['card']}, {prediction['steps']} steps profiled)", "",
-           *([f"{graphed} kernels ran in CUDA graphs, which the trace names instead of their HLO op: those were "
-              "matched by kernel name alone, a library's (cuBLAS, cuDNN) by its kind", ""] if graphed else []),
-           "| kind | measured, ms | predicted, ms | measured ÷ predicted | uncalibrated, ms |", "|---|---:|---:|---:|---:|"]
-  lines += [f"| {kind} | {m * 1e3:.3f} | {p * 1e3:.3f} | {_ratio(m, p)} | {u * 1e3:.3f} |"
-            for kind, (m, p, u) in sorted(kinds.items(), key=lambda item: -max(item[1][:2]))]
-  lines += ["", f"| kernel (the {TOP} largest errors) | kind | measured, ms | predicted, ms | measured − predicted, ms |",
-            "|---|---|---:|---:|---:|"]
+  lines = [
+    f"### {name}: measured {measured * 1e3:.3f} ms a step, predicted {predicted * 1e3:.3f} (calibrated; "
+    f"{prediction['card']}, {prediction['steps']} steps profiled)",
+    "",
+    *(
+      [
+        f"{graphed} kernels ran in CUDA graphs, which the trace names instead of their HLO op: those were "
+        "matched by kernel name alone, a library's (cuBLAS, cuDNN) by its kind",
+        "",
+      ]
+      if graphed
+      else []
+    ),
+    "| kind | measured, ms | predicted, ms | measured ÷ predicted | uncalibrated, ms |",
+    "|---|---:|---:|---:|---:|",
+  ]
+  lines += [
+    f"| {kind} | {m * 1e3:.3f} | {p * 1e3:.3f} | {_ratio(m, p)} | {u * 1e3:.3f} |"
+    for kind, (m, p, u) in sorted(kinds.items(), key=lambda item: -max(item[1][:2]))
+  ]
+  lines += [
+    "",
+    f"| kernel (the {TOP} largest errors) | kind | measured, ms | predicted, ms | measured − predicted, ms |",
+    "|---|---|---:|---:|---:|",
+  ]
   worst = sorted(kernels, key=lambda k: -abs(k["measured"] - k["predicted"]))[:TOP]
-  lines += [f"| `{k['kernel'][:80]}` | {k['kind']} | {k['measured'] * 1e3:.3f} | {k['predicted'] * 1e3:.3f} "
-            f"| {(k['measured'] - k['predicted']) * 1e3:+.3f} |" for k in worst]
+  lines += [
+    f"| `{k['kernel'][:80]}` | {k['kind']} | {k['measured'] * 1e3:.3f} | {k['predicted'] * 1e3:.3f} "
+    f"| {(k['measured'] - k['predicted']) * 1e3:+.3f} |"
+    for k in worst
+  ]
   return "\n".join(lines)
 
 

@@ -5,6 +5,7 @@
 Prints dev accuracy for periods and dynasties, to sit beside the fine-tuned models' numbers in
 docs/benchmarks.md (results.json's linear_baseline is wyjax's own, over the model's tokens).
 """
+
 import argparse
 
 from sklearn.feature_extraction.text import TfidfVectorizer

@@ -6,6 +6,7 @@ WYWEB files, repeated): `Tokenizer.encode_ids` (the corpus path) against the gen
 
 3.3B characters (full Daizhige) / measured rate = the time to tokenise the corpus on one process.
 """
+
 import argparse
 import pathlib
 import time
@@ -18,12 +19,20 @@ def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--data", default="../shared/data")
   parser.add_argument("--megachars", type=float, default=50)
-  parser.add_argument("--lowercase", action="store_true", help="lower-case and strip accents, as the tokenizer of "
-                      "an uncased published vocabulary (hfl's RoBERTa-wwm-ext) does")
+  parser.add_argument(
+    "--lowercase",
+    action="store_true",
+    help="lower-case and strip accents, as the tokenizer of "
+    "an uncased published vocabulary (hfl's RoBERTa-wwm-ext) does",
+  )
   args = parser.parse_args()
   root = pathlib.Path(args.data)
-  lines = [line for f in sorted(root.rglob("*.txt")) + sorted(root.rglob("*.tsv"))
-           for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+  lines = [
+    line
+    for f in sorted(root.rglob("*.txt")) + sorted(root.rglob("*.tsv"))
+    for line in f.read_text(encoding="utf-8").splitlines()
+    if line.strip()
+  ]
   vocab = tk.build_vocab(lines)
   tokenizer = tk.Tokenizer(vocab, lowercase=args.lowercase)
   # Corpus preparation tokenises paragraphs and documents, not single lines: ~4k-char chunks.
@@ -45,11 +54,13 @@ def main():
     return chars / (time.perf_counter() - start)
 
   rates = {
-      "OpenCC t2s alone": timed(lambda: [to_simplified(line) for line in batch]),
-      "encode_ids (corpus path)": timed(lambda: [tokenizer.encode_ids(line) for line in batch]),
-      "encode_batch (Rust BERT pipeline)": timed(lambda: [
-          tokenizer.encode_batch(batch[i:i + 4096], add_special_tokens=False)
-          for i in range(0, len(batch), 4096)]),
+    "OpenCC t2s alone": timed(lambda: [to_simplified(line) for line in batch]),
+    "encode_ids (corpus path)": timed(lambda: [tokenizer.encode_ids(line) for line in batch]),
+    "encode_batch (Rust BERT pipeline)": timed(
+      lambda: [
+        tokenizer.encode_batch(batch[i : i + 4096], add_special_tokens=False) for i in range(0, len(batch), 4096)
+      ]
+    ),
   }
   for what, rate in rates.items():
     print(f"{what:36s} {rate / 1e6:7.2f} M chars/s")

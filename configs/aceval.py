@@ -14,6 +14,7 @@ public: submission/aceval*.json is the test result, to send to AC-EVAL's authors
 max_length keep the options and the question's beginning and end (wyjax/tasks/aceval.py). The
 learning rate is Table 15's for a base-sized model (base_learning_rate); a smaller model gets a
 larger one, chosen from its size (docs/finetuning.md)."""
+
 from wyjax.train.finetuning import base_config
 
 

@@ -10,6 +10,7 @@ test1.txt / test_tgt.txt) or uses train.txt / train-label.txt, dev-label.txt, te
 submission is a label file for the test sentences. The learning rate is the one for a base-sized
 model (base_learning_rate); a smaller model gets a larger one, chosen from its size
 (docs/finetuning.md)."""
+
 from wyjax.train.finetuning import base_config
 
 

@@ -17,6 +17,7 @@ its submission is C-CLUE's triple file. given_entities encodes the text with its
 「」 and its object in 『』 and writes its predictions as C-CLUE triples too.
 The learning rate is the one for a base-sized model (base_learning_rate); a smaller model gets a
 larger one, chosen from its size (docs/finetuning.md)."""
+
 from wyjax.train.finetuning import base_config
 
 TASKS = {"text": "cclue_re", "spo": "cclue_spo", "given_entities": "cclue_re_given_entities"}

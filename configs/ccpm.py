@@ -12,6 +12,7 @@ or not and picks the most probable match; its Match encodes translation and line
 encoders and picks the highest cosine (wyjax/tasks/ccpm.py). docs/finetuning.md compares the
 four. The learning rate is the one for a base-sized model (base_learning_rate); a smaller model
 gets a larger one, chosen from its size (docs/finetuning.md)."""
+
 from wyjax.train.finetuning import base_config
 
 TASKS = {"cls": "ccpm", "match": "ccpm_match", "softmax": "ccpm_softmax", "match_shared": "ccpm_match_shared"}

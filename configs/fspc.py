@@ -12,6 +12,7 @@ Scored as the toolkit scores it: `accuracy` over each dev poem and each of its l
 toolkit's 5,000 examples for 1,000 poems; the published 61.1 is this number, the only one
 its code computes), `macro_f1` averaged over 10 label ids as its code does;
 `poem_accuracy` / `poem_macro_f1` over whole poems. The submission has whole poems only."""
+
 from wyjax.train.finetuning import base_config
 
 

@@ -7,6 +7,7 @@ Hyper-parameters: the WYWEB scripts' batch size and learning rate, Table 15's sc
 (warm-up 0.1, linear decay, weight decay 0.01, eps 1e-6, clip 1.0, at most 10 epochs).
 The learning rate is the one for a base-sized model (base_learning_rate); a smaller model gets a
 larger one, chosen from its size (docs/finetuning.md)."""
+
 from wyjax.train.finetuning import base_config
 
 

@@ -14,6 +14,7 @@ Scored over whole texts by default (a mark the model could not see counts as mis
 built PUNC texts are at most 510 characters, so the two agree on them); score_chars=510 scores
 each text's first 510 characters only, as the toolkit does.
 """
+
 from wyjax.train.finetuning import base_config
 
 

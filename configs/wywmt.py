@@ -10,6 +10,7 @@ tokens). The WYWEB script's batch size and learning rate, the rate for a base-si
 (base_learning_rate); a smaller model gets a larger one, chosen from its size
 (docs/finetuning.md).
 """
+
 from wyjax.train.finetuning import base_config
 
 

@@ -9,6 +9,7 @@ The learning rate is the one for a base-sized model (base_learning_rate); a smal
 larger one, chosen from its size (docs/finetuning.md).
 The published script trains 40 epochs with batch 10; Table 15 caps fine-tuning at 10.
 """
+
 from wyjax.train.finetuning import base_config
 
 

@@ -1,6 +1,7 @@
 """The layers of docs/architecture.md hold: lower layers never import higher ones, task facts
 stay in tasks/ (and head kinds in models/), module names are unique and modules small; every
 exception wyjax defines pickles whole (worker processes raise them across process boundaries)."""
+
 import ast
 import collections
 import importlib
@@ -39,7 +40,9 @@ def _imported_layers(path: pathlib.Path):
     if isinstance(node, ast.Import):
       names = [a.name for a in node.names]
     elif isinstance(node, ast.ImportFrom) and node.module:
-      names = [node.module] + [f"{node.module}.{a.name}" for a in node.names] if node.module == "wyjax" else [node.module]
+      names = (
+        [node.module] + [f"{node.module}.{a.name}" for a in node.names] if node.module == "wyjax" else [node.module]
+      )
     for name in names:
       parts = name.split(".")
       if parts[0] == "wyjax" and len(parts) > 1 and parts[1] in LAYERS:
@@ -49,8 +52,12 @@ def _imported_layers(path: pathlib.Path):
 
 
 def test_no_module_imports_a_higher_layer():
-  upward = [f"{p.relative_to(PACKAGE)} imports {name}" for p in _modules()
-            for name, layer in _imported_layers(p) if layer > _layer(p)]
+  upward = [
+    f"{p.relative_to(PACKAGE)} imports {name}"
+    for p in _modules()
+    for name, layer in _imported_layers(p)
+    if layer > _layer(p)
+  ]
   assert not upward, "\n".join(upward)
 
 
@@ -65,8 +72,12 @@ def test_no_task_name_or_head_kind_outside_tasks_and_models():
   head kind (a new task needs no edit there)."""
   names = set(TASKS) | set(HEADS)
   outside = [p for p in _modules() if p.relative_to(PACKAGE).parts[0] not in ("tasks", "models", "kernels", "data")]
-  hits = [f"{p.relative_to(PACKAGE)}:{line}: {value!r}" for p in outside for line, value in _string_constants(p)
-          if value in names]
+  hits = [
+    f"{p.relative_to(PACKAGE)}:{line}: {value!r}"
+    for p in outside
+    for line, value in _string_constants(p)
+    if value in names
+  ]
   assert not hits, "\n".join(hits)
 
 
@@ -89,8 +100,11 @@ def _exception_classes():
       continue
     name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
     module = importlib.import_module(name)
-    yield from (value for value in vars(module).values() if isinstance(value, type)
-                and issubclass(value, BaseException) and value.__module__ == name)
+    yield from (
+      value
+      for value in vars(module).values()
+      if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == name
+    )
 
 
 def test_every_exception_survives_pickling():

@@ -15,6 +15,7 @@ refused in one line naming it, or the work it feeds runs within a time and a mem
 
 CI draws a fixed sample (derandomized); WYJAX_FUZZ=long draws many more.
 """
+
 import concurrent.futures
 import contextlib
 import functools
@@ -41,16 +42,26 @@ from wyjax.tasks import batching
 from wyjax.train import config_values, suite
 
 LONG = os.environ.get("WYJAX_FUZZ") == "long"
-PROFILE = settings(derandomize=not LONG, max_examples=500 if LONG else 12, deadline=None, database=None,
-                   phases=[Phase.explicit, Phase.generate],  # a runaway is reported as drawn, not shrunk for minutes
-                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+PROFILE = settings(
+  derandomize=not LONG,
+  max_examples=500 if LONG else 12,
+  deadline=None,
+  database=None,
+  phases=[Phase.explicit, Phase.generate],  # a runaway is reported as drawn, not shrunk for minutes
+  suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 # What a user can type: any integer, any float (NaN and the infinities among them), the edges of
 # int32 and of the ranges, other types.
-VALUES = st.one_of(st.integers(-3, 70), st.integers(-2**70, 2**70), st.floats(allow_nan=True, allow_infinity=True),
-                   st.sampled_from([0, 1, -1, 2**31 - 1, 2**31, 10**6, 10**9, 0.0, 0.5, 1.0, 1.5, -0.2, None, True, "",
-                                    "x"]))
-EDGES = functools.reduce(lambda f, g: lambda test: f(g(test)), [example(value=v) for v in (
-    0, -1, 2**31 - 1, 2**31, 10**9, float("nan"), float("inf"), -0.5, 1.0)])  # drawn for every key, every run
+VALUES = st.one_of(
+  st.integers(-3, 70),
+  st.integers(-(2**70), 2**70),
+  st.floats(allow_nan=True, allow_infinity=True),
+  st.sampled_from([0, 1, -1, 2**31 - 1, 2**31, 10**6, 10**9, 0.0, 0.5, 1.0, 1.5, -0.2, None, True, "", "x"]),
+)
+EDGES = functools.reduce(
+  lambda f, g: lambda test: f(g(test)),
+  [example(value=v) for v in (0, -1, 2**31 - 1, 2**31, 10**9, float("nan"), float("inf"), -0.5, 1.0)],
+)  # drawn for every key, every run
 SECONDS, BYTES = 2.0, 64 << 20  # what planning an accepted value may take
 PLANNED = ("batch_size", "eval_batch_size", "sort_window", "length_buckets", "max_length", "seed")  # what _plan reads
 
@@ -87,8 +98,10 @@ def _refused_in_one_line(error: ValueError, key: str) -> None:
 @contextlib.contextmanager
 def _time_limited(seconds: float):
   """TimeoutError once the block has run `seconds` (between Python's bytecodes)."""
+
   def expired(signum, frame):
     raise TimeoutError(f"ran past {seconds} s")
+
   previous = signal.signal(signal.SIGALRM, expired)
   signal.setitimer(signal.ITIMER_REAL, seconds)
   try:
@@ -117,16 +130,25 @@ def _plan(config) -> None:
   the largest batches (task_model.largest_programs), the steps (task_model.total_steps)."""
   max_length = config.max_length or 128
   buckets = config.length_buckets or None
-  lengths = batching.train_lengths(FEATURES, batch_size=config.batch_size, max_length=max_length, seed=config.seed,
-                                   sort_window=config.sort_window, bucket_count=buckets)
+  lengths = batching.train_lengths(
+    FEATURES,
+    batch_size=config.batch_size,
+    max_length=max_length,
+    seed=config.seed,
+    sort_window=config.sort_window,
+    bucket_count=buckets,
+  )
   batching.largest_batch(FEATURES, batch_size=config.batch_size, lengths=lengths, pad_id=0)
   size = config.eval_batch_size
   lengths = batching.eval_lengths(FEATURES, batch_size=size, max_length=max_length, bucket_count=buckets)
   batching.largest_batch(FEATURES, batch_size=size, lengths=lengths, pad_id=0)
 
 
-@pytest.mark.parametrize("table, key", [("fine-tuning", key) for key in sorted(config_values.FINETUNING)]
-                         + [("pretraining", key) for key in sorted(config_values.PRETRAINING)])
+@pytest.mark.parametrize(
+  "table, key",
+  [("fine-tuning", key) for key in sorted(config_values.FINETUNING)]
+  + [("pretraining", key) for key in sorted(config_values.PRETRAINING)],
+)
 @PROFILE
 @given(value=VALUES)
 @EDGES
@@ -145,8 +167,7 @@ def test_every_config_value_is_refused_in_one_line_or_planned_within_limits(tabl
   if table == "pretraining" or key not in PLANNED:
     return  # planned elsewhere (wyjax.train.pretraining), or by no planning
   try:
-    config_values.check_data(config, train_examples=len(FEATURES), longest=LONGEST,
-                             max_length=config.max_length or 128)
+    config_values.check_data(config, train_examples=len(FEATURES), longest=LONGEST, max_length=config.max_length or 128)
   except ValueError as e:
     _refused_in_one_line(e, key)
     return
@@ -225,8 +246,10 @@ print(json.dumps({"flags": [f.name for f in numeric + textual], "failures": fail
 
 # What a user can type for a path, a name or a choice: any text, bytes that are not UTF-8 (as os
 # reads them: lone surrogates), the shapes of paths.
-TEXTS = st.one_of(st.text(st.characters(exclude_categories=()), max_size=12),
-                  st.sampled_from(["", "-", ".", "..", "a/b/", "gs://b/x", "\udcb9\udcc5", "x\udcff.txt", "tlc"]))
+TEXTS = st.one_of(
+  st.text(st.characters(exclude_categories=()), max_size=12),
+  st.sampled_from(["", "-", ".", "..", "a/b/", "gs://b/x", "\udcb9\udcc5", "x\udcff.txt", "tlc"]),
+)
 UNDECODABLE = re.compile(r"[\ud800-\udfff]")
 SAMPLE = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "daizhige_sample"
 
@@ -251,8 +274,11 @@ def _tiny_job(module: str, name: str) -> str | None:
   a user error it finds (cli.USER_ERRORS) is one line."""
   import importlib  # pylint: disable=import-outside-toplevel
   import tempfile  # pylint: disable=import-outside-toplevel
+
   from absl import flags  # pylint: disable=import-outside-toplevel
+
   from wyjax.core import cli  # pylint: disable=import-outside-toplevel
+
   entry = importlib.import_module(module)
   command = "prepare-corpus" if "data" in module else "build-gjc" if name == "per_collection" else "build-punc"
   with tempfile.TemporaryDirectory() as out:
@@ -274,11 +300,18 @@ def _commands(tmp_path: pathlib.Path) -> dict[str, list[str]]:
   texts = tmp_path / "texts"
   texts.mkdir()
   (texts / "a.txt").write_text("子曰：學而時習之，不亦說乎？\n有朋自遠方來，不亦樂乎？\n" * 30, encoding="utf-8")
-  return {"wyjax.predict": ["--model=m"], "wyjax.export": ["--out=o"], "wyjax.finetune": [],
-          "wyjax.pretrain": ["--config=pretrain/deberta_tiny"], "wyjax.translate": ["--init=i"],
-          "wyjax.benchmark": ["--data_root=d", "--out=o"], "wyjax.demo": [], "wyjax.probe": ["--model=m"],
-          "wyjax.data.__main__": [f"--source=text:{texts}", "--workers=1"],
-          "wyjax.tasks.__main__": [f"--daizhige={SAMPLE}"]}
+  return {
+    "wyjax.predict": ["--model=m"],
+    "wyjax.export": ["--out=o"],
+    "wyjax.finetune": [],
+    "wyjax.pretrain": ["--config=pretrain/deberta_tiny"],
+    "wyjax.translate": ["--init=i"],
+    "wyjax.benchmark": ["--data_root=d", "--out=o"],
+    "wyjax.demo": [],
+    "wyjax.probe": ["--model=m"],
+    "wyjax.data.__main__": [f"--source=text:{texts}", "--workers=1"],
+    "wyjax.tasks.__main__": [f"--daizhige={SAMPLE}"],
+  }
 
 
 def test_every_flag_of_every_command_is_refused_in_one_line_or_honoured(shared_data, tmp_path):
@@ -287,8 +320,14 @@ def test_every_flag_of_every_command_is_refused_in_one_line_or_honoured(shared_d
   examples = 400 if LONG else 12
 
   def walk(module, required):
-    result = subprocess.run([sys.executable, "-c", _WALK, module, json.dumps(required), str(examples)], cwd=REPO_ROOT,
-                            capture_output=True, text=True, timeout=600, env=pretrain_env(WYJAX_CACHE=str(tmp_path)))
+    result = subprocess.run(
+      [sys.executable, "-c", _WALK, module, json.dumps(required), str(examples)],
+      cwd=REPO_ROOT,
+      capture_output=True,
+      text=True,
+      timeout=600,
+      env=pretrain_env(WYJAX_CACHE=str(tmp_path)),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.splitlines()[-1])
 
@@ -296,17 +335,22 @@ def test_every_flag_of_every_command_is_refused_in_one_line_or_honoured(shared_d
     walked = dict(zip(commands, pool.map(walk, commands, commands.values())))
   assert sum(len(w["flags"]) for w in walked.values()) >= 30  # every command's flags were walked
   assert {"workdir", "punc_steps", "poetry_package"} <= set(walked["wyjax.demo"]["flags"]), walked["wyjax.demo"]
-  failures = {(module, failure.split(":")[0].removeprefix("--")): failure
-              for module, w in walked.items() for failure in w["failures"]}
+  failures = {
+    (module, failure.split(":")[0].removeprefix("--")): failure
+    for module, w in walked.items()
+    for failure in w["failures"]
+  }
   assert not failures, failures
 
 
 # --- the runaways of the issue, as real commands --------------------------------------------------
 
-_MEASURED = ("import resource, subprocess, sys\n"
-             "code = subprocess.run(sys.argv[1:]).returncode\n"
-             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
-             "sys.exit(code)\n")
+_MEASURED = (
+  "import resource, subprocess, sys\n"
+  "code = subprocess.run(sys.argv[1:]).returncode\n"
+  "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+  "sys.exit(code)\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -316,20 +360,40 @@ def tlc(tmp_path_factory) -> pathlib.Path:
   return tlc_folder(root / "tlc", {"train": 64, "dev": 16, "test": 16})
 
 
-@pytest.mark.parametrize("override, says", [
+@pytest.mark.parametrize(
+  "override, says",
+  [
     ("length_buckets=1000000", "config.length_buckets is 1000000; allowed: an integer ≥ 0 and ≤ 64"),  # planned minutes
     ("sort_window=1000000000", "config.sort_window is 1000000000; allowed: at most an epoch's 2 batches"),  # 2.6 GB
     # 16.7 GB and on: an evaluation batch is now at most the split (16 lines), and the run trains
     # (two short steps: what grew was the evaluation's batch, not the training)
     ("eval_batch_size=1000000000", None),
-], ids=["length_buckets", "sort_window", "eval_batch_size"])
+  ],
+  ids=["length_buckets", "sort_window", "eval_batch_size"],
+)
 def test_a_runaway_setting_is_refused_in_one_line_or_honoured_within_limits(tlc, tmp_path, override, says):
   start = time.monotonic()
-  result = subprocess.run([sys.executable, "-c", _MEASURED, sys.executable, "-m", "wyjax.finetune", "--config=tlc",
-                           f"--workdir={tmp_path / 'run'}", f"--config.data_dir={tlc}", "--config.num_train_steps=2",
-                           "--config.max_length=32", f"--config.{override}"],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-                          env=pretrain_env(WYJAX_CACHE=str(tlc.parent / "cache")))
+  result = subprocess.run(
+    [
+      sys.executable,
+      "-c",
+      _MEASURED,
+      sys.executable,
+      "-m",
+      "wyjax.finetune",
+      "--config=tlc",
+      f"--workdir={tmp_path / 'run'}",
+      f"--config.data_dir={tlc}",
+      "--config.num_train_steps=2",
+      "--config.max_length=32",
+      f"--config.{override}",
+    ],
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    env=pretrain_env(WYJAX_CACHE=str(tlc.parent / "cache")),
+  )
   *lines, peak_kb = result.stderr.splitlines()
   errors = [line for line in lines if line.startswith("wyjax: error: ")]
   if says is None:

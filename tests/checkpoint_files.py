@@ -1,5 +1,6 @@
 """A wyjax workdir holding only params, as a test's starting point (a converted or randomly
 initialised model): the layout of wyjax.core.checkpoints, written the way the loops write it."""
+
 import orbax.checkpoint as ocp
 from etils import epath
 

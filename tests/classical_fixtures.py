@@ -7,6 +7,7 @@ written from real classical text in ../shared/data (none of it is committed):
 - AC-EVAL: all 13 subjects, 5 dev questions (with answers) and 2 test questions each, "which
   translation fits this sentence", with commas, double quotes and line breaks in some fields.
 """
+
 import csv
 import json
 
@@ -28,8 +29,8 @@ def write_ccpm(shared_data, out):
   pairs = _pairs(shared_data, 16)
   records = []
   for i, pair in enumerate(pairs[:160]):
-    others = [p.source for p in pairs[i + 1:i + 4]] if i + 4 <= len(pairs) else [p.source for p in pairs[:3]]
-    choices = others[:i % 4] + [pair.source] + others[i % 4:]
+    others = [p.source for p in pairs[i + 1 : i + 4]] if i + 4 <= len(pairs) else [p.source for p in pairs[:3]]
+    choices = others[: i % 4] + [pair.source] + others[i % 4 :]
     records.append({"translation": pair.target, "choices": choices, "answer": i % 4})
   _jsonl(out / "train.jsonl", records[:112])
   _jsonl(out / "valid.jsonl", records[112:144])
@@ -47,13 +48,27 @@ def write_cclue_re(shared_data, out):
     others = [s for s in e.spans if s[2] in PREDICATE_OF_TYPE and s != (people[:1] or [None])[0]]
     if people and others:
       (a, b, _), (c, d, kind) = people[0], others[0]
-      records.append({"text": e.text, "spo_list": {
-          "predicate": PREDICATE_OF_TYPE[kind], "object_type": kind, "subject_type": "PER",
-          "object": e.text[c:d], "subject": e.text[a:b]}})
+      records.append(
+        {
+          "text": e.text,
+          "spo_list": {
+            "predicate": PREDICATE_OF_TYPE[kind],
+            "object_type": kind,
+            "subject_type": "PER",
+            "object": e.text[c:d],
+            "subject": e.text[a:b],
+          },
+        }
+      )
   _jsonl(out / "train_data.json", records[:160])
   _jsonl(out / "dev_data.json", records[160:200])
-  _jsonl(out / "test_data.json", [{"text": r["text"], "spo_list": {k: v for k, v in r["spo_list"].items()
-                                                                    if k != "predicate"}} for r in records[200:216]])
+  _jsonl(
+    out / "test_data.json",
+    [
+      {"text": r["text"], "spo_list": {k: v for k, v in r["spo_list"].items() if k != "predicate"}}
+      for r in records[200:216]
+    ],
+  )
   return out
 
 
@@ -67,7 +82,7 @@ def write_aceval(shared_data, out):
         writer.writerow(["", "Question", *aceval.LETTERS] + (["Answer", "Explanation"] if split == "dev" else []))
         for row in range(per_subject):
           start = (s * 7 + row * 4 + (0 if split == "dev" else 400)) % (len(pairs) - 4)
-          chosen = pairs[start:start + 4]
+          chosen = pairs[start : start + 4]
           answer = (s + row) % 4
           question = f"{chosen[answer].source}\\n下列翻译正确的一项是（）"
           if row == 0:  # quoting: an ASCII comma, double quotes and a real line break

@@ -1,4 +1,5 @@
 """Shared fixtures. Tests that read ../shared/data use `shared_data`; CI always has it."""
+
 import os
 import pathlib
 import sys
@@ -16,8 +17,9 @@ os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {CPU_XLA_FLAGS}".s
 import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
 import pytest
 
-SHARED_DATA = pathlib.Path(os.environ.get(
-    "WYJAX_SHARED_DATA", pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"))
+SHARED_DATA = pathlib.Path(
+  os.environ.get("WYJAX_SHARED_DATA", pathlib.Path(__file__).resolve().parents[2] / "shared" / "data")
+)
 
 # The tests compile the same programs in this process and in the runs they start
 # (tests.train.conftest.pretrain_env): one persistent compilation cache for all of them.
@@ -50,16 +52,19 @@ def classical_dirs(shared_data, tmp_path_factory) -> dict[str, pathlib.Path]:
   from tests import classical_fixtures
 
   root = tmp_path_factory.mktemp("classical")
-  return {"ccpm": classical_fixtures.write_ccpm(shared_data, root / "ccpm"),
-          "cclue_ner": shared_data / "cclue" / "ner",
-          "cclue_re": classical_fixtures.write_cclue_re(shared_data, root / "cclue_re"),
-          "aceval": classical_fixtures.write_aceval(shared_data, root / "aceval")}
+  return {
+    "ccpm": classical_fixtures.write_ccpm(shared_data, root / "ccpm"),
+    "cclue_ner": shared_data / "cclue" / "ner",
+    "cclue_re": classical_fixtures.write_cclue_re(shared_data, root / "cclue_re"),
+    "aceval": classical_fixtures.write_aceval(shared_data, root / "aceval"),
+  }
 
 
 def assert_plot(path):
   """A PNG that decodes to a real figure: a few hundred pixels a side, more than a blank page."""
   import matplotlib.image
   import numpy as np
+
   image = matplotlib.image.imread(path)
   assert image.shape[0] >= 200 and image.shape[1] >= 200, image.shape
   assert len(np.unique(image.reshape(-1, image.shape[-1]), axis=0)) > 20  # axes, text, cells: not one colour

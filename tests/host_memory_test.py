@@ -1,5 +1,6 @@
 """How a run's steps take their scratch on the CPU: kept between steps for small programs, given
 back for large ones (wyjax.core.host_memory), each in a real entry point's process."""
+
 import subprocess
 import sys
 
@@ -33,13 +34,17 @@ cli.run(main)
 """
 
 
-@pytest.mark.parametrize("side, faults_at_least, faults_below", [
+@pytest.mark.parametrize(
+  "side, faults_at_least, faults_below",
+  [
     (4_000, 0, 1_000),  # 64 MB of scratch: the freed 200 MB is taken again without a fault
     (20_000, 40_000, None),  # 1.6 GB: blocks of 32 MiB and more are given back, faulted in anew
-])
+  ],
+)
 def test_scratch_is_kept_for_small_programs_and_given_back_for_large_ones(side, faults_at_least, faults_below):
-  result = subprocess.run([sys.executable, "-c", _STEPS_AFTER_ADMITTING, str(side)], capture_output=True, text=True,
-                          timeout=120)
+  result = subprocess.run(
+    [sys.executable, "-c", _STEPS_AFTER_ADMITTING, str(side)], capture_output=True, text=True, timeout=120
+  )
   assert result.returncode == 0, result.stderr[-2000:]
   faults = int(result.stdout)
   assert faults >= faults_at_least and (faults_below is None or faults < faults_below), (faults, result.stderr[-500:])

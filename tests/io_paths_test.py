@@ -2,6 +2,7 @@
 inside what a command reads is refused, --overwrite or not, and so is a path it reads that lies
 inside what it writes; paths compare by what they name. In process: the commands' own cases run
 as real commands in tests/cli_test.py and tests/one_line_errors_test.py."""
+
 import os
 import re
 import sys
@@ -23,8 +24,9 @@ def test_an_output_inside_an_input_is_refused_however_spelled(tmp_path, monkeypa
   for output in ("model/vocab.txt", f"{model}/", "link/sub/out.txt", "./model/../model/results.json"):
     with pytest.raises(guards.RunError, match=re.escape(f"--output {output} ")):
       io_paths.check_apart({"--output": output}, {"--model": str(model)}, "predict")
-  io_paths.check_apart({"--output": "model-hf/out.txt", "--out": str(tmp_path)}, {"--model": "model/", "--init": ""},
-                       "predict")  # a sibling, a folder that holds the input, no path: not inside
+  io_paths.check_apart(
+    {"--output": "model-hf/out.txt", "--out": str(tmp_path)}, {"--model": "model/", "--init": ""}, "predict"
+  )  # a sibling, a folder that holds the input, no path: not inside
 
 
 def test_standard_output_redirected_into_an_input_is_refused(tmp_path):
@@ -36,8 +38,10 @@ def test_standard_output_redirected_into_an_input_is_refused(tmp_path):
   try:
     with open(target, "a") as redirected:
       os.dup2(redirected.fileno(), 1)
-    with pytest.raises(guards.RunError, match=re.escape(f"standard output ({target}) lies inside --model "
-                                                        f"{tmp_path / 'model'}, which predict reads")):
+    with pytest.raises(
+      guards.RunError,
+      match=re.escape(f"standard output ({target}) lies inside --model {tmp_path / 'model'}, which predict reads"),
+    ):
       io_paths.check_apart({"standard output": io_paths.STDOUT}, {"--model": str(tmp_path / "model")}, "predict")
   finally:
     os.dup2(saved, 1)
@@ -53,9 +57,13 @@ def test_fine_tuning_from_a_seed_of_its_own_workdir_is_refused_before_anything_m
   (workdir / run_config.CONFIG).write_text("{}")
   (workdir / "data").mkdir()
   before = sorted(p.name for p in workdir.iterdir())
-  for init, says in ((workdir / "seed_0", f"--config.init {workdir}/seed_0/ lies inside seed_0 of --workdir {workdir}, "
-                                         "which fine-tuning writes"),
-                     (workdir, f"--workdir {workdir} is --config.init {workdir}/, which fine-tuning reads")):
+  for init, says in (
+    (
+      workdir / "seed_0",
+      f"--config.init {workdir}/seed_0/ lies inside seed_0 of --workdir {workdir}, which fine-tuning writes",
+    ),
+    (workdir, f"--workdir {workdir} is --config.init {workdir}/, which fine-tuning reads"),
+  ):
     config = suite.task_config("tlc", data_dir=str(data), init=f"{init}/")
     with pytest.raises(guards.RunError, match=re.escape(says)):
       finetuning.finetune(config, workdir, fresh_start=True)
@@ -71,10 +79,13 @@ def test_a_task_option_naming_a_run_is_read_as_an_input(tmp_path, task, option):
   --workdir inside either would write over what the run reads."""
   other_run = tmp_path / "other_run"
   config = suite.task_config(task, data_dir=str(tmp_path / "data"), **{option: str(other_run)})
-  with pytest.raises(guards.RunError, match=re.escape(f"--workdir {other_run / 'x'} lies inside --config.{option} "
-                                                      f"{other_run}, which fine-tuning reads")):
+  with pytest.raises(
+    guards.RunError,
+    match=re.escape(f"--workdir {other_run / 'x'} lies inside --config.{option} {other_run}, which fine-tuning reads"),
+  ):
     finetuning.finetune(config, other_run / "x")
   assert not other_run.exists()
+
 
 def test_the_benchmark_never_writes_inside_its_init_or_data(tmp_path):
   (tmp_path / "tasks").mkdir()

@@ -1,5 +1,6 @@
 """wyjax as users install it: the wheel in a fresh virtualenv, run from outside the repository;
 and setup.py's bounds and pins against constraints.txt, the exact set CI tests."""
+
 import importlib.metadata
 import json
 import os
@@ -48,9 +49,11 @@ def test_the_wheel_installs_and_runs_from_outside_the_repository(shared_data, tm
   """Builds the wheel, installs it with constraints.txt into a new virtualenv, then fine-tunes
   with `--config=tlc.py` and runs `wyjax.benchmark` in a folder that is not the checkout."""
   run = lambda *command, **kwargs: subprocess.run(command, capture_output=True, text=True, **kwargs)
-  built = run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(tmp_path / "dist"), str(REPO_ROOT))
+  built = run(
+    sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(tmp_path / "dist"), str(REPO_ROOT)
+  )
   assert built.returncode == 0, built.stderr[-3000:]
-  wheel, = (tmp_path / "dist").glob("wyjax-*.whl")
+  (wheel,) = (tmp_path / "dist").glob("wyjax-*.whl")
   shipped = set(zipfile.ZipFile(wheel).namelist())  # the GPU step prediction's data: XLA's GEMM table, the factors
   assert {"wyjax/core/xla_gemm_sm90.json", "wyjax/core/gpu_calibration.json"} <= shipped
   # The venv's Python, installing too, sees neither this one's environment nor a checkout on
@@ -62,8 +65,18 @@ def test_the_wheel_installs_and_runs_from_outside_the_repository(shared_data, tm
   python = str(venv / "bin" / "python")
   # --no-compile: pip's bytecode for every file of 1.4 GB of packages took 40% of the install; the runs
   # below compile what they import.
-  installed = run(python, "-m", "pip", "install", "--quiet", "--no-compile", "-c", str(REPO_ROOT / "constraints.txt"),
-                  str(wheel), env=env)
+  installed = run(
+    python,
+    "-m",
+    "pip",
+    "install",
+    "--quiet",
+    "--no-compile",
+    "-c",
+    str(REPO_ROOT / "constraints.txt"),
+    str(wheel),
+    env=env,
+  )
   assert installed.returncode == 0, installed.stderr[-3000:]
 
   # A small TLC folder of real lines; data_root/tlc for the benchmark.
@@ -78,10 +91,19 @@ def test_the_wheel_installs_and_runs_from_outside_the_repository(shared_data, tm
   assert where.stdout.startswith(str(venv)), where.stdout + where.stderr
 
   small = ["--config.num_train_steps=2", "--config.max_length=32", "--config.batch_size=8"]
-  finetune = run(python, "-m", "wyjax.finetune", "--config=tlc.py", f"--workdir={tmp_path / 'tlc'}",
-                 f"--config.data_dir={data}", *small, cwd=elsewhere, env=env)
+  finetune = run(
+    python,
+    "-m",
+    "wyjax.finetune",
+    "--config=tlc.py",
+    f"--workdir={tmp_path / 'tlc'}",
+    f"--config.data_dir={data}",
+    *small,
+    cwd=elsewhere,
+    env=env,
+  )
   assert finetune.returncode == 0, finetune.stderr[-3000:]
-  assert json.loads(finetune.stdout[finetune.stdout.index("{"):])["task"] == "tlc"
+  assert json.loads(finetune.stdout[finetune.stdout.index("{") :])["task"] == "tlc"
   # The terminal gets wyjax's lines; orbax's and TFDS's absl-formatted records go to the log file.
   absl_record = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d", re.M)
   assert not absl_record.search(finetune.stderr), finetune.stderr
@@ -89,13 +111,31 @@ def test_the_wheel_installs_and_runs_from_outside_the_repository(shared_data, tm
   assert absl_record.search((tmp_path / "tlc" / "finetune.log").read_text())
 
   # Without the gpu-compile extra, compiling for a GPU is one line saying what to install.
-  gpu = run(python, "-m", "wyjax.pretrain", "--config=pretrain/deberta_tiny.py", "--config.model.vocab_size=100",
-            "--compile_only=h100", cwd=elsewhere, env=env)
+  gpu = run(
+    python,
+    "-m",
+    "wyjax.pretrain",
+    "--config=pretrain/deberta_tiny.py",
+    "--config.model.vocab_size=100",
+    "--compile_only=h100",
+    cwd=elsewhere,
+    env=env,
+  )
   assert gpu.returncode == 1 and "Traceback" not in gpu.stderr, gpu.stderr[-3000:]
   assert ".[gpu-compile]" in gpu.stderr.strip().splitlines()[-1], gpu.stderr[-3000:]
 
-  benchmark = run(python, "-m", "wyjax.benchmark", f"--data_root={data.parent}", f"--out={tmp_path / 'bench'}",
-                  "--tasks=tlc", "--num_train_steps=2", "--batch_size=8", cwd=elsewhere, env=env)
+  benchmark = run(
+    python,
+    "-m",
+    "wyjax.benchmark",
+    f"--data_root={data.parent}",
+    f"--out={tmp_path / 'bench'}",
+    "--tasks=tlc",
+    "--num_train_steps=2",
+    "--batch_size=8",
+    cwd=elsewhere,
+    env=env,
+  )
   assert benchmark.returncode == 0, benchmark.stderr[-3000:]
   board = json.loads((tmp_path / "bench" / "leaderboard.json").read_text())
   assert set(board["tasks"]) == {"tlc"} and not board["failed"]

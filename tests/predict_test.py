@@ -4,6 +4,7 @@ transformers model (pipeline) on the run's export, and a 200,000-character text 
 whole, every character kept in order. It never writes over its input, leaves no half-written
 output (full disk, Ctrl-C), keeps lines and grapheme clusters whole, and refuses damaged or
 non-finite weights and a copied run without its seeds in one line."""
+
 import concurrent.futures
 import json
 import re
@@ -32,8 +33,9 @@ from wyjax.tasks.builders import punc
 from wyjax.tasks.registry import TASKS
 from wyjax.train import finetuning, inference, suite, task_model
 
-SMALL = dict(num_train_steps=30, eval_every=30, batch_size=16, eval_batch_size=32, learning_rate=1e-3,
-             length_buckets=1)  # one train step to compile per run
+SMALL = dict(
+  num_train_steps=30, eval_every=30, batch_size=16, eval_batch_size=32, learning_rate=1e-3, length_buckets=1
+)  # one train step to compile per run
 # C-CLUE NER's seven tags need longer: at 30 steps a fresh model may still tag everything O.
 # CMRC 2018's 18 train questions are an epoch of one step, and a run evaluates and checkpoints at
 # each epoch's end: 4 steps (its exact answers are rare at 30 too), not 30 evaluations.
@@ -46,8 +48,11 @@ def _punc_data(shared_data, out):
   built = out / "built"
   punc.build_punc(shared_data / "daizhige_sample", built, dev_fraction=0.3, test_fraction=0.3)
   for split, source, rows in (("train", "train", 400), ("dev", "test", 60)):
-    lines = [line for line in (built / f"{source}.tsv").read_text(encoding="utf-8").splitlines()
-             if len(line.split("\t")[0]) <= 62]
+    lines = [
+      line
+      for line in (built / f"{source}.tsv").read_text(encoding="utf-8").splitlines()
+      if len(line.split("\t")[0]) <= 62
+    ]
     (out / f"{split}.tsv").write_text("\n".join(lines[:rows]) + "\n", encoding="utf-8")
   return out
 
@@ -57,8 +62,11 @@ def _ner_data(shared_data, out):
   out.mkdir()
   for split, rows in (("train", 300), ("dev", 60)):
     read = lambda suffix: (shared_data / "cclue" / "ner" / f"{split}{suffix}").read_text(encoding="utf-8").splitlines()
-    pairs = [(text, tags) for text, tags in zip(read(".txt"), read("-label.txt"))
-             if split == "train" or len(text.split()) <= 62][:rows]
+    pairs = [
+      (text, tags)
+      for text, tags in zip(read(".txt"), read("-label.txt"))
+      if split == "train" or len(text.split()) <= 62
+    ][:rows]
     for suffix, lines in zip((".txt", "-label.txt"), zip(*pairs)):
       (out / f"{split}{suffix}").write_text("\n".join(lines) + "\n", encoding="utf-8")
   return out
@@ -112,11 +120,17 @@ def _prediction(name, example, output: str):
   """The task's prediction, read back from wyjax.predict's output line."""
   if name == "punc":  # the mark after each character
     marks = wyweb_files.PUNC_MARKS
-    return [f"S-{output[i + 1]}" if output[i + 1:i + 2] in marks and output[i + 1:i + 2] else "O"
-            for i, c in enumerate(output) if c not in marks]
+    return [
+      f"S-{output[i + 1]}" if output[i + 1 : i + 2] in marks and output[i + 1 : i + 2] else "O"
+      for i, c in enumerate(output)
+      if c not in marks
+    ]
   record = json.loads(output)
-  return {"cclue_ner": lambda: tuple(record["tags"].split()), "tlc": lambda: (record["period"], record["dynasty"]),
-          "cmrc2018": lambda: record["answer"]}[name]()
+  return {
+    "cclue_ner": lambda: tuple(record["tags"].split()),
+    "tlc": lambda: (record["period"], record["dynasty"]),
+    "cmrc2018": lambda: record["answer"],
+  }[name]()
 
 
 @pytest.mark.parametrize("name", list(DATA))
@@ -125,9 +139,20 @@ def test_predict_on_the_dev_texts_scores_the_runs_dev_score(runs, name, tmp_path
   lines = [_input_line(name, e) for e in dev]
   if name == "punc":  # through the command line, as a user runs it
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    result = subprocess.run([sys.executable, "-m", "wyjax.predict", f"--model={workdir}", f"--input={tmp_path / 'in.txt'}",
-                             f"--output={tmp_path / 'out.txt'}"], cwd=REPO_ROOT, env=pretrain_env(),
-                            capture_output=True, text=True)
+    result = subprocess.run(
+      [
+        sys.executable,
+        "-m",
+        "wyjax.predict",
+        f"--model={workdir}",
+        f"--input={tmp_path / 'in.txt'}",
+        f"--output={tmp_path / 'out.txt'}",
+      ],
+      cwd=REPO_ROOT,
+      env=pretrain_env(),
+      capture_output=True,
+      text=True,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     outputs = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
   else:
@@ -167,8 +192,10 @@ def test_the_export_answers_as_wyjax_predict_does(runs, name, tmp_path):
     classifier = _pipeline("text-classification", folder)
     for example, output in zip(dev, ours):
       record = json.loads(output)
-      theirs = {r["label"]: r["score"] for r in classifier(simplify(example.text), top_k=None, truncation=True,
-                                                           max_length=MAX_LENGTH)}
+      theirs = {
+        r["label"]: r["score"]
+        for r in classifier(simplify(example.text), top_k=None, truncation=True, max_length=MAX_LENGTH)
+      }
       assert max(theirs, key=theirs.get) == record["dynasty"]
       for label, p in record["probabilities"].items():
         assert theirs[label] == pytest.approx(p, abs=1e-5)
@@ -179,12 +206,15 @@ def test_the_export_answers_as_wyjax_predict_does(runs, name, tmp_path):
       features, _ = task.featurize(example, model.tokenizer, model.max_length)
       ids = torch.tensor(features["input_ids"])
       with torch.no_grad():
-        out = hf_model(input_ids=ids, attention_mask=(ids != model.tokenizer.pad_id).long(),
-                       token_type_ids=torch.tensor(features["token_type_ids"]))
+        out = hf_model(
+          input_ids=ids,
+          attention_mask=(ids != model.tokenizer.pad_id).long(),
+          token_type_ids=torch.tensor(features["token_type_ids"]),
+        )
       logits = np.stack([out.start_logits.numpy(), out.end_logits.numpy()], axis=1)
       logits = np.where(features["input_ids"][:, None, :] != model.tokenizer.pad_id, logits, -1e9)
       span, _ = spans.best_span(features, logits, max_answer_length=clue_reading.MAX_ANSWER_TOKENS)
-      assert json.loads(output)["answer"] == ("" if span is None else example.context[span[0]:span[1]])
+      assert json.loads(output)["answer"] == ("" if span is None else example.context[span[0] : span[1]])
 
 
 def test_a_200000_character_text_is_punctuated_whole(runs, shared_data):
@@ -193,15 +223,19 @@ def test_a_200000_character_text_is_punctuated_whole(runs, shared_data):
   workdir, _, _ = runs["punc"]
   text = _unpunctuated(shared_data, 200_000)
   predictor = inference.Predictor(task_models.load(workdir), batch_size=64)
-  output, = predictor.outputs([text])
+  (output,) = predictor.outputs([text])
   assert "".join(c for c in output if c not in wyweb_files.PUNC_MARKS) == text
   assert len(output) > len(text)  # and it did punctuate
 
 
 def _unpunctuated(shared_data, characters: int) -> str:
   books = sorted((shared_data / "daizhige_sample").rglob("*.txt"))
-  text = "".join(c for book in books for c in book.read_text(encoding="utf-8")
-                 if not c.isspace() and not unicodedata.category(c).startswith("P"))
+  text = "".join(
+    c
+    for book in books
+    for c in book.read_text(encoding="utf-8")
+    if not c.isspace() and not unicodedata.category(c).startswith("P")
+  )
   return (text * (characters // len(text) + 1))[:characters]
 
 
@@ -219,10 +253,13 @@ def _random_punc_model(text: str, max_length: int) -> task_models.FineTuned:
 def _peak_bytes(command: list[str]) -> int:
   """The largest resident memory of `command`, run to its end (exit 0) as the one child of a
   process that then reports its children's peak (kilobytes on Linux)."""
-  peak = "import resource, subprocess, sys\nsubprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n" \
-         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
-  result = subprocess.run([sys.executable, "-c", peak, *command], cwd=REPO_ROOT, env=pretrain_env(),
-                          capture_output=True, text=True)
+  peak = (
+    "import resource, subprocess, sys\nsubprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+  )
+  result = subprocess.run(
+    [sys.executable, "-c", peak, *command], cwd=REPO_ROOT, env=pretrain_env(), capture_output=True, text=True
+  )
   assert result.returncode == 0, result.stderr[-2000:]
   return int(result.stdout) * 1024
 
@@ -236,11 +273,19 @@ def test_memory_is_bounded_by_the_window_not_by_the_length_of_a_line(shared_data
   text = _unpunctuated(shared_data, 20_000)
   folder = task_models.export(_random_punc_model(text, max_length=512), tmp_path / "punc")
   peaks = {}
-  one_batch = "\n".join(text[i:i + 500] for i in range(0, 32 * 500, 500))  # predict's --batch_size: 32
+  one_batch = "\n".join(text[i : i + 500] for i in range(0, 32 * 500, 500))  # predict's --batch_size: 32
   for name, lines in (("one batch", one_batch), ("three batches", text)):
     (tmp_path / "in.txt").write_text(lines + "\n", encoding="utf-8")
-    peaks[name] = _peak_bytes([sys.executable, "-m", "wyjax.predict", f"--model={folder}",
-                               f"--input={tmp_path / 'in.txt'}", f"--output={tmp_path / name}"])
+    peaks[name] = _peak_bytes(
+      [
+        sys.executable,
+        "-m",
+        "wyjax.predict",
+        f"--model={folder}",
+        f"--input={tmp_path / 'in.txt'}",
+        f"--output={tmp_path / name}",
+      ]
+    )
   assert peaks["three batches"] - peaks["one batch"] < 300 << 20, peaks
 
 
@@ -250,11 +295,14 @@ def test_a_long_texts_windows_are_predicted_a_chunk_at_a_time(shared_data, monke
   worth of tokens at a time, stitched as they come, with the same output."""
   text = _unpunctuated(shared_data, 20_000)
   predictor = inference.Predictor(_random_punc_model(text, max_length=64))
-  whole, = predictor.outputs([text])
+  (whole,) = predictor.outputs([text])
   predicted = []
   predict = predictor._model.predict
-  monkeypatch.setattr(predictor._model, "predict", lambda params, features: predicted.append(
-      sum(f["input_ids"].size for f in features)) or predict(params, features))
+  monkeypatch.setattr(
+    predictor._model,
+    "predict",
+    lambda params, features: predicted.append(sum(f["input_ids"].size for f in features)) or predict(params, features),
+  )
   monkeypatch.setattr(inference, "CHUNK_CHARACTERS", 4096)
   assert list(predictor.outputs([text])) == [whole]
   assert len(predicted) > 5 and max(predicted) < 4096 + 64, predicted
@@ -263,13 +311,20 @@ def test_a_long_texts_windows_are_predicted_a_chunk_at_a_time(shared_data, monke
 def test_a_bad_line_is_one_error_line_or_skipped_and_counted(runs, tmp_path):
   workdir, _, _ = runs["tlc"]
   (tmp_path / "in.txt").write_text('子曰學而時習之\n{"text": ["學"]}\n有朋自遠方來\n', encoding="utf-8")
-  command = [sys.executable, "-m", "wyjax.predict", f"--model={workdir}", f"--input={tmp_path / 'in.txt'}",
-             f"--output={tmp_path / 'out.jsonl'}"]
+  command = [
+    sys.executable,
+    "-m",
+    "wyjax.predict",
+    f"--model={workdir}",
+    f"--input={tmp_path / 'in.txt'}",
+    f"--output={tmp_path / 'out.jsonl'}",
+  ]
   failed = subprocess.run(command, cwd=REPO_ROOT, env=pretrain_env(), capture_output=True, text=True)
   assert failed.returncode != 0 and "Traceback" not in failed.stderr
   assert f"wyjax: error: {tmp_path / 'in.txt'}:2: \"text\" must be a string" in failed.stderr
-  skipped = subprocess.run(command + ["--skip_bad_lines", "--overwrite"], cwd=REPO_ROOT, env=pretrain_env(),
-                           capture_output=True, text=True)
+  skipped = subprocess.run(
+    command + ["--skip_bad_lines", "--overwrite"], cwd=REPO_ROOT, env=pretrain_env(), capture_output=True, text=True
+  )
   assert skipped.returncode == 0, skipped.stderr[-2000:]
   first, bad, last = (tmp_path / "out.jsonl").read_text(encoding="utf-8").split("\n")[:3]
   assert bad == "" and json.loads(first)["dynasty"] and json.loads(last)["dynasty"]
@@ -283,20 +338,38 @@ def test_a_batch_larger_than_the_input_is_the_input(runs, tmp_path):
   in one batch of at most four (TaskModel.eval_batch_size), within a few GB."""
   workdir, _, _ = runs["tlc"]
   (tmp_path / "in.txt").write_text("子曰學而時習之\n有朋自遠方來\n人不知而不慍\n", encoding="utf-8")
-  measured = ("import resource, subprocess, sys\n"
-              "code = subprocess.run(sys.argv[1:]).returncode\n"
-              "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
-              "sys.exit(code)\n")
-  result = subprocess.run([sys.executable, "-c", measured, sys.executable, "-m", "wyjax.predict", f"--model={workdir}",
-                           f"--input={tmp_path / 'in.txt'}", f"--output={tmp_path / 'out.jsonl'}",
-                           "--batch_size=1000000000"], cwd=REPO_ROOT, env=pretrain_env(), capture_output=True,
-                          text=True, timeout=300)
+  measured = (
+    "import resource, subprocess, sys\n"
+    "code = subprocess.run(sys.argv[1:]).returncode\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+    "sys.exit(code)\n"
+  )
+  result = subprocess.run(
+    [
+      sys.executable,
+      "-c",
+      measured,
+      sys.executable,
+      "-m",
+      "wyjax.predict",
+      f"--model={workdir}",
+      f"--input={tmp_path / 'in.txt'}",
+      f"--output={tmp_path / 'out.jsonl'}",
+      "--batch_size=1000000000",
+    ],
+    cwd=REPO_ROOT,
+    env=pretrain_env(),
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert result.returncode == 0, result.stderr[-2000:]
   assert len((tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()) == 3
   assert int(result.stderr.splitlines()[-1]) < 3 << 20  # KB
 
 
 # --- what predict never does: destroy its input, leave half an output, split a line or a character ---
+
 
 def _predict(workdir, *flags, file_size_kb: int | None = None, **popen):
   """wyjax.predict on the run as a user starts it; the cache (its log) is the test's own."""
@@ -305,8 +378,9 @@ def _predict(workdir, *flags, file_size_kb: int | None = None, **popen):
     command = ["bash", "-c", f'ulimit -f {file_size_kb} && exec "$@"', "bash", *command]
   env = pretrain_env(WYJAX_CACHE=str(popen.pop("cache")))
   if popen.pop("background", False):  # to be interrupted
-    return subprocess.Popen(as_from_a_terminal(command), cwd=REPO_ROOT, env=env, stderr=subprocess.PIPE, text=True,
-                            **popen)
+    return subprocess.Popen(
+      as_from_a_terminal(command), cwd=REPO_ROOT, env=env, stderr=subprocess.PIPE, text=True, **popen
+    )
   return subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, **popen)
 
 
@@ -323,12 +397,15 @@ def test_predict_never_writes_over_its_input_even_with_overwrite(runs, tmp_path)
   (tmp_path / "hard.txt").hardlink_to(book)
   outputs = [book, tmp_path / "link.txt", tmp_path / "hard.txt"]
   with concurrent.futures.ThreadPoolExecutor(2) as pool:
-    results = pool.map(lambda out: _predict(workdir, f"--input={book}", f"--output={out}", "--overwrite",
-                                            cache=tmp_path / "cache"), outputs)
+    results = pool.map(
+      lambda out: _predict(workdir, f"--input={book}", f"--output={out}", "--overwrite", cache=tmp_path / "cache"),
+      outputs,
+    )
     for out, result in zip(outputs, results):
       assert result.returncode == 1 and result.stderr.splitlines()[-1] == (
-          f"wyjax: error: --output {out} is the input file {book}; writing it would destroy the input "
-          "(--overwrite never does): choose another --output"), result.stderr[-2000:]
+        f"wyjax: error: --output {out} is the input file {book}; writing it would destroy the input "
+        "(--overwrite never does): choose another --output"
+      ), result.stderr[-2000:]
   assert book.read_text(encoding="utf-8") == "子曰學而時習之\n"
 
 
@@ -342,15 +419,22 @@ def test_standard_input_or_output_that_is_the_input_or_output_file_is_refused(ru
   with book.open("rb") as stdin:
     into_stdin = _predict(workdir, f"--output={book}", "--overwrite", stdin=stdin, cache=tmp_path / "cache")
   assert into_stdin.returncode == 1 and into_stdin.stderr.splitlines()[-1] == (
-      f"wyjax: error: --output {book} is the file on standard input; writing it would destroy the input (--overwrite "
-      "never does): choose another --output"), into_stdin.stderr[-2000:]
+    f"wyjax: error: --output {book} is the file on standard input; writing it would destroy the input (--overwrite "
+    "never does): choose another --output"
+  ), into_stdin.stderr[-2000:]
   with book.open("ab") as stdout:
-    into_stdout = subprocess.run([sys.executable, "-m", "wyjax.predict", f"--model={workdir}", f"--input={book}"],
-                                 cwd=REPO_ROOT, env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")), stdout=stdout,
-                                 stderr=subprocess.PIPE, text=True)
+    into_stdout = subprocess.run(
+      [sys.executable, "-m", "wyjax.predict", f"--model={workdir}", f"--input={book}"],
+      cwd=REPO_ROOT,
+      env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")),
+      stdout=stdout,
+      stderr=subprocess.PIPE,
+      text=True,
+    )
   assert into_stdout.returncode == 1 and into_stdout.stderr.splitlines()[-1] == (
-      f"wyjax: error: standard output is the input file {book}; writing it would destroy the input (--overwrite never "
-      "does): write to another file with --output"), into_stdout.stderr[-2000:]
+    f"wyjax: error: standard output is the input file {book}; writing it would destroy the input (--overwrite never "
+    "does): write to another file with --output"
+  ), into_stdout.stderr[-2000:]
   assert book.read_text(encoding="utf-8") == "子曰學而時習之\n"
 
 
@@ -375,8 +459,9 @@ def test_a_file_that_appears_while_predict_runs_is_never_replaced(runs, tmp_path
     waiting.wait(timeout=120)
     stderr = waiting.stderr.read()
   assert waiting.returncode == 1 and stderr.splitlines()[-1] == (
-      f"wyjax: error: --output {out} appeared while predict ran (another command wrote it) and was not replaced; "
-      "choose another --output, or pass --overwrite"), stderr[-2000:]
+    f"wyjax: error: --output {out} appeared while predict ran (another command wrote it) and was not replaced; "
+    "choose another --output, or pass --overwrite"
+  ), stderr[-2000:]
   assert out.read_bytes() == finished and _left_over(tmp_path, "out.txt") == ["out.txt"]
 
 
@@ -391,14 +476,16 @@ def test_a_full_disk_or_ctrl_c_leaves_no_output_and_the_rerun_needs_no_overwrite
   out = tmp_path / "out.txt"
   flags = (f"--input={tmp_path / 'in.txt'}", f"--output={out}")
   full = _predict(workdir, *flags, file_size_kb=16, cache=tmp_path / "cache")
-  assert full.returncode == 1 and full.stderr.splitlines()[-1] == f"wyjax: error: {out}: File too large", \
-      full.stderr[-2000:]
+  assert full.returncode == 1 and full.stderr.splitlines()[-1] == f"wyjax: error: {out}: File too large", full.stderr[
+    -2000:
+  ]
   assert _left_over(tmp_path, "out.txt") == []
 
   stops = ((signal.SIGINT, "wyjax: stopped by SIGINT (Ctrl-C)"), (signal.SIGTERM, "wyjax: stopped by SIGTERM"))
   for signum, line in stops:
-    interrupted = _predict(workdir, "--input=-", f"--output={out}", cache=tmp_path / "cache", background=True,
-                           stdin=subprocess.PIPE)
+    interrupted = _predict(
+      workdir, "--input=-", f"--output={out}", cache=tmp_path / "cache", background=True, stdin=subprocess.PIPE
+    )
     interrupted.stdin.write(lines[0] + "\n")
     interrupted.stdin.flush()
     while not _left_over(tmp_path, "out.txt"):
@@ -422,13 +509,16 @@ def test_lines_are_kept_exactly_and_undecodable_ones_named_or_skipped(runs, tmp_
   empty line, reported and counted."""
   workdir, _, _ = runs["punc"]
   source = tmp_path / "in.txt"
-  source.write_bytes("子曰學而時習之\r不亦說乎\r\n \t \n".encode() + "有朋自遠方來".encode()[:7] + b"\xff\n"
-                     + "人不知而不慍\n".encode())
+  source.write_bytes(
+    "子曰學而時習之\r不亦說乎\r\n \t \n".encode() + "有朋自遠方來".encode()[:7] + b"\xff\n" + "人不知而不慍\n".encode()
+  )
   out = tmp_path / "out.txt"
   failed = _predict(workdir, f"--input={source}", f"--output={out}", cache=tmp_path / "cache")
   assert failed.returncode == 1 and "Traceback" not in failed.stderr
-  assert failed.stderr.splitlines()[-2] == f"wyjax: error: {source}:3: not valid UTF-8 (invalid continuation byte " \
-                                           "at byte 7 of the line)", failed.stderr[-2000:]
+  assert (
+    failed.stderr.splitlines()[-2] == f"wyjax: error: {source}:3: not valid UTF-8 (invalid continuation byte "
+    "at byte 7 of the line)"
+  ), failed.stderr[-2000:]
   assert not out.exists()
   skipped = _predict(workdir, f"--input={source}", f"--output={out}", "--skip_bad_lines", cache=tmp_path / "cache")
   assert skipped.returncode == 0, skipped.stderr[-2000:]
@@ -439,7 +529,9 @@ def test_lines_are_kept_exactly_and_undecodable_ones_named_or_skipped(runs, tmp_
   assert [bare(line) for line in written] == ["子曰學而時習之\r不亦說乎", " \t ", "", "人不知而不慍", ""]
 
 
-@pytest.mark.parametrize("text, after", [
+@pytest.mark.parametrize(
+  "text, after",
+  [
     ("葛\U000e0100", "葛\U000e0100"),  # an ideographic variation selector
     ("學\ufe0f", "學\ufe0f"),  # an emoji variation selector
     ("👍🏽", "👍🏽"),  # a skin-tone modifier
@@ -448,7 +540,8 @@ def test_lines_are_kept_exactly_and_undecodable_ones_named_or_skipped(runs, tmp_
     ("🇨🇳", "🇨🇳"),  # a flag: a pair of regional indicators
     ("\u1112\u1161\u11ab", "\u1112\u1161\u11ab"),  # Hangul jamo: leading, vowel, trailing (한)
     ("하\u11ab", "하\u11ab"),  # a precomposed syllable and a trailing jamo
-])
+  ],
+)
 def test_a_mark_never_goes_inside_a_grapheme_cluster(text, after):
   """Whichever character of the cluster the model marks, the mark follows the whole cluster."""
   for marked in range(len(text)):
@@ -478,15 +571,18 @@ def test_damaged_or_non_finite_weights_are_one_error_naming_the_file(runs, tmp_p
   tensors = load_file(exported / "model.safetensors")
   tensors["deberta.encoder.layer.1.output.dense.weight"][3, 5] = np.nan
   save_file(tensors, damaged["nan"] / "model.safetensors", metadata={"format": "pt"})
-  for name, message in (("truncated", f"{weights}: not a readable safetensors file"),
-                        ("two", f"{damaged['two'] / 'config.json'}: num_hidden_layers is 'two'; it must be an integer"),
-                        ("nan", f"{damaged['nan']}: 1 weight tensor(s) hold NaN or Inf")):
+  for name, message in (
+    ("truncated", f"{weights}: not a readable safetensors file"),
+    ("two", f"{damaged['two'] / 'config.json'}: num_hidden_layers is 'two'; it must be an integer"),
+    ("nan", f"{damaged['nan']}: 1 weight tensor(s) hold NaN or Inf"),
+  ):
     with pytest.raises(ValueError, match=re.escape(message)):
       task_models.load(damaged[name])
   (tmp_path / "in.txt").write_text("子曰學而時習之\n", encoding="utf-8")
   refused = _predict(damaged["nan"], f"--input={tmp_path / 'in.txt'}", cache=tmp_path / "cache")
-  assert refused.returncode == 1 and refused.stderr.splitlines()[-1].startswith(f"wyjax: error: {damaged['nan']}: "
-                                                                                 "1 weight tensor(s) hold NaN")
+  assert refused.returncode == 1 and refused.stderr.splitlines()[-1].startswith(
+    f"wyjax: error: {damaged['nan']}: 1 weight tensor(s) hold NaN"
+  )
 
 
 def test_a_copied_run_loads_its_own_seeds_never_the_originals(runs, tmp_path):

@@ -1,5 +1,6 @@
 """benchmarks/probes.py's arithmetic: the rank correlation it reports and the steady training
 time it subtracts from a run's wall time (the whole benchmark takes an hour: docs/benchmarks.md)."""
+
 import json
 import math
 
@@ -8,11 +9,14 @@ import pytest
 from benchmarks import probes as probes_benchmark
 
 
-@pytest.mark.parametrize("a, b, expected", [
+@pytest.mark.parametrize(
+  "a, b, expected",
+  [
     ([1, 2, 3, 4], [10, 20, 30, 40], 1.0),
     ([1, 2, 3, 4], [0.4, 0.3, 0.2, 0.1], -1.0),
     ([1, 2, 2, 3], [1, 2, 3, 4], 4.5 / math.sqrt(4.5 * 5)),  # tied ranks 1.5, 1.5 (by hand)
-])
+  ],
+)
 def test_spearman(a, b, expected):
   assert probes_benchmark.spearman(a, b) == pytest.approx(expected)
 

@@ -2,6 +2,7 @@
 starting (importing JAX, discovering its plugins) and one during fine-tuning's final
 predictions each end the command within a second or so, in one line, with 130 or 143 and
 nothing half written. Real processes and real signals (docs/reliability.md, "Wave 6")."""
+
 import os
 import pathlib
 import random
@@ -21,8 +22,9 @@ LINE = {signal.SIGINT: "wyjax: stopped by SIGINT (Ctrl-C)", signal.SIGTERM: "wyj
 
 def _start(command: list[str], env: dict | None = None) -> subprocess.Popen:
   """The command as a terminal starts it (SIGINT at its default, whatever the pytest worker holds)."""
-  return subprocess.Popen(as_from_a_terminal(command), cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+  return subprocess.Popen(
+    as_from_a_terminal(command), cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+  )
 
 
 def _stopped(process: subprocess.Popen, signum: int, within: float) -> str:
@@ -71,11 +73,13 @@ def test_a_stop_while_jax_discovers_its_plugins_is_one_line(tmp_path):
   plugin = tmp_path / "path" / "jax_plugins" / "slow_plugin"
   plugin.mkdir(parents=True)
   started = tmp_path / "started"
-  (plugin / "__init__.py").write_text(f"import pathlib, time\ndef initialize():\n"
-                                      f"  pathlib.Path({str(started)!r}).touch()\n  time.sleep(30)\n")
+  (plugin / "__init__.py").write_text(
+    f"import pathlib, time\ndef initialize():\n  pathlib.Path({str(started)!r}).touch()\n  time.sleep(30)\n"
+  )
   env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "path"), str(REPO_ROOT)])}
-  process = _start([sys.executable, "-m", "wyjax.export", f"--checkpoint={tmp_path / 'missing'}",
-                    f"--out={tmp_path / 'o'}"], env)
+  process = _start(
+    [sys.executable, "-m", "wyjax.export", f"--checkpoint={tmp_path / 'missing'}", f"--out={tmp_path / 'o'}"], env
+  )
   deadline = time.monotonic() + 120
   while not started.exists():
     assert process.poll() is None and time.monotonic() < deadline, process.communicate()[1][-3000:]
@@ -106,16 +110,29 @@ def test_sigterm_during_the_final_test_predictions_stops_at_once(tmp_path):
   and no run.json (the rerun resumes from the last checkpoint)."""
   data = tlc_folder(tmp_path / "tlc", {"train": 64, "dev": 16, "test": 12_000})
   workdir = tmp_path / "run"
-  process = _start([sys.executable, "-m", "wyjax.finetune", "--config=tlc", f"--workdir={workdir}",
-                    f"--config.data_dir={data}", "--config.num_train_steps=2", "--config.batch_size=8",
-                    "--config.eval_every=2", "--config.length_buckets=1", "--config.eval_batch_size=32"],
-                   pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")))
+  process = _start(
+    [
+      sys.executable,
+      "-m",
+      "wyjax.finetune",
+      "--config=tlc",
+      f"--workdir={workdir}",
+      f"--config.data_dir={data}",
+      "--config.num_train_steps=2",
+      "--config.batch_size=8",
+      "--config.eval_every=2",
+      "--config.length_buckets=1",
+      "--config.eval_batch_size=32",
+    ],
+    pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")),
+  )
   dev_predictions = workdir / "seed_0" / "dev_predictions.tsv"  # written just before test is predicted
   deadline = time.monotonic() + 300
   while not dev_predictions.exists():
     assert process.poll() is None and time.monotonic() < deadline, process.communicate()[1][-3000:]
     time.sleep(0.02)
   stderr = _stopped(process, signal.SIGTERM, within=3)
-  assert stderr.splitlines()[-1] == ("wyjax: stopped by SIGTERM between steps (its last checkpoint kept); rerun the "
-                                     "same command to resume"), stderr[-3000:]
+  assert stderr.splitlines()[-1] == (
+    "wyjax: stopped by SIGTERM between steps (its last checkpoint kept); rerun the same command to resume"
+  ), stderr[-3000:]
   assert not list((workdir / "seed_0").glob("test_predictions*")) and not (workdir / "seed_0" / "run.json").exists()

@@ -1,5 +1,6 @@
 """What storage's writes leave at a path: a complete file or the one that was there, never half
 of one, and never a file in place of a pipe, a device or a symbolic link."""
+
 import os
 import stat
 import subprocess
@@ -46,7 +47,11 @@ def test_json_written_on_a_full_disk_leaves_the_file_that_was_there(tmp_path):
   run = tmp_path / "run.json"
   run.write_text('{"seed": 0}')
   script = f"from wyjax.core import storage; storage.write_json({str(run)!r}, {{'dev': 'x' * 5000}})"
-  full = subprocess.run(["bash", "-c", 'ulimit -f 2 && exec "$@"', "bash", sys.executable, "-c", script],
-                        cwd=REPO_ROOT, capture_output=True, text=True)
+  full = subprocess.run(
+    ["bash", "-c", 'ulimit -f 2 && exec "$@"', "bash", sys.executable, "-c", script],
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+  )
   assert full.returncode == 1 and full.stderr.splitlines()[-1] == f"OSError: [Errno 27] File too large: '{run}'"
   assert run.read_text() == '{"seed": 0}' and os.listdir(tmp_path) == ["run.json"]

@@ -1,5 +1,6 @@
 """WYWMT end to end on real pairs: `python -m wyjax.finetune --config=configs/wywmt.py`, its
 generated dev translations and scores, then `python -m wyjax.translate` on the run."""
+
 import json
 import math
 import pathlib
@@ -28,10 +29,25 @@ def run(shared_data, tmp_path_factory):
   (data / "dev.tsv").write_bytes(b"\n".join(lines[1000:1024]))
   workdir = root / "run"
   result = subprocess.run(
-      [sys.executable, "-m", "wyjax.finetune", "--config=wywmt.py", f"--workdir={workdir}",
-       f"--config.data_dir={data}", "--config.num_train_steps=60", "--config.batch_size=16",
-       "--config.learning_rate=1e-3", "--config.log_every=10", "--config.max_length=64", *DECODING],
-      cwd=root, env=pretrain_env(WYJAX_CACHE=str(root / "cache")), capture_output=True, text=True)
+    [
+      sys.executable,
+      "-m",
+      "wyjax.finetune",
+      "--config=wywmt.py",
+      f"--workdir={workdir}",
+      f"--config.data_dir={data}",
+      "--config.num_train_steps=60",
+      "--config.batch_size=16",
+      "--config.learning_rate=1e-3",
+      "--config.log_every=10",
+      "--config.max_length=64",
+      *DECODING,
+    ],
+    cwd=root,
+    env=pretrain_env(WYJAX_CACHE=str(root / "cache")),
+    capture_output=True,
+    text=True,
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   return data, workdir
 
@@ -51,17 +67,33 @@ def test_dev_translations_are_generated_scored_and_written(run):
   # Copying the source is the baseline row.
   copy = sacrebleu.BLEU(tokenize="zh").corpus_score([e.source for e in dev], [[e.target for e in dev]])
   assert results["majority_baseline"]["bleu"] == pytest.approx(copy.score / 100)
-  losses = [r["loss"] for r in map(json.loads, (workdir / "seed_0" / "metrics.jsonl").read_text().splitlines())
-            if "loss" in r]
+  losses = [
+    r["loss"] for r in map(json.loads, (workdir / "seed_0" / "metrics.jsonl").read_text().splitlines()) if "loss" in r
+  ]
   assert len(losses) == 6 and losses[-1] < losses[0] - 1.0, losses
 
 
 def _translate(workdir, text: str, *flags):
   """The command on `text` as stdin (a lone surrogate, "\\udcff", is that byte, not UTF-8)."""
   return subprocess.run(
-      [sys.executable, "-m", "wyjax.translate", f"--init={workdir}", "--beam=2", "--max_ratio=1.0",
-       "--max_extra=8", "--max_length=64", *flags],  # a later --beam wins
-      input=text, cwd=REPO_ROOT, env=pretrain_env(), capture_output=True, encoding="utf-8", errors="surrogateescape")
+    [
+      sys.executable,
+      "-m",
+      "wyjax.translate",
+      f"--init={workdir}",
+      "--beam=2",
+      "--max_ratio=1.0",
+      "--max_extra=8",
+      "--max_length=64",
+      *flags,
+    ],  # a later --beam wins
+    input=text,
+    cwd=REPO_ROOT,
+    env=pretrain_env(),
+    capture_output=True,
+    encoding="utf-8",
+    errors="surrogateescape",
+  )
 
 
 def _torch_greedy(hf_dir, source_ids: list[int], limit: int) -> list[int]:
@@ -71,6 +103,7 @@ def _torch_greedy(hf_dir, source_ids: list[int], limit: int) -> list[int]:
   but [SEP], [SEP] never first and forced as the limit-th token."""
   import torch
   import transformers
+
   model = transformers.AutoModelForMaskedLM.from_pretrained(hf_dir).eval()
   vocab = (pathlib.Path(hf_dir) / "vocab.txt").read_text(encoding="utf-8").splitlines()
   cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
@@ -81,11 +114,13 @@ def _torch_greedy(hf_dir, source_ids: list[int], limit: int) -> list[int]:
     level = token_types.cumsum(-1)
     mask = (level[:, None, :] <= level[:, :, None]).long()
     with torch.no_grad():
-      embedded = model.deberta.embeddings(input_ids=input_ids, token_type_ids=token_types,
-                                          mask=torch.ones_like(input_ids))
+      embedded = model.deberta.embeddings(
+        input_ids=input_ids, token_type_ids=token_types, mask=torch.ones_like(input_ids)
+      )
       hidden = model.deberta.encoder(embedded, mask).last_hidden_state[:, -1]
-      logits = (model.cls(hidden) if model.legacy
-                else model.lm_predictions(hidden, model.deberta.embeddings.word_embeddings))[0]
+      logits = (
+        model.cls(hidden) if model.legacy else model.lm_predictions(hidden, model.deberta.embeddings.word_embeddings)
+      )[0]
     logits[banned] = -float("inf")
     if not target and limit > 1:
       logits[sep] = -float("inf")
@@ -139,10 +174,16 @@ def test_standard_output_that_is_the_input_file_is_refused(tmp_path):
   source = tmp_path / "in.txt"
   source.write_text("學而時習之\n", encoding="utf-8")
   with source.open("a") as stdout:
-    result = subprocess.run([sys.executable, "-m", "wyjax.translate", f"--init={tmp_path / 'no_model'}",
-                             f"--input={source}"], stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120)
+    result = subprocess.run(
+      [sys.executable, "-m", "wyjax.translate", f"--init={tmp_path / 'no_model'}", f"--input={source}"],
+      stdout=stdout,
+      stderr=subprocess.PIPE,
+      text=True,
+      timeout=120,
+    )
   assert result.returncode == 1, result.stderr[-2000:]
   assert result.stderr.strip().splitlines()[-1] == (
-      f"wyjax: error: standard output is the input file {source}; writing it would destroy the input: "
-      "write to another file")
+    f"wyjax: error: standard output is the input file {source}; writing it would destroy the input: "
+    "write to another file"
+  )
   assert source.read_text(encoding="utf-8") == "學而時習之\n"

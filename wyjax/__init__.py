@@ -6,6 +6,7 @@ nothing has started, so nothing is left half done. Importing JAX takes seconds, 
 raised inside an import or inside JAX's plugin discovery was swallowed there (an ImportError,
 a bare `except:`): the command ran to its end with exit 0.
 """
+
 import os
 import signal
 import sys

@@ -24,6 +24,7 @@
 11 minutes on 2 CPU cores from a fresh cache, about 7 when the pretraining is cached
 (docs/benchmarks.md).
 """
+
 import pathlib
 import time
 
@@ -38,28 +39,45 @@ from wyjax.tasks.builders import poetry
 from wyjax.tasks.registry import TASKS
 from wyjax.train import continuing, inference, pretraining, pretraining_corpus, probes, suite
 
-_PRETRAIN = config_files.DEFINE_config("pretrain_config", "pretrain/deberta_tiny.py",
-                                       "Pretraining config: a name or a file.")
+_PRETRAIN = config_files.DEFINE_config(
+  "pretrain_config", "pretrain/deberta_tiny.py", "Pretraining config: a name or a file."
+)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output folder (default: <cache>/demo).")
 # Ranges declared here, checked as the flags are parsed: before the pretraining, not 500 steps into it
 # (a step count of 0 would mean whole epochs to fine-tuning).
-_STEPS = {poetry.PUNCTUATION: flags.DEFINE_integer("punc_steps", 300, "Fine-tuning steps of the punctuation task.",
-                                                   lower_bound=1, upper_bound=INT32),
-          poetry.DYNASTY: flags.DEFINE_integer("tlc_steps", 750, "Fine-tuning steps of the dynasty task.",
-                                               lower_bound=1, upper_bound=INT32)}
-_SEEDS = flags.DEFINE_integer("seeds", 1, "Fine-tuning seeds per task; more than one adds their mean ± std to the "
-                              "leaderboard (README's table: 5).", lower_bound=1, upper_bound=INT32)
-_LR = flags.DEFINE_float("learning_rate", None, "Fine-tuning learning rate (default: chosen from the model's size, "
-                         "1e-3 for the tiny model; wyjax/train/learning_rates.py).", lower_bound=0)
+_STEPS = {
+  poetry.PUNCTUATION: flags.DEFINE_integer(
+    "punc_steps", 300, "Fine-tuning steps of the punctuation task.", lower_bound=1, upper_bound=INT32
+  ),
+  poetry.DYNASTY: flags.DEFINE_integer(
+    "tlc_steps", 750, "Fine-tuning steps of the dynasty task.", lower_bound=1, upper_bound=INT32
+  ),
+}
+_SEEDS = flags.DEFINE_integer(
+  "seeds",
+  1,
+  "Fine-tuning seeds per task; more than one adds their mean ± std to the leaderboard (README's table: 5).",
+  lower_bound=1,
+  upper_bound=INT32,
+)
+_LR = flags.DEFINE_float(
+  "learning_rate",
+  None,
+  "Fine-tuning learning rate (default: chosen from the model's size, "
+  "1e-3 for the tiny model; wyjax/train/learning_rates.py).",
+  lower_bound=0,
+)
 _PER_DYNASTY = flags.DEFINE_integer("per_dynasty", 1200, "Poems per dynasty in the dynasty task.", lower_bound=1)
 _PUNC_EXAMPLES = flags.DEFINE_integer("punc_examples", 5000, "Poems in the punctuation task.", lower_bound=1)
-_PACKAGE = flags.DEFINE_string("poetry_package", None,
-                               "An unpacked chinese-poetry package/ folder (default: fetched with npm).")
+_PACKAGE = flags.DEFINE_string(
+  "poetry_package", None, "An unpacked chinese-poetry package/ folder (default: fetched with npm)."
+)
 # What the demo writes in its --workdir.
 WRITTEN = ("demo.log", "pretrain", "tasks", "results", "hf", "hf_files.json")
 
-_ACCEPT = flags.DEFINE_bool("accept_config_change", False,
-                            "Continue the runs in --workdir although they were made with other settings.")
+_ACCEPT = flags.DEFINE_bool(
+  "accept_config_change", False, "Continue the runs in --workdir although they were made with other settings."
+)
 
 
 def pretrained(config, workdir: pathlib.Path, accept_config_change: bool, derive_tasks, typed=()) -> pathlib.Path:
@@ -75,8 +93,9 @@ def pretrained(config, workdir: pathlib.Path, accept_config_change: bool, derive
   if done:
     data_dir = pretraining_corpus.prepared_data_dir(config)
     init = continuing.local_init(config.init) if config.init else ""
-    changes = pretraining.check_resume(config, workdir, data_dir, prepare.read_manifest(data_dir), init,
-                                       accept_config_change=accept_config_change)
+    changes = pretraining.check_resume(
+      config, workdir, data_dir, prepare.read_manifest(data_dir), init, accept_config_change=accept_config_change
+    )
   derive_tasks()
   if done and not changes:
     print(f"reusing the pretrained model in {workdir}", flush=True)
@@ -96,8 +115,11 @@ def run_demo():
   start = time.perf_counter()
   workdir = pathlib.Path(_WORKDIR.value or storage.cache_dir() / "demo")
   config = _PRETRAIN.value
-  reads = {"--poetry_package": _PACKAGE.value, "--pretrain_config.init": config.init,
-           "--pretrain_config.corpus.vocab": config.corpus.vocab}
+  reads = {
+    "--poetry_package": _PACKAGE.value,
+    "--pretrain_config.init": config.init,
+    "--pretrain_config.corpus.vocab": config.corpus.vocab,
+  }
   io_paths.check_apart({"--workdir": workdir}, reads, "the demo")
   io_paths.check_not_written("--workdir", workdir, WRITTEN, reads, "the demo")
   workdir.mkdir(parents=True, exist_ok=True)  # a file there is refused now, not after a minute of deriving tasks
@@ -112,32 +134,55 @@ def run_demo():
     if not (tasks_dir / "summary.json").exists():
       print("deriving the dynasty (TLC format) and punctuation (PUNC format) tasks from the poems ...", flush=True)
       reader = corpus.PoetryReader(_PACKAGE.value)
-      poetry.build_poetry_tasks(tasks_dir, reader=reader, per_dynasty=_PER_DYNASTY.value,
-                                punc_examples=_PUNC_EXAMPLES.value)
+      poetry.build_poetry_tasks(
+        tasks_dir, reader=reader, per_dynasty=_PER_DYNASTY.value, punc_examples=_PUNC_EXAMPLES.value
+      )
 
   config.probes = config.probes or ",".join(f"{task}:{tasks_dir / task}" for task in poetry.TASKS)
-  model_dir = pretrained(config, workdir / "pretrain", _ACCEPT.value, derive_tasks,
-                        typed=config_files.typed(_PRETRAIN))
+  model_dir = pretrained(config, workdir / "pretrain", _ACCEPT.value, derive_tasks, typed=config_files.typed(_PRETRAIN))
   name = "wyjax tiny DeBERTa (poetry)"
   steps = {task: dict(num_train_steps=flag.value, eval_every=max(1, flag.value // 4)) for task, flag in _STEPS.items()}
-  board = suite.run(init=str(model_dir), data_root=tasks_dir, out=workdir / "results", tasks=list(poetry.TASKS),
-                    name=name, accept_config_change=_ACCEPT.value, learning_rate=_LR.value, batch_size=32,
-                    seeds=_SEEDS.value, no_pretraining=True, per_task=steps)
+  board = suite.run(
+    init=str(model_dir),
+    data_root=tasks_dir,
+    out=workdir / "results",
+    tasks=list(poetry.TASKS),
+    name=name,
+    accept_config_change=_ACCEPT.value,
+    learning_rate=_LR.value,
+    batch_size=32,
+    seeds=_SEEDS.value,
+    no_pretraining=True,
+    per_task=steps,
+  )
   if board["failed"]:
     raise guards.RunError(f"demo tasks failed: {board['failed']}")
-  leaderboard.plot_pretraining(workdir / "results" / "plots" / "pretraining.png", model_dir / "metrics.jsonl",
-                               [probes.metric_key(task, TASKS[task].main_metric) for task in poetry.TASKS], name)
+  leaderboard.plot_pretraining(
+    workdir / "results" / "plots" / "pretraining.png",
+    model_dir / "metrics.jsonl",
+    [probes.metric_key(task, TASKS[task].main_metric) for task in poetry.TASKS],
+    name,
+  )
   training, _ = export_folder.run_info(model_dir)  # its run_config.json and step
-  export_folder.export(loading.load(model_dir), hf_dir, name="wyjax-tiny-poetry", results=board, training=training,
-                       task_data="chinese-poetry", overwrite=replace_hf)
+  export_folder.export(
+    loading.load(model_dir),
+    hf_dir,
+    name="wyjax-tiny-poetry",
+    results=board,
+    training=training,
+    task_data="chinese-poetry",
+    overwrite=replace_hf,
+  )
   export_folder.record_files(hf_dir, exported)
   print(f"\nexported the pretrained model to {hf_dir} (loads with transformers.AutoModelForMaskedLM)")
-  print("\nTasks derived from chinese-poetry: TLC = dynasty of a poem (period accuracy in the notes), "
-        "PUNC = punctuation F1; dev split, then test.\n")
+  print(
+    "\nTasks derived from chinese-poetry: TLC = dynasty of a poem (period accuracy in the notes), "
+    "PUNC = punctuation F1; dev split, then test.\n"
+  )
   print((workdir / "results" / "leaderboard.md").read_text(encoding="utf-8"))
   print(f"plots: {workdir / 'results' / 'plots'}; submissions: {workdir / 'results'}/<task>/submission/")
   punc_run = workdir / "results" / poetry.PUNCTUATION
-  punctuated, = inference.Predictor(task_models.load(punc_run)).outputs([poetry.UNSEEN_PASSAGE])
+  (punctuated,) = inference.Predictor(task_models.load(punc_run)).outputs([poetry.UNSEEN_PASSAGE])
   print("\nA passage from outside the corpus (沈括《梦溪笔谈·活板》), punctuated by the fine-tuned model:")
   print(f"  before: {poetry.UNSEEN_PASSAGE}\n  after:  {punctuated}")
   print(f"  (the same: python -m wyjax.predict --model={punc_run} --input=your_text.txt)")

@@ -23,6 +23,7 @@ and --push_to_hub. A non-empty --out is refused unless --overwrite, and without 
 replaced, not even one that appeared meanwhile; an --out that is the folder read, or lies inside
 it, is always refused.
 """
+
 import logging
 import tempfile
 
@@ -30,28 +31,39 @@ import jax
 import numpy as np
 from absl import app, flags
 
-from wyjax.core import cli, guards, io_paths, locks, storage
+from wyjax.core import cli, config_files, guards, io_paths, locks, logs, storage
 from wyjax.data import tokenizer as tokenizer_lib
-from wyjax.hf import export_folder
-from wyjax.hf import hub, loading, task_models
+from wyjax.hf import export_folder, hub, loading, task_models
 from wyjax.models import EncoderConfig
-from wyjax.core import config_files, logs
 
 _CHECKPOINT = flags.DEFINE_string("checkpoint", None, "wyjax workdir (or one step) or transformers folder.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Same as --checkpoint.")
 _RANDOM_INIT = config_files.DEFINE_config(
-    "random_init", None, "A config (name or file) whose `model` describes a randomly initialised model to export.")
+  "random_init", None, "A config (name or file) whose `model` describes a randomly initialised model to export."
+)
 _OUT = flags.DEFINE_string("out", None, "Output folder.", required=True)
-_LEGACY = flags.DEFINE_enum("legacy", "auto", ["auto", "true", "false"],
-                            "DeBERTa MLM head layout: cls.predictions (true) or lm_predictions (false).")
+_LEGACY = flags.DEFINE_enum(
+  "legacy",
+  "auto",
+  ["auto", "true", "false"],
+  "DeBERTa MLM head layout: cls.predictions (true) or lm_predictions (false).",
+)
 _NAME = flags.DEFINE_string("name", None, "Model name in the card (default: the Hub repo or folder name).")
 _LICENSE = flags.DEFINE_string("license", "apache-2.0", "Licence in the model card.")
-_RESULTS = flags.DEFINE_string("results", None, "leaderboard.json whose scores go into the card "
-                                "(default: the checkpoint folder's leaderboard.json, if any).")
-_TASK_DATA = flags.DEFINE_string("task_data", None, "The corpus the --results tasks were derived from, when they are "
-                                 "not the benchmarks' own data (the demo's: chinese-poetry).")
-_BASE_MODEL = flags.DEFINE_string("base_model", None, "Hub id of the model the run started from (default: the run "
-                                  "config's init when it is a Hub id).")
+_RESULTS = flags.DEFINE_string(
+  "results",
+  None,
+  "leaderboard.json whose scores go into the card (default: the checkpoint folder's leaderboard.json, if any).",
+)
+_TASK_DATA = flags.DEFINE_string(
+  "task_data",
+  None,
+  "The corpus the --results tasks were derived from, when they are "
+  "not the benchmarks' own data (the demo's: chinese-poetry).",
+)
+_BASE_MODEL = flags.DEFINE_string(
+  "base_model", None, "Hub id of the model the run started from (default: the run config's init when it is a Hub id)."
+)
 _VERIFY = flags.DEFINE_bool("verify", False, "Reload with transformers and compare logits.")
 _PUSH = flags.DEFINE_string("push_to_hub", None, "Upload to this Hub repo (ORG/NAME).")
 _PRIVATE = flags.DEFINE_bool("private", False, "Create the Hub repo as private.")
@@ -69,12 +81,14 @@ def verify(model: loading.Model, folder) -> float:
   """Max |logit difference| between wyjax and transformers on a padded batch of real tokens."""
   import torch
   import transformers
+
   hf_model = transformers.AutoModelForMaskedLM.from_pretrained(str(folder)).eval()
   tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
   batch = tokenizer(["學而時習之，不亦說乎？", "有朋自遠方來"], padding=True, return_tensors="np")
   with torch.no_grad():
-    theirs = hf_model(input_ids=torch.tensor(batch["input_ids"]),
-                      attention_mask=torch.tensor(batch["attention_mask"])).logits.numpy()
+    theirs = hf_model(
+      input_ids=torch.tensor(batch["input_ids"]), attention_mask=torch.tensor(batch["attention_mask"])
+    ).logits.numpy()
   ours = model.mlm_logits(batch["input_ids"], batch["attention_mask"])
   real = batch["attention_mask"].astype(bool)
   return float(np.abs(theirs[real] - ours[real]).max())
@@ -124,20 +138,36 @@ def _encoder(path, legacy, name):
     results = storage.read_json(_RESULTS.value)
   base_model = _BASE_MODEL.value or (export_folder.hub_id(training["config"].get("init")) if training else None)
   write = lambda out, overwrite: export_folder.export(
-      model, out, legacy=legacy, name=name, license=_LICENSE.value, results=results, training=training,
-      base_model=base_model, task_data=_TASK_DATA.value, overwrite=overwrite)
-  return (write, lambda local: verify(model, local),
-          f"{model.config.model_type} ({model.config.num_hidden_layers} layers, hidden {model.config.hidden_size})")
+    model,
+    out,
+    legacy=legacy,
+    name=name,
+    license=_LICENSE.value,
+    results=results,
+    training=training,
+    base_model=base_model,
+    task_data=_TASK_DATA.value,
+    overwrite=overwrite,
+  )
+  return (
+    write,
+    lambda local: verify(model, local),
+    f"{model.config.model_type} ({model.config.num_hidden_layers} layers, hidden {model.config.hidden_size})",
+  )
 
 
 def _fine_tuned(path, legacy, name):
   """A fine-tuned run as its transformers task model: (its writer, its --verify check, what it is)."""
   model = task_models.load(path)
-  write = lambda out, overwrite: task_models.export(model, out, name=name, license=_LICENSE.value, legacy=legacy,
-                                                    base_model=_BASE_MODEL.value, overwrite=overwrite)
-  return (write, lambda local: task_models.verify(model, local),
-          f"{model.task.name} as {task_models.hf_config(model, legacy)['architectures'][0]} "
-          f"({model.model_config.num_hidden_layers} layers, hidden {model.model_config.hidden_size})")
+  write = lambda out, overwrite: task_models.export(
+    model, out, name=name, license=_LICENSE.value, legacy=legacy, base_model=_BASE_MODEL.value, overwrite=overwrite
+  )
+  return (
+    write,
+    lambda local: task_models.verify(model, local),
+    f"{model.task.name} as {task_models.hf_config(model, legacy)['architectures'][0]} "
+    f"({model.model_config.num_hidden_layers} layers, hidden {model.model_config.hidden_size})",
+  )
 
 
 def _check_verify_can_run() -> None:
@@ -146,8 +176,10 @@ def _check_verify_can_run() -> None:
     import torch  # noqa: F401
     import transformers  # noqa: F401
   except ImportError as e:
-    raise guards.RunError(f"--verify needs PyTorch and transformers ({e}); install them (pip install -c "
-                          "constraints.txt torch transformers) or leave out --verify") from None
+    raise guards.RunError(
+      f"--verify needs PyTorch and transformers ({e}); install them (pip install -c "
+      "constraints.txt torch transformers) or leave out --verify"
+    ) from None
 
 
 def _verify(write, check) -> None:

@@ -13,6 +13,7 @@ SIGTERM/SIGINT checkpoint the running seed and exit with 128 + the signal number
 compiles the task's train step for a TPU topology, a GPU (h100, h200, a100) or 'local' and reports its cost, as
 `wyjax.pretrain --compile_only` does (docs/scaling.md); nothing is trained or written.
 """
+
 import json
 
 from absl import app, flags
@@ -20,18 +21,26 @@ from absl import app, flags
 from wyjax.core import aot, cli, config_files, logs
 from wyjax.train import finetuning
 
-_CONFIG = config_files.DEFINE_config("config", None, "A task config: a name (tlc.py, ccpm.py:match) or a file.",
-                                      lock_config=True)
+_CONFIG = config_files.DEFINE_config(
+  "config", None, "A task config: a name (tlc.py, ccpm.py:match) or a file.", lock_config=True
+)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output folder (runs, results.json, submission).")
-_ACCEPT = flags.DEFINE_bool("accept_config_change", False,
-                            "Continue a workdir whose runs were made with another config (the changes are logged).")
-_FRESH_START = flags.DEFINE_bool("fresh_start", False,
-                                 "Set the workdir's earlier runs aside (WORKDIR/previous-<time>/) and train afresh: "
-                                 "needed when its data files changed.")
-_COMPILE_ONLY = flags.DEFINE_string("compile_only", None,
-                                    "Only compile the train step for this TPU topology (v5p:2x2x1, ...), these "
-                                    "GPUs of one host (h100, h200, a100; h100:8) or 'local', and report its cost; "
-                                    "trains nothing.")
+_ACCEPT = flags.DEFINE_bool(
+  "accept_config_change", False, "Continue a workdir whose runs were made with another config (the changes are logged)."
+)
+_FRESH_START = flags.DEFINE_bool(
+  "fresh_start",
+  False,
+  "Set the workdir's earlier runs aside (WORKDIR/previous-<time>/) and train afresh: "
+  "needed when its data files changed.",
+)
+_COMPILE_ONLY = flags.DEFINE_string(
+  "compile_only",
+  None,
+  "Only compile the train step for this TPU topology (v5p:2x2x1, ...), these "
+  "GPUs of one host (h100, h200, a100; h100:8) or 'local', and report its cost; "
+  "trains nothing.",
+)
 
 
 def main(argv):
@@ -45,8 +54,9 @@ def main(argv):
     return
   if not _WORKDIR.value:
     raise app.UsageError("--workdir is required (except with --compile_only)")
-  results = finetuning.finetune(_CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value,
-                                fresh_start=_FRESH_START.value)
+  results = finetuning.finetune(
+    _CONFIG.value, _WORKDIR.value, accept_config_change=_ACCEPT.value, fresh_start=_FRESH_START.value
+  )
   shown = ("task", "main_metric", "dev_mean", "dev_std", "dev", "test", "majority_baseline", "linear_baseline")
   summary = {k: results[k] for k in shown if k in results}  # AC-EVAL's protocols have no linear baseline
   print(json.dumps(summary, indent=2, ensure_ascii=False))

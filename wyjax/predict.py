@@ -23,6 +23,7 @@ input, or lies inside the --model folder, even with --overwrite; a pipe or a dev
 is written as a stream, and a symbolic link through to its target. --model must be a fine-tuned
 task model (checked from its JSON files before its weights are read).
 """
+
 import contextlib
 import os
 import sys
@@ -36,14 +37,18 @@ from wyjax.hf import task_models
 from wyjax.tasks import user_inputs
 from wyjax.train import inference
 
-_MODEL = flags.DEFINE_string("model", None, "Fine-tuning workdir, seed run or exported task-model folder.",
-                             required=True)
+_MODEL = flags.DEFINE_string(
+  "model", None, "Fine-tuning workdir, seed run or exported task-model folder.", required=True
+)
 _INPUT = flags.DEFINE_string("input", "-", "Input file ('-': stdin).")
 _OUTPUT = flags.DEFINE_string("output", "-", "Output file ('-': stdout).")
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", 32, "Sequences per batch.", lower_bound=1)
 _BEAM = flags.DEFINE_integer("beam", 4, "Beam size of a translation model (1: greedy).", lower_bound=1)
-_KEEP_MARKS = flags.DEFINE_bool("keep_marks", False, "Keep the punctuation already in the input (PUNC); by default "
-                                "it is removed and the model punctuates the bare text.")
+_KEEP_MARKS = flags.DEFINE_bool(
+  "keep_marks",
+  False,
+  "Keep the punctuation already in the input (PUNC); by default it is removed and the model punctuates the bare text.",
+)
 _SKIP_BAD_LINES = flags.DEFINE_bool("skip_bad_lines", False, "Report bad lines and leave them empty.")
 _OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace an existing --output file.")
 
@@ -56,8 +61,10 @@ def _check_output(source: str, output: str, overwrite: bool) -> None:
   if storage.same_file(source, output):
     written = f"--output {output}" if output != "-" else "standard output"
     read = f"the input file {source}" if source != "-" else "the file on standard input"
-    raise guards.RunError(f"{written} is {read}; writing it would destroy the input (--overwrite never does): "
-                          f"{'choose another --output' if output != '-' else 'write to another file with --output'}")
+    raise guards.RunError(
+      f"{written} is {read}; writing it would destroy the input (--overwrite never does): "
+      f"{'choose another --output' if output != '-' else 'write to another file with --output'}"
+    )
   if output != "-" and not overwrite and epath.Path(output).is_file():
     raise guards.RunError(f"{output} exists; choose another --output or pass --overwrite")
 
@@ -70,39 +77,53 @@ def main(argv):
   io_paths.check_apart({"--output": _OUTPUT.value}, {"--model": _MODEL.value}, "predict")
   task_models.check_fine_tuned(_MODEL.value, "--model")
   fine_tuned = task_models.load(_MODEL.value)
-  predictor = inference.Predictor(fine_tuned, batch_size=_BATCH_SIZE.value, beam_size=_BEAM.value,
-                                  keep_marks=_KEEP_MARKS.value, skip_bad_lines=_SKIP_BAD_LINES.value)
+  predictor = inference.Predictor(
+    fine_tuned,
+    batch_size=_BATCH_SIZE.value,
+    beam_size=_BEAM.value,
+    keep_marks=_KEEP_MARKS.value,
+    skip_bad_lines=_SKIP_BAD_LINES.value,
+  )
   name = "stdin" if _INPUT.value == "-" else _INPUT.value
   source = sys.stdin.buffer if _INPUT.value == "-" else open(_INPUT.value, "rb")
   total = None if _INPUT.value == "-" else os.path.getsize(_INPUT.value)
-  progress = tqdm.tqdm(total=total, unit="B", unit_scale=True, desc=f"{fine_tuned.task.name} predict",
-                       file=sys.stderr, disable=None)
+  progress = tqdm.tqdm(
+    total=total, unit="B", unit_scale=True, desc=f"{fine_tuned.task.name} predict", file=sys.stderr, disable=None
+  )
 
   def counted(lines):
     for line in lines:
       progress.update(len(line) + 1)
       yield line
 
-  sink = (contextlib.nullcontext(sys.stdout) if _OUTPUT.value == "-"
-          else storage.written_whole(_OUTPUT.value, encoding="utf-8", replace=_OVERWRITE.value))
+  sink = (
+    contextlib.nullcontext(sys.stdout)
+    if _OUTPUT.value == "-"
+    else storage.written_whole(_OUTPUT.value, encoding="utf-8", replace=_OVERWRITE.value)
+  )
   try:
     with source, sink as out:
       for output in predictor.outputs(counted(user_inputs.lines(source)), name):
         out.write(output + "\n")
   except storage.FormatError as e:  # a bad line
-    raise guards.RunError(f"{e}\n(an input line is {user_inputs.describe(fine_tuned.task)}; "
-                          "--skip_bad_lines reports and skips bad lines)") from None
+    raise guards.RunError(
+      f"{e}\n(an input line is {user_inputs.describe(fine_tuned.task)}; --skip_bad_lines reports and skips bad lines)"
+    ) from None
   except FileExistsError as e:
     if e.filename != os.fspath(epath.Path(_OUTPUT.value)):  # (not the rename's: storage.written_whole)
       raise
-    raise guards.RunError(f"--output {_OUTPUT.value} appeared while predict ran (another command wrote it) and was "
-                          "not replaced; choose another --output, or pass --overwrite") from None
+    raise guards.RunError(
+      f"--output {_OUTPUT.value} appeared while predict ran (another command wrote it) and was "
+      "not replaced; choose another --output, or pass --overwrite"
+    ) from None
   finally:
     progress.close()
   counts = predictor.counts
   if counts.truncated:
-    print(f"{counts.truncated} characters of inputs longer than the model's {predictor.max_length} tokens were cut",
-          file=sys.stderr)
+    print(
+      f"{counts.truncated} characters of inputs longer than the model's {predictor.max_length} tokens were cut",
+      file=sys.stderr,
+    )
   if counts.bad:
     print(f"{counts.bad} bad line(s) of {counts.lines} left empty", file=sys.stderr)
 

@@ -28,23 +28,32 @@ The --workdir never lies inside what the run reads (its data_dir, corpus source,
 probes' task folders), nor is it the data_dir. A --config.model.vocab_size other than the
 corpus's is refused: the corpus decides the vocabulary.
 """
+
 from absl import app, flags
 
 from wyjax.core import aot, cli, config_files, logs, run_config
 from wyjax.train import pretraining, probes
 
-_CONFIG = config_files.DEFINE_config("config", None, "Pretraining config: a name (pretrain/deberta_base.py) or a file.",
-                                      lock_config=True)
+_CONFIG = config_files.DEFINE_config(
+  "config", None, "Pretraining config: a name (pretrain/deberta_base.py) or a file.", lock_config=True
+)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run folder: checkpoints, metrics.jsonl, TensorBoard.")
-_ACCEPT = flags.DEFINE_bool("accept_config_change", False,
-                            "Resume a workdir whose run was made with another config (the changes are logged).")
-_PREPARE_CORPUS = flags.DEFINE_bool("prepare_corpus", False,
-                                    "Prepare config.corpus into --config.data_dir when that folder holds no prepared "
-                                    "corpus (without it, that is an error: a mistyped path is never filled).")
-_COMPILE_ONLY = flags.DEFINE_string("compile_only", None,
-                                    "Only compile the train step for this TPU topology (v5p:2x2x1, v4:2x2x4, "
-                                    "v5e:16x16, ...), these GPUs of one host (h100, h200, a100; h100:8) or 'local', "
-                                    "and report its cost; runs nothing.")
+_ACCEPT = flags.DEFINE_bool(
+  "accept_config_change", False, "Resume a workdir whose run was made with another config (the changes are logged)."
+)
+_PREPARE_CORPUS = flags.DEFINE_bool(
+  "prepare_corpus",
+  False,
+  "Prepare config.corpus into --config.data_dir when that folder holds no prepared "
+  "corpus (without it, that is an error: a mistyped path is never filled).",
+)
+_COMPILE_ONLY = flags.DEFINE_string(
+  "compile_only",
+  None,
+  "Only compile the train step for this TPU topology (v5p:2x2x1, v4:2x2x4, "
+  "v5e:16x16, ...), these GPUs of one host (h100, h200, a100; h100:8) or 'local', "
+  "and report its cost; runs nothing.",
+)
 flags.mark_flags_as_required(["config"])
 
 
@@ -52,9 +61,13 @@ def main(argv):
   del argv
   config = _CONFIG.value
   if _WORKDIR.value:  # before its log goes there (with --compile_only too): a refused workdir gets no file
-    read = {"--config.data_dir": config.data_dir, "--config.corpus.source": config.corpus.source.partition(":")[2],
-            "--config.corpus.vocab": config.corpus.vocab, "--config.init": config.init,
-            **{f"--config.probes' {task}": folder for task, folder in probes.parse(config.probes)}}
+    read = {
+      "--config.data_dir": config.data_dir,
+      "--config.corpus.source": config.corpus.source.partition(":")[2],
+      "--config.corpus.vocab": config.corpus.vocab,
+      "--config.init": config.init,
+      **{f"--config.probes' {task}": folder for task, folder in probes.parse(config.probes)},
+    }
     run_config.check_reads(_WORKDIR.value, (), read, "pretraining")
   logs.to_file(_WORKDIR.value, "pretrain")
   aot.use_compilation_cache(_COMPILE_ONLY.value)
@@ -64,8 +77,9 @@ def main(argv):
     return
   if not _WORKDIR.value:
     raise app.UsageError("--workdir is required (except with --compile_only)")
-  result = pretraining.train_and_evaluate(config, _WORKDIR.value, accept_config_change=_ACCEPT.value,
-                                          prepare_corpus=_PREPARE_CORPUS.value, typed=typed)
+  result = pretraining.train_and_evaluate(
+    config, _WORKDIR.value, accept_config_change=_ACCEPT.value, prepare_corpus=_PREPARE_CORPUS.value, typed=typed
+  )
   if result:
     print("final evaluation: " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()))
 

@@ -11,6 +11,7 @@ models a table of each task's main metric (×100); standard output never goes in
 task folder it reads (wyjax.core.io_paths). It is the probe a pretraining run's
 --config.probes runs: a checkpoint scores here what its run recorded at its step.
 """
+
 from absl import app, flags
 
 from wyjax.core import aot, cli, config_files, io_paths, logs
@@ -21,12 +22,15 @@ from wyjax.tasks.task import percent
 from wyjax.train import config_values, finetuning, probes, suite
 
 _MODEL = flags.DEFINE_multi_string("model", None, "A model to probe (repeat the flag to compare several).")
-_CONFIG = config_files.DEFINE_config("config", None, "A task config (tlc.py) with its --config.data_dir.",
-                                      lock_config=True)
-_PROBES = flags.DEFINE_string("probes", "", "TASK:FOLDER pairs joined by commas, each at its packaged config, as "
-                              "pretraining's --config.probes.")
-_EXAMPLES = flags.DEFINE_integer("probe_examples", 1024, "Training examples each probe fits.", lower_bound=2,
-                                 upper_bound=INT32)
+_CONFIG = config_files.DEFINE_config(
+  "config", None, "A task config (tlc.py) with its --config.data_dir.", lock_config=True
+)
+_PROBES = flags.DEFINE_string(
+  "probes", "", "TASK:FOLDER pairs joined by commas, each at its packaged config, as pretraining's --config.probes."
+)
+_EXAMPLES = flags.DEFINE_integer(
+  "probe_examples", 1024, "Training examples each probe fits.", lower_bound=2, upper_bound=INT32
+)
 flags.mark_flags_as_required(["model"])
 
 
@@ -50,8 +54,10 @@ def main(argv):
   logs.to_file(None, "probe")
   aot.use_compilation_cache()
   configs = task_configs()
-  reads = {("--config.data_dir" if i == 0 and _CONFIG.value is not None else f"--probes' {c.task}"): c.data_dir
-           for i, c in enumerate(configs)}
+  reads = {
+    ("--config.data_dir" if i == 0 and _CONFIG.value is not None else f"--probes' {c.task}"): c.data_dir
+    for i, c in enumerate(configs)
+  }
   for model in _MODEL.value:  # the table goes to standard output: never into what it reads
     io_paths.check_apart({"standard output": io_paths.STDOUT}, {"--model": model, **reads}, "probe")
   results = {}

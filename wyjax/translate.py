@@ -9,6 +9,7 @@ ending). Empty, over-long and undecodable (not UTF-8) lines are errors that name
 with --skip_bad_lines they are reported, counted and left empty in the output, so output line
 k still translates input line k.
 """
+
 import os
 import pathlib
 import sys
@@ -16,28 +17,32 @@ import sys
 import jax
 from absl import flags
 
+from wyjax.core import checkpoints, cli, guards, io_paths, logs, storage
 from wyjax.hf import loading, task_models
 from wyjax.models import MaskedLM, prefix_lm
-from wyjax.core import checkpoints, cli, guards, io_paths, logs, storage
 from wyjax.tasks import user_inputs
 from wyjax.train import config_values
 
-_INIT = flags.DEFINE_string("init", None, "WYWMT fine-tuning workdir, seed run or transformers folder.",
-                            required=True)
+_INIT = flags.DEFINE_string("init", None, "WYWMT fine-tuning workdir, seed run or transformers folder.", required=True)
 _INPUT = flags.DEFINE_string("input", "-", "Input file, one classical sentence per line ('-': stdin).")
 _BEAM = flags.DEFINE_integer("beam", 4, "Beam size (1: greedy).", lower_bound=1)
-_LENGTH_PENALTY = flags.DEFINE_float("length_penalty", 0.6, "GNMT length penalty exponent.", lower_bound=0,
-                                     upper_bound=config_values.MAX_LENGTH_PENALTY)
-_MAX_RATIO = flags.DEFINE_float("max_ratio", 2.0, "At most max_ratio × source + max_extra target characters.",
-                                lower_bound=0)
+_LENGTH_PENALTY = flags.DEFINE_float(
+  "length_penalty", 0.6, "GNMT length penalty exponent.", lower_bound=0, upper_bound=config_values.MAX_LENGTH_PENALTY
+)
+_MAX_RATIO = flags.DEFINE_float(
+  "max_ratio", 2.0, "At most max_ratio × source + max_extra target characters.", lower_bound=0
+)
 _MAX_EXTRA = flags.DEFINE_integer("max_extra", 32, "See --max_ratio.", lower_bound=0)
 flags.register_multi_flags_validator(  # both 0: room for no target token (an IndexError deep in decoding)
-    ["max_ratio", "max_extra"], lambda f: f["max_ratio"] > 0 or f["max_extra"] > 0,
-    "--max_ratio 0 and --max_extra 0 leave a translation no token; raise either")
+  ["max_ratio", "max_extra"],
+  lambda f: f["max_ratio"] > 0 or f["max_extra"] > 0,
+  "--max_ratio 0 and --max_extra 0 leave a translation no token; raise either",
+)
 # [CLS] source [SEP] target [SEP]: one source and one target token at the least.
 # A row's keys and values are allocated whole, for max_length tokens (_check_decoding_fits costs them).
-_MAX_LENGTH = flags.DEFINE_integer("max_length", 512, "Tokens of [CLS] source [SEP] target [SEP].", lower_bound=5,
-                                   upper_bound=1 << 20)
+_MAX_LENGTH = flags.DEFINE_integer(
+  "max_length", 512, "Tokens of [CLS] source [SEP] target [SEP].", lower_bound=5, upper_bound=1 << 20
+)
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", 32, "Sentences per batch.", lower_bound=1)
 _SKIP_BAD_LINES = flags.DEFINE_bool("skip_bad_lines", False, "Report bad lines and leave them empty.")
 
@@ -68,9 +73,11 @@ def _check_decoding_fits(model: loading.Model, max_length: int) -> None:
   logits = 4 * rows * config.vocab_size * 4  # a step's logits, log-probabilities and their top candidates
   needed, available = cache + logits, _memory_bytes()
   if needed > available:
-    raise guards.RunError(f"--beam {_BEAM.value} × --batch_size {_BATCH_SIZE.value} needs about {_size(needed)} "
-                          f"to decode ({rows:,} rows of {max_length} tokens), more than the {_size(available)} "
-                          "here: lower --beam, --batch_size or --max_length")
+    raise guards.RunError(
+      f"--beam {_BEAM.value} × --batch_size {_BATCH_SIZE.value} needs about {_size(needed)} "
+      f"to decode ({rows:,} rows of {max_length} tokens), more than the {_size(available)} "
+      "here: lower --beam, --batch_size or --max_length"
+    )
 
 
 def _size(n: float) -> str:
@@ -114,9 +121,17 @@ def main(argv):
   good = [i for i in range(len(lines)) if i + 1 not in bad]
   params = jax.tree_util.tree_map(jax.numpy.asarray, model.params)
   targets = prefix_lm.translate(
-      MaskedLM(model.config), params, model.tokenizer, [sources[i] for i in good], max_length=max_length,
-      max_ratio=_MAX_RATIO.value, max_extra=_MAX_EXTRA.value, batch_size=_BATCH_SIZE.value,
-      beam_size=_BEAM.value, length_penalty=_LENGTH_PENALTY.value)
+    MaskedLM(model.config),
+    params,
+    model.tokenizer,
+    [sources[i] for i in good],
+    max_length=max_length,
+    max_ratio=_MAX_RATIO.value,
+    max_extra=_MAX_EXTRA.value,
+    batch_size=_BATCH_SIZE.value,
+    beam_size=_BEAM.value,
+    length_penalty=_LENGTH_PENALTY.value,
+  )
   out = [""] * len(lines)
   for i, target in zip(good, targets):
     out[i] = model.tokenizer.decode(target)

@@ -16,6 +16,7 @@ fixed number of epochs (patience 0), the best dev checkpoint kept (keep_checkpoi
 as CLUE's reading-comprehension scripts (run_c3.py). The learning rate is the one for a
 base-sized model (base_learning_rate); a smaller model gets a larger one, chosen from its size
 (docs/finetuning.md)."""
+
 from wyjax.train.finetuning import base_config
 
 

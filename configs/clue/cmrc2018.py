@@ -17,6 +17,7 @@ checkpoint kept (keep_checkpoint "best_dev"), as CLUE's reading-comprehension sc
 evaluates at each epoch's end and every eval_every steps, and keeps the best EM (the main
 metric). The learning rate is the one for a base-sized model (base_learning_rate); a smaller
 model gets a larger one, chosen from its size (docs/finetuning.md)."""
+
 from wyjax.train.finetuning import base_config
 
 

@@ -12,6 +12,7 @@ README gives none); a fixed number of epochs (patience 0) and the last model res
 and submitted (keep_checkpoint "last"), as CLUE's classification scripts train and predict.
 The learning rate is the one for a base-sized model (base_learning_rate); a smaller model gets a
 larger one, chosen from its size (docs/finetuning.md)."""
+
 from wyjax.train.finetuning import base_config
 
 

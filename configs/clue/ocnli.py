@@ -13,6 +13,7 @@ warmup_proportion; the README gives none); a fixed number of epochs (patience 0)
 model restored, scored and submitted (keep_checkpoint "last"), as CLUE's classification scripts
 train and predict. The learning rate is the one for a base-sized model (base_learning_rate); a
 smaller model gets a larger one, chosen from its size (docs/finetuning.md)."""
+
 from wyjax.train.finetuning import base_config
 
 

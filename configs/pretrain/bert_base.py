@@ -28,15 +28,24 @@ predicted (in an earlier tree, with attention dropout 0.1), with flash attention
 kernel attention="auto" picks on TPU), 6.9 GiB HBM per chip, 26 ms per step (memory-bound),
 2.49 M tokens/s and an MFU ceiling of 80%; with --config.attention=xla 12.6 GiB, 38 ms and 56%.
 """
+
 from wyjax.train.pretraining import base_config
 
 
 def get_config():
   config = base_config()
   config.model = dict(
-      model_type="bert", vocab_size=22669, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-      intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12,
-      attention_probs_dropout_prob=0.0)
+    model_type="bert",
+    vocab_size=22669,
+    hidden_size=768,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    intermediate_size=3072,
+    max_position_embeddings=512,
+    type_vocab_size=2,
+    layer_norm_eps=1e-12,
+    attention_probs_dropout_prob=0.0,
+  )
   config.corpus.source = "daizhige:/data/daizhigev20"
   config.corpus.sequence_length = 512
   config.corpus.max_vocab = 22669

@@ -43,17 +43,32 @@ The same file describes the architecture for a randomly initialised export:
 
     python -m wyjax.export --random_init=pretrain/deberta_base.py --out=/tmp/deberta-base --verify
 """
+
 from wyjax.train.pretraining import base_config
 
 
 def get_config():
   config = base_config()
   config.model = dict(
-      model_type="deberta-v2", vocab_size=22669, hidden_size=768, num_hidden_layers=12,
-      num_attention_heads=12, intermediate_size=3072, hidden_act="gelu", max_position_embeddings=512,
-      type_vocab_size=0, layer_norm_eps=1e-7, relative_attention=True, max_relative_positions=-1,
-      position_buckets=128, pos_att_type="p2c|c2p", share_att_key=True, norm_rel_ebd="layer_norm",
-      position_biased_input=False, attention_probs_dropout_prob=0.0)
+    model_type="deberta-v2",
+    vocab_size=22669,
+    hidden_size=768,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    intermediate_size=3072,
+    hidden_act="gelu",
+    max_position_embeddings=512,
+    type_vocab_size=0,
+    layer_norm_eps=1e-7,
+    relative_attention=True,
+    max_relative_positions=-1,
+    position_buckets=128,
+    pos_att_type="p2c|c2p",
+    share_att_key=True,
+    norm_rel_ebd="layer_norm",
+    position_biased_input=False,
+    attention_probs_dropout_prob=0.0,
+  )
   config.corpus.source = "daizhige:/data/daizhigev20"
   config.corpus.sequence_length = 512
   config.corpus.max_vocab = 22669

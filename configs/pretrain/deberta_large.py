@@ -21,16 +21,28 @@ ceiling 1.3%); on v5e-256 (`v5e:16x16`, batch 4096) 14.2 of 14.9 GiB. The defaul
 now compiles the fused kernels on TPU, which removed those gathers for DeBERTa-base
 (docs/scaling.md); recompile to see large's figures.
 """
+
 from wyjax.train.pretraining import base_config
 
 
 def get_config():
   config = base_config()
   config.model = dict(
-      model_type="deberta-v2", vocab_size=22669, hidden_size=1024, num_hidden_layers=24,
-      num_attention_heads=16, intermediate_size=4096, max_position_embeddings=512, type_vocab_size=0,
-      relative_attention=True, position_buckets=128, pos_att_type="p2c|c2p", share_att_key=True,
-      norm_rel_ebd="layer_norm", position_biased_input=False)
+    model_type="deberta-v2",
+    vocab_size=22669,
+    hidden_size=1024,
+    num_hidden_layers=24,
+    num_attention_heads=16,
+    intermediate_size=4096,
+    max_position_embeddings=512,
+    type_vocab_size=0,
+    relative_attention=True,
+    position_buckets=128,
+    pos_att_type="p2c|c2p",
+    share_att_key=True,
+    norm_rel_ebd="layer_norm",
+    position_biased_input=False,
+  )
   config.corpus.source = "daizhige:/data/daizhigev20"
   config.corpus.sequence_length = 512
   config.corpus.max_vocab = 22669

@@ -24,16 +24,30 @@ predicts, with the fused attention kernels that attention="auto" picks on TPU, 0
 per chip and 1.3 ms per step (memory-bound: 3.3 GiB of HBM traffic per chip), 12.8 M tokens/s,
 an MFU ceiling of 3.1%.
 """
+
 from wyjax.train.pretraining import base_config
 
 
 def get_config():
   config = base_config()
   config.model = dict(
-      model_type="deberta-v2", vocab_size=6000, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
-      intermediate_size=256, max_position_embeddings=128, type_vocab_size=0, relative_attention=True,
-      position_buckets=32, pos_att_type="p2c|c2p", share_att_key=True, norm_rel_ebd="layer_norm",
-      position_biased_input=False, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    model_type="deberta-v2",
+    vocab_size=6000,
+    hidden_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=256,
+    max_position_embeddings=128,
+    type_vocab_size=0,
+    relative_attention=True,
+    position_buckets=32,
+    pos_att_type="p2c|c2p",
+    share_att_key=True,
+    norm_rel_ebd="layer_norm",
+    position_biased_input=False,
+    hidden_dropout_prob=0.1,
+    attention_probs_dropout_prob=0.1,
+  )
   config.corpus.source = "poetry"
   config.corpus.sequence_length = 64  # poems are short (62 characters on average in the demo's tasks)
   config.corpus.max_vocab = 6000

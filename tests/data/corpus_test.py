@@ -1,4 +1,5 @@
 """Corpus readers on the real Daizhige sample, and the poetry reader on a package built here."""
+
 import collections
 import io
 import json
@@ -82,16 +83,26 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
 def _fake_poetry_package(root):
   dist = root / "package" / "dist"
   (dist / "shijing").mkdir(parents=True)
-  (dist / "shijing" / "shijing.json").write_text(json.dumps(
-      [{"title": "关雎", "chapter": "国风", "content": ["关关雎鸠，在河之洲。"]}], ensure_ascii=False))
+  (dist / "shijing" / "shijing.json").write_text(
+    json.dumps([{"title": "关雎", "chapter": "国风", "content": ["关关雎鸠，在河之洲。"]}], ensure_ascii=False)
+  )
   (dist / "quantangshi").mkdir()
-  (dist / "quantangshi" / "poet.tang.0.json").write_text(json.dumps(
-      [{"author": "李白", "title": "靜夜思", "paragraphs": ["床前明月光，疑是地上霜。"]}], ensure_ascii=False))
+  (dist / "quantangshi" / "poet.tang.0.json").write_text(
+    json.dumps([{"author": "李白", "title": "靜夜思", "paragraphs": ["床前明月光，疑是地上霜。"]}], ensure_ascii=False)
+  )
   (dist / "quantangshi" / "authors.tang.json").write_text("[]")
   (dist / "mengxue").mkdir()
-  (dist / "mengxue" / "qianjiashi.json").write_text(json.dumps({"title": "千家詩", "content": [
-      {"type": "五言", "content": [{"chapter": "春眠", "author": "孟浩然", "paragraphs": ["春眠不覺曉"]}]}]},
-      ensure_ascii=False))
+  (dist / "mengxue" / "qianjiashi.json").write_text(
+    json.dumps(
+      {
+        "title": "千家詩",
+        "content": [
+          {"type": "五言", "content": [{"chapter": "春眠", "author": "孟浩然", "paragraphs": ["春眠不覺曉"]}]}
+        ],
+      },
+      ensure_ascii=False,
+    )
+  )
   return root / "package"
 
 
@@ -99,8 +110,13 @@ def test_poetry_reader_metadata(tmp_path):
   reader = corpus.PoetryReader(_fake_poetry_package(tmp_path))
   assert reader.units() == ["mengxue/qianjiashi.json", "quantangshi/poet.tang.0.json", "shijing/shijing.json"]
   docs = {d.meta["title"]: d for u in reader.units() for d in reader.read(u)}
-  assert docs["靜夜思"].meta == {"collection": "全唐诗", "dynasty": "唐", "title": "靜夜思", "author": "李白",
-                               "path": "quantangshi/poet.tang.0.json"}
+  assert docs["靜夜思"].meta == {
+    "collection": "全唐诗",
+    "dynasty": "唐",
+    "title": "靜夜思",
+    "author": "李白",
+    "path": "quantangshi/poet.tang.0.json",
+  }
   assert docs["关雎"].meta["dynasty"] == "先秦" and docs["关雎"].paragraphs == ["关关雎鸠，在河之洲。"]
   assert docs["春眠"].meta["author"] == "孟浩然" and docs["春眠"].paragraphs == ["春眠不覺曉"]
 
@@ -113,16 +129,20 @@ def test_poetry_integrity_check(tmp_path):
     corpus.check_integrity(tarball)
   import base64
   import hashlib
+
   good = "sha512-" + base64.b64encode(hashlib.sha512(tarball.read_bytes()).digest()).decode()
   corpus.check_integrity(tarball, good)
 
 
-@pytest.mark.parametrize("content,message", [
+@pytest.mark.parametrize(
+  "content,message",
+  [
     ('[{"title": "a", "paragraphs": ["x"]},\n {"title": "b", "paragraphs": "', r":2: invalid JSON"),
     ('[{"title": "a", "paragraphs": ["x"]}, ["not", "a", "poem"]]', r": record 1: expected a JSON object, found list"),
     ('[{"title": "a", "paragraphs": 7}]', r": record 0: field 'paragraphs' is neither a string nor a list"),
     ('[{"title": "a", "author": "b"}]', r": record 0: none of the text fields"),
-])
+  ],
+)
 def test_malformed_poetry_file_names_file_and_record(tmp_path, content, message):
   path = tmp_path / "package" / "dist" / "shijing" / "shijing.json"
   path.parent.mkdir(parents=True)
@@ -131,8 +151,10 @@ def test_malformed_poetry_file_names_file_and_record(tmp_path, content, message)
     corpus.PoetryReader(tmp_path / "package").read("shijing/shijing.json")
 
 
-@pytest.mark.parametrize("name,kind", [("../outside.json", tarfile.REGTYPE), ("/etc/passwd", tarfile.REGTYPE),
-                                       ("package/link", tarfile.SYMTYPE)])
+@pytest.mark.parametrize(
+  "name,kind",
+  [("../outside.json", tarfile.REGTYPE), ("/etc/passwd", tarfile.REGTYPE), ("package/link", tarfile.SYMTYPE)],
+)
 def test_unsafe_tar_members_are_refused(tmp_path, name, kind):
   tarball = tmp_path / "x.tgz"
   with tarfile.open(tarball, "w:gz") as tar:

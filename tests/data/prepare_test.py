@@ -20,8 +20,9 @@ from wyjax.data import tokenizer as tk
 
 
 def _options(shared_data, **kw):
-  return prepare.Options(**{"source": f"daizhige:{shared_data / 'daizhige_sample'}", "sequence_length": 64,
-                            "valid_fraction": 0.2, **kw})
+  return prepare.Options(
+    **{"source": f"daizhige:{shared_data / 'daizhige_sample'}", "sequence_length": 64, "valid_fraction": 0.2, **kw}
+  )
 
 
 def test_prepare_corpus_manifest_and_sequences(shared_data, tmp_path):
@@ -44,6 +45,7 @@ def test_no_sequence_mixes_train_and_validation(shared_data, tmp_path):
   prepare.prepare_corpus(tmp_path, _options(shared_data), workers=1, progress=False, log=lambda *_: None)
   tokenizer = tk.Tokenizer.load(tmp_path / "tokenizer")
   from wyjax.data import corpus
+
   reader = corpus.DaizhigeReader(shared_data / "daizhige_sample")
   valid_text = set()
   for unit in reader.units():
@@ -65,29 +67,39 @@ def test_prepare_is_idempotent_and_rebuilds_on_change(shared_data, tmp_path):
   (tmp_path / "manifest.json").unlink()
   (tmp_path / prepare.BUILDING).write_text(json.dumps({"fingerprint": first["fingerprint"]}))
   third = prepare.prepare_corpus(tmp_path, _options(shared_data), workers=1, progress=False, log=messages.append)
-  assert {k: v for k, v in third.items() if k not in ("seconds", "characters_per_second", "workers")} == \
-      {k: v for k, v in first.items() if k not in ("seconds", "characters_per_second", "workers")}
+  assert {k: v for k, v in third.items() if k not in ("seconds", "characters_per_second", "workers")} == {
+    k: v for k, v in first.items() if k not in ("seconds", "characters_per_second", "workers")
+  }
   assert not (tmp_path / prepare.BUILDING).exists()
   with pytest.raises(guards.RunError, match="holds a corpus prepared with other options; .* --overwrite"):
     prepare.prepare_corpus(tmp_path, _options(shared_data, sequence_length=128), workers=1, progress=False)
   assert json.loads((tmp_path / "manifest.json").read_text()) == third  # refused: untouched
-  longer = prepare.prepare_corpus(tmp_path, _options(shared_data, sequence_length=128), workers=1,
-                                  progress=False, overwrite=True, log=messages.append)
+  longer = prepare.prepare_corpus(
+    tmp_path, _options(shared_data, sequence_length=128), workers=1, progress=False, overwrite=True, log=messages.append
+  )
   assert longer["sequence_length"] == 128 and json.loads((tmp_path / "manifest.json").read_text()) == longer
 
 
 def test_reusing_a_vocabulary(shared_data, tmp_path):
   first = prepare.prepare_corpus(tmp_path / "a", _options(shared_data), workers=1, progress=False, log=lambda *_: None)
-  second = prepare.prepare_corpus(tmp_path / "b", _options(shared_data, sequence_length=32),
-                                  vocab_dir=tmp_path / "a" / "tokenizer", workers=1, progress=False, log=lambda *_: None)
+  second = prepare.prepare_corpus(
+    tmp_path / "b",
+    _options(shared_data, sequence_length=32),
+    vocab_dir=tmp_path / "a" / "tokenizer",
+    workers=1,
+    progress=False,
+    log=lambda *_: None,
+  )
   assert second["vocab_hash"] == first["vocab_hash"]
 
 
 def test_train_batches_are_the_same_for_any_process_count(shared_data, tmp_path):
   prepare.prepare_corpus(tmp_path, _options(shared_data), workers=1, progress=False, log=lambda *_: None)
   single = iter(pipeline.train_dataset(tmp_path, global_batch_size=8, seed=3))
-  halves = [iter(pipeline.train_dataset(tmp_path, global_batch_size=8, seed=3, process_index=p, process_count=2))
-            for p in range(2)]
+  halves = [
+    iter(pipeline.train_dataset(tmp_path, global_batch_size=8, seed=3, process_index=p, process_count=2))
+    for p in range(2)
+  ]
   for _ in range(5):
     np.testing.assert_array_equal(next(single), np.concatenate([next(h) for h in halves]))
 
@@ -114,13 +126,19 @@ def _write_texts(texts):
 
 def test_plain_text_corpus(tmp_path):
   texts = _write_texts(tmp_path / "texts")
-  manifest = prepare.prepare_corpus(tmp_path / "out", prepare.Options(source=f"text:{texts}", sequence_length=16,
-                                                                      valid_fraction=0.0),
-                                    workers=1, progress=False, log=lambda *_: None)
+  manifest = prepare.prepare_corpus(
+    tmp_path / "out",
+    prepare.Options(source=f"text:{texts}", sequence_length=16, valid_fraction=0.0),
+    workers=1,
+    progress=False,
+    log=lambda *_: None,
+  )
   assert manifest["documents"]["train"] == 2 and manifest["duplicate_paragraphs"] == 4
   tokenizer = tk.Tokenizer.load(tmp_path / "out" / "tokenizer")
   assert "学" in tokenizer.token_to_id and "學" not in tokenizer.token_to_id  # t2s by default
-  assert manifest["tokens"]["train"] == len("学而时习之，不亦说乎？有朋自远方来，不亦乐乎？人不知而不愠，不亦君子乎？") + 2
+  assert (
+    manifest["tokens"]["train"] == len("学而时习之，不亦说乎？有朋自远方来，不亦乐乎？人不知而不愠，不亦君子乎？") + 2
+  )
 
 
 def test_a_lower_casing_vocabulary_prepares_a_lower_cased_corpus(tmp_path):
@@ -132,8 +150,9 @@ def test_a_lower_casing_vocabulary_prepares_a_lower_cased_corpus(tmp_path):
   (texts / "a.txt").write_text("Tang 唐 TANG tang\n", encoding="utf-8")
   vocab = tmp_path / "vocab"
   vocab.mkdir()
-  (vocab / "vocab.txt").write_text("".join(t + "\n" for t in [*tk.SPECIAL_TOKENS, "唐", "t", "##a", "##n", "##g"]),
-                                  encoding="utf-8")
+  (vocab / "vocab.txt").write_text(
+    "".join(t + "\n" for t in [*tk.SPECIAL_TOKENS, "唐", "t", "##a", "##n", "##g"]), encoding="utf-8"
+  )
   (vocab / "tokenizer_config.json").write_text('{"init_inputs": []}')
   for extend in (False, True):
     out = tmp_path / f"out_{extend}"
@@ -142,32 +161,57 @@ def test_a_lower_casing_vocabulary_prepares_a_lower_cased_corpus(tmp_path):
     tokenizer = tk.Tokenizer.load(out / "tokenizer")
     # t ##a ##n ##g thrice, 唐, [SEP]; read as cased, "Tang" and "TANG" were [UNK]
     assert manifest["unk_tokens"] == 0 and manifest["tokens"]["train"] == 3 * 4 + 1 + 1
-    assert tokenizer.lowercase and not any(t.isupper() for t in tokenizer.vocab[len(tk.SPECIAL_TOKENS):])
+    assert tokenizer.lowercase and not any(t.isupper() for t in tokenizer.vocab[len(tk.SPECIAL_TOKENS) :])
   assert tokenizer.vocab[:9] == [*tk.SPECIAL_TOKENS, "唐", "t", "##a", "##n"] and len(tokenizer) == 14
 
 
 def test_prepare_corpus_command(tmp_path):
   """`python -m wyjax.data prepare-corpus` hands every flag to prepare_corpus."""
   texts, out = _write_texts(tmp_path / "texts"), tmp_path / "out"
-  result = subprocess.run([sys.executable, "-m", "wyjax.data", "prepare-corpus", f"--source=text:{texts}",
-                           f"--out={out}", "--sequence_length=16", "--valid_fraction=0", "--no_t2s",
-                           "--char_filter=no_ascii_alnum", "--min_count=2", "--max_vocab=20", "--shard_sequences=2",
-                           "--workers=1"],
-                          capture_output=True, text=True)
+  result = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "wyjax.data",
+      "prepare-corpus",
+      f"--source=text:{texts}",
+      f"--out={out}",
+      "--sequence_length=16",
+      "--valid_fraction=0",
+      "--no_t2s",
+      "--char_filter=no_ascii_alnum",
+      "--min_count=2",
+      "--max_vocab=20",
+      "--shard_sequences=2",
+      "--workers=1",
+    ],
+    capture_output=True,
+    text=True,
+  )
   assert result.returncode == 0, result.stderr
   manifest = json.loads((out / "manifest.json").read_text())
-  assert manifest["options"] == {"source": f"text:{texts}", "sequence_length": 16, "valid_fraction": 0.0, "t2s": False,
-                                 "char_filter": "no_ascii_alnum", "min_count": 2, "max_vocab": 20,
-                                 "shard_sequences": 2, "extend_vocab": False}
+  assert manifest["options"] == {
+    "source": f"text:{texts}",
+    "sequence_length": 16,
+    "valid_fraction": 0.0,
+    "t2s": False,
+    "char_filter": "no_ascii_alnum",
+    "min_count": 2,
+    "max_vocab": 20,
+    "shard_sequences": 2,
+    "extend_vocab": False,
+  }
   assert manifest["workers"] == 1 and len(manifest["shards"]["train"]) > 1
 
 
 def test_prepare_corpus_command_refuses_bad_usage(tmp_path):
   out = tmp_path / "out"
   common = ["--source=poetry", f"--out={out}"]
-  for args, message in ((["bogus", *common], "expected one command (prepare-corpus), got: bogus"),
-                        (["prepare-corpus", *common, "--daizhige=DIR"], "Unknown command line flag 'daizhige'"),
-                        (["prepare-corpus", "--source=poetry"], "prepare-corpus needs --source and --out")):
+  for args, message in (
+    (["bogus", *common], "expected one command (prepare-corpus), got: bogus"),
+    (["prepare-corpus", *common, "--daizhige=DIR"], "Unknown command line flag 'daizhige'"),
+    (["prepare-corpus", "--source=poetry"], "prepare-corpus needs --source and --out"),
+  ):
     result = subprocess.run([sys.executable, "-m", "wyjax.data", *args], capture_output=True, text=True)
     assert result.returncode != 0 and message in result.stderr, (args, result.stderr)
   assert not out.exists()
@@ -180,9 +224,19 @@ def test_a_bad_file_ends_the_command_in_one_line_with_the_default_workers(tmp_pa
   bad.parent.mkdir(parents=True)
   bad.write_bytes("國家".encode("gbk"))
   assert os.cpu_count() > 1  # the default: a worker per core
-  result = subprocess.run([sys.executable, "-m", "wyjax.data", "prepare-corpus",
-                           f"--source={source}:{tmp_path / 'corpus'}", f"--out={tmp_path / 'out'}"],
-                          capture_output=True, text=True, timeout=90)
+  result = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "wyjax.data",
+      "prepare-corpus",
+      f"--source={source}:{tmp_path / 'corpus'}",
+      f"--out={tmp_path / 'out'}",
+    ],
+    capture_output=True,
+    text=True,
+    timeout=90,
+  )
   assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
   assert result.stderr.splitlines() == [f"wyjax: error: {bad}:1: not valid UTF-8 (invalid start byte at byte 0)"]
 
@@ -192,12 +246,29 @@ def test_a_full_disk_is_one_line_and_leaves_no_partial_shard(shared_data, tmp_pa
   fails with EFBIG as ENOSPC does): ArrayRecord's writer failed with a 20-line traceback and
   left its partial shard."""
   out = tmp_path / "out"
-  result = subprocess.run(["bash", "-c", 'ulimit -f 200 && exec "$@"', "bash", sys.executable, "-m", "wyjax.data",
-                           "prepare-corpus", f"--source=daizhige:{shared_data / 'daizhige_sample'}", f"--out={out}",
-                           "--sequence_length=64", "--workers=1"], capture_output=True, text=True)
+  result = subprocess.run(
+    [
+      "bash",
+      "-c",
+      'ulimit -f 200 && exec "$@"',
+      "bash",
+      sys.executable,
+      "-m",
+      "wyjax.data",
+      "prepare-corpus",
+      f"--source=daizhige:{shared_data / 'daizhige_sample'}",
+      f"--out={out}",
+      "--sequence_length=64",
+      "--workers=1",
+    ],
+    capture_output=True,
+    text=True,
+  )
   assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
-  assert result.stderr.splitlines()[-1] == (f"wyjax: error: {out}: File too large while writing the corpus's shards; "
-                                            "free space there and rerun (the shards written so far were removed)")
+  assert result.stderr.splitlines()[-1] == (
+    f"wyjax: error: {out}: File too large while writing the corpus's shards; "
+    "free space there and rerun (the shards written so far were removed)"
+  )
   assert not list(out.glob("*.array_record")) and not (out / "manifest.json").exists()
 
 
@@ -212,9 +283,14 @@ def _stalled(texts, out, *args):
   fifo = texts / "slow.fifo"
   os.mkfifo(fifo)
   assert os.cpu_count() > 1
-  process = subprocess.Popen(as_from_a_terminal([sys.executable, str(STALLED), "prepare-corpus",
-                                                 f"--source=text:{texts}", f"--out={out}", *args]),
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+  process = subprocess.Popen(
+    as_from_a_terminal(
+      [sys.executable, str(STALLED), "prepare-corpus", f"--source=text:{texts}", f"--out={out}", *args]
+    ),
+    stderr=subprocess.PIPE,
+    text=True,
+    start_new_session=True,
+  )
   deadline = time.monotonic() + 120
   while True:  # until a worker has the FIFO open to read it
     try:
@@ -260,11 +336,26 @@ def test_ctrl_c_with_the_default_workers_ends_in_one_line_and_the_rerun_builds(t
   with pytest.raises(BrokenPipeError):  # no worker reads it any more
     os.write(writer, "學".encode())
   os.close(writer)
-  rerun = subprocess.run([sys.executable, "-m", "wyjax.data", "prepare-corpus", f"--source=text:{texts}",
-                          f"--out={out}", "--sequence_length=16", "--valid_fraction=0.2", "--workers=1"],
-                         capture_output=True, text=True, timeout=120)
-  assert rerun.returncode == 0 and json.loads((out / "manifest.json").read_text())["documents"] == \
-      {"train": 1, "valid": 1}, rerun.stderr
+  rerun = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "wyjax.data",
+      "prepare-corpus",
+      f"--source=text:{texts}",
+      f"--out={out}",
+      "--sequence_length=16",
+      "--valid_fraction=0.2",
+      "--workers=1",
+    ],
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
+  assert rerun.returncode == 0 and json.loads((out / "manifest.json").read_text())["documents"] == {
+    "train": 1,
+    "valid": 1,
+  }, rerun.stderr
 
 
 def test_sigkill_of_prepare_corpus_leaves_no_worker_alive(tmp_path):
@@ -295,15 +386,25 @@ def test_two_commands_never_write_one_corpus_at_once(tmp_path):
   taken over: the second builds a corpus whose manifest matches its shards."""
   texts, out = _write_texts(tmp_path / "texts"), tmp_path / "out"
   first, writer = _stalled(texts, out, "--sequence_length=32")
-  second = [sys.executable, "-m", "wyjax.data", "prepare-corpus", f"--source=text:{texts}", f"--out={out}",
-            "--sequence_length=16", "--valid_fraction=0", "--workers=1"]
+  second = [
+    sys.executable,
+    "-m",
+    "wyjax.data",
+    "prepare-corpus",
+    f"--source=text:{texts}",
+    f"--out={out}",
+    "--sequence_length=16",
+    "--valid_fraction=0",
+    "--workers=1",
+  ]
   try:
     before = sorted((p.name, p.stat().st_size) for p in out.iterdir())
     refused = subprocess.run(second, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 1 and refused.stderr.splitlines() == [
-        f"wyjax: error: {out} is being written by prepare-corpus (process {first.pid} on {socket.gethostname()}, "
-        f"since {json.loads((out / locks.LOCK).read_text())['since']}); wait until it ends, or choose another "
-        "folder"], refused.stderr
+      f"wyjax: error: {out} is being written by prepare-corpus (process {first.pid} on {socket.gethostname()}, "
+      f"since {json.loads((out / locks.LOCK).read_text())['since']}); wait until it ends, or choose another "
+      "folder"
+    ], refused.stderr
     assert sorted((p.name, p.stat().st_size) for p in out.iterdir()) == before
   finally:
     os.killpg(first.pid, signal.SIGKILL)
@@ -328,12 +429,26 @@ def test_special_files_are_skipped_and_counted_never_opened(tmp_path):
   with socket.socket(socket.AF_UNIX) as server:
     server.bind(str(texts / "sub" / "socket.txt"))
     (texts / "zero.txt").symlink_to("/dev/zero")
-    result = subprocess.run([sys.executable, "-m", "wyjax.data", "prepare-corpus", f"--source=text:{texts}",
-                             f"--out={out}", "--sequence_length=16", "--valid_fraction=0", "--workers=1"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+      [
+        sys.executable,
+        "-m",
+        "wyjax.data",
+        "prepare-corpus",
+        f"--source=text:{texts}",
+        f"--out={out}",
+        "--sequence_length=16",
+        "--valid_fraction=0",
+        "--workers=1",
+      ],
+      capture_output=True,
+      text=True,
+      timeout=120,
+    )
   assert result.returncode == 0, result.stderr
-  assert f"text:{texts}: skipped 3 special files (FIFOs, devices, sockets: never opened), e.g. fifo.txt" in \
-      result.stdout
+  assert (
+    f"text:{texts}: skipped 3 special files (FIFOs, devices, sockets: never opened), e.g. fifo.txt" in result.stdout
+  )
   manifest = json.loads((out / "manifest.json").read_text())
   assert manifest["skipped_special_files"] == ["fifo.txt", "sub/socket.txt", "zero.txt"]
   assert manifest["documents"]["train"] == 2
@@ -381,9 +496,14 @@ def test_no_validation_sequences_is_an_error_and_the_rerun_with_other_options_wo
   assert manifest["documents"] == {"train": 1, "valid": 1} and manifest["sequences"]["valid"] == 1
 
 
-@pytest.mark.parametrize("change, message", [({"sequence_length": 0}, "at least 8 tokens"),
-                                              ({"valid_fraction": 2.0}, r"a fraction in \[0, 1\)"),
-                                              ({"min_count": 0}, "min_count is 0; allowed: an integer ≥ 1")])
+@pytest.mark.parametrize(
+  "change, message",
+  [
+    ({"sequence_length": 0}, "at least 8 tokens"),
+    ({"valid_fraction": 2.0}, r"a fraction in \[0, 1\)"),
+    ({"min_count": 0}, "min_count is 0; allowed: an integer ≥ 1"),
+  ],
+)
 def test_options_are_checked(change, message):
   with pytest.raises(ValueError, match=message):
     prepare.Options(source="text:x", **change)
@@ -393,17 +513,38 @@ def test_a_corpus_without_characters_is_an_error(tmp_path):
   (tmp_path / "texts").mkdir()
   (tmp_path / "texts" / "empty.txt").write_text("\n \n")
   with pytest.raises(guards.RunError, match="no text to train on .0 characters read"):
-    prepare.prepare_corpus(tmp_path / "out", prepare.Options(source=f"text:{tmp_path / 'texts'}"), workers=1,
-                           progress=False, log=lambda *_: None)
+    prepare.prepare_corpus(
+      tmp_path / "out",
+      prepare.Options(source=f"text:{tmp_path / 'texts'}"),
+      workers=1,
+      progress=False,
+      log=lambda *_: None,
+    )
   assert not (tmp_path / "out" / "manifest.json").exists()
 
 
 # --- provenance by content, a corpus inside its source, a read-only disk --------------------------------
 
+
 def _prepare_command(source, out, *flags, wrap=(), cwd=None):
-  return subprocess.run([*wrap, sys.executable, "-m", "wyjax.data", "prepare-corpus", f"--source={source}",
-                         f"--out={out}", "--sequence_length=16", "--valid_fraction=0", "--workers=1", *flags],
-                        capture_output=True, text=True, cwd=cwd)
+  return subprocess.run(
+    [
+      *wrap,
+      sys.executable,
+      "-m",
+      "wyjax.data",
+      "prepare-corpus",
+      f"--source={source}",
+      f"--out={out}",
+      "--sequence_length=16",
+      "--valid_fraction=0",
+      "--workers=1",
+      *flags,
+    ],
+    capture_output=True,
+    text=True,
+    cwd=cwd,
+  )
 
 
 def test_a_change_of_the_source_text_is_seen_even_with_the_same_options(tmp_path):
@@ -422,14 +563,16 @@ def test_a_change_of_the_source_text_is_seen_even_with_the_same_options(tmp_path
   (texts / "sub" / "b.txt").write_text("\u3000\u3000人不知而不慍，不亦君子乎？\n溫故而知新\n", encoding="utf-8")
   refused = _prepare_command(f"text:{texts}", out)
   assert refused.returncode == 1 and refused.stderr.splitlines()[-1] == (
-      f"wyjax: error: --out {out} holds a corpus prepared from other text (the source's files changed since); choose "
-      "an empty or new folder, or pass --overwrite to replace the corpus files there"), refused.stderr
+    f"wyjax: error: --out {out} holds a corpus prepared from other text (the source's files changed since); choose "
+    "an empty or new folder, or pass --overwrite to replace the corpus files there"
+  ), refused.stderr
   assert json.loads((out / "manifest.json").read_text()) == built
   rebuilt = _prepare_command(f"text:{texts}", out, "--overwrite")
   assert rebuilt.returncode == 0 and "nothing to do" not in rebuilt.stderr + rebuilt.stdout, rebuilt.stderr
   manifest = json.loads((out / "manifest.json").read_text())
-  assert manifest["source_sha256"] != built["source_sha256"] and manifest["tokens"]["train"] == \
-      built["tokens"]["train"] + len("温故而知新")
+  assert manifest["source_sha256"] != built["source_sha256"] and manifest["tokens"]["train"] == built["tokens"][
+    "train"
+  ] + len("温故而知新")
 
 
 def test_an_out_in_its_own_source_is_refused_and_a_corpus_inside_a_source_never_read_as_text(tmp_path):
@@ -441,9 +584,13 @@ def test_an_out_in_its_own_source_is_refused_and_a_corpus_inside_a_source_never_
   texts = _write_texts(tmp_path / "texts")
   options = prepare.Options(source=f"text:{texts}", sequence_length=16, valid_fraction=0)
   for out, where in ((texts / "corpus", "lies inside"), (texts, "is")):
-    with pytest.raises(guards.RunError, match=re.escape(
+    with pytest.raises(
+      guards.RunError,
+      match=re.escape(
         f"--out {out} {where} --source {texts}, which prepare-corpus reads; writing there would change what it reads: "
-        "choose another --out")):
+        "choose another --out"
+      ),
+    ):
       prepare.prepare_corpus(out, options, workers=1, progress=False, overwrite=True)
   assert sorted(p.relative_to(texts).as_posix() for p in texts.rglob("*")) == ["a.txt", "sub", "sub/b.txt"]
   alone = prepare.prepare_corpus(tmp_path / "alone", options, workers=1, progress=False, log=lambda *_: None)
@@ -451,8 +598,10 @@ def test_an_out_in_its_own_source_is_refused_and_a_corpus_inside_a_source_never_
   messages = []
   again = prepare.prepare_corpus(tmp_path / "again", options, workers=1, progress=False, log=messages.append)
   assert again["documents"]["train"] == 2 and again["fingerprint"] == alone["fingerprint"]  # the same text
-  assert messages[0] == (f"text:{texts}: left out 1 tokenizer vocabularies (a prepared corpus's or a model's: no "
-                         "text), e.g. corpus/tokenizer/vocab.txt")
+  assert messages[0] == (
+    f"text:{texts}: left out 1 tokenizer vocabularies (a prepared corpus's or a model's: no "
+    "text), e.g. corpus/tokenizer/vocab.txt"
+  )
 
 
 def test_a_finished_corpus_on_a_read_only_disk_is_found_again(tmp_path):
@@ -462,12 +611,22 @@ def test_a_finished_corpus_on_a_read_only_disk_is_found_again(tmp_path):
   bind mount in a user and mount namespace (`unshare`), as a user without privileges makes one."""
   texts, out = _write_texts(tmp_path / "texts"), tmp_path / "out"
   assert _prepare_command(f"text:{texts}", out).returncode == 0
-  read_only = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
-               f'mount --bind -o ro "{out}" "{out}" && exec "$@"', "sh"]
+  read_only = [
+    "unshare",
+    "--user",
+    "--map-root-user",
+    "--mount",
+    "sh",
+    "-c",
+    f'mount --bind -o ro "{out}" "{out}" && exec "$@"',
+    "sh",
+  ]
   if subprocess.run([*read_only, "true"], capture_output=True).returncode != 0:
     pytest.skip("this kernel lets no user make a mount namespace (unshare)")
   again = _prepare_command(f"text:{texts}", out, wrap=read_only)
   assert again.returncode == 0 and "nothing to do" in again.stderr + again.stdout, again.stderr
   other = _prepare_command(f"text:{texts}", out, "--min_count=2", "--overwrite", wrap=read_only)
-  assert other.returncode == 1 and other.stderr.splitlines()[-1] == \
-      f"wyjax: error: {out / locks.LOCK}: Read-only file system", other.stderr
+  assert (
+    other.returncode == 1
+    and other.stderr.splitlines()[-1] == f"wyjax: error: {out / locks.LOCK}: Read-only file system"
+  ), other.stderr

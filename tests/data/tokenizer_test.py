@@ -16,7 +16,9 @@ def _texts(path: pathlib.Path) -> list[str]:
   raw = path.read_text(encoding="utf-8")
   if path.suffix == ".tsv":
     return [field for line in raw.split("\n") for field in line.split("\t") if field.strip()]
-  docs = [json.loads(line) for line in raw.splitlines() if line.strip()] if path.suffix == ".jsonl" else [json.loads(raw)]
+  docs = (
+    [json.loads(line) for line in raw.splitlines() if line.strip()] if path.suffix == ".jsonl" else [json.loads(raw)]
+  )
   out = []
 
   def walk(x):
@@ -28,6 +30,7 @@ def _texts(path: pathlib.Path) -> list[str]:
     elif isinstance(x, list):
       for v in x:
         walk(v)
+
   for doc in docs:
     walk(doc)
   return out
@@ -71,8 +74,17 @@ def test_ids_equal_autotokenizer_on_every_wyweb_text(wyweb_files, tokenizer, t2s
 
 
 def test_fast_corpus_path_equals_the_bert_pipeline(wyweb_files, tokenizer):
-  extra = ["子曰 abc 〇〇一 [MASK] x\ue3ab y", "學\U000f2cf4而", "ⅠⅡ 12:30 ＡＢ", "\x00\u200b天",
-           "a\x00b 天", "ab€c 之", "a" * 100 + " " + "b" * 101 + "之", "01ⅰⅰ02ⅱⅱ03ⅴⅲ", "Hello, 世界 HT"]
+  extra = [
+    "子曰 abc 〇〇一 [MASK] x\ue3ab y",
+    "學\U000f2cf4而",
+    "ⅠⅡ 12:30 ＡＢ",
+    "\x00\u200b天",
+    "a\x00b 天",
+    "ab€c 之",
+    "a" * 100 + " " + "b" * 101 + "之",
+    "01ⅰⅰ02ⅱⅱ03ⅴⅲ",
+    "Hello, 世界 HT",
+  ]
   for texts in [*wyweb_files.values(), extra]:
     for text, enc in zip(texts, tokenizer.encode_batch(texts, add_special_tokens=False)):
       assert tokenizer.encode_ids(text).tolist() == enc.ids, text
@@ -122,15 +134,22 @@ def test_private_use_glyphs_become_unk_instead_of_vanishing():
   tokenizer = tk.Tokenizer(tk.build_vocab(["之乎者也"]))
   text = "之\ue3ab乎\U000f2cf4者"
   enc = tokenizer.encode(text, add_special_tokens=False)
-  assert enc.ids == [tokenizer.token_to_id["之"], tokenizer.unk_id, tokenizer.token_to_id["乎"],
-                     tokenizer.unk_id, tokenizer.token_to_id["者"]]
+  assert enc.ids == [
+    tokenizer.token_to_id["之"],
+    tokenizer.unk_id,
+    tokenizer.token_to_id["乎"],
+    tokenizer.unk_id,
+    tokenizer.token_to_id["者"],
+  ]
   assert [s for s, _ in enc.offsets] == [0, 1, 2, 3, 4]
 
 
 def test_t2s_is_default_and_switchable():
   vocab = tk.build_vocab(["学而时习之"])
-  assert tk.Tokenizer(vocab).encode("學而時習之", add_special_tokens=False).ids == \
-      tk.Tokenizer(vocab).encode("学而时习之", add_special_tokens=False).ids
+  assert (
+    tk.Tokenizer(vocab).encode("學而時習之", add_special_tokens=False).ids
+    == tk.Tokenizer(vocab).encode("学而时习之", add_special_tokens=False).ids
+  )
   assert tk.Tokenizer(vocab, t2s=False).encode("學", add_special_tokens=False).ids == [1]
 
 
@@ -166,9 +185,14 @@ def test_save_load_round_trip(tmp_path):
 def test_a_vocabulary_leaving_most_characters_unknown_is_refused_and_a_lossy_one_warned(caplog):
   """prepare-corpus --max_vocab=5 built a corpus 99.75% [UNK] without a word: the 5 special tokens."""
   counts = tk.count_characters(["學而" * 20 + "時習之不亦說乎有朋" * 10 + "遠"])
-  with pytest.raises(ValueError, match=re.escape("a vocabulary of 0 characters (max_vocab 5, min_count 1) leaves "
-                                                 "100.00% of the text's 131 characters [UNK]; raise max_vocab "
-                                                 "(at least 6) or lower min_count")):
+  with pytest.raises(
+    ValueError,
+    match=re.escape(
+      "a vocabulary of 0 characters (max_vocab 5, min_count 1) leaves "
+      "100.00% of the text's 131 characters [UNK]; raise max_vocab "
+      "(at least 6) or lower min_count"
+    ),
+  ):
     tk.build_vocab(counts=counts, max_size=5)
   with pytest.raises(ValueError, match=re.escape("leaves 69.47% of the text's 131 characters")):
     tk.build_vocab(counts=counts, min_count=11)
@@ -223,7 +247,9 @@ def test_a_lower_casing_vocabulary_encodes_as_transformers_does(shared_data, tok
   rng = np.random.default_rng(0)
   pool = [chr(c) for c in range(0x20, 0x3400)]  # Latin, Greek, Cyrillic, combining marks, Hangul jamo, CJK symbols
   extra = "ΑΣ İx ǅ Ⅻ ＡＢ Émile e\u0301 \u0301a 한 [MASK]A"
-  texts = [*iflytek, extra, "x\u1dfb\u1bf3", "x\U0001d16d\u200b\U0001d165"] + ["".join(rng.choice(pool, 100)) for _ in range(200)]
+  texts = [*iflytek, extra, "x\u1dfb\u1bf3", "x\U0001d16d\u200b\U0001d165"] + [
+    "".join(rng.choice(pool, 100)) for _ in range(200)
+  ]
   expected = theirs([ours.normalize(t) for t in texts])["input_ids"]
   fast = [[ours.cls_id, *ours.encode_ids(t), ours.sep_id] for t in texts]
   for encoded in ([e.ids for e in ours.encode_batch(texts)], fast):

@@ -1,4 +1,5 @@
 """The exported model card: Hub metadata, a model-index the Hub accepts, usage snippets that run."""
+
 import contextlib
 import io
 import json
@@ -17,26 +18,47 @@ from wyjax.hf import export_folder
 NAME = "wyjax-test/tiny-deberta"
 # Shaped like the leaderboard.json wyjax.benchmark writes (wyjax.tasks.leaderboard.write); made-up numbers.
 LEADERBOARD = {
-    "model": "tiny", "split": "dev", "average": 0.6531, "averaged_tasks": ["punc", "glner", "gjc", "tlc"],
-    "tasks": {
-        "punc": {"precision": 0.71, "recall": 0.62, "f1": 0.6619},
-        "tlc": {"accuracy": 0.8125, "macro_f1": 0.7431, "period_accuracy": 0.9},
-        "ccpm": {"accuracy": 0.5566},
-        "ccpm_match": {"accuracy": 0.6012},
-        "cclue_ner": {"precision": 0.4, "recall": 0.5, "f1": 0.4444},
-    },
-    "main_metric": {"punc": "f1", "tlc": "macro_f1", "ccpm": "accuracy", "ccpm_match": "accuracy", "cclue_ner": "f1"},
-    "dev_mean_std": {"punc": [0.66, 0.01], "tlc": [0.74, 0.0], "ccpm": [0.55, 0.0], "ccpm_match": [0.6, 0.0],
-                     "cclue_ner": [0.44, 0.0]},
-    "test": {}, "majority_baseline": {"tlc": {"accuracy": 0.3, "macro_f1": 0.06, "period_accuracy": 0.5}},
-    "notes": {}, "failed": {},
+  "model": "tiny",
+  "split": "dev",
+  "average": 0.6531,
+  "averaged_tasks": ["punc", "glner", "gjc", "tlc"],
+  "tasks": {
+    "punc": {"precision": 0.71, "recall": 0.62, "f1": 0.6619},
+    "tlc": {"accuracy": 0.8125, "macro_f1": 0.7431, "period_accuracy": 0.9},
+    "ccpm": {"accuracy": 0.5566},
+    "ccpm_match": {"accuracy": 0.6012},
+    "cclue_ner": {"precision": 0.4, "recall": 0.5, "f1": 0.4444},
+  },
+  "main_metric": {"punc": "f1", "tlc": "macro_f1", "ccpm": "accuracy", "ccpm_match": "accuracy", "cclue_ner": "f1"},
+  "dev_mean_std": {
+    "punc": [0.66, 0.01],
+    "tlc": [0.74, 0.0],
+    "ccpm": [0.55, 0.0],
+    "ccpm_match": [0.6, 0.0],
+    "cclue_ner": [0.44, 0.0],
+  },
+  "test": {},
+  "majority_baseline": {"tlc": {"accuracy": 0.3, "macro_f1": 0.06, "period_accuracy": 0.5}},
+  "notes": {},
+  "failed": {},
 }
 # Dataset (name, type) each task must report.
-DATASETS = {"punc": ("WYWEB PUNC", "wyweb-punc"), "tlc": ("WYWEB TLC", "wyweb-tlc"), "ccpm": ("CCPM", "ccpm"),
-            "ccpm_match": ("CCPM", "ccpm"), "cclue_ner": ("C-CLUE NER", "c-clue-ner")}
-RUN_CONFIG = {"seed": 0, "model": {"model_type": "deberta-v2", "hidden_size": 32},
-              "corpus": {"source": "daizhige:/data/daizhige", "sequence_length": 128},
-              "batch_size": 16, "num_train_steps": 1500, "warmup_steps": 150, "learning_rate": 0.002}
+DATASETS = {
+  "punc": ("WYWEB PUNC", "wyweb-punc"),
+  "tlc": ("WYWEB TLC", "wyweb-tlc"),
+  "ccpm": ("CCPM", "ccpm"),
+  "ccpm_match": ("CCPM", "ccpm"),
+  "cclue_ner": ("C-CLUE NER", "c-clue-ner"),
+}
+RUN_CONFIG = {
+  "seed": 0,
+  "model": {"model_type": "deberta-v2", "hidden_size": 32},
+  "corpus": {"source": "daizhige:/data/daizhige", "sequence_length": 128},
+  "batch_size": 16,
+  "num_train_steps": 1500,
+  "warmup_steps": 150,
+  "learning_rate": 0.002,
+}
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +88,14 @@ def _check_model_index(index):
 
 
 def test_card_metadata_and_model_index(model, tmp_path):
-  out = export_folder.export(model, tmp_path / "hf", name=NAME, results=LEADERBOARD, base_model="bozhou/DeBERTa-base",
-                      training={"config": RUN_CONFIG, "step": 1000})
+  out = export_folder.export(
+    model,
+    tmp_path / "hf",
+    name=NAME,
+    results=LEADERBOARD,
+    base_model="bozhou/DeBERTa-base",
+    training={"config": RUN_CONFIG, "step": 1000},
+  )
   card = ModelCard.load(out / "README.md")
   assert card.data.language == ["lzh", "zh"] and card.data.license == "apache-2.0"
   assert card.data.library_name == "transformers" and card.data.pipeline_tag == "fill-mask"
@@ -75,8 +103,9 @@ def test_card_metadata_and_model_index(model, tmp_path):
   assert card.data.datasets == ["daizhige", "WYWEB", "CCPM", "C-CLUE"]
   assert {"wyjax", "classical-chinese", "deberta-v2", "fill-mask"} <= set(card.data.tags)
   assert card.data.model_name == NAME
-  expected = {(task.upper(), metric): value for task, metrics in LEADERBOARD["tasks"].items()
-              for metric, value in metrics.items()}
+  expected = {
+    (task.upper(), metric): value for task, metrics in LEADERBOARD["tasks"].items() for metric, value in metrics.items()
+  }
   got = {(r.task_name, r.metric_type): r.metric_value for r in card.data.eval_results}
   assert got == expected and len(card.data.eval_results) == len(expected)
   for r in card.data.eval_results:
@@ -109,12 +138,20 @@ def test_card_without_results_or_training(model, tmp_path):
 
 def test_tasks_derived_from_a_corpus_do_not_claim_the_benchmark(model, tmp_path):
   results = {"split": "dev", "tasks": {"tlc": {"accuracy": 0.5}, "punc": {"f1": 0.25}}}
-  out = export_folder.export(model, tmp_path / "hf", name=NAME, results=results, task_data="chinese-poetry",
-                      training={"config": {**RUN_CONFIG, "corpus": {"source": "poetry"}}, "step": 1500})
+  out = export_folder.export(
+    model,
+    tmp_path / "hf",
+    name=NAME,
+    results=results,
+    task_data="chinese-poetry",
+    training={"config": {**RUN_CONFIG, "corpus": {"source": "poetry"}}, "step": 1500},
+  )
   card = ModelCard.load(out / "README.md")
   assert card.data.datasets == ["chinese-poetry"]
-  assert {r.dataset_name for r in card.data.eval_results} == {"TLC derived from chinese-poetry",
-                                                              "PUNC derived from chinese-poetry"}
+  assert {r.dataset_name for r in card.data.eval_results} == {
+    "TLC derived from chinese-poetry",
+    "PUNC derived from chinese-poetry",
+  }
   assert "WYWEB" not in (out / "README.md").read_text().split("## Usage")[0]
   _check_model_index(_front_matter(out / "README.md")["model-index"])
 

@@ -1,4 +1,5 @@
 """Bad checkpoints give errors that name the file, the key and the shapes."""
+
 import json
 import re
 
@@ -9,8 +10,8 @@ from safetensors.numpy import load_file, save_file
 import wyjax.hf
 from tests import checkpoint_files
 from tests.hf import parity_test, tiny_models
-from wyjax.data import tokenizer as tk
 from wyjax.core.storage import FormatError
+from wyjax.data import tokenizer as tk
 from wyjax.hf import configs, export_folder, task_models, weights
 
 
@@ -55,9 +56,13 @@ def test_a_config_without_model_type_is_read_by_its_architectures_or_refused(tmp
     parity_test._assert_close(logits, model.mlm_logits(ids, mask, types), mask, "MLM logits")
   del config["architectures"]
   (folder / "config.json").write_text(json.dumps(config))
-  with pytest.raises(configs.UnsupportedConfigError, match=re.escape(
+  with pytest.raises(
+    configs.UnsupportedConfigError,
+    match=re.escape(
       f"{folder / 'config.json'} names no model_type: add the family its weights were saved from, \"model_type\": "
-      "one of 'deberta-v2', 'bert', 'roberta' (hfl's RoBERTa-wwm-ext models are 'bert')")):
+      "one of 'deberta-v2', 'bert', 'roberta' (hfl's RoBERTa-wwm-ext models are 'bert')"
+    ),
+  ):
     wyjax.hf.load(folder)
 
 
@@ -110,9 +115,11 @@ def test_missing_tensor_names_key_and_shape(exported, tmp_path):
   tensors = load_file(folder / "model.safetensors")
   del tensors["deberta.encoder.layer.1.attention.self.value_proj.weight"]
   save_file(tensors, folder / "model.safetensors")
-  with pytest.raises(weights.WeightsError,
-                     match=r"model.safetensors: missing tensor 'deberta.encoder.layer.1.attention.self"
-                           r".value_proj.weight' .*expected shape \(32, 4, 8\)"):
+  with pytest.raises(
+    weights.WeightsError,
+    match=r"model.safetensors: missing tensor 'deberta.encoder.layer.1.attention.self"
+    r".value_proj.weight' .*expected shape \(32, 4, 8\)",
+  ):
     wyjax.hf.load(folder)
 
 
@@ -121,9 +128,11 @@ def test_wrongly_shaped_tensor_names_key_and_both_shapes(exported, tmp_path):
   tensors = load_file(folder / "model.safetensors")
   tensors["deberta.encoder.layer.0.intermediate.dense.weight"] = np.zeros((40, 32), np.float32)
   save_file(tensors, folder / "model.safetensors")
-  with pytest.raises(weights.WeightsError,
-                     match=r"'deberta.encoder.layer.0.intermediate.dense.weight' has shape \(40, 32\), "
-                           r"expected \(48, 32\)"):
+  with pytest.raises(
+    weights.WeightsError,
+    match=r"'deberta.encoder.layer.0.intermediate.dense.weight' has shape \(40, 32\), "
+    r"expected \(48, 32\)",
+  ):
     wyjax.hf.load(folder)
 
 
@@ -144,6 +153,7 @@ def test_legacy_false_needs_equal_embedding_size(tmp_path):
 
 # --- parts that do not belong together: refused at load, naming two of the files ----------------
 
+
 @pytest.fixture(scope="module")
 def exported_bert(tmp_path_factory):
   """BERT: absolute positions, a position_embeddings tensor to disagree with max_position_embeddings."""
@@ -157,22 +167,32 @@ def _edit_config(folder, **changes):
 
 
 MISMATCHES = {  # name: (damage of the folder, what the error says, with the folder's path for {})
-    "vocab.txt of another model": (lambda f: (f / "vocab.txt").write_text(
-        "".join(t + "\n" for t in [*tk.SPECIAL_TOKENS, *"子曰學而時習之不亦說乎"]), encoding="utf-8"),
-        "{}/vocab.txt has 16 tokens but {}/config.json says vocab_size 97 (the weights' embedding rows): the "
-        "tokenizer is not this model's"),
-    "vocab_size of another model": (lambda f: _edit_config(f, vocab_size=6000),
-                                    "{}/config.json says vocab_size 6000, hidden_size 32 but {}/model.safetensors "
-                                    "holds word_embeddings of 97 × 32: the config is not these weights'"),
-    "hidden_size of another model": (lambda f: _edit_config(f, hidden_size=64),
-                                     "{}/config.json says vocab_size 97, hidden_size 64 but {}/model.safetensors "
-                                     "holds word_embeddings of 97 × 32"),
-    "positions of another model": (lambda f: _edit_config(f, max_position_embeddings=512),
-                                   "{}/config.json says max_position_embeddings 512, hidden_size 32 but "
-                                   "{}/model.safetensors holds position_embeddings of 64 × 32"),
-    "no vocab_size": (lambda f: _edit_config(f, vocab_size=None), "{}/config.json gives no vocab_size; a model's "
-                      "config.json gives vocab_size, hidden_size"),
-    "no hidden_size": (lambda f: _edit_config(f, hidden_size=None), "{}/config.json gives no hidden_size"),
+  "vocab.txt of another model": (
+    lambda f: (f / "vocab.txt").write_text(
+      "".join(t + "\n" for t in [*tk.SPECIAL_TOKENS, *"子曰學而時習之不亦說乎"]), encoding="utf-8"
+    ),
+    "{}/vocab.txt has 16 tokens but {}/config.json says vocab_size 97 (the weights' embedding rows): the "
+    "tokenizer is not this model's",
+  ),
+  "vocab_size of another model": (
+    lambda f: _edit_config(f, vocab_size=6000),
+    "{}/config.json says vocab_size 6000, hidden_size 32 but {}/model.safetensors "
+    "holds word_embeddings of 97 × 32: the config is not these weights'",
+  ),
+  "hidden_size of another model": (
+    lambda f: _edit_config(f, hidden_size=64),
+    "{}/config.json says vocab_size 97, hidden_size 64 but {}/model.safetensors holds word_embeddings of 97 × 32",
+  ),
+  "positions of another model": (
+    lambda f: _edit_config(f, max_position_embeddings=512),
+    "{}/config.json says max_position_embeddings 512, hidden_size 32 but "
+    "{}/model.safetensors holds position_embeddings of 64 × 32",
+  ),
+  "no vocab_size": (
+    lambda f: _edit_config(f, vocab_size=None),
+    "{}/config.json gives no vocab_size; a model's config.json gives vocab_size, hidden_size",
+  ),
+  "no hidden_size": (lambda f: _edit_config(f, hidden_size=None), "{}/config.json gives no hidden_size"),
 }
 
 
@@ -194,8 +214,10 @@ def test_a_workdirs_tokenizer_of_another_model_is_refused(exported, tmp_path):
   model = wyjax.hf.load(exported)
   workdir = tmp_path / "workdir"
   checkpoint_files.save_params(workdir, 1, model.params, model.config, tk.placeholder(model.config.vocab_size + 5))
-  with pytest.raises(wyjax.hf.loading.PartsError, match=re.escape(
-      f"{workdir}/tokenizer/vocab.txt has 102 tokens but {workdir}/model.json says vocab_size 97")):
+  with pytest.raises(
+    wyjax.hf.loading.PartsError,
+    match=re.escape(f"{workdir}/tokenizer/vocab.txt has 102 tokens but {workdir}/model.json says vocab_size 97"),
+  ):
     wyjax.hf.load(workdir)
 
 
@@ -203,10 +225,13 @@ def test_an_export_longer_than_its_positions_is_refused(tmp_path):
   """An exported task model whose wyjax_max_length is past its absolute positions: predict would
   feed positions with no embedding (NaN)."""
   from tests.hf.task_export_test import _fine_tuned
+
   folder = task_models.export(_fine_tuned("tlc", "bert"), tmp_path / "tlc")
   _edit_config(folder, wyjax_max_length=128)
-  with pytest.raises(wyjax.hf.loading.PartsError, match=re.escape(
-      f"{folder}/config.json: wyjax_max_length 128 is more than its max_position_embeddings 64")):
+  with pytest.raises(
+    wyjax.hf.loading.PartsError,
+    match=re.escape(f"{folder}/config.json: wyjax_max_length 128 is more than its max_position_embeddings 64"),
+  ):
     task_models.load(folder)
 
 
@@ -222,16 +247,19 @@ def test_a_vocabulary_in_another_order_is_refused_by_every_loader(exported, tmp_
   only sizes were compared. The vocabulary's SHA-256 in order is recorded (config.json's
   wyjax_vocab_sha256 by every export, model.json's vocab_sha256 in a workdir) and compared."""
   from tests.hf.task_export_test import _fine_tuned
+
   folder, task_folder, workdir = _copy(exported, tmp_path), tmp_path / "tlc", tmp_path / "workdir"
   task_models.export(_fine_tuned("tlc", "bert"), task_folder)
   model = wyjax.hf.load(exported)
   checkpoint_files.save_params(workdir, 1, model.params, model.config, model.tokenizer)
   for load, path, records, vocab_file in (
-      (wyjax.hf.load, folder, folder / "config.json", folder / "vocab.txt"),
-      (task_models.load, task_folder, task_folder / "config.json", task_folder / "vocab.txt"),
-      (wyjax.hf.load, workdir, workdir / "model.json", workdir / "tokenizer" / "vocab.txt")):
+    (wyjax.hf.load, folder, folder / "config.json", folder / "vocab.txt"),
+    (task_models.load, task_folder, task_folder / "config.json", task_folder / "vocab.txt"),
+    (wyjax.hf.load, workdir, workdir / "model.json", workdir / "tokenizer" / "vocab.txt"),
+  ):
     load(path)  # as it was saved
     _swapped(vocab_file)
-    with pytest.raises(wyjax.hf.loading.PartsError, match=re.escape(
-        f"{vocab_file} is not the vocabulary {records} records (its ")):
+    with pytest.raises(
+      wyjax.hf.loading.PartsError, match=re.escape(f"{vocab_file} is not the vocabulary {records} records (its ")
+    ):
       load(path)

@@ -3,6 +3,7 @@
 It answers create-repo, model-card YAML validation, pre-upload (every file "regular", i.e. inline base64, never LFS) and
 commit, and keeps the files each commit carried, so a test can compare them byte for byte.
 """
+
 import base64
 import http.server
 import json
@@ -57,17 +58,19 @@ class FakeHub:
           return self._reply(200, {"errors": [], "warnings": []})
         if parts[:2] == ["api", "models"] and "preupload" in parts:
           files = json.loads(body)["files"]
-          return self._reply(200, {"files": [
-              {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]})
+          return self._reply(
+            200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]}
+          )
         if parts[:2] == ["api", "models"] and "commit" in parts:
-          repo_id = "/".join(parts[2:parts.index("commit")])
+          repo_id = "/".join(parts[2 : parts.index("commit")])
           for line in body.decode().splitlines():
             item = json.loads(line)
             if item["key"] == "file":
               value = item["value"]
               hub.repos.setdefault(repo_id, {})[value["path"]] = base64.b64decode(value["content"])
-          return self._reply(200, {"commitUrl": f"{hub.url}/{repo_id}/commit/1",
-                                   "commitOid": "0" * 40, "pullRequestUrl": None})
+          return self._reply(
+            200, {"commitUrl": f"{hub.url}/{repo_id}/commit/1", "commitOid": "0" * 40, "pullRequestUrl": None}
+          )
         self._reply(404, {"error": f"fake hub: no POST {self.path}"})
 
     self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -1,4 +1,5 @@
 """Export with a model card and push to a local fake Hub endpoint, through the CLI."""
+
 import os
 import pathlib
 import subprocess
@@ -22,8 +23,15 @@ def test_export_cli_pushes_files_and_model_card(tmp_path):
   out = tmp_path / "hf"
   out.mkdir()
   (out / "notes.txt").write_text("the user's own file: neither overwritten nor uploaded")
-  command = [sys.executable, "-m", "wyjax.export", f"--checkpoint={workdir}", f"--out={out}", f"--results={results}",
-             "--push_to_hub=wyjax-test/tiny-deberta"]
+  command = [
+    sys.executable,
+    "-m",
+    "wyjax.export",
+    f"--checkpoint={workdir}",
+    f"--out={out}",
+    f"--results={results}",
+    "--push_to_hub=wyjax-test/tiny-deberta",
+  ]
   with FakeHub() as hub:
     env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": "hf_fake_token", "HF_HUB_DISABLE_TELEMETRY": "1"}
     refused = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True)
@@ -32,8 +40,15 @@ def test_export_cli_pushes_files_and_model_card(tmp_path):
     subprocess.run([*command, "--overwrite"], check=True, env=env, cwd=REPO_ROOT, capture_output=True, text=True)
   assert (out / "notes.txt").exists()
   uploaded = hub.repos["wyjax-test/tiny-deberta"]
-  expected = {"config.json", "model.safetensors", "tokenizer.json", "vocab.txt", "tokenizer_config.json",
-              "special_tokens_map.json", "README.md"}
+  expected = {
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "vocab.txt",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "README.md",
+  }
   assert set(uploaded) == expected
   for name in expected:
     assert uploaded[name] == (out / name).read_bytes(), name

@@ -1,4 +1,5 @@
 """wyjax vs transformers (PyTorch): HF → wyjax, and wyjax → export → from_pretrained."""
+
 import functools
 
 import jax
@@ -16,8 +17,11 @@ from wyjax.hf import configs, export_folder, loading, weights
 from wyjax.models import MaskedLM, stack_layers
 
 TOL = 1e-5
-CASES = [("deberta", layout, legacy) for layout in tiny_models.DEBERTA_LAYOUTS
-         for legacy in ((True,) if layout == "embed_proj" else (True, False))]
+CASES = [
+  ("deberta", layout, legacy)
+  for layout in tiny_models.DEBERTA_LAYOUTS
+  for legacy in ((True,) if layout == "embed_proj" else (True, False))
+]
 CASES += [("bert", None, True), ("roberta", None, True)]
 
 
@@ -110,8 +114,10 @@ def test_gradients_equal_transformers(layout):
   kwargs = {"token_type_ids": torch.tensor(types)} if types is not None else {}
   logits = hf_model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), **kwargs).logits
   (logits * torch.tensor(weight, dtype=torch.float32)).sum().backward()
-  torch_grads = {name: tensor.grad.numpy() if tensor.grad is not None else np.zeros(tuple(tensor.shape), np.float32)
-                 for name, tensor in {**dict(hf_model.named_buffers()), **dict(hf_model.named_parameters())}.items()}
+  torch_grads = {
+    name: tensor.grad.numpy() if tensor.grad is not None else np.zeros(tuple(tensor.shape), np.float32)
+    for name, tensor in {**dict(hf_model.named_buffers()), **dict(hf_model.named_parameters())}.items()
+  }
   expected, _ = weights.from_hf(torch_grads, model.config, loading.param_shapes(model.config, mlm=True))
   types = np.zeros_like(ids) if types is None else types
   loss = lambda p: jnp.sum(MaskedLM(model.config).apply({"params": p}, ids, mask, types) * weight)
@@ -125,9 +131,19 @@ def test_gradients_equal_transformers(layout):
 def test_export_writes_every_relative_attention_field(tmp_path):
   model = _converted(tiny_models.deberta("bozhou", legacy=False))
   import json
+
   config = json.loads((export_folder.export(model, tmp_path / "hf") / "config.json").read_text())
-  for field in ("relative_attention", "max_relative_positions", "position_buckets", "pos_att_type",
-                "share_att_key", "norm_rel_ebd", "position_biased_input", "legacy", "type_vocab_size"):
+  for field in (
+    "relative_attention",
+    "max_relative_positions",
+    "position_buckets",
+    "pos_att_type",
+    "share_att_key",
+    "norm_rel_ebd",
+    "position_biased_input",
+    "legacy",
+    "type_vocab_size",
+  ):
     assert field in config, field
   assert config["legacy"] is False and config["relative_attention"] is True
   assert config["position_buckets"] == 16 and sorted(config["pos_att_type"]) == ["c2p", "p2c"]

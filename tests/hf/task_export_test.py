@@ -1,5 +1,6 @@
 """Fine-tuned task models exported as transformers' task models (each head kind, DeBERTa-v2,
 BERT and RoBERTa), read back by wyjax.hf.task_models.load, and the CLI on a real fine-tuning run."""
+
 import contextlib
 import io
 import json
@@ -27,20 +28,21 @@ from wyjax.train import finetuning, suite
 
 TOL = 1e-5
 HF_CONFIGS = {
-    "deberta": lambda: transformers.DebertaV2Config(**tiny_models.TINY, **tiny_models.DEBERTA_LAYOUTS["bozhou"]),
-    "bert": lambda: transformers.BertConfig(**tiny_models.TINY, type_vocab_size=2),
-    "roberta": lambda: transformers.RobertaConfig(**{**tiny_models.TINY, "max_position_embeddings": 66},
-                                                  type_vocab_size=1, pad_token_id=1, layer_norm_eps=1e-5),
+  "deberta": lambda: transformers.DebertaV2Config(**tiny_models.TINY, **tiny_models.DEBERTA_LAYOUTS["bozhou"]),
+  "bert": lambda: transformers.BertConfig(**tiny_models.TINY, type_vocab_size=2),
+  "roberta": lambda: transformers.RobertaConfig(
+    **{**tiny_models.TINY, "max_position_embeddings": 66}, type_vocab_size=1, pad_token_id=1, layer_norm_eps=1e-5
+  ),
 }
 # (task, encoder) → (transformers class, pipeline_tag): every head kind transformers has a class for.
 CASES = {
-    ("tlc", "deberta"): ("DebertaV2ForSequenceClassification", "text-classification"),
-    ("afqmc", "bert"): ("BertForSequenceClassification", "text-classification"),
-    ("tnews", "roberta"): ("RobertaForSequenceClassification", "text-classification"),
-    ("punc", "deberta"): ("DebertaV2ForTokenClassification", "token-classification"),
-    ("irc", "deberta"): ("DebertaV2ForMultipleChoice", "multiple-choice"),
-    ("cmrc2018", "deberta"): ("DebertaV2ForQuestionAnswering", "question-answering"),
-    ("wywmt", "deberta"): ("DebertaV2ForMaskedLM", "translation"),
+  ("tlc", "deberta"): ("DebertaV2ForSequenceClassification", "text-classification"),
+  ("afqmc", "bert"): ("BertForSequenceClassification", "text-classification"),
+  ("tnews", "roberta"): ("RobertaForSequenceClassification", "text-classification"),
+  ("punc", "deberta"): ("DebertaV2ForTokenClassification", "token-classification"),
+  ("irc", "deberta"): ("DebertaV2ForMultipleChoice", "multiple-choice"),
+  ("cmrc2018", "deberta"): ("DebertaV2ForQuestionAnswering", "question-answering"),
+  ("wywmt", "deberta"): ("DebertaV2ForMaskedLM", "translation"),
 }
 TEXT = "學而時習之，不亦說乎？有朋自遠方來，不亦樂乎？"
 
@@ -131,16 +133,23 @@ def test_token_classification_pipeline_runs_on_the_export(tmp_path):
 def test_a_head_without_a_transformers_class_is_refused_before_anything_is_written(tmp_path):
   rows = np.ones((1, 2, 8), np.int32)  # XuCi's two sentences
   model = _fine_tuned("xuci", "deberta", input_ids=rows, span_mask=rows)
-  reason = ("XuCi's head (mean vectors of the target word in two sentences, [u; v; |u−v|] → dense) has no "
-            "transformers model class; use wyjax.predict on the run")
+  reason = (
+    "XuCi's head (mean vectors of the target word in two sentences, [u; v; |u−v|] → dense) has no "
+    "transformers model class; use wyjax.predict on the run"
+  )
   with pytest.raises(ValueError) as refused:
     task_models.export(model, tmp_path / "hf")
   assert str(refused.value) == reason
   seed = tmp_path / "run" / "seed_0"  # the same model as a fine-tuning run's seed folder
   checkpoint_files.save_params(seed, 3, model.params, model.model_config, model.tokenizer)
   (seed.parent / "run_config.json").write_text(json.dumps(suite.task_config("xuci").to_dict()))
-  result = subprocess.run([sys.executable, "-m", "wyjax.export", f"--checkpoint={seed}", f"--out={tmp_path / 'hf'}"],
-                          env=pretrain_env(), cwd=REPO_ROOT, capture_output=True, text=True)
+  result = subprocess.run(
+    [sys.executable, "-m", "wyjax.export", f"--checkpoint={seed}", f"--out={tmp_path / 'hf'}"],
+    env=pretrain_env(),
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+  )
   assert result.returncode == 1 and result.stderr.strip().splitlines()[-1] == f"wyjax: error: {reason}"
   assert not (tmp_path / "hf").exists()
 
@@ -167,10 +176,21 @@ def _slice_tsv(source: pathlib.Path, out: pathlib.Path, rows: dict[str, slice]) 
 def tlc_run(shared_data, tmp_path_factory):
   """A real fine-tuning run: 4 steps of a fresh tiny model (its layers scanned) on 32 TLC lines."""
   root = tmp_path_factory.mktemp("tlc")
-  data_dir = _slice_tsv(shared_data / "wyweb" / "tlc" / "train.tsv", root / "data",
-                        {"train": slice(0, 32), "dev": slice(32, 48), "test": slice(48, 64)})
-  config = suite.task_config("tlc", data_dir=str(data_dir), num_train_steps=4, eval_every=4, batch_size=8,
-                             eval_batch_size=16, max_length=32, scan_layers=True)
+  data_dir = _slice_tsv(
+    shared_data / "wyweb" / "tlc" / "train.tsv",
+    root / "data",
+    {"train": slice(0, 32), "dev": slice(32, 48), "test": slice(48, 64)},
+  )
+  config = suite.task_config(
+    "tlc",
+    data_dir=str(data_dir),
+    num_train_steps=4,
+    eval_every=4,
+    batch_size=8,
+    eval_batch_size=16,
+    max_length=32,
+    scan_layers=True,
+  )
   with pytest.MonkeyPatch.context() as patch:
     patch.setenv("WYJAX_CACHE", str(root / "cache"))
     finetuning.finetune(config, root / "run")
@@ -181,9 +201,21 @@ def test_cli_exports_a_fine_tuning_run_verified_with_its_scores(tlc_run, tmp_pat
   out = tmp_path / "hf"
   with FakeHub() as hub:
     env = pretrain_env(HF_ENDPOINT=hub.url, HF_TOKEN="hf_fake_token", HF_HUB_DISABLE_TELEMETRY="1")
-    result = subprocess.run([sys.executable, "-m", "wyjax.export", f"--checkpoint={tlc_run}", f"--out={out}",
-                             "--verify", "--push_to_hub=wyjax-test/tiny-tlc"],
-                            env=env, cwd=REPO_ROOT, capture_output=True, text=True)
+    result = subprocess.run(
+      [
+        sys.executable,
+        "-m",
+        "wyjax.export",
+        f"--checkpoint={tlc_run}",
+        f"--out={out}",
+        "--verify",
+        "--push_to_hub=wyjax-test/tiny-tlc",
+      ],
+      env=env,
+      cwd=REPO_ROOT,
+      capture_output=True,
+      text=True,
+    )
   assert result.returncode == 0, result.stderr[-3000:]
   assert hub.repos["wyjax-test/tiny-tlc"]["config.json"] == (out / "config.json").read_bytes()
   assert "exported tlc as DebertaV2ForSequenceClassification" in result.stdout
@@ -209,10 +241,17 @@ def test_a_full_disk_leaves_no_exported_file_and_the_rerun_needs_no_overwrite(tl
   out = tmp_path / "hf"
   command = [sys.executable, "-m", "wyjax.export", f"--checkpoint={tlc_run}", f"--out={out}"]
   env = pretrain_env(WYJAX_CACHE=str(tmp_path / "cache"))  # (its log file, well below the limit)
-  full = subprocess.run(["bash", "-c", 'ulimit -f 64 && exec "$@"', "bash", *command], env=env, cwd=REPO_ROOT,
-                        capture_output=True, text=True)
-  assert full.returncode == 1 and full.stderr.splitlines()[-1] == f"wyjax: error: {out / 'model.safetensors'}: " \
-                                                                   "File too large", full.stderr[-3000:]
+  full = subprocess.run(
+    ["bash", "-c", 'ulimit -f 64 && exec "$@"', "bash", *command],
+    env=env,
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+  )
+  assert (
+    full.returncode == 1
+    and full.stderr.splitlines()[-1] == f"wyjax: error: {out / 'model.safetensors'}: File too large"
+  ), full.stderr[-3000:]
   assert not out.exists()  # not even the folder: the export made it (locks.held) and wrote nothing there
   rerun = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True)
   assert rerun.returncode == 0, rerun.stderr[-3000:]

@@ -1,5 +1,6 @@
 """Task heads against transformers' *ForSequenceClassification / ForTokenClassification /
 ForMultipleChoice, weights converted from the PyTorch model."""
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -16,8 +17,9 @@ from wyjax.models import MultipleChoice, SequenceClassifier, TokenClassifier
 def _hf(family: str, head: str, num_labels: int):
   torch.manual_seed(0)
   if family == "deberta":
-    config = transformers.DebertaV2Config(**tiny_models.TINY, **tiny_models.DEBERTA_LAYOUTS["bozhou"],
-                                          num_labels=num_labels)
+    config = transformers.DebertaV2Config(
+      **tiny_models.TINY, **tiny_models.DEBERTA_LAYOUTS["bozhou"], num_labels=num_labels
+    )
   else:
     config = transformers.BertConfig(**tiny_models.TINY, type_vocab_size=2, num_labels=num_labels)
   model = getattr(transformers, f"AutoModelFor{head}").from_config(config)
@@ -26,8 +28,9 @@ def _hf(family: str, head: str, num_labels: int):
 
 def _convert(hf_model, module, dummy):
   config = configs.from_hf(hf_model.config.to_dict())
-  shapes = jax.tree_util.tree_map(lambda s: s.shape, nn.unbox(
-      jax.eval_shape(module(config).init, jax.random.key(0), dummy)["params"]))
+  shapes = jax.tree_util.tree_map(
+    lambda s: s.shape, nn.unbox(jax.eval_shape(module(config).init, jax.random.key(0), dummy)["params"])
+  )
   state_dict = {k: v.numpy() for k, v in hf_model.state_dict().items()}
   params, unused = weights.from_hf(state_dict, config, shapes)
   return config, params, unused
@@ -64,8 +67,12 @@ def test_multiple_choice(family):
   ids, mask = tiny_models.padded_batch(97, lengths=(23, 40, 9, 31))
   ids, mask = ids.reshape(2, 2, -1), mask.reshape(2, 2, -1)
   config = configs.from_hf(hf_model.config.to_dict())
-  scorer_shapes = jax.tree_util.tree_map(lambda s: s.shape, nn.unbox(jax.eval_shape(
-      SequenceClassifier(config, 1).init, jax.random.key(0), jnp.zeros((1, 8), jnp.int32))["params"]))
+  scorer_shapes = jax.tree_util.tree_map(
+    lambda s: s.shape,
+    nn.unbox(
+      jax.eval_shape(SequenceClassifier(config, 1).init, jax.random.key(0), jnp.zeros((1, 8), jnp.int32))["params"]
+    ),
+  )
   state_dict = {k: v.numpy() for k, v in hf_model.state_dict().items()}
   params, unused = weights.from_hf(state_dict, config, scorer_shapes)
   assert unused == []

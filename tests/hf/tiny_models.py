@@ -1,31 +1,76 @@
 """Random tiny transformers models, built from configs (no downloads), for parity tests."""
+
 import numpy as np
 import torch
 import transformers
 
-TINY = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-            intermediate_size=48, max_position_embeddings=64, hidden_dropout_prob=0.0,
-            attention_probs_dropout_prob=0.0)
+TINY = dict(
+  vocab_size=97,
+  hidden_size=32,
+  num_hidden_layers=2,
+  num_attention_heads=4,
+  intermediate_size=48,
+  max_position_embeddings=64,
+  hidden_dropout_prob=0.0,
+  attention_probs_dropout_prob=0.0,
+)
 
 # The layouts the Foundation issue names, each a DebertaV2Config.
 DEBERTA_LAYOUTS = {
-    # bozhou/DeBERTa-base: buckets 128 (scaled down to 16 here with max 64 positions).
-    "bozhou": dict(relative_attention=True, position_buckets=16, max_relative_positions=-1,
-                   share_att_key=True, norm_rel_ebd="layer_norm", pos_att_type="p2c|c2p",
-                   position_biased_input=False, type_vocab_size=0, layer_norm_eps=1e-7),
-    "v3": dict(relative_attention=True, position_buckets=32, max_relative_positions=-1,
-               share_att_key=True, norm_rel_ebd="layer_norm", pos_att_type=["p2c", "c2p"],
-               position_biased_input=False, type_vocab_size=0, layer_norm_eps=1e-7),
-    "separate_keys": dict(relative_attention=True, position_buckets=0, max_relative_positions=24,
-                          share_att_key=False, norm_rel_ebd="none", pos_att_type="c2p|p2c",
-                          position_biased_input=True, type_vocab_size=2, layer_norm_eps=1e-7),
-    "embed_proj": dict(relative_attention=True, position_buckets=16, share_att_key=True,
-                       norm_rel_ebd="layer_norm", pos_att_type="p2c|c2p", position_biased_input=False,
-                       type_vocab_size=0, embedding_size=24, layer_norm_eps=1e-7),
-    "c2p_only": dict(relative_attention=True, position_buckets=16, share_att_key=False,
-                     pos_att_type=["c2p"], position_biased_input=True, type_vocab_size=0),
-    "absolute_only": dict(relative_attention=False, pos_att_type=None, position_biased_input=True,
-                          type_vocab_size=2),
+  # bozhou/DeBERTa-base: buckets 128 (scaled down to 16 here with max 64 positions).
+  "bozhou": dict(
+    relative_attention=True,
+    position_buckets=16,
+    max_relative_positions=-1,
+    share_att_key=True,
+    norm_rel_ebd="layer_norm",
+    pos_att_type="p2c|c2p",
+    position_biased_input=False,
+    type_vocab_size=0,
+    layer_norm_eps=1e-7,
+  ),
+  "v3": dict(
+    relative_attention=True,
+    position_buckets=32,
+    max_relative_positions=-1,
+    share_att_key=True,
+    norm_rel_ebd="layer_norm",
+    pos_att_type=["p2c", "c2p"],
+    position_biased_input=False,
+    type_vocab_size=0,
+    layer_norm_eps=1e-7,
+  ),
+  "separate_keys": dict(
+    relative_attention=True,
+    position_buckets=0,
+    max_relative_positions=24,
+    share_att_key=False,
+    norm_rel_ebd="none",
+    pos_att_type="c2p|p2c",
+    position_biased_input=True,
+    type_vocab_size=2,
+    layer_norm_eps=1e-7,
+  ),
+  "embed_proj": dict(
+    relative_attention=True,
+    position_buckets=16,
+    share_att_key=True,
+    norm_rel_ebd="layer_norm",
+    pos_att_type="p2c|c2p",
+    position_biased_input=False,
+    type_vocab_size=0,
+    embedding_size=24,
+    layer_norm_eps=1e-7,
+  ),
+  "c2p_only": dict(
+    relative_attention=True,
+    position_buckets=16,
+    share_att_key=False,
+    pos_att_type=["c2p"],
+    position_biased_input=True,
+    type_vocab_size=0,
+  ),
+  "absolute_only": dict(relative_attention=False, pos_att_type=None, position_biased_input=True, type_vocab_size=2),
 }
 
 
@@ -43,8 +88,9 @@ def bert(seed: int = 0):
 
 def roberta(seed: int = 0):
   torch.manual_seed(seed)
-  config = transformers.RobertaConfig(**{**TINY, "max_position_embeddings": 66}, type_vocab_size=1,
-                                      pad_token_id=1, layer_norm_eps=1e-5)
+  config = transformers.RobertaConfig(
+    **{**TINY, "max_position_embeddings": 66}, type_vocab_size=1, pad_token_id=1, layer_norm_eps=1e-5
+  )
   return _randomize(transformers.RobertaForMaskedLM(config).eval(), seed)
 
 
@@ -73,8 +119,7 @@ def padded_batch(vocab_size: int, lengths=(23, 64, 9), pad_id: int = 0, seed: in
 
 def torch_outputs(model, ids, mask, token_type_ids=None):
   with torch.no_grad():
-    kwargs = dict(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
-                  output_hidden_states=True)
+    kwargs = dict(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), output_hidden_states=True)
     if token_type_ids is not None:
       kwargs["token_type_ids"] = torch.tensor(token_type_ids)
     out = model(**kwargs)

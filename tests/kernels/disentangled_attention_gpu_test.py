@@ -7,11 +7,10 @@ The parity with the XLA path through attention.py's wiring is in tests/models/at
 
 import re
 
-import numpy as np
-import pytest
-
 import jax
 import jax.numpy as jnp
+import numpy as np
+import pytest
 from jax.experimental import pallas as pl
 
 from wyjax.kernels import attention_common as common
@@ -45,13 +44,14 @@ def _kernel(spec, key_mask, seed):
     to_tiles = lambda x: jnp.pad(x, ((0, 0), (0, 0), (0, pad), (0, 0)))
     mask = jnp.pad(key_mask.astype(jnp.int32), ((0, 0), (0, pad)))[:, None, :]
     tables = gpu.distance_tables(pos_key, pos_query, _rows_of, spec.padded_length)
-    return gpu.fused_attention(spec, to_tiles(q), to_tiles(k), to_tiles(v), mask, tables, seed)[:, :, :spec.length]
+    return gpu.fused_attention(spec, to_tiles(q), to_tiles(k), to_tiles(v), mask, tables, seed)[:, :, : spec.length]
 
   return attend
 
 
 def _reference(spec, key_mask, seed):
   """Plain jnp with the kernel's keep mask (attention_common.dropout_keep)."""
+
   def attend(q, k, v, pos_key, pos_query):
     batch, heads, length, _ = q.shape
     pos = np.arange(length)
@@ -59,9 +59,24 @@ def _reference(spec, key_mask, seed):
     s = jnp.einsum("bnqd,bnkd->bnqk", q, k) + jnp.einsum("bnqd,qknd->bnqk", q, pos_key[rows])
     s = (s + jnp.einsum("bnkd,qknd->bnqk", k, pos_query[rows])) / spec.scale
     p = jax.nn.softmax(jnp.where(key_mask[:, None, None, :], s, common.MASKED), axis=-1)
-    keep = jnp.stack([jnp.stack([common.dropout_keep(
-        seed, jnp.int32(b * heads + h), jnp.asarray(pos[:, None], jnp.int32), jnp.asarray(pos[None, :], jnp.int32),
-        spec.padded_length, spec.dropout_rate) for h in range(heads)]) for b in range(batch)])
+    keep = jnp.stack(
+      [
+        jnp.stack(
+          [
+            common.dropout_keep(
+              seed,
+              jnp.int32(b * heads + h),
+              jnp.asarray(pos[:, None], jnp.int32),
+              jnp.asarray(pos[None, :], jnp.int32),
+              spec.padded_length,
+              spec.dropout_rate,
+            )
+            for h in range(heads)
+          ]
+        )
+        for b in range(batch)
+      ]
+    )
     return jnp.einsum("bnqk,bnkd->bnqd", jnp.where(keep, p / (1 - spec.dropout_rate), 0.0), v)
 
   return attend
@@ -77,6 +92,7 @@ def _assert_close(ours, ref, rtol=1e-4):
 def _outputs_and_grads(attend, args, weights):
   """[output, gradients of every argument], from one jitted program, its float32 products exact
   on a GPU too (its default there is TF32: interpreted kernel and reference differed by 5e-4)."""
+
   def loss(*a):
     output = attend(*a)
     return (output * weights).sum(), output
@@ -124,13 +140,15 @@ def test_score_gradients_add_at_their_relative_rows():
   rng = np.random.default_rng(3)
   ds = rng.normal(size=(block, block)).astype(np.float32)
   for relative in (np.full((block, block), 5, np.int32), rng.integers(0, width, (block, block), dtype=np.int32)):
+
     def kernel(relative_ref, ds_ref, table_ref):
       table_ref[...] = jnp.zeros(table_ref.shape, jnp.float32)
       rows = jax.lax.broadcasted_iota(jnp.int32, (block, 1), 0)
       gpu._add_score_gradients(table_ref, rows, relative_ref[...], ds_ref[...])
 
     table = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((block, width), jnp.float32), interpret=True)(
-        relative, ds)
+      relative, ds
+    )
     expected = np.zeros((block, width), np.float32)
     np.add.at(expected, (np.arange(block)[:, None], relative), ds)
     np.testing.assert_allclose(table, expected, atol=1e-5, rtol=0)
@@ -138,9 +156,11 @@ def test_score_gradients_add_at_their_relative_rows():
 
 def _taken(scope) -> float:
   """The fraction a scope gives the GPU step's predictor, read from a program traced inside it."""
+
   def traced(x):
     with scope:
       return jnp.sin(x)
+
   return float(re.search(r"cond_taken_(\d\.\d+)", jax.jit(traced).lower(1.0).as_text(debug_info=True)).group(1))
 
 
@@ -152,8 +172,7 @@ def test_the_branch_scope_counts_the_tile_pairs_in_one_relative_row(dropout_case
   config = EncoderConfig(vocab_size=8, relative_attention=True, position_buckets=256, max_relative_positions=512)
   rows_of = lambda distance: deberta_v2.relative_rows(distance, config)
   for length in (512, 1024):
-    spec = common.Spec(length=length, block=gpu.BLOCK, scale=8.0, c2p=True, p2c=True, dropout_rate=0.0,
-                       interpret=False)
+    spec = common.Spec(length=length, block=gpu.BLOCK, scale=8.0, c2p=True, p2c=True, dropout_rate=0.0, interpret=False)
     tiles = length // gpu.BLOCK
     table = deberta_v2.relative_position_index(np.arange(length), np.arange(length), config)
     table = table.reshape(tiles, gpu.BLOCK, tiles, gpu.BLOCK).transpose(0, 2, 1, 3).reshape(tiles, tiles, -1)
@@ -176,8 +195,12 @@ def test_dropout_keep_rate_and_independence_read_from_the_kernel():
   read = jax.jit(lambda seed: attend(seed) * (1 - rate) * length > 0.5)
   step, next_step = np.asarray(read(jnp.int32(7))), np.asarray(read(jnp.int32(8)))
   assert abs(step.mean() - (1 - rate)) < 0.006, step.mean()  # 65,536 draws: 5 sigma is 0.0059
-  pairs = {"heads": (step[:, 0], step[:, 1]), "batch rows": (step[0], step[1]),
-           "query rows": (step[..., :-1, :], step[..., 1:, :]), "steps": (step, next_step)}
+  pairs = {
+    "heads": (step[:, 0], step[:, 1]),
+    "batch rows": (step[0], step[1]),
+    "query rows": (step[..., :-1, :], step[..., 1:, :]),
+    "steps": (step, next_step),
+  }
   for name, (a, b) in pairs.items():
     assert abs((a & b).mean() - (1 - rate) ** 2) < 0.01, (name, (a & b).mean())
 
@@ -202,16 +225,25 @@ def _triton_calls(lowered):
   context = ir.Context()
   triton_dialect.register_dialect(context)
   with context:
-    return [(ir.StringAttr(c["name"]).value,
-             ir.Module.parse(ir.StringAttr(c["ir"]).value_bytes).operation.get_asm(enable_debug_info=False),
-             ir.IntegerAttr(c["num_warps"]).value, ir.IntegerAttr(c["num_stages"]).value) for c in calls]
+    return [
+      (
+        ir.StringAttr(c["name"]).value,
+        ir.Module.parse(ir.StringAttr(c["ir"]).value_bytes).operation.get_asm(enable_debug_info=False),
+        ir.IntegerAttr(c["num_warps"]).value,
+        ir.IntegerAttr(c["num_stages"]).value,
+      )
+      for c in calls
+    ]
 
 
-@pytest.mark.parametrize("dtype,d,relative,mask_rows", [
+@pytest.mark.parametrize(
+  "dtype,d,relative,mask_rows",
+  [
     ("bfloat16", 64, True, 1),  # DeBERTa-base in training: padding mask, dropout
     ("float32", 128, True, 512),  # the largest tiles: float32, d = 128, a prefix-LM mask
     ("bfloat16", 32, False, 1),  # BERT with dropout, DeBERTa-tiny's head dimension
-])
+  ],
+)
 def test_kernels_compile_for_an_h100(dtype, d, relative, mask_rows, h100_mesh, tmp_path):
   """Forward and backward lowered for CUDA on this CPU host (an abstract H100 mesh tells Pallas
   the target), then each Triton kernel compiled by Triton to a cubin for sm_90 with ptxas, as
@@ -219,23 +251,35 @@ def test_kernels_compile_for_an_h100(dtype, d, relative, mask_rows, h100_mesh, t
   import triton  # pylint: disable=g-import-not-at-top
   from triton.backends.compiler import GPUTarget  # pylint: disable=g-import-not-at-top
 
-  spec = common.Spec(length=500, block=gpu.BLOCK, scale=8.0, c2p=relative, p2c=relative, dropout_rate=0.1,
-                     interpret=False)
+  spec = common.Spec(
+    length=500, block=gpu.BLOCK, scale=8.0, c2p=relative, p2c=relative, dropout_rate=0.1, interpret=False
+  )
   lp, heads = spec.padded_length, 2
   shape = lambda *s, dt=dtype: jax.ShapeDtypeStruct(s, dt)
-  tables = gpu.Tables(shape(heads, 256, d), shape(heads, 256, d), shape(heads, 2 * lp, dt=jnp.int32)) if relative \
-      else gpu.Tables()
+  tables = (
+    gpu.Tables(shape(heads, 256, d), shape(heads, 256, d), shape(heads, 2 * lp, dt=jnp.int32))
+    if relative
+    else gpu.Tables()
+  )
   loss = lambda q, k, v, tables, mask, seed: gpu.fused_attention(spec, q, k, v, mask, tables, seed).sum()
   with jax.sharding.use_abstract_mesh(h100_mesh):
-    lowered = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3), allow_int=True)).trace(
-        *[shape(2, heads, lp, d)] * 3, tables, shape(2, mask_rows, lp, dt=jnp.int32), shape(dt=jnp.int32),
-    ).lower(lowering_platforms=("cuda",))
+    lowered = (
+      jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3), allow_int=True))
+      .trace(
+        *[shape(2, heads, lp, d)] * 3,
+        tables,
+        shape(2, mask_rows, lp, dt=jnp.int32),
+        shape(dt=jnp.int32),
+      )
+      .lower(lowering_platforms=("cuda",))
+    )
   calls = _triton_calls(lowered)
   assert [name for name, *_ in calls] == ["_forward_kernel", "_dq_kernel", "_dkv_kernel"]
   for name, source, warps, stages in calls:
     path = tmp_path / f"{name}.ttir"
     path.write_text(source)
-    compiled = triton.compile(str(path), target=GPUTarget("cuda", 90, 32),
-                              options={"num_warps": warps, "num_stages": stages})
+    compiled = triton.compile(
+      str(path), target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages}
+    )
     assert compiled.asm["cubin"], name
     assert 0 < compiled.metadata.shared <= H100_SHARED_BYTES, (name, compiled.metadata.shared)

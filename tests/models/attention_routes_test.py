@@ -1,6 +1,7 @@
 """attention.ROUTES walked row by row: a call that reaches each row takes its route (or is refused
 with its reason), every row is reached, and every row's evidence names tests and documents that
 exist."""
+
 import pathlib
 import re
 
@@ -13,25 +14,24 @@ from wyjax.models import attention
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 # BERT's inference in bf16 over 512 keys, head dimension 64, a padding mask; each witness changes it.
-BASE = dict(relative=False, training=False, dropout=False, length=512, padding_only=True, dtype="bfloat16",
-            head_dim=64)
+BASE = dict(relative=False, training=False, dropout=False, length=512, padding_only=True, dtype="bfloat16", head_dim=64)
 DEBERTA_TRAINING = dict(relative=True, training=True)
 DETERMINISTIC = "--xla_gpu_deterministic_ops=true"
 # (platform, XLA_FLAGS, config.attention, changes to BASE) → the route it takes, row by row.
 WITNESSES = [
-    ("cpu", "", "xla", {}, "xla"),
-    ("gpu", DETERMINISTIC, "pallas", {"relative": True}, "refused: deterministic_ops"),
-    ("gpu", DETERMINISTIC, "auto", {"relative": True}, "xla"),
-    ("gpu", "", "cudnn_dropout", {"training": True, "dropout": True}, "cudnn_dropout"),
-    ("gpu", "", "auto", {}, "cudnn"),
-    ("gpu", "", "auto", DEBERTA_TRAINING, "cudnn"),
-    ("gpu", "", "auto", {**DEBERTA_TRAINING, "dropout": True}, "xla"),
-    ("gpu", "", "auto", {"relative": True}, "pallas"),
-    ("gpu", "", "pallas", {"relative": True, "head_dim": 96}, "refused: head dimension"),
-    ("gpu", "", "auto", {"relative": True, "head_dim": 96}, "xla"),
-    ("tpu", "", "auto", DEBERTA_TRAINING, "pallas"),
-    ("cpu", "", "pallas", {}, "pallas"),
-    ("cpu", "", "auto", {}, "xla"),
+  ("cpu", "", "xla", {}, "xla"),
+  ("gpu", DETERMINISTIC, "pallas", {"relative": True}, "refused: deterministic_ops"),
+  ("gpu", DETERMINISTIC, "auto", {"relative": True}, "xla"),
+  ("gpu", "", "cudnn_dropout", {"training": True, "dropout": True}, "cudnn_dropout"),
+  ("gpu", "", "auto", {}, "cudnn"),
+  ("gpu", "", "auto", DEBERTA_TRAINING, "cudnn"),
+  ("gpu", "", "auto", {**DEBERTA_TRAINING, "dropout": True}, "xla"),
+  ("gpu", "", "auto", {"relative": True}, "pallas"),
+  ("gpu", "", "pallas", {"relative": True, "head_dim": 96}, "refused: head dimension"),
+  ("gpu", "", "auto", {"relative": True, "head_dim": 96}, "xla"),
+  ("tpu", "", "auto", DEBERTA_TRAINING, "pallas"),
+  ("cpu", "", "pallas", {}, "pallas"),
+  ("cpu", "", "auto", {}, "xla"),
 ]
 
 
@@ -66,8 +66,7 @@ def test_each_row_is_taken_by_its_witness_and_every_row_by_one(meshes, monkeypat
 
 def test_every_route_named_by_a_config_value_is_reachable_on_a_gpu(meshes):
   """Each implementation the models know (bert.py, deberta_v2.py) is some row's route on a GPU."""
-  assert {r.takes for r in attention.ROUTES if r.platform == "gpu"} == {"xla", "cudnn", "cudnn_dropout", "pallas",
-                                                                        None}
+  assert {r.takes for r in attention.ROUTES if r.platform == "gpu"} == {"xla", "cudnn", "cudnn_dropout", "pallas", None}
 
 
 def test_every_rows_evidence_names_what_exists():

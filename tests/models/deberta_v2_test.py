@@ -12,19 +12,25 @@ from wyjax.models.deberta_v2 import log_bucket_position, relative_position_index
 @pytest.mark.parametrize("buckets,max_position", [(128, 512), (256, 512)])
 def test_log_buckets_equal_transformers(buckets, max_position):
   relative = np.arange(-2047, 2048)
-  theirs = modeling_deberta_v2.make_log_bucket_position(
-      torch.tensor(relative), buckets, max_position).long().numpy()
+  theirs = modeling_deberta_v2.make_log_bucket_position(torch.tensor(relative), buckets, max_position).long().numpy()
   np.testing.assert_array_equal(log_bucket_position(relative, buckets, max_position), theirs)
 
 
 @pytest.mark.parametrize("buckets,max_relative", [(128, -1), (0, 24), (-1, -1)])
 def test_relative_index_equals_transformers_c2p_positions(buckets, max_relative):
-  config = EncoderConfig(vocab_size=10, hidden_size=8, num_attention_heads=2, relative_attention=True,
-                         position_buckets=buckets, max_relative_positions=max_relative)
+  config = EncoderConfig(
+    vocab_size=10,
+    hidden_size=8,
+    num_attention_heads=2,
+    relative_attention=True,
+    position_buckets=buckets,
+    max_relative_positions=max_relative,
+  )
   length = 300
   positions = torch.zeros(1, length, 1)
   relative = modeling_deberta_v2.build_relative_position(
-      positions, positions, bucket_size=buckets, max_position=config.max_relative_distance)[0]
+    positions, positions, bucket_size=buckets, max_position=config.max_relative_distance
+  )[0]
   span = config.relative_span
   theirs = torch.clamp(relative + span, 0, 2 * span - 1).numpy()
   np.testing.assert_array_equal(relative_position_index(np.arange(length), np.arange(length), config), theirs)
@@ -48,10 +54,20 @@ def test_bfloat16_activations_track_float32():
 
   from wyjax.hf import init_params
   from wyjax.models import MaskedLM
-  config = EncoderConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                         intermediate_size=64, relative_attention=True, position_buckets=8,
-                         pos_att_type="p2c|c2p", share_att_key=True, norm_rel_ebd="layer_norm",
-                         position_biased_input=False)
+
+  config = EncoderConfig(
+    vocab_size=64,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    relative_attention=True,
+    position_buckets=8,
+    pos_att_type="p2c|c2p",
+    share_att_key=True,
+    norm_rel_ebd="layer_norm",
+    position_biased_input=False,
+  )
   params = init_params(config, jax.random.key(0))
   ids = jax.random.randint(jax.random.key(1), (2, 24), 5, 64)
   fp32 = MaskedLM(config).apply({"params": params}, ids)
@@ -66,6 +82,7 @@ def test_skew_lines_each_entry_up_with_its_distance():
   import jax.numpy as jnp
 
   from wyjax.models.deberta_v2 import skew
+
   for length in (1, 2, 5):
     by_distance = np.random.default_rng(length).normal(size=(2, 3, length, 2 * length - 1)).astype(np.float32)
     i, j = np.meshgrid(np.arange(length), np.arange(length), indexing="ij")
@@ -78,19 +95,29 @@ def test_rows_taken_by_distance_equal_the_gathered_rows(buckets, max_relative, l
   on the block's rows and their transpose (p2c's), with buckets, clipping, and neither."""
   import jax.numpy as jnp
 
-  config = EncoderConfig(vocab_size=10, hidden_size=8, num_attention_heads=2, relative_attention=True,
-                         max_position_embeddings=64, position_buckets=buckets, max_relative_positions=max_relative)
+  config = EncoderConfig(
+    vocab_size=10,
+    hidden_size=8,
+    num_attention_heads=2,
+    relative_attention=True,
+    max_position_embeddings=64,
+    position_buckets=buckets,
+    max_relative_positions=max_relative,
+  )
   rows = relative_position_index(np.arange(length), np.arange(length), config)
   table = jnp.asarray(np.random.default_rng(length).normal(size=(2, 3, length, 2 * config.relative_span)))
   for block in (rows, rows.T):
-    np.testing.assert_array_equal(np.asarray(deberta_v2._take_rows_by_distance(table, block)),
-                                  np.asarray(deberta_v2._take_rows(table, jnp.asarray(block))))
+    np.testing.assert_array_equal(
+      np.asarray(deberta_v2._take_rows_by_distance(table, block)),
+      np.asarray(deberta_v2._take_rows(table, jnp.asarray(block))),
+    )
 
 
 def _instructions(hlo: str, op: str) -> list[tuple[int, ...]]:
   """The result shapes of the `op` instructions of an HLO module's text, fusions' bodies included."""
-  return [tuple(int(n) for n in dims.split(",") if n)
-          for dims in re.findall(rf"= \w+\[([\d,]*)\]\{{[^}}]*\}} {op}\(", hlo)]
+  return [
+    tuple(int(n) for n in dims.split(",") if n) for dims in re.findall(rf"= \w+\[([\d,]*)\]\{{[^}}]*\}} {op}\(", hlo)
+  ]
 
 
 _BATCH, _LENGTH, _HEADS = 4, 24, 4
@@ -102,20 +129,34 @@ def _training_pass(position_buckets: int = 10):
   import jax.numpy as jnp
 
   from wyjax.models import DebertaV2
-  config = EncoderConfig(vocab_size=40, hidden_size=32, num_hidden_layers=1, num_attention_heads=_HEADS,
-                         intermediate_size=48, relative_attention=True, position_biased_input=False,
-                         pos_att_type="c2p|p2c", position_buckets=position_buckets, max_relative_positions=64,
-                         attention="xla")
+
+  config = EncoderConfig(
+    vocab_size=40,
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=_HEADS,
+    intermediate_size=48,
+    relative_attention=True,
+    position_biased_input=False,
+    pos_att_type="c2p|p2c",
+    position_buckets=position_buckets,
+    max_relative_positions=64,
+    attention="xla",
+  )
   ids = jnp.ones((_BATCH, _LENGTH), jnp.int32)
   params = DebertaV2(config).init(jax.random.key(0), ids)
-  return lambda p: DebertaV2(config).apply(p, ids, deterministic=False, rngs={"dropout": jax.random.key(1)}).sum(), \
-      params
+  return (
+    lambda p: DebertaV2(config).apply(p, ids, deterministic=False, rngs={"dropout": jax.random.key(1)}).sum(),
+    params,
+  )
 
 
 def _lowered(text: str, op: str) -> list[tuple[int, ...]]:
   """The result shapes of the stablehlo `op`s of a lowered module's text (a scatter's after its region)."""
-  return [tuple(int(n) for n in dims.split("x"))
-          for dims in re.findall(rf'stablehlo\.{op}\b.*?-> tensor<([\dx]+)x\w+>', text, flags=re.S)]
+  return [
+    tuple(int(n) for n in dims.split("x"))
+    for dims in re.findall(rf'stablehlo\.{op}\b.*?-> tensor<([\dx]+)x\w+>', text, flags=re.S)
+  ]
 
 
 def test_xla_path_trains_without_gathers_over_the_scores(h100_mesh):
@@ -127,7 +168,9 @@ def test_xla_path_trains_without_gathers_over_the_scores(h100_mesh):
   import jax
 
   loss, params = _training_pass()
-  span2 = 20  # 2S: unlike L, 2L - 1, d and the hidden sizes (the embeddings' gather is [B·L, hidden], under half the scores)
+  span2 = (
+    20  # 2S: unlike L, 2L - 1, d and the hidden sizes (the embeddings' gather is [B·L, hidden], under half the scores)
+  )
   with jax.sharding.use_abstract_mesh(h100_mesh):
     text = jax.jit(jax.grad(loss)).trace(params).lower(lowering_platforms=("cuda",)).as_text()
   scores_half = _BATCH * _HEADS * _LENGTH * _LENGTH // 2
@@ -156,5 +199,6 @@ def test_on_a_cpu_the_xla_path_selects_c2p_and_p2c_rows(position_buckets, monkey
   if one_hot:
     grads = jax.grad(loss)(params)
     monkeypatch.setattr(deberta_v2, "ONE_HOT_MOST_ROWS", 0)
-    jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5),
-                           grads, jax.grad(loss)(params))
+    jax.tree_util.tree_map(
+      lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5), grads, jax.grad(loss)(params)
+    )

@@ -1,4 +1,5 @@
 """layers.Dropout: two 16-bit draws per hashed word, at the configured rate, unbiased."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,16 +17,26 @@ def test_keep_mask_rate_and_independence():
   shape = (2, 2, 128, 131)
   key = jax.random.key(3)
   words = jax.random.key_data(key)
-  masks = [np.asarray(layers.keep_mask(k, shape, KEEP_90)) for k in (
-      key, jax.random.key(4), jax.random.wrap_key_data(words ^ np.array([1, 0], np.uint32)),
-      jax.random.wrap_key_data(words ^ np.array([0, 1], np.uint32)))]
+  masks = [
+    np.asarray(layers.keep_mask(k, shape, KEEP_90))
+    for k in (
+      key,
+      jax.random.key(4),
+      jax.random.wrap_key_data(words ^ np.array([1, 0], np.uint32)),
+      jax.random.wrap_key_data(words ^ np.array([0, 1], np.uint32)),
+    )
+  ]
   a = masks[0]
   assert a.shape == shape and a.dtype == bool
   for m in masks:
     assert abs(m.mean() - KEEP_90 / 65536) < 0.006, m.mean()  # 5 sigma: 0.0058
   half = 131 // 2 + 1
-  for x, y in ((a[..., :half - 1], a[..., half:]), (a[..., :-1], a[..., 1:]), (a[..., :-1, :], a[..., 1:, :]),
-               *((a, m) for m in masks[1:])):
+  for x, y in (
+    (a[..., : half - 1], a[..., half:]),
+    (a[..., :-1], a[..., 1:]),
+    (a[..., :-1, :], a[..., 1:, :]),
+    *((a, m) for m in masks[1:]),
+  ):
     assert abs((x & y).mean() - 0.81) < 0.008, (x & y).mean()
   np.testing.assert_array_equal(a, layers.keep_mask(jax.random.key(3), shape, KEEP_90))
 

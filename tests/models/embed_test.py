@@ -1,6 +1,7 @@
 """The embedding lookup (layers.take): nn.Embed's rows everywhere; on a GPU its gradient sums each
 id's rows in float32 with the ids sorted (under a mesh, each device its own rows, the sums then
 added), elsewhere it is autodiff's (the CPU program unchanged)."""
+
 import functools
 import pathlib
 import re
@@ -61,18 +62,30 @@ def test_the_rows_are_nn_embeds_and_the_gpu_gradient_the_exact_sum():
   autodiff = _gradient(lambda t, i: layers.take(t, i, jnp.bfloat16), table, ids, grad)  # the CPU's
   assert np.abs(autodiff - exact)[MASK].max() > 100 * np.abs(summed - exact)[MASK].max()
   # In float32 both branches sum in float32: the same gradient, up to the order of the sum.
-  float32 = [_gradient(lookup, table, ids, grad.astype(jnp.float32))
-             for lookup in (functools.partial(layers._summed_sorted, jnp.float32),  # pylint: disable=protected-access
-                            lambda t, i: layers.take(t, i, jnp.float32))]
+  float32 = [
+    _gradient(lookup, table, ids, grad.astype(jnp.float32))
+    for lookup in (
+      functools.partial(layers._summed_sorted, jnp.float32),  # pylint: disable=protected-access
+      lambda t, i: layers.take(t, i, jnp.float32),
+    )
+  ]
   np.testing.assert_allclose(*float32, rtol=1e-6, atol=1e-5)
 
 
 def _bert_embeddings():
   """(the sum of BERT's embedded rows as a function of (params, ids), its params' shapes): the
   word, position and token-type tables, each looked up by `layers.take`."""
-  config = EncoderConfig(model_type="bert", vocab_size=VOCAB, hidden_size=64, num_hidden_layers=1,
-                         num_attention_heads=1, intermediate_size=64, max_position_embeddings=128,
-                         type_vocab_size=2, dtype="bfloat16")
+  config = EncoderConfig(
+    model_type="bert",
+    vocab_size=VOCAB,
+    hidden_size=64,
+    num_hidden_layers=1,
+    num_attention_heads=1,
+    intermediate_size=64,
+    max_position_embeddings=128,
+    type_vocab_size=2,
+    dtype="bfloat16",
+  )
   module = bert.Embeddings(config)
 
   def rows(params, ids):
@@ -88,8 +101,10 @@ def test_the_h200_program_scatters_sorted_float32_and_the_cpu_program_is_autodif
   order took 29.7 ms of DeBERTa-base's step); lowered for the CPU, autodiff's: no sort."""
   rows, params = _bert_embeddings()
   replicated = NamedSharding(Mesh(np.array(aot.devices("h200")), ("data",)), PartitionSpec())
-  abstract = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated),
-                                    (params, jax.ShapeDtypeStruct((4, 128), jnp.int32)))
+  abstract = jax.tree_util.tree_map(
+    lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated),
+    (params, jax.ShapeDtypeStruct((4, 128), jnp.int32)),
+  )
   hlo = jax.jit(jax.grad(rows)).lower(*abstract).compile().as_text()
   scatters = re.findall(r"= (\w+)\[(\d+),64\]\{[^}]*\} scatter\(.*?indices_are_sorted=(\w+)", hlo)
   assert sorted(scatters) == [("f32", "128", "true"), ("f32", "2", "true"), ("f32", str(VOCAB), "true")], scatters
@@ -103,13 +118,15 @@ def check_sharded_sum_is_the_exact_sum():
   mesh = partitioning.make_mesh({"data": 2, "fsdp": 1, "tensor": 2}, jax.devices()[:4])
   batch = NamedSharding(mesh, PartitionSpec(partitioning.BATCH_AXES))
   gpu_lookup = functools.partial(layers._summed_sorted, jnp.bfloat16)  # pylint: disable=protected-access
-  gradient = jax.jit(_in_train_steps_mesh(jax.grad(lambda t, i, g: (gpu_lookup(t, i) * g).astype(jnp.float32).sum()),
-                                          mesh))
+  gradient = jax.jit(
+    _in_train_steps_mesh(jax.grad(lambda t, i, g: (gpu_lookup(t, i) * g).astype(jnp.float32).sum()), mesh)
+  )
   summed = np.asarray(gradient(table, jax.device_put(ids, batch), jax.device_put(grad, batch)))
   np.testing.assert_allclose(summed, _exact(ids, grad), rtol=1e-5, atol=1e-5)
   # 3 rows do not split over the 2 batch shards (a small micro-batch): summed on each device whole.
-  np.testing.assert_allclose(np.asarray(gradient(table, ids[:3], grad[:3])), _exact(ids[:3], grad[:3]),
-                             rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(
+    np.asarray(gradient(table, ids[:3], grad[:3])), _exact(ids[:3], grad[:3]), rtol=1e-5, atol=1e-5
+  )
 
 
 def test_under_a_mesh_each_device_sums_its_rows_and_the_sums_add_up():
@@ -118,8 +135,14 @@ def test_under_a_mesh_each_device_sums_its_rows_and_the_sums_add_up():
   added, are the exact sum within float32's rounding. Rows that do not split over the shards
   (3 over 2) are summed whole, where a shard_map would refuse them."""
   code = "from tests.models import embed_test; embed_test.check_sharded_sum_is_the_exact_sum()"
-  result = subprocess.run([sys.executable, "-c", code], env=pretrain_env(devices=4), capture_output=True, text=True,
-                          timeout=300, cwd=pathlib.Path(__file__).resolve().parents[2])
+  result = subprocess.run(
+    [sys.executable, "-c", code],
+    env=pretrain_env(devices=4),
+    capture_output=True,
+    text=True,
+    timeout=300,
+    cwd=pathlib.Path(__file__).resolve().parents[2],
+  )
   assert result.returncode == 0, result.stderr[-3000:]
 
 
@@ -130,11 +153,15 @@ def test_on_eight_gpus_no_token_row_crosses_devices():
   rows, params = _bert_embeddings()
   mesh = partitioning.make_mesh({"data": 8, "fsdp": 1, "tensor": 1}, aot.devices("h100:8"))
   abstract = jax.tree_util.tree_map(
-      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, PartitionSpec())), params)
+    lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, PartitionSpec())), params
+  )
   ids = jax.ShapeDtypeStruct((64, 128), jnp.int32, sharding=NamedSharding(mesh, PartitionSpec(partitioning.BATCH_AXES)))
   hlo = jax.jit(_in_train_steps_mesh(jax.grad(rows), mesh)).lower(abstract, ids).compile().as_text()
-  collectives = re.findall(r"= (\w+)\[([\d,]*)\]\{[^}]*\} (all-reduce|all-gather|reduce-scatter|all-to-all|"
-                           r"collective-permute)", hlo)
+  collectives = re.findall(
+    r"= (\w+)\[([\d,]*)\]\{[^}]*\} (all-reduce|all-gather|reduce-scatter|all-to-all|"
+    r"collective-permute)",
+    hlo,
+  )
   assert collectives and all(dtype == "f32" and kind == "all-reduce" for dtype, _, kind in collectives), collectives
   reduced = sum(int(np.prod([int(d) for d in shape.split(",") if d])) for _, shape, _ in collectives)
   assert reduced <= sum(x.size for x in jax.tree_util.tree_leaves(params)), collectives  # XLA may join them

@@ -1,4 +1,5 @@
 """The exact GELU (layers.gelu): transformers' x Φ(x), erf on accelerators, erfc on the CPU."""
+
 import math
 
 import jax

@@ -2,20 +2,23 @@
 here from the table's source (tensorflow/tensorflow 9bebee8e, third_party/xla/xla/service/gpu/
 model/matmul_interpolator_data.h, kDefaultMatmulPTable "sm_90") and averaged by hand as XLA's
 MatmulInterpolator weighs them: 1 / (1 + squared distance) over the power-of-two corners."""
+
 import pytest
 
 from wyjax.core import gemm_table
 
 H100_BF16, H100_TF32 = 989e12, 494.5e12
 # (b, m, n, k) → (BF16xBF16->BF16, F32xF32->F32) FLOP/s, as the source writes them.
-SOURCE = {(1, 4096, 4096, 4096): (786048187408492, 403834320513611),
-          (1, 4096, 512, 512): (239247286987522, 124045959334565),
-          (1, 4096, 512, 1024): (372827022222222, 186284147120055),
-          (1, 4096, 1024, 512): (345921979381443, 145414656554712),
-          (1, 4096, 1024, 1024): (491640029304029, 258857720347155),
-          (1, 4096, 4096, 512): (543391611336032, 235160276828734),
-          (1, 4096, 4096, 1024): (681092181414525, 310285168039300),
-          (4, 256, 256, 256): (24745156342182, 17848102127659)}
+SOURCE = {
+  (1, 4096, 4096, 4096): (786048187408492, 403834320513611),
+  (1, 4096, 512, 512): (239247286987522, 124045959334565),
+  (1, 4096, 512, 1024): (372827022222222, 186284147120055),
+  (1, 4096, 1024, 512): (345921979381443, 145414656554712),
+  (1, 4096, 1024, 1024): (491640029304029, 258857720347155),
+  (1, 4096, 4096, 512): (543391611336032, 235160276828734),
+  (1, 4096, 4096, 1024): (681092181414525, 310285168039300),
+  (4, 256, 256, 256): (24745156342182, 17848102127659),
+}
 
 
 def test_every_shape_of_the_grid_is_the_table_s_own_figure():
@@ -39,8 +42,7 @@ def test_a_nearer_corner_weighs_more():
   """k = 640 between 512 (128 away) and 1,024 (384 away): weights 1 / (1 + 128²) and 1 / (1 + 384²)."""
   near, far = 1 / (1 + 128**2), 1 / (1 + 384**2)
   for column, precision in ((0, "bf16"), (1, "tf32")):
-    by_hand = ((near * SOURCE[(1, 4096, 4096, 512)][column] + far * SOURCE[(1, 4096, 4096, 1024)][column])
-               / (near + far))
+    by_hand = (near * SOURCE[(1, 4096, 4096, 512)][column] + far * SOURCE[(1, 4096, 4096, 1024)][column]) / (near + far)
     assert gemm_table.measured_flops(1, 4096, 4096, 640, precision) == pytest.approx(by_hand, rel=1e-12)
 
 
@@ -49,4 +51,5 @@ def test_small_and_batched_shapes_clamp_to_the_table_s_edges():
   at precision HIGHEST takes TF32's share of the peak."""
   assert gemm_table.measured_flops(384, 64, 64, 64) == SOURCE[(4, 256, 256, 256)][0]
   assert gemm_table.fraction_of_peak(1, 4096, 4096, 4096, "f32") == pytest.approx(
-      SOURCE[(1, 4096, 4096, 4096)][1] / H100_TF32, rel=1e-12)
+    SOURCE[(1, 4096, 4096, 4096)][1] / H100_TF32, rel=1e-12
+  )

@@ -3,6 +3,7 @@ hand on launches written here; the fit (benchmarks/gpu_predictions.py) on kernel
 known answers, and on a profile joined kernel by kernel; and the shipped factors
 (wyjax/core/gpu_calibration.json) are the ratio of sums of the split's fit steps' kernels only,
 with the error each half reports."""
+
 import collections
 import json
 import pathlib
@@ -23,14 +24,17 @@ def test_each_kind_takes_its_factor_launch_included():
   """A GEMM run twice in a loop, an elementwise fusion, a Pallas kernel (a kind without a factor:
   the default), cuDNN's attention and an all-reduce (as costed)."""
   launches = (
-      gpu_program.Launch("gemm_fusion", "gemm", repeats=2, bytes=MIB4, flops=2 * 2048 * 4096 * 4096,
-                         gemms=((1, 2048, 4096, 4096),)),
-      gpu_program.Launch("loop_add_fusion", "elementwise", bytes=MIB4),
-      gpu_program.Launch("pallas_kernel", "triton kernel", blocks=132, bytes=MIB4, flops=1e9),
-      gpu_program.Launch("attention", "cudnn", bytes=MIB4, flops=1e12),
-      gpu_program.Launch("all-reduce", "collective", bytes=MIB4, collective="all-reduce", peers=2))
-  program = gpu_program.GpuProgram(collections.Counter(l.kind for l in launches), collections.Counter(), (), 1,
-                                   launches)
+    gpu_program.Launch(
+      "gemm_fusion", "gemm", repeats=2, bytes=MIB4, flops=2 * 2048 * 4096 * 4096, gemms=((1, 2048, 4096, 4096),)
+    ),
+    gpu_program.Launch("loop_add_fusion", "elementwise", bytes=MIB4),
+    gpu_program.Launch("pallas_kernel", "triton kernel", blocks=132, bytes=MIB4, flops=1e9),
+    gpu_program.Launch("attention", "cudnn", bytes=MIB4, flops=1e12),
+    gpu_program.Launch("all-reduce", "collective", bytes=MIB4, collective="all-reduce", peers=2),
+  )
+  program = gpu_program.GpuProgram(
+    collections.Counter(l.kind for l in launches), collections.Counter(), (), 1, launches
+  )
   fitted = gpu_step_time.Calibration({"gemm": 0.5, "elementwise": 2.0, "cudnn": 3.0}, 1.5, (0.9, 1.2), "test")
   prediction = gpu_step_time.predict(program, gpu_cards.CARDS["h100"], fitted)
   gemm = 2 * 2048 * 4096 * 4096 / GEMM_2048_4096_4096
@@ -50,6 +54,7 @@ def test_each_kind_takes_its_factor_launch_included():
 def _shipped():
   sys.path.insert(0, str(REPO / "benchmarks"))
   import gpu_predictions  # pylint: disable=g-import-not-at-top
+
   records = [json.loads(line) for line in gpu_predictions.RESULTS.read_text().splitlines()]
   return gpu_predictions, records, json.loads(gpu_step_time.CALIBRATION.read_text())
 
@@ -66,9 +71,15 @@ def test_a_step_measured_at_another_commit_is_another_point():
 def _point(commit, name, measured, costed, kernels=None):
   """A record as gpu_predictions writes one: a step's time, its uncalibrated seconds by kind and, for a
   profiled step, its measured seconds and kernels by kind."""
-  return {"commit": commit, "name": name, "measured_seconds": sum(measured.values()) if kernels else measured,
-          "uncalibrated_seconds_by_kind": costed, "date": "2026-11-28", "predictor": "test",
-          **({"measured_seconds_by_kind": measured, "measured_kernels_by_kind": kernels} if kernels else {})}
+  return {
+    "commit": commit,
+    "name": name,
+    "measured_seconds": sum(measured.values()) if kernels else measured,
+    "uncalibrated_seconds_by_kind": costed,
+    "date": "2026-11-28",
+    "predictor": "test",
+    **({"measured_seconds_by_kind": measured, "measured_kernels_by_kind": kernels} if kernels else {}),
+  }
 
 
 def test_the_fit_is_each_kind_s_ratio_of_sums_over_the_fit_steps_kernels(monkeypatch):
@@ -79,10 +90,10 @@ def test_the_fit_is_each_kind_s_ratio_of_sums_over_the_fit_steps_kernels(monkeyp
   on for its Pallas kernel only (as the sixth split fits dcc430c's step), it gives that kind its
   ratio, 3, moves no other, and joins the pooled factor: (15 + 6) / (10 + 2)."""
   module, *_ = _shipped()
-  fit_points = [_point("a", "one step, x", {"gemm": 3e-3, "cudnn": 6e-3}, {"gemm": 4e-3, "cudnn": 2e-3},
-                       {"gemm": 10, "cudnn": 4}),
-                _point("a", "two step, x", {"gemm": 5e-3, "unmatched": 1e-3}, {"gemm": 4e-3},
-                       {"gemm": 10, "unmatched": 1})]
+  fit_points = [
+    _point("a", "one step, x", {"gemm": 3e-3, "cudnn": 6e-3}, {"gemm": 4e-3, "cudnn": 2e-3}, {"gemm": 10, "cudnn": 4}),
+    _point("a", "two step, x", {"gemm": 5e-3, "unmatched": 1e-3}, {"gemm": 4e-3}, {"gemm": 10, "unmatched": 1}),
+  ]
   held_out = _point("b", "three step, x", 26e-3, {"gemm": 10e-3, "triton kernel": 2e-3})
   monkeypatch.setattr(module, "FIT", {(r["commit"], r["name"]): module.ALL_KINDS for r in fit_points})
   fitted = module.fit([*fit_points, held_out])
@@ -91,10 +102,15 @@ def test_the_fit_is_each_kind_s_ratio_of_sums_over_the_fit_steps_kernels(monkeyp
   assert fitted["fitted_on_kernels"]["gemm"] == {"kernels": 20, "measured_ms": 8.0, "uncalibrated_ms": 8.0}
   assert fitted["held_out"] == {"three step, x (b)": pytest.approx(2.0, rel=1e-9)}
   assert fitted["held_out_band"] == pytest.approx([2.0, 2.0], rel=1e-9)
-  assert fitted["fitted_on"] == {"one step, x (a)": pytest.approx(9 / 10, abs=1e-4),  # 9 ms against 4 + 6
-                                 "two step, x (a)": pytest.approx(6 / 4, abs=1e-4)}
-  leaked = {**held_out, "measured_seconds_by_kind": {"gemm": 20e-3, "triton kernel": 6e-3},
-            "measured_kernels_by_kind": {"gemm": 5, "triton kernel": 1}}
+  assert fitted["fitted_on"] == {
+    "one step, x (a)": pytest.approx(9 / 10, abs=1e-4),  # 9 ms against 4 + 6
+    "two step, x (a)": pytest.approx(6 / 4, abs=1e-4),
+  }
+  leaked = {
+    **held_out,
+    "measured_seconds_by_kind": {"gemm": 20e-3, "triton kernel": 6e-3},
+    "measured_kernels_by_kind": {"gemm": 5, "triton kernel": 1},
+  }
   other = _point("c", "four step, x", 1e-3, {"gemm": 1e-3})  # a fit needs a held-out point to report
   fitted_before = {**module.FIT}
   monkeypatch.setattr(module, "FIT", {**fitted_before, ("b", "three step, x"): module.ALL_KINDS})
@@ -111,19 +127,26 @@ def test_a_profiled_step_is_joined_kernel_by_kernel_into_its_record(tmp_path):
   join gives them (tests/profile_vs_prediction_test.py's trace: two steps, each an elementwise
   fusion twice at 15 µs, a GEMM at 100, a cuDNN kernel at 50, an unknown one at 8)."""
   from tests import profile_vs_prediction_test as profiled  # pylint: disable=g-import-not-at-top
+
   module, *_ = _shipped()
   folder = tmp_path / "pretrain-BERT-base-wyjax-auto"
   profiled._gpu_trace(folder, steps=2)  # pylint: disable=protected-access
   (folder / "prediction.json").write_text(json.dumps({**profiled.PREDICTION, "measured_step_seconds": 0.2e-3}))
   r = module.measured_record(folder, "abc1234")
   assert (r["name"], r["commit"], r["measured_seconds"], r["date"]) == (
-      "BERT-base step, 32 × 512, attention=auto", "abc1234", 0.2e-3, "2026-11-28")
+    "BERT-base step, 32 × 512, attention=auto",
+    "abc1234",
+    0.2e-3,
+    "2026-11-28",
+  )
   assert r["measured_seconds_by_kind"] == pytest.approx(
-      {"gemm": 100e-6, "cudnn": 50e-6, "elementwise": 30e-6, "unmatched": 8e-6, "reduction": 0.0}, rel=1e-9)
+    {"gemm": 100e-6, "cudnn": 50e-6, "elementwise": 30e-6, "unmatched": 8e-6, "reduction": 0.0}, rel=1e-9
+  )
   assert r["measured_kernels_by_kind"] == {"gemm": 1, "cudnn": 1, "elementwise": 2, "unmatched": 1, "reduction": 0}
   assert r["uncalibrated_seconds_by_kind"] == pytest.approx({"gemm": 35e-6, "elementwise": 20e-6, "reduction": 3e-6})
-  (folder / "prediction.json").write_text(json.dumps({**profiled.PREDICTION, "measured_step_seconds": 0.2e-3,
-                                                     "batch": 4, "length": 4096}))  # gpu.py --length=4096
+  (folder / "prediction.json").write_text(
+    json.dumps({**profiled.PREDICTION, "measured_step_seconds": 0.2e-3, "batch": 4, "length": 4096})
+  )  # gpu.py --length=4096
   assert module.measured_record(folder, "abc1234")["name"] == "BERT-base step, 4 × 4096, attention=auto"
 
 
@@ -136,45 +159,58 @@ def test_the_shipped_factors_are_the_fit_steps_kernel_sums_only():
   every fitted kernel's."""
   module, records, shipped = _shipped()
   fit_points = [r for r in records if not r["held_out"]]
-  steps = {("5f2479d", f"{model} step, 32 × 512, attention={attention}"): module.ALL_KINDS
-           for model, attention in (("BERT-base", "auto"), ("DeBERTa-base", "auto"),
-                                    ("DeBERTa-base", "auto/attention_dropout=0.1"))}
+  steps = {
+    ("5f2479d", f"{model} step, 32 × 512, attention={attention}"): module.ALL_KINDS
+    for model, attention in (
+      ("BERT-base", "auto"),
+      ("DeBERTa-base", "auto"),
+      ("DeBERTa-base", "auto/attention_dropout=0.1"),
+    )
+  }
   pallas = ("triton kernel", gpu_program.ATOMICS)
   assert module.FIT == {**steps, ("dcc430c", "DeBERTa-base step, 32 × 512, attention=pallas"): pallas}
   assert {(r["commit"], r["name"]) for r in fit_points} == set(module.FIT)
   assert set(shipped["fitted_on"]) == {f"{r['name']} ({r['commit']})" for r in fit_points}
   assert set(shipped["held_out"]) == {f"{r['name']} ({r['commit']})" for r in records if r["held_out"]}
   assert len(records) == 27 and len(shipped["held_out"]) == 23
-  fitted = lambda r, field: {kind: x for kind, x in r[field].items()
-                             if module.FIT[r["commit"], r["name"]] is module.ALL_KINDS or kind in pallas}
+  fitted = lambda r, field: {
+    kind: x for kind, x in r[field].items() if module.FIT[r["commit"], r["name"]] is module.ALL_KINDS or kind in pallas
+  }
   sums = lambda field, kind: sum(fitted(r, field).get(kind, 0.0) for r in fit_points)
   kinds = {kind for r in fit_points for kind in fitted(r, "measured_seconds_by_kind")}
-  by_hand = {kind: sums("measured_seconds_by_kind", kind) / sums("uncalibrated_seconds_by_kind", kind)
-             for kind in kinds if sums("uncalibrated_seconds_by_kind", kind)}
+  by_hand = {
+    kind: sums("measured_seconds_by_kind", kind) / sums("uncalibrated_seconds_by_kind", kind)
+    for kind in kinds
+    if sums("uncalibrated_seconds_by_kind", kind)
+  }
   assert shipped["factors"] == pytest.approx(by_hand, rel=1e-12)
   assert {"gemm", "cudnn", "transpose", "reduction", *pallas} <= set(by_hand)
   pallas_step = next(r for r in fit_points if r["commit"] == "dcc430c")
   for kind in pallas:  # that step alone fits them
-    assert by_hand[kind] == pytest.approx(pallas_step["measured_seconds_by_kind"][kind]
-                                          / pallas_step["uncalibrated_seconds_by_kind"][kind], rel=1e-12)
-  pooled = (sum(sum(fitted(r, "measured_seconds_by_kind").values()) for r in fit_points)
-            / sum(sum(fitted(r, "uncalibrated_seconds_by_kind").values()) for r in fit_points))
+    assert by_hand[kind] == pytest.approx(
+      pallas_step["measured_seconds_by_kind"][kind] / pallas_step["uncalibrated_seconds_by_kind"][kind], rel=1e-12
+    )
+  pooled = sum(sum(fitted(r, "measured_seconds_by_kind").values()) for r in fit_points) / sum(
+    sum(fitted(r, "uncalibrated_seconds_by_kind").values()) for r in fit_points
+  )
   assert shipped["default_factor"] == pytest.approx(pooled, rel=1e-12)
   # The profiles' kernels sum to the fit steps' measured times within 3% (29.37 against 29.47 ms, 74.41 against
   # 72.47, 70.56 against 69.84; dcc430c's 110.0 against 109.4).
   for r in fit_points:
     assert sum(r["measured_seconds_by_kind"].values()) == pytest.approx(r["measured_seconds"], rel=0.03)
   for held_out in (r for r in records if r["held_out"] and "measured_seconds_by_kind" in r):  # fitted on, it would move
-    moved = ((sums("measured_seconds_by_kind", "gemm") + held_out["measured_seconds_by_kind"].get("gemm", 0.0))
-             / (sums("uncalibrated_seconds_by_kind", "gemm") + held_out["uncalibrated_seconds_by_kind"].get("gemm", 0.0)))
+    moved = (sums("measured_seconds_by_kind", "gemm") + held_out["measured_seconds_by_kind"].get("gemm", 0.0)) / (
+      sums("uncalibrated_seconds_by_kind", "gemm") + held_out["uncalibrated_seconds_by_kind"].get("gemm", 0.0)
+    )
     assert abs(moved / shipped["factors"]["gemm"] - 1) > 0.01, held_out["name"]
 
 
 def test_the_reported_errors_are_those_of_the_shipped_factors():
   """measured ÷ Σ factor of kind × uncalibrated seconds of kind, point by point; the band is the held-out range."""
   _, records, shipped = _shipped()
-  calibrated = lambda r: sum(shipped["factors"].get(kind, shipped["default_factor"]) * s
-                             for kind, s in r["uncalibrated_seconds_by_kind"].items())
+  calibrated = lambda r: sum(
+    shipped["factors"].get(kind, shipped["default_factor"]) * s for kind, s in r["uncalibrated_seconds_by_kind"].items()
+  )
   ratios = {f"{r['name']} ({r['commit']})": r["measured_seconds"] / calibrated(r) for r in records}
   assert {**shipped["fitted_on"], **shipped["held_out"]} == pytest.approx(ratios, abs=1e-4)
   held = [ratios[name] for name in shipped["held_out"]]
@@ -196,9 +232,15 @@ def test_the_gpu_kernel_s_backward_is_kinded_apart_in_the_records():
   for name, by_kind in through_the_kernel.items():
     trains, relative = "forward," not in name, not name.startswith("BERT")
     assert (gpu_program.ATOMICS in by_kind) == (trains and relative), name
-  compiled, profiled = (r["uncalibrated_seconds_by_kind"][gpu_program.ATOMICS] for r in records
-                        if r["route"] == "kernel" and r["name"].startswith("DeBERTa-base step"))
+  compiled, profiled = (
+    r["uncalibrated_seconds_by_kind"][gpu_program.ATOMICS]
+    for r in records
+    if r["route"] == "kernel" and r["name"].startswith("DeBERTa-base step")
+  )
   assert compiled == pytest.approx(13.05e-3, abs=0.01e-3) and profiled == pytest.approx(compiled, abs=0.01e-3)
-  backward = {r["name"].split(", ")[1]: r["uncalibrated_seconds_by_kind"][gpu_program.ATOMICS] for r in records
-              if r["route"] == "kernel" and r["name"].startswith("attention") and "forward+backward" in r["name"]}
+  backward = {
+    r["name"].split(", ")[1]: r["uncalibrated_seconds_by_kind"][gpu_program.ATOMICS]
+    for r in records
+    if r["route"] == "kernel" and r["name"].startswith("attention") and "forward+backward" in r["name"]
+  }
   assert backward == pytest.approx({"L = 512": 1.088e-3, "L = 1024": 1.955e-3, "L = 4096": 6.184e-3}, abs=0.001e-3)

@@ -8,6 +8,7 @@ command that costs a dump folder.
 The GEMM, cuDNN, Pallas and all-reduce programs are compiled for the card on this CPU (seconds
 each); the others are dumps written here in XLA's formats, so that each rule is pinned on its own.
 """
+
 import json
 import os
 import subprocess
@@ -85,12 +86,16 @@ def test_a_pallas_kernel_is_costed_from_its_triton_ir():
     def accumulate(i, acc):
       a, b = a_ref[:, pl.ds(i * depth, depth)], b_ref[pl.ds(i * depth, depth), :]
       return acc + jnp.dot(a, b, preferred_element_type=jnp.float32)
+
     o_ref[...] = jax.lax.fori_loop(0, k // depth, accumulate, jnp.zeros((block, block), jnp.float32))
 
   matmul = pl.pallas_call(
-      kernel, grid=(m // block, n // block), out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),
-      in_specs=[pl.BlockSpec((block, k), lambda i, j: (i, 0)), pl.BlockSpec((k, block), lambda i, j: (0, j))],
-      out_specs=pl.BlockSpec((block, block), lambda i, j: (i, j)))
+    kernel,
+    grid=(m // block, n // block),
+    out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),
+    in_specs=[pl.BlockSpec((block, k), lambda i, j: (i, 0)), pl.BlockSpec((k, block), lambda i, j: (0, j))],
+    out_specs=pl.BlockSpec((block, block), lambda i, j: (i, j)),
+  )
   program = _compiled(matmul, jax.ShapeDtypeStruct((m, k), jnp.bfloat16), jax.ShapeDtypeStruct((k, n), jnp.bfloat16))
   (kernel,) = _predicted(program).kernels
   programs = (m // block) * (n // block)
@@ -111,9 +116,13 @@ def test_a_pallas_kernel_that_adds_atomically_is_a_kind_of_its_own():
   def kernel(x_ref, o_ref):
     jax.ref.addupdate(o_ref, (slice(None), slice(None)), x_ref[...])
 
-  add = pl.pallas_call(kernel, grid=(programs,), out_shape=jax.ShapeDtypeStruct((block, block), jnp.float32),
-                       in_specs=[pl.BlockSpec((block, block), lambda i: (i, 0))],
-                       out_specs=pl.BlockSpec((block, block), lambda i: (0, 0)))
+  add = pl.pallas_call(
+    kernel,
+    grid=(programs,),
+    out_shape=jax.ShapeDtypeStruct((block, block), jnp.float32),
+    in_specs=[pl.BlockSpec((block, block), lambda i: (i, 0))],
+    out_specs=pl.BlockSpec((block, block), lambda i: (0, 0)),
+  )
   (launch,) = _compiled(add, jax.ShapeDtypeStruct((programs * block, block), jnp.float32)).launches
   tile = block * block * 4
   assert (launch.kind, launch.flops, launch.bytes) == (gpu_program.ATOMICS, 0, programs * 3 * tile)
@@ -128,13 +137,19 @@ def test_a_conditional_costs_its_branches_at_the_fractions_its_scope_gives():
 
   def kernel(x_ref, o_ref):
     x = x_ref[...]
-    jax.lax.cond(jnp.min(x) == jnp.max(x),
-                 lambda: jax.ref.addupdate(o_ref, (slice(None), slice(0, 1)), x.sum(axis=1, keepdims=True)),
-                 lambda: jax.ref.addupdate(o_ref, (slice(None), slice(None)), x))
+    jax.lax.cond(
+      jnp.min(x) == jnp.max(x),
+      lambda: jax.ref.addupdate(o_ref, (slice(None), slice(0, 1)), x.sum(axis=1, keepdims=True)),
+      lambda: jax.ref.addupdate(o_ref, (slice(None), slice(None)), x),
+    )
 
-  add = pl.pallas_call(kernel, grid=(programs,), out_shape=jax.ShapeDtypeStruct((block, block), jnp.float32),
-                       in_specs=[pl.BlockSpec((block, block), lambda i: (i, 0))],
-                       out_specs=pl.BlockSpec((block, block), lambda i: (0, 0)))
+  add = pl.pallas_call(
+    kernel,
+    grid=(programs,),
+    out_shape=jax.ShapeDtypeStruct((block, block), jnp.float32),
+    in_specs=[pl.BlockSpec((block, block), lambda i: (i, 0))],
+    out_specs=pl.BlockSpec((block, block), lambda i: (0, 0)),
+  )
 
   def scoped(x):
     with jax.named_scope(triton_ir.taken_scope(0.25)):
@@ -167,20 +182,34 @@ def _fusion(name: str, kind: str, estimate_us: float | None, backend: str = "") 
   """An entry-computation fusion of f32[1024, 1024] into f32[1024, 1024] with XLA's estimate."""
   config = {"fusion_backend_config": {"kind": backend}} if backend else {}
   if estimate_us is not None:
-    config["reification_cost"] = [{"compute_time_us": 0, "memory_access_time_us": estimate_us,
-                                   "exec_time_us": estimate_us, "name": ""},
-                                  {"exec_time_us": 0.01, "name": "sol"}]
-  return (f"  %{name} = f32[1024,1024]{{1,0}} fusion(%p), kind={kind}, calls=%fused_{name.replace('.', '_')}, "
-          f"backend_config={json.dumps(config, separators=(',', ':'))}")
+    config["reification_cost"] = [
+      {"compute_time_us": 0, "memory_access_time_us": estimate_us, "exec_time_us": estimate_us, "name": ""},
+      {"exec_time_us": 0.01, "name": "sol"},
+    ]
+  return (
+    f"  %{name} = f32[1024,1024]{{1,0}} fusion(%p), kind={kind}, calls=%fused_{name.replace('.', '_')}, "
+    f"backend_config={json.dumps(config, separators=(',', ':'))}"
+  )
 
 
 def _dump(folder, fusions: list[str], thunks: list[str], names: list[str], extra_hlo: str = "") -> None:
   """A dump folder of one module: its optimized HLO, thunk sequence and metadata (thunk id →
   instruction), and an empty buffer assignment."""
-  hlo = "\n".join(["HloModule jit_step", "", "ENTRY %main (p: f32[1024,1024]) -> f32[1024,1024] {",
-                   "  %p = f32[1024,1024]{1,0} parameter(0)", *fusions, extra_hlo, "}"])
-  metadata = "".join(f'thunk_metadata {{\n  thunk_info {{\n    profile_annotation: "{name}"\n    thunk_id: {i}\n'
-                     f'  }}\n}}\n' for i, name in enumerate(names, 1))
+  hlo = "\n".join(
+    [
+      "HloModule jit_step",
+      "",
+      "ENTRY %main (p: f32[1024,1024]) -> f32[1024,1024] {",
+      "  %p = f32[1024,1024]{1,0} parameter(0)",
+      *fusions,
+      extra_hlo,
+      "}",
+    ]
+  )
+  metadata = "".join(
+    f'thunk_metadata {{\n  thunk_info {{\n    profile_annotation: "{name}"\n    thunk_id: {i}\n  }}\n}}\n'
+    for i, name in enumerate(names, 1)
+  )
   prefix = "module_0001.jit_step."
   (folder / f"{prefix}sm_9.0a_gpu_after_optimizations.txt").write_text(hlo)
   (folder / f"{prefix}thunk_sequence.txt").write_text("\n".join(thunks) + "\n")
@@ -189,8 +218,10 @@ def _dump(folder, fusions: list[str], thunks: list[str], names: list[str], extra
 
 
 def _thunk(i: int, name: str, blocks: int = 8192, indent: str = "") -> str:
-  return f"{indent}{i:03d}: kCustomKernel [source | sink] {name} grid: [{blocks}, 1, 1] threads: [128, 1, 1]  " \
-         "shared_memory: 0 bytes"
+  return (
+    f"{indent}{i:03d}: kCustomKernel [source | sink] {name} grid: [{blocks}, 1, 1] threads: [128, 1, 1]  "
+    "shared_memory: 0 bytes"
+  )
 
 
 F32_MIB4 = 2 * 1024 * 1024 * 4  # a fusion's f32[1024, 1024] operand and result
@@ -200,8 +231,12 @@ def test_a_chain_of_elementwise_fusions_costs_xla_estimates_or_its_bytes(tmp_pat
   """Three loop fusions whose XLA estimates are sane (5, 6 and 7 µs) cost those plus a launch
   each; a fourth without an estimate costs its 8 MiB at the bandwidth (2.5 µs) plus a launch."""
   names = ["loop_add_fusion", "loop_multiply_fusion", "loop_exp_fusion", "loop_tanh_fusion"]
-  _dump(tmp_path, [_fusion(n, "kLoop", us) for n, us in zip(names, (5.0, 6.0, 7.0, None))],
-        [_thunk(i, n) for i, n in enumerate(names, 1)], names)
+  _dump(
+    tmp_path,
+    [_fusion(n, "kLoop", us) for n, us in zip(names, (5.0, 6.0, 7.0, None))],
+    [_thunk(i, n) for i, n in enumerate(names, 1)],
+    names,
+  )
   program, _ = gpu_program.read_dump(tmp_path)
   prediction = _predicted(program)
   assert [k.source for k in prediction.kernels] == ["xla estimate"] * 3 + ["bytes"]
@@ -213,8 +248,11 @@ def test_an_absurd_xla_estimate_gives_way_to_the_bytes(tmp_path):
   past 20 times the time of its bytes at the bandwidth it is replaced by that time; a sane one
   (40 µs, 16× its 2.5 µs) stands. The same fusion on 4 blocks draws 4/132 of the bandwidth."""
   names = ["fusion.1", "fusion.2", "fusion.3"]
-  fusions = [_fusion("fusion.1", "kCustom", 4.4e6, "__triton"), _fusion("fusion.2", "kCustom", 40.0, "__triton"),
-             _fusion("fusion.3", "kCustom", 4.4e6, "__triton")]
+  fusions = [
+    _fusion("fusion.1", "kCustom", 4.4e6, "__triton"),
+    _fusion("fusion.2", "kCustom", 40.0, "__triton"),
+    _fusion("fusion.3", "kCustom", 4.4e6, "__triton"),
+  ]
   _dump(tmp_path, fusions, [_thunk(1, "fusion_1"), _thunk(2, "fusion_2"), _thunk(3, "fusion_3", blocks=4)], names)
   program, _ = gpu_program.read_dump(tmp_path)
   first, second, third = _predicted(program).kernels
@@ -227,13 +265,24 @@ def test_an_absurd_xla_estimate_gives_way_to_the_bytes(tmp_path):
 def test_a_loops_kernels_cost_its_trip_count(tmp_path):
   """A while loop XLA knows runs 4 times (known_trip_count): its body's kernel counts 4 times in
   the time, once in kernels_per_step."""
-  loop = ('  %while.1 = f32[1024,1024]{1,0} while(%p), condition=%cond, body=%body, '
-          'backend_config={"known_trip_count":{"n":"4"}}')
-  thunks = ["001: kWhile        [source | sink]", "condition:", _thunk(2, "loop_compare_fusion", 1, "    "),
-            "  body:", _thunk(3, "loop_add_fusion", indent="    "), _thunk(4, "loop_exp_fusion")]
+  loop = (
+    '  %while.1 = f32[1024,1024]{1,0} while(%p), condition=%cond, body=%body, '
+    'backend_config={"known_trip_count":{"n":"4"}}'
+  )
+  thunks = [
+    "001: kWhile        [source | sink]",
+    "condition:",
+    _thunk(2, "loop_compare_fusion", 1, "    "),
+    "  body:",
+    _thunk(3, "loop_add_fusion", indent="    "),
+    _thunk(4, "loop_exp_fusion"),
+  ]
   names = ["while.1", "loop_compare_fusion", "loop_add_fusion", "loop_exp_fusion"]
-  fusions = [_fusion("loop_compare_fusion", "kLoop", 1.0), _fusion("loop_add_fusion", "kLoop", 5.0),
-             _fusion("loop_exp_fusion", "kLoop", 7.0)]
+  fusions = [
+    _fusion("loop_compare_fusion", "kLoop", 1.0),
+    _fusion("loop_add_fusion", "kLoop", 5.0),
+    _fusion("loop_exp_fusion", "kLoop", 7.0),
+  ]
   _dump(tmp_path, fusions, thunks, names, extra_hlo=loop)
   program, _ = gpu_program.read_dump(tmp_path)
   assert (program.kernel_count, program.loops) == (3, 1)
@@ -246,17 +295,26 @@ def test_the_command_costs_a_dump_folder_and_leads_with_the_calibrated_step(tmp_
   predicted_step_seconds is the calibrated step: each kernel, launch included, times the shipped
   factor of its kind (an elementwise loop fusion and a Triton fusion)."""
   names = ["loop_add_fusion", "fusion.2"]
-  _dump(tmp_path, [_fusion(names[0], "kLoop", 5.0), _fusion(names[1], "kCustom", 4.4e6, "__triton")],
-        [_thunk(1, "loop_add_fusion"), _thunk(2, "fusion_2")], names)
-  result = subprocess.run([sys.executable, "-m", "wyjax.core.gpu_step_time", str(tmp_path), "--card=h100",
-                           "--tokens=1000"], capture_output=True, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+  _dump(
+    tmp_path,
+    [_fusion(names[0], "kLoop", 5.0), _fusion(names[1], "kCustom", 4.4e6, "__triton")],
+    [_thunk(1, "loop_add_fusion"), _thunk(2, "fusion_2")],
+    names,
+  )
+  result = subprocess.run(
+    [sys.executable, "-m", "wyjax.core.gpu_step_time", str(tmp_path), "--card=h100", "--tokens=1000"],
+    capture_output=True,
+    text=True,
+    env={**os.environ, "JAX_PLATFORMS": "cpu"},
+  )
   assert result.returncode == 0, result.stderr[-2000:]
   *lines, last = result.stdout.strip().splitlines()
   report = json.loads(last)
   shipped = json.loads(gpu_step_time.CALIBRATION.read_text())
   work = 5e-6 + F32_MIB4 / BANDWIDTH
-  by_hand = (shipped["factors"]["elementwise"] * (5e-6 + LAUNCH)
-             + shipped["factors"]["triton fusion"] * (F32_MIB4 / BANDWIDTH + LAUNCH))
+  by_hand = shipped["factors"]["elementwise"] * (5e-6 + LAUNCH) + shipped["factors"]["triton fusion"] * (
+    F32_MIB4 / BANDWIDTH + LAUNCH
+  )
   assert report["predicted_step_seconds"] == pytest.approx(by_hand, rel=1e-9)
   assert report["predicted_step_band_seconds"] == pytest.approx([by_hand * x for x in shipped["held_out_band"]])
   assert report["predicted_uncalibrated_step_seconds"] == pytest.approx(work + 2 * LAUNCH, rel=1e-9)
@@ -270,8 +328,9 @@ def test_the_command_costs_a_dump_folder_and_leads_with_the_calibrated_step(tmp_
 def test_an_operand_of_a_nested_tuple_counts_its_own_bytes():
   """`%a#0#1` is element 1 of element 0 of a's tuple: an s32[32,116] operand, 14,848 bytes."""
   hlo = gpu_program.read_hlo(
-      "ENTRY %main () -> f32[32,116] {\n"
-      "  %a = ((f32[32,116]{1,0}, s32[32,116]{1,0}), f32[8]{0}) custom-call(), custom_call_target=\"x\"\n"
-      "  ROOT %b = f32[32,116]{1,0} fusion(%a#0#1, %a#1), kind=kLoop, calls=%f\n}\n")
+    "ENTRY %main () -> f32[32,116] {\n"
+    "  %a = ((f32[32,116]{1,0}, s32[32,116]{1,0}), f32[8]{0}) custom-call(), custom_call_target=\"x\"\n"
+    "  ROOT %b = f32[32,116]{1,0} fusion(%a#0#1, %a#1), kind=kLoop, calls=%f\n}\n"
+  )
   assert gpu_program.operand_shape(hlo, "a#0#1") == "s32[32,116]{1,0}"
   assert gpu_program.io_bytes(hlo, hlo["b"]) == 32 * 116 * 4 + 32 * 116 * 4 + 8 * 4

@@ -8,6 +8,7 @@ doubles the kernels, fails here).
 One layer in bf16, batch 2 x 128, head dimension 64 (cuDNN's and the Triton kernel's shapes):
 each compile takes seconds. Training is the encoder's forward and backward with dropout.
 """
+
 import collections
 import dataclasses
 import functools
@@ -33,14 +34,28 @@ MAX_KERNELS = {("bert", False): 30, ("bert", True): 140, ("deberta", False): 45,
 
 
 def _config(model: str, attention_dropout: float) -> EncoderConfig:
-  common = dict(vocab_size=64, hidden_size=HEADS * 64, num_hidden_layers=1, num_attention_heads=HEADS,
-                intermediate_size=256, max_position_embeddings=LENGTH, dtype="bfloat16",
-                attention_probs_dropout_prob=attention_dropout)
+  common = dict(
+    vocab_size=64,
+    hidden_size=HEADS * 64,
+    num_hidden_layers=1,
+    num_attention_heads=HEADS,
+    intermediate_size=256,
+    max_position_embeddings=LENGTH,
+    dtype="bfloat16",
+    attention_probs_dropout_prob=attention_dropout,
+  )
   if model == "bert":
     return EncoderConfig(model_type="bert", **common)
-  return EncoderConfig(model_type="deberta-v2", relative_attention=True, position_buckets=32,
-                       max_relative_positions=LENGTH, pos_att_type="p2c|c2p", share_att_key=True,
-                       position_biased_input=False, **common)
+  return EncoderConfig(
+    model_type="deberta-v2",
+    relative_attention=True,
+    position_buckets=32,
+    max_relative_positions=LENGTH,
+    pos_att_type="p2c|c2p",
+    share_att_key=True,
+    position_biased_input=False,
+    **common,
+  )
 
 
 @functools.cache
@@ -58,8 +73,9 @@ def lowered_pass(model: str, training: bool, attention_dropout: float = 0.1):
   mesh = Mesh(np.array(aot.devices("h100")), ("data",))
   replicated = NamedSharding(mesh, PartitionSpec())
   params = jax.tree_util.tree_map(
-      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated),
-      jax.eval_shape(lambda: encoder.init(jax.random.key(0), jnp.ones((1, 8), jnp.int32))))
+    lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated),
+    jax.eval_shape(lambda: encoder.init(jax.random.key(0), jnp.ones((1, 8), jnp.int32))),
+  )
   ids = jax.ShapeDtypeStruct((BATCH, LENGTH), jnp.int32, sharding=replicated)
 
   def hidden_sum(params, ids):
@@ -69,8 +85,14 @@ def lowered_pass(model: str, training: bool, attention_dropout: float = 0.1):
 
   with jax.sharding.set_mesh(mesh):
     choice = attention.implementation(
-        config.attention, relative=model == "deberta", training=training,
-        dropout=training and attention_dropout > 0, length=LENGTH, dtype=config.dtype, head_dim=64)
+      config.attention,
+      relative=model == "deberta",
+      training=training,
+      dropout=training and attention_dropout > 0,
+      length=LENGTH,
+      dtype=config.dtype,
+      head_dim=64,
+    )
     lowered = jax.jit(jax.grad(hidden_sum) if training else hidden_sum).lower(params, ids)
   return choice, lowered
 
@@ -115,8 +137,12 @@ def unnumbered(program: gpu_program.GpuProgram) -> gpu_program.GpuProgram:
   CI (2026-11-29) the default level named a Triton fusion fusion.94 that level 0 named fusion.148,
   the kernel alike in every other field and place; here 8 default-level compiles numbered alike."""
   strip = functools.partial(re.sub, r"[._]\d+", "")
-  return dataclasses.replace(program, launches=tuple(
-      dataclasses.replace(launch, name=strip(launch.name), kernel=strip(launch.kernel)) for launch in program.launches))
+  return dataclasses.replace(
+    program,
+    launches=tuple(
+      dataclasses.replace(launch, name=strip(launch.name), kernel=strip(launch.kernel)) for launch in program.launches
+    ),
+  )
 
 
 def test_without_a_gpu_the_autotuner_is_skipped_for_the_program_xla_builds_by_default():
@@ -153,8 +179,15 @@ condition:
 """
   launches, loops = gpu_program.read_launches(thunks, "", gpu_program.read_hlo(hlo))
   assert loops == 1
-  assert collections.Counter(launch.kind for launch in launches) == {"device copy": 1, "gemm": 1, "elementwise": 1, "triton fusion": 1, "cudnn": 1,
-                     "triton kernel": 1, "reduction": 1}
+  assert collections.Counter(launch.kind for launch in launches) == {
+    "device copy": 1,
+    "gemm": 1,
+    "elementwise": 1,
+    "triton fusion": 1,
+    "cudnn": 1,
+    "triton kernel": 1,
+    "reduction": 1,
+  }
 
 
 def test_buffers_are_read_with_dtype_and_shape():

@@ -1,5 +1,6 @@
 """Heads on top of the encoder: XuCi's span pair ([u; v; |u − v|] · W over mean span vectors)
 and CCPM's Match (cosine of mean-pooled vectors)."""
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -7,9 +8,17 @@ import numpy as np
 
 from wyjax.models import CosineMatch, EncoderConfig, SpanPairClassifier, encoder_class
 
-CONFIG = EncoderConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                       intermediate_size=32, relative_attention=True, position_buckets=8,
-                       pos_att_type="p2c|c2p", position_biased_input=False)
+CONFIG = EncoderConfig(
+  vocab_size=50,
+  hidden_size=16,
+  num_hidden_layers=1,
+  num_attention_heads=2,
+  intermediate_size=32,
+  relative_attention=True,
+  position_buckets=8,
+  pos_att_type="p2c|c2p",
+  position_biased_input=False,
+)
 
 
 def test_span_pair_logits_from_mean_span_vectors():
@@ -42,8 +51,9 @@ def test_cosine_match_scores_mean_pooled_cosines_and_ignores_padding():
   params = nn.unbox(head.init(jax.random.key(0), ids, mask)["params"])
   scores = np.asarray(head.apply({"params": params}, ids, mask))
 
-  hidden = np.asarray(encoder_class(CONFIG)(CONFIG).apply({"params": params["encoder"]}, ids.reshape(10, 12),
-                                                          mask.reshape(10, 12))).reshape(2, 5, 12, 16)
+  hidden = np.asarray(
+    encoder_class(CONFIG)(CONFIG).apply({"params": params["encoder"]}, ids.reshape(10, 12), mask.reshape(10, 12))
+  ).reshape(2, 5, 12, 16)
   pooled = (hidden * mask[..., None]).sum(2) / mask.sum(-1, keepdims=True)
   unit = pooled / np.linalg.norm(pooled, axis=-1, keepdims=True)
   np.testing.assert_allclose(scores, 20.0 * np.einsum("bd,bkd->bk", unit[:, 0], unit[:, 1:]), atol=1e-4)

@@ -1,4 +1,5 @@
 """The prefix LM's cached decoding against the full forward pass on the training layout."""
+
 import itertools
 
 import jax
@@ -17,8 +18,9 @@ TOKENIZER = Tokenizer(VOCAB)
 # Larger weights than the default init: peaked logits, so argmax ties cannot blur a comparison.
 LAYOUTS = {name: dict(model_type="deberta-v2", **layout) for name, layout in DEBERTA_LAYOUTS.items()}
 LAYOUTS["bert"] = dict(model_type="bert", type_vocab_size=2)
-LAYOUTS["roberta"] = dict(model_type="roberta", type_vocab_size=1, pad_token_id=TOKENIZER.pad_id,
-                          max_position_embeddings=66)
+LAYOUTS["roberta"] = dict(
+  model_type="roberta", type_vocab_size=1, pad_token_id=TOKENIZER.pad_id, max_position_embeddings=66
+)
 
 
 def _model(layout: str, attention: str = "auto"):
@@ -38,7 +40,7 @@ def _training_logits(model, params, source, target):
 def _prefix(sources, length):
   block = np.full((len(sources), length), TOKENIZER.pad_id, np.int32)
   for row, source in enumerate(sources):
-    block[row, length - len(source) - 2:] = [TOKENIZER.cls_id, *source, TOKENIZER.sep_id]
+    block[row, length - len(source) - 2 :] = [TOKENIZER.cls_id, *source, TOKENIZER.sep_id]
   return jnp.asarray(block)
 
 
@@ -61,19 +63,21 @@ def test_each_cached_step_equals_the_full_forward_pass(layout, attention):
   sources = [rng.integers(5, len(VOCAB), n) for n in (3, 9, 14)]
   targets = rng.integers(5, len(VOCAB), (3, 8)).astype(np.int32)
   # One pass per row: under the prefix mask a position's logits do not depend on later targets.
-  expected = [_training_logits(model, params, s, t)[len(s) + 1:] for s, t in zip(sources, targets)]
+  expected = [_training_logits(model, params, s, t)[len(s) + 1 :] for s, t in zip(sources, targets)]
   logits, state = prefix_lm.encode_prefix(model, params, _prefix(sources, 20), 8)
   step = jax.jit(lambda state, token, slot: prefix_lm.decode_step(model, params, state, token, slot, 20))
   for t in range(targets.shape[1] + 1):
     for row in range(len(sources)):
-      np.testing.assert_allclose(logits[row], expected[row][t], atol=1e-5, rtol=0,
-                                 err_msg=f"{layout} step {t} row {row}")
+      np.testing.assert_allclose(
+        logits[row], expected[row][t], atol=1e-5, rtol=0, err_msg=f"{layout} step {t} row {row}"
+      )
     if t < targets.shape[1]:
       logits, state = step(state, jnp.asarray(targets[:, t]), 20 + t)
 
 
-@pytest.mark.parametrize("layout,beam_size", [("bozhou", 1), ("bozhou", 3), ("separate_keys", 1),
-                                              ("c2p_only", 3), ("bert", 3), ("roberta", 1)])
+@pytest.mark.parametrize(
+  "layout,beam_size", [("bozhou", 1), ("bozhou", 3), ("separate_keys", 1), ("c2p_only", 3), ("bert", 3), ("roberta", 1)]
+)
 def test_cached_decoding_yields_the_tokens_of_uncached_decoding(layout, beam_size):
   model, params = _model(layout)
   rng = np.random.default_rng(1)
@@ -86,8 +90,8 @@ def test_cached_decoding_yields_the_tokens_of_uncached_decoding(layout, beam_siz
   for row, limit in enumerate(np.asarray(limits)):
     sep = np.flatnonzero(cached[row] == TOKENIZER.sep_id)
     assert len(sep) and 0 < sep[0] < limit, (row, cached[row])  # not empty, ended within its limit
-    assert (cached[row, sep[0] + 1:] == TOKENIZER.pad_id).all()
-    assert not np.isin(cached[row, :sep[0]], (0, 1, 2, 4)).any()
+    assert (cached[row, sep[0] + 1 :] == TOKENIZER.pad_id).all()
+    assert not np.isin(cached[row, : sep[0]], (0, 1, 2, 4)).any()
 
 
 def test_beam_search_finds_the_best_hypothesis_by_exhaustive_search():
@@ -108,7 +112,7 @@ def test_beam_search_finds_the_best_hypothesis_by_exhaustive_search():
     ids = np.array([[TOKENIZER.cls_id, *source, TOKENIZER.sep_id, *(o[:-1] + [5, 5])[:2]] for o in outputs])
     types = (np.arange(ids.shape[1]) >= len(source) + 2).astype(np.int32)[None].repeat(len(ids), 0)
     logits = model.apply({"params": params}, ids, prefix_lm.attention_mask(types, ids != TOKENIZER.pad_id), types)
-    logits = logits.at[..., jnp.asarray(banned)].set(-jnp.inf)[:, len(source) + 1:]
+    logits = logits.at[..., jnp.asarray(banned)].set(-jnp.inf)[:, len(source) + 1 :]
     logits = logits.at[:, 0, TOKENIZER.sep_id].set(-jnp.inf)  # never an empty translation
     log_probs = jax.nn.log_softmax(logits)
     # The third token is forced to be [SEP] (the limit): probability 1.
@@ -117,10 +121,20 @@ def test_beam_search_finds_the_best_hypothesis_by_exhaustive_search():
     for alpha in (0.0, 1.0, -3.0, -8.0):
       scores = [total / ((5 + len(o)) / 6) ** alpha for total, o in zip(totals, outputs)]
       best = outputs[int(np.argmax(scores))]
-      found = np.asarray(prefix_lm.generate(
-          model, params, _prefix([source], 6), jnp.array([3]), max_new=3, sep_id=TOKENIZER.sep_id,
-          banned_ids=banned, beam_size=25, length_penalty=alpha))[0]
-      assert list(found[:len(best)]) == best, (alpha, source, found, best)
+      found = np.asarray(
+        prefix_lm.generate(
+          model,
+          params,
+          _prefix([source], 6),
+          jnp.array([3]),
+          max_new=3,
+          sep_id=TOKENIZER.sep_id,
+          banned_ids=banned,
+          beam_size=25,
+          length_penalty=alpha,
+        )
+      )[0]
+      assert list(found[: len(best)]) == best, (alpha, source, found, best)
       bests.add(tuple(best))
     assert len(bests) > 1  # the penalty changed the winner
 
@@ -130,8 +144,9 @@ def test_translate_is_independent_of_batching_and_respects_limits():
   rng = np.random.default_rng(2)
   sources = [rng.integers(5, len(VOCAB), n).astype(np.int32) for n in (4, 30, 1, 12, 7)]
   together = prefix_lm.translate(model, params, TOKENIZER, sources, max_length=64, batch_size=4, beam_size=2)
-  alone = [prefix_lm.translate(model, params, TOKENIZER, [s], max_length=64, batch_size=1, beam_size=2)[0]
-           for s in sources]
+  alone = [
+    prefix_lm.translate(model, params, TOKENIZER, [s], max_length=64, batch_size=1, beam_size=2)[0] for s in sources
+  ]
   for a, b in zip(together, alone):
     np.testing.assert_array_equal(a, b)
   short = prefix_lm.translate(model, params, TOKENIZER, sources, max_length=64, max_ratio=0.5, max_extra=1)

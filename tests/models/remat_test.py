@@ -1,5 +1,6 @@
 """Rematerialisation and scanned layers change what the backward pass keeps and how the
 params are laid out, never the numbers."""
+
 import dataclasses
 import functools
 
@@ -11,11 +12,28 @@ import pytest
 
 from wyjax.models import EncoderConfig, MaskedLM, stack_layers, unstack_layers
 
-DEBERTA = EncoderConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=32, relative_attention=True,
-                        position_buckets=8, max_relative_positions=16, pos_att_type="p2c|c2p")
-BERT = EncoderConfig(vocab_size=50, model_type="bert", hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                     intermediate_size=64, max_position_embeddings=32, type_vocab_size=2)
+DEBERTA = EncoderConfig(
+  vocab_size=50,
+  hidden_size=32,
+  num_hidden_layers=2,
+  num_attention_heads=4,
+  intermediate_size=64,
+  max_position_embeddings=32,
+  relative_attention=True,
+  position_buckets=8,
+  max_relative_positions=16,
+  pos_att_type="p2c|c2p",
+)
+BERT = EncoderConfig(
+  vocab_size=50,
+  model_type="bert",
+  hidden_size=32,
+  num_hidden_layers=2,
+  num_attention_heads=4,
+  intermediate_size=64,
+  max_position_embeddings=32,
+  type_vocab_size=2,
+)
 
 
 IDS = jnp.asarray(np.random.RandomState(0).randint(5, 50, (2, 16)))
@@ -38,8 +56,11 @@ def _loss_and_grads(config: EncoderConfig, deterministic: bool = False):
   return params, _value_and_grad(config, params, deterministic)
 
 
-@pytest.mark.parametrize("base,remat", [(DEBERTA, "full"), (DEBERTA, "dots"), (BERT, "full")],
-                         ids=["deberta-full", "deberta-dots", "bert-full"])
+@pytest.mark.parametrize(
+  "base,remat",
+  [(DEBERTA, "full"), (DEBERTA, "dots"), (BERT, "full")],
+  ids=["deberta-full", "deberta-dots", "bert-full"],
+)
 def test_remat_gives_the_same_loss_gradients_and_params(base, remat):
   params, (loss, grads) = _loss_and_grads(base)
   remat_params, (remat_loss, remat_grads) = _loss_and_grads(dataclasses.replace(base, remat=remat))
@@ -53,8 +74,11 @@ def test_unknown_remat_mode_is_refused():
     dataclasses.replace(DEBERTA, remat="some")
 
 
-@pytest.mark.parametrize("base,remat,unroll", [(DEBERTA, "dots", 1), (BERT, "none", 1), (DEBERTA, "dots", 2)],
-                         ids=["deberta-dots", "bert", "deberta-dots-unrolled"])
+@pytest.mark.parametrize(
+  "base,remat,unroll",
+  [(DEBERTA, "dots", 1), (BERT, "none", 1), (DEBERTA, "dots", 2)],
+  ids=["deberta-dots", "bert", "deberta-dots-unrolled"],
+)
 def test_scanned_layers_give_the_same_loss_and_gradients(base, remat, unroll):
   """The per-layer params, stacked, in a scanned model, in a loop or unrolled (scan_unroll ≥ the
   layers: no loop at all). Dropout off: a scan splits one rng over the layers where per-layer

@@ -1,6 +1,7 @@
 """Damaged CLUE files: a real released file with one record spoiled, written to tmp_path. Each
 read ends in an error naming the file and the line at fault, or (a test split, released
 without answers) in one example per question, each keeping its id."""
+
 import itertools
 import json
 
@@ -32,6 +33,7 @@ def _records(shared_data, task: str, split: str) -> list[dict]:
 
 
 # --- CMRC 2018 (SQuAD JSON, indent 2: an object's "{" is the line before its first key) ----------------------
+
 
 def _no_answers(squad):
   qa = squad["data"][1]["paragraphs"][0]["qas"][0]
@@ -85,7 +87,9 @@ def _context_a_number(squad):
   return f'"{paragraph["id"]}"', -1  # the paragraph's first key
 
 
-@pytest.mark.parametrize("damage, message", [
+@pytest.mark.parametrize(
+  "damage, message",
+  [
     (_no_answers, r"TRIAL_\w+: no 'answers' \(a labelled split needs them\)"),
     (_empty_answers, r"TRIAL_\w+: no 'answers'"),
     (_start_past_the_context, r"TRIAL_\w+: answer_start \d+ is outside the context \(0 to \d+\)"),
@@ -95,7 +99,8 @@ def _context_a_number(squad):
     (_article_a_string, r"article 3 should be dict, found str"),
     (_paragraph_a_string, r"paragraph 0 should be dict, found str"),
     (_context_a_number, r"field 'context' should be str, found int"),
-])
+  ],
+)
 def test_cmrc_damage_names_the_line(shared_data, tmp_path, damage, message):
   squad = json.loads((shared_data / "clue" / "cmrc2018" / "cmrc2018_dev.json").read_text("utf-8"))
   marker, offset = damage(squad)
@@ -116,12 +121,16 @@ def test_cmrc_repeated_id_and_an_unlabelled_test_file(shared_data, tmp_path):
   text = _write(tmp_path / "cmrc2018_test.json", squad, indent=2)
   first = _line(text, f'"{questions[2]["id"]}"')
   second = _line(text, f'"{questions[2]["id"]}"', text.index(f'"{questions[3]["id"]}"'))
-  with pytest.raises(FormatError, match=rf"cmrc2018_test\.json:{second}: id '{questions[2]['id']}' repeats the one "
-                                        rf"at line {first}"):
+  with pytest.raises(
+    FormatError,
+    match=rf"cmrc2018_test\.json:{second}: id '{questions[2]['id']}' repeats the one "
+    rf"at line {first}",
+  ):
     clue_reading.read_split("cmrc2018", tmp_path, "test")
 
 
 # --- C3 (a JSON array, indent 1) ---------------------------------------------------------------------------
+
 
 def _c3_documents(shared_data) -> list:
   return json.loads((shared_data / "clue" / "c3" / "d-dev.json").read_text("utf-8"))[:30]
@@ -133,8 +142,11 @@ def test_c3_question_without_answer_is_an_error_in_dev_not_in_test(shared_data, 
   del qa["answer"]
   qa["question"] = "没有答案的问题"
   text = _write(tmp_path / "d-dev.json", documents, indent=1)
-  with pytest.raises(FormatError, match=rf"d-dev\.json:{_line(text, '没有答案的问题') - 1}: the question has no "
-                                        r"'answer' \(a labelled split needs one\)"):
+  with pytest.raises(
+    FormatError,
+    match=rf"d-dev\.json:{_line(text, '没有答案的问题') - 1}: the question has no "
+    r"'answer' \(a labelled split needs one\)",
+  ):
     clue_reading.read_split("c3", tmp_path, "dev")
   (tmp_path / "d-dev.json").rename(tmp_path / "d-test.json")
   test = clue_reading.read_split("c3", tmp_path, "test")
@@ -152,10 +164,13 @@ def _null_sentence(documents):
   return '"第一句"', 1  # null on the next line
 
 
-@pytest.mark.parametrize("damage, message", [
+@pytest.mark.parametrize(
+  "damage, message",
+  [
     (_question_a_string, "question 0 should be dict, found str"),
     (_null_sentence, "sentence 1 should be str, found NoneType"),
-])
+  ],
+)
 def test_c3_damage_names_the_line(shared_data, tmp_path, damage, message):
   documents = _c3_documents(shared_data)
   marker, offset = damage(documents)
@@ -189,6 +204,7 @@ def test_c3_repeated_id_in_a_test_file(shared_data, tmp_path):
 
 # --- ChID: FewCLUE's layout (JSON Lines: record k on line k + 1) and CLUE's ----------------------------------
 
+
 def test_fewclue_chid_test_file_keeps_its_ids(shared_data, tmp_path):
   records = [{k: v for k, v in r.items() if k != "answer"} for r in _records(shared_data, "chid", "dev")]
   _jsonl(tmp_path / "test.json", records)
@@ -198,12 +214,17 @@ def test_fewclue_chid_test_file_keeps_its_ids(shared_data, tmp_path):
   assert [json.loads(line) for line in lines] == [{"id": r["id"], "answer": 0} for r in records]
 
 
-@pytest.mark.parametrize("damage, message", [
+@pytest.mark.parametrize(
+  "damage, message",
+  [
     (lambda r: r.pop("answer"), r"no 'answer' \(a labelled split needs one\)"),
-    (lambda r: r["candidates"].extend(["一心一意", "三心二意", "四平八稳", "五光十色", "六神无主"]),
-     r"'candidates' should be 7 idioms \(FewCLUE's layout\)"),
+    (
+      lambda r: r["candidates"].extend(["一心一意", "三心二意", "四平八稳", "五光十色", "六神无主"]),
+      r"'candidates' should be 7 idioms \(FewCLUE's layout\)",
+    ),
     (lambda r: r.update(id=24), r"id '24' repeats the one at line 1"),  # record 0's id is 24
-])
+  ],
+)
 def test_fewclue_chid_damage_names_the_line(shared_data, tmp_path, damage, message):
   records = _records(shared_data, "chid", "train")
   assert records[0]["id"] == 24
@@ -216,21 +237,41 @@ def test_fewclue_chid_damage_names_the_line(shared_data, tmp_path, damage, messa
 def _clue_chid(shared_data) -> tuple[list[dict], dict]:
   """CLUE's layout from FewCLUE's records: 10 candidates, numbered blanks, the answers apart."""
   few = _records(shared_data, "chid", "train")[:4]
-  records = [{"candidates": r["candidates"] + few[k - 1]["candidates"][:3],
-              "content": [r["content"].replace("#idiom#", f"#idiom{k:06d}#")]} for k, r in enumerate(few)]
+  records = [
+    {
+      "candidates": r["candidates"] + few[k - 1]["candidates"][:3],
+      "content": [r["content"].replace("#idiom#", f"#idiom{k:06d}#")],
+    }
+    for k, r in enumerate(few)
+  ]
   return records, {f"#idiom{k:06d}#": r["answer"] for k, r in enumerate(few)}
 
 
-@pytest.mark.parametrize("damage, where, message", [
-    (lambda records, answers: answers.update({"#idiom000001#": True}), "train_answer.json:3",
-     r"#idiom000001#: answer True should be an index into the 10 candidates"),
-    (lambda records, answers: answers.update({"#idiom000002#": None}), "train_answer.json:4",
-     r"#idiom000002#: answer None should be an index"),
-    (lambda records, answers: records[1].update(content=[1, 2]), "train.json:2",
-     r"passage 0 of 'content' should be str, found int"),
-    (lambda records, answers: records[2]["candidates"].extend(["一心一意", "三心二意"]), "train.json:3",
-     r"'candidates' should be 10 idioms \(CLUE's layout\)"),
-])
+@pytest.mark.parametrize(
+  "damage, where, message",
+  [
+    (
+      lambda records, answers: answers.update({"#idiom000001#": True}),
+      "train_answer.json:3",
+      r"#idiom000001#: answer True should be an index into the 10 candidates",
+    ),
+    (
+      lambda records, answers: answers.update({"#idiom000002#": None}),
+      "train_answer.json:4",
+      r"#idiom000002#: answer None should be an index",
+    ),
+    (
+      lambda records, answers: records[1].update(content=[1, 2]),
+      "train.json:2",
+      r"passage 0 of 'content' should be str, found int",
+    ),
+    (
+      lambda records, answers: records[2]["candidates"].extend(["一心一意", "三心二意"]),
+      "train.json:3",
+      r"'candidates' should be 10 idioms \(CLUE's layout\)",
+    ),
+  ],
+)
 def test_clue_chid_damage_names_the_line(shared_data, tmp_path, damage, where, message):
   records, answers = _clue_chid(shared_data)
   damage(records, answers)
@@ -248,6 +289,7 @@ def test_clue_chid_answers_file_of_invalid_json(shared_data, tmp_path):
 
 
 # --- Classification (JSON Lines) -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("task, key", [("tnews", "id"), ("cluewsc2020", "idx")])
 def test_a_repeated_id_names_both_lines(shared_data, tmp_path, task, key):

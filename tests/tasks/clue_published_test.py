@@ -1,6 +1,7 @@
 """CLUE's released layouts (issue #31): the files CLUE's own zips and scripts name read, from
 the real files of ../shared/data laid out as CLUE releases them; ChID's blanks decoded jointly
 as CLUE's baseline does; CSL's keywords joined as CLUE joins them."""
+
 import json
 
 import ml_collections
@@ -12,14 +13,21 @@ from wyjax.tasks.registry import TASKS
 
 
 def _c3_questions(shared_data, split: str) -> list[dict]:
-  return [qa for kind in "dm" for document in json.loads((shared_data / "clue" / "c3" / f"{kind}-{split}.json")
-                                                         .read_text("utf-8")) for qa in document[1]]
+  return [
+    qa
+    for kind in "dm"
+    for document in json.loads((shared_data / "clue" / "c3" / f"{kind}-{split}.json").read_text("utf-8"))
+    for qa in document[1]
+  ]
 
 
 def test_c3_mixed_test_file_keeps_its_question_ids(shared_data, tmp_path):
   """CLUE's C3 test is one file of both kinds (test1.1.json) whose questions carry ids."""
-  documents = [document for kind in "dm" for document in json.loads(
-      (shared_data / "clue" / "c3" / f"{kind}-dev.json").read_text("utf-8"))]
+  documents = [
+    document
+    for kind in "dm"
+    for document in json.loads((shared_data / "clue" / "c3" / f"{kind}-dev.json").read_text("utf-8"))
+  ]
   questions = 0
   for document in documents:
     for qa in document[1]:
@@ -42,15 +50,20 @@ def test_chid_test_and_ocnli_train_under_clues_names(shared_data, tmp_path):
   chid = (shared_data / "clue" / "chid" / "dev.json").read_text("utf-8").splitlines()
   (tmp_path / "chid").mkdir()
   (tmp_path / "chid" / "test1.1.json").write_text(
-      "".join(json.dumps({k: v for k, v in json.loads(line).items() if k != "answer"}, ensure_ascii=False) + "\n"
-              for line in chid), encoding="utf-8")
+    "".join(
+      json.dumps({k: v for k, v in json.loads(line).items() if k != "answer"}, ensure_ascii=False) + "\n"
+      for line in chid
+    ),
+    encoding="utf-8",
+  )
   examples = clue_reading.read_split("chid", tmp_path / "chid", "test")
   assert [e.id for e in examples] == [str(json.loads(line)["id"]) for line in chid]
   (tmp_path / "ocnli").mkdir()
   (tmp_path / "ocnli" / "train.50k.json").write_bytes((shared_data / "clue" / "ocnli" / "train.json").read_bytes())
   assert clue.split_files("ocnli", tmp_path / "ocnli", "train") == [tmp_path / "ocnli" / "train.50k.json"]
-  assert (len(clue.read_split("ocnli", tmp_path / "ocnli", "train"))
-          == len(clue.read_split("ocnli", shared_data / "clue" / "ocnli", "train")))
+  assert len(clue.read_split("ocnli", tmp_path / "ocnli", "train")) == len(
+    clue.read_split("ocnli", shared_data / "clue" / "ocnli", "train")
+  )
 
 
 def test_csl_keywords_joined_by_a_space_as_clue_does(shared_data):
@@ -67,8 +80,13 @@ def test_chid_blanks_of_a_record_take_distinct_idioms():
   """By hand, CLUE's greedy rule: record 1's best pair is (idiom 0, blank 2) at 6, then
   (idiom 0, blank 1) at 5 is taken, so (idiom 1, blank 1) at 4; record 2 alone takes its argmax;
   in record 3 every score ties, so idiom 0 goes to the first blank, idiom 1 to the next."""
-  examples = [_blank(1, "#idiom1#"), _blank(1, "#idiom2#"), _blank(2, "#idiom3#"), _blank(3, "#idiom4#"),
-              _blank(3, "#idiom5#")]
+  examples = [
+    _blank(1, "#idiom1#"),
+    _blank(1, "#idiom2#"),
+    _blank(2, "#idiom3#"),
+    _blank(3, "#idiom4#"),
+    _blank(3, "#idiom5#"),
+  ]
   logits = [np.array(row, np.float32) for row in ([5, 4, 0], [6, 1, 0], [0, 3, 1], [2, 2, 2], [2, 2, 2])]
   assert clue_reading.assign_blanks(examples, logits) == [1, 0, 1, 0, 1]
   task = TASKS["chid"]

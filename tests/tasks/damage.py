@@ -10,6 +10,7 @@ records of any text from the format's own definition, never through wyjax's read
 test can tell a clean read from a silent loss. The text is generated: nothing here comes from
 the shared data.
 """
+
 import csv
 import dataclasses
 import functools
@@ -39,6 +40,7 @@ class Malformed(Exception):
 @dataclasses.dataclass(frozen=True)
 class Doc:
   """One file of a seed folder: its content as values, and how it is written."""
+
   value: object  # JSON: the document (JSON Lines: the list of records); tables: rows of string fields
   write: Callable[[object], str]
   table: bool = False  # fields are strings: a wrong "type" is a wrong string
@@ -59,6 +61,7 @@ class Seed:
 
 
 # --- writing -------------------------------------------------------------------------------------------------
+
 
 def han(i: int, n: int = 6) -> str:
   """n distinct characters, a different string for each i."""
@@ -93,6 +96,7 @@ def csv_text(rows) -> str:
 
 
 # --- counting records, from the formats' definitions ---------------------------------------------------------
+
 
 def lines(text: str) -> list[str]:
   """A line file's lines: LF-separated, a final LF ends the last line."""
@@ -151,8 +155,11 @@ def count_csv_rows(texts) -> int:
 
 def count_cmrc_questions(texts) -> int:
   (text,) = texts.values()
-  return sum(len(_member(paragraph, "qas")) for article in _member(loads(text), "data")
-             for paragraph in _member(article, "paragraphs"))
+  return sum(
+    len(_member(paragraph, "qas"))
+    for article in _member(loads(text), "data")
+    for paragraph in _member(article, "paragraphs")
+  )
 
 
 def count_c3_questions(texts) -> int:
@@ -183,6 +190,7 @@ def count_chid_blanks(texts) -> int:
 
 
 # --- damage --------------------------------------------------------------------------------------------------
+
 
 class _Object(dict):
   """A JSON object that json.dumps writes with the keys in `twice` written twice."""
@@ -227,7 +235,7 @@ def _bad_offset(data, value):
   if isinstance(value, int):
     return _out_of_range(data, value)
   number = data.draw(st.sampled_from(list(re.finditer(r"\d+", value))), label="number")
-  return value[:number.start()] + str(_out_of_range(data, int(number[0]))) + value[number.end():]
+  return value[: number.start()] + str(_out_of_range(data, int(number[0]))) + value[number.end() :]
 
 
 def damage_value(data, value, table: bool) -> None:
@@ -274,7 +282,7 @@ def damage_text(data, text: str) -> bytes:
   at = data.draw(st.integers(0, max(0, len(text) - (edit != "insert"))), label="at")
   if edit == "insert":
     return (text[:at] + data.draw(st.sampled_from(RAW_CHARACTERS), label="character") + text[at:]).encode()
-  partial = text[at:at + 1].encode()[:-1] if edit == "truncate inside a character" else b""
+  partial = text[at : at + 1].encode()[:-1] if edit == "truncate inside a character" else b""
   return text[:at].encode() + partial
 
 
@@ -302,6 +310,7 @@ def damaged(data, seed: Seed) -> tuple[str, dict[str, bytes]]:
 
 # --- the seeds -----------------------------------------------------------------------------------------------
 
+
 def _rows(name: str, rows: list, write=None) -> dict:
   return {"docs": {name: Doc(rows, write or table(), table=True)}, "count": count_lines(name), "records": len(rows)}
 
@@ -317,52 +326,108 @@ def _wyweb() -> list[Seed]:
   dynasties = [("远古", "先秦"), ("中古", "唐"), ("近古", "清"), ("远古", "两汉")]
   sentiments = wyweb_files.FSPC_SENTIMENTS
   seeds = {
-      "tlc": _rows("dev.tsv", [[p, d, han(i, 8)] for i, (p, d) in enumerate(dynasties)], crlf),
-      "gjc": _rows("dev.tsv", [[wyweb_files.GJC_COLLECTIONS[i * 3], han(i, 9)] for i in range(4)],
-                   table(final=False)),
-      "punc": _rows("dev.tsv", [[han(i, 8), "OO，OOO" + wyweb_files.PUNC_MARKS[i] + "。"] for i in range(4)],
-                    table(final=False)),
-      "glner": _records("dev.jsonl", [{"text": han(i, 10), "label": [[1, 3, "noun_other"], [5, 8, "noun_bookname"]]
-                                       if i % 3 else []} for i in range(4)], jsonl("\r\n", final=False)),
-      "fspc": _records("dev.json", [{"poet": han(i, 2), "poem": "|".join(han(4 * i + k, 7) for k in range(4)),
-                                     "dynasty": "宋", "title": han(i, 4),
-                                     "sentiments": {"holistic": sentiments[i], **{f"line{k}": sentiments[(i + k) % 5]
-                                                                                  for k in range(1, 5)}}}
-                                    for i in range(4)], json_doc(1)),
-      "xuci": _rows("dev.tsv", [[han(i, 8), han(i + 1, 8), f"{i}, {i}", f"{i + 2}, {i + 3}", "tf"[i % 2]]
-                                for i in range(4)]),
-      "irc": _records("dev.json", [{"idiom": han(i, 4), "options": [han(i + k, 10) for k in range(4)],
-                                    "label": i % 4, "origin": han(i + 9, 12)} for i in range(4)], json_doc(1)),
-      "wywrc": _records("dev.json", [{"article": han(i, 30), "question": han(i + 1, 8),
-                                      **{f"option{k}": han(i + k, 6) for k in range(4)}, "answer": str(i % 4),
-                                      "type": i % 3} for i in range(4)], json_doc(1)),
-      "wywmt": _rows("dev.tsv", [[han(i, 8), han(i + 3, 12)] for i in range(4)], crlf),
+    "tlc": _rows("dev.tsv", [[p, d, han(i, 8)] for i, (p, d) in enumerate(dynasties)], crlf),
+    "gjc": _rows("dev.tsv", [[wyweb_files.GJC_COLLECTIONS[i * 3], han(i, 9)] for i in range(4)], table(final=False)),
+    "punc": _rows(
+      "dev.tsv", [[han(i, 8), "OO，OOO" + wyweb_files.PUNC_MARKS[i] + "。"] for i in range(4)], table(final=False)
+    ),
+    "glner": _records(
+      "dev.jsonl",
+      [
+        {"text": han(i, 10), "label": [[1, 3, "noun_other"], [5, 8, "noun_bookname"]] if i % 3 else []}
+        for i in range(4)
+      ],
+      jsonl("\r\n", final=False),
+    ),
+    "fspc": _records(
+      "dev.json",
+      [
+        {
+          "poet": han(i, 2),
+          "poem": "|".join(han(4 * i + k, 7) for k in range(4)),
+          "dynasty": "宋",
+          "title": han(i, 4),
+          "sentiments": {"holistic": sentiments[i], **{f"line{k}": sentiments[(i + k) % 5] for k in range(1, 5)}},
+        }
+        for i in range(4)
+      ],
+      json_doc(1),
+    ),
+    "xuci": _rows(
+      "dev.tsv", [[han(i, 8), han(i + 1, 8), f"{i}, {i}", f"{i + 2}, {i + 3}", "tf"[i % 2]] for i in range(4)]
+    ),
+    "irc": _records(
+      "dev.json",
+      [
+        {"idiom": han(i, 4), "options": [han(i + k, 10) for k in range(4)], "label": i % 4, "origin": han(i + 9, 12)}
+        for i in range(4)
+      ],
+      json_doc(1),
+    ),
+    "wywrc": _records(
+      "dev.json",
+      [
+        {
+          "article": han(i, 30),
+          "question": han(i + 1, 8),
+          **{f"option{k}": han(i + k, 6) for k in range(4)},
+          "answer": str(i % 4),
+          "type": i % 3,
+        }
+        for i in range(4)
+      ],
+      json_doc(1),
+    ),
+    "wywmt": _rows("dev.tsv", [[han(i, 8), han(i + 3, 12)] for i in range(4)], crlf),
   }
   return [Seed(name, name, "dev", **fields) for name, fields in seeds.items()]
 
 
 def _ccpm() -> list[Seed]:
-  records = [{"translation": han(i, 12), "choices": [han(i + k, 7) for k in range(4)], "answer": i % 4}
-             for i in range(4)]
+  records = [
+    {"translation": han(i, 12), "choices": [han(i + k, 7) for k in range(4)], "answer": i % 4} for i in range(4)
+  ]
   unlabelled = [{k: v for k, v in r.items() if k != "answer"} for r in records]
-  return [Seed("ccpm", "ccpm", "dev", **_records("valid.jsonl", records, jsonl())),
-          Seed("ccpm-test", "ccpm", "test", **_records("test_public.jsonl", unlabelled, jsonl()))]
+  return [
+    Seed("ccpm", "ccpm", "dev", **_records("valid.jsonl", records, jsonl())),
+    Seed("ccpm-test", "ccpm", "test", **_records("test_public.jsonl", unlabelled, jsonl())),
+  ]
 
 
 def _cclue() -> list[Seed]:
   """NER: characters and their tags, one space between, in two parallel files (tag lines end
   with a space, as C-CLUE's do); relations: JSON Lines, CRLF, no final newline."""
-  tags = (["B-PER", "I-PER", "O", "B-LOC", "O", "O", "B-JOB", "I-JOB", "I-JOB", "O"],
-          ["O", "B-ORG", "I-ORG", "O", "O", "B-PER", "O", "O", "B-LOC", "I-LOC", ""])
-  ner = Seed("cclue_ner", "cclue_ner", "dev", {
+  tags = (
+    ["B-PER", "I-PER", "O", "B-LOC", "O", "O", "B-JOB", "I-JOB", "I-JOB", "O"],
+    ["O", "B-ORG", "I-ORG", "O", "O", "B-PER", "O", "O", "B-LOC", "I-LOC", ""],
+  )
+  ner = Seed(
+    "cclue_ner",
+    "cclue_ner",
+    "dev",
+    {
       "dev.txt": Doc([list(han(i, 10)) for i in range(4)], table(" "), table=True),
-      "dev-label.txt": Doc([tags[i % 2] for i in range(4)], table(" "), table=True)},
-      count_lines("dev.txt"), 4, parallel=True)
+      "dev-label.txt": Doc([tags[i % 2] for i in range(4)], table(" "), table=True),
+    },
+    count_lines("dev.txt"),
+    4,
+    parallel=True,
+  )
   relations = []
   for i in range(4):
     text = han(i, 16)
-    relations.append({"text": text, "spo_list": {"predicate": cclue_files.PREDICATES[i], "object_type": "LOC",
-                                                 "subject_type": "PER", "object": text[6:9], "subject": text[1:3]}})
+    relations.append(
+      {
+        "text": text,
+        "spo_list": {
+          "predicate": cclue_files.PREDICATES[i],
+          "object_type": "LOC",
+          "subject_type": "PER",
+          "object": text[6:9],
+          "subject": text[1:3],
+        },
+      }
+    )
   return [ner, Seed("cclue_re", "cclue_re", "dev", **_records("dev_data.json", relations, jsonl("\r\n", False)))]
 
 
@@ -376,8 +441,14 @@ def _aceval() -> list[Seed]:
       rows = [["", "Question", *aceval.LETTERS, *answers]]
       for r in range(size):
         question = f'{han(s + r, 5)}, "{han(r, 3)}"' if r == 0 else han(s + r, 9)
-        rows.append([str(r), question, *(han(s + r + k, 4) for k in range(4)),
-                     *([aceval.LETTERS[(s + r) % 4], han(r, 6)] if answers else [])])
+        rows.append(
+          [
+            str(r),
+            question,
+            *(han(s + r + k, 4) for k in range(4)),
+            *([aceval.LETTERS[(s + r) % 4], han(r, 6)] if answers else []),
+          ]
+        )
       docs[f"{split}/{subject}.csv"] = Doc(rows, csv_text, table=True)
     seeds.append(Seed(f"aceval-{split}", "aceval", split, docs, count_csv_rows, size * len(aceval.SUBJECTS)))
   return seeds
@@ -385,8 +456,12 @@ def _aceval() -> list[Seed]:
 
 def _wsc(i: int) -> dict:
   text = han(i, 20)
-  return {"target": {"span2_index": 12, "span1_index": 3, "span1_text": text[3:5], "span2_text": text[12]},
-          "idx": i, "label": ("true", "false")[i % 2], "text": text}
+  return {
+    "target": {"span2_index": 12, "span1_index": 3, "span1_text": text[3:5], "span2_text": text[12]},
+    "idx": i,
+    "label": ("true", "false")[i % 2],
+    "text": text,
+  }
 
 
 def _clue_classification() -> list[Seed]:
@@ -394,21 +469,41 @@ def _clue_classification() -> list[Seed]:
   AFQMC and CMNLI (no ids) and CSL and WSC (CRLF) write them."""
   nli = clue.NLI_LABELS + (clue.NO_MAJORITY,)
   records = {
-      "afqmc": [{"sentence1": han(i, 8), "sentence2": han(i + 2, 8), "label": str(i % 2)} for i in range(4)],
-      "tnews": [{"label": int(clue.TNEWS_LABELS[i * 4]), "label_desc": "news_story", "sentence": han(i, 12),
-                 "keywords": f"{han(i, 2)},{han(i + 1, 2)}", "id": 3 * i} for i in range(4)],
-      "iflytek": [{"label": 7 * i, "label_des": han(i, 2), "sentence": han(i, 20), "id": i} for i in range(4)],
-      "cmnli": [{"sentence1": han(i, 9), "sentence2": han(i + 1, 5), "label": nli[i]} for i in range(4)],
-      "ocnli": [{"level": "medium", "sentence1": han(i, 9), "sentence2": han(i + 1, 5), "label": nli[i],
-                 **{f"label{k}": None for k in range(5)}, "genre": "gov", "prem_id": f"gov_{i}", "id": 10 + i}
-                for i in range(4)],
-      "csl": [{"id": i, "abst": han(i, 30), "keyword": [han(i, 2), han(i + 1, 3)], "label": str(i % 2)}
-              for i in range(4)],
-      "cluewsc2020": [_wsc(i) for i in range(4)],
+    "afqmc": [{"sentence1": han(i, 8), "sentence2": han(i + 2, 8), "label": str(i % 2)} for i in range(4)],
+    "tnews": [
+      {
+        "label": int(clue.TNEWS_LABELS[i * 4]),
+        "label_desc": "news_story",
+        "sentence": han(i, 12),
+        "keywords": f"{han(i, 2)},{han(i + 1, 2)}",
+        "id": 3 * i,
+      }
+      for i in range(4)
+    ],
+    "iflytek": [{"label": 7 * i, "label_des": han(i, 2), "sentence": han(i, 20), "id": i} for i in range(4)],
+    "cmnli": [{"sentence1": han(i, 9), "sentence2": han(i + 1, 5), "label": nli[i]} for i in range(4)],
+    "ocnli": [
+      {
+        "level": "medium",
+        "sentence1": han(i, 9),
+        "sentence2": han(i + 1, 5),
+        "label": nli[i],
+        **{f"label{k}": None for k in range(5)},
+        "genre": "gov",
+        "prem_id": f"gov_{i}",
+        "id": 10 + i,
+      }
+      for i in range(4)
+    ],
+    "csl": [
+      {"id": i, "abst": han(i, 30), "keyword": [han(i, 2), han(i + 1, 3)], "label": str(i % 2)} for i in range(4)
+    ],
+    "cluewsc2020": [_wsc(i) for i in range(4)],
   }
   writers = {"ocnli": jsonl(separators=(",", ":")), "csl": jsonl("\r\n"), "cluewsc2020": jsonl("\r\n")}
-  return [Seed(task, task, "dev", **_records("dev.json", rows, writers.get(task, jsonl())))
-          for task, rows in records.items()]
+  return [
+    Seed(task, task, "dev", **_records("dev.json", rows, writers.get(task, jsonl()))) for task, rows in records.items()
+  ]
 
 
 def _clue_reading() -> list[Seed]:
@@ -418,17 +513,37 @@ def _clue_reading() -> list[Seed]:
   articles = []
   for a in range(2):
     context = han(a, 30)
-    qas = [{"question": han(a + q, 8), "id": f"TRIAL_{a}_QUERY_{q}",
-            "answers": [{"text": context[5 * q + 2:5 * q + 6], "answer_start": 5 * q + 2}]} for q in range(2)]
-    articles.append({"paragraphs": [{"id": f"TRIAL_{a}", "context": context, "qas": qas}], "id": f"TRIAL_{a}",
-                     "title": han(a, 4)})
+    qas = [
+      {
+        "question": han(a + q, 8),
+        "id": f"TRIAL_{a}_QUERY_{q}",
+        "answers": [{"text": context[5 * q + 2 : 5 * q + 6], "answer_start": 5 * q + 2}],
+      }
+      for q in range(2)
+    ]
+    articles.append(
+      {"paragraphs": [{"id": f"TRIAL_{a}", "context": context, "qas": qas}], "id": f"TRIAL_{a}", "title": han(a, 4)}
+    )
   cmrc = Doc({"version": "v1.0", "data": articles}, json_doc(2, separators=(", ", ": ")))
-  fewclue = [{"id": 100 + i, "candidates": [han(i + k, 4) for k in range(7)],
-              "content": f"{han(i, 10)}#idiom#{han(i + 1, 10)}", "answer": i % 7} for i in range(4)]
+  fewclue = [
+    {
+      "id": 100 + i,
+      "candidates": [han(i + k, 4) for k in range(7)],
+      "content": f"{han(i, 10)}#idiom#{han(i + 1, 10)}",
+      "answer": i % 7,
+    }
+    for i in range(4)
+  ]
   tags = iter(f"#idiom{n:06d}#" for n in range(1, 6))
-  clue_layout = [{"candidates": [han(r + k, 4) for k in range(10)],
-                  "content": [f"{han(r, 6)}{next(tags)}{han(r + 1, 6)}{next(tags)}", f"{han(r + 2, 8)}{next(tags)}"]
-                  if r == 0 else [f"{next(tags)}{han(r, 9)}{next(tags)}"]} for r in range(2)]
+  clue_layout = [
+    {
+      "candidates": [han(r + k, 4) for k in range(10)],
+      "content": [f"{han(r, 6)}{next(tags)}{han(r + 1, 6)}{next(tags)}", f"{han(r + 2, 8)}{next(tags)}"]
+      if r == 0
+      else [f"{next(tags)}{han(r, 9)}{next(tags)}"],
+    }
+    for r in range(2)
+  ]
   answers = {f"#idiom{n:06d}#": n % 10 for n in range(1, 6)}
 
   def c3(first: int, questions: tuple[int, ...], test: bool = False) -> Doc:
@@ -437,22 +552,34 @@ def _clue_reading() -> list[Seed]:
     documents = []
     for d, n in enumerate(questions):
       options = [[han(first + d + q + k, 3) for k in range(2 + (d + q) % 3)] for q in range(n)]
-      documents.append([[han(first + d, 12), han(first + d + 1, 9)],
-                        [{"question": han(first + q, 7), "choice": o,
-                          **({"id": 10 * d + q} if test else {"answer": o[-1]})} for q, o in enumerate(options)],
-                        f"{first}-{d}"])
+      documents.append(
+        [
+          [han(first + d, 12), han(first + d + 1, 9)],
+          [
+            {"question": han(first + q, 7), "choice": o, **({"id": 10 * d + q} if test else {"answer": o[-1]})}
+            for q, o in enumerate(options)
+          ],
+          f"{first}-{d}",
+        ]
+      )
     return Doc(documents, json_doc(1, "\r\n"))
 
   unlabelled = [{k: v for k, v in record.items() if k != "answer"} for record in fewclue]
   return [
-      Seed("cmrc2018", "cmrc2018", "dev", {"cmrc2018_dev.json": cmrc}, count_cmrc_questions, 4),
-      Seed("chid", "chid", "dev", {"dev.json": Doc(fewclue, jsonl())}, count_chid_blanks, 4),
-      Seed("chid-test", "chid", "test", {"test1.1.json": Doc(unlabelled, jsonl())}, count_chid_blanks, 4),
-      Seed("chid-clue-layout", "chid", "dev", {"dev.json": Doc(clue_layout, jsonl()),
-                                               "dev_answer.json": Doc(answers, json_doc(None))},
-           count_chid_blanks, 5, parallel=True),
-      Seed("c3", "c3", "dev", {"d-dev.json": c3(0, (1, 2)), "m-dev.json": c3(5, (1, 1))}, count_c3_questions, 5),
-      Seed("c3-test", "c3", "test", {"test1.1.json": c3(0, (2, 1, 2), test=True)}, count_c3_questions, 5),
+    Seed("cmrc2018", "cmrc2018", "dev", {"cmrc2018_dev.json": cmrc}, count_cmrc_questions, 4),
+    Seed("chid", "chid", "dev", {"dev.json": Doc(fewclue, jsonl())}, count_chid_blanks, 4),
+    Seed("chid-test", "chid", "test", {"test1.1.json": Doc(unlabelled, jsonl())}, count_chid_blanks, 4),
+    Seed(
+      "chid-clue-layout",
+      "chid",
+      "dev",
+      {"dev.json": Doc(clue_layout, jsonl()), "dev_answer.json": Doc(answers, json_doc(None))},
+      count_chid_blanks,
+      5,
+      parallel=True,
+    ),
+    Seed("c3", "c3", "dev", {"d-dev.json": c3(0, (1, 2)), "m-dev.json": c3(5, (1, 1))}, count_c3_questions, 5),
+    Seed("c3-test", "c3", "test", {"test1.1.json": c3(0, (2, 1, 2), test=True)}, count_c3_questions, 5),
   ]
 
 

@@ -2,6 +2,7 @@
 link, one split under two names, text that is no character (a lone surrogate) or no text (a NUL
 byte), JSON that Python's parser cannot take (nested too deeply, an integer too long); each is
 an error naming the file, never an absent split or a failure long after reading."""
+
 import pytest
 
 from wyjax.tasks import aceval, cclue_files, ccpm, clue_reading, wyweb_files
@@ -9,11 +10,11 @@ from wyjax.tasks.files import FormatError
 
 # (reader of a folder's dev split, the dev file it reads)
 READERS = {
-    "tlc": (lambda folder: wyweb_files.read_split("tlc", folder, "dev"), "dev.tsv"),
-    "ccpm": (lambda folder: ccpm.read_split(folder, "dev"), "valid.jsonl"),
-    "cclue_re": (lambda folder: cclue_files.read_split("cclue_re", folder, "dev"), "dev_data.json"),
-    "cclue_ner": (lambda folder: cclue_files.read_split("cclue_ner", folder, "dev"), "dev.txt"),
-    "aceval": (lambda folder: aceval.read_split(folder, "dev"), "dev/geography.csv"),
+  "tlc": (lambda folder: wyweb_files.read_split("tlc", folder, "dev"), "dev.tsv"),
+  "ccpm": (lambda folder: ccpm.read_split(folder, "dev"), "valid.jsonl"),
+  "cclue_re": (lambda folder: cclue_files.read_split("cclue_re", folder, "dev"), "dev_data.json"),
+  "cclue_ner": (lambda folder: cclue_files.read_split("cclue_ner", folder, "dev"), "dev.txt"),
+  "aceval": (lambda folder: aceval.read_split(folder, "dev"), "dev/geography.csv"),
 }
 
 
@@ -48,13 +49,15 @@ def test_lone_surrogate_escapes_fail_at_read_time_with_their_line(tmp_path):
   (tmp_path / "valid.jsonl").write_text(_CCPM % "\\ud83d\\ude00" + _CCPM % "t\\ud800", encoding="utf-8")
   with pytest.raises(FormatError, match=r"valid\.jsonl:2: \\ud800 is a lone surrogate"):
     ccpm.read_split(tmp_path, "dev")
-  (tmp_path / "dev.json").write_text('[\n{"idiom": "a", "origin": "b", "options": ["1", "2", "3", "4"], "label": 0},\n'
-                                     '{"idiom": "a", "origin": "b", "options": ["1", "2", "\\udc00", "4"], "label": 0}\n]',
-                                     encoding="utf-8")
+  (tmp_path / "dev.json").write_text(
+    '[\n{"idiom": "a", "origin": "b", "options": ["1", "2", "3", "4"], "label": 0},\n'
+    '{"idiom": "a", "origin": "b", "options": ["1", "2", "\\udc00", "4"], "label": 0}\n]',
+    encoding="utf-8",
+  )
   with pytest.raises(FormatError, match=r"dev\.json:3: \\udc00 is a lone surrogate"):
     wyweb_files.read_split("irc", tmp_path, "dev")
   (tmp_path / "valid.jsonl").write_text(_CCPM % "\\ud83d\\ude00", encoding="utf-8")  # a pair: one character
-  assert [e.translation for e in ccpm.read_split(tmp_path, "dev")] == ["\U0001F600"]
+  assert [e.translation for e in ccpm.read_split(tmp_path, "dev")] == ["\U0001f600"]
 
 
 def test_utf8_text_cannot_hold_a_surrogate(tmp_path):
@@ -67,8 +70,10 @@ def test_utf8_text_cannot_hold_a_surrogate(tmp_path):
 _DEEP, _HUGE = "[" * 100_000 + "]" * 100_000, "9" * 5001  # json raised RecursionError, ValueError
 
 
-@pytest.mark.parametrize("value, message", [(_DEEP, r"JSON nested 1000\d\d levels deep"),
-                                            (_HUGE, r"an integer of 5001 digits \(Python reads at most 4300\)")])
+@pytest.mark.parametrize(
+  "value, message",
+  [(_DEEP, r"JSON nested 1000\d\d levels deep"), (_HUGE, r"an integer of 5001 digits \(Python reads at most 4300\)")],
+)
 def test_json_too_deep_or_a_number_too_long_is_an_error_at_its_line(tmp_path, value, message):
   """JSON Lines, a JSON array of records, one JSON document (files.located_json)."""
   for folder in ("ccpm", "irc", "cmrc2018"):
@@ -76,12 +81,15 @@ def test_json_too_deep_or_a_number_too_long_is_an_error_at_its_line(tmp_path, va
   (tmp_path / "ccpm" / "valid.jsonl").write_text(_CCPM % "t" + _CCPM.replace("0}", value + "}") % "t")
   with pytest.raises(FormatError, match=rf"valid\.jsonl:2: {message}"):
     ccpm.read_split(tmp_path / "ccpm", "dev")
-  (tmp_path / "irc" / "dev.json").write_text('[\n{"idiom": "a", "origin": "b", "options": ["1", "2", "3", "4"], '
-                                             f'"label": 0}},\n{{"idiom": "a", "label": {value}}}\n]')
+  (tmp_path / "irc" / "dev.json").write_text(
+    '[\n{"idiom": "a", "origin": "b", "options": ["1", "2", "3", "4"], '
+    f'"label": 0}},\n{{"idiom": "a", "label": {value}}}\n]'
+  )
   with pytest.raises(FormatError, match=rf"dev\.json:3: {message}"):
     wyweb_files.read_split("irc", tmp_path / "irc", "dev")
-  (tmp_path / "cmrc2018" / "cmrc2018_dev.json").write_text(f'{{"data": [\n{{"paragraphs": []}},\n{{"paragraphs": '
-                                                           f'{value}}}]}}')
+  (tmp_path / "cmrc2018" / "cmrc2018_dev.json").write_text(
+    f'{{"data": [\n{{"paragraphs": []}},\n{{"paragraphs": {value}}}]}}'
+  )
   with pytest.raises(FormatError, match=rf"cmrc2018_dev\.json:3: {message}"):
     clue_reading.read_split("cmrc2018", tmp_path / "cmrc2018", "dev")
 

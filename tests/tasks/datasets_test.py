@@ -1,5 +1,6 @@
 """TFDS builders over the original files: exact round trip, rebuilt when files change, errors
 that name file and line."""
+
 import json
 
 import pytest
@@ -17,26 +18,38 @@ def _raw(task: str, path) -> list[tuple]:
   if path.suffix == ".tsv":
     rows = [line.removesuffix("\r").split("\t") for line in text.split("\n") if line.strip()]
     if task == "xuci":
-      return [(a, b, tuple(map(int, pa.split(","))), tuple(map(int, pb.split(","))), label == "t")
-              for a, b, pa, pb, label in rows]
+      return [
+        (a, b, tuple(map(int, pa.split(","))), tuple(map(int, pb.split(","))), label == "t")
+        for a, b, pa, pb, label in rows
+      ]
     return [tuple(r[1:] if task == "tlc" else r) for r in rows]  # TLC: the period follows from the dynasty
   records = json.loads(text) if path.suffix == ".json" else [json.loads(line) for line in text.splitlines() if line]
   if task == "glner":
     return [(r["text"], tuple(tuple(span) for span in r["label"])) for r in records]
   if task == "fspc":
-    return [(tuple(r["poem"].split("|")), r["sentiments"]["holistic"],
-             tuple(r["sentiments"][f"line{i}"] for i in range(1, 5))) for r in records]
+    return [
+      (
+        tuple(r["poem"].split("|")),
+        r["sentiments"]["holistic"],
+        tuple(r["sentiments"][f"line{i}"] for i in range(1, 5)),
+      )
+      for r in records
+    ]
   if task == "irc":
     return [(r["idiom"], r["origin"], tuple(r["options"]), r["label"]) for r in records]
   return [(r["article"], r["question"], tuple(r[f"option{i}"] for i in range(4)), int(r["answer"])) for r in records]
 
 
 def _fields(task: str, e) -> tuple:
-  return {"tlc": lambda: (e.dynasty, e.text), "wywmt": lambda: (e.source, e.target),
-          "xuci": lambda: (e.text_a, e.text_b, e.span_a, e.span_b, e.same_usage),
-          "glner": lambda: (e.text, e.spans), "fspc": lambda: (e.lines, e.holistic, e.line_sentiments),
-          "irc": lambda: (e.context, e.question, e.options, e.label),
-          "wywrc": lambda: (e.context, e.question, e.options, e.label)}[task]()
+  return {
+    "tlc": lambda: (e.dynasty, e.text),
+    "wywmt": lambda: (e.source, e.target),
+    "xuci": lambda: (e.text_a, e.text_b, e.span_a, e.span_b, e.same_usage),
+    "glner": lambda: (e.text, e.spans),
+    "fspc": lambda: (e.lines, e.holistic, e.line_sentiments),
+    "irc": lambda: (e.context, e.question, e.options, e.label),
+    "wywrc": lambda: (e.context, e.question, e.options, e.label),
+  }[task]()
 
 
 @pytest.mark.parametrize("task", TASKS_WITH_DATA)

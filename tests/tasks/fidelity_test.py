@@ -1,6 +1,7 @@
 """Each benchmark's number as its own evaluation computes it, checked against independent
 implementations of the upstream rules (scikit-learn, or the rule written out here), and the
 published folders read as released."""
+
 import json
 import shutil
 
@@ -20,7 +21,8 @@ def test_ccpm_released_test_file_with_its_empty_translation(shared_data, classic
   assert len(test) == 2720
   empty = [e for e in test if not e.translation]
   assert [e.line for e in empty] == [2026] and ccpm.CLS.notes(test) == [
-      "1 record(s) with an empty translation (lines [2026]), predicted from the lines alone"]
+    "1 record(s) with an empty translation (lines [2026]), predicted from the lines alone"
+  ]
   tokenizer = tk.Tokenizer(tk.build_vocab(c for e in empty for c in e.choices))
   features, _ = ccpm.CLS.featurize_all(empty, tokenizer, 128, "test")
   assert features[0]["input_ids"].shape[0] == 4  # four pairs: [CLS] [SEP] line [SEP]
@@ -35,9 +37,14 @@ def test_cclue_ner_published_file_names(shared_data, tmp_path):
   """data_ner/ as C-CLUE's code names it: source/target, dev/dev-lable, test1/test_tgt."""
   source = shared_data / "cclue" / "ner"
   lines = lambda name, rows: "\n".join((source / name).read_text(encoding="utf-8").split("\n")[rows]) + "\n"
-  published = (("source.txt", "train.txt", slice(0, 30)), ("target.txt", "train-label.txt", slice(0, 30)),
-               ("dev.txt", "dev.txt", slice(0, 10)), ("dev-lable.txt", "dev-label.txt", slice(0, 10)),
-               ("test1.txt", "dev.txt", slice(10, 20)), ("test_tgt.txt", "dev-label.txt", slice(10, 20)))
+  published = (
+    ("source.txt", "train.txt", slice(0, 30)),
+    ("target.txt", "train-label.txt", slice(0, 30)),
+    ("dev.txt", "dev.txt", slice(0, 10)),
+    ("dev-lable.txt", "dev-label.txt", slice(0, 10)),
+    ("test1.txt", "dev.txt", slice(10, 20)),
+    ("test_tgt.txt", "dev-label.txt", slice(10, 20)),
+  )
   for name, original, rows in published:
     (tmp_path / name).write_text(lines(original, rows), encoding="utf-8")
   splits = datasets.load_splits(cclue.NER_FOLDER, tmp_path)
@@ -55,8 +62,9 @@ def test_cclue_ner_token_macro_scores_equal_scikit_learn():
   predicted = [tuple(t if rng.random() < 0.5 else labels[rng.integers(0, len(labels))] for t in g) for g in gold]
   ours = cclue.token_macro_scores(predicted, gold)
   flat = lambda tags: [t for sentence in tags for t in sentence]
-  theirs = precision_recall_fscore_support(flat(gold), flat(predicted), labels=list(cclue_files.SCORED_NER_LABELS),
-                                           average="macro", zero_division=0)
+  theirs = precision_recall_fscore_support(
+    flat(gold), flat(predicted), labels=list(cclue_files.SCORED_NER_LABELS), average="macro", zero_division=0
+  )
   assert (ours["precision"], ours["recall"], ours["f1"]) == pytest.approx(theirs[:3])
 
 
@@ -72,8 +80,9 @@ def evaluate_labeling(gold_lines: list[str], predicted_lines: list[str]) -> tupl
     gold[record["text"]] = {(strip(spo["subject"]), spo["predicate"], strip(spo["object"]))}
   for line in predicted_lines:
     record = json.loads(line)
-    predicted[record["text"]] = {(strip(t.get("subject")), t["predicate"], strip(t.get("object")))
-                                 for t in record["spo_list"]}
+    predicted[record["text"]] = {
+      (strip(t.get("subject")), t["predicate"], strip(t.get("object"))) for t in record["spo_list"]
+    }
   correct = n_predicted = n_gold = 0
   for text, triples in gold.items():
     found = predicted.get(text, set())
@@ -91,14 +100,27 @@ def test_given_entity_triples_scored_asevaluate_labeling(classical_dirs, tmp_pat
   # A repeated text with another triple: C-CLUE keeps the later line (in gold and predictions).
   e = examples[0]
   examples.append(cclue_files.RelationExample(99, e.text, e.object, e.object_type, e.subject, e.subject_type, "兄"))
-  gold_lines = gold_file.read_text(encoding="utf-8").splitlines() + [json.dumps(
-      {"text": e.text, "spo_list": {"predicate": "兄", "object_type": e.subject_type, "subject_type": e.object_type,
-                                    "object": e.subject, "subject": e.object}}, ensure_ascii=False)]
+  gold_lines = gold_file.read_text(encoding="utf-8").splitlines() + [
+    json.dumps(
+      {
+        "text": e.text,
+        "spo_list": {
+          "predicate": "兄",
+          "object_type": e.subject_type,
+          "subject_type": e.object_type,
+          "object": e.subject,
+          "subject": e.object,
+        },
+      },
+      ensure_ascii=False,
+    )
+  ]
   rng = np.random.default_rng(1)
   predictions = [x.predicate if rng.random() < 0.6 else cclue_files.PREDICATES[rng.integers(25)] for x in examples]
   path = tmp_path / "spo.json"
-  path.write_text("".join(line + "\n" for line in cclue.RE_GIVEN_ENTITIES.submission(examples, predictions)),
-                  encoding="utf-8")
+  path.write_text(
+    "".join(line + "\n" for line in cclue.RE_GIVEN_ENTITIES.submission(examples, predictions)), encoding="utf-8"
+  )
   expected = evaluate_labeling(gold_lines, path.read_text(encoding="utf-8").splitlines())
   scores = cclue.RE_GIVEN_ENTITIES.score(examples, predictions)
   assert (scores["triple_precision"], scores["triple_recall"], scores["triple_f1"]) == pytest.approx(expected)
@@ -108,7 +130,7 @@ def test_given_entity_triples_scored_asevaluate_labeling(classical_dirs, tmp_pat
 def test_fspc_toolkit_metrics_over_poems_and_lines(shared_data):
   poems = wyweb_files.read_split("fspc", shared_data / "wyweb" / "fspc", "dev")[:200]
   examples = wyweb.fspc_scoring_set(poems)
-  assert len(examples) == 5 * len(poems) and all(len(e.lines) == 1 for e in examples[len(poems):])
+  assert len(examples) == 5 * len(poems) and all(len(e.lines) == 1 for e in examples[len(poems) :])
   rng = np.random.default_rng(2)
   predictions = [e.holistic if rng.random() < 0.5 else wyweb_files.FSPC_SENTIMENTS[rng.integers(5)] for e in examples]
   scores = wyweb.FSPC.score(examples, predictions)
@@ -116,12 +138,14 @@ def test_fspc_toolkit_metrics_over_poems_and_lines(shared_data):
   gold, predicted = ids(e.holistic for e in examples), ids(predictions)
   assert scores["accuracy"] == pytest.approx(np.mean(np.equal(gold, predicted)))
   # The toolkit's macro-F1: label ids range(10), the five unused ones scoring 0.
-  assert scores["macro_f1"] == pytest.approx(f1_score(gold, predicted, labels=list(range(10)), average="macro",
-                                                      zero_division=0))
+  assert scores["macro_f1"] == pytest.approx(
+    f1_score(gold, predicted, labels=list(range(10)), average="macro", zero_division=0)
+  )
   n = len(poems)
   assert scores["poem_accuracy"] == pytest.approx(np.mean(np.equal(gold[:n], predicted[:n])))
-  assert scores["poem_macro_f1"] == pytest.approx(f1_score(gold[:n], predicted[:n], labels=list(range(5)),
-                                                           average="macro", zero_division=0))
+  assert scores["poem_macro_f1"] == pytest.approx(
+    f1_score(gold[:n], predicted[:n], labels=list(range(5)), average="macro", zero_division=0)
+  )
 
 
 def test_punc_toolkit_cut_scores_the_first_510_characters():
@@ -137,8 +161,14 @@ def test_punc_toolkit_cut_scores_the_first_510_characters():
 
 
 def test_leaderboard_averages_wyweb_without_wywmt(tmp_path):
-  result = lambda score: {"dev": {"m": score}, "main_metric": "m", "majority_baseline": {"m": 0.0}, "dev_mean": score,
-                          "dev_std": 0.0, "test": None}
+  result = lambda score: {
+    "dev": {"m": score},
+    "main_metric": "m",
+    "majority_baseline": {"m": 0.0},
+    "dev_mean": score,
+    "dev_std": 0.0,
+    "test": None,
+  }
   scores = {"punc": 0.5, "glner": 0.7, "gjc": 0.9, "wywmt": 0.1, "ccpm": 0.2}
   board = leaderboard.write(tmp_path, "m", {t: result(s) for t, s in scores.items()}, {"irc": "ValueError: bad"})
   assert board["average"] == pytest.approx((0.5 + 0.7 + 0.9) / 3)

@@ -9,6 +9,7 @@ fresh examples per format (and prints a @reproduce_failure blob for any failure)
 
     WYJAX_FUZZ=long JAX_PLATFORMS=cpu python -m pytest tests/tasks/fuzz_test.py -q -x
 """
+
 import dataclasses
 import os
 import pathlib
@@ -24,10 +25,12 @@ from wyjax.tasks.files import FormatError
 from wyjax.tasks.registry import TASKS
 
 PROFILES = {
-    "ci": settings(derandomize=True, max_examples=40, deadline=None, database=None,
-                   suppress_health_check=[HealthCheck.too_slow]),
-    "long": settings(max_examples=4000, deadline=None, database=None, print_blob=True,
-                     suppress_health_check=[HealthCheck.too_slow]),
+  "ci": settings(
+    derandomize=True, max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+  ),
+  "long": settings(
+    max_examples=4000, deadline=None, database=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
+  ),
 }
 PROFILE = PROFILES[os.environ.get("WYJAX_FUZZ", "ci")]
 FILES = {task.files.name: task.files for task in TASKS.values()}

@@ -1,5 +1,6 @@
 """build-gjc on the real Daizhige sample: every passage labelled with the collection of the
 book it comes from, de-duplicated, within the length limits, split per book, capped."""
+
 import collections
 import subprocess
 import sys
@@ -18,9 +19,21 @@ def test_pieces_cut_after_sentence_ends_and_short_paragraphs_join():
 def test_build_gjc_on_the_daizhige_sample(shared_data, tmp_path):
   sample = shared_data / "daizhige_sample"
   out = tmp_path / "gjc"
-  result = subprocess.run([sys.executable, "-m", "wyjax.tasks", "build-gjc", f"--daizhige={sample}", f"--out={out}",
-                           "--per_collection=200", "--dev_fraction=0.3", "--test_fraction=0.2"],
-                          capture_output=True, text=True)
+  result = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "wyjax.tasks",
+      "build-gjc",
+      f"--daizhige={sample}",
+      f"--out={out}",
+      "--per_collection=200",
+      "--dev_fraction=0.3",
+      "--test_fraction=0.2",
+    ],
+    capture_output=True,
+    text=True,
+  )
   assert result.returncode == 0, result.stderr
   # Each book's cleaned text, to find where every passage came from.
   reader = corpus.DaizhigeReader(sample)

@@ -1,4 +1,5 @@
 """Our metrics against seqeval and scikit-learn on hand-made cases."""
+
 import numpy as np
 import pytest
 import seqeval.metrics
@@ -7,15 +8,17 @@ from sklearn.metrics import accuracy_score, f1_score
 from wyjax.tasks import metrics
 
 NER_CASES = [
-    ([["B-PER", "I-PER", "O", "B-LOC"]], [["B-PER", "I-PER", "O", "B-LOC"]]),
-    ([["B-PER", "I-PER", "O", "B-LOC"]], [["B-PER", "O", "O", "B-LOC"]]),
-    ([["O", "I-PER", "I-PER", "O", "I-LOC", "B-LOC"]], [["B-PER", "I-PER", "I-PER", "O", "B-LOC", "B-LOC"]]),
-    ([["B-PER", "I-LOC", "I-LOC", "O"]], [["B-PER", "B-LOC", "I-LOC", "O"]]),
-    ([["S-PER", "B-LOC", "E-LOC", "O", "S-LOC"]], [["S-PER", "B-LOC", "I-LOC", "E-LOC", "S-LOC"]]),
-    ([["B-noun_other", "I-noun_other", "B-noun_bookname"], ["O", "O"]],
-     [["B-noun_other", "I-noun_other", "I-noun_bookname"], ["B-noun_other", "O"]]),
-    ([["O", "O", "O"]], [["B-PER", "O", "O"]]),
-    ([["B-PER", "O"]], [["O", "O"]]),
+  ([["B-PER", "I-PER", "O", "B-LOC"]], [["B-PER", "I-PER", "O", "B-LOC"]]),
+  ([["B-PER", "I-PER", "O", "B-LOC"]], [["B-PER", "O", "O", "B-LOC"]]),
+  ([["O", "I-PER", "I-PER", "O", "I-LOC", "B-LOC"]], [["B-PER", "I-PER", "I-PER", "O", "B-LOC", "B-LOC"]]),
+  ([["B-PER", "I-LOC", "I-LOC", "O"]], [["B-PER", "B-LOC", "I-LOC", "O"]]),
+  ([["S-PER", "B-LOC", "E-LOC", "O", "S-LOC"]], [["S-PER", "B-LOC", "I-LOC", "E-LOC", "S-LOC"]]),
+  (
+    [["B-noun_other", "I-noun_other", "B-noun_bookname"], ["O", "O"]],
+    [["B-noun_other", "I-noun_other", "I-noun_bookname"], ["B-noun_other", "O"]],
+  ),
+  ([["O", "O", "O"]], [["B-PER", "O", "O"]]),
+  ([["B-PER", "O"]], [["O", "O"]]),
 ]
 
 
@@ -48,7 +51,8 @@ def test_accuracy_and_macro_f1_equal_scikit_learn():
   pred[pred == 6] = 5  # one class never predicted
   assert metrics.accuracy(pred, gold) == pytest.approx(accuracy_score(gold, pred))
   assert metrics.macro_f1(pred, gold, 7) == pytest.approx(
-      f1_score(gold, pred, average="macro", labels=list(range(7)), zero_division=0))
+    f1_score(gold, pred, average="macro", labels=list(range(7)), zero_division=0)
+  )
 
 
 def test_translation_scores_count_characters():

@@ -24,9 +24,20 @@ def test_split_long_cuts_after_sentence_ends():
 
 def test_build_punc_on_the_daizhige_sample(shared_data, tmp_path):
   out = tmp_path / "punc"
-  result = subprocess.run([sys.executable, "-m", "wyjax.tasks", "build-punc",
-                           f"--daizhige={shared_data / 'daizhige_sample'}", f"--out={out}",
-                           "--dev_fraction=0.3", "--test_fraction=0.3"], capture_output=True, text=True)
+  result = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "wyjax.tasks",
+      "build-punc",
+      f"--daizhige={shared_data / 'daizhige_sample'}",
+      f"--out={out}",
+      "--dev_fraction=0.3",
+      "--test_fraction=0.3",
+    ],
+    capture_output=True,
+    text=True,
+  )
   assert result.returncode == 0, result.stderr
   summary = json.loads((out / "summary.json").read_text())
   total = 0
@@ -45,12 +56,15 @@ def test_build_punc_on_the_daizhige_sample(shared_data, tmp_path):
 def test_commands_refuse_unknown_commands_and_the_other_commands_flags(tmp_path):
   out = tmp_path / "out"
   common = ["--daizhige=DIR", f"--out={out}"]
-  for args, message in ((["bogus", *common], "expected one command (build-punc | build-gjc), got: bogus"),
-                        (["build-punc", "--per_collection=5", *common],
-                         "--per_collection is for build-gjc, not build-punc"),
-                        (["build-gjc", "--collections=史藏", *common], "--collections is for build-punc, not build-gjc"),
-                        (["build-punc", "--collections=史臧", *common],  # a typo built nothing, exit 0
-                         "flag --collections=['史臧']: expected Daizhige's collections, among 佛藏,")):
+  for args, message in (
+    (["bogus", *common], "expected one command (build-punc | build-gjc), got: bogus"),
+    (["build-punc", "--per_collection=5", *common], "--per_collection is for build-gjc, not build-punc"),
+    (["build-gjc", "--collections=史藏", *common], "--collections is for build-punc, not build-gjc"),
+    (
+      ["build-punc", "--collections=史臧", *common],  # a typo built nothing, exit 0
+      "flag --collections=['史臧']: expected Daizhige's collections, among 佛藏,",
+    ),
+  ):
     result = subprocess.run([sys.executable, "-m", "wyjax.tasks", *args], capture_output=True, text=True)
     assert result.returncode != 0 and message in result.stderr, (args, result.stderr)
   assert not out.exists()
@@ -75,17 +89,28 @@ def test_builders_never_replace_files_unless_told(shared_data, tmp_path, command
   mine = {f"{split}.tsv": f"my {split}\n" for split in ("train", "dev", "test")}
   for name, text in mine.items():
     (out / name).write_text(text)
-  command = [sys.executable, "-m", "wyjax.tasks", command, f"--daizhige={book.parents[2]}", f"--out={out}",
-             "--dev_fraction=0.99", "--test_fraction=0"]
+  command = [
+    sys.executable,
+    "-m",
+    "wyjax.tasks",
+    command,
+    f"--daizhige={book.parents[2]}",
+    f"--out={out}",
+    "--dev_fraction=0.99",
+    "--test_fraction=0",
+  ]
   run = lambda *flags, limit="unlimited": subprocess.run(
-      ["bash", "-c", f'ulimit -f {limit} && exec "$@"', "bash", *command, *flags], capture_output=True, text=True)
+    ["bash", "-c", f'ulimit -f {limit} && exec "$@"', "bash", *command, *flags], capture_output=True, text=True
+  )
   refused = run()
   assert refused.returncode == 1 and refused.stderr.splitlines() == [
-      f"wyjax: error: --out {out} already holds train.tsv, dev.tsv, test.tsv; choose an empty or new folder, or pass "
-      "--overwrite to replace them"]
+    f"wyjax: error: --out {out} already holds train.tsv, dev.tsv, test.tsv; choose an empty or new folder, or pass "
+    "--overwrite to replace them"
+  ]
   full = run("--overwrite", limit=2)
-  assert full.returncode == 1 and full.stderr.splitlines()[-1] == f"wyjax: error: {out / 'dev.tsv'}: File too large", \
-      full.stderr[-2000:]
+  assert full.returncode == 1 and full.stderr.splitlines()[-1] == f"wyjax: error: {out / 'dev.tsv'}: File too large", (
+    full.stderr[-2000:]
+  )
   assert {p.name: p.read_text() for p in out.iterdir()} == mine  # and no temporary file
   replaced = run("--overwrite")
   assert replaced.returncode == 0, replaced.stderr

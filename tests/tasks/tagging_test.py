@@ -1,4 +1,5 @@
 """Character tagging features keep every gold entity of the real GLNER data recoverable."""
+
 import numpy as np
 import pytest
 
@@ -40,7 +41,12 @@ def test_labels_stay_on_their_characters_after_whitespace():
   features = tagging.tagging_features(tokenizer, text, tagging.bio_tags(len(text), spans, LABEL_IDS), 16)
   assert "".join(text[i] for i in features.char_index[1:-1]) == "读史记汉书"
   assert [wyweb_files.GLNER_LABELS[i] for i in features.labels[1:-1]] == [
-      "O", "B-noun_bookname", "I-noun_bookname", "B-noun_bookname", "I-noun_bookname"]
+    "O",
+    "B-noun_bookname",
+    "I-noun_bookname",
+    "B-noun_bookname",
+    "I-noun_bookname",
+  ]
 
 
 def test_truncation_is_counted():

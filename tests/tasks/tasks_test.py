@@ -1,6 +1,7 @@
 """Each task's features, decoding, metrics and submission file, checked with an oracle: logits
 that put all weight on the gold label must decode to the gold answer, score perfectly, and
 write a submission that the task's own reader parses back to the same answers."""
+
 import json
 import subprocess
 import sys
@@ -8,9 +9,21 @@ import sys
 import numpy as np
 import pytest
 
-from wyjax.data import tokenizer as tk
 from tests.tasks.clue_test import write_pair_folders
-from wyjax.tasks import aceval, batching, cclue, cclue_files, ccpm, clue, clue_reading, datasets, registry, wyweb, wyweb_files
+from wyjax.data import tokenizer as tk
+from wyjax.tasks import (
+  aceval,
+  batching,
+  cclue,
+  cclue_files,
+  ccpm,
+  clue,
+  clue_reading,
+  datasets,
+  registry,
+  wyweb,
+  wyweb_files,
+)
 from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.task import Task
 
@@ -22,14 +35,30 @@ def task_dirs(shared_data, classical_dirs, tmp_path_factory):
   CMNLI written in CLUE's format."""
   dirs = {t: shared_data / "wyweb" / t for t in ("tlc", "glner", "fspc", "xuci", "irc", "wywrc", "wywmt")}
   dirs.update(classical_dirs)
-  dirs.update({t: shared_data / "clue" / t for t in (t.name for t in (*clue.TASKS, *clue_reading.TASKS)) if t not in ("afqmc", "cmnli")})
+  dirs.update(
+    {
+      t: shared_data / "clue" / t
+      for t in (t.name for t in (*clue.TASKS, *clue_reading.TASKS))
+      if t not in ("afqmc", "cmnli")
+    }
+  )
   dirs.update(write_pair_folders(shared_data, tmp_path_factory.mktemp("clue_pairs")))
   built = tmp_path_factory.mktemp("built")
   for task in ("gjc", "punc"):
-    subprocess.run([sys.executable, "-m", "wyjax.tasks", f"build-{task}",
-                    f"--daizhige={shared_data / 'daizhige_sample'}", f"--out={built / task}",
-                    "--dev_fraction=0.3", "--test_fraction=0.2"], check=True,
-                   capture_output=True)
+    subprocess.run(
+      [
+        sys.executable,
+        "-m",
+        "wyjax.tasks",
+        f"build-{task}",
+        f"--daizhige={shared_data / 'daizhige_sample'}",
+        f"--out={built / task}",
+        "--dev_fraction=0.3",
+        "--test_fraction=0.2",
+      ],
+      check=True,
+      capture_output=True,
+    )
     dirs[task] = built / task
   return dirs
 
@@ -71,8 +100,9 @@ def test_oracle_logits_score_perfectly_and_submissions_parse_back(task_dirs, nam
     return
   if name == "aceval":  # one {subject, id, answer} per question; aceval.json is assembled from them
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    assert [(r["subject"], r["id"], r["answer"]) for r in records] == [(e.subject, e.row_id, e.answer)
-                                                                       for e in examples]
+    assert [(r["subject"], r["id"], r["answer"]) for r in records] == [
+      (e.subject, e.row_id, e.answer) for e in examples
+    ]
     return
   if name == "cclue_re":  # predicate_predict.txt: one predicate per record
     assert path.read_text(encoding="utf-8").splitlines() == [e.predicate for e in examples]
@@ -93,8 +123,11 @@ def test_oracle_logits_score_perfectly_and_submissions_parse_back(task_dirs, nam
       gold = [(e.id, e.label if name == "c3" else task.labels[e.label]) for e in examples if e.label is not None]
       assert [(r["id"], r["label"]) for r, e in zip(records, examples) if e.label is not None] == gold
     return
-  readers = {**wyweb_files.READERS, **{t.name: ccpm.read_ccpm for t in ccpm.TASKS},
-             "cclue_ner": lambda labels: cclue_files.read_ner(task_dirs["cclue_ner"] / "dev.txt", labels)[:len(examples)]}
+  readers = {
+    **wyweb_files.READERS,
+    **{t.name: ccpm.read_ccpm for t in ccpm.TASKS},
+    "cclue_ner": lambda labels: cclue_files.read_ner(task_dirs["cclue_ner"] / "dev.txt", labels)[: len(examples)],
+  }
   reread = readers[name](path)
   if name == "wywmt":  # the gold next tokens decode to the reference itself (spaces have no token)
     assert [(e.source, e.target) for e in reread] == [(e.source, "".join(e.target.split())) for e in examples]
@@ -132,8 +165,8 @@ def test_wywrc_truncation_keeps_question_and_options(shared_data):
     kept = min(article, 512 - 4 - len(question) - max(map(len, options)))
     for row, option in zip(ids, options):
       real = row[row != tokenizer.pad_id]
-      assert list(real[kept + 2:kept + 2 + len(question)]) == list(question)  # question intact
-      assert list(real[-len(option) - 1:-1]) == list(option) if len(option) else True
+      assert list(real[kept + 2 : kept + 2 + len(question)]) == list(question)  # question intact
+      assert list(real[-len(option) - 1 : -1]) == list(option) if len(option) else True
     assert truncated == article - kept
     cut_any |= truncated > 0
   assert cut_any
@@ -144,14 +177,17 @@ def test_xuci_span_vectors_point_at_the_target_word(shared_data):
   tokenizer = tk.Tokenizer(tk.build_vocab(t for e in examples for t in _strings(e)))
   for e in examples:
     features, _ = wyweb.XUCI.featurize(e, tokenizer, 96)
-    for row, mask, text, (start, end) in zip(features["input_ids"], features["span_mask"],
-                                             (e.text_a, e.text_b), (e.span_a, e.span_b)):
-      assert list(row[mask > 0]) == list(tokenizer.encode_chars(text[start:end + 1])[0])
+    for row, mask, text, (start, end) in zip(
+      features["input_ids"], features["span_mask"], (e.text_a, e.text_b), (e.span_a, e.span_b)
+    ):
+      assert list(row[mask > 0]) == list(tokenizer.encode_chars(text[start : end + 1])[0])
 
 
 def test_collate_pads_to_buckets_and_fills_the_batch():
-  items = [{"input_ids": np.array([2, 7, 3], np.int32), "labels": np.array([IGNORE, 1, IGNORE], np.int32)},
-           {"input_ids": np.arange(40, dtype=np.int32), "labels": np.zeros(40, np.int32)}]
+  items = [
+    {"input_ids": np.array([2, 7, 3], np.int32), "labels": np.array([IGNORE, 1, IGNORE], np.int32)},
+    {"input_ids": np.arange(40, dtype=np.int32), "labels": np.zeros(40, np.int32)},
+  ]
   batch = batching.collate(items, batch_size=4, lengths=batching.buckets(512), pad_id=0)
   assert batch["input_ids"].shape == (4, 48) and batch["labels"].shape == (4, 48)
   assert (batch["labels"][0, 3:] == IGNORE).all() and (batch["labels"][2:] == IGNORE).all()
@@ -176,8 +212,10 @@ def test_evaluation_takes_as_many_lengths_as_asked():
   the longest batch's rounded up to a multiple of 8; or to the two that pad least (40 and 96: the
   three batches' lengths sum to 232, against 80 and 96's 256), which pays by default (one: 288)."""
   features = [{"input_ids": np.ones(n, np.int32), "label": np.int32(0)} for n in range(10, 100, 10)]
-  lengths = lambda **kwargs: [batch["input_ids"].shape for _, batch in batching.eval_batches(
-      features, batch_size=4, max_length=128, pad_id=0, **kwargs)]
+  lengths = lambda **kwargs: [
+    batch["input_ids"].shape
+    for _, batch in batching.eval_batches(features, batch_size=4, max_length=128, pad_id=0, **kwargs)
+  ]
   assert lengths() == [(4, 40), (4, 96), (4, 96)]
   assert lengths(bucket_count=1) == [(4, 96)] * 3
   assert lengths(bucket_count=2) == [(4, 40), (4, 96), (4, 96)]
@@ -194,16 +232,24 @@ def test_length_sorted_batches_cover_each_epoch_and_pad_little():
     assert sorted(np.concatenate(epoch)) == list(range(60))
   assert [list(b) for b in batches[:15]] != [list(b) for b in batches[15:]]
   for w in range(6):
-    shortest = [min(lengths[b]) for b in batches[5 * w:5 * w + 5]]
-    window = sorted((lengths[b] for b in batches[5 * w:5 * w + 5]), key=min)
+    shortest = [min(lengths[b]) for b in batches[5 * w : 5 * w + 5]]
+    window = sorted((lengths[b] for b in batches[5 * w : 5 * w + 5]), key=min)
     assert all(a.max() <= b.min() for a, b in zip(window, window[1:]))
     assert shortest != sorted(shortest)
-  assert [list(b) for b in batches] == [list(batching.LengthSortedBatches(lengths, batch_size=4, sort_window=5,
-                                                                          seed=1)[i]) for i in range(30)]
+  assert [list(b) for b in batches] == [
+    list(batching.LengthSortedBatches(lengths, batch_size=4, sort_window=5, seed=1)[i]) for i in range(30)
+  ]
   other = batching.LengthSortedBatches(lengths, batch_size=4, sort_window=5, seed=2)
   assert [list(other[i]) for i in range(15)] != [list(b) for b in batches[:15]]
-  padded = {w: np.mean([max(lengths[b]) for b in map(batching.LengthSortedBatches(
-      lengths, batch_size=4, sort_window=w, seed=1).__getitem__, range(150))]) for w in (1, 5)}
+  padded = {
+    w: np.mean(
+      [
+        max(lengths[b])
+        for b in map(batching.LengthSortedBatches(lengths, batch_size=4, sort_window=w, seed=1).__getitem__, range(150))
+      ]
+    )
+    for w in (1, 5)
+  }
   assert padded[5] < 0.8 * padded[1]
 
 
@@ -219,7 +265,7 @@ def test_wywmt_features_are_the_prefix_lm_layout(shared_data):
     assert list(types) == [0] * (len(source) + 2) + [1] * (len(target) + 1)
     # Predicted: the target and its [SEP], each from the token before it.
     assert list(labels[labels != IGNORE]) == [*target, tokenizer.sep_id]
-    assert (labels[:len(source) + 1] == IGNORE).all() and labels[-1] == IGNORE
+    assert (labels[: len(source) + 1] == IGNORE).all() and labels[-1] == IGNORE
 
 
 def test_wywmt_truncation_trims_the_longer_side():
@@ -249,18 +295,22 @@ def test_aceval_truncation_keeps_the_question_ends_and_the_options():
   kept_option = (512 - 3) // 2  # an option keeps at most half of the content tokens
   room = 512 - 3 - kept_option
   q = tokenizer.encode_chars(question)[0]
-  expected_question = list(q[:room - 64]) + list(q[-64:])  # its beginning and its last 64 tokens
+  expected_question = list(q[: room - 64]) + list(q[-64:])  # its beginning and its last 64 tokens
   for row, option in zip(ids, options):
     real = list(row[row != tokenizer.pad_id])
-    assert real[0] == tokenizer.cls_id and real[1:room + 1] == expected_question and real[room + 1] == tokenizer.sep_id
-    assert real[room + 2:-1] == list(tokenizer.encode_chars(option)[0][:kept_option])
+    assert (
+      real[0] == tokenizer.cls_id and real[1 : room + 1] == expected_question and real[room + 1] == tokenizer.sep_id
+    )
+    assert real[room + 2 : -1] == list(tokenizer.encode_chars(option)[0][:kept_option])
   assert tokenizer.decode(expected_question[-16:]).endswith("下列理解不正确的一项是（）")
   assert cut == (len(q) - room) + (300 - kept_option)
-  assert (features["token_type_ids"][:, room + 2] == 1).all() and (features["token_type_ids"][:, :room + 2] == 0).all()
+  assert (features["token_type_ids"][:, room + 2] == 1).all() and (features["token_type_ids"][:, : room + 2] == 0).all()
 
 
 def test_relation_marks_the_pair_and_keeps_it_when_cut():
-  example = cclue_files.RelationExample(1, "司马宣王围公孙渊於襄平，传渊首于京都", "渊", "PER", "公孙渊", "PER", "同名于")
+  example = cclue_files.RelationExample(
+    1, "司马宣王围公孙渊於襄平，传渊首于京都", "渊", "PER", "公孙渊", "PER", "同名于"
+  )
   assert cclue.marked(example) == "司马宣王围『公孙渊』於襄平，传「渊」首于京都"  # 渊 outside 公孙渊
   inside = cclue_files.RelationExample(1, "围公孙渊", "渊", "PER", "公孙渊", "PER", "同名于")
   with pytest.raises(ValueError, match="no occurrence of the subject '渊' outside the object '公孙渊'"):

@@ -1,6 +1,7 @@
 """wyjax's TFDS builds (<cache>/tfds): one that cannot be read is rebuilt, and a full disk while
 building is one line naming the cache; a rerun with room builds. Both ended in a traceback, the
 same on every rerun, with no hint of which folder to delete."""
+
 import os
 import subprocess
 import sys
@@ -22,13 +23,13 @@ def _tlc(folder):
 
 
 def _cut_in_half(path):
-  path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+  path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
 
 DAMAGES = {
-    "a shard cut short": lambda build: _cut_in_half(next(build.glob("*-train.array_record*"))),
-    "a missing shard": lambda build: next(build.glob("*-dev.array_record*")).unlink(),
-    "a broken dataset_info.json": lambda build: (build / "dataset_info.json").write_text('{"name": '),
+  "a shard cut short": lambda build: _cut_in_half(next(build.glob("*-train.array_record*"))),
+  "a missing shard": lambda build: next(build.glob("*-dev.array_record*")).unlink(),
+  "a broken dataset_info.json": lambda build: (build / "dataset_info.json").write_text('{"name": '),
 }
 
 
@@ -47,15 +48,23 @@ def test_a_damaged_build_is_rebuilt(damage, tmp_path, monkeypatch):
 def test_a_full_disk_while_building_is_one_line_naming_the_cache(tmp_path):
   """A full disk is a file-size limit (`ulimit -f`: EFBIG, as ENOSPC), below a shard's size."""
   data = _tlc(tmp_path / "tlc")
-  script = ("import sys\nfrom wyjax.core import cli\nfrom wyjax.tasks import datasets, registry\n"
-            "cli.run(lambda argv: datasets.load_splits(registry.TASKS['tlc'].files, argv[1]))")
+  script = (
+    "import sys\nfrom wyjax.core import cli\nfrom wyjax.tasks import datasets, registry\n"
+    "cli.run(lambda argv: datasets.load_splits(registry.TASKS['tlc'].files, argv[1]))"
+  )
   env = {**os.environ, "WYJAX_CACHE": str(tmp_path / "cache"), "PYTHONDONTWRITEBYTECODE": "1"}
   command = [sys.executable, "-c", script, str(data)]
-  full = subprocess.run(["bash", "-c", 'ulimit -f 32 && exec "$@"', "bash", *command], env=env, cwd=REPO_ROOT,
-                        capture_output=True, text=True)
+  full = subprocess.run(
+    ["bash", "-c", 'ulimit -f 32 && exec "$@"', "bash", *command],
+    env=env,
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+  )
   (build_dir,) = (tmp_path / "cache" / "tfds").iterdir()
   assert full.returncode == 1 and full.stderr.splitlines()[-1] == (
-      f"wyjax: error: {build_dir}: File too large while building the dataset; free space there (or set "
-      "WYJAX_CACHE to a disk with room) and rerun"), full.stderr[-3000:]
+    f"wyjax: error: {build_dir}: File too large while building the dataset; free space there (or set "
+    "WYJAX_CACHE to a disk with room) and rerun"
+  ), full.stderr[-3000:]
   rerun = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True)
   assert rerun.returncode == 0, rerun.stderr[-3000:]

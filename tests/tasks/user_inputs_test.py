@@ -1,6 +1,7 @@
 """wyjax.predict's inputs: every task's input line becomes an unlabelled example its featurize
 takes; bad lines name their file and line; long texts are windowed so that every character is
 decided once, from the window where it has most context."""
+
 import json
 import re
 import typing
@@ -44,9 +45,11 @@ def test_every_tasks_input_becomes_an_unlabelled_example_it_featurizes(name, tok
   if "label" in features and name != "xuci":  # (XuCi's same_usage is a bool: its blank is False)
     assert np.all(features["label"] == IGNORE), (name, features["label"])  # no gold class from a blank
   if len(task.inputs) == 1:  # a plain line of text is the same input
-    assert user_inputs.example(task, TEXT, "in.txt", 3) == user_inputs.example(
-        task, json.dumps({task.inputs[0]: TEXT}), "in.txt", 3) or typing.get_origin(
-            typing.get_type_hints(task.files.example_type)[task.inputs[0]]) is tuple
+    assert (
+      user_inputs.example(task, TEXT, "in.txt", 3)
+      == user_inputs.example(task, json.dumps({task.inputs[0]: TEXT}), "in.txt", 3)
+      or typing.get_origin(typing.get_type_hints(task.files.example_type)[task.inputs[0]]) is tuple
+    )
 
 
 def test_a_text_for_a_list_field_is_split_at_punctuation():
@@ -54,7 +57,9 @@ def test_a_text_for_a_list_field_is_split_at_punctuation():
   assert example.lines == ("床前明月光", "疑是地上霜", "舉頭望明月", "低頭思故鄉")
 
 
-@pytest.mark.parametrize("line, message", [
+@pytest.mark.parametrize(
+  "line, message",
+  [
     ('{"context": "甲", "question": ', "invalid JSON"),
     ('{"context": "甲", "options": ["乙"]}', "missing question"),
     ('{"context": "甲", "question": "乙", "options": ["丙"], "answer": 1}', "unknown field(s) answer"),
@@ -62,7 +67,8 @@ def test_a_text_for_a_list_field_is_split_at_punctuation():
     ('{"context": "甲", "question": "乙", "options": [1, 2]}', '"options" must be a string'),
     ('{"context": "", "question": "", "options": []}', "empty input"),
     ("甲乙丙", 'a JSON object with "context", "question", "options"'),
-])
+  ],
+)
 def test_a_bad_line_names_its_file_line_and_what_is_wrong(line, message):
   if message is None:
     assert user_inputs.example(TASKS["c3"], line, "questions.jsonl", 7).options == ("丙",)
@@ -71,13 +77,16 @@ def test_a_bad_line_names_its_file_line_and_what_is_wrong(line, message):
     user_inputs.example(TASKS["c3"], line, "questions.jsonl", 7)
 
 
-@pytest.mark.parametrize("line, text", [
+@pytest.mark.parametrize(
+  "line, text",
+  [
     ("{注}学而时习之", "{注}学而时习之"),  # an editor's note in braces: "invalid JSON"
     ('{"注": "学"}学而时习之', '{"注": "学"}学而时习之'),  # JSON and more: no JSON object
     ('{"note": "学而时习之"}', '{"note": "学而时习之"}'),  # an object without the text field
     ("{" * 5000 + "学" + "}" * 5000, "{" * 5000 + "学" + "}" * 5000),  # deeper than the parser
     ('{"text": "学而时习之"}', "学而时习之"),  # an object giving it: JSON
-])
+  ],
+)
 def test_a_one_text_line_is_json_only_when_it_is_an_object_giving_the_text(line, text):
   assert user_inputs.example(TASKS["punc"], line, "in.txt", 1).text == text
 
@@ -96,11 +105,13 @@ def test_each_token_is_decided_in_the_window_where_it_has_most_context(tokens, r
   window_logits = [np.full((min(room, tokens - s) + 2, 1), w, np.float32) for w, s in enumerate(starts)]
   chosen = long_texts.stitch(window_logits, starts, room, tokens)[1:-1, 0].astype(int)
   for t in range(tokens):
+
     def context(w):
       s = starts[w]
       left = t - s if s > 0 else np.inf
       right = s + room - 1 - t if s + room < tokens else np.inf
       return min(left, right) if s <= t < s + room else -1
+
     best = max(range(len(starts)), key=lambda w: (context(w), -w))
     assert chosen[t] == best, (t, chosen[t], best)
 

@@ -1,4 +1,5 @@
 """WYWEB loaders: every line of the real files, and malformed records named by file and line."""
+
 import json
 
 import pytest
@@ -35,54 +36,146 @@ def test_real_file_contents(shared_data):
   fspc = wyweb_files.read_split("fspc", shared_data / "wyweb" / "fspc", "train")
   assert {e.holistic for e in fspc} == set(wyweb_files.FSPC_SENTIMENTS)
   xuci = wyweb_files.read_split("xuci", shared_data / "wyweb" / "xuci", "train")
-  assert all(e.text_a[e.span_a[0]:e.span_a[1] + 1] == e.text_b[e.span_b[0]:e.span_b[1] + 1] for e in xuci[:500])
+  assert all(e.text_a[e.span_a[0] : e.span_a[1] + 1] == e.text_b[e.span_b[0] : e.span_b[1] + 1] for e in xuci[:500])
   wywrc = wyweb_files.read_split("wywrc", shared_data / "wyweb" / "wywrc", "dev")
   assert all(len(e.options) == 4 and 0 <= e.label < 4 for e in wywrc)
 
 
 MALFORMED = [
-    ("tlc", "dev.tsv", "远古\t先秦\t冽彼下泉\r\n中古\t先秦\t浸彼苞蓍\r\n", 2, "does not contain dynasty"),
-    ("tlc", "dev.tsv", "远古\t先秦\t冽彼下泉\n\n远古\t两汉\t文\n", 2, "found an empty line"),
-    ("tlc", "dev.tsv", "远古\t秦\t冽彼下泉\n", 1, "unknown dynasty"),
-    ("gjc", "dev.tsv", "儒藏\t子曰\n小说\t话说\n", 2, "unknown collection"),
-    ("punc", "dev.tsv", "子曰学而\tOO，O\n子曰\tO\n", 2, "2 characters but the tag string 1"),
-    ("punc", "dev.txt", "子曰\tO.\n", 1, "unknown tags"),
-    ("glner", "dev.jsonl", '{"text": "史记", "label": [[0, 2, "noun_bookname"]]}\n'
-                           '{"text": "史记", "label": [[0, 3, "noun_bookname"]]}\n', 2, "outside the text"),
-    ("glner", "dev.jsonl", '{"text": "史记", "label": [[0, 1, "person"]]}\n', 1, "unknown entity type"),
-    ("glner", "dev.jsonl", '{"text": "史记", "label": []}\n{"text": "x", \n', 2, "invalid JSON"),
-    ("fspc", "dev.json", json.dumps([{"poem": "a|b|c|d", "sentiments": {"holistic": "neutral", "line1": "neutral",
-                                      "line2": "neutral", "line3": "neutral", "line4": "neutral"}},
-                                     {"poem": "a|b|c|d", "sentiments": {"holistic": "3", "line1": "neutral",
-                                      "line2": "neutral", "line3": "neutral", "line4": "neutral"}}], indent=1),
-     12, "sentiment holistic='3'"),
-    ("xuci", "dev.tsv", "且贫贱\t且天\t0, 0\t0, 0\tt\n且贫贱\t且天\t0, 0\t5, 5\tf\n", 2, "position B"),
-    ("xuci", "dev.tsv", "且贫贱\t且天\t0, 0\t0, 0\tx\n", 1, "label 'x'"),
-    ("irc", "dev.json", '[\n{"idiom": "a", "origin": "b", "options": ["1", "2", "3", "4"], "label": 4}\n]', 2,
-     "label 4 is not in 0..3"),
-    ("irc", "dev.json", '[\n{"idiom": "a", "origin": "b", "options": ["1", "2"], "label": 0}\n]', 2,
-     "expected 4 option strings"),
-    ("wywrc", "dev.json", '[{"article": "a", "question": "q", "option0": "", "option1": "", "option2": "",'
-                          ' "option3": "", "answer": "0"},\n {"article": "a", "question": "q", "answer": "1"}]', 2,
-     "expected 4 option strings"),
-    ("wywrc", "dev.json", '[{"article": "a", "question": "q", "option0": "", "option1": "", "option2": "",'
-                          ' "option3": "", "answer": "0",\n "type": "x"}]', 1, "field 'type' should be int"),
-    ("wywmt", "dev.tsv", "子曰\t孔子说\n子曰\n", 2, "expected 2 tab-separated fields, found 1"),
-    ("glner", "dev.jsonl", '{"text": "史记", "label": [[false, true, "noun_bookname"]]}\n', 1,
-     "span offsets False, True are not integers"),
-    # Whatever follows a JSON array's closing bracket is an error, not ignored.
-    ("irc", "dev.json", '[{"idiom": "a", "origin": "b", "options": ["1", "2", "3", "4"], "label": 0}]\n'
-                        '[{"idiom": "c", "origin": "d", "options": ["1", "2", "3", "4"], "label": 1}]', 2,
-     "unexpected .* after the JSON array's closing"),
-    ("wywrc", "dev.json", '[]\n\n  garbage', 3, "unexpected 'garbage' after"),
-    # Values the submission would change: type -1 was dropped from it, title null written "None".
-    ("wywrc", "dev.json", '[{"article": "a", "question": "q", "option0": "", "option1": "", "option2": "",'
-                          ' "option3": "", "answer": "0", "type": -1}]', 1, "type -1 is not a question type, 0..9"),
-    ("wywrc", "dev.json", '[{"article": "a", "question": "q", "option0": "", "option1": "", "option2": "",'
-                          ' "option3": "", "answer": "0", "type": null}]', 1, "field 'type' should be int, found NoneType"),
-    ("fspc", "dev.json", json.dumps([{"poem": "a|b|c|d", "title": None, "sentiments": {
-        "holistic": "neutral", "line1": "neutral", "line2": "neutral", "line3": "neutral", "line4": "neutral"}}]), 1,
-     "field 'title' should be str, found NoneType"),
+  ("tlc", "dev.tsv", "远古\t先秦\t冽彼下泉\r\n中古\t先秦\t浸彼苞蓍\r\n", 2, "does not contain dynasty"),
+  ("tlc", "dev.tsv", "远古\t先秦\t冽彼下泉\n\n远古\t两汉\t文\n", 2, "found an empty line"),
+  ("tlc", "dev.tsv", "远古\t秦\t冽彼下泉\n", 1, "unknown dynasty"),
+  ("gjc", "dev.tsv", "儒藏\t子曰\n小说\t话说\n", 2, "unknown collection"),
+  ("punc", "dev.tsv", "子曰学而\tOO，O\n子曰\tO\n", 2, "2 characters but the tag string 1"),
+  ("punc", "dev.txt", "子曰\tO.\n", 1, "unknown tags"),
+  (
+    "glner",
+    "dev.jsonl",
+    '{"text": "史记", "label": [[0, 2, "noun_bookname"]]}\n{"text": "史记", "label": [[0, 3, "noun_bookname"]]}\n',
+    2,
+    "outside the text",
+  ),
+  ("glner", "dev.jsonl", '{"text": "史记", "label": [[0, 1, "person"]]}\n', 1, "unknown entity type"),
+  ("glner", "dev.jsonl", '{"text": "史记", "label": []}\n{"text": "x", \n', 2, "invalid JSON"),
+  (
+    "fspc",
+    "dev.json",
+    json.dumps(
+      [
+        {
+          "poem": "a|b|c|d",
+          "sentiments": {
+            "holistic": "neutral",
+            "line1": "neutral",
+            "line2": "neutral",
+            "line3": "neutral",
+            "line4": "neutral",
+          },
+        },
+        {
+          "poem": "a|b|c|d",
+          "sentiments": {
+            "holistic": "3",
+            "line1": "neutral",
+            "line2": "neutral",
+            "line3": "neutral",
+            "line4": "neutral",
+          },
+        },
+      ],
+      indent=1,
+    ),
+    12,
+    "sentiment holistic='3'",
+  ),
+  ("xuci", "dev.tsv", "且贫贱\t且天\t0, 0\t0, 0\tt\n且贫贱\t且天\t0, 0\t5, 5\tf\n", 2, "position B"),
+  ("xuci", "dev.tsv", "且贫贱\t且天\t0, 0\t0, 0\tx\n", 1, "label 'x'"),
+  (
+    "irc",
+    "dev.json",
+    '[\n{"idiom": "a", "origin": "b", "options": ["1", "2", "3", "4"], "label": 4}\n]',
+    2,
+    "label 4 is not in 0..3",
+  ),
+  (
+    "irc",
+    "dev.json",
+    '[\n{"idiom": "a", "origin": "b", "options": ["1", "2"], "label": 0}\n]',
+    2,
+    "expected 4 option strings",
+  ),
+  (
+    "wywrc",
+    "dev.json",
+    '[{"article": "a", "question": "q", "option0": "", "option1": "", "option2": "",'
+    ' "option3": "", "answer": "0"},\n {"article": "a", "question": "q", "answer": "1"}]',
+    2,
+    "expected 4 option strings",
+  ),
+  (
+    "wywrc",
+    "dev.json",
+    '[{"article": "a", "question": "q", "option0": "", "option1": "", "option2": "",'
+    ' "option3": "", "answer": "0",\n "type": "x"}]',
+    1,
+    "field 'type' should be int",
+  ),
+  ("wywmt", "dev.tsv", "子曰\t孔子说\n子曰\n", 2, "expected 2 tab-separated fields, found 1"),
+  (
+    "glner",
+    "dev.jsonl",
+    '{"text": "史记", "label": [[false, true, "noun_bookname"]]}\n',
+    1,
+    "span offsets False, True are not integers",
+  ),
+  # Whatever follows a JSON array's closing bracket is an error, not ignored.
+  (
+    "irc",
+    "dev.json",
+    '[{"idiom": "a", "origin": "b", "options": ["1", "2", "3", "4"], "label": 0}]\n'
+    '[{"idiom": "c", "origin": "d", "options": ["1", "2", "3", "4"], "label": 1}]',
+    2,
+    "unexpected .* after the JSON array's closing",
+  ),
+  ("wywrc", "dev.json", '[]\n\n  garbage', 3, "unexpected 'garbage' after"),
+  # Values the submission would change: type -1 was dropped from it, title null written "None".
+  (
+    "wywrc",
+    "dev.json",
+    '[{"article": "a", "question": "q", "option0": "", "option1": "", "option2": "",'
+    ' "option3": "", "answer": "0", "type": -1}]',
+    1,
+    "type -1 is not a question type, 0..9",
+  ),
+  (
+    "wywrc",
+    "dev.json",
+    '[{"article": "a", "question": "q", "option0": "", "option1": "", "option2": "",'
+    ' "option3": "", "answer": "0", "type": null}]',
+    1,
+    "field 'type' should be int, found NoneType",
+  ),
+  (
+    "fspc",
+    "dev.json",
+    json.dumps(
+      [
+        {
+          "poem": "a|b|c|d",
+          "title": None,
+          "sentiments": {
+            "holistic": "neutral",
+            "line1": "neutral",
+            "line2": "neutral",
+            "line3": "neutral",
+            "line4": "neutral",
+          },
+        }
+      ]
+    ),
+    1,
+    "field 'title' should be str, found NoneType",
+  ),
 ]
 
 

@@ -1,6 +1,7 @@
 """--compile_only: the real pretraining step compiled for a TPU topology through libtpu, or for
 a GPU through XLA:GPU, on this CPU; its report checked against figures computed here
 independently."""
+
 import json
 import re
 import subprocess
@@ -12,8 +13,8 @@ import numpy as np
 import pytest
 
 from tests.train.conftest import REPO_ROOT, pretrain_env
-from wyjax.models import EncoderConfig, MaskedLM
 from wyjax.core import aot
+from wyjax.models import EncoderConfig, MaskedLM
 
 TINY = REPO_ROOT / "configs" / "pretrain" / "deberta_tiny.py"
 # v5p per chip (cloud.google.com/tpu/docs/v5p-training): bf16 peak, HBM bandwidth and capacity.
@@ -24,8 +25,12 @@ def compile_only(tmp_path, topology, *overrides):
   """(exit code, the JSON report or None, stderr) of `wyjax.pretrain --compile_only`, with
   no prepared corpus (the vocabulary size comes from the config)."""
   result = subprocess.run(
-      [sys.executable, "-m", "wyjax.pretrain", f"--config={TINY}", f"--compile_only={topology}", *overrides],
-      env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")), cwd=tmp_path, capture_output=True, text=True)
+    [sys.executable, "-m", "wyjax.pretrain", f"--config={TINY}", f"--compile_only={topology}", *overrides],
+    env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")),
+    cwd=tmp_path,
+    capture_output=True,
+    text=True,
+  )
   lines = result.stdout.strip().splitlines()
   return result.returncode, json.loads(lines[-1]) if result.returncode == 0 else None, result.stderr
 
@@ -33,18 +38,36 @@ def compile_only(tmp_path, topology, *overrides):
 def test_tiny_pretraining_step_compiled_for_v5p(tmp_path):
   # Dropout off: its random bits cost FLOPs (threefry) that the model's count leaves out. The XLA
   # attention: the fused kernels recompute tiles in the backward (their FLOPs: tests/models/attention_test.py).
-  code, report, stderr = compile_only(tmp_path, "v5p:2x2x1", "--config.mesh.data=1", "--config.mesh.fsdp=4",
-                                      "--config.model.hidden_dropout_prob=0",
-                                      "--config.model.attention_probs_dropout_prob=0", "--config.attention=xla")
+  code, report, stderr = compile_only(
+    tmp_path,
+    "v5p:2x2x1",
+    "--config.mesh.data=1",
+    "--config.mesh.fsdp=4",
+    "--config.model.hidden_dropout_prob=0",
+    "--config.model.attention_probs_dropout_prob=0",
+    "--config.attention=xla",
+  )
   assert code == 0, stderr[-3000:]
   assert report["chips"] == 4 and report["chip"] == "v5p"
   assert report["mesh"] == {"data": 1, "fsdp": 4, "tensor": 1}
 
   # Parameter bytes of the model, counted here: fsdp shards each over the 4 chips.
-  model = MaskedLM(EncoderConfig(vocab_size=6000, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
-                                 intermediate_size=256, max_position_embeddings=128, relative_attention=True,
-                                 position_buckets=32, pos_att_type="p2c|c2p", share_att_key=True,
-                                 norm_rel_ebd="layer_norm", position_biased_input=False))
+  model = MaskedLM(
+    EncoderConfig(
+      vocab_size=6000,
+      hidden_size=128,
+      num_hidden_layers=2,
+      num_attention_heads=4,
+      intermediate_size=256,
+      max_position_embeddings=128,
+      relative_attention=True,
+      position_buckets=32,
+      pos_att_type="p2c|c2p",
+      share_att_key=True,
+      norm_rel_ebd="layer_norm",
+      position_biased_input=False,
+    )
+  )
   params = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((1, 128), jnp.int32)))
   total = sum(np.prod(x.shape) * 4 for x in jax.tree_util.tree_leaves(params))
   assert report["params_bytes_per_chip"] == pytest.approx(total / 4, rel=0.05)
@@ -75,8 +98,13 @@ def tiny_step_flops() -> float:
 def test_a_step_too_big_for_the_chip_exits_with_what_to_change(tmp_path):
   # 2 layers with a 131,072-wide feed-forward: 2.1 B params, 26 GB of state with Adam; a v5e has 16 GB.
   # (A large batch alone would fit: the TPU compiler rematerialises activations to fit HBM.)
-  code, _, stderr = compile_only(tmp_path, "v5e:2x2", "--config.model.hidden_size=4096",
-                                 "--config.model.num_attention_heads=32", "--config.model.intermediate_size=131072")
+  code, _, stderr = compile_only(
+    tmp_path,
+    "v5e:2x2",
+    "--config.model.hidden_size=4096",
+    "--config.model.num_attention_heads=32",
+    "--config.model.intermediate_size=131072",
+  )
   assert code == 1, stderr[-3000:]
   message = stderr.strip().splitlines()[-1]
   assert re.search(r"does not fit v5e:2x2: it needs [\d.]+ GiB per chip, [\d.]+ GiB more than", message), message
@@ -88,9 +116,19 @@ def test_unknown_topology_is_refused(tmp_path):
   assert code == 1 and "v9z:2x2" in stderr and "v5p:2x2x1" in stderr and "Traceback" not in stderr
 
 
-@pytest.mark.parametrize("kind,chip", [("TPU v4", "v4"), ("TPU v5 lite", "v5e"), ("TPU v5", "v5p"),
-                                       ("TPU v6 lite", "v6e"), ("NVIDIA H100 80GB HBM3", "h100"),
-                                       ("NVIDIA A100-SXM4-80GB", "a100"), ("NVIDIA L40S", None), ("cpu", None)])
+@pytest.mark.parametrize(
+  "kind,chip",
+  [
+    ("TPU v4", "v4"),
+    ("TPU v5 lite", "v5e"),
+    ("TPU v5", "v5p"),
+    ("TPU v6 lite", "v6e"),
+    ("NVIDIA H100 80GB HBM3", "h100"),
+    ("NVIDIA A100-SXM4-80GB", "a100"),
+    ("NVIDIA L40S", None),
+    ("cpu", None),
+  ],
+)
 def test_device_kinds_name_their_chip(kind, chip):
   device = type("Device", (), {"device_kind": kind})()
   assert aot.chip_of("local", device) == chip
@@ -105,8 +143,12 @@ def test_pretraining_step_compiled_for_an_h100_shows_its_gpu_program(tmp_path):
   """XLA:GPU without a GPU (the gpu-compile extra): the report gains the program's kernels by
   kind, custom calls and largest buffers, and a roofline from the H100's published figures."""
   result = subprocess.run(
-      [sys.executable, "-m", "wyjax.pretrain", f"--config={TINY}", "--compile_only=h100", *ONE_LAYER],
-      env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")), cwd=tmp_path, capture_output=True, text=True)
+    [sys.executable, "-m", "wyjax.pretrain", f"--config={TINY}", "--compile_only=h100", *ONE_LAYER],
+    env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")),
+    cwd=tmp_path,
+    capture_output=True,
+    text=True,
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   *lines, last = result.stdout.strip().splitlines()
   report = json.loads(last)
@@ -127,7 +169,9 @@ def test_pretraining_step_compiled_for_an_h100_shows_its_gpu_program(tmp_path):
   assert low < high and report["roofline_step_seconds"] < report["predicted_uncalibrated_step_seconds"]
   step = next(i for i, line in enumerate(lines) if line.startswith("  predicted step on each h100: "))
   shown = float(re.match(r"  predicted step on each h100: ([\d.,]+) ms", lines[step])[1].replace(",", ""))
-  assert shown == pytest.approx(report["predicted_step_seconds"] * 1e3, abs=0.051) and "held-out error band" in lines[step]
+  assert (
+    shown == pytest.approx(report["predicted_step_seconds"] * 1e3, abs=0.051) and "held-out error band" in lines[step]
+  )
   assert lines[step + 1].startswith("  bounds below it: ") and "the roofline" in lines[step + 1], lines
   assert not any(line.startswith("  roofline") for line in lines), lines
   # Compiled, a step whose buffers outgrow the card is refused by them (the state alone is refused before compiling).
@@ -140,13 +184,22 @@ def test_a_step_too_big_for_an_a100_is_refused(tmp_path):
   """One layer with a 1,048,576-wide feed-forward: 8.6 B params, 96 GiB with Adam's moments; an A100
   has 80. Refused from its state before compiling (a compile of it took 67 s here, XLA:GPU first
   rematerialising activations toward the card's memory, before the same refusal)."""
-  code, _, stderr = compile_only(tmp_path, "a100", *ONE_LAYER, "--config.batch_size=8",
-                                 "--config.model.hidden_size=4096", "--config.model.num_attention_heads=32",
-                                 "--config.model.intermediate_size=1048576")
+  code, _, stderr = compile_only(
+    tmp_path,
+    "a100",
+    *ONE_LAYER,
+    "--config.batch_size=8",
+    "--config.model.hidden_size=4096",
+    "--config.model.num_attention_heads=32",
+    "--config.model.intermediate_size=1048576",
+  )
   assert code == 1, stderr[-3000:]
   message = stderr.strip().splitlines()[-1]
-  needed = re.search(r"the step needs more than ([\d.]+) GiB per chip \(its parameters and optimizer state alone\), "
-                     r"([\d.]+) GiB more than one a100 has \(80\.0 GiB\)", message)
+  needed = re.search(
+    r"the step needs more than ([\d.]+) GiB per chip \(its parameters and optimizer state alone\), "
+    r"([\d.]+) GiB more than one a100 has \(80\.0 GiB\)",
+    message,
+  )
   assert needed, message
   params = 2 * 4096 * 1048576 + 1048576 + 4096  # the feed-forward's two matrices and biases: most of the state
   assert float(needed[1]) == pytest.approx(3 * 4 * params / 2**30, rel=0.02)  # float32 params, Adam's two moments

@@ -1,6 +1,7 @@
 """CLUE end to end: `--tasks=clue` runs every CLUE task with a folder, from CLUE's files, a
 fresh tiny model a few steps each; the leaderboard gets its CLUE section and scores, each task
 its submission under CLUE's file name."""
+
 import json
 
 import pytest
@@ -32,33 +33,56 @@ def run(shared_data, tmp_path_factory):
       documents = json.loads((clue_dir / "c3" / f"{kind}-{split}.json").read_text(encoding="utf-8"))
       _write(root / "c3" / f"{kind}-{split}.json", documents[:12])
     squad = json.loads((clue_dir / "cmrc2018" / f"cmrc2018_{split}.json").read_text(encoding="utf-8"))
-    squad["data"] = squad["data"][:3 if split == "train" else 1]  # contexts of hundreds of characters
+    squad["data"] = squad["data"][: 3 if split == "train" else 1]  # contexts of hundreds of characters
     _write(root / "cmrc2018" / f"cmrc2018_{split}.json", squad)
   out = tmp_path_factory.mktemp("clue_out")
   with pytest.MonkeyPatch.context() as patch:  # TFDS builds go to the session's cache
     patch.setenv("WYJAX_CACHE", str(tmp_path_factory.getbasetemp() / "wyjax-cache"))
-    board = suite.run(init="", data_root=root, out=out, tasks=suite.task_names(["clue"]), name="tiny",
-                          num_train_steps=2, eval_every=2, batch_size=8, max_length=64, learning_rate=1e-3)
+    board = suite.run(
+      init="",
+      data_root=root,
+      out=out,
+      tasks=suite.task_names(["clue"]),
+      name="tiny",
+      num_train_steps=2,
+      eval_every=2,
+      batch_size=8,
+      max_length=64,
+      learning_rate=1e-3,
+    )
   return root, out, board
 
 
 def test_the_clue_group_runs_the_tasks_with_data(run):
   _, out, board = run
-  assert suite.task_names(["clue"]) == ["afqmc", "tnews", "iflytek", "cmnli", "ocnli", "cluewsc2020", "csl",
-                                           "cmrc2018", "chid", "c3"]
+  assert suite.task_names(["clue"]) == [
+    "afqmc",
+    "tnews",
+    "iflytek",
+    "cmnli",
+    "ocnli",
+    "cluewsc2020",
+    "csl",
+    "cmrc2018",
+    "chid",
+    "c3",
+  ]
   assert list(board["tasks"]) == ["afqmc", "ocnli", "cluewsc2020", "cmrc2018", "c3"] and not board["failed"]
   main = {t: board["tasks"][t][board["main_metric"][t]] for t in board["tasks"]}
   assert board["main_metric"]["cmrc2018"] == "em"
   scores = board["clue_scores"]  # no CMNLI: 1.1's classification; both partial
   assert list(scores) == ["CLUE 1.1 classification", "CLUE reading comprehension"] and board["average"] is None
   assert scores["CLUE 1.1 classification"]["tasks"] == ["afqmc", "ocnli", "cluewsc2020"]
-  assert scores["CLUE 1.1 classification"]["score"] == pytest.approx((main["afqmc"] + main["ocnli"]
-                                                                      + main["cluewsc2020"]) / 3)
+  assert scores["CLUE 1.1 classification"]["score"] == pytest.approx(
+    (main["afqmc"] + main["ocnli"] + main["cluewsc2020"]) / 3
+  )
   assert scores["CLUE reading comprehension"]["score"] == pytest.approx((main["cmrc2018"] + main["c3"]) / 2)
   assert not any(s["complete"] for s in scores.values())
   markdown = (out / "leaderboard.md").read_text(encoding="utf-8")
-  assert ("| Model | CLUE 1.1 classification (partial: 3 of 6) | CLUE reading comprehension (partial: 2 of 3) "
-          "| AFQMC | OCNLI | WSC | CMRC 2018 | C³ |") in markdown and "## WYWEB" not in markdown
+  assert (
+    "| Model | CLUE 1.1 classification (partial: 3 of 6) | CLUE reading comprehension (partial: 2 of 3) "
+    "| AFQMC | OCNLI | WSC | CMRC 2018 | C³ |"
+  ) in markdown and "## WYWEB" not in markdown
   note = "1 record(s) labelled '-' (no majority label): not trained on, not scored"
   assert f"- OCNLI: accuracy; train: {note}; dev: {note}\n" in markdown
 
@@ -86,5 +110,6 @@ def test_reading_comprehension_across_windows_and_varying_choices(run):
   assert max(len(c) for c in contexts.values()) > 64  # several windows at max_length 64
   c3 = json.loads((out / "c3" / "results.json").read_text())
   assert 0 <= c3["dev"]["accuracy"] <= 1 and len(c3["labels"]) == 4
-  assert c3["files"] == {split: [str(root / "c3" / f"{kind}-{split}.json") for kind in "dm"]
-                         for split in ("train", "dev")}  # the files read, named
+  assert c3["files"] == {
+    split: [str(root / "c3" / f"{kind}-{split}.json") for kind in "dm"] for split in ("train", "dev")
+  }  # the files read, named

@@ -1,4 +1,5 @@
 """Config names: `--config=tlc.py` from any directory, a real file first, unknown names listed."""
+
 import pathlib
 
 import pytest
@@ -15,11 +16,17 @@ def elsewhere(tmp_path, monkeypatch):
   return tmp_path
 
 
-@pytest.mark.parametrize("spec, path", [
-    ("tlc.py", "tlc.py"), ("tlc", "tlc.py"), ("configs/tlc.py", "tlc.py"),
-    ("pretrain/deberta_base.py", "pretrain/deberta_base.py"), ("pretrain/deberta_tiny", "pretrain/deberta_tiny.py"),
+@pytest.mark.parametrize(
+  "spec, path",
+  [
+    ("tlc.py", "tlc.py"),
+    ("tlc", "tlc.py"),
+    ("configs/tlc.py", "tlc.py"),
+    ("pretrain/deberta_base.py", "pretrain/deberta_base.py"),
+    ("pretrain/deberta_tiny", "pretrain/deberta_tiny.py"),
     ("ccpm.py:match", "ccpm.py:match"),
-])
+  ],
+)
 def test_names_resolve_to_the_packaged_configs_from_any_directory(elsewhere, spec, path):
   assert config_files.resolve(spec) == f"{CONFIGS}/{path}"
 

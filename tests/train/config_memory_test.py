@@ -8,6 +8,7 @@ The base and large pretraining configs are left to the benchmark and its table i
 docs/benchmarks.md: they are accelerator programs that a CPU run refuses, and their CPU compiles
 took a quarter of this test's ten minutes. The base configs' steps are pinned where they run, on an
 H100 at 32 × 512 (tests/train/lean_step_test.py); the large one's buffers no test pins."""
+
 import json
 import pathlib
 import re
@@ -27,35 +28,35 @@ BENCHMARK = config_memory.__file__
 # buffers, XLA's own figures and alike at either LLVM optimisation level, pinned again on 2026-11-29 at
 # fcb2dd0, most evaluation steps' having shrunk to 0.4-0.8 of their earlier pins: docs/benchmarks.md).
 PINNED = {
-    "punc": (1519, 419, 767),
-    "glner": (1526, 421, 257),
-    "gjc": (2198, 420, 255),
-    "tlc": (1515, 420, 229),
-    "fspc": (80, 16, 295),
-    "xuci": (227, 42, 227),
-    "irc": (3614, 148, 266),
-    "wywrc": (1858, 420, 259),
-    "wywmt": (4473, 764, 246),
-    "ccpm": (667, 58, 234),
-    "ccpm:match": (842, 47, 302),
-    "ccpm:softmax": (667, 58, 222),
-    "ccpm:match_shared": (840, 54, 227),
-    "cclue_ner": (1524, 421, 196),
-    "cclue_re": (179, 58, 198),
-    "cclue_re:spo": (182, 58, 202),
-    "cclue_re:given_entities": (487, 146, 184),
-    "aceval": (1507, 210, 220),
-    "clue/afqmc": (92, 58, 200),
-    "clue/tnews": (95, 59, 118),
-    "clue/iflytek": (186, 59, 192),
-    "clue/cmnli": (341, 58, 232),
-    "clue/ocnli": (184, 59, 126),
-    "clue/cluewsc2020": (55, 58, 185),
-    "clue/csl": (95, 147, 187),
-    "clue/cmrc2018": (7002, 394, 219),
-    "clue/chid": (361, 20, 178),
-    "clue/c3": (4258, 420, 345),
-    "pretrain/deberta_tiny": (127, 68, 303),
+  "punc": (1519, 419, 767),
+  "glner": (1526, 421, 257),
+  "gjc": (2198, 420, 255),
+  "tlc": (1515, 420, 229),
+  "fspc": (80, 16, 295),
+  "xuci": (227, 42, 227),
+  "irc": (3614, 148, 266),
+  "wywrc": (1858, 420, 259),
+  "wywmt": (4473, 764, 246),
+  "ccpm": (667, 58, 234),
+  "ccpm:match": (842, 47, 302),
+  "ccpm:softmax": (667, 58, 222),
+  "ccpm:match_shared": (840, 54, 227),
+  "cclue_ner": (1524, 421, 196),
+  "cclue_re": (179, 58, 198),
+  "cclue_re:spo": (182, 58, 202),
+  "cclue_re:given_entities": (487, 146, 184),
+  "aceval": (1507, 210, 220),
+  "clue/afqmc": (92, 58, 200),
+  "clue/tnews": (95, 59, 118),
+  "clue/iflytek": (186, 59, 192),
+  "clue/cmnli": (341, 58, 232),
+  "clue/ocnli": (184, 59, 126),
+  "clue/cluewsc2020": (55, 58, 185),
+  "clue/csl": (95, 147, 187),
+  "clue/cmrc2018": (7002, 394, 219),
+  "clue/chid": (361, 20, 178),
+  "clue/c3": (4258, 420, 345),
+  "pretrain/deberta_tiny": (127, 68, 303),
 }
 # Pretraining configs sized for accelerators (the module's docstring says where they are pinned).
 ACCELERATOR_CONFIGS = {"pretrain/bert_base", "pretrain/deberta_base", "pretrain/deberta_large"}
@@ -73,10 +74,23 @@ def _data_root(shared_data, classical_dirs, root: pathlib.Path) -> pathlib.Path:
   for task, folder in classical_dirs.items():
     (root / task).symlink_to(folder)
   write_pair_folders(shared_data, root)
-  for builder, options in (("build-punc", ["--dev_fraction=0.3", "--test_fraction=0.1"]),
-                           ("build-gjc", ["--per_collection=200", "--dev_fraction=0.3"])):
-    subprocess.run([sys.executable, "-m", "wyjax.tasks", builder, f"--daizhige={shared_data / 'daizhige_sample'}",
-                    f"--out={root / builder.removeprefix('build-')}", *options], check=True, capture_output=True)
+  for builder, options in (
+    ("build-punc", ["--dev_fraction=0.3", "--test_fraction=0.1"]),
+    ("build-gjc", ["--per_collection=200", "--dev_fraction=0.3"]),
+  ):
+    subprocess.run(
+      [
+        sys.executable,
+        "-m",
+        "wyjax.tasks",
+        builder,
+        f"--daizhige={shared_data / 'daizhige_sample'}",
+        f"--out={root / builder.removeprefix('build-')}",
+        *options,
+      ],
+      check=True,
+      capture_output=True,
+    )
   return root
 
 
@@ -85,8 +99,12 @@ def measured(shared_data, classical_dirs, tmp_path_factory) -> dict:
   root = _data_root(shared_data, classical_dirs, tmp_path_factory.mktemp("config_memory"))
   # A hang's guard, not a speed target: 642-714 s on a slow 2-core machine (2026-11-29, with the accelerator
   # configs), so 900 s would fail on one a third slower.
-  result = subprocess.run([sys.executable, str(BENCHMARK), f"--data_root={root}", f"--configs={','.join(PINNED)}"],
-                          capture_output=True, text=True, timeout=1800)
+  result = subprocess.run(
+    [sys.executable, str(BENCHMARK), f"--data_root={root}", f"--configs={','.join(PINNED)}"],
+    capture_output=True,
+    text=True,
+    timeout=1800,
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
   return {row["config"]: row for row in rows}
@@ -100,9 +118,11 @@ def test_every_shipped_config_is_measured(measured):
 def test_memory_within_its_pin(measured, config):
   train, evaluation, compile_peak = PINNED[config]
   row = measured[config]
-  for what, bound, value in (("train step's buffers", SLACK * train, row["train_bytes"]),
-                             ("evaluation step's buffers", SLACK * evaluation, row["evaluation_bytes"]),
-                             ("compile's peak", SLACK * compile_peak + PEAK_NOISE, row["compile_peak_bytes"])):
+  for what, bound, value in (
+    ("train step's buffers", SLACK * train, row["train_bytes"]),
+    ("evaluation step's buffers", SLACK * evaluation, row["evaluation_bytes"]),
+    ("compile's peak", SLACK * compile_peak + PEAK_NOISE, row["compile_peak_bytes"]),
+  ):
     assert value <= bound * MiB, f"{config}: {what} {value / MiB:.0f} MiB, more than {bound:.0f} MiB"
 
 
@@ -110,9 +130,11 @@ def _refusal(result, workdir) -> re.Match:
   """The one line a run too large for this machine ends with; nothing of a run was written."""
   assert result.returncode == 1, result.stderr[-3000:]
   last = result.stderr.strip().splitlines()[-1]
-  refusal = re.fullmatch(r"wyjax: error: the training step at [\d × ]+ tokens needs ([\d.]+) GiB of memory and this "
-                         r"machine has ([\d.]+) GiB free: set --config\.batch_size=(\d+) or lower \(now (\d+)\), .*",
-                         last)
+  refusal = re.fullmatch(
+    r"wyjax: error: the training step at [\d × ]+ tokens needs ([\d.]+) GiB of memory and this "
+    r"machine has ([\d.]+) GiB free: set --config\.batch_size=(\d+) or lower \(now (\d+)\), .*",
+    last,
+  )
   assert refusal, result.stderr[-3000:]
   needed, free, fits, now = float(refusal[1]), float(refusal[2]), int(refusal[3]), int(refusal[4])
   assert needed > free and 1 <= fits < now
@@ -124,14 +146,31 @@ def test_a_finetuning_run_too_large_for_the_machine_is_refused_in_one_line(share
   """CMRC 2018 at 900 questions a batch (its step of 5 windows of 512 tokens: about 190 GiB) is
   refused before its first step, naming the batch size that would fit."""
   workdir = tmp_path / "run"
-  result = subprocess.run([sys.executable, "-m", "wyjax.finetune", "--config=clue/cmrc2018.py",
-                           f"--config.data_dir={shared_data / 'clue' / 'cmrc2018'}", f"--workdir={workdir}",
-                           "--config.batch_size=900"], capture_output=True, text=True, timeout=300)
+  result = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "wyjax.finetune",
+      "--config=clue/cmrc2018.py",
+      f"--config.data_dir={shared_data / 'clue' / 'cmrc2018'}",
+      f"--workdir={workdir}",
+      "--config.batch_size=900",
+    ],
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert "× 5 × 512 tokens" in _refusal(result, workdir)[0]
 
 
 def test_a_pretraining_run_too_large_for_the_machine_is_refused_in_one_line(tiny_corpus, tmp_path):
   workdir = tmp_path / "run"
-  result = subprocess.run(pretrain_command(workdir, tiny_corpus, "--config.batch_size=131072"),
-                          env=pretrain_env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+  result = subprocess.run(
+    pretrain_command(workdir, tiny_corpus, "--config.batch_size=131072"),
+    env=pretrain_env(),
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert "131072 × 64 tokens" in _refusal(result, workdir)[0]

@@ -23,15 +23,26 @@ CONFIG = pathlib.Path(__file__).with_name("pretrain_config.py")
 def tiny_corpus(shared_data, tmp_path_factory):
   """The Daizhige sample, prepared as 64-token sequences."""
   out = tmp_path_factory.mktemp("corpus")
-  prepare.prepare_corpus(out, prepare.Options(source=f"daizhige:{shared_data / 'daizhige_sample'}",
-                                              sequence_length=64, valid_fraction=0.2),
-                         workers=1, progress=False, log=lambda *_: None)
+  prepare.prepare_corpus(
+    out,
+    prepare.Options(source=f"daizhige:{shared_data / 'daizhige_sample'}", sequence_length=64, valid_fraction=0.2),
+    workers=1,
+    progress=False,
+    log=lambda *_: None,
+  )
   return out
 
 
 def pretrain_command(workdir, data_dir, *overrides):
-  return [sys.executable, "-m", "wyjax.pretrain", f"--config={CONFIG}", f"--workdir={workdir}",
-          f"--config.data_dir={data_dir}", *overrides]
+  return [
+    sys.executable,
+    "-m",
+    "wyjax.pretrain",
+    f"--config={CONFIG}",
+    f"--workdir={workdir}",
+    f"--config.data_dir={data_dir}",
+    *overrides,
+  ]
 
 
 def pretrain_env(devices: int = 1, **extra) -> dict:
@@ -45,8 +56,14 @@ def pretrain_env(devices: int = 1, **extra) -> dict:
 
 
 def run_pretrain(workdir, data_dir, *overrides, devices: int = 1, **kwargs):
-  result = subprocess.run(pretrain_command(workdir, data_dir, *overrides), env=pretrain_env(devices),
-                          cwd=REPO_ROOT, capture_output=True, text=True, **kwargs)
+  result = subprocess.run(
+    pretrain_command(workdir, data_dir, *overrides),
+    env=pretrain_env(devices),
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    **kwargs,
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   return result
 

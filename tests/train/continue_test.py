@@ -2,6 +2,7 @@
 is the checkpoint's in transformers; a transplanted vocabulary starts far below random weights;
 a frozen first stage leaves the encoder bit for bit; the result exports as the checkpoint's
 family and reproduces it when nothing was learned."""
+
 import json
 import pathlib
 import signal
@@ -23,7 +24,6 @@ from tests.train.pretrain_test import _wait_until
 from wyjax.core import checkpoints
 from wyjax.data import prepare, vocab_map
 from wyjax.data import tokenizer as tk
-from wyjax.hf import loading
 from wyjax.train import continuing, mlm, pretraining, program
 
 FAMILIES = ("bert", "roberta", "deberta")
@@ -41,7 +41,7 @@ def hf_folders(tiny_corpus, tmp_path_factory) -> dict[str, pathlib.Path]:
   folders = {}
   for family in FAMILIES:
     model = _hf_model(family)
-    vocab = corpus_vocab[:model.config.vocab_size]
+    vocab = corpus_vocab[: model.config.vocab_size]
     if model.config.pad_token_id == 1:
       vocab[0], vocab[1] = vocab[1], vocab[0]
     folders[family] = tmp_path_factory.mktemp(family)
@@ -61,8 +61,11 @@ def test_the_loss_at_step_zero_is_the_checkpoints_in_transformers(family, vocabu
   config = pretrain_config.get_config()
   config.init = folder
   checkpoint_vocab = tk.Tokenizer.load(folder).vocab
-  vocab = checkpoint_vocab if vocabulary == "own" else list(tk.SPECIAL_TOKENS) + sorted(
-      set(checkpoint_vocab) - set(tk.SPECIAL_TOKENS), reverse=True)
+  vocab = (
+    checkpoint_vocab
+    if vocabulary == "own"
+    else list(tk.SPECIAL_TOKENS) + sorted(set(checkpoint_vocab) - set(tk.SPECIAL_TOKENS), reverse=True)
+  )
   tokenizer = tk.Tokenizer(vocab)
   run = pretraining.build(config, tokenizer, 64, architecture=continuing.architecture(folder, config))
   params, rows = continuing.initial_params(folder, run.model_config, tokenizer.vocab, config.seed)
@@ -76,8 +79,11 @@ def test_the_loss_at_step_zero_is_the_checkpoints_in_transformers(family, vocabu
   scored = (weights > 0) & (np.cumsum(weights, -1) <= mlm.max_predictions(64, config.masking.rate))
   old_id = np.array([checkpoint_vocab.index(token) for token in vocab])
   with torch.no_grad():
-    theirs = _hf_model(family)(input_ids=torch.tensor(old_id[inputs]), attention_mask=torch.tensor(attention),
-                               labels=torch.tensor(np.where(scored, old_id[targets], -100))).loss.item()
+    theirs = _hf_model(family)(
+      input_ids=torch.tensor(old_id[inputs]),
+      attention_mask=torch.tensor(attention),
+      labels=torch.tensor(np.where(scored, old_id[targets], -100)),
+    ).loss.item()
   assert sums["weight"] == scored.sum() > 10
   np.testing.assert_allclose(sums["loss_sum"] / sums["weight"], theirs, rtol=1e-4)
 
@@ -88,8 +94,11 @@ def test_a_typed_model_field_that_contradicts_the_checkpoint_is_refused(hf_folde
   folder = str(hf_folders["bert"])
   config = pretrain_config.get_config()
   config.model.hidden_size, config.model.hidden_dropout_prob = 64, 0.3
-  with pytest.raises(Exception, match=r"^--config.model.hidden_size=64 contradicts --config.init .*whose hidden_size "
-                                      r"is 32: the architecture is the checkpoint's; drop the flag$"):
+  with pytest.raises(
+    Exception,
+    match=r"^--config.model.hidden_size=64 contradicts --config.init .*whose hidden_size "
+    r"is 32: the architecture is the checkpoint's; drop the flag$",
+  ):
     continuing.architecture(folder, config, ("model.hidden_size",))
   config.model.hidden_size = 32
   same = continuing.architecture(folder, config, ("model.hidden_size", "model.hidden_dropout_prob"))
@@ -97,17 +106,28 @@ def test_a_typed_model_field_that_contradicts_the_checkpoint_is_refused(hf_folde
   assert continuing.architecture(folder, config)["hidden_dropout_prob"] == 0.0  # the checkpoint's, untyped
 
 
-def test_a_continued_roberta_exports_as_roberta_and_reproduces_its_checkpoint(hf_folders, shared_data, tmp_path,
-                                                                             caplog):
+def test_a_continued_roberta_exports_as_roberta_and_reproduces_its_checkpoint(
+  hf_folders, shared_data, tmp_path, caplog
+):
   """Its own vocabulary (prepare-corpus --vocab), learning rate 0: after two steps the export is a
   RobertaForMaskedLM whose logits are the checkpoint's, with the same tokenizer."""
   folder = hf_folders["roberta"]
   corpus, extended = tmp_path / "corpus", tmp_path / "extended"
   said = []
   for out, extend in ((corpus, False), (extended, True)):
-    prepare.prepare_corpus(out, prepare.Options(source=f"daizhige:{shared_data / 'daizhige_sample'}",
-                                                sequence_length=64, valid_fraction=0.2, extend_vocab=extend),
-                           vocab_dir=folder, workers=1, progress=False, log=said.append)
+    prepare.prepare_corpus(
+      out,
+      prepare.Options(
+        source=f"daizhige:{shared_data / 'daizhige_sample'}",
+        sequence_length=64,
+        valid_fraction=0.2,
+        extend_vocab=extend,
+      ),
+      vocab_dir=folder,
+      workers=1,
+      progress=False,
+      log=said.append,
+    )
   warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "[UNK]" in r.getMessage()]
   assert len(warned) == 1 and float(warned[0].split()[3].rstrip("%")) > 20, warned  # its 92 characters of thousands
   assert warned[0].endswith("[UNK]; --extend_vocab appends what it lacks"), warned
@@ -117,20 +137,28 @@ def test_a_continued_roberta_exports_as_roberta_and_reproduces_its_checkpoint(hf
   assert extended_vocab[:97] == checkpoint_vocab and len(extended_vocab) > 1000  # old ids in place, new ones after
   assert vocab_map.kind(checkpoint_vocab, extended_vocab).startswith("the checkpoint's extended by")
   workdir, out = tmp_path / "run", tmp_path / "hf"
-  result = run_pretrain(workdir, corpus, f"--config.init={folder}", "--config.learning_rate=0",
-                        "--config.num_train_steps=2")
+  result = run_pretrain(
+    workdir, corpus, f"--config.init={folder}", "--config.learning_rate=0", "--config.num_train_steps=2"
+  )
   assert "vocabulary the checkpoint's own, 97 tokens" in result.stdout, result.stdout
-  export = subprocess.run([sys.executable, "-m", "wyjax.export", f"--workdir={workdir}", f"--out={out}"],
-                          env=pretrain_env(), cwd=REPO_ROOT, capture_output=True, text=True)
+  export = subprocess.run(
+    [sys.executable, "-m", "wyjax.export", f"--workdir={workdir}", f"--out={out}"],
+    env=pretrain_env(),
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+  )
   assert export.returncode == 0, export.stderr[-2000:]
   assert json.loads((out / "config.json").read_text())["architectures"] == ["RobertaForMaskedLM"]
   assert (out / "vocab.txt").read_text() == (folder / "vocab.txt").read_text()
   ids, mask = tiny_models.padded_batch(97, pad_id=1)
   with torch.no_grad():
-    before = transformers.AutoModelForMaskedLM.from_pretrained(folder)(input_ids=torch.tensor(ids),
-                                                                        attention_mask=torch.tensor(mask)).logits
-    after = transformers.AutoModelForMaskedLM.from_pretrained(out)(input_ids=torch.tensor(ids),
-                                                                    attention_mask=torch.tensor(mask)).logits
+    before = transformers.AutoModelForMaskedLM.from_pretrained(folder)(
+      input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask)
+    ).logits
+    after = transformers.AutoModelForMaskedLM.from_pretrained(out)(
+      input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask)
+    ).logits
   assert isinstance(transformers.AutoModelForMaskedLM.from_pretrained(out), transformers.RobertaForMaskedLM)
   np.testing.assert_allclose(after.numpy()[mask == 1], before.numpy()[mask == 1], atol=1e-5, rtol=0)
 
@@ -141,7 +169,8 @@ def _valid_loss_at_step_zero(workdir) -> float:
 
 
 def test_a_transplant_starts_far_below_random_weights_and_its_frozen_stage_keeps_the_encoder(
-    shared_data, tiny_corpus, tmp_path):
+  shared_data, tiny_corpus, tmp_path
+):
   """A tiny model pretrained on the Daizhige sample converted to simplified characters, continued
   on the same books with their traditional characters kept (another vocabulary: rows copied where a
   character is in both, mapped through OpenCC where only its simplified form was seen): its
@@ -149,13 +178,28 @@ def test_a_transplant_starts_far_below_random_weights_and_its_frozen_stage_keeps
   the checkpoint's bit for bit, the embeddings are not; and a run stopped just after the boundary
   resumes exactly."""
   checkpoint, traditional = tmp_path / "modern", tmp_path / "traditional"
-  run_pretrain(checkpoint, tiny_corpus, "--config.num_train_steps=40", "--config.learning_rate=3e-3",
-               "--config.checkpoint_every=40")
-  prepare.prepare_corpus(traditional, prepare.Options(source=f"daizhige:{shared_data / 'daizhige_sample'}",
-                                                      sequence_length=64, valid_fraction=0.2, t2s=False),
-                         workers=1, progress=False, log=lambda *_: None)
-  continued = ("--config.num_train_steps=8", f"--config.init={checkpoint}", "--config.freeze_encoder_steps=2",
-               "--config.keep_checkpoints=5")
+  run_pretrain(
+    checkpoint,
+    tiny_corpus,
+    "--config.num_train_steps=40",
+    "--config.learning_rate=3e-3",
+    "--config.checkpoint_every=40",
+  )
+  prepare.prepare_corpus(
+    traditional,
+    prepare.Options(
+      source=f"daizhige:{shared_data / 'daizhige_sample'}", sequence_length=64, valid_fraction=0.2, t2s=False
+    ),
+    workers=1,
+    progress=False,
+    log=lambda *_: None,
+  )
+  continued = (
+    "--config.num_train_steps=8",
+    f"--config.init={checkpoint}",
+    "--config.freeze_encoder_steps=2",
+    "--config.keep_checkpoints=5",
+  )
   straight = run_pretrain(tmp_path / "straight", traditional, *continued)
   random = run_pretrain(tmp_path / "random", traditional, "--config.num_train_steps=0")
 
@@ -172,13 +216,23 @@ def test_a_transplant_starts_far_below_random_weights_and_its_frozen_stage_keeps
   _, frozen = checkpoints.restore_model(tmp_path / "straight" / "checkpoints" / "2")
   for name in ("layer_0", "layer_1", "rel_embeddings", "rel_norm"):
     jax.tree_util.tree_map(np.testing.assert_array_equal, frozen["encoder"][name], start["encoder"][name])
-  assert not np.array_equal(frozen["encoder"]["embeddings"]["norm"]["scale"], start["encoder"]["embeddings"]["norm"]["scale"])
+  assert not np.array_equal(
+    frozen["encoder"]["embeddings"]["norm"]["scale"], start["encoder"]["embeddings"]["norm"]["scale"]
+  )
   _, later = checkpoints.restore_model(tmp_path / "straight" / "checkpoints" / "4")
-  assert not np.array_equal(later["encoder"]["layer_0"]["mlp"]["wi"]["kernel"], start["encoder"]["layer_0"]["mlp"]["wi"]["kernel"])
+  assert not np.array_equal(
+    later["encoder"]["layer_0"]["mlp"]["wi"]["kernel"], start["encoder"]["layer_0"]["mlp"]["wi"]["kernel"]
+  )
 
   stopped = tmp_path / "stopped"
-  process = subprocess.Popen(pretrain_command(stopped, traditional, *continued), env=pretrain_env(), cwd=REPO_ROOT,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+  process = subprocess.Popen(
+    pretrain_command(stopped, traditional, *continued),
+    env=pretrain_env(),
+    cwd=REPO_ROOT,
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
   # Stopped as its second step is logged: in the second stage or at its start, with steps left (a tiny step
   # takes milliseconds: waiting for checkpoint 2's files let a loaded machine's run reach its end first).
   _wait_until(lambda: (stopped / "metrics.jsonl").exists() and 2 in losses(stopped), process, "step 2")
@@ -187,13 +241,21 @@ def test_a_transplant_starts_far_below_random_weights_and_its_frozen_stage_keeps
   assert process.returncode == 128 + signal.SIGTERM and max(losses(stopped)) < 8
   run_pretrain(stopped, traditional, *continued)
   assert losses(stopped) == losses(tmp_path / "straight")
-  rates = {r["step"]: r["learning_rate"] for r in map(json.loads, (stopped / "metrics.jsonl").read_text().splitlines())
-           if "learning_rate" in r}  # each step's rate; 2 warm-up steps in each stage, the second starting afresh
+  rates = {
+    r["step"]: r["learning_rate"]
+    for r in map(json.loads, (stopped / "metrics.jsonl").read_text().splitlines())
+    if "learning_rate" in r
+  }  # each step's rate; 2 warm-up steps in each stage, the second starting afresh
   np.testing.assert_allclose([rates[s] for s in (1, 2, 3, 4)], [0, 5e-4, 0, 5e-4], rtol=1e-6)
 
   (checkpoint / "model.json").write_text((checkpoint / "model.json").read_text() + "\n")  # another init, by content
-  refused = subprocess.run(pretrain_command(stopped, traditional, *continued), env=pretrain_env(), cwd=REPO_ROOT,
-                           capture_output=True, text=True)
+  refused = subprocess.run(
+    pretrain_command(stopped, traditional, *continued),
+    env=pretrain_env(),
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+  )
   assert refused.returncode == 1 and "init: model.json changed" in refused.stderr, refused.stderr[-2000:]
 
 
@@ -201,8 +263,15 @@ def test_the_frozen_stage_clips_by_the_norm_of_what_learns():
   """In the frozen first steps the gradient norm (the clip's, the guard's, the logged one) leaves
   the frozen params' gradients out; from the first step after them it holds all."""
   config = pretraining.base_config()
-  prog = program.build(flax.linen.Dense(2), {"inputs": jnp.zeros((1, 3))}, config, warmup_steps=0, total_steps=4,
-                       frozen_steps=1, trainable=lambda path: path == ("bias",))
+  prog = program.build(
+    flax.linen.Dense(2),
+    {"inputs": jnp.zeros((1, 3))},
+    config,
+    warmup_steps=0,
+    total_steps=4,
+    frozen_steps=1,
+    trainable=lambda path: path == ("bias",),
+  )
   grads = {"kernel": jnp.full((3, 2), 2.0), "bias": jnp.full((2,), 1.0)}
   step = jax.jit(lambda state: prog.apply_gradients(state, grads, jnp.float32(0.0)))
   state, frozen = step(prog.init_state(jax.random.key(0)))

@@ -6,6 +6,7 @@ Six narrow layers (width 256), bf16, 8 × 512 per GPU: what is asserted (the cus
 dtypes and layouts of the big buffers, what several GPUs hold against one) does not depend on
 the width, and the products by distance are as long as DeBERTa-base's.
 """
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -19,8 +20,13 @@ LAYERS, LENGTH, PER_GPU = 6, 512, 8
 
 def _lowered(topology: str, gpus: int):
   config = config_files.load("pretrain/deberta_tiny.py")
-  config.model.update(num_hidden_layers=LAYERS, hidden_size=256, intermediate_size=1024,
-                      max_position_embeddings=LENGTH, attention_probs_dropout_prob=0.0)
+  config.model.update(
+    num_hidden_layers=LAYERS,
+    hidden_size=256,
+    intermediate_size=1024,
+    max_position_embeddings=LENGTH,
+    attention_probs_dropout_prob=0.0,
+  )
   config.batch_size, config.dtype = PER_GPU * gpus, "bfloat16"
   run = pretraining.build(config, tokenizer_lib.placeholder(config.model.vocab_size), LENGTH, aot.devices(topology))
   batch = jax.ShapeDtypeStruct((config.batch_size, LENGTH), jnp.int32, sharding=run.program.data_sharding)
@@ -47,8 +53,11 @@ def test_deberta_trains_through_cudnn_on_an_h100_without_float32_scores(one_gpu)
   assert not program.buffers_of("f32", 4, LENGTH)
   assert program.buffers_of("bf16", 4, LENGTH)  # the bias and its gradient
   distance, tokens = 2 * LENGTH - 1, PER_GPU * LENGTH
-  products = {b.shape for b in program.buffers
-              if b.dtype == "bf16" and len(b.shape) == 3 and distance in b.shape and tokens in b.shape}
+  products = {
+    b.shape
+    for b in program.buffers
+    if b.dtype == "bf16" and len(b.shape) == 3 and distance in b.shape and tokens in b.shape
+  }
   assert products == {(config.model.num_attention_heads, tokens, distance)}, products
 
 

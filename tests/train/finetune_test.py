@@ -1,5 +1,6 @@
 """Fine-tuning end to end on real WYWEB files: learning beats the majority class, early stopping
 and best-checkpoint restore, pretrained encoders grafted into every head."""
+
 import collections
 import json
 import re
@@ -15,12 +16,12 @@ import pytest
 
 from tests import checkpoint_files
 from tests.train.conftest import REPO_ROOT, pretrain_env, tiny_checkpoint
+from wyjax.core import checkpoints, guards, run_config, storage
 from wyjax.data.tokenizer import Tokenizer, build_vocab
 from wyjax.hf import loading
 from wyjax.models import EncoderConfig, unstack_layers
 from wyjax.tasks import datasets, wyweb_files
 from wyjax.tasks.registry import TASKS
-from wyjax.core import checkpoints, guards, run_config, storage
 from wyjax.train import finetuning, suite, task_model
 
 
@@ -43,21 +44,34 @@ def _slice_json(source, out, rows: dict[str, slice]):
   out.mkdir(parents=True, exist_ok=True)
   records = json.loads(source.read_text(encoding="utf-8"))
   for split, rng in rows.items():
-    (out / f"{split}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records[rng]),
-                                        encoding="utf-8")
+    (out / f"{split}.jsonl").write_text(
+      "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records[rng]), encoding="utf-8"
+    )
   return out
 
 
 def test_tiny_model_beats_the_majority_class_on_real_tlc(shared_data, tmp_path):
   workdir = tmp_path / "tlc"
   result = subprocess.run(
-      [sys.executable, "-m", "wyjax.finetune", "--config=tlc.py", f"--workdir={workdir}",  # a packaged config's name
-       f"--config.data_dir={shared_data / 'wyweb' / 'tlc'}", "--config.num_train_steps=200",
-       "--config.eval_every=100", "--config.learning_rate=1e-3", "--config.max_length=64"],
-      # Without the suite's CPU_XLA_FLAGS: LLVM's optimised code runs its 200 steps 2.4× as fast as the
-      # unoptimised, more than its slower compile costs.
-      cwd=tmp_path, env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache"), XLA_FLAGS=""), capture_output=True,
-      text=True)
+    [
+      sys.executable,
+      "-m",
+      "wyjax.finetune",
+      "--config=tlc.py",
+      f"--workdir={workdir}",  # a packaged config's name
+      f"--config.data_dir={shared_data / 'wyweb' / 'tlc'}",
+      "--config.num_train_steps=200",
+      "--config.eval_every=100",
+      "--config.learning_rate=1e-3",
+      "--config.max_length=64",
+    ],
+    # Without the suite's CPU_XLA_FLAGS: LLVM's optimised code runs its 200 steps 2.4× as fast as the
+    # unoptimised, more than its slower compile costs.
+    cwd=tmp_path,
+    env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache"), XLA_FLAGS=""),
+    capture_output=True,
+    text=True,
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   assert "FRESH, RANDOMLY INITIALISED" in result.stderr  # no --config.init: said loudly
   results = json.loads((workdir / "results.json").read_text())
@@ -83,8 +97,11 @@ def trained(shared_data, tmp_path_factory):
   """75 steps on 2,400 real TLC lines (dev: the next 160, test: 64): (data_dir, workdir, results,
   the programs the run built: jax's fun_name of each, compiled or loaded from the persistent cache)."""
   root = tmp_path_factory.mktemp("trained")
-  data_dir = _slice_tsv(shared_data / "wyweb" / "tlc" / "train.tsv", root / "data",
-                        {"train": slice(0, 2400), "dev": slice(2400, 2560), "test": slice(2560, 2624)})
+  data_dir = _slice_tsv(
+    shared_data / "wyweb" / "tlc" / "train.tsv",
+    root / "data",
+    {"train": slice(0, 2400), "dev": slice(2400, 2560), "test": slice(2560, 2624)},
+  )
   programs = []
 
   def built(event, seconds, fun_name="", **_):
@@ -122,11 +139,15 @@ def test_the_step_loop_moves_nothing_implicitly(trained, tmp_path, monkeypatch):
   jax.random.fold_in(rng, step), a host integer sent to the device at every step, now stops the run."""
   data_dir, _, _, _ = trained
   take_step = task_model.TaskModel.train_step
-  monkeypatch.setattr(task_model.TaskModel, "train_step",
-                      lambda self, state, batch, rng: take_step(self, state, batch, jax.random.fold_in(rng, 1)))
+  monkeypatch.setattr(
+    task_model.TaskModel,
+    "train_step",
+    lambda self, state, batch, rng: take_step(self, state, batch, jax.random.fold_in(rng, 1)),
+  )
   with pytest.raises(jax.errors.JaxRuntimeError, match="Disallowed host-to-device transfer"):
-    finetuning.finetune(suite.task_config("tlc", data_dir=str(data_dir), **{**TRAINED, "num_train_steps": 2}),
-                        tmp_path / "run")
+    finetuning.finetune(
+      suite.task_config("tlc", data_dir=str(data_dir), **{**TRAINED, "num_train_steps": 2}), tmp_path / "run"
+    )
 
 
 def test_early_stopping_restores_the_best_dev_checkpoint(trained, tmp_path, monkeypatch):
@@ -136,9 +157,19 @@ def test_early_stopping_restores_the_best_dev_checkpoint(trained, tmp_path, monk
   # thrown about, so the first evaluation (step 1, where the schedule's rate is still 0) is the
   # best and every later one worse. The run must stop after `patience` evaluations and restore
   # step 1's parameters. (A negative rate, which climbed the loss, is refused: config_values.)
-  config = suite.task_config("tlc", data_dir=str(data_dir), init=str(workdir / "seed_0"),
-                                 num_train_steps=30, eval_every=1, patience=3, learning_rate=0.5,
-                                 warmup_fraction=0.0, batch_size=16, seeds=2, max_length=64)
+  config = suite.task_config(
+    "tlc",
+    data_dir=str(data_dir),
+    init=str(workdir / "seed_0"),
+    num_train_steps=30,
+    eval_every=1,
+    patience=3,
+    learning_rate=0.5,
+    warmup_fraction=0.0,
+    batch_size=16,
+    seeds=2,
+    max_length=64,
+  )
   evaluated, evaluate = [], task_model.TaskModel.evaluate
 
   def counted(self, params, examples, *args, **kwargs):  # the real evaluation; its split's size noted
@@ -150,8 +181,9 @@ def test_early_stopping_restores_the_best_dev_checkpoint(trained, tmp_path, monk
   # Per seed, dev at steps 1-4 and test once: step 1's dev scores, kept, are not computed again.
   assert evaluated == [160] * 4 + [64] + [160] * 4 + [64]
   for run in results["runs"]:
-    records = [json.loads(line) for line in (tmp_path / "run" / f"seed_{run['seed']}" / "metrics.jsonl")
-               .read_text().splitlines()]
+    records = [
+      json.loads(line) for line in (tmp_path / "run" / f"seed_{run['seed']}" / "metrics.jsonl").read_text().splitlines()
+    ]
     evaluations = [(r["step"], r["dev_accuracy"]) for r in records if "dev_accuracy" in r]
     assert evaluations[0] == (1, trained_results["dev"]["accuracy"])  # the init, grafted head included
     assert all(accuracy < evaluations[0][1] for _, accuracy in evaluations[1:])
@@ -174,11 +206,24 @@ def _records(workdir) -> list[dict]:
 def test_sigterm_stops_a_seed_and_the_rerun_resumes_it_exactly(trained, tmp_path):
   data_dir, straight, straight_results, _ = trained
   workdir = tmp_path / "run"
-  command = [sys.executable, "-m", "wyjax.finetune", "--config=tlc", f"--workdir={workdir}",
-             f"--config.data_dir={data_dir}", *(f"--config.{k}={v}" for k, v in TRAINED.items())]
+  command = [
+    sys.executable,
+    "-m",
+    "wyjax.finetune",
+    "--config=tlc",
+    f"--workdir={workdir}",
+    f"--config.data_dir={data_dir}",
+    *(f"--config.{k}={v}" for k, v in TRAINED.items()),
+  ]
   env = pretrain_env()  # the cache `trained` filled: its TFDS build and linear baseline
-  process = subprocess.Popen([*command, "--config.log_every=10"], cwd=tmp_path, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+  process = subprocess.Popen(
+    [*command, "--config.log_every=10"],
+    cwd=tmp_path,
+    env=env,
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
   metrics = workdir / "seed_0" / "metrics.jsonl"
   deadline = time.time() + 300
   while not (metrics.exists() and metrics.read_text()):
@@ -211,9 +256,19 @@ def test_a_full_disk_stops_fine_tuning_with_one_line(trained, tmp_path):
   data_dir, _, _, _ = trained
   workdir = tmp_path / "run"
   overrides = {**TRAINED, "num_train_steps": 4, "eval_every": 2}
-  command = ["bash", "-c", 'ulimit -f 1000 && exec "$@"', "bash", sys.executable, "-m", "wyjax.finetune",
-             "--config=tlc", f"--workdir={workdir}", f"--config.data_dir={data_dir}",
-             *(f"--config.{k}={v}" for k, v in overrides.items())]
+  command = [
+    "bash",
+    "-c",
+    'ulimit -f 1000 && exec "$@"',
+    "bash",
+    sys.executable,
+    "-m",
+    "wyjax.finetune",
+    "--config=tlc",
+    f"--workdir={workdir}",
+    f"--config.data_dir={data_dir}",
+    *(f"--config.{k}={v}" for k, v in overrides.items()),
+  ]
   result = subprocess.run(command, cwd=REPO_ROOT, env=pretrain_env(), capture_output=True, text=True)
   lines = result.stderr.splitlines()
   assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
@@ -231,8 +286,7 @@ def test_rerun_keeps_finished_seeds_and_refuses_a_changed_config(trained):
   assert again == results
   assert {p: p.stat().st_mtime_ns for p in (workdir / "seed_0").rglob("*") if p.is_file()} == seed_files
   with pytest.raises(run_config.ConfigChanged, match="learning_rate: 0.001 -> 0.002"):
-    finetuning.finetune(suite.task_config("tlc", data_dir=str(data_dir), **{**TRAINED, "learning_rate": 2e-3}),
-                      workdir)
+    finetuning.finetune(suite.task_config("tlc", data_dir=str(data_dir), **{**TRAINED, "learning_rate": 2e-3}), workdir)
   assert {p: p.stat().st_mtime_ns for p in (workdir / "seed_0").rglob("*") if p.is_file()} == seed_files
 
 
@@ -248,8 +302,16 @@ def test_a_damaged_run_json_is_an_error_naming_it(trained, tmp_path):
 
 def test_nonfinite_fine_tuning_stops_with_an_error(trained, tmp_path):
   data_dir, _, _, _ = trained
-  config = suite.task_config("tlc", data_dir=str(data_dir), num_train_steps=40, eval_every=40,
-                                 learning_rate=1e30, warmup_fraction=0.0, max_nonfinite_steps=3, log_every=1)
+  config = suite.task_config(
+    "tlc",
+    data_dir=str(data_dir),
+    num_train_steps=40,
+    eval_every=40,
+    learning_rate=1e30,
+    warmup_fraction=0.0,
+    max_nonfinite_steps=3,
+    log_every=1,
+  )
   with pytest.raises(guards.NonFiniteError, match="not finite 3 times in a row"):
     finetuning.finetune(config, tmp_path / "run")
   skipped = [r["step"] for r in _records(tmp_path / "run" / "seed_0") if r.get("nonfinite_steps")]
@@ -262,10 +324,16 @@ def _rescore(task: str, predictions_file, gold) -> float:
   sacrebleu: span F1 (GLNER), BLEU (WYWMT), accuracy (the others)."""
   if task == "wywmt":
     import sacrebleu
+
     hypotheses = [line.split("\t")[1] for line in predictions_file.read_text(encoding="utf-8").splitlines()]
     return sacrebleu.BLEU(tokenize="zh").corpus_score(hypotheses, [[e.target for e in gold]]).score / 100
-  predicted = wyweb_files.READERS[task](predictions_file) if task != "fspc" else [
-      json.loads(line)["sentiments"]["holistic"] for line in predictions_file.read_text(encoding="utf-8").splitlines()]
+  predicted = (
+    wyweb_files.READERS[task](predictions_file)
+    if task != "fspc"
+    else [
+      json.loads(line)["sentiments"]["holistic"] for line in predictions_file.read_text(encoding="utf-8").splitlines()
+    ]
+  )
   if task == "glner":
     p = {(i, *span) for i, e in enumerate(predicted) for span in e.spans}
     g = {(i, *span) for i, e in enumerate(gold) for span in e.spans}
@@ -275,9 +343,11 @@ def _rescore(task: str, predictions_file, gold) -> float:
 
 
 HEAD_TASKS = {  # task → (file, slicer, init kind): one task per head kind, both init kinds
-    "glner": ("glner/train.jsonl", _slice_tsv, "hf"), "irc": ("irc/train.json", _slice_json, "wyjax"),
-    "xuci": ("xuci/train.tsv", _slice_tsv, "wyjax"), "fspc": ("fspc/train.json", _slice_json, "hf"),
-    "wywmt": ("wywmt/train.tsv", _slice_tsv, "hf"),
+  "glner": ("glner/train.jsonl", _slice_tsv, "hf"),
+  "irc": ("irc/train.json", _slice_json, "wyjax"),
+  "xuci": ("xuci/train.tsv", _slice_tsv, "wyjax"),
+  "fspc": ("fspc/train.json", _slice_json, "hf"),
+  "wywmt": ("wywmt/train.tsv", _slice_tsv, "hf"),
 }
 SCANNED = ("irc", "wywmt")  # fine-tuned with scan_layers: stacked encoders (IRC's unrolled), a scanned decoding cache
 
@@ -286,13 +356,26 @@ SCANNED = ("irc", "wywmt")  # fine-tuned with scan_layers: stacked encoders (IRC
 def test_pretrained_encoder_is_grafted_into_every_head(shared_data, tmp_path, task):
   file, slicer, init = HEAD_TASKS[task]
   data_dir = slicer(shared_data / "wyweb" / file, tmp_path / task, {"train": slice(0, 16), "dev": slice(16, 24)})
-  texts = [text for split in ("train", "dev") for e in wyweb_files.read_split(task, data_dir, split)
-           for text in task_model.example_texts(e)]
+  texts = [
+    text
+    for split in ("train", "dev")
+    for e in wyweb_files.read_split(task, data_dir, split)
+    for text in task_model.example_texts(e)
+  ]
   params = tiny_checkpoint(tmp_path, texts)
   # Learning rate 0: the run's best checkpoint must hold exactly the pretrained encoder.
-  config = suite.task_config(task, data_dir=str(data_dir), init=str(tmp_path / init), num_train_steps=2,
-                                 eval_every=2, batch_size=8, learning_rate=0.0, max_length=64,
-                                 scan_layers=task in SCANNED, scan_unroll=8 if task == "irc" else 1)
+  config = suite.task_config(
+    task,
+    data_dir=str(data_dir),
+    init=str(tmp_path / init),
+    num_train_steps=2,
+    eval_every=2,
+    batch_size=8,
+    learning_rate=0.0,
+    max_length=64,
+    scan_layers=task in SCANNED,
+    scan_unroll=8 if task == "irc" else 1,
+  )
   results = finetuning.finetune(config, tmp_path / "run")
   _, tuned = checkpoints.restore_model(tmp_path / "run" / "seed_0")
   encoder = tuned["scorer"]["encoder"] if task == "irc" else tuned["encoder"]
@@ -314,8 +397,9 @@ def test_the_init_draws_only_the_fresh_head(shared_data, tmp_path):
   """init_params grafts the pretrained encoder and draws the head from the seed, in a program
   that computes nothing of the encoder's: on a CPU its initializers were a second of a cold
   run's compiling."""
-  data_dir = _slice_tsv(shared_data / "wyweb" / "tlc" / "train.tsv", tmp_path / "data",
-                        {"train": slice(0, 16), "dev": slice(16, 24)})
+  data_dir = _slice_tsv(
+    shared_data / "wyweb" / "tlc" / "train.tsv", tmp_path / "data", {"train": slice(0, 16), "dev": slice(16, 24)}
+  )
   config = suite.task_config("tlc", data_dir=str(data_dir), init=str(tmp_path / "hf"), batch_size=8)
   task = TASKS["tlc"]
   task, splits = task.prepare(task, datasets.load_splits(task.files, config.data_dir), config)
@@ -353,32 +437,52 @@ def test_two_processes_fine_tune_as_one_process_with_two_devices(shared_data, tm
   """3 steps and the dev evaluation: two processes of one device each (CPU collectives), each
   feeding its half of every batch, against one process with two devices."""
   import portpicker
-  data_dir = _slice_tsv(shared_data / "wyweb" / "tlc" / "train.tsv", tmp_path / "data",
-                        {"train": slice(0, 96), "dev": slice(96, 136)})
+
+  data_dir = _slice_tsv(
+    shared_data / "wyweb" / "tlc" / "train.tsv", tmp_path / "data", {"train": slice(0, 96), "dev": slice(96, 136)}
+  )
   command = lambda workdir: [
-      sys.executable, "-m", "wyjax.finetune", "--config=configs/tlc.py", f"--workdir={workdir}",
-      f"--config.data_dir={data_dir}", "--config.num_train_steps=3", "--config.log_every=1",
-      "--config.batch_size=16", "--config.eval_batch_size=16", "--config.max_length=32"]
+    sys.executable,
+    "-m",
+    "wyjax.finetune",
+    "--config=configs/tlc.py",
+    f"--workdir={workdir}",
+    f"--config.data_dir={data_dir}",
+    "--config.num_train_steps=3",
+    "--config.log_every=1",
+    "--config.batch_size=16",
+    "--config.eval_batch_size=16",
+    "--config.max_length=32",
+  ]
   one = subprocess.run(command(tmp_path / "one"), cwd=REPO_ROOT, env=pretrain_env(2), capture_output=True, text=True)
   assert one.returncode == 0, one.stderr[-3000:]
   port = portpicker.pick_unused_port()
-  processes = [subprocess.Popen(command(tmp_path / "two"), cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True,
-                                env=pretrain_env(1, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}",
-                                                 JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i)))
-               for i in range(2)]
+  processes = [
+    subprocess.Popen(
+      command(tmp_path / "two"),
+      cwd=REPO_ROOT,
+      stdout=subprocess.DEVNULL,
+      stderr=subprocess.PIPE,
+      text=True,
+      env=pretrain_env(1, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i)),
+    )
+    for i in range(2)
+  ]
   for p in processes:
     _, err = p.communicate(timeout=300)
     assert p.returncode == 0, err[-3000:]
-  losses = {name: {r["step"]: r["loss"] for r in _records(tmp_path / name / "seed_0") if "loss" in r}
-            for name in ("one", "two")}
+  losses = {
+    name: {r["step"]: r["loss"] for r in _records(tmp_path / name / "seed_0") if "loss" in r} for name in ("one", "two")
+  }
   assert sorted(losses["two"]) == [1, 2, 3]
-  np.testing.assert_allclose([losses["two"][s] for s in (1, 2, 3)], [losses["one"][s] for s in (1, 2, 3)],
-                             atol=1e-5, rtol=0)
+  np.testing.assert_allclose(
+    [losses["two"][s] for s in (1, 2, 3)], [losses["one"][s] for s in (1, 2, 3)], atol=1e-5, rtol=0
+  )
   one_results, two_results = (json.loads((tmp_path / name / "results.json").read_text()) for name in ("one", "two"))
   assert two_results["dev"] == pytest.approx(one_results["dev"], abs=1e-6)
-  assert (tmp_path / "two" / "seed_0" / "dev_predictions.tsv").read_text() == \
-      (tmp_path / "one" / "seed_0" / "dev_predictions.tsv").read_text()
+  assert (tmp_path / "two" / "seed_0" / "dev_predictions.tsv").read_text() == (
+    tmp_path / "one" / "seed_0" / "dev_predictions.tsv"
+  ).read_text()
 
 
 def test_random_init_weights_keep_the_init_architecture_and_vocabulary_not_its_weights(shared_data, tmp_path):
@@ -386,24 +490,37 @@ def test_random_init_weights_keep_the_init_architecture_and_vocabulary_not_its_w
   (here 1 layer of 64, not the fresh tiny model's) and its tokenizer (with a character the train
   split lacks), every weight drawn afresh; at rate 1e-9 the kept checkpoint is that draw, far from
   the init's. Without an init there is nothing to take the architecture from: an error."""
-  data_dir = _slice_tsv(shared_data / "wyweb" / "tlc" / "train.tsv", tmp_path / "tlc",
-                        {"train": slice(0, 16), "dev": slice(16, 24)})
+  data_dir = _slice_tsv(
+    shared_data / "wyweb" / "tlc" / "train.tsv", tmp_path / "tlc", {"train": slice(0, 16), "dev": slice(16, 24)}
+  )
   texts = [e.text for split in ("train", "dev") for e in wyweb_files.read_split("tlc", data_dir, split)]
   tokenizer = Tokenizer(build_vocab([*texts, "龘"]))
-  encoder = EncoderConfig(**{**task_model.FRESH_TINY_MODEL, "hidden_size": 64, "num_hidden_layers": 1,
-                             "intermediate_size": 128}, vocab_size=len(tokenizer))
+  encoder = EncoderConfig(
+    **{**task_model.FRESH_TINY_MODEL, "hidden_size": 64, "num_hidden_layers": 1, "intermediate_size": 128},
+    vocab_size=len(tokenizer),
+  )
   params = loading.init_params(encoder, jax.random.key(7))
   checkpoint_files.save_params(tmp_path / "init", 0, params, encoder, tokenizer)
-  overrides = dict(data_dir=str(data_dir), init_weights="random", num_train_steps=2, eval_every=1, batch_size=8,
-                   learning_rate=1e-9, max_length=64)
+  overrides = dict(
+    data_dir=str(data_dir),
+    init_weights="random",
+    num_train_steps=2,
+    eval_every=1,
+    batch_size=8,
+    learning_rate=1e-9,
+    max_length=64,
+  )
   results = finetuning.finetune(suite.task_config("tlc", init=str(tmp_path / "init"), **overrides), tmp_path / "run")
   assert results["config"]["init_weights"] == "random"
   info, tuned = checkpoints.restore_model(tmp_path / "run" / "seed_0")
   assert info == checkpoints.read_model_info(tmp_path / "init")[0]
   assert loading.load(tmp_path / "run" / "seed_0").tokenizer.vocab == tokenizer.vocab
   differences = jax.tree_util.tree_map(lambda a, b: float(np.max(np.abs(a - b))), tuned["encoder"], params["encoder"])
-  drawn = {jax.tree_util.keystr(k): v for k, v in jax.tree_util.tree_leaves_with_path(differences)
-           if k[-1].key in ("kernel", "embedding")}  # (biases and layer norms start at zeros and ones)
+  drawn = {
+    jax.tree_util.keystr(k): v
+    for k, v in jax.tree_util.tree_leaves_with_path(differences)
+    if k[-1].key in ("kernel", "embedding")
+  }  # (biases and layer norms start at zeros and ones)
   assert len(drawn) == 8 and min(drawn.values()) > 1e-2, drawn
   with pytest.raises(ValueError, match="init_weights='random' takes the architecture and vocabulary of"):
     finetuning.finetune(suite.task_config("tlc", **overrides), tmp_path / "fresh")

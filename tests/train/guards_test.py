@@ -1,5 +1,6 @@
 """The two reasons a loop stops early, on their own: stop signals (scoped to the loop) and
 non-finite steps (skipped inside the step, counted on the host)."""
+
 import os
 import signal
 
@@ -38,10 +39,12 @@ def test_a_non_finite_step_keeps_the_state_but_advances_the_step():
   guard = jax.jit(lambda loss, grads: guards.skip_if_not_finite(old, new, loss, optimizer.global_norm(grads)))
   kept, ok = guard(jnp.float32(1.0), {"w": jnp.ones(3)})
   assert bool(ok) and float(kept["params"]["w"][0]) == 2.0 and int(kept["opt_state"][0]) == 3
-  for loss, grads in ((jnp.float32(jnp.inf), {"w": jnp.ones(3)}),
-                      (jnp.float32(1.0), {"w": jnp.array([1.0, jnp.nan, 1.0])}),
-                      (jnp.float32(1.0), {"w": jnp.array([1.0, -jnp.inf, 1.0])}),
-                      (jnp.float32(1.0), {"w": jnp.full(3, 1e20)})):  # finite, but its squares overflow: skipped too
+  for loss, grads in (
+    (jnp.float32(jnp.inf), {"w": jnp.ones(3)}),
+    (jnp.float32(1.0), {"w": jnp.array([1.0, jnp.nan, 1.0])}),
+    (jnp.float32(1.0), {"w": jnp.array([1.0, -jnp.inf, 1.0])}),
+    (jnp.float32(1.0), {"w": jnp.full(3, 1e20)}),
+  ):  # finite, but its squares overflow: skipped too
     kept, ok = guard(loss, grads)
     assert not bool(ok) and int(kept["step"]) == 4
     np.testing.assert_array_equal(kept["params"]["w"], old["params"]["w"])
@@ -57,8 +60,10 @@ def test_adamw_from_finite_inputs_stays_finite_and_bounded():
   tx, _ = optimizer.adamw(learning_rate=1e-2, warmup_steps=0, total_steps=10, max_grad_norm=1.0)
   params = {"w": jnp.array([3e38, -1.0, 0.0]), "bias": jnp.zeros(2)}
   state = tx.init(params)
-  for grads in ({"w": jnp.array([1e18, -1e18, 0.0]), "bias": jnp.array([1e-30, 0.0])},
-                {"w": jnp.array([0.0, 0.0, 1e-45]), "bias": jnp.array([-1e19, 1e19])}):
+  for grads in (
+    {"w": jnp.array([1e18, -1e18, 0.0]), "bias": jnp.array([1e-30, 0.0])},
+    {"w": jnp.array([0.0, 0.0, 1e-45]), "bias": jnp.array([-1e19, 1e19])},
+  ):
     updates, state = tx.update(grads, state, params, grad_norm=optimizer.global_norm(grads))
     new = optax.apply_updates(params, updates)
     assert bool(guards.all_finite((new, state)))
@@ -72,11 +77,21 @@ def test_the_global_norm_takes_one_reduction_per_stack_of_like_leaves():
   leaf: exact, not finite wherever a NaN or Inf is, and one reduction per stack (shape, dtype) in
   the compiled program, not one per leaf."""
   rng = np.random.default_rng(0)
-  tree = {f"layer_{i}": {"kernel": rng.normal(size=(8, 4)).astype(np.float32),
-                         "bias": rng.normal(size=(4,)).astype(jnp.bfloat16)} for i in range(3)}
+  tree = {
+    f"layer_{i}": {
+      "kernel": rng.normal(size=(8, 4)).astype(np.float32),
+      "bias": rng.normal(size=(4,)).astype(jnp.bfloat16),
+    }
+    for i in range(3)
+  }
   tree["count"] = np.int32(7)
-  expected = np.sqrt(sum(np.sum(np.square(np.asarray(x, np.float64))) for x in jax.tree_util.tree_leaves(tree)
-                         if not isinstance(x, np.int32)))
+  expected = np.sqrt(
+    sum(
+      np.sum(np.square(np.asarray(x, np.float64)))
+      for x in jax.tree_util.tree_leaves(tree)
+      if not isinstance(x, np.int32)
+    )
+  )
   np.testing.assert_allclose(optimizer.global_norm(tree), expected, rtol=1e-6)
   for name, leaf in (("layer_2", "kernel"), ("layer_0", "bias")):
     for bad in (np.nan, np.inf, -np.inf):

@@ -2,6 +2,7 @@
 CPU (aot.devices("h100"), wyjax.core.gpu_program), whole, at batch 32 × 512: kernels per step,
 the attention each runs (cuDNN forward and backward), the buffers each holds. Predictions of
 the programs (#48, #49), not measurements of a GPU."""
+
 import functools
 
 import jax
@@ -28,10 +29,15 @@ def _compiled(model: str):
   return program, aot.buffer_bytes(compiled.memory_analysis())
 
 
-@pytest.mark.parametrize("model, most_kernels", [
+@pytest.mark.parametrize(
+  "model, most_kernels",
+  [
     # Measured 2026-11-27 (jax 0.12.0.1): BERT 812, DeBERTa 1,135; 2,411 and 2,711 before #48
     # (its targets: 1,000 and 1,200).
-    ("bert", 1_000), ("deberta", 1_200)])
+    ("bert", 1_000),
+    ("deberta", 1_200),
+  ],
+)
 def test_kernels_per_step(model, most_kernels):
   """The lean step: the layers' params stacked (scan_layers, unrolled: no loop), so AdamW updates
   each parameter of all twelve layers in one kernel; the gradients' norm reduced over a few

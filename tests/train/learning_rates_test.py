@@ -1,4 +1,5 @@
 """The fine-tuning learning rate chosen from the model's size, and the warning on a flat loss."""
+
 import math
 
 import jax
@@ -13,11 +14,18 @@ from wyjax.train import finetuning, learning_rates, suite, task_model
 from wyjax.train.learning_rates import BASE_SIZE, TINY_LEARNING_RATE, TINY_SIZE
 
 TINY = EncoderConfig(**task_model.FRESH_TINY_MODEL, vocab_size=13763)  # configs/pretrain/deberta_tiny.py's
-BASE = EncoderConfig(vocab_size=21128, relative_attention=True, position_buckets=256, pos_att_type="p2c|c2p",
-                     share_att_key=True, norm_rel_ebd="layer_norm")  # 12 layers of 768 / 3072
+BASE = EncoderConfig(
+  vocab_size=21128,
+  relative_attention=True,
+  position_buckets=256,
+  pos_att_type="p2c|c2p",
+  share_att_key=True,
+  norm_rel_ebd="layer_norm",
+)  # 12 layers of 768 / 3072
 # 4 layers of 256 / 1024: 4 × (4·256² + 2·256·1024 + 9·256 + 1024) = 4 × 789,760 = 3,159,040.
-SMALL = EncoderConfig(vocab_size=100, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                      intermediate_size=1024)
+SMALL = EncoderConfig(
+  vocab_size=100, hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024
+)
 
 
 def test_layer_parameters_count_the_layers_of_the_model():

@@ -21,8 +21,9 @@ def _mask(ids, rng=0, **kw):
   return mlm.mask_tokens(jax.random.key(rng), ids, mask_id=MASK, vocab_size=1000, special_ids=SPECIAL, **kw)
 
 
-@pytest.mark.parametrize("max_ngram,distribution", [(1, "harmonic"), (3, "harmonic"), (5, "geometric:0.2"),
-                                                    (4, "uniform")])
+@pytest.mark.parametrize(
+  "max_ngram,distribution", [(1, "harmonic"), (3, "harmonic"), (5, "geometric:0.2"), (4, "uniform")]
+)
 def test_fifteen_percent_selected_with_80_10_10(max_ngram, distribution):
   ids = _batch()
   inputs, targets, weights = _mask(ids, max_ngram=max_ngram, ngram_distribution=distribution)
@@ -44,8 +45,9 @@ def _run_lengths(selected: np.ndarray) -> np.ndarray:
   return np.flatnonzero(edges.ravel() == -1) - np.flatnonzero(edges.ravel() == 1)
 
 
-@pytest.mark.parametrize("max_ngram,distribution,expected", [(3, "uniform", [1 / 3, 1 / 3, 1 / 3]),
-                                                             (3, "harmonic", [6 / 11, 3 / 11, 2 / 11])])
+@pytest.mark.parametrize(
+  "max_ngram,distribution,expected", [(3, "uniform", [1 / 3, 1 / 3, 1 / 3]), (3, "harmonic", [6 / 11, 3 / 11, 2 / 11])]
+)
 def test_span_lengths_follow_the_distribution_up_to_max_ngram(max_ngram, distribution, expected):
   """At a 1% rate spans rarely touch, so each run of masked tokens is one span: its length
   follows the n-gram distribution and exceeds max_ngram only where two spans happen to meet."""

@@ -1,6 +1,7 @@
 """Adding a task is one module plus one config: a toy task defined here, registered, is
 fine-tuned by wyjax.benchmark's suite, shows on the leaderboard under its own board and heading,
 and goes into the model card with its Hub fields, with no edit to wyjax."""
+
 import dataclasses
 import json
 import pathlib
@@ -49,21 +50,36 @@ def _featurize(example: ToyExample, tokenizer, max_length: int):
 
 def _prepare(task: Task, splits: dict, config) -> tuple[Task, dict]:
   """The toy's option at work: train on the first `train_examples` examples only."""
-  return task, {**splits, "train": splits["train"][:config.train_examples]}
+  return task, {**splits, "train": splits["train"][: config.train_examples]}
 
 
 def toy_task(config_file: pathlib.Path) -> Task:
   return Task(
-      name="toy_zhi", files=Files(name="toy", example_type=ToyExample, split_files=_split_files,
-                                  read_split=_read_split, train_files="train.tsv"),
-      head="sequence", labels=LABELS, max_length=32, featurize=_featurize,
-      decode=lambda e, f, logits: LABELS[argmax(logits)],
-      score=lambda examples, predictions: {"accuracy": float(np.mean([p == e.label for e, p in
-                                                                      zip(examples, predictions)]))},
-      main_metric="accuracy", baseline=constant_baseline(lambda e: e.label), submission_format="tsv",
-      submission=per_example(lambda e, p: f"{e.text}\t{p}"), options={"train_examples": 48}, prepare=_prepare,
-      config=str(config_file), board="toy benchmark", heading="Toy 之", hub_task_type="text-classification",
-      benchmark="Toy", hub_dataset=("Toy 之", "toy-zhi"))
+    name="toy_zhi",
+    files=Files(
+      name="toy", example_type=ToyExample, split_files=_split_files, read_split=_read_split, train_files="train.tsv"
+    ),
+    head="sequence",
+    labels=LABELS,
+    max_length=32,
+    featurize=_featurize,
+    decode=lambda e, f, logits: LABELS[argmax(logits)],
+    score=lambda examples, predictions: {
+      "accuracy": float(np.mean([p == e.label for e, p in zip(examples, predictions)]))
+    },
+    main_metric="accuracy",
+    baseline=constant_baseline(lambda e: e.label),
+    submission_format="tsv",
+    submission=per_example(lambda e, p: f"{e.text}\t{p}"),
+    options={"train_examples": 48},
+    prepare=_prepare,
+    config=str(config_file),
+    board="toy benchmark",
+    heading="Toy 之",
+    hub_task_type="text-classification",
+    benchmark="Toy",
+    hub_dataset=("Toy 之", "toy-zhi"),
+  )
 
 
 CONFIG = '''from wyjax.train.finetuning import base_config
@@ -115,6 +131,11 @@ def test_a_task_defined_outside_wyjax_runs_through_the_suite_and_the_card(toy, t
   assert board["tasks"]["toy_zhi"] == results["dev"] and board["average"] is None
   (evaluation,) = card.eval_results(board)
   assert (evaluation.task_type, evaluation.dataset_name, evaluation.dataset_type, evaluation.task_name) == (
-      "text-classification", "Toy 之", "toy-zhi", "TOY_ZHI")
-  assert card.card_data({"model_type": "deberta-v2"}, name="m", license="mit", results=board, training=None,
-                        base_model=None, task_data=None).datasets == ["Toy"]
+    "text-classification",
+    "Toy 之",
+    "toy-zhi",
+    "TOY_ZHI",
+  )
+  assert card.card_data(
+    {"model_type": "deberta-v2"}, name="m", license="mit", results=board, training=None, base_model=None, task_data=None
+  ).datasets == ["Toy"]

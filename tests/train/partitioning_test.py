@@ -1,4 +1,5 @@
 """The models' activation constraints reach the train step the run compiles."""
+
 import collections
 import importlib.util
 
@@ -6,8 +7,8 @@ import jax
 import jax.numpy as jnp
 
 from tests.train.conftest import REPO_ROOT
-from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.core import aot, partitioning
+from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.train import pretraining
 
 
@@ -32,13 +33,17 @@ def test_activation_constraints_split_heads_and_mlp_over_the_tensor_axis():
     run = pretraining.build(config, tokenizer_lib.placeholder(config.model.vocab_size), 128, devices)
     batch = jax.ShapeDtypeStruct((config.batch_size, 128), jnp.int32, sharding=run.program.data_sharding)
     text = run.train_step.lower(run.program.abstract_state, batch).as_text()
-    return collections.Counter(line.split("<@mesh, ")[1].split(">")[0] for line in text.splitlines()
-                               if "sdy.sharding_constraint" in line)
+    return collections.Counter(
+      line.split("<@mesh, ")[1].split(">")[0] for line in text.splitlines() if "sdy.sharding_constraint" in line
+    )
 
   found = constraints(partitioning.LOGICAL_AXIS_RULES)
   per_layer_forward = {  # q, k, v, context; scores; MLP; attention output and layer output
-      '[{"data", "fsdp"}, {}, {"tensor"}, {}]': 4, '[{"data", "fsdp"}, {"tensor"}, {}, {}]': 1,
-      '[{"data", "fsdp"}, {}, {"tensor"}]': 1, '[{"data", "fsdp"}, {}, {}]': 2}
+    '[{"data", "fsdp"}, {}, {"tensor"}, {}]': 4,
+    '[{"data", "fsdp"}, {"tensor"}, {}, {}]': 1,
+    '[{"data", "fsdp"}, {}, {"tensor"}]': 1,
+    '[{"data", "fsdp"}, {}, {}]': 2,
+  }
   layers = config.model["num_hidden_layers"]
   expected = {spec: 2 * layers * n for spec, n in per_layer_forward.items()}  # and their transposes
   expected['[{"data", "fsdp"}, {}, {}]'] += 2  # the embeddings' output

@@ -1,5 +1,6 @@
 """End-to-end pretraining runs of `python -m wyjax.pretrain` on the real Daizhige sample, and
 the faults a run must survive (docs/reliability.md)."""
+
 import json
 import shutil
 import signal
@@ -14,7 +15,6 @@ from tests.train import pretrain_config
 from tests.train.conftest import REPO_ROOT, losses, pretrain_command, pretrain_env, run_pretrain
 from wyjax.core import checkpoints
 from wyjax.train import pretraining
-
 
 # Runs whose losses are compared, not their checkpoints: one save, at the last step (or the stop).
 SAVE_AT_END = "--config.checkpoint_every=1000"
@@ -40,18 +40,29 @@ def test_sharded_training_matches_one_device(tiny_corpus, straight, tmp_path):
   8 as (data 2, fsdp 2, tensor 2), where the activation constraints split heads and MLP over the
   tensor axis."""
   scanned = ("--config.scan_layers=true", "--config.remat=dots")
-  runs = {"data8": ({"data": 8}, 8, len(WARM_UP), ()), "one-scanned": ({"data": 1}, 1, 3, scanned),
-          "2x2x2-scanned": ({"data": 2, "fsdp": 2, "tensor": 2}, 8, 3, scanned)}
+  runs = {
+    "data8": ({"data": 8}, 8, len(WARM_UP), ()),
+    "one-scanned": ({"data": 1}, 1, 3, scanned),
+    "2x2x2-scanned": ({"data": 2, "fsdp": 2, "tensor": 2}, 8, 3, scanned),
+  }
   results = {}
   for name, (mesh, devices, steps, options) in runs.items():
     overrides = [f"--config.mesh.{axis}={size}" for axis, size in mesh.items()]
-    run_pretrain(tmp_path / name, tiny_corpus, f"--config.num_train_steps={steps}", SAVE_AT_END, *overrides, *options,
-                 devices=devices)
+    run_pretrain(
+      tmp_path / name,
+      tiny_corpus,
+      f"--config.num_train_steps={steps}",
+      SAVE_AT_END,
+      *overrides,
+      *options,
+      devices=devices,
+    )
     results[name] = losses(tmp_path / name)
   assert sorted(results["data8"]) == list(WARM_UP) and sorted(results["2x2x2-scanned"]) == [1, 2, 3]
   for name, reference, steps in (("data8", straight[1], WARM_UP), ("2x2x2-scanned", results["one-scanned"], (1, 2, 3))):
-    np.testing.assert_allclose([results[name][s] for s in steps], [reference[s] for s in steps], atol=1e-5, rtol=0,
-                               err_msg=name)
+    np.testing.assert_allclose(
+      [results[name][s] for s in steps], [reference[s] for s in steps], atol=1e-5, rtol=0, err_msg=name
+    )
   assert len({results["one-scanned"][s] for s in (1, 2, 3)}) == 3  # the parameters do change
 
 
@@ -60,9 +71,14 @@ def _steps(workdir) -> list[int]:
 
 
 def _start(workdir, data_dir, *overrides):
-  return subprocess.Popen(pretrain_command(workdir, data_dir, f"--config.num_train_steps={N}", *overrides),
-                          env=pretrain_env(), cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True)
+  return subprocess.Popen(
+    pretrain_command(workdir, data_dir, f"--config.num_train_steps={N}", *overrides),
+    env=pretrain_env(),
+    cwd=REPO_ROOT,
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
 
 
 def _wait_until(condition, process, what: str, timeout: float = 240):
@@ -114,8 +130,9 @@ def test_corrupt_and_truncated_checkpoints_are_set_aside(tiny_corpus, straight, 
   aside (never deleted) and the run resumes from the one before them."""
   workdir = tmp_path / "run"
   shutil.copytree(straight[0], workdir)
-  data_files = lambda step: [f for f in (workdir / "checkpoints" / str(step) / "state").rglob("*")
-                             if f.is_file() and f.parent.name == "d"]
+  data_files = lambda step: [
+    f for f in (workdir / "checkpoints" / str(step) / "state").rglob("*") if f.is_file() and f.parent.name == "d"
+  ]
   for f in data_files(N):
     f.write_bytes(f.read_bytes()[: f.stat().st_size // 3])
   flipped = max(data_files(N - 2), key=lambda f: f.stat().st_size)
@@ -135,15 +152,31 @@ def test_changed_config_is_refused_and_the_workdir_left_as_it_was(tiny_corpus, s
   shutil.copytree(straight[0], workdir)
   files = lambda: {p: p.read_bytes() for p in workdir.rglob("*") if p.is_file() and p.name != "pretrain.log"}
   before = files()  # pretrain.log, the library log, records the refusals
-  refused = subprocess.run(pretrain_command(workdir, tiny_corpus, "--config.batch_size=16", f"--config.num_train_steps={N}"),
-                           env=pretrain_env(), cwd=REPO_ROOT, capture_output=True, text=True)
+  refused = subprocess.run(
+    pretrain_command(workdir, tiny_corpus, "--config.batch_size=16", f"--config.num_train_steps={N}"),
+    env=pretrain_env(),
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+  )
   assert refused.returncode == 1 and "batch_size: 8 -> 16" in refused.stderr and "Traceback" not in refused.stderr
-  accepted = subprocess.run(pretrain_command(workdir, tiny_corpus, "--config.model.intermediate_size=96",
-                                             f"--config.num_train_steps={N}", "--accept_config_change"),
-                            env=pretrain_env(), cwd=REPO_ROOT, capture_output=True, text=True)
+  accepted = subprocess.run(
+    pretrain_command(
+      workdir,
+      tiny_corpus,
+      "--config.model.intermediate_size=96",
+      f"--config.num_train_steps={N}",
+      "--accept_config_change",
+    ),
+    env=pretrain_env(),
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+  )
   assert accepted.returncode == 1 and f"checkpoint {N} in" in accepted.stderr, accepted.stderr[-3000:]
-  assert "params/encoder/layer_0/mlp/wi/kernel: checkpoint (32, 64) float32, this run (32, 96) float32" \
-      in accepted.stderr
+  assert (
+    "params/encoder/layer_0/mlp/wi/kernel: checkpoint (32, 64) float32, this run (32, 96) float32" in accepted.stderr
+  )
   assert files() == before  # nothing renamed or written
   # An accepted change that fits the checkpoint continues the run and is logged.
   run_pretrain(workdir, tiny_corpus, f"--config.num_train_steps={N + 2}", "--accept_config_change")
@@ -155,10 +188,20 @@ def test_changed_config_is_refused_and_the_workdir_left_as_it_was(tiny_corpus, s
 
 def test_nonfinite_steps_are_skipped_and_stop_the_run(tiny_corpus, tmp_path):
   workdir = tmp_path / "run"
-  result = subprocess.run(pretrain_command(workdir, tiny_corpus, "--config.learning_rate=1e30",
-                                           "--config.warmup_steps=0", "--config.max_nonfinite_steps=4",
-                                           "--config.num_train_steps=30"),
-                          env=pretrain_env(), cwd=REPO_ROOT, capture_output=True, text=True)
+  result = subprocess.run(
+    pretrain_command(
+      workdir,
+      tiny_corpus,
+      "--config.learning_rate=1e30",
+      "--config.warmup_steps=0",
+      "--config.max_nonfinite_steps=4",
+      "--config.num_train_steps=30",
+    ),
+    env=pretrain_env(),
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+  )
   assert result.returncode == 1 and "not finite 4 times in a row" in result.stderr, result.stderr[-3000:]
   records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
   skipped = [r["step"] for r in records if r.get("nonfinite_steps")]
@@ -176,8 +219,13 @@ def test_failed_async_save_stops_the_run_and_leaves_no_partial_folder(tiny_corpu
     shutil.rmtree(workdir / "checkpoints" / str(step))
   # Files may not grow beyond 500 kB (a checkpoint's data file is larger): writing one fails with
   # EFBIG, as on a full disk (Python ignores SIGXFSZ).
-  command = ["bash", "-c", 'ulimit -f 488 && exec "$@"', "bash",
-             *pretrain_command(workdir, tiny_corpus, f"--config.num_train_steps={N}", "--config.async_checkpointing=true")]
+  command = [
+    "bash",
+    "-c",
+    'ulimit -f 488 && exec "$@"',
+    "bash",
+    *pretrain_command(workdir, tiny_corpus, f"--config.num_train_steps={N}", "--config.async_checkpointing=true"),
+  ]
   result = subprocess.run(command, env=pretrain_env(), cwd=REPO_ROOT, capture_output=True, text=True)
   assert result.returncode == 1, result.stderr[-3000:]
   assert "wyjax: error: saving checkpoint [6] in" in result.stderr and "File too large" in result.stderr
@@ -189,14 +237,29 @@ def test_failed_async_save_stops_the_run_and_leaves_no_partial_folder(tiny_corpu
 
 def test_checkpoint_from_eight_devices_restores_on_one(tiny_corpus, straight, tmp_path):
   workdir = tmp_path / "run"
-  run_pretrain(workdir, tiny_corpus, f"--config.num_train_steps={len(WARM_UP)}", "--config.mesh.data=2",
-               "--config.mesh.fsdp=2", "--config.mesh.tensor=2", devices=8)
+  run_pretrain(
+    workdir,
+    tiny_corpus,
+    f"--config.num_train_steps={len(WARM_UP)}",
+    "--config.mesh.data=2",
+    "--config.mesh.fsdp=2",
+    "--config.mesh.tensor=2",
+    devices=8,
+  )
   # Resumed from the warm-up's checkpoint, the rest is the straight run's.
-  run_pretrain(workdir, tiny_corpus, f"--config.num_train_steps={N}", "--config.mesh.data=1", "--accept_config_change",
-               SAVE_AT_END, devices=1)
+  run_pretrain(
+    workdir,
+    tiny_corpus,
+    f"--config.num_train_steps={N}",
+    "--config.mesh.data=1",
+    "--accept_config_change",
+    SAVE_AT_END,
+    devices=1,
+  )
   resumed = range(len(WARM_UP) + 1, N + 1)
-  np.testing.assert_allclose([losses(workdir)[s] for s in resumed], [straight[1][s] for s in resumed], atol=1e-5,
-                             rtol=0)
+  np.testing.assert_allclose(
+    [losses(workdir)[s] for s in resumed], [straight[1][s] for s in resumed], atol=1e-5, rtol=0
+  )
 
 
 def test_two_processes_train_as_one_and_stop_together(tiny_corpus, straight, tmp_path):
@@ -205,15 +268,25 @@ def test_two_processes_train_as_one_and_stop_together(tiny_corpus, straight, tmp
   which one process resumes."""
   workdir = tmp_path / "multi"
   import portpicker
+
   port = portpicker.pick_unused_port()
   processes = []
   for process_id in range(2):
-    env = pretrain_env(1, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2",
-                       JAX_PROCESS_ID=str(process_id))
-    processes.append(subprocess.Popen(
-        pretrain_command(workdir, tiny_corpus, f"--config.num_train_steps={N}", SAVE_AT_END,
-                         "--config.stop_check_every=4"),
-        env=env, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    env = pretrain_env(
+      1, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(process_id)
+    )
+    processes.append(
+      subprocess.Popen(
+        pretrain_command(
+          workdir, tiny_corpus, f"--config.num_train_steps={N}", SAVE_AT_END, "--config.stop_check_every=4"
+        ),
+        env=env,
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+      )
+    )
   _wait_until(lambda: (workdir / "metrics.jsonl").exists() and len(losses(workdir)) >= 3, processes[0], "3 steps")
   processes[1].send_signal(signal.SIGTERM)
   stops = []
@@ -268,6 +341,7 @@ def test_pretrained_workdir_exports_to_transformers(straight, tmp_path):
 
   import wyjax.hf
   from wyjax.hf import export_folder
+
   model = wyjax.hf.load(straight[0])  # loaded read-only: the fixture's run stays as it was
   out = export_folder.export(model, tmp_path / "hf")
   reloaded = transformers.AutoModelForMaskedLM.from_pretrained(out).eval()
@@ -279,8 +353,12 @@ def test_pretrained_workdir_exports_to_transformers(straight, tmp_path):
 
 
 def test_gradient_accumulation_matches_the_full_batch(tiny_corpus, tmp_path):
-  no_dropout = ["--config.model.hidden_dropout_prob=0", "--config.model.attention_probs_dropout_prob=0",
-                "--config.num_train_steps=3", SAVE_AT_END]
+  no_dropout = [
+    "--config.model.hidden_dropout_prob=0",
+    "--config.model.attention_probs_dropout_prob=0",
+    "--config.num_train_steps=3",
+    SAVE_AT_END,
+  ]
   run_pretrain(tmp_path / "full", tiny_corpus, *no_dropout)
   run_pretrain(tmp_path / "accum", tiny_corpus, *no_dropout, "--config.grad_accum_steps=2")
   full, accum = losses(tmp_path / "full"), losses(tmp_path / "accum")

@@ -1,6 +1,7 @@
 """Linear probes (wyjax/train/probes.py): in a pretraining run at step 0 and each evaluation,
 stopped between batches and resumed without a record repeated; from `python -m wyjax.probe` on
 every kind of model it names, scoring a checkpoint as its run did."""
+
 import json
 import re
 import signal
@@ -14,8 +15,7 @@ import pytest
 from tests.stops_test import tlc_folder
 from tests.train import pretrain_config
 from tests.train.conftest import REPO_ROOT, pretrain_env
-from wyjax.core import guards
-from wyjax.core import partitioning
+from wyjax.core import guards, partitioning
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.hf import export_folder, loading
 from wyjax.models import EncoderConfig, encoder_class
@@ -29,8 +29,11 @@ def _punc_folder(shared_data, folder):
   """PUNC lines of 10 to 62 characters from the Daizhige sample's 史记 (train 60, dev 20)."""
   shiji = shared_data / "daizhige_sample" / "史藏" / "正史" / "史记.txt"
   paragraphs = shiji.read_text(encoding="utf-8").split()
-  lines = [f"{text}\t{tags}" for text, tags in map(punc.label_paragraph, paragraphs)
-           if 10 <= len(text) <= 62 and set(tags) != {"O"}]
+  lines = [
+    f"{text}\t{tags}"
+    for text, tags in map(punc.label_paragraph, paragraphs)
+    if 10 <= len(text) <= 62 and set(tags) != {"O"}
+  ]
   folder.mkdir()
   for split, chosen in (("train", lines[:60]), ("dev", lines[60:80])):
     (folder / f"{split}.tsv").write_text("".join(line + "\n" for line in chosen), encoding="utf-8")
@@ -93,36 +96,70 @@ def test_probes_run_at_step_0_and_each_evaluation_and_a_stop_between_batches_res
   evaluated = {r["step"]: r for r in records if "probe_seconds" in r}
   assert sorted(evaluated) == [0, STEPS]
   for record in evaluated.values():
-    assert {"valid_loss", "probe/tlc/accuracy", "probe/tlc/period_accuracy", "probe/punc/f1",
-            "probe/punc/precision"} <= set(record)
+    assert {
+      "valid_loss",
+      "probe/tlc/accuracy",
+      "probe/tlc/period_accuracy",
+      "probe/punc/f1",
+      "probe/punc/precision",
+    } <= set(record)
     assert all(0 <= v <= 1 for k, v in record.items() if k.startswith("probe/"))
 
 
 def _exported(tokenizer, folder, **architecture):
   """A randomly initialised encoder of `architecture` with `tokenizer`, exported as a transformers folder."""
-  config = EncoderConfig(**architecture, vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
-                         num_attention_heads=4, intermediate_size=64)
+  config = EncoderConfig(
+    **architecture,
+    vocab_size=len(tokenizer),
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=4,
+    intermediate_size=64,
+  )
   return export_folder.export(loading.Model(config, loading.init_params(config, jax.random.key(1)), tokenizer), folder)
 
 
-def test_the_probe_command_scores_every_kind_of_model_and_a_checkpoint_as_its_run_did(probed_run, task_folders,
-                                                                                      tmp_path):
+def test_the_probe_command_scores_every_kind_of_model_and_a_checkpoint_as_its_run_did(
+  probed_run, task_folders, tmp_path
+):
   workdir, _, _ = probed_run
   run = loading.load(workdir)
   tokenizer = Tokenizer.load(workdir / "tokenizer")
   models = {
-      "workdir": workdir, "step 2": workdir / "checkpoints" / "2",
-      "deberta-v2": export_folder.export(run, tmp_path / "deberta"),  # the workdir's weights as transformers'
-      "bert": _exported(tokenizer, tmp_path / "bert", model_type="bert", max_position_embeddings=128),
-      "roberta": _exported(tokenizer, tmp_path / "roberta", model_type="roberta", pad_token_id=tokenizer.pad_id,
-                           max_position_embeddings=130, type_vocab_size=1)}
+    "workdir": workdir,
+    "step 2": workdir / "checkpoints" / "2",
+    "deberta-v2": export_folder.export(run, tmp_path / "deberta"),  # the workdir's weights as transformers'
+    "bert": _exported(tokenizer, tmp_path / "bert", model_type="bert", max_position_embeddings=128),
+    "roberta": _exported(
+      tokenizer,
+      tmp_path / "roberta",
+      model_type="roberta",
+      pad_token_id=tokenizer.pad_id,
+      max_position_embeddings=130,
+      type_vocab_size=1,
+    ),
+  }
   result = subprocess.run(
-      [sys.executable, "-m", "wyjax.probe", *(f"--model={m}" for m in models.values()), "--config=tlc.py",
-       f"--config.data_dir={task_folders['tlc']}", f"--probes=punc:{task_folders['punc']}",
-       f"--probe_examples={EXAMPLES}"], cwd=REPO_ROOT, env=pretrain_env(), capture_output=True, text=True, timeout=600)
+    [
+      sys.executable,
+      "-m",
+      "wyjax.probe",
+      *(f"--model={m}" for m in models.values()),
+      "--config=tlc.py",
+      f"--config.data_dir={task_folders['tlc']}",
+      f"--probes=punc:{task_folders['punc']}",
+      f"--probe_examples={EXAMPLES}",
+    ],
+    cwd=REPO_ROOT,
+    env=pretrain_env(),
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert result.returncode == 0, result.stderr[-3000:]
-  lines = {(model, task): scores for model, task, scores in
-           re.findall(r"^(\S+)  (\w+): (.+)$", result.stdout, re.MULTILINE)}
+  lines = {
+    (model, task): scores for model, task, scores in re.findall(r"^(\S+)  (\w+): (.+)$", result.stdout, re.MULTILINE)
+  }
   assert set(lines) == {(str(m), t) for m in models.values() for t in ("tlc", "punc")}, result.stdout
   # The workdir (its latest step) scores what its run recorded at that step, to the digits printed.
   final = next(r for r in _records(workdir) if r["step"] == STEPS and "probe_seconds" in r)
@@ -138,22 +175,42 @@ def test_the_probe_command_scores_every_kind_of_model_and_a_checkpoint_as_its_ru
   # Its table redirected into a model it reads (`> M/vocab.txt` once replaced an input) is refused first.
   with open(models["deberta-v2"] / "probe.txt", "w") as redirected:
     into_model = subprocess.run(
-        [sys.executable, "-m", "wyjax.probe", f"--model={workdir}", f"--model={models['deberta-v2']}",
-         "--config=tlc.py", f"--config.data_dir={task_folders['tlc']}"], cwd=REPO_ROOT, env=pretrain_env(), stdout=redirected,
-        stderr=subprocess.PIPE, text=True, timeout=300)
+      [
+        sys.executable,
+        "-m",
+        "wyjax.probe",
+        f"--model={workdir}",
+        f"--model={models['deberta-v2']}",
+        "--config=tlc.py",
+        f"--config.data_dir={task_folders['tlc']}",
+      ],
+      cwd=REPO_ROOT,
+      env=pretrain_env(),
+      stdout=redirected,
+      stderr=subprocess.PIPE,
+      text=True,
+      timeout=300,
+    )
   assert into_model.returncode == 1 and into_model.stderr.splitlines()[-1] == (
-      f"wyjax: error: standard output ({models['deberta-v2']}/probe.txt) lies inside --model {models['deberta-v2']}, "
-      "which probe reads: redirect it elsewhere"), into_model.stderr[-3000:]
+    f"wyjax: error: standard output ({models['deberta-v2']}/probe.txt) lies inside --model {models['deberta-v2']}, "
+    "which probe reads: redirect it elsewhere"
+  ), into_model.stderr[-3000:]
 
 
-@pytest.mark.parametrize("spec, error", [
+@pytest.mark.parametrize(
+  "spec, error",
+  [
     ("tlc", "--config.probes: 'tlc' is not TASK:FOLDER"),
     ("tcl:{folder}", "--config.probes: unknown task 'tcl'; probes: "),
-    ("ccpm:{folder}", "--config.probes: ccpm has no linear probe: its head (binary_choice) predicts neither one label "
-                      "per example nor one per token; probes: "),
+    (
+      "ccpm:{folder}",
+      "--config.probes: ccpm has no linear probe: its head (binary_choice) predicts neither one label "
+      "per example nor one per token; probes: ",
+    ),
     ("tlc:{folder},tlc:{folder}", "--config.probes: tlc named twice"),
     ("tlc:{folder}/absent", "--config.probes: {folder}/absent: no such task folder (for tlc)"),
-])
+  ],
+)
 def test_a_probe_that_cannot_run_is_one_error_before_any_work(tmp_path, spec, error):
   config = pretrain_config.get_config()
   config.data_dir = str(tmp_path / "corpus")  # never prepared: the probes are checked first
@@ -172,38 +229,66 @@ def test_packing_places_every_example_once_in_rows_it_fits():
   assert filled[0] + filled[1] > 32  # no two rows could be one: a row is opened only for an example no other fits
 
 
-@pytest.mark.parametrize("architecture", [
+@pytest.mark.parametrize(
+  "architecture",
+  [
     dict(model_type="bert", type_vocab_size=2),
     dict(model_type="roberta", pad_token_id=1, type_vocab_size=1, max_position_embeddings=40),  # positions from 2
-    dict(model_type="deberta-v2", relative_attention=True, position_buckets=4, pos_att_type="p2c|c2p",
-         share_att_key=True, position_biased_input=True, type_vocab_size=2)])
+    dict(
+      model_type="deberta-v2",
+      relative_attention=True,
+      position_buckets=4,
+      pos_att_type="p2c|c2p",
+      share_att_key=True,
+      position_biased_input=True,
+      type_vocab_size=2,
+    ),
+  ],
+)
 def test_packed_examples_encode_as_each_alone(architecture):
   """Each example's features from packed rows against the encoder's on that example alone (its
   row of an ordinary padded batch): packing must change nothing but the float rounding."""
-  config = EncoderConfig(**{"vocab_size": 50, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
-                            "intermediate_size": 32, "max_position_embeddings": 38, **architecture})
+  config = EncoderConfig(
+    **{
+      "vocab_size": 50,
+      "hidden_size": 16,
+      "num_hidden_layers": 2,
+      "num_attention_heads": 2,
+      "intermediate_size": 32,
+      "max_position_embeddings": 38,
+      **architecture,
+    }
+  )
   rng = np.random.default_rng(1)
   lengths = rng.integers(2, 39 - config.first_position, 12)
-  features = [{"input_ids": rng.integers(config.pad_token_id + 1, 50, n),
-               "token_type_ids": (np.arange(n) >= n // 2).astype(np.int64) * (config.type_vocab_size - 1)}
-              for n in lengths]
+  features = [
+    {
+      "input_ids": rng.integers(config.pad_token_id + 1, 50, n),
+      "token_type_ids": (np.arange(n) >= n // 2).astype(np.int64) * (config.type_vocab_size - 1),
+    }
+    for n in lengths
+  ]
   mesh = partitioning.make_mesh({"data": -1})
-  encoder = probes.Encoder.of_params(config, mesh, partitioning.rules(partitioning.LOGICAL_AXIS_RULES),
-                                     config.pad_token_id)
+  encoder = probes.Encoder.of_params(
+    config, mesh, partitioning.rules(partitioning.LOGICAL_AXIS_RULES), config.pad_token_id
+  )
   model = encoder_class(config)(config)
   params = model.init(jax.random.key(0), np.zeros((1, 8), np.int32))["params"]
   batches = probes.packed_batches(features, rows=encoder.rows, row_length=lengths.max(), pad_id=config.pad_token_id)
-  assert sum(len(placements) for placements, _ in batches) == 12 and len(batches[0][0]) > len(batches[0][1]["input_ids"]) // 2
+  assert (
+    sum(len(placements) for placements, _ in batches) == 12
+    and len(batches[0][0]) > len(batches[0][1]["input_ids"]) // 2
+  )
   width = lengths.max()
   alone = np.full((12, width), config.pad_token_id)
   types = np.zeros((12, width), np.int64)
   for i, f in enumerate(features):
-    alone[i, :lengths[i]], types[i, :lengths[i]] = f["input_ids"], f["token_type_ids"]
+    alone[i, : lengths[i]], types[i, : lengths[i]] = f["input_ids"], f["token_type_ids"]
   expected = model.apply({"params": params}, alone, (alone != config.pad_token_id).astype(np.int32), types)
   for placements, batch in batches:
     packed = np.asarray(encoder.features(params, batch))
     for i, row, start in placements:
-      np.testing.assert_allclose(packed[row, start:start + lengths[i]], expected[i, :lengths[i]], atol=2e-5, rtol=0)
+      np.testing.assert_allclose(packed[row, start : start + lengths[i]], expected[i, : lengths[i]], atol=2e-5, rtol=0)
 
 
 @pytest.mark.parametrize("balance", probes.BALANCES)

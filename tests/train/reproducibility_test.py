@@ -2,6 +2,7 @@
 fine-tuning of it, each run twice in fresh processes with different hash seeds (set and dict
 order), agree exactly: every logged loss, gradient norm and dev score, the predictions and
 the parameters."""
+
 import json
 import subprocess
 import sys
@@ -35,10 +36,24 @@ def test_pretraining_and_fine_tuning_twice_give_the_same_numbers(tiny_corpus, sh
   runs = {1: tmp_path / "one", 2: tmp_path / "two"}
   for hash_seed, root in runs.items():
     _run(pretrain_command(root / "pretrain", tiny_corpus, "--config.eval_every=3"), hash_seed, tmp_path)
-    _run([sys.executable, "-m", "wyjax.finetune", "--config=configs/tlc.py", f"--workdir={root / 'tlc'}",
-          f"--config.data_dir={shared_data / 'wyweb' / 'tlc'}", f"--config.init={root / 'pretrain'}",
-          "--config.num_train_steps=12", "--config.eval_every=12", "--config.log_every=1", "--config.batch_size=16",
-          "--config.max_length=48"], hash_seed, tmp_path)
+    _run(
+      [
+        sys.executable,
+        "-m",
+        "wyjax.finetune",
+        "--config=configs/tlc.py",
+        f"--workdir={root / 'tlc'}",
+        f"--config.data_dir={shared_data / 'wyweb' / 'tlc'}",
+        f"--config.init={root / 'pretrain'}",
+        "--config.num_train_steps=12",
+        "--config.eval_every=12",
+        "--config.log_every=1",
+        "--config.batch_size=16",
+        "--config.max_length=48",
+      ],
+      hash_seed,
+      tmp_path,
+    )
   one, two = runs.values()
   pretrained = _metrics(one / "pretrain")
   assert len([r for r in pretrained if "loss" in r]) == 6 and any("valid_loss" in r for r in pretrained)

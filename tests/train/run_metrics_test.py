@@ -1,15 +1,18 @@
 """A run's metrics: metrics.jsonl and TensorBoard's event file, written without importing torch
 (tensorboardX imports it wherever it is installed: 1.6 s of every training command)."""
+
 import json
 import subprocess
 import sys
 
 
 def test_metrics_reach_jsonl_and_tensorboard_without_importing_torch(tmp_path):
-  script = (f"import sys\nfrom wyjax.core import run_metrics\nwriter = run_metrics.MetricWriter({str(tmp_path)!r})\n"
-            "writer.write(3, {'loss': 1.5})\nwriter.close()\n"
-            "assert 'torch' not in sys.modules, 'writing the metrics imported torch'\n"
-            "import torch  # still importable\n")
+  script = (
+    f"import sys\nfrom wyjax.core import run_metrics\nwriter = run_metrics.MetricWriter({str(tmp_path)!r})\n"
+    "writer.write(3, {'loss': 1.5})\nwriter.close()\n"
+    "assert 'torch' not in sys.modules, 'writing the metrics imported torch'\n"
+    "import torch  # still importable\n"
+  )
   result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env={"JAX_PLATFORMS": "cpu"})
   assert result.returncode == 0, result.stderr[-2000:]
   assert json.loads((tmp_path / "metrics.jsonl").read_text()) == {"step": 3, "loss": 1.5}

@@ -1,6 +1,7 @@
 """Which parameters a fine-tuning run keeps: `keep_checkpoint` ("best_dev" or "last") and
 `patience` 0 (no early stopping), as CLUE's classification scripts train (fixed epochs, the
 last model)."""
+
 import hashlib
 import json
 import shutil
@@ -57,13 +58,17 @@ def worsening_dev(monkeypatch):
 SETTINGS = dict(num_train_steps=6, eval_every=2, batch_size=8, max_length=32, log_every=2)
 
 
-@pytest.mark.parametrize("keep, patience, kept_step, evaluations", [
+@pytest.mark.parametrize(
+  "keep, patience, kept_step, evaluations",
+  [
     ("last", 0, 6, [2, 4, 6]),  # CLUE's classification protocol: every step trained, the last kept
     ("best_dev", 0, 2, [2, 4, 6]),  # no early stopping, the best (first) evaluation kept
     ("best_dev", 1, 2, [2, 4]),  # early stopping after one evaluation without improvement
-])
-def test_the_kept_checkpoint_is_restored_and_scored(tlc_dir, tmp_path, worsening_dev, keep, patience, kept_step,
-                                                    evaluations):
+  ],
+)
+def test_the_kept_checkpoint_is_restored_and_scored(
+  tlc_dir, tmp_path, worsening_dev, keep, patience, kept_step, evaluations
+):
   config = suite.task_config("tlc", data_dir=str(tlc_dir), keep_checkpoint=keep, patience=patience, **SETTINGS)
   results = finetuning.finetune(config, tmp_path / "run")
   seed = tmp_path / "run" / "seed_0"
@@ -75,7 +80,7 @@ def test_the_kept_checkpoint_is_restored_and_scored(tlc_dir, tmp_path, worsening
   assert sorted(p.name for p in (seed / "checkpoints").iterdir()) == [str(kept_step)]  # only the kept one
   # The evaluations in training, then the final test one, which saw the kept step's parameters,
   # restored exactly. Dev is not scored again: its final scores are the kept evaluation's.
-  in_training, final = worsening_dev[:len(evaluations)], worsening_dev[len(evaluations):]
+  in_training, final = worsening_dev[: len(evaluations)], worsening_dev[len(evaluations) :]
   assert len(set(in_training)) == len(evaluations)  # training changed the parameters between evaluations
   assert final == [in_training[evaluations.index(kept_step)]]
   assert run["dev"][MAIN_METRIC] == pytest.approx(1.0 - 0.1 * (evaluations.index(kept_step) + 1))
@@ -101,17 +106,21 @@ def test_a_resumed_run_keeps_the_last_checkpoint(tlc_dir, tmp_path, worsening_de
   run = json.loads((seed / "run.json").read_text())
   assert run["best_step"] == 6 and not run["stopped_early"]
   assert sorted(p.name for p in (seed / "checkpoints").iterdir()) == ["6"]
-  evaluations = [r["step"] for r in map(json.loads, (seed / "metrics.jsonl").read_text().splitlines())
-                 if f"dev_{MAIN_METRIC}" in r]
+  evaluations = [
+    r["step"] for r in map(json.loads, (seed / "metrics.jsonl").read_text().splitlines()) if f"dev_{MAIN_METRIC}" in r
+  ]
   assert evaluations == [2, 4, 6]
   assert worsening_dev[3] == worsening_dev[2]  # the final dev evaluation saw step 6's parameters
 
 
-@pytest.mark.parametrize("override, message", [
+@pytest.mark.parametrize(
+  "override, message",
+  [
     (dict(keep_checkpoint="final"), r"keep_checkpoint is 'final'; allowed: 'best_dev' .* or 'last'"),
     (dict(keep_checkpoint="best"), r"allowed: 'best_dev' .* or 'last'"),
     (dict(patience=-1), r"patience is -1; allowed: an integer ≥ 0"),
-])
+  ],
+)
 def test_an_unknown_selection_is_refused_before_anything_is_written(tmp_path, override, message):
   config = suite.task_config("tlc", data_dir=str(tmp_path / "absent"), **override)
   with pytest.raises(ValueError, match=message):

@@ -1,5 +1,6 @@
 """One writer per workdir, and nothing stale in it: two fine-tunings at once, a rerun over edited
 data files, a pretraining data_dir that holds no finished corpus."""
+
 import json
 import logging
 import os
@@ -50,18 +51,24 @@ def test_a_rerun_over_edited_data_is_refused_unless_it_starts_afresh(tlc, tmp_pa
   assert set(recorded) == {"train", "dev", "test"}
   assert recorded["dev"]["dev.tsv"]["bytes"] == (tlc / "dev.tsv").stat().st_size
   dev = (tlc / "dev.tsv").read_bytes()
-  (tlc / "dev.tsv").write_bytes(dev[:dev.rindex(b"\n", 0, -1) + 1])  # the last line removed
+  (tlc / "dev.tsv").write_bytes(dev[: dev.rindex(b"\n", 0, -1) + 1])  # the last line removed
   before = _files(workdir)
-  with pytest.raises(run_config.DataChanged, match=r"(?s)other data.*\n  dev: dev.tsv changed \(.* bytes, sha256 "
-                                                   r"\w{12} -> .*--fresh_start"):
+  with pytest.raises(
+    run_config.DataChanged,
+    match=r"(?s)other data.*\n  dev: dev.tsv changed \(.* bytes, sha256 "
+    r"\w{12} -> .*--fresh_start",
+  ):
     finetuning.finetune(suite.task_config("tlc", data_dir=str(tlc), **TINY), workdir)
   assert _files(workdir) == before
   finetuning.finetune(suite.task_config("tlc", data_dir=str(tlc), **TINY), workdir, fresh_start=True)
   (aside,) = workdir.glob(f"{run_config.PREVIOUS}*")
   assert json.loads((aside / "results.json").read_text())["dev"] == first["dev"]  # the earlier runs, kept whole
   assert {p.relative_to(aside) for p in aside.rglob("*")} >= set(before)
-  assert json.loads((workdir / run_config.DATA).read_text())["dev"]["dev.tsv"]["bytes"] == \
-      (tlc / "dev.tsv").stat().st_size < len(dev)
+  assert (
+    json.loads((workdir / run_config.DATA).read_text())["dev"]["dev.tsv"]["bytes"]
+    == (tlc / "dev.tsv").stat().st_size
+    < len(dev)
+  )
   assert len((workdir / "seed_0" / "dev_predictions.tsv").read_text().splitlines()) == 15  # the new dev file's
 
 
@@ -69,8 +76,9 @@ def _tiny_export(folder, vocab_texts, seed: int):
   """A random tiny MLM exported to `folder` (transformers), replacing what is there."""
   tokenizer = tk.Tokenizer(tk.build_vocab(vocab_texts))
   config = EncoderConfig(**task_model.FRESH_TINY_MODEL, vocab_size=len(tokenizer))
-  export_folder.export(loading.Model(config, loading.init_params(config, jax.random.key(seed)), tokenizer), folder,
-                       overwrite=True)
+  export_folder.export(
+    loading.Model(config, loading.init_params(config, jax.random.key(seed)), tokenizer), folder, overwrite=True
+  )
 
 
 def test_a_workdir_that_is_a_project_folder_keeps_the_users_files(tlc, tmp_path, monkeypatch):
@@ -91,8 +99,11 @@ def test_a_workdir_that_is_a_project_folder_keeps_the_users_files(tlc, tmp_path,
   (project / "submission").mkdir()  # the user's, named as fine-tuning's own
   monkeypatch.chdir(project)
   config = lambda data_dir, init: suite.task_config("tlc", data_dir=data_dir, init=init, **TINY)
-  with pytest.raises(guards.RunError, match=r"^--workdir \. holds submission, named as a run's own files but written "
-                                            "by no run"):
+  with pytest.raises(
+    guards.RunError,
+    match=r"^--workdir \. holds submission, named as a run's own files but written "
+    "by no run",
+  ):
     finetuning.finetune(config("data", str(tmp_path / "init")), ".")
   (project / "submission").rename(project / "my_submission")
   first = finetuning.finetune(config("data", str(tmp_path / "init")), ".")
@@ -127,12 +138,18 @@ def test_two_fine_tunings_never_write_one_workdir_at_once(tlc, tmp_path, caplog)
   the first (its process id and host), before it writes anything; a lock whose process was killed
   is taken over."""
   workdir = tmp_path / "run"
-  command = lambda rate: [sys.executable, "-m", "wyjax.finetune", "--config=tlc", f"--workdir={workdir}",
-                          f"--config.data_dir={tlc}", *(f"--config.{k}={v}" for k, v in TINY.items() if
-                                                        k != "learning_rate"), f"--config.learning_rate={rate}"]
+  command = lambda rate: [
+    sys.executable,
+    "-m",
+    "wyjax.finetune",
+    "--config=tlc",
+    f"--workdir={workdir}",
+    f"--config.data_dir={tlc}",
+    *(f"--config.{k}={v}" for k, v in TINY.items() if k != "learning_rate"),
+    f"--config.learning_rate={rate}",
+  ]
   env = pretrain_env(WYJAX_CACHE=str(tmp_path / "cache"))
-  first = subprocess.Popen(command(1e-3), cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+  first = subprocess.Popen(command(1e-3), cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   try:
     deadline = time.monotonic() + 120
     while _holder(workdir) != first.pid:
@@ -143,8 +160,9 @@ def test_two_fine_tunings_never_write_one_workdir_at_once(tlc, tmp_path, caplog)
     second = subprocess.run(command(2e-3), cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
     since = json.loads((workdir / locks.LOCK).read_text())["since"]
     assert second.returncode == 1 and second.stderr.splitlines()[-1] == (
-        f"wyjax: error: {workdir} is being written by fine-tuning (process {first.pid} on {socket.gethostname()}, "
-        f"since {since}); wait until it ends, or choose another folder"), second.stderr
+      f"wyjax: error: {workdir} is being written by fine-tuning (process {first.pid} on {socket.gethostname()}, "
+      f"since {since}); wait until it ends, or choose another folder"
+    ), second.stderr
     assert {p: v for p, v in _files(workdir).items() if p.name != "finetune.log"} == before
   finally:
     first.kill()
@@ -159,8 +177,9 @@ def test_pretraining_refuses_a_workdir_another_command_writes(tmp_path):
   """Pretraining takes its workdir's lock before it reads or writes anything there."""
   config = config_files.load("pretrain/deberta_tiny")
   with locks.held(tmp_path / "run", "fine-tuning"):
-    with pytest.raises(locks.Busy, match=f"{tmp_path / 'run'} is being written by fine-tuning \\(process "
-                                         f"{os.getpid()} on"):
+    with pytest.raises(
+      locks.Busy, match=f"{tmp_path / 'run'} is being written by fine-tuning \\(process {os.getpid()} on"
+    ):
       pretraining.train_and_evaluate(config, tmp_path / "run")
     assert [p.name for p in (tmp_path / "run").iterdir()] == [locks.LOCK]
 
@@ -171,8 +190,11 @@ def test_pretraining_never_fills_a_data_dir_that_holds_no_corpus(tmp_path, share
   builds config.corpus there, but not over another source's unfinished build."""
   config = config_files.load("pretrain/deberta_tiny")
   config.data_dir = str(tmp_path / "corpsu")
-  with pytest.raises(guards.RunError, match=f"--config.data_dir {config.data_dir} does not exist; prepare a corpus "
-                                            r"there with `python -m wyjax.data prepare-corpus .* --prepare_corpus"):
+  with pytest.raises(
+    guards.RunError,
+    match=f"--config.data_dir {config.data_dir} does not exist; prepare a corpus "
+    r"there with `python -m wyjax.data prepare-corpus .* --prepare_corpus",
+  ):
     pretraining.train_and_evaluate(config, tmp_path / "run")
   assert not (tmp_path / "corpsu").exists() and not (tmp_path / "run").exists()
 
@@ -187,8 +209,10 @@ def test_pretraining_never_fills_a_data_dir_that_holds_no_corpus(tmp_path, share
   with pytest.raises(guards.RunError, match=f"--config.data_dir {config.data_dir} {unfinished}"):
     pretraining.train_and_evaluate(config, tmp_path / "run")
   config.corpus.source = f"text:{shared_data / 'daizhige_sample'}"
-  with pytest.raises(guards.RunError, match=f"--config.data_dir {config.data_dir} {unfinished}.*`python -m wyjax.data "
-                                            "prepare-corpus --overwrite`"):  # not pretraining's --out, --overwrite
+  with pytest.raises(
+    guards.RunError,
+    match=f"--config.data_dir {config.data_dir} {unfinished}.*`python -m wyjax.data prepare-corpus --overwrite`",
+  ):  # not pretraining's --out, --overwrite
     pretraining.train_and_evaluate(config, tmp_path / "run", prepare_corpus=True)
   assert sorted(p.name for p in (tmp_path / "corpus").iterdir()) == [prepare.BUILDING]
 
@@ -229,16 +253,25 @@ def test_pretraining_resumed_over_a_rebuilt_corpus_is_refused(tiny_corpus, share
     lines = book.read_text(encoding="utf-8").splitlines()
     (reversed_text / book.relative_to(shared_data / "daizhige_sample")).parent.mkdir(parents=True, exist_ok=True)
     (reversed_text / book.relative_to(shared_data / "daizhige_sample")).write_text(
-        "".join(line + "\n" for line in reversed(lines)), encoding="utf-8")
-  rebuilt = prepare.prepare_corpus(data_dir, prepare.Options(source=f"daizhige:{reversed_text}", sequence_length=64,
-                                                             valid_fraction=0.2),
-                                   workers=1, progress=False, overwrite=True, log=lambda *_: None)
+      "".join(line + "\n" for line in reversed(lines)), encoding="utf-8"
+    )
+  rebuilt = prepare.prepare_corpus(
+    data_dir,
+    prepare.Options(source=f"daizhige:{reversed_text}", sequence_length=64, valid_fraction=0.2),
+    workers=1,
+    progress=False,
+    overwrite=True,
+    log=lambda *_: None,
+  )
   counts = ("documents", "vocab_size", "tokens", "sequences")
   assert {k: rebuilt[k] for k in counts} == {k: built[k] for k in counts}
   before = _files(tmp_path / "run")  # the same command again
-  with pytest.raises(run_config.DataChanged, match=r"(?s)corpus: manifest.json changed .*\n  corpus: "
-                                                   r"train-00000.array_record changed \([\d,]+ bytes, sha256 \w+ -> "
-                                                   r".*\nResume with the corpus the run was made from"):
+  with pytest.raises(
+    run_config.DataChanged,
+    match=r"(?s)corpus: manifest.json changed .*\n  corpus: "
+    r"train-00000.array_record changed \([\d,]+ bytes, sha256 \w+ -> "
+    r".*\nResume with the corpus the run was made from",
+  ):
     pretraining.train_and_evaluate(config, tmp_path / "run")
   assert _files(tmp_path / "run") == before
 
@@ -246,7 +279,10 @@ def test_pretraining_resumed_over_a_rebuilt_corpus_is_refused(tiny_corpus, share
   shutil.copytree(tiny_corpus, data_dir)
   shard = data_dir / built["shards"]["valid"][0]
   shard.write_bytes(shard.read_bytes()[::-1])  # its bytes, not its size
-  with pytest.raises(run_config.DataChanged, match=f"{data_dir}: {shard.name} no longer match the SHA-256 its "
-                                                   "manifest.json records: the corpus changed after it was built"):
+  with pytest.raises(
+    run_config.DataChanged,
+    match=f"{data_dir}: {shard.name} no longer match the SHA-256 its "
+    "manifest.json records: the corpus changed after it was built",
+  ):
     pretraining.train_and_evaluate(config, tmp_path / "run")
   assert _files(tmp_path / "run") == before

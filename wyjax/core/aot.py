@@ -13,6 +13,7 @@ buffers, and a predicted step time, every kernel costed and calibrated on measur
 (gpu_step_time.predict) with the error it had on programs held out of its fit: what a real run
 can plan with, where the roofline is only a lower bound. All figures are predictions.
 """
+
 import dataclasses
 import json
 import os
@@ -35,22 +36,32 @@ class Chip:
 
 
 CHIPS = {
-    # cloud.google.com/tpu/docs/v4: 275 TFLOP/s bf16; HBM2 32 GiB, 1,200 GB/s
-    "v4": Chip(275e12, 32 * GiB, 1200 * GB),
-    # cloud.google.com/tpu/docs/v5e: 197 TFLOP/s bf16; HBM2 16 GB, 819 GB/s
-    "v5e": Chip(197e12, 16 * GB, 819 * GB),
-    # cloud.google.com/tpu/docs/v5p-training: 459 TFLOP/s bf16; HBM2e 95 GB, 2,765 GB/s
-    "v5p": Chip(459e12, 95 * GB, 2765 * GB),
-    # cloud.google.com/tpu/docs/v6e: 918 TFLOP/s bf16; HBM 32 GB, 1,640 GB/s
-    "v6e": Chip(918e12, 32 * GB, 1640 * GB),
-    # The GPUs: their figures are gpu_cards'.
-    **{name: Chip(card.matmul_flops, card.hbm_bytes, card.hbm_bandwidth) for name, card in gpu_cards.CARDS.items()},
-    # NVIDIA L4 datasheet: 121 TFLOP/s dense bf16; GDDR6 24 GB, 300 GB/s
-    "l4": Chip(121e12, 24 * GB, 300 * GB),
+  # cloud.google.com/tpu/docs/v4: 275 TFLOP/s bf16; HBM2 32 GiB, 1,200 GB/s
+  "v4": Chip(275e12, 32 * GiB, 1200 * GB),
+  # cloud.google.com/tpu/docs/v5e: 197 TFLOP/s bf16; HBM2 16 GB, 819 GB/s
+  "v5e": Chip(197e12, 16 * GB, 819 * GB),
+  # cloud.google.com/tpu/docs/v5p-training: 459 TFLOP/s bf16; HBM2e 95 GB, 2,765 GB/s
+  "v5p": Chip(459e12, 95 * GB, 2765 * GB),
+  # cloud.google.com/tpu/docs/v6e: 918 TFLOP/s bf16; HBM 32 GB, 1,640 GB/s
+  "v6e": Chip(918e12, 32 * GB, 1640 * GB),
+  # The GPUs: their figures are gpu_cards'.
+  **{name: Chip(card.matmul_flops, card.hbm_bytes, card.hbm_bandwidth) for name, card in gpu_cards.CARDS.items()},
+  # NVIDIA L4 datasheet: 121 TFLOP/s dense bf16; GDDR6 24 GB, 300 GB/s
+  "l4": Chip(121e12, 24 * GB, 300 * GB),
 }
 # jax's device_kind → CHIPS key (the first that the kind contains), for this machine's devices.
-DEVICE_KINDS = {"TPU v4": "v4", "TPU v5 lite": "v5e", "TPU v5e": "v5e", "TPU v5p": "v5p", "TPU v5": "v5p",
-                "TPU v6 lite": "v6e", "H100": "h100", "H200": "h200", "A100": "a100", "L4": "l4"}
+DEVICE_KINDS = {
+  "TPU v4": "v4",
+  "TPU v5 lite": "v5e",
+  "TPU v5e": "v5e",
+  "TPU v5p": "v5p",
+  "TPU v5": "v5p",
+  "TPU v6 lite": "v6e",
+  "H100": "h100",
+  "H200": "h200",
+  "A100": "a100",
+  "L4": "l4",
+}
 
 
 EXTRA = "pip install -c constraints.txt -e '.[gpu-compile]'"
@@ -89,16 +100,21 @@ def devices(topology: str) -> list:
   if chip in gpu_cards.CARDS:
     return _gpu_devices(topology, chip, shape)
   if chip not in CHIPS or not chip.startswith("v"):
-    raise guards.RunError(f"--compile_only={topology!r}: expected 'local', a TPU topology such as v5p:2x2x1, "
-                          f"v4:2x2x4 or v5e:16x16 (chips {sorted(c for c in CHIPS if c.startswith('v'))}), or "
-                          f"GPUs of one host such as h100 or h100:8 ({sorted(gpu_cards.CARDS)})")
+    raise guards.RunError(
+      f"--compile_only={topology!r}: expected 'local', a TPU topology such as v5p:2x2x1, "
+      f"v4:2x2x4 or v5e:16x16 (chips {sorted(c for c in CHIPS if c.startswith('v'))}), or "
+      f"GPUs of one host such as h100 or h100:8 ({sorted(gpu_cards.CARDS)})"
+    )
   os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")  # compiling beside another libtpu process
   from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
+
   try:
     return list(topologies.get_topology_desc(platform="tpu", topology_name=topology).devices)
   except Exception as e:  # libtpu missing, or a topology it does not know
-    raise guards.RunError(f"--compile_only={topology}: no TPU topology ({type(e).__name__}: {str(e)[:300]}); "
-                     "compiling for TPU needs libtpu (pip install -e '.[tpu]')") from e
+    raise guards.RunError(
+      f"--compile_only={topology}: no TPU topology ({type(e).__name__}: {str(e)[:300]}); "
+      "compiling for TPU needs libtpu (pip install -e '.[tpu]')"
+    ) from e
 
 
 def _gpu_devices(topology: str, chip: str, count: str) -> list:
@@ -106,21 +122,31 @@ def _gpu_devices(topology: str, chip: str, count: str) -> list:
   if not (count or "1").isdigit() or int(count or 1) < 1:
     raise guards.RunError(f"--compile_only={topology!r}: expected {chip} or {chip}:N, N GPUs of one host")
   from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
+
   try:
-    topology_desc = topologies.get_topology_desc(platform="cuda", target_config=gpu_cards.target(chip),
-                                                 topology=f"1x1x{int(count or 1)}")
+    topology_desc = topologies.get_topology_desc(
+      platform="cuda", target_config=gpu_cards.target(chip), topology=f"1x1x{int(count or 1)}"
+    )
   except Exception as e:  # no CUDA plugin: jax knows no 'cuda' platform
-    raise guards.RunError(f"--compile_only={topology}: compiling for a GPU needs jax's CUDA plugin, ptxas and "
-                          f"cuDNN ({type(e).__name__}: {str(e).splitlines()[0][:200]}); install them: "
-                          f"{EXTRA}") from e
+    raise guards.RunError(
+      f"--compile_only={topology}: compiling for a GPU needs jax's CUDA plugin, ptxas and "
+      f"cuDNN ({type(e).__name__}: {str(e).splitlines()[0][:200]}); install them: "
+      f"{EXTRA}"
+    ) from e
   return list(topology_desc.devices)
 
 
 def chip_of(topology: str, device) -> str | None:
   if topology != "local":
     return topology.split(":")[0]
-  return next((chip for kind, chip in DEVICE_KINDS.items()
-               if re.search(rf"\b{re.escape(kind)}\b", device.device_kind, re.IGNORECASE)), None)
+  return next(
+    (
+      chip
+      for kind, chip in DEVICE_KINDS.items()
+      if re.search(rf"\b{re.escape(kind)}\b", device.device_kind, re.IGNORECASE)
+    ),
+    None,
+  )
 
 
 def devices_per_chip(devs) -> int:
@@ -131,15 +157,17 @@ def devices_per_chip(devs) -> int:
 
 def per_device_bytes(tree) -> int:
   """Bytes one device holds of a tree of sharded ShapeDtypeStructs (its shard of each leaf)."""
-  return int(sum(np.prod(x.sharding.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize
-                 for x in jax.tree_util.tree_leaves(tree)))
+  return int(
+    sum(np.prod(x.sharding.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize for x in jax.tree_util.tree_leaves(tree))
+  )
 
 
 def buffer_bytes(memory) -> int:
   """Bytes of the buffers a compiled program holds on one device (its memory_analysis()): its
   arguments, its outputs less those aliased to arguments (a donated state), its temporaries."""
-  return (memory.argument_size_in_bytes + memory.output_size_in_bytes - memory.alias_size_in_bytes
-          + memory.temp_size_in_bytes)
+  return (
+    memory.argument_size_in_bytes + memory.output_size_in_bytes - memory.alias_size_in_bytes + memory.temp_size_in_bytes
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,7 +187,9 @@ def compile_step(jitted, abstract_state, *abstract_args, topology: str) -> Compi
   try:
     lowered = jitted.lower(abstract_state, *abstract_args)
     if chip in gpu_cards.CARDS:
-      compiled, program, cost = gpu_program.compile(lowered, estimates=gpu_cards.CARDS[chip].compute_capability >= (9, 0))
+      compiled, program, cost = gpu_program.compile(
+        lowered, estimates=gpu_cards.CARDS[chip].compute_capability >= (9, 0)
+      )
       return CompiledStep(compiled, cost or {}, program)
     compiled = lowered.compile()
   except Exception as e:  # pylint: disable=broad-except
@@ -171,8 +201,9 @@ def compile_step(jitted, abstract_state, *abstract_args, topology: str) -> Compi
   return CompiledStep(compiled, (cost[0] if isinstance(cost, (list, tuple)) else cost) or {}, None)
 
 
-def report(step: CompiledStep, *, topology: str, devs, mesh, abstract_state, analytic_flops_per_step: float,
-           tokens_per_step: int) -> dict:
+def report(
+  step: CompiledStep, *, topology: str, devs, mesh, abstract_state, analytic_flops_per_step: float, tokens_per_step: int
+) -> dict:
   """Per-chip memory, FLOPs, HBM traffic and the roofline step time of a compiled step.
 
   analytic_flops_per_step is for the whole step over all chips (train/metrics.py); XLA's
@@ -186,20 +217,27 @@ def report(step: CompiledStep, *, topology: str, devs, mesh, abstract_state, ana
   memory, cost = step.compiled.memory_analysis(), step.cost
   hbm = (buffer_bytes(memory) + memory.generated_code_size_in_bytes) * per_chip
   result = {
-      "topology": topology, "chip": chip_name, "chips": chips, "mesh": dict(mesh.shape),
-      "hbm_bytes_per_chip": int(hbm),
-      "params_bytes_per_chip": per_device_bytes(abstract_state["params"]) * per_chip,
-      "optimizer_bytes_per_chip": per_device_bytes(abstract_state["opt_state"]) * per_chip,
-      "temporaries_bytes_per_chip": int(memory.temp_size_in_bytes) * per_chip,
-      "flops_per_step_per_chip": max(float(cost.get("flops", 0.0)), 0.0) * per_chip,
-      "analytic_flops_per_step_per_chip": analytic_flops_per_step / chips,
-      "bytes_accessed_per_chip": max(float(cost.get("bytes accessed", 0.0)), 0.0) * per_chip,
-      "tokens_per_step": tokens_per_step,
+    "topology": topology,
+    "chip": chip_name,
+    "chips": chips,
+    "mesh": dict(mesh.shape),
+    "hbm_bytes_per_chip": int(hbm),
+    "params_bytes_per_chip": per_device_bytes(abstract_state["params"]) * per_chip,
+    "optimizer_bytes_per_chip": per_device_bytes(abstract_state["opt_state"]) * per_chip,
+    "temporaries_bytes_per_chip": int(memory.temp_size_in_bytes) * per_chip,
+    "flops_per_step_per_chip": max(float(cost.get("flops", 0.0)), 0.0) * per_chip,
+    "analytic_flops_per_step_per_chip": analytic_flops_per_step / chips,
+    "bytes_accessed_per_chip": max(float(cost.get("bytes accessed", 0.0)), 0.0) * per_chip,
+    "tokens_per_step": tokens_per_step,
   }
   if step.gpu is not None:
-    result.update(step.gpu.summary(), largest_buffers=[
+    result.update(
+      step.gpu.summary(),
+      largest_buffers=[
         f"{b.dtype}[{','.join(map(str, b.shape))}] {b.bytes / 2**20:.1f} MiB"
-        for b in sorted(step.gpu.buffers, key=lambda b: -b.bytes)[:LARGEST_BUFFERS]])
+        for b in sorted(step.gpu.buffers, key=lambda b: -b.bytes)[:LARGEST_BUFFERS]
+      ],
+    )
     if chip_name in gpu_cards.CARDS:  # every device runs the program: a step takes one device's time
       result.update(gpu_step_time.predict(step.gpu, gpu_cards.CARDS[chip_name]).report(tokens_per_step))
   spec = CHIPS.get(chip_name)
@@ -210,27 +248,33 @@ def report(step: CompiledStep, *, topology: str, devs, mesh, abstract_state, ana
     flops = max(flops, result["analytic_flops_per_step_per_chip"])
   seconds = max(flops / spec.peak_flops, result["bytes_accessed_per_chip"] / spec.hbm_bandwidth)
   result.update(
-      hbm_capacity_bytes=int(spec.hbm_bytes), peak_flops_per_chip=spec.peak_flops,
-      hbm_bandwidth_per_chip=spec.hbm_bandwidth, roofline_step_seconds=seconds,
-      bound="compute" if flops / spec.peak_flops >= seconds else "memory",
-      tokens_per_second=tokens_per_step / seconds,
-      mfu_ceiling=result["analytic_flops_per_step_per_chip"] / (seconds * spec.peak_flops))
+    hbm_capacity_bytes=int(spec.hbm_bytes),
+    peak_flops_per_chip=spec.peak_flops,
+    hbm_bandwidth_per_chip=spec.hbm_bandwidth,
+    roofline_step_seconds=seconds,
+    bound="compute" if flops / spec.peak_flops >= seconds else "memory",
+    tokens_per_second=tokens_per_step / seconds,
+    mfu_ceiling=result["analytic_flops_per_step_per_chip"] / (seconds * spec.peak_flops),
+  )
   return result
 
 
 LARGEST_BUFFERS = 5  # a GPU report lists this many of the step's largest arrays
 
 
-ADVICE = ("shard the state over more chips (config.mesh.fsdp), lower config.batch_size or raise "
-          "config.grad_accum_steps, or recompute activations (config.remat='full')")
+ADVICE = (
+  "shard the state over more chips (config.mesh.fsdp), lower config.batch_size or raise "
+  "config.grad_accum_steps, or recompute activations (config.remat='full')"
+)
 
 
 def check_fits(result: dict) -> None:
   """Raises DoesNotFit when the step needs more HBM per chip than the chip has."""
   capacity = result.get("hbm_capacity_bytes")
   if capacity and result["hbm_bytes_per_chip"] > capacity:
-    raise _too_big(f"{result['hbm_bytes_per_chip'] / GiB:.1f} GiB per chip", result["hbm_bytes_per_chip"], capacity,
-                   result["chip"])
+    raise _too_big(
+      f"{result['hbm_bytes_per_chip'] / GiB:.1f} GiB per chip", result["hbm_bytes_per_chip"], capacity, result["chip"]
+    )
 
 
 def check_state_fits(abstract_state, chip: str) -> None:
@@ -241,13 +285,16 @@ def check_state_fits(abstract_state, chip: str) -> None:
   capacity = CHIPS[chip].hbm_bytes
   state = per_device_bytes(abstract_state["params"]) + per_device_bytes(abstract_state["opt_state"])
   if state > capacity:
-    raise _too_big(f"more than {state / GiB:.1f} GiB per chip (its parameters and optimizer state alone)", state,
-                   capacity, chip)
+    raise _too_big(
+      f"more than {state / GiB:.1f} GiB per chip (its parameters and optimizer state alone)", state, capacity, chip
+    )
 
 
 def _too_big(needs: str, needed: float, capacity: float, chip: str) -> DoesNotFit:
-  return DoesNotFit(f"the step needs {needs}, {(needed - capacity) / GiB:.1f} GiB more than one {chip} has "
-                    f"({capacity / GiB:.1f} GiB): {ADVICE}")
+  return DoesNotFit(
+    f"the step needs {needs}, {(needed - capacity) / GiB:.1f} GiB more than one {chip} has "
+    f"({capacity / GiB:.1f} GiB): {ADVICE}"
+  )
 
 
 def out_of_memory(error: Exception, topology: str) -> DoesNotFit | None:
@@ -258,8 +305,9 @@ def out_of_memory(error: Exception, topology: str) -> DoesNotFit | None:
   sizes = re.search(r"\(([\d.]+)G\) exceeds available HBM \(([\d.]+)G\)", text)
   if sizes:
     needed, available = map(float, sizes.groups())
-    detail = (f"it needs {needed:.2f} GiB per chip, {needed - available:.2f} GiB more than the "
-              f"{available:.2f} GiB a chip has")
+    detail = (
+      f"it needs {needed:.2f} GiB per chip, {needed - available:.2f} GiB more than the {available:.2f} GiB a chip has"
+    )
   else:
     detail = text[:300]
   return DoesNotFit(f"the step does not fit {topology}: {detail}; {ADVICE}")
@@ -267,28 +315,34 @@ def out_of_memory(error: Exception, topology: str) -> DoesNotFit | None:
 
 def summary(result: dict) -> str:
   """The report as a few readable lines (the JSON line follows them)."""
-  lines = [f"compiled for {result['topology']}: {result['chips']} chips ({result['chip'] or 'unknown chip'}), "
-           f"mesh {result['mesh']}, {result['tokens_per_step']:,} tokens per step",
-           f"  HBM per chip {result['hbm_bytes_per_chip'] / GiB:.2f} GiB: params "
-           f"{result['params_bytes_per_chip'] / GiB:.2f}, optimizer {result['optimizer_bytes_per_chip'] / GiB:.2f}, "
-           f"temporaries {result['temporaries_bytes_per_chip'] / GiB:.2f}"
-           + (f" (capacity {result['hbm_capacity_bytes'] / GiB:.1f})" if "hbm_capacity_bytes" in result else ""),
-           f"  per chip per step: {result['flops_per_step_per_chip'] / 1e12:.3f} TFLOP (XLA), "
-           f"{result['analytic_flops_per_step_per_chip'] / 1e12:.3f} TFLOP (model), "
-           f"{result['bytes_accessed_per_chip'] / GiB:.2f} GiB accessed"]
+  lines = [
+    f"compiled for {result['topology']}: {result['chips']} chips ({result['chip'] or 'unknown chip'}), "
+    f"mesh {result['mesh']}, {result['tokens_per_step']:,} tokens per step",
+    f"  HBM per chip {result['hbm_bytes_per_chip'] / GiB:.2f} GiB: params "
+    f"{result['params_bytes_per_chip'] / GiB:.2f}, optimizer {result['optimizer_bytes_per_chip'] / GiB:.2f}, "
+    f"temporaries {result['temporaries_bytes_per_chip'] / GiB:.2f}"
+    + (f" (capacity {result['hbm_capacity_bytes'] / GiB:.1f})" if "hbm_capacity_bytes" in result else ""),
+    f"  per chip per step: {result['flops_per_step_per_chip'] / 1e12:.3f} TFLOP (XLA), "
+    f"{result['analytic_flops_per_step_per_chip'] / 1e12:.3f} TFLOP (model), "
+    f"{result['bytes_accessed_per_chip'] / GiB:.2f} GiB accessed",
+  ]
   if "kernels_per_step" in result:
     kinds = ", ".join(f"{kind} {n}" for kind, n in result["kernels_by_kind"].items())
     calls = ", ".join(f"{target} {n}" for target, n in result["custom_calls"].items()) or "none"
     loops = f"; {result['while_loops']} while loops, their bodies counted once" if result["while_loops"] else ""
-    lines += [f"  GPU program: {result['kernels_per_step']:,} kernels per step ({kinds}){loops}",
-              f"  custom calls: {calls}",
-              f"  largest buffers: {', '.join(result['largest_buffers'])}"]
+    lines += [
+      f"  GPU program: {result['kernels_per_step']:,} kernels per step ({kinds}){loops}",
+      f"  custom calls: {calls}",
+      f"  largest buffers: {', '.join(result['largest_buffers'])}",
+    ]
   if "predicted_step_seconds" in result:  # the calibrated step first, the roofline among its bounds
     lines += gpu_step_time.describe(result)
   elif "roofline_step_seconds" in result:
-    lines.append(f"  roofline (a lower bound: every FLOP at peak or every byte at full bandwidth, no launches): "
-                 f"{result['roofline_step_seconds'] * 1e3:.1f} ms per step ({result['bound']}-bound), "
-                 f"{result['tokens_per_second']:,.0f} tokens/s, MFU ceiling {result['mfu_ceiling']:.1%}")
+    lines.append(
+      f"  roofline (a lower bound: every FLOP at peak or every byte at full bandwidth, no launches): "
+      f"{result['roofline_step_seconds'] * 1e3:.1f} ms per step ({result['bound']}-bound), "
+      f"{result['tokens_per_second']:,.0f} tokens/s, MFU ceiling {result['mfu_ceiling']:.1%}"
+    )
   return "\n".join(lines)
 
 

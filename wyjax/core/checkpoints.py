@@ -20,6 +20,7 @@ with the differing leaves named and nothing is touched. One that fails its check
 be read or holds non-finite values is *unreadable*: it is moved aside (renamed
 `unreadable-<step>-<time>`, never deleted) and the previous one is tried.
 """
+
 import concurrent.futures
 import json
 import logging
@@ -31,8 +32,7 @@ import orbax.checkpoint as ocp
 from etils import epath
 from jax.experimental import multihost_utils
 
-from wyjax.core import storage
-from wyjax.core import guards
+from wyjax.core import guards, storage
 
 STATE = "state"
 CHECKSUMS = "checksums.json"
@@ -47,16 +47,18 @@ class CheckpointSaveError(guards.RunError):
   """An (async) save failed; the checkpoints before it are intact."""
 
 
-def manager(workdir, *, folder: str = "checkpoints", max_to_keep: int | None = 3, extra_handlers=None,
-            **options) -> ocp.CheckpointManager:
+def manager(
+  workdir, *, folder: str = "checkpoints", max_to_keep: int | None = 3, extra_handlers=None, **options
+) -> ocp.CheckpointManager:
   """The CheckpointManager of workdir/folder; `extra_handlers` adds items beside `state`.
   Temporary folders of saves that never finished (a killed process) are removed on opening."""
   options.setdefault("cleanup_tmp_directories", not options.get("read_only", False))
   workdir = epath.Path(workdir)
   mngr = ocp.CheckpointManager(
-      (workdir.absolute() if storage.is_local(workdir) else workdir) / folder,
-      options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, **options),
-      item_handlers={STATE: ocp.PyTreeCheckpointHandler(), **(extra_handlers or {})})
+    (workdir.absolute() if storage.is_local(workdir) else workdir) / folder,
+    options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, **options),
+    item_handlers={STATE: ocp.PyTreeCheckpointHandler(), **(extra_handlers or {})},
+  )
   # Orbax removes those folders in a background thread; a run refused right after opening
   # (a changed config) would exit under it. Orbax 0.12 has no public wait for it.
   mngr._maybe_await_cleanup_tmp_directory()  # pylint: disable=protected-access
@@ -64,6 +66,7 @@ def manager(workdir, *, folder: str = "checkpoints", max_to_keep: int | None = 3
 
 
 # --- integrity -------------------------------------------------------------------------------------
+
 
 def _files(folder: epath.Path):
   for path in sorted(folder.iterdir()):
@@ -76,8 +79,9 @@ def _files(folder: epath.Path):
 def seal(step_dir) -> None:
   """Writes step_dir/checksums.json (atomically: a partial file is never read as a seal)."""
   step_dir = epath.Path(step_dir)
-  sums = {str(p.relative_to(step_dir)): {"size": p.stat().length, "sha256": storage.file_sha256(p)}
-          for p in _files(step_dir)}
+  sums = {
+    str(p.relative_to(step_dir)): {"size": p.stat().length, "sha256": storage.file_sha256(p)} for p in _files(step_dir)
+  }
   partial = step_dir / (CHECKSUMS + ".partial")
   partial.write_text(json.dumps(sums, indent=1, sort_keys=True))
   partial.replace(step_dir / CHECKSUMS)
@@ -174,9 +178,10 @@ class Writer:
     self.mngr.reload()
     cause = str(error).split(" [tensorstore_spec=")[0]  # (tensorstore appends a screenful of its spec)
     raise CheckpointSaveError(
-        f"saving checkpoint {failed or '?'} in {directory} failed ({type(error).__name__}: {cause}); its "
-        f"partial files were removed. Intact checkpoints: {self.mngr.all_steps() or 'none'}. Fix the cause "
-        "(e.g. free disk space) and rerun the same command to resume from the latest of them.") from error
+      f"saving checkpoint {failed or '?'} in {directory} failed ({type(error).__name__}: {cause}); its "
+      f"partial files were removed. Intact checkpoints: {self.mngr.all_steps() or 'none'}. Fix the cause "
+      "(e.g. free disk space) and rerun the same command to resume from the latest of them."
+    ) from error
 
   def wait(self) -> None:
     """Until the saves started so far are finished and sealed."""
@@ -197,9 +202,11 @@ class Writer:
 
 # --- restore -----------------------------------------------------------------------------------------
 
+
 def tree_differences(saved_tree, target) -> list[str]:
   """'path: checkpoint …, this run …' for every leaf whose presence, shape or dtype differs
   between a checkpoint's metadata tree and an abstract target."""
+
   def name(key) -> str:  # orbax stores NamedTuple fields as dict keys: compare by name
     return str(getattr(key, "key", getattr(key, "idx", getattr(key, "name", key))))
 
@@ -211,9 +218,12 @@ def tree_differences(saved_tree, target) -> list[str]:
   describe = lambda x: f"{tuple(x.shape)} {np.dtype(x.dtype).name}"
   out = [f"{k}: not in the checkpoint" for k in wanted if k not in saved]
   out += [f"{k}: in the checkpoint only" for k in saved if k not in wanted]
-  out += [f"{k}: checkpoint {describe(saved[k])}, this run {describe(wanted[k])}" for k in wanted
-          if k in saved and (tuple(saved[k].shape) != tuple(wanted[k].shape)
-                             or np.dtype(saved[k].dtype) != np.dtype(wanted[k].dtype))]
+  out += [
+    f"{k}: checkpoint {describe(saved[k])}, this run {describe(wanted[k])}"
+    for k in wanted
+    if k in saved
+    and (tuple(saved[k].shape) != tuple(wanted[k].shape) or np.dtype(saved[k].dtype) != np.dtype(wanted[k].dtype))
+  ]
   return sorted(out, key=lambda line: not line.startswith("params/"))  # the model's own leaves first
 
 
@@ -232,8 +242,9 @@ def restore_latest(mngr: ocp.CheckpointManager, abstract_state) -> tuple[dict | 
   (None, 0) when there is none. Raises IncompatibleCheckpoint (touching nothing) when the
   latest readable checkpoint does not fit abstract_state."""
   for step in sorted(mngr.all_steps(), reverse=True):
-    problem = agreed_problem(lambda: integrity_problem(epath.Path(mngr.directory) / str(step)),
-                             "failed its checksums on process 0")
+    problem = agreed_problem(
+      lambda: integrity_problem(epath.Path(mngr.directory) / str(step)), "failed its checksums on process 0"
+    )
     state = None
     if problem is None:
       try:
@@ -244,13 +255,23 @@ def restore_latest(mngr: ocp.CheckpointManager, abstract_state) -> tuple[dict | 
       differences = tree_differences(saved, abstract_state)
       if differences:
         raise IncompatibleCheckpoint(
-            f"checkpoint {step} in {mngr.directory} does not fit the state this config builds "
-            f"({len(differences)} differences):\n  " + "\n  ".join(differences[:20]) +
-            "\nRerun with the config the checkpoint was made with, or use another --workdir "
-            "(nothing was changed in this one).")
+          f"checkpoint {step} in {mngr.directory} does not fit the state this config builds "
+          f"({len(differences)} differences):\n  "
+          + "\n  ".join(differences[:20])
+          + "\nRerun with the config the checkpoint was made with, or use another --workdir "
+          "(nothing was changed in this one)."
+        )
       try:
-        state = mngr.restore(step, args=ocp.args.Composite(**{STATE: ocp.args.PyTreeRestore(
-            abstract_state, restore_args=ocp.checkpoint_utils.construct_restore_args(abstract_state))}))[STATE]
+        state = mngr.restore(
+          step,
+          args=ocp.args.Composite(
+            **{
+              STATE: ocp.args.PyTreeRestore(
+                abstract_state, restore_args=ocp.checkpoint_utils.construct_restore_args(abstract_state)
+              )
+            }
+          ),
+        )[STATE]
       except Exception as e:
         problem = f"{type(e).__name__}: {str(e)[:300]}"
     if problem is None and not bool(guards.all_finite(state)):
@@ -318,7 +339,8 @@ def _model_info(workdir) -> dict:
   info_file = _workdir_of(epath.Path(workdir)) / "model.json"
   if not info_file.exists():
     raise FileNotFoundError(
-        f"{workdir} is neither a transformers folder (config.json) nor a wyjax workdir (model.json)")
+      f"{workdir} is neither a transformers folder (config.json) nor a wyjax workdir (model.json)"
+    )
   return storage.read_json(info_file)
 
 
@@ -365,6 +387,10 @@ def restore_model(path) -> tuple[dict, dict]:
     metadata = mngr.item_metadata(step)[STATE]
     params_meta = {"params": metadata.tree["params"]}
     restore_args = jax.tree_util.tree_map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), params_meta)
-    restored = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.PyTreeRestore(
-        item=params_meta, restore_args=restore_args, partial_restore=True)))
+    restored = mngr.restore(
+      step,
+      args=ocp.args.Composite(
+        state=ocp.args.PyTreeRestore(item=params_meta, restore_args=restore_args, partial_restore=True)
+      ),
+    )
   return config, restored[STATE]["params"]

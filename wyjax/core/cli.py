@@ -9,6 +9,7 @@ ends any command with one line and exit 130, SIGTERM with 143 (a training loop f
 checkpoints: guards); one that comes while the command is still starting ends it at once
 (wyjax/__init__.py).
 """
+
 import atexit
 import gc
 import glob
@@ -42,8 +43,9 @@ def _missing_config_key(error: Exception, argv: list[str]) -> str:
   missing, _, suggestion = str(reason).partition("\n")
   overrides = [a.split("=")[0] for a in argv[1:] if a.startswith("--") and "." in a.split("=")[0]]
   flag = next((o for o in overrides if missing.strip("'") in o.split(".")[1:]), " ".join(overrides))
-  return f"{flag}: the config has no field {missing}" + (f"; {suggestion[0].lower()}{suggestion[1:]}"
-                                                         if suggestion else "")
+  return f"{flag}: the config has no field {missing}" + (
+    f"; {suggestion[0].lower()}{suggestion[1:]}" if suggestion else ""
+  )
 
 
 def _parse_flags(argv: list[str]) -> list[str]:
@@ -203,9 +205,12 @@ def start_jax_plugins() -> None:
   for platform in filter(None, (jax.config.jax_platforms or "").split(",")):
     if not any(p in started for p in xla_bridge.expand_platform_alias(platform)):
       failure = next((f"{r.exc_info[0].__name__}: {r.exc_info[1]}" for r in records if r.exc_info), None)
-      _fail(f"JAX_PLATFORMS={jax.config.jax_platforms}: JAX cannot start {platform!r} on this machine ("
-            f"{failure or 'no installed plugin provides it'}); unset JAX_PLATFORMS, or name a platform this "
-            "machine has (cpu)", 1)
+      _fail(
+        f"JAX_PLATFORMS={jax.config.jax_platforms}: JAX cannot start {platform!r} on this machine ("
+        f"{failure or 'no installed plugin provides it'}); unset JAX_PLATFORMS, or name a platform this "
+        "machine has (cpu)",
+        1,
+      )
 
 
 def _honour_stop_signals() -> None:
@@ -227,8 +232,11 @@ def _streams_that_hold_chinese() -> None:
   try:
     "文言".encode(encoding)
   except UnicodeEncodeError:
-    _fail(f"standard output's encoding is {encoding}, which cannot hold Chinese; set PYTHONIOENCODING=utf-8 "
-          "(or a UTF-8 locale)", 2)
+    _fail(
+      f"standard output's encoding is {encoding}, which cannot hold Chinese; set PYTHONIOENCODING=utf-8 "
+      "(or a UTF-8 locale)",
+      2,
+    )
 
 
 def run(main) -> None:

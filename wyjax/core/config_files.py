@@ -4,6 +4,7 @@ The repository's top-level configs/ ships inside the wheel as wyjax/configs/ (se
 name finds the same files in a checkout, an editable install and a wheel, from any directory.
 A path to a real file always wins over a name.
 """
+
 import importlib.util
 import os
 import pathlib
@@ -26,8 +27,7 @@ def root() -> pathlib.Path:
 def available() -> list[str]:
   """Every packaged config's name: 'tlc', 'pretrain/deberta_base', ..."""
   folder = root()
-  return sorted(str(p.relative_to(folder).with_suffix("")) for p in folder.rglob("*.py")
-                if p.name != "__init__.py")
+  return sorted(str(p.relative_to(folder).with_suffix("")) for p in folder.rglob("*.py") if p.name != "__init__.py")
 
 
 def packaged(name: str) -> pathlib.Path:
@@ -37,8 +37,9 @@ def packaged(name: str) -> pathlib.Path:
   """
   path = root() / (name.removeprefix("configs/").removesuffix(".py") + ".py")
   if not path.is_file():
-    raise ValueError(f"no config {name!r}: not a file, and not a packaged config; "
-                     f"those are {', '.join(available())} (in {root()})")
+    raise ValueError(
+      f"no config {name!r}: not a file, and not a packaged config; those are {', '.join(available())} (in {root()})"
+    )
   return path
 
 
@@ -92,8 +93,13 @@ class _ConfigNameParser(flags.ArgumentParser):
       raise ValueError(_user_error(spec.partition(":")[0], e)) from None
 
 
-def DEFINE_config(name: str, default: str | None, help_string: str, flag_values=flags.FLAGS,  # noqa: N802
-                  **kwargs):
+def DEFINE_config(
+  name: str,
+  default: str | None,
+  help_string: str,
+  flag_values=flags.FLAGS,  # noqa: N802
+  **kwargs,
+):
   """config_flags.DEFINE_config_file whose value may also be a packaged config's name."""
   holder = config_flags.DEFINE_config_file(name, default and resolve(default), help_string, flag_values, **kwargs)
   flag_values[name].parser = _ConfigNameParser(flag_values[name].parser)

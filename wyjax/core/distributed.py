@@ -4,6 +4,7 @@ SLURM (`SLURM_NTASKS` > 1), TPU pods (several `TPU_WORKER_HOSTNAMES`) and explic
 `JAX_COORDINATOR_ADDRESS` + `JAX_NUM_PROCESSES` + `JAX_PROCESS_ID` need no flags; a
 single-process run is left alone.
 """
+
 import logging
 import os
 
@@ -25,10 +26,16 @@ def initialize() -> None:
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
   if os.environ.get("JAX_COORDINATOR_ADDRESS"):
     jax.distributed.initialize(
-        coordinator_address=os.environ["JAX_COORDINATOR_ADDRESS"],
-        num_processes=int(os.environ["JAX_NUM_PROCESSES"]),
-        process_id=int(os.environ["JAX_PROCESS_ID"]))
+      coordinator_address=os.environ["JAX_COORDINATOR_ADDRESS"],
+      num_processes=int(os.environ["JAX_NUM_PROCESSES"]),
+      process_id=int(os.environ["JAX_PROCESS_ID"]),
+    )
   else:
     jax.distributed.initialize()  # SLURM and TPU pods are auto-detected
-  logging.info("process %d of %d, %d local of %d devices", jax.process_index(), jax.process_count(),
-               jax.local_device_count(), jax.device_count())
+  logging.info(
+    "process %d of %d, %d local of %d devices",
+    jax.process_index(),
+    jax.process_count(),
+    jax.local_device_count(),
+    jax.device_count(),
+  )

@@ -11,6 +11,7 @@ batch past 4 at a batch of 4's (pessimistic: a large batch fills the SMs), and a
 256 at the 256 one's (optimistic: small tiles run slower). BERT-base's 16,384 × 768 × 768
 projections reach 37% of the bf16 peak by it, not the 75% a tuned large GEMM reaches.
 """
+
 import functools
 import itertools
 import json
@@ -49,8 +50,9 @@ def measured_flops(b: int, m: int, n: int, k: int, precision: str = "bf16") -> f
   (float32 at XLA's default precision)."""
   point = (max(b, 1), max(m, 1), max(k, 1), max(n, 1))
   table = _table()[1][precision]
-  sides = [(min(max(_below(x), low), high), min(max(_above(x), low), high))
-           for x, low, high in zip(point, LOWEST, HIGHEST)]
+  sides = [
+    (min(max(_below(x), low), high), min(max(_above(x), low), high)) for x, low, high in zip(point, LOWEST, HIGHEST)
+  ]
   weighted = total = 0.0
   for corner in itertools.product(*sides):
     weight = 1.0 / (1.0 + sum((c - x) ** 2 for c, x in zip(corner, point)))

@@ -1,6 +1,7 @@
 """The GPUs wyjax compiles for without one and predicts steps on: each card's published figures,
 in one place. aot compiles for a card (`target` writes it as XLA's GpuTargetConfigProto) and
 gpu_step_time costs every kernel of the compiled step at its figures."""
+
 import dataclasses
 
 GB, GiB = 1e9, 2**30
@@ -34,22 +35,64 @@ class GpuCard:
 
 
 CARDS = {
-    # NVIDIA H100 SXM5 datasheet: 989 TFLOP/s dense bf16; HBM3 80 GB (80 GiB of stacks; the device
-    # reports 79.1 GiB to CUDA), 3.35 TB/s. H100 Tensor Core GPU architecture whitepaper: 132 SMs,
-    # 1.98 GHz boost, 50 MB L2, 228 KB shared memory per SM (227 KB per block), 128 FP32 cores per
-    # SM, sm_90; NVLink 4: 900 GB/s both ways together.
-    "h100": GpuCard("h100", "NVIDIA H100 80GB HBM3", 989e12, 80 * GiB, 3350 * GB, 450 * GB, 132, 1.98, 50 * 2**20,
-                    228 * 2**10, 227 * 2**10, 128, (9, 0), True),
-    # NVIDIA H200 SXM datasheet: the H100's GH100 with HBM3e 141 GB (the device reports 141 GiB),
-    # 4.8 TB/s; 989 TFLOP/s dense bf16, NVLink 900 GB/s.
-    "h200": GpuCard("h200", "NVIDIA H200", 989e12, 141 * GiB, 4800 * GB, 450 * GB, 132, 1.98, 50 * 2**20,
-                    228 * 2**10, 227 * 2**10, 128, (9, 0), True),
-    # NVIDIA A100 SXM 80GB datasheet: 312 TFLOP/s dense bf16; HBM2e 80 GB (80 GiB of stacks),
-    # 2,039 GB/s. A100 Tensor Core GPU architecture whitepaper: 108 SMs, 1.41 GHz boost, 40 MB L2,
-    # 164 KB shared memory per SM (163 KB per block), 64 FP32 cores per SM, sm_80; NVLink 3:
-    # 600 GB/s both ways together.
-    "a100": GpuCard("a100", "NVIDIA A100-SXM4-80GB", 312e12, 80 * GiB, 2039 * GB, 300 * GB, 108, 1.41, 40 * 2**20,
-                    164 * 2**10, 163 * 2**10, 64, (8, 0), False),
+  # NVIDIA H100 SXM5 datasheet: 989 TFLOP/s dense bf16; HBM3 80 GB (80 GiB of stacks; the device
+  # reports 79.1 GiB to CUDA), 3.35 TB/s. H100 Tensor Core GPU architecture whitepaper: 132 SMs,
+  # 1.98 GHz boost, 50 MB L2, 228 KB shared memory per SM (227 KB per block), 128 FP32 cores per
+  # SM, sm_90; NVLink 4: 900 GB/s both ways together.
+  "h100": GpuCard(
+    "h100",
+    "NVIDIA H100 80GB HBM3",
+    989e12,
+    80 * GiB,
+    3350 * GB,
+    450 * GB,
+    132,
+    1.98,
+    50 * 2**20,
+    228 * 2**10,
+    227 * 2**10,
+    128,
+    (9, 0),
+    True,
+  ),
+  # NVIDIA H200 SXM datasheet: the H100's GH100 with HBM3e 141 GB (the device reports 141 GiB),
+  # 4.8 TB/s; 989 TFLOP/s dense bf16, NVLink 900 GB/s.
+  "h200": GpuCard(
+    "h200",
+    "NVIDIA H200",
+    989e12,
+    141 * GiB,
+    4800 * GB,
+    450 * GB,
+    132,
+    1.98,
+    50 * 2**20,
+    228 * 2**10,
+    227 * 2**10,
+    128,
+    (9, 0),
+    True,
+  ),
+  # NVIDIA A100 SXM 80GB datasheet: 312 TFLOP/s dense bf16; HBM2e 80 GB (80 GiB of stacks),
+  # 2,039 GB/s. A100 Tensor Core GPU architecture whitepaper: 108 SMs, 1.41 GHz boost, 40 MB L2,
+  # 164 KB shared memory per SM (163 KB per block), 64 FP32 cores per SM, sm_80; NVLink 3:
+  # 600 GB/s both ways together.
+  "a100": GpuCard(
+    "a100",
+    "NVIDIA A100-SXM4-80GB",
+    312e12,
+    80 * GiB,
+    2039 * GB,
+    300 * GB,
+    108,
+    1.41,
+    40 * 2**20,
+    164 * 2**10,
+    163 * 2**10,
+    64,
+    (8, 0),
+    False,
+  ),
 }
 # The cuDNN the compiled program may call: which fused attentions XLA emits depends on it.
 # A current cuDNN 9 (the gpu-compile extra's wheel is 9.20); a GPU with an older one may differ.

@@ -9,6 +9,7 @@ which attention runs, how many kernels, whether a float32 [batch, heads, L, L] a
 (wyjax.core.gpu_step_time) how long it will take. The dump's formats are XLA's, read by name;
 each reader below says what it expects.
 """
+
 import collections
 import dataclasses
 import json
@@ -28,17 +29,58 @@ ATTENTION_MATMULS = {False: 2, True: 5}
 
 # Thunks that launch work on the GPU: XLA's fusions and its Triton GEMMs (kKernel,
 # kCustomKernel), library calls (cuBLAS, cuDNN), collectives, memset and device copies.
-LAUNCHES = ("kKernel", "kCustomKernel", "kGemm", "kCublasLtMatmul", "kCuDnn", "kCustomCall", "kTriton",
-            "kCollectiveKernel", "kMemset32BitValue", "kMemzero", "kCopy", "kConvolution", "kFft")
-_COLLECTIVE = re.compile(r"^k(AllReduce|AllGather|ReduceScatter|AllToAll|RaggedAllToAll|CollectivePermute|"
-                         r"CollectiveBroadcast|Send|Recv)(Start)?$")
+LAUNCHES = (
+  "kKernel",
+  "kCustomKernel",
+  "kGemm",
+  "kCublasLtMatmul",
+  "kCuDnn",
+  "kCustomCall",
+  "kTriton",
+  "kCollectiveKernel",
+  "kMemset32BitValue",
+  "kMemzero",
+  "kCopy",
+  "kConvolution",
+  "kFft",
+)
+_COLLECTIVE = re.compile(
+  r"^k(AllReduce|AllGather|ReduceScatter|AllToAll|RaggedAllToAll|CollectivePermute|"
+  r"CollectiveBroadcast|Send|Recv)(Start)?$"
+)
 # A fusion's kind from XLA's name for it (loop_*_fusion, input_reduce_fusion, gemm_fusion_dot...).
-_KINDS = (("gemm", r"gemm|dot|cublas|matmul"), ("reduction", r"reduce"), ("transpose", r"transpose"),
-          ("select", r"select"), ("random bits", r"xor|threefry|rng"), ("scatter", r"scatter"),
-          ("gather", r"gather"), ("copy", r"copy|dynamic.update.slice|concatenate|slice"))
+_KINDS = (
+  ("gemm", r"gemm|dot|cublas|matmul"),
+  ("reduction", r"reduce"),
+  ("transpose", r"transpose"),
+  ("select", r"select"),
+  ("random bits", r"xor|threefry|rng"),
+  ("scatter", r"scatter"),
+  ("gather", r"gather"),
+  ("copy", r"copy|dynamic.update.slice|concatenate|slice"),
+)
 ATOMICS = "triton kernel, atomics"  # a Pallas kernel that adds atomically: the DeBERTa kernel's backward
-_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
-          "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16, "f8e4m3fn": 1, "f8e5m2": 1, "s4": 0.5, "u4": 0.5}
+_BYTES = {
+  "pred": 1,
+  "s8": 1,
+  "u8": 1,
+  "s16": 2,
+  "u16": 2,
+  "f16": 2,
+  "bf16": 2,
+  "s32": 4,
+  "u32": 4,
+  "f32": 4,
+  "s64": 8,
+  "u64": 8,
+  "f64": 8,
+  "c64": 8,
+  "c128": 16,
+  "f8e4m3fn": 1,
+  "f8e5m2": 1,
+  "s4": 0.5,
+  "u4": 0.5,
+}
 _ARRAY = re.compile(r"(\w+)\[([\d,]*)\]")
 _HEAD = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = ")
 _COMPUTATION = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) ")
@@ -73,8 +115,9 @@ class Instruction:
 
 def arrays(shape: str) -> list[tuple[str, tuple[int, ...]]]:
   """(dtype, dims) of each array in an HLO shape's text."""
-  return [(dtype, tuple(int(d) for d in dims.split(",") if d)) for dtype, dims in _ARRAY.findall(shape)
-          if dtype in _BYTES]
+  return [
+    (dtype, tuple(int(d) for d in dims.split(",") if d)) for dtype, dims in _ARRAY.findall(shape) if dtype in _BYTES
+  ]
 
 
 def shape_bytes(shape: str) -> float:
@@ -104,22 +147,22 @@ def read_hlo(text: str) -> dict[str, Instruction]:
     head = _HEAD.match(line)
     if not head:
       continue
-    rest = line[head.end():]
+    rest = line[head.end() :]
     if rest.startswith("("):
       end = _closing(rest, 0)
-      shape, rest = rest[:end + 1], rest[end + 2:]
+      shape, rest = rest[: end + 1], rest[end + 2 :]
     else:
       shape, _, rest = rest.partition(" ")
     opcode, _, rest = rest.partition("(")
     end = _closing("(" + rest, 0) - 1
     operands = tuple(o.strip().lstrip("%") for o in re.sub(r"/\*.*?\*/", "", rest[:end]).split(",") if o.strip())
-    instructions[head.group(1)] = Instruction(head.group(1), shape, opcode, operands, rest[end + 1:], computation)
+    instructions[head.group(1)] = Instruction(head.group(1), shape, opcode, operands, rest[end + 1 :], computation)
   return instructions
 
 
 def _elements(shape: str) -> list[str]:
   """The elements of a tuple shape's text, "(f32[8]{0}, (s32[], bf16[2,3]{1,0}))", each whole."""
-  inner, elements, depth, start = shape[1:_closing(shape, 0)], [], 0, 0
+  inner, elements, depth, start = shape[1 : _closing(shape, 0)], [], 0, 0
   for i, char in enumerate(inner):
     depth += char in "([{"
     depth -= char in ")]}"
@@ -165,8 +208,9 @@ def _members(hlo: dict) -> dict[str, list]:
 def _dims(attributes: str, name: str) -> list[int]:
   """A dot's dimension numbers, in HLO's spelling (lhs_contracting_dims={1,2}) or a backend
   config's ("lhs_contracting_dimensions":["1","2"])."""
-  found = (re.search(rf"{name}_dims=\{{([\d,]*)\}}", attributes)
-           or re.search(rf'"{name}_dimensions":\[([^]]*)\]', attributes))
+  found = re.search(rf"{name}_dims=\{{([\d,]*)\}}", attributes) or re.search(
+    rf'"{name}_dimensions":\[([^]]*)\]', attributes
+  )
   return [int(d.strip('" ')) for d in found.group(1).split(",") if d.strip('" ')] if found else []
 
 
@@ -175,8 +219,12 @@ def gemm_shape(lhs: tuple[int, ...], rhs: tuple[int, ...], attributes: str) -> t
   batch, contracting = _dims(attributes, "lhs_batch"), _dims(attributes, "lhs_contracting")
   rhs_batch, rhs_contracting = _dims(attributes, "rhs_batch"), _dims(attributes, "rhs_contracting")
   free = lambda dims, taken: math.prod(d for i, d in enumerate(dims) if i not in taken)
-  return (math.prod(lhs[i] for i in batch), free(lhs, batch + contracting), free(rhs, rhs_batch + rhs_contracting),
-          math.prod(lhs[i] for i in contracting))
+  return (
+    math.prod(lhs[i] for i in batch),
+    free(lhs, batch + contracting),
+    free(rhs, rhs_batch + rhs_contracting),
+    math.prod(lhs[i] for i in contracting),
+  )
 
 
 def _precision(dtype: str, attributes: str) -> str:
@@ -205,6 +253,7 @@ def dots(hlo: dict, computation: str, members: dict) -> tuple[list[tuple[int, in
 @dataclasses.dataclass(frozen=True)
 class Launch:
   """One kernel the step launches, with what bounds its time."""
+
   name: str  # the HLO instruction it runs
   kind: str  # as kernels_by_kind counts it
   kernel: str = ""  # the kernel the GPU runs it as (identical fusions share one), as a profile names it
@@ -282,8 +331,16 @@ def read_launches(thunks: str, metadata: str, hlo: dict) -> tuple[tuple[Launch, 
   return tuple(launches), loops
 
 
-def _launch(launch_kind: str, thunk: str, name: str, instruction: Instruction | None, hlo: dict, members: dict,
-            repeats: int, grid: int) -> Launch:
+def _launch(
+  launch_kind: str,
+  thunk: str,
+  name: str,
+  instruction: Instruction | None,
+  hlo: dict,
+  members: dict,
+  repeats: int,
+  grid: int,
+) -> Launch:
   """A launch with its FLOPs and bytes read from the instruction it runs."""
   if instruction is None:
     return Launch(name, launch_kind, repeats, grid)
@@ -310,8 +367,9 @@ def _launch(launch_kind: str, thunk: str, name: str, instruction: Instruction | 
 def _attention_flops(instruction: Instruction, hlo: dict) -> float:
   """cuDNN's flash attention: ATTENTION_MATMULS products of [batch, heads, Lq, Lk] scores (its
   backend config's intermediate_tensor_shape) with the head dimension, 2 FLOPs each."""
-  scores = re.search(r'"intermediate_tensor_shape":\{"dimensions":\["(\d+)","(\d+)","(\d+)","(\d+)"\]',
-                     instruction.attributes)
+  scores = re.search(
+    r'"intermediate_tensor_shape":\{"dimensions":\["(\d+)","(\d+)","(\d+)","(\d+)"\]', instruction.attributes
+  )
   if not scores:
     return 0.0
   batch, heads, queries, keys = map(int, scores.groups())
@@ -371,12 +429,19 @@ class GpuProgram:
   def buffers_of(self, dtype: str, rank: int, min_trailing: int) -> list[Buffer]:
     """Buffers of `dtype` and `rank` whose last two dimensions are both ≥ min_trailing: for
     attention, the [batch, heads, L, L] scores and probabilities a fused path never holds."""
-    return [b for b in self.buffers if b.dtype == dtype and len(b.shape) == rank
-            and min(b.shape[-2:], default=0) >= min_trailing]
+    return [
+      b
+      for b in self.buffers
+      if b.dtype == dtype and len(b.shape) == rank and min(b.shape[-2:], default=0) >= min_trailing
+    ]
 
   def summary(self) -> dict:
-    return {"kernels_per_step": self.kernel_count, "kernels_by_kind": dict(self.kernels.most_common()),
-            "custom_calls": dict(self.custom_calls.most_common()), "while_loops": self.loops}
+    return {
+      "kernels_per_step": self.kernel_count,
+      "kernels_by_kind": dict(self.kernels.most_common()),
+      "custom_calls": dict(self.custom_calls.most_common()),
+      "while_loops": self.loops,
+    }
 
 
 def read_buffers(text: str) -> tuple[Buffer, ...]:
@@ -396,18 +461,24 @@ def read_dump(folder: Path, module: str = "") -> tuple[GpuProgram, str]:
   largest where several do) and its optimized HLO text."""
   candidates = [p for p in sorted(folder.glob("*thunk_sequence.txt")) if module in p.name]
   if not candidates:
-    raise RuntimeError(f"{folder}: no compiled GPU module{f' named *{module}*' if module else ''} (no "
-                       "*thunk_sequence.txt; dump with XLA_FLAGS=--xla_dump_to=DIR)")
+    raise RuntimeError(
+      f"{folder}: no compiled GPU module{f' named *{module}*' if module else ''} (no "
+      "*thunk_sequence.txt; dump with XLA_FLAGS=--xla_dump_to=DIR)"
+    )
   thunk_file = max(candidates, key=lambda p: p.stat().st_size)
-  prefix = thunk_file.name[:-len("thunk_sequence.txt")]
+  prefix = thunk_file.name[: -len("thunk_sequence.txt")]
   text = _one(folder, f"{prefix}*gpu_after_optimizations.txt").read_text()
   hlo = read_hlo(text)
   metadata = folder / f"{prefix}thunk_metadata.txt"
   launches, loops = read_launches(thunk_file.read_text(), metadata.read_text() if metadata.exists() else "", hlo)
   buffers = read_buffers(_one(folder, f"{prefix}*gpu_after_optimizations-buffer-assignment.txt").read_text())
-  return GpuProgram(kernels=collections.Counter(launch.kind for launch in launches),
-                    custom_calls=collections.Counter(i.target for i in hlo.values() if i.target),
-                    buffers=buffers, loops=loops, launches=launches), text
+  return GpuProgram(
+    kernels=collections.Counter(launch.kind for launch in launches),
+    custom_calls=collections.Counter(i.target for i in hlo.values() if i.target),
+    buffers=buffers,
+    loops=loops,
+    launches=launches,
+  ), text
 
 
 def _one(folder: Path, pattern: str) -> Path:
@@ -440,10 +511,12 @@ def cost_analysis(hlo: str) -> dict | None:
   try:
     from jax._src.lib import xla_client  # pylint: disable=g-import-not-at-top
     from jaxlib import _hlo  # pylint: disable=g-import-not-at-top
+
     module = _hlo.hlo_module_from_text(hlo)
     cpu = jax.devices("cpu")[0].client
     cost = xla_client._xla.hlo_module_cost_analysis(cpu, module)  # pylint: disable=protected-access
   except (ImportError, AttributeError, RuntimeError):
     return None
-  return {k: float(v) for k, v in cost.items() if k in ("flops", "bytes accessed", "transcendentals")
-          and np.isfinite(v)}
+  return {
+    k: float(v) for k, v in cost.items() if k in ("flops", "bytes accessed", "transcendentals") and np.isfinite(v)
+  }

@@ -21,6 +21,7 @@ compiled on a real GPU is autotuned: GEMMs may become cuBLAS calls instead of th
 chosen here by heuristics, which is why a GEMM is costed from its shape, never from XLA's
 estimate of the tiling a GPU replaces.
 """
+
 import argparse
 import collections
 import dataclasses
@@ -54,9 +55,13 @@ ABSURD = 20
 # Ring collectives move this share of their operand over each link (NVIDIA/nccl-tests,
 # doc/PERFORMANCE.md: bus bandwidth = algorithm bandwidth × 2(n−1)/n for all-reduce, (n−1)/n
 # for reduce-scatter and all-to-all; an all-gather sends (n−1) of its operands; a permute one).
-RING_SHARE = {"all-reduce": lambda n: 2 * (n - 1) / n, "reduce-scatter": lambda n: (n - 1) / n,
-              "all-to-all": lambda n: (n - 1) / n, "all-gather": lambda n: n - 1.0,
-              "collective-permute": lambda n: 1.0}
+RING_SHARE = {
+  "all-reduce": lambda n: 2 * (n - 1) / n,
+  "reduce-scatter": lambda n: (n - 1) / n,
+  "all-to-all": lambda n: (n - 1) / n,
+  "all-gather": lambda n: n - 1.0,
+  "collective-permute": lambda n: 1.0,
+}
 CALIBRATION = pathlib.Path(__file__).with_name("gpu_calibration.json")
 
 
@@ -69,8 +74,10 @@ def seconds(launch: gpu_program.Launch, card: gpu_cards.GpuCard) -> tuple[float,
   memory = launch.bytes / (card.hbm_bandwidth * occupied)
   rate = card.matmul_rate(launch.precision)
   if launch.gemms:
-    matmul = sum(2.0 * b * m * n * k / (rate * gemm_table.fraction_of_peak(b, m, n, k, launch.precision))
-                 for b, m, n, k in launch.gemms)
+    matmul = sum(
+      2.0 * b * m * n * k / (rate * gemm_table.fraction_of_peak(b, m, n, k, launch.precision))
+      for b, m, n, k in launch.gemms
+    )
     return LAUNCH_SECONDS + max(matmul, memory), "gemm table"
   if launch.flops:
     fraction = ATTENTION_FRACTION if launch.kind == "cudnn" else 1.0
@@ -84,6 +91,7 @@ def seconds(launch: gpu_program.Launch, card: gpu_cards.GpuCard) -> tuple[float,
 class Calibration:
   """Factors fitted on measured kernels: a kernel takes `factors[its kind]` times its uncalibrated
   time (a kind the fit measured no kernel of, `default`), a collective its time as costed."""
+
   factors: dict[str, float]
   default: float
   band: tuple[float, float]  # measured ÷ calibrated on the programs held out of the fit, lowest and highest
@@ -145,17 +153,24 @@ class Prediction:
     for k in self.kernels:
       total[k.launch.name] += k.seconds
       first.setdefault(k.launch.name, k)
-    return [{"name": name, "kind": first[name].launch.kind, "seconds": spent, "source": first[name].source}
-            for name, spent in total.most_common(count)]
+    return [
+      {"name": name, "kind": first[name].launch.kind, "seconds": spent, "source": first[name].source}
+      for name, spent in total.most_common(count)
+    ]
 
   def report(self, tokens: int | None = None) -> dict:
     """The figures a compile-only report's JSON line carries; `predicted_step_seconds` is the calibrated step."""
     sources = collections.Counter(k.source for k in self.kernels)
-    result = {"predicted_step_seconds": self.seconds, "predicted_step_band_seconds": list(self.band()),
-              "predicted_uncalibrated_step_seconds": self.uncalibrated, "predicted_card": self.card.name,
-              "predicted_calibration": self.calibration.summary,
-              "predicted_seconds_by_kind": self.by_kind(), "predicted_top_kernels": self.top(),
-              "predicted_kernels_by_source": dict(sources.most_common())}
+    result = {
+      "predicted_step_seconds": self.seconds,
+      "predicted_step_band_seconds": list(self.band()),
+      "predicted_uncalibrated_step_seconds": self.uncalibrated,
+      "predicted_card": self.card.name,
+      "predicted_calibration": self.calibration.summary,
+      "predicted_seconds_by_kind": self.by_kind(),
+      "predicted_top_kernels": self.top(),
+      "predicted_kernels_by_source": dict(sources.most_common()),
+    }
     if tokens:
       result["predicted_tokens_per_second"] = tokens / self.seconds
     return result
@@ -163,9 +178,17 @@ class Prediction:
   def kernel_records(self) -> list[dict]:
     """Every launch's prediction, for joining with a profile of the same compile
     (benchmarks/profile_vs_prediction.py) and refitting the factors on it."""
-    return [{"name": k.launch.name, "kernel": k.launch.kernel, "kind": k.launch.kind, "repeats": k.launch.repeats,
-             "uncalibrated": k.uncalibrated, "seconds": k.seconds}
-            for k in self.kernels]
+    return [
+      {
+        "name": k.launch.name,
+        "kernel": k.launch.kernel,
+        "kind": k.launch.kind,
+        "repeats": k.launch.repeats,
+        "uncalibrated": k.uncalibrated,
+        "seconds": k.seconds,
+      }
+      for k in self.kernels
+    ]
 
 
 def predict(program: gpu_program.GpuProgram, card: gpu_cards.GpuCard, fitted: Calibration | None = None) -> Prediction:
@@ -188,27 +211,34 @@ def describe(result: dict) -> list[str]:
   below it (the uncalibrated sum, the roofline where the report has one), where the time goes by
   kind, and the ten most expensive kernels."""
   step, (low, high) = result["predicted_step_seconds"], result["predicted_step_band_seconds"]
-  rate = (f", {result['predicted_tokens_per_second']:,.0f} tokens/s" if "predicted_tokens_per_second" in result
-          else "")
+  rate = f", {result['predicted_tokens_per_second']:,.0f} tokens/s" if "predicted_tokens_per_second" in result else ""
   bounds = f"every kernel at the card's and XLA's figures (uncalibrated) {_ms(result['predicted_uncalibrated_step_seconds'])} ms"
   if "roofline_step_seconds" in result:
-    bounds += (f", the roofline {_ms(result['roofline_step_seconds'])} ms ({result['bound']}-bound, "
-               f"{result['tokens_per_second']:,.0f} tokens/s, MFU ceiling {result['mfu_ceiling']:.1%})")
+    bounds += (
+      f", the roofline {_ms(result['roofline_step_seconds'])} ms ({result['bound']}-bound, "
+      f"{result['tokens_per_second']:,.0f} tokens/s, MFU ceiling {result['mfu_ceiling']:.1%})"
+    )
   kinds = ", ".join(f"{name} {spent * 1e3:.2f}" for name, spent in result["predicted_seconds_by_kind"].items())
   sources = ", ".join(f"{source} {n}" for source, n in result["predicted_kernels_by_source"].items())
-  lines = [f"  predicted step on each {result['predicted_card']}: {_ms(step)} ms{rate}, held-out error band "
-           f"{_ms(low)}–{_ms(high)} ms ({result['predicted_calibration']})",
-           f"  bounds below it: {bounds}",
-           f"  by kind, ms (calibrated): {kinds} (kernels costed from: {sources})",
-           "  most expensive kernels (calibrated):"]
-  lines += [f"    {k['seconds'] * 1e3:8.3f} ms  {k['name']} ({k['kind']}; {k['source']})"
-            for k in result["predicted_top_kernels"]]
+  lines = [
+    f"  predicted step on each {result['predicted_card']}: {_ms(step)} ms{rate}, held-out error band "
+    f"{_ms(low)}–{_ms(high)} ms ({result['predicted_calibration']})",
+    f"  bounds below it: {bounds}",
+    f"  by kind, ms (calibrated): {kinds} (kernels costed from: {sources})",
+    "  most expensive kernels (calibrated):",
+  ]
+  lines += [
+    f"    {k['seconds'] * 1e3:8.3f} ms  {k['name']} ({k['kind']}; {k['source']})"
+    for k in result["predicted_top_kernels"]
+  ]
   return lines
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description="The predicted step time of a GPU compile's XLA dump folder, "
-                                   "kernel by kernel (see this module's docstring for the flags to dump with).")
+  parser = argparse.ArgumentParser(
+    description="The predicted step time of a GPU compile's XLA dump folder, "
+    "kernel by kernel (see this module's docstring for the flags to dump with)."
+  )
   parser.add_argument("dump", type=pathlib.Path, help="the folder XLA_FLAGS=--xla_dump_to=DIR wrote")
   parser.add_argument("--card", default="h100", help=f"one of {sorted(gpu_cards.CARDS)}")
   parser.add_argument("--module", default="", help="the module whose name contains this (default: the largest)")

@@ -13,6 +13,7 @@ Both loops (pretraining, fine-tuning) use the same two guards:
   them on the host and raises `NonFiniteError` after `max_in_a_row` in a row, so a state with
   NaN/Inf is never checkpointed and a diverged run ends with a non-zero exit.
 """
+
 import contextlib
 import logging
 import signal
@@ -52,8 +53,11 @@ def all_finite(tree) -> jax.Array:
   """True iff every floating-point element of the tree is finite (each leaf checked on its
   own: a global norm would overflow for large but finite values, and a restored state is
   checked eagerly, where stacking leaves would copy them)."""
-  leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)
-            if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
+  leaves = [
+    jnp.all(jnp.isfinite(x))
+    for x in jax.tree_util.tree_leaves(tree)
+    if jnp.issubdtype(jnp.result_type(x), jnp.floating)
+  ]
   return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
 
 
@@ -100,17 +104,19 @@ class NonFiniteSteps:
       return
     self.in_a_row += 1
     self.skipped += 1
-    logging.warning("step %d: non-finite loss or gradients, update skipped (%d in a row)", self._last_step,
-                    self.in_a_row)
+    logging.warning(
+      "step %d: non-finite loss or gradients, update skipped (%d in a row)", self._last_step, self.in_a_row
+    )
 
   def check(self) -> None:
     """Raises NonFiniteError once max_in_a_row steps in a row were skipped."""
     if self.in_a_row >= self.max_in_a_row:
       first = self._last_step - self.in_a_row + 1
       raise NonFiniteError(
-          f"steps {first}-{self._last_step}: the loss or gradients were not finite {self.in_a_row} times in a row "
-          f"(limit max_nonfinite_steps={self.max_in_a_row}); every update was skipped, so the last checkpoint holds "
-          "the last finite state. Lower the learning rate or check the data, then rerun.")
+        f"steps {first}-{self._last_step}: the loss or gradients were not finite {self.in_a_row} times in a row "
+        f"(limit max_nonfinite_steps={self.max_in_a_row}); every update was skipped, so the last checkpoint holds "
+        "the last finite state. Lower the learning rate or check the data, then rerun."
+      )
 
   def take_skipped(self) -> int:
     skipped, self.skipped = self.skipped, 0

@@ -15,11 +15,12 @@ A run compiles its largest programs before its first step and passes them to `ad
 refuses one that cannot fit the memory the machine has free, in one line naming what to change,
 and chooses between the two.
 """
+
 import ctypes
 import dataclasses
-from collections.abc import Callable
 import pathlib
 import platform
+from collections.abc import Callable
 
 import jax
 
@@ -69,8 +70,10 @@ def available_bytes() -> int:
   meminfo = dict(line.split(":", 1) for line in pathlib.Path("/proc/meminfo").read_text().splitlines())
   available = int(meminfo["MemAvailable"].split()[0]) * 1024
   cgroup = pathlib.Path("/sys/fs/cgroup")
-  for limit, usage in ((cgroup / "memory.max", cgroup / "memory.current"),
-                       (cgroup / "memory" / "memory.limit_in_bytes", cgroup / "memory" / "memory.usage_in_bytes")):
+  for limit, usage in (
+    (cgroup / "memory.max", cgroup / "memory.current"),
+    (cgroup / "memory" / "memory.limit_in_bytes", cgroup / "memory" / "memory.usage_in_bytes"),
+  ):
     limit_bytes, usage_bytes = _read_int(limit), _read_int(usage)
     if limit_bytes is not None and usage_bytes is not None:
       available = min(available, limit_bytes - usage_bytes)
@@ -80,6 +83,7 @@ def available_bytes() -> int:
 @dataclasses.dataclass(frozen=True)
 class Program:
   """A compiled program a run is about to execute, and what to change when it cannot fit."""
+
   name: str  # what it is, as the user would say it: "the training step at 32 × 512 tokens"
   compiled: jax.stages.Compiled
   # The config values that make it fit, given the share of its memory that fits (its scratch
@@ -108,8 +112,9 @@ def admit(programs: list[Program]) -> None:
   for program in programs:
     if program.new_bytes > free:
       raise aot.DoesNotFit(
-          f"{program.name} needs {program.new_bytes / aot.GiB:.1f} GiB of memory and this machine has "
-          f"{free / aot.GiB:.1f} GiB free: {program.advice(free / program.new_bytes)}")
+        f"{program.name} needs {program.new_bytes / aot.GiB:.1f} GiB of memory and this machine has "
+        f"{free / aot.GiB:.1f} GiB free: {program.advice(free / program.new_bytes)}"
+      )
   if max(p.scratch_bytes for p in programs) > KEEP_AT_MOST:
     give_back_large_blocks()
 

@@ -11,6 +11,7 @@ writes, by the flags the user typed, and refuses before any work, `--overwrite` 
 Paths compare by what they name (storage.place: links, `..`, a trailing slash). Standard output
 redirected to a file (`> M/vocab.txt`) is that file.
 """
+
 import fnmatch
 import os
 
@@ -48,10 +49,13 @@ def check_apart(outputs: dict, inputs: dict, command: str) -> None:
         continue
       where = "is" if _named(target) == _named(read) else "lies inside"
       if out == STDOUT:
-        raise guards.RunError(f"standard output ({target}) {where} {in_flag} {read}, which {command} reads: "
-                              "redirect it elsewhere")
-      raise guards.RunError(f"{out_flag} {out} {where} {in_flag} {read}, which {command} reads; writing there would "
-                            f"change what it reads: choose another {out_flag}")
+        raise guards.RunError(
+          f"standard output ({target}) {where} {in_flag} {read}, which {command} reads: redirect it elsewhere"
+        )
+      raise guards.RunError(
+        f"{out_flag} {out} {where} {in_flag} {read}, which {command} reads; writing there would "
+        f"change what it reads: choose another {out_flag}"
+      )
 
 
 def check_not_written(folder_flag: str, folder, written, inputs: dict, command: str) -> None:
@@ -62,5 +66,7 @@ def check_not_written(folder_flag: str, folder, written, inputs: dict, command: 
       continue
     entry = os.path.relpath(_named(read), _named(folder)).split(os.sep)[0]
     if any(fnmatch.fnmatchcase(entry, pattern) for pattern in written):
-      raise guards.RunError(f"{flag} {read} lies inside {entry} of {folder_flag} {folder}, which {command} writes (and "
-                            f"replaces): copy it outside {folder}, or choose another {folder_flag}")
+      raise guards.RunError(
+        f"{flag} {read} lies inside {entry} of {folder_flag} {folder}, which {command} writes (and "
+        f"replaces): copy it outside {folder}, or choose another {folder_flag}"
+      )

@@ -20,6 +20,7 @@ starting within the same moment can still both pass, and a holder's liveness is 
 its own host: a lock whose process is gone from this host is taken over; one from another host
 is obeyed, and the message says to delete the file if that process is gone.
 """
+
 import contextlib
 import datetime
 import errno
@@ -52,8 +53,12 @@ def held(folder, what: str, *, enabled: bool = True):
   folder = epath.Path(folder)
   created = not folder.exists()
   folder.mkdir(parents=True, exist_ok=True)
-  record = {"what": what, "pid": os.getpid(), "host": socket.gethostname(),
-            "since": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+  record = {
+    "what": what,
+    "pid": os.getpid(),
+    "host": socket.gethostname(),
+    "since": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+  }
   try:
     release = (_hold_local if storage.is_local(folder) else _hold_in_bucket)(folder / LOCK, record)
   except BaseException:
@@ -92,8 +97,12 @@ def _hold_local(path: epath.Path, record: dict):
     os.close(fd)
   previous = _record(os.read(fd, 4096))
   if previous:
-    logging.info("%s: took over the lock of process %s on %s, which ended without releasing it", path.parent,
-                 previous.get("pid"), previous.get("host"))
+    logging.info(
+      "%s: took over the lock of process %s on %s, which ended without releasing it",
+      path.parent,
+      previous.get("pid"),
+      previous.get("host"),
+    )
   try:
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(record).encode(), 0)
@@ -106,6 +115,7 @@ def _hold_local(path: epath.Path, record: dict):
     with contextlib.suppress(FileNotFoundError):  # (removed by hand meanwhile)
       os.unlink(path)  # before the flock ends: a command that opened this file then sees it gone
     os.close(fd)
+
   return release
 
 
@@ -114,8 +124,9 @@ def _hold_in_bucket(path: epath.Path, record: dict):
     holder = _record(path.read_bytes())
     if not _gone(holder):
       raise Busy(_refusal(path, holder, liveness=False))
-    logging.info("%s: took over the lock of process %s, which is no longer running here", path.parent,
-                 holder.get("pid"))
+    logging.info(
+      "%s: took over the lock of process %s, which is no longer running here", path.parent, holder.get("pid")
+    )
   path.write_text(json.dumps(record))
   if (holder := _record(path.read_bytes())) != record:  # another command wrote it at the same moment
     raise Busy(_refusal(path, holder, liveness=False))
@@ -123,6 +134,7 @@ def _hold_in_bucket(path: epath.Path, record: dict):
   def release():
     if path.exists() and _record(path.read_bytes()) == record:
       path.unlink()
+
   return release
 
 
@@ -150,8 +162,12 @@ def _gone(holder: dict) -> bool:
 
 def _refusal(path: epath.Path, holder: dict, *, liveness: bool) -> str:
   """The refusal naming the holder; without `liveness` (no flock) it may be gone: say so."""
-  who = (f"{holder.get('what', 'a wyjax command')} (process {holder['pid']} on {holder.get('host')}, since "
-         f"{holder.get('since')})" if "pid" in holder else "another wyjax command")
+  who = (
+    f"{holder.get('what', 'a wyjax command')} (process {holder['pid']} on {holder.get('host')}, since "
+    f"{holder.get('since')})"
+    if "pid" in holder
+    else "another wyjax command"
+  )
   message = f"{path.parent} is being written by {who}; wait until it ends, or choose another folder"
   if not liveness:
     message += f" (if that process is gone, delete {path}: a bucket cannot tell)"

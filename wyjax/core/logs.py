@@ -9,6 +9,7 @@ written (the same full disk) drops its records after one warning.
 `--verbosity=0` (or `-v 0`) on the command line turns this off: absl then prints every record
 at that level on the terminal, as it does by default.
 """
+
 import contextlib
 import io
 import logging
@@ -49,8 +50,11 @@ class _LogFile(logging.FileHandler):
     if not self.failed:
       self.failed = True
       error = sys.exc_info()[1]
-      print(f"warning: cannot write the log {self.baseFilename} ({getattr(error, 'strerror', None) or error}); "
-            "library records are dropped", file=sys.stderr)
+      print(
+        f"warning: cannot write the log {self.baseFilename} ({getattr(error, 'strerror', None) or error}); "
+        "library records are dropped",
+        file=sys.stderr,
+      )
 
 
 class _Kept(logging.Handler):
@@ -91,8 +95,13 @@ def _c_logs_to(path: pathlib.Path) -> None:
   the terminal's lines, a _Terminal (once: a second log keeps it)."""
   if not isinstance(sys.stderr, _Terminal):
     sys.stderr.flush()
-    sys.stderr = _Terminal(io.BufferedWriter(io.FileIO(os.dup(2), "w")), encoding=sys.stderr.encoding,
-                           errors="backslashreplace", line_buffering=True, write_through=True)
+    sys.stderr = _Terminal(
+      io.BufferedWriter(io.FileIO(os.dup(2), "w")),
+      encoding=sys.stderr.encoding,
+      errors="backslashreplace",
+      line_buffering=True,
+      write_through=True,
+    )
   log = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
   os.dup2(log, 2)
   os.close(log)
@@ -101,11 +110,19 @@ def _c_logs_to(path: pathlib.Path) -> None:
 def _unraisable_to(log_file: logging.Handler):
   """A sys.unraisablehook writing to the log file: e.g. tensorstore's callbacks into the event
   loop orbax closed after a failed save, dozens of tracebacks on the terminal otherwise."""
+
   def hook(unraisable):
-    record = logging.LogRecord("unraisable", logging.WARNING, __file__, 0, "%s: %r", (
-        unraisable.err_msg or "Exception ignored", unraisable.object), (
-        unraisable.exc_type, unraisable.exc_value, unraisable.exc_traceback))
+    record = logging.LogRecord(
+      "unraisable",
+      logging.WARNING,
+      __file__,
+      0,
+      "%s: %r",
+      (unraisable.err_msg or "Exception ignored", unraisable.object),
+      (unraisable.exc_type, unraisable.exc_value, unraisable.exc_traceback),
+    )
     log_file.handle(record)
+
   return hook
 
 

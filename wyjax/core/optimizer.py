@@ -2,6 +2,7 @@
 but biases and LayerNorm parameters, global-norm clipping 1.0, linear warm-up then linear
 decay to zero; and its two-stage form, part of the parameters frozen for the first steps (the
 GuwenBERT recipe: a continued model's new embeddings learn before its encoder moves)."""
+
 import collections
 from collections.abc import Callable
 from typing import NamedTuple
@@ -12,16 +13,20 @@ import optax
 
 
 def learning_rate_schedule(peak: float, warmup_steps: int, total_steps: int) -> optax.Schedule:
-  return optax.join_schedules([
+  return optax.join_schedules(
+    [
       optax.linear_schedule(0.0, peak, max(warmup_steps, 1)),
       optax.linear_schedule(peak, 0.0, max(total_steps - warmup_steps, 1)),
-  ], [max(warmup_steps, 1)])
+    ],
+    [max(warmup_steps, 1)],
+  )
 
 
 def decay_mask(params):
   """False for biases and LayerNorm scales/biases (leaves named 'bias' or 'scale')."""
   return jax.tree_util.tree_map_with_path(
-      lambda path, _: getattr(path[-1], "key", None) not in ("bias", "scale"), params)
+    lambda path, _: getattr(path[-1], "key", None) not in ("bias", "scale"), params
+  )
 
 
 def global_norm(tree) -> jax.Array:
@@ -67,16 +72,27 @@ def frozen_for(steps: int, inner: optax.GradientTransformation) -> optax.Gradien
     new_updates, new_inner = inner.update(updates, state.inner, params, **extra)
     frozen = state.count < steps
     keep = lambda old, new: jnp.where(frozen, old, new)
-    return (jax.tree_util.tree_map(lambda u: jnp.where(frozen, jnp.zeros_like(u), u), new_updates),
-            FrozenState(count=state.count + 1, inner=jax.tree_util.tree_map(keep, state.inner, new_inner)))
+    return (
+      jax.tree_util.tree_map(lambda u: jnp.where(frozen, jnp.zeros_like(u), u), new_updates),
+      FrozenState(count=state.count + 1, inner=jax.tree_util.tree_map(keep, state.inner, new_inner)),
+    )
 
   return optax.GradientTransformationExtraArgs(init, update)
 
 
-def adamw(*, learning_rate: float, warmup_steps: int, total_steps: int, b1: float = 0.9,
-          b2: float = 0.999, eps: float = 1e-6, weight_decay: float = 0.01, max_grad_norm: float = 1.0,
-          frozen_steps: int = 0, trainable: Callable[[tuple[str, ...]], bool] | None = None,
-          ) -> tuple[optax.GradientTransformation, optax.Schedule]:
+def adamw(
+  *,
+  learning_rate: float,
+  warmup_steps: int,
+  total_steps: int,
+  b1: float = 0.9,
+  b2: float = 0.999,
+  eps: float = 1e-6,
+  weight_decay: float = 0.01,
+  max_grad_norm: float = 1.0,
+  frozen_steps: int = 0,
+  trainable: Callable[[tuple[str, ...]], bool] | None = None,
+) -> tuple[optax.GradientTransformation, optax.Schedule]:
   """The optimizer and its learning-rate schedule. With `frozen_steps`, only the parameters whose
   path `trainable` accepts learn for those steps (warm-up, then decay to zero at the last of
   them); from then on all learn, on a schedule of their own (warm-up again, decay to zero at
@@ -90,16 +106,19 @@ def adamw(*, learning_rate: float, warmup_steps: int, total_steps: int, b1: floa
   first = learning_rate_schedule(learning_rate, min(warmup_steps, frozen_steps), frozen_steps)
   schedule = optax.join_schedules([first, second], [frozen_steps])
   labels = lambda params: jax.tree_util.tree_map_with_path(
-      lambda path, _: "trainable" if trainable(path_names(path)) else "frozen", params)
-  return optax.chain(clip, optax.multi_transform(
-      {"trainable": adam(schedule), "frozen": frozen_for(frozen_steps, adam(second))}, labels)), schedule
+    lambda path, _: "trainable" if trainable(path_names(path)) else "frozen", params
+  )
+  return optax.chain(
+    clip, optax.multi_transform({"trainable": adam(schedule), "frozen": frozen_for(frozen_steps, adam(second))}, labels)
+  ), schedule
 
 
 def without_frozen(grads, frozen: jax.Array, trainable: Callable[[tuple[str, ...]], bool]):
   """`grads` with those of the params `trainable` rejects zeroed while `frozen`: their updates are
   dropped then (frozen_for), and the clip's norm is that of the params that learn."""
   return jax.tree_util.tree_map_with_path(
-      lambda path, g: g if trainable(path_names(path)) else jnp.where(frozen, jnp.zeros_like(g), g), grads)
+    lambda path, g: g if trainable(path_names(path)) else jnp.where(frozen, jnp.zeros_like(g), g), grads
+  )
 
 
 def path_names(path) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ stacked axis of scanned layers), the models' main activations `activation_*` nam
 config's `logical_axis_rules` map them to mesh axes. Optimizer moments take their parameter's
 sharding; batches are split over (data, fsdp).
 """
+
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -21,9 +22,19 @@ BATCH_AXES = ("data", "fsdp")
 # The default logical_axis_rules. The activation rules keep a tensor-parallel mesh's heads and
 # MLP split between the matmuls, where XLA would otherwise be free to gather them.
 LOGICAL_AXIS_RULES = (
-    ("vocab", "tensor"), ("embed", "fsdp"), ("heads", "tensor"), ("kv", None), ("mlp", "tensor"), ("layers", None),
-    ("activation_batch", BATCH_AXES), ("activation_length", None), ("activation_embed", None),
-    ("activation_heads", "tensor"), ("activation_kv", None), ("activation_mlp", "tensor"))
+  ("vocab", "tensor"),
+  ("embed", "fsdp"),
+  ("heads", "tensor"),
+  ("kv", None),
+  ("mlp", "tensor"),
+  ("layers", None),
+  ("activation_batch", BATCH_AXES),
+  ("activation_length", None),
+  ("activation_embed", None),
+  ("activation_heads", "tensor"),
+  ("activation_kv", None),
+  ("activation_mlp", "tensor"),
+)
 
 
 def make_mesh(axis_sizes: Mapping[str, int], devices=None) -> Mesh:
@@ -41,8 +52,9 @@ def make_mesh(axis_sizes: Mapping[str, int], devices=None) -> Mesh:
       raise ValueError(f"{len(devices)} devices do not split into mesh {dict(axis_sizes)}")
     sizes[sizes.index(-1)] = len(devices) // known
   if int(np.prod(sizes)) != len(devices):
-    raise ValueError(f"mesh {dict(zip(MESH_AXES, sizes))} needs {int(np.prod(sizes))} devices, "
-                     f"there are {len(devices)}")
+    raise ValueError(
+      f"mesh {dict(zip(MESH_AXES, sizes))} needs {int(np.prod(sizes))} devices, there are {len(devices)}"
+    )
   try:
     grid = mesh_utils.create_device_mesh(sizes, devices)
   except (AssertionError, NotImplementedError, ValueError):  # e.g. CPU devices, no topology
@@ -84,8 +96,11 @@ def param_shardings(boxed_params, mesh: Mesh, logical_rules) -> dict:
   specs = nn.logical_to_mesh(nn.get_partition_spec(boxed_params), logical_rules)
   shapes = jax.tree_util.tree_map(lambda x: x.shape, nn.unbox(boxed_params))
   return jax.tree_util.tree_map_with_path(
-      lambda path, spec, shape: NamedSharding(mesh, _fit(spec, shape, mesh, jax.tree_util.keystr(path))),
-      specs, shapes, is_leaf=lambda x: isinstance(x, PartitionSpec))
+    lambda path, spec, shape: NamedSharding(mesh, _fit(spec, shape, mesh, jax.tree_util.keystr(path))),
+    specs,
+    shapes,
+    is_leaf=lambda x: isinstance(x, PartitionSpec),
+  )
 
 
 def _fit(spec: PartitionSpec, shape, mesh: Mesh, name: str) -> PartitionSpec:
@@ -100,12 +115,16 @@ def _fit(spec: PartitionSpec, shape, mesh: Mesh, name: str) -> PartitionSpec:
   return PartitionSpec(*fitted)
 
 
-def state_shardings(abstract_state: dict, params_sharding, tx: optax.GradientTransformation,
-                    mesh: Mesh) -> dict:
+def state_shardings(abstract_state: dict, params_sharding, tx: optax.GradientTransformation, mesh: Mesh) -> dict:
   """Shardings for {'step', 'params', 'opt_state'}: moments follow their parameters (a partition
-of the optimizer holds moments of its own parameters only: the others are optax's MaskedNode)."""
+  of the optimizer holds moments of its own parameters only: the others are optax's MaskedNode)."""
   masked = lambda x: isinstance(x, optax.MaskedNode)
   opt_sharding = optax.tree_map_params(
-      tx, lambda moment, sharding: moment if masked(moment) else sharding, abstract_state["opt_state"],
-      params_sharding, transform_non_params=lambda _: replicated(mesh), is_leaf=masked)
+    tx,
+    lambda moment, sharding: moment if masked(moment) else sharding,
+    abstract_state["opt_state"],
+    params_sharding,
+    transform_non_params=lambda _: replicated(mesh),
+    is_leaf=masked,
+  )
   return {"step": replicated(mesh), "params": params_sharding, "opt_state": opt_sharding}

@@ -1,5 +1,6 @@
 """A value's range, as one check and the words an error states it in: what config_values holds
 for every key of a run's config, and EncoderConfig for every field of a model's."""
+
 import dataclasses
 import math
 from collections.abc import Callable
@@ -18,15 +19,17 @@ def _is_number(value) -> bool:
 
 
 def integer(low: int, high: int = INT32) -> Allowed:
-  return Allowed(lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high,
-                 f"an integer ≥ {low} and ≤ {high:,}")
+  return Allowed(
+    lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high, f"an integer ≥ {low} and ≤ {high:,}"
+  )
 
 
 def number(low: float, high: float | None = None, *, above: bool = False, below: bool = False) -> Allowed:
   """A finite number from `low` to `high`; `above` / `below` leave the bound itself out."""
+
   def accepts(v):
-    return (_is_number(v) and (v > low if above else v >= low)
-            and (high is None or (v < high if below else v <= high)))
+    return _is_number(v) and (v > low if above else v >= low) and (high is None or (v < high if below else v <= high))
+
   if high is None:
     return Allowed(accepts, f"a number {'>' if above else '≥'} {low:g}")
   return Allowed(accepts, f"a number in {'(' if above else '['}{low:g}, {high:g}{')' if below else ']'}")
@@ -47,5 +50,8 @@ BOOLEAN = Allowed(lambda v: isinstance(v, bool), "True or False")
 
 def wrong(values: dict, allowed: dict[str, Allowed], prefix: str = "") -> list[str]:
   """`prefix<key> is <value>; allowed: <range>` for each key of `values` out of its range in `allowed`."""
-  return [f"{prefix}{key} is {value!r}; allowed: {allowed[key].says}" for key, value in values.items()
-          if key in allowed and not allowed[key].accepts(value)]
+  return [
+    f"{prefix}{key} is {value!r}; allowed: {allowed[key].says}"
+    for key, value in values.items()
+    if key in allowed and not allowed[key].accepts(value)
+  ]

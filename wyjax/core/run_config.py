@@ -16,6 +16,7 @@ changed files is refused with the files named; `set_aside` moves the old runs ou
 A resumed run recomputes the steps after its checkpoint, so `trim_metrics` first drops their
 records from metrics.jsonl: every step is recorded once, by the run that kept it.
 """
+
 import datetime
 import fnmatch
 import json
@@ -54,8 +55,9 @@ def _ignored(key: str, ignore) -> bool:
   return any(key == i or key.startswith(i + ".") for i in ignore)
 
 
-def check_config(workdir, config: ml_collections.ConfigDict, *, ignore=(), defaults=None,
-                 accept: bool = False, places=None) -> dict:
+def check_config(
+  workdir, config: ml_collections.ConfigDict, *, ignore=(), defaults=None, accept: bool = False, places=None
+) -> dict:
   """{key: (stored, new)}: how config differs from WORKDIR/run_config.json outside `ignore`.
   A key the stored config lacks (added to wyjax after the run began) counts as its value in
   `defaults` (the base config): the run was made with that behaviour. `places` maps the keys
@@ -77,9 +79,10 @@ def check_config(workdir, config: ml_collections.ConfigDict, *, ignore=(), defau
     listing = "\n".join(f"  {k}: {old!r} -> {new!r}" for k, (old, new) in changes.items())
     if not accept:
       raise ConfigChanged(
-          f"{workdir} holds a run made with another config; continuing it would mix two trainings:\n{listing}\n"
-          "Rerun with the stored config (WORKDIR/run_config.json), use another --workdir, or pass "
-          "--accept_config_change to continue with these changes (they are logged).")
+        f"{workdir} holds a run made with another config; continuing it would mix two trainings:\n{listing}\n"
+        "Rerun with the stored config (WORKDIR/run_config.json), use another --workdir, or pass "
+        "--accept_config_change to continue with these changes (they are logged)."
+      )
     logging.warning("continuing %s with an accepted config change:\n%s", workdir, listing)
   return changes
 
@@ -90,8 +93,10 @@ def store_config(workdir, config: ml_collections.ConfigDict, changes: dict, data
   workdir = epath.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   if changes:
-    record = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "changes": {k: {"old": old, "new": new} for k, (old, new) in changes.items()}}
+    record = {
+      "time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+      "changes": {k: {"old": old, "new": new} for k, (old, new) in changes.items()},
+    }
     logged = (workdir / CHANGES).read_text() if (workdir / CHANGES).exists() else ""  # no appending in a bucket
     with storage.written_whole(workdir / CHANGES, encoding="utf-8") as f:  # the history, never cut short
       f.write(logged + json.dumps(record, ensure_ascii=False) + "\n")
@@ -110,13 +115,16 @@ def data_fingerprint(data_dir, files: dict) -> dict:
   for split, paths in files.items():
     fingerprint[split] = {}
     for path in map(epath.Path, paths):
-      fingerprint[split][os.path.relpath(path, data_dir)] = {"bytes": path.stat().length,
-                                                             "sha256": storage.file_sha256(path)}
+      fingerprint[split][os.path.relpath(path, data_dir)] = {
+        "bytes": path.stat().length,
+        "sha256": storage.file_sha256(path),
+      }
   return fingerprint
 
 
-FRESH_START = ("Pass --fresh_start to set those runs aside (WORKDIR/previous-<time>/) and train afresh, or use "
-               "another --workdir.")
+FRESH_START = (
+  "Pass --fresh_start to set those runs aside (WORKDIR/previous-<time>/) and train afresh, or use another --workdir."
+)
 
 
 def check_data(workdir, fingerprint: dict, remedy: str = FRESH_START) -> None:
@@ -139,12 +147,17 @@ def check_data(workdir, fingerprint: dict, remedy: str = FRESH_START) -> None:
       elif name not in old:
         changes.append(f"  {split}: {name} is new")
       elif old[name] != new[name]:
-        changes.append(f"  {split}: {name} changed ({old[name]['bytes']:,} bytes, sha256 {old[name]['sha256'][:12]} "
-                       f"-> {new[name]['bytes']:,} bytes, sha256 {new[name]['sha256'][:12]})")
+        changes.append(
+          f"  {split}: {name} changed ({old[name]['bytes']:,} bytes, sha256 {old[name]['sha256'][:12]} "
+          f"-> {new[name]['bytes']:,} bytes, sha256 {new[name]['sha256'][:12]})"
+        )
   if changes:
     raise DataChanged(
-        f"{workdir} holds runs made from other data; continuing would keep their scores as if made from these files:\n"
-        + "\n".join(changes) + "\n" + remedy)
+      f"{workdir} holds runs made from other data; continuing would keep their scores as if made from these files:\n"
+      + "\n".join(changes)
+      + "\n"
+      + remedy
+    )
 
 
 def check_unclaimed(workdir, written: tuple[str, ...]) -> None:
@@ -157,8 +170,10 @@ def check_unclaimed(workdir, written: tuple[str, ...]) -> None:
     return
   theirs = sorted(p.name for p in workdir.iterdir() if _matches(p.name, (CHANGES, DATA, *written)))
   if theirs:
-    raise guards.RunError(f"--workdir {workdir} holds {', '.join(theirs)}, named as a run's own files but written by "
-                          f"no run (it has no {CONFIG}); choose another --workdir, or move them")
+    raise guards.RunError(
+      f"--workdir {workdir} holds {', '.join(theirs)}, named as a run's own files but written by "
+      f"no run (it has no {CONFIG}); choose another --workdir, or move them"
+    )
 
 
 def check_reads(workdir, written: tuple[str, ...], reads: dict, command: str) -> None:
@@ -180,10 +195,11 @@ def set_aside(workdir, written: tuple[str, ...]) -> None:
   which a workdir such as `.` holds beside them) into WORKDIR/previous-<UTC time>/, for a run
   that starts afresh: nothing is deleted. Process 0 moves them; the others wait for it."""
   workdir = epath.Path(workdir)
-  earlier = [p for p in workdir.iterdir() if _matches(p.name, (CONFIG, CHANGES, DATA, *written))] \
-      if workdir.exists() else []
+  earlier = (
+    [p for p in workdir.iterdir() if _matches(p.name, (CONFIG, CHANGES, DATA, *written))] if workdir.exists() else []
+  )
   if earlier and jax.process_index() == 0:
-    aside = workdir / (PREVIOUS + datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S"))
+    aside = workdir / (PREVIOUS + datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S"))
     aside.mkdir()
     for path in earlier:
       path.rename(aside / path.name)

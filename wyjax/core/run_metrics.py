@@ -1,4 +1,5 @@
 """metrics.jsonl + TensorBoard, and the device peak behind MFU."""
+
 import functools
 import json
 import sys
@@ -18,8 +19,6 @@ def peak_flops_per_device(override: float | None = None) -> float | None:
   return aot.CHIPS[chip].peak_flops if chip else None
 
 
-
-
 @functools.cache
 def _summary_writer() -> type:
   """tensorboardX's SummaryWriter, imported without torch. tensorboardX imports torch wherever it
@@ -27,6 +26,7 @@ def _summary_writer() -> type:
   command's start and exit on 2 CPU cores. torch stays importable afterwards."""
   if "torch" in sys.modules:
     from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+
     return SummaryWriter
   sys.modules["torch"] = None  # `import torch` raises ImportError, which tensorboardX expects
   try:
@@ -78,5 +78,6 @@ class MetricWriter:
 
 def brief(scores: dict) -> str:
   """Scores as one short log line: 'loss 2.3456, accuracy 0.4123'."""
-  return ", ".join(f"{name} {value:.4f}" if isinstance(value, float) else f"{name} {value}"
-                   for name, value in scores.items())
+  return ", ".join(
+    f"{name} {value:.4f}" if isinstance(value, float) else f"{name} {value}" for name, value in scores.items()
+  )

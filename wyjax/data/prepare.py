@@ -22,6 +22,7 @@ files and keeps the rest. An --out that is, or lies inside, its source (or --voc
 One command writes a folder at a time (locks.held: a second is refused, naming the first); the
 workers end with the command, however it ends.
 """
+
 import collections
 import contextlib
 import dataclasses
@@ -48,6 +49,7 @@ BUILDING = "preparing.json"  # the fingerprint of the build under way: its folde
 @dataclasses.dataclass(frozen=True)
 class Flags:
   """How the command that prepares a corpus names its options, for its messages."""
+
   out: str = "--out"
   source: str = "--source"
   vocab: str = "--vocab"
@@ -124,12 +126,12 @@ def _tokenize_unit(unit: str) -> list[tuple]:
     ids, positions = tokenizer.encode_ids_with_positions(text)
     starts = np.cumsum([0] + [len(p) + 1 for p in paragraphs[:-1]])
     hashes = np.array([corpus.paragraph_hash(p) for p in paragraphs], np.uint64)
-    out.append((doc.id, raw_chars, corpus.non_space_chars(text), hashes, ids,
-                np.searchsorted(positions, starts)))
+    out.append((doc.id, raw_chars, corpus.non_space_chars(text), hashes, ids, np.searchsorted(positions, starts)))
   return out
 
 
 # --- main side ---------------------------------------------------------------------------------
+
 
 def _fingerprint(kind: str, content: str, options: Options, vocab: list[str] | None, casing: dict) -> str:
   """What a build is made from: the kind of source, its content (not where it lies: a source
@@ -138,9 +140,16 @@ def _fingerprint(kind: str, content: str, options: Options, vocab: list[str] | N
   if not options["extend_vocab"]:  # added later: a corpus prepared before it keeps its fingerprint
     del options["extend_vocab"]
   casing = {k: v for k, v in casing.items() if v}  # likewise: a corpus of a cased vocabulary
-  payload = json.dumps({"kind": kind, "content": content, "options": options, **casing,
-                        "vocab": hashlib.sha256("\n".join(vocab).encode()).hexdigest() if vocab else None},
-                       sort_keys=True)
+  payload = json.dumps(
+    {
+      "kind": kind,
+      "content": content,
+      "options": options,
+      **casing,
+      "vocab": hashlib.sha256("\n".join(vocab).encode()).hexdigest() if vocab else None,
+    },
+    sort_keys=True,
+  )
   return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -174,8 +183,11 @@ def _unfinished_build(out: epath.Path, build: dict) -> bool:
     return False
   if record.get("fingerprint") == build["fingerprint"]:
     return True
-  return (_same_source(record, build) and not (out / MANIFEST).exists()
-          and all(_made_by_a_build(p.name) for p in _entries(out)))
+  return (
+    _same_source(record, build)
+    and not (out / MANIFEST).exists()
+    and all(_made_by_a_build(p.name) for p in _entries(out))
+  )
 
 
 def _same_source(record: dict, build: dict) -> bool:
@@ -190,8 +202,10 @@ def unprepared(data_dir) -> str:
   if not data_dir.exists():
     return "does not exist"
   if record := _build_record(data_dir):
-    return (f"holds an unfinished build of {record.get('source', 'a corpus')} ({BUILDING}, no {MANIFEST}): "
-            "interrupted, or still being written")
+    return (
+      f"holds an unfinished build of {record.get('source', 'a corpus')} ({BUILDING}, no {MANIFEST}): "
+      "interrupted, or still being written"
+    )
   return f"holds no prepared corpus (no {MANIFEST})"
 
 
@@ -213,10 +227,18 @@ def _claim(out: epath.Path, build: dict, overwrite: bool, flags: Flags) -> None:
   build's, or (with overwrite) any folder, whose corpus files are removed. Records the build."""
   if _entries(out) and not (overwrite or _unfinished_build(out, build)):
     other_source = not _same_source(_build_record(out) or {}, build)
-    held = (_prepared_otherwise(storage.read_json(out / MANIFEST), build) if (out / MANIFEST).exists() else
-            unprepared(out) if other_source else "holds files that are not this corpus")
-    replace = (f"or pass {flags.overwrite} to replace" if flags.overwrite else
-               "or let `python -m wyjax.data prepare-corpus --overwrite` replace")
+    held = (
+      _prepared_otherwise(storage.read_json(out / MANIFEST), build)
+      if (out / MANIFEST).exists()
+      else unprepared(out)
+      if other_source
+      else "holds files that are not this corpus"
+    )
+    replace = (
+      f"or pass {flags.overwrite} to replace"
+      if flags.overwrite
+      else "or let `python -m wyjax.data prepare-corpus --overwrite` replace"
+    )
     raise guards.RunError(f"{flags.out} {out} {held}; choose an empty or new folder, {replace} the corpus files there")
   for stale in _entries(out):
     if _made_by_a_build(stale.name) and stale.name != BUILDING:
@@ -224,8 +246,17 @@ def _claim(out: epath.Path, build: dict, overwrite: bool, flags: Flags) -> None:
   (out / BUILDING).write_text(json.dumps(build, ensure_ascii=False))
 
 
-def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None = None,
-                   progress: bool | None = None, overwrite: bool = False, log=print, flags: Flags = Flags()) -> dict:
+def prepare_corpus(
+  out,
+  options: Options,
+  *,
+  vocab_dir=None,
+  workers: int | None = None,
+  progress: bool | None = None,
+  overwrite: bool = False,
+  log=print,
+  flags: Flags = Flags(),
+) -> dict:
   """Builds (or finds up to date) the prepared corpus in `out` (a folder or gs://…); returns its
   manifest. The manifest is written last: a corpus without one is incomplete. Another command
   writing `out` meanwhile is refused (locks.held); a finished corpus on a disk that cannot be
@@ -243,9 +274,12 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
   units = reader.units()
   given = tokenizer_lib.Tokenizer.load(vocab_dir) if vocab_dir else None
   content = corpus.content_sha256(reader, units)
-  build = {"fingerprint": _fingerprint(kind, content, options, given.vocab if given else None, _casing(given)),
-           "source_sha256": content,
-           "source": corpus.source_place(options.source), "options": dataclasses.asdict(options)}
+  build = {
+    "fingerprint": _fingerprint(kind, content, options, given.vocab if given else None, _casing(given)),
+    "source_sha256": content,
+    "source": corpus.source_place(options.source),
+    "options": dataclasses.asdict(options),
+  }
   with contextlib.ExitStack() as lock:
     try:
       lock.enter_context(locks.held(out, "prepare-corpus"))
@@ -257,12 +291,12 @@ def prepare_corpus(out, options: Options, *, vocab_dir=None, workers: int | None
       return manifest
     _claim(out, build, overwrite, flags)
     if storage.is_local(out):
-      manifest = _build(out, options, source, reader, units, build, given, workers=workers, progress=progress,
-                        log=log)
+      manifest = _build(out, options, source, reader, units, build, given, workers=workers, progress=progress, log=log)
     else:  # ArrayRecord writes local files: build them here, then upload
       with tempfile.TemporaryDirectory() as local:
-        manifest = _build(epath.Path(local), options, source, reader, units, build, given, workers=workers,
-                          progress=progress, log=log)
+        manifest = _build(
+          epath.Path(local), options, source, reader, units, build, given, workers=workers, progress=progress, log=log
+        )
         storage.upload(local, out, last=MANIFEST)
       log(f"uploaded to {out}")
     (out / BUILDING).unlink()
@@ -287,19 +321,34 @@ def _casing(tokenizer: tokenizer_lib.Tokenizer | None) -> dict:
   return {"lowercase": tokenizer.lowercase, "strip_accents": tokenizer.strip_accents} if tokenizer else {}
 
 
-def _build(out: epath.Path, options: Options, source: str, reader, units: list[str], build: dict,
-           given: tokenizer_lib.Tokenizer | None, *, workers, progress, log) -> dict:
+def _build(
+  out: epath.Path,
+  options: Options,
+  source: str,
+  reader,
+  units: list[str],
+  build: dict,
+  given: tokenizer_lib.Tokenizer | None,
+  *,
+  workers,
+  progress,
+  log,
+) -> dict:
   """Builds the corpus `build` records (preparing.json) from `units` of `source` (its reader's)
   into the local folder `out`, with the vocabulary of `given` (extended) or its own; returns its
   manifest, written last."""
   progress = sys.stderr.isatty() if progress is None else progress
   start = time.perf_counter()
   if reader.special:
-    log(f"{options.source}: skipped {len(reader.special)} special files (FIFOs, devices, sockets: never opened), "
-        f"e.g. {reader.special[0]}")
+    log(
+      f"{options.source}: skipped {len(reader.special)} special files (FIFOs, devices, sockets: never opened), "
+      f"e.g. {reader.special[0]}"
+    )
   if reader.vocabularies:
-    log(f"{options.source}: left out {len(reader.vocabularies)} tokenizer vocabularies (a prepared corpus's or a "
-        f"model's: no text), e.g. {reader.vocabularies[0]}")
+    log(
+      f"{options.source}: left out {len(reader.vocabularies)} tokenizer vocabularies (a prepared corpus's or a "
+      f"model's: no text), e.g. {reader.vocabularies[0]}"
+    )
   workers = workers or multiprocessing.cpu_count()
   given_vocab = given.vocab if given else None
   vocab = given_vocab
@@ -313,18 +362,25 @@ def _build(out: epath.Path, options: Options, source: str, reader, units: list[s
     built = tokenizer_lib.build_vocab(counts=counts, min_count=options.min_count, max_size=options.max_vocab, t2s=False)
     vocab = vocab_map.extended(given_vocab, built) if given_vocab else built
     if given_vocab:
-      log(f"{options.source}: the given vocabulary's {len(given_vocab):,} tokens extended by the "
-          f"{len(vocab) - len(given_vocab):,} of the corpus's it lacks")
-  tokenizer = tokenizer_lib.Tokenizer(vocab, t2s=options.t2s, model_max_length=options.sequence_length,
-                                      **_casing(given))
+      log(
+        f"{options.source}: the given vocabulary's {len(given_vocab):,} tokens extended by the "
+        f"{len(vocab) - len(given_vocab):,} of the corpus's it lacks"
+      )
+  tokenizer = tokenizer_lib.Tokenizer(
+    vocab, t2s=options.t2s, model_max_length=options.sequence_length, **_casing(given)
+  )
   tokenizer.save(out / "tokenizer")
   dtype = np.uint16 if len(vocab) <= np.iinfo(np.uint16).max + 1 else np.int32
-  packers = {s: packing.Packer(packing.ShardWriter(out, s, options.shard_sequences, dtype),
-                               options.sequence_length, tokenizer) for s in SPLITS}
+  packers = {
+    s: packing.Packer(packing.ShardWriter(out, s, options.shard_sequences, dtype), options.sequence_length, tokenizer)
+    for s in SPLITS
+  }
   seen: set[int] = set()
   stats = collections.Counter()
-  with (packing.removed_on_failure(out, packers),
-        worker_pool.processes(workers, _init_worker, (source, options, vocab, _casing(given))) as pool):
+  with (
+    packing.removed_on_failure(out, packers),
+    worker_pool.processes(workers, _init_worker, (source, options, vocab, _casing(given))) as pool,
+  ):
     for documents in worker_pool.ordered_map(pool, _tokenize_unit, units, progress, "tokenising"):
       for doc_id, raw_chars, kept_chars, hashes, ids, starts in documents:
         stats["raw_characters"] += raw_chars
@@ -337,7 +393,7 @@ def _build(out: epath.Path, options: Options, source: str, reader, units: list[s
             stats["duplicate_paragraphs"] += 1
             continue
           seen.add(h)
-          unique.append(ids[bounds[i]:bounds[i + 1]])
+          unique.append(ids[bounds[i] : bounds[i + 1]])
         unique = [u for u in unique if len(u)]
         stats["unk_tokens"] += sum(int((u == tokenizer.unk_id).sum()) for u in unique)
         stats["text_tokens"] += sum(map(len, unique))
@@ -350,48 +406,57 @@ def _build(out: epath.Path, options: Options, source: str, reader, units: list[s
     for packer in packers.values():
       packer.finish()
   if not packers["train"].writer.sequences:
-    raise guards.RunError(f"{options.source}: no text to train on ({stats['raw_characters']} characters read, "
-                          f"{stats['characters']} kept after cleaning, in {stats['train_documents']} training "
-                          f"and {stats['valid_documents']} validation documents)")
+    raise guards.RunError(
+      f"{options.source}: no text to train on ({stats['raw_characters']} characters read, "
+      f"{stats['characters']} kept after cleaning, in {stats['train_documents']} training "
+      f"and {stats['valid_documents']} validation documents)"
+    )
   if options.valid_fraction and not packers["valid"].writer.sequences:
     raise guards.RunError(
-        f"{options.source}: no validation sequences: none of its {stats['train_documents']} documents fell into the "
-        f"validation split (valid_fraction {options.valid_fraction}; a document, e.g. a file, goes whole to one "
-        "split, by a hash of its name), and pretraining evaluates on it; add documents or raise valid_fraction")
+      f"{options.source}: no validation sequences: none of its {stats['train_documents']} documents fell into the "
+      f"validation split (valid_fraction {options.valid_fraction}; a document, e.g. a file, goes whole to one "
+      "split, by a hash of its name), and pretraining evaluates on it; add documents or raise valid_fraction"
+    )
   if given_vocab:  # another model's vocabulary may lack much of the text
-    tokenizer_lib.unknown_share(stats["unk_tokens"], stats["text_tokens"], log,
-                                advice="" if options.extend_vocab else "--extend_vocab appends what it lacks")
+    tokenizer_lib.unknown_share(
+      stats["unk_tokens"],
+      stats["text_tokens"],
+      log,
+      advice="" if options.extend_vocab else "--extend_vocab appends what it lacks",
+    )
   seconds = time.perf_counter() - start
   manifest = {
-      "fingerprint": build["fingerprint"],
-      "source": build["source"],
-      "source_sha256": build["source_sha256"],
-      "options": dataclasses.asdict(options),
-      "sequence_length": options.sequence_length,
-      "dtype": np.dtype(dtype).name,
-      "vocab_size": len(vocab),
-      "vocab_hash": vocab_hash(tokenizer),
-      "documents": {s: stats[f"{s}_documents"] for s in SPLITS},
-      "empty_documents": stats["empty_documents"],
-      "skipped_special_files": reader.special,
-      "paragraphs": stats["paragraphs"],
-      "duplicate_paragraphs": stats["duplicate_paragraphs"],
-      "raw_characters": stats["raw_characters"],
-      "characters": stats["characters"],
-      "unk_tokens": stats["unk_tokens"],
-      "tokens": {s: packers[s].tokens for s in SPLITS},
-      "sequences": {s: packers[s].writer.sequences for s in SPLITS},
-      "shards": {s: packers[s].writer.names for s in SPLITS},
-      "shard_sha256": {name: sha256 for s in SPLITS for name, sha256 in packers[s].writer.sha256.items()},
-      "seconds": round(seconds, 2),
-      "characters_per_second": round(stats["raw_characters"] / seconds),
-      "workers": workers,
+    "fingerprint": build["fingerprint"],
+    "source": build["source"],
+    "source_sha256": build["source_sha256"],
+    "options": dataclasses.asdict(options),
+    "sequence_length": options.sequence_length,
+    "dtype": np.dtype(dtype).name,
+    "vocab_size": len(vocab),
+    "vocab_hash": vocab_hash(tokenizer),
+    "documents": {s: stats[f"{s}_documents"] for s in SPLITS},
+    "empty_documents": stats["empty_documents"],
+    "skipped_special_files": reader.special,
+    "paragraphs": stats["paragraphs"],
+    "duplicate_paragraphs": stats["duplicate_paragraphs"],
+    "raw_characters": stats["raw_characters"],
+    "characters": stats["characters"],
+    "unk_tokens": stats["unk_tokens"],
+    "tokens": {s: packers[s].tokens for s in SPLITS},
+    "sequences": {s: packers[s].writer.sequences for s in SPLITS},
+    "shards": {s: packers[s].writer.names for s in SPLITS},
+    "shard_sha256": {name: sha256 for s in SPLITS for name, sha256 in packers[s].writer.sha256.items()},
+    "seconds": round(seconds, 2),
+    "characters_per_second": round(stats["raw_characters"] / seconds),
+    "workers": workers,
   }
   partial = out / (MANIFEST + ".partial")
   partial.write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
   partial.rename(out / MANIFEST)
-  log(f"{out}: {manifest['raw_characters']:,} characters, {sum(manifest['sequences'].values()):,} "
-      f"sequences of {options.sequence_length} in {seconds:.1f} s ({manifest['characters_per_second']:,} chars/s)")
+  log(
+    f"{out}: {manifest['raw_characters']:,} characters, {sum(manifest['sequences'].values()):,} "
+    f"sequences of {options.sequence_length} in {seconds:.1f} s ({manifest['characters_per_second']:,} chars/s)"
+  )
   return manifest
 
 

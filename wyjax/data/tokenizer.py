@@ -18,6 +18,7 @@ What that pipeline does to classical Chinese, and how wyjax keeps offsets honest
   `normalize` replaces them by UNKNOWN_GLYPH, which becomes [UNK], so no visible character
   ever loses its token.
 """
+
 import collections
 import dataclasses
 import itertools
@@ -51,11 +52,13 @@ class Encoding:
   sequence_ids: list[int | None]
 
 
-def _bert_pipeline(vocab: dict[str, int] | None, lowercase: bool = False,
-                   strip_accents: bool = False) -> tokenizers.Tokenizer:
+def _bert_pipeline(
+  vocab: dict[str, int] | None, lowercase: bool = False, strip_accents: bool = False
+) -> tokenizers.Tokenizer:
   tk = tokenizers.Tokenizer(WordPiece(vocab or {UNK: 0}, unk_token=UNK, max_input_chars_per_word=100))
   tk.normalizer = normalizers.BertNormalizer(
-      clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents, lowercase=lowercase)
+    clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents, lowercase=lowercase
+  )
   tk.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
   return tk
 
@@ -113,7 +116,8 @@ class _Folding:
 
   def __init__(self, lowercase: bool, strip_accents: bool):
     self._normalizer = normalizers.BertNormalizer(
-        clean_text=False, handle_chinese_chars=False, strip_accents=strip_accents, lowercase=lowercase)
+      clean_text=False, handle_chinese_chars=False, strip_accents=strip_accents, lowercase=lowercase
+    )
     self._strip_accents = strip_accents
     self.table = np.full(0x110000, _UNSET, np.int32)
     # Bit 0: NFD begins with a combining mark; bit 1: ends with one. By Python's unicodedata (Unicode
@@ -176,8 +180,14 @@ def count_characters(texts: Iterable[str], *, t2s: bool = True) -> collections.C
 MOST_UNKNOWN, SOME_UNKNOWN = 0.5, 0.01
 
 
-def build_vocab(texts: Iterable[str] | None = None, *, counts: collections.Counter | None = None,
-                min_count: int = 1, max_size: int | None = None, t2s: bool = True) -> list[str]:
+def build_vocab(
+  texts: Iterable[str] | None = None,
+  *,
+  counts: collections.Counter | None = None,
+  min_count: int = 1,
+  max_size: int | None = None,
+  t2s: bool = True,
+) -> list[str]:
   """Special tokens, then characters by descending count (ties by code point), then the
   `##c` twins of the "word" characters among them.
 
@@ -200,16 +210,19 @@ def build_vocab(texts: Iterable[str] | None = None, *, counts: collections.Count
   return vocab + twins
 
 
-def _check_coverage(counts: collections.Counter, candidates: list[str], kept: int, min_count: int,
-                    max_size: int | None) -> None:
+def _check_coverage(
+  counts: collections.Counter, candidates: list[str], kept: int, min_count: int, max_size: int | None
+) -> None:
   """Refuses (or warns of) a vocabulary whose `kept` most frequent candidates leave too many of
   the candidates' occurrences [UNK]."""
   total = sum(counts[c] for c in candidates)
   unknown = total - sum(sorted((counts[c] for c in candidates), reverse=True)[:kept])
   if not total or unknown <= SOME_UNKNOWN * total:
     return
-  message = (f"a vocabulary of {kept:,} characters (max_vocab {max_size}, min_count {min_count}) leaves "
-             f"{unknown / total:.2%} of the text's {total:,} characters [UNK]")
+  message = (
+    f"a vocabulary of {kept:,} characters (max_vocab {max_size}, min_count {min_count}) leaves "
+    f"{unknown / total:.2%} of the text's {total:,} characters [UNK]"
+  )
   if unknown > MOST_UNKNOWN * total:
     raise ValueError(f"{message}; raise max_vocab (at least {len(SPECIAL_TOKENS) + 1}) or lower min_count")
   logging.warning("%s", message)
@@ -244,8 +257,15 @@ class Tokenizer:
   lowercase).
   """
 
-  def __init__(self, vocab: Sequence[str], *, t2s: bool = True, model_max_length: int = 512,
-               lowercase: bool = False, strip_accents: bool | None = None):
+  def __init__(
+    self,
+    vocab: Sequence[str],
+    *,
+    t2s: bool = True,
+    model_max_length: int = 512,
+    lowercase: bool = False,
+    strip_accents: bool | None = None,
+  ):
     missing = [t for t in SPECIAL_TOKENS if t not in vocab]
     if missing:
       raise ValueError(f"vocabulary lacks the special tokens {missing}")
@@ -258,8 +278,7 @@ class Tokenizer:
     self.model_max_length = model_max_length
     self.lowercase = lowercase
     self.strip_accents = lowercase if strip_accents is None else strip_accents
-    self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
-        self.token_to_id[t] for t in SPECIAL_TOKENS)
+    self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (self.token_to_id[t] for t in SPECIAL_TOKENS)
     self._backend = _bert_pipeline(self.token_to_id, self.lowercase, self.strip_accents)
     self._folding = _Folding(lowercase, self.strip_accents) if lowercase or self.strip_accents else None
     # code point → id of the token "c" and of its twin "##c" (-1 when absent): the fast path.
@@ -272,13 +291,12 @@ class Tokenizer:
     # The fast path is exact when every non-special token is one character or its twin.
     self._char_level = all(len(t.removeprefix("##")) == 1 for t in self.vocab if t not in SPECIAL_TOKENS)
     self._backend.post_processor = processors.TemplateProcessing(
-        single=f"{CLS}:0 $A:0 {SEP}:0",
-        pair=f"{CLS}:0 $A:0 {SEP}:0 $B:1 {SEP}:1",
-        special_tokens=[(CLS, self.cls_id), (SEP, self.sep_id)],
+      single=f"{CLS}:0 $A:0 {SEP}:0",
+      pair=f"{CLS}:0 $A:0 {SEP}:0 $B:1 {SEP}:1",
+      special_tokens=[(CLS, self.cls_id), (SEP, self.sep_id)],
     )
     # Special tokens in raw text are matched as units, as transformers does.
-    self._backend.add_special_tokens([
-        tokenizers.AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    self._backend.add_special_tokens([tokenizers.AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
 
   def __len__(self) -> int:
     return len(self.vocab)
@@ -287,20 +305,17 @@ class Tokenizer:
     return normalize(text, t2s=self.t2s)
 
   def _encoding(self, enc: tokenizers.Encoding) -> Encoding:
-    return Encoding(ids=enc.ids, type_ids=enc.type_ids, offsets=enc.offsets,
-                    sequence_ids=enc.sequence_ids)
+    return Encoding(ids=enc.ids, type_ids=enc.type_ids, offsets=enc.offsets, sequence_ids=enc.sequence_ids)
 
   def encode(self, text: str, pair: str | None = None, *, add_special_tokens: bool = True) -> Encoding:
     """Whole-string BERT tokenisation of normalize(text); offsets index the original text."""
     pair = None if pair is None else self.normalize(pair)
-    return self._encoding(self._backend.encode(
-        self.normalize(text), pair, add_special_tokens=add_special_tokens))
+    return self._encoding(self._backend.encode(self.normalize(text), pair, add_special_tokens=add_special_tokens))
 
   def encode_batch(self, texts: Sequence[str], *, add_special_tokens: bool = True) -> list[Encoding]:
     """Like encode, parallel over texts in the Rust backend."""
     normalized = [self.normalize(t) for t in texts]
-    return [self._encoding(e) for e in
-            self._backend.encode_batch(normalized, add_special_tokens=add_special_tokens)]
+    return [self._encoding(e) for e in self._backend.encode_batch(normalized, add_special_tokens=add_special_tokens)]
 
   def encode_ids(self, text: str) -> np.ndarray:
     """`encode(text, add_special_tokens=False).ids` as int32, computed in numpy: the corpus path.
@@ -393,18 +408,21 @@ class Tokenizer:
     """{name: text} of vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json."""
     special = {"unk_token": UNK, "sep_token": SEP, "pad_token": PAD, "cls_token": CLS, "mask_token": MASK}
     config = {
-        "tokenizer_class": "BertTokenizer",
-        "do_lower_case": self.lowercase,
-        "strip_accents": self.strip_accents,
-        "tokenize_chinese_chars": True,
-        "model_max_length": self.model_max_length,
-        **special,
-        # Read by wyjax only: inputs go through OpenCC t2s before tokenisation.
-        "wyjax_t2s": self.t2s,
+      "tokenizer_class": "BertTokenizer",
+      "do_lower_case": self.lowercase,
+      "strip_accents": self.strip_accents,
+      "tokenize_chinese_chars": True,
+      "model_max_length": self.model_max_length,
+      **special,
+      # Read by wyjax only: inputs go through OpenCC t2s before tokenisation.
+      "wyjax_t2s": self.t2s,
     }
-    return {"vocab.txt": "".join(t + "\n" for t in self.vocab), "tokenizer.json": self._backend.to_str(pretty=True),
-            "tokenizer_config.json": json.dumps(config, ensure_ascii=False, indent=2),
-            "special_tokens_map.json": json.dumps(special, indent=2)}
+    return {
+      "vocab.txt": "".join(t + "\n" for t in self.vocab),
+      "tokenizer.json": self._backend.to_str(pretty=True),
+      "tokenizer_config.json": json.dumps(config, ensure_ascii=False, indent=2),
+      "special_tokens_map.json": json.dumps(special, indent=2),
+    }
 
   def save(self, directory) -> None:
     directory = epath.Path(directory)
@@ -426,14 +444,22 @@ class Tokenizer:
     config_file = directory / "tokenizer_config.json"
     config = read_json(config_file) if config_file.exists() else {}
     if "do_lower_case" not in config:
-      logging.info("%s: no do_lower_case in %s: lower-casing, as transformers' BertTokenizer does", directory,
-                   config_file.name)
+      logging.info(
+        "%s: no do_lower_case in %s: lower-casing, as transformers' BertTokenizer does", directory, config_file.name
+      )
     if not config.get("tokenize_chinese_chars", True):
-      raise ValueError(f"{config_file}: tokenize_chinese_chars false is not supported: wyjax's tokenizer "
-                       "makes every CJK character its own token")
+      raise ValueError(
+        f"{config_file}: tokenize_chinese_chars false is not supported: wyjax's tokenizer "
+        "makes every CJK character its own token"
+      )
     max_length = int(config.get("model_max_length", 512))
     try:
-      return cls(vocab, t2s=config.get("wyjax_t2s", False), model_max_length=max_length,
-                 lowercase=bool(config.get("do_lower_case", True)), strip_accents=config.get("strip_accents"))
+      return cls(
+        vocab,
+        t2s=config.get("wyjax_t2s", False),
+        model_max_length=max_length,
+        lowercase=bool(config.get("do_lower_case", True)),
+        strip_accents=config.get("strip_accents"),
+      )
     except ValueError as e:
       raise ValueError(f"{vocab_file}: {e}") from None

@@ -8,6 +8,7 @@ rule serves the three vocabularies a prepared corpus may have: the checkpoint's 
 copied), an extension of it (its rows in place, the corpus's new characters appended) and the
 corpus's own (a transplant).
 """
+
 import collections
 import dataclasses
 import functools
@@ -28,6 +29,7 @@ def _s2t() -> opencc.OpenCC:
 @dataclasses.dataclass(frozen=True)
 class RowSources:
   """For each token of the new vocabulary, the checkpoint row it starts from (-1: a new row)."""
+
   rows: np.ndarray  # int64 [new vocabulary size]
   copied: int  # the same token
   mapped: int  # its OpenCC counterpart
@@ -39,7 +41,7 @@ class RowSources:
 
 def _split(token: str) -> tuple[str, str]:
   """(WordPiece's continuation prefix or "", the rest): "##c" → ("##", "c")."""
-  return (TWIN, token[len(TWIN):]) if token.startswith(TWIN) else ("", token)
+  return (TWIN, token[len(TWIN) :]) if token.startswith(TWIN) else ("", token)
 
 
 def _counterparts(token: str, by_simplified: dict[str, list[str]]) -> list[str]:
@@ -81,6 +83,6 @@ def kind(checkpoint_vocab: list[str], vocab: list[str]) -> str:
   """How `vocab` relates to the checkpoint's: its own, an extension of it, or a transplant."""
   if vocab == checkpoint_vocab:
     return "the checkpoint's own"
-  if vocab[:len(checkpoint_vocab)] == checkpoint_vocab:
+  if vocab[: len(checkpoint_vocab)] == checkpoint_vocab:
     return f"the checkpoint's extended by {len(vocab) - len(checkpoint_vocab):,} tokens"
   return "the corpus's own (transplanted)"

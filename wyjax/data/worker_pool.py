@@ -1,5 +1,6 @@
 """Worker processes for a command's work units: they end with the command however it ends, and a
 worker that dies ends the work in one line instead of a wait for ever."""
+
 import concurrent.futures
 import contextlib
 import ctypes
@@ -47,8 +48,9 @@ def processes(workers: int, initializer, initargs: tuple):
     initializer(*initargs)
     yield None
     return
-  pool = concurrent.futures.ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _start,
-                                                (os.getpid(), initializer, initargs))
+  pool = concurrent.futures.ProcessPoolExecutor(
+    workers, multiprocessing.get_context("spawn"), _start, (os.getpid(), initializer, initargs)
+  )
   try:
     yield pool
   except BaseException:

@@ -1,6 +1,7 @@
 """The model card (README.md) of an exported folder: Hub metadata and model-index built with
 huggingface_hub's own ModelCardData / EvalResult (so the Hub reads back what we meant), usage
 in transformers and wyjax, how the model was trained and its benchmark results."""
+
 import json
 
 from huggingface_hub import EvalResult, ModelCardData
@@ -13,13 +14,29 @@ from wyjax.tasks.task import Task
 CORPORA = {"daizhige": "daizhige", "poetry": "chinese-poetry"}
 
 
-def model_card(hf_config: dict, tokenizer: Tokenizer, *, name: str, license: str, results: dict | None = None,
-               training: dict | None = None, base_model: str | None = None, task_data: str | None = None) -> str:
+def model_card(
+  hf_config: dict,
+  tokenizer: Tokenizer,
+  *,
+  name: str,
+  license: str,
+  results: dict | None = None,
+  training: dict | None = None,
+  base_model: str | None = None,
+  task_data: str | None = None,
+) -> str:
   """README.md: YAML front matter, then what the model is, usage, training and results (a
   leaderboard whose tasks all failed has none)."""
   results = results if results and results.get("tasks") else None
-  data = card_data(hf_config, name=name, license=license, results=results, training=training,
-                   base_model=base_model, task_data=task_data)
+  data = card_data(
+    hf_config,
+    name=name,
+    license=license,
+    results=results,
+    training=training,
+    base_model=base_model,
+    task_data=task_data,
+  )
   body = _about(hf_config, name, training, base_model) + _usage(hf_config, tokenizer, name)
   if training:
     body += _training(training)
@@ -28,18 +45,32 @@ def model_card(hf_config: dict, tokenizer: Tokenizer, *, name: str, license: str
   return f"---\n{data.to_yaml()}\n---\n\n{body}"
 
 
-def card_data(hf_config: dict, *, name: str, license: str, results: dict | None, training: dict | None,
-              base_model: str | None, task_data: str | None) -> ModelCardData:
+def card_data(
+  hf_config: dict,
+  *,
+  name: str,
+  license: str,
+  results: dict | None,
+  training: dict | None,
+  base_model: str | None,
+  task_data: str | None,
+) -> ModelCardData:
   """The front matter; `datasets` names the pretraining corpus and the benchmarks scored."""
   datasets = [corpus_name(training["config"])] if training else []
   if results:
     datasets += [_task(task, task_data)[1] for task in results["tasks"]]
   datasets = list(dict.fromkeys(d for d in datasets if d))
   return ModelCardData(
-      language=["lzh", "zh"], license=license, library_name="transformers", pipeline_tag="fill-mask",
-      tags=["wyjax", "classical-chinese", "wenyanwen", hf_config["model_type"], "fill-mask"],
-      datasets=datasets or None, base_model=base_model or None, model_name=name,
-      eval_results=eval_results(results, task_data) if results else None)
+    language=["lzh", "zh"],
+    license=license,
+    library_name="transformers",
+    pipeline_tag="fill-mask",
+    tags=["wyjax", "classical-chinese", "wenyanwen", hf_config["model_type"], "fill-mask"],
+    datasets=datasets or None,
+    base_model=base_model or None,
+    model_name=name,
+    eval_results=eval_results(results, task_data) if results else None,
+  )
 
 
 def corpus_name(run_config: dict) -> str | None:
@@ -78,15 +109,27 @@ def eval_results(results: dict, task_data: str | None = None) -> list[EvalResult
   evals = []
   for task in results["tasks"]:
     kind, _, dataset, dataset_type = _task(task, task_data)
-    evals += [EvalResult(task_type=kind, task_name=task.upper(), dataset_name=dataset, dataset_type=dataset_type,
-                         dataset_config=task, dataset_split=results.get("split", "dev"), metric_type=metric,
-                         metric_value=value) for metric, value in _metrics(results, task)]
+    evals += [
+      EvalResult(
+        task_type=kind,
+        task_name=task.upper(),
+        dataset_name=dataset,
+        dataset_type=dataset_type,
+        dataset_config=task,
+        dataset_split=results.get("split", "dev"),
+        metric_type=metric,
+        metric_value=value,
+      )
+      for metric, value in _metrics(results, task)
+    ]
   return evals
 
 
 def _about(hf_config: dict, name: str, training: dict | None, base_model: str | None) -> str:
-  size = (f"{hf_config['num_hidden_layers']} layers, hidden {hf_config['hidden_size']}, "
-          f"{hf_config['num_attention_heads']} heads, vocabulary {hf_config['vocab_size']}")
+  size = (
+    f"{hf_config['num_hidden_layers']} layers, hidden {hf_config['hidden_size']}, "
+    f"{hf_config['num_attention_heads']} heads, vocabulary {hf_config['vocab_size']}"
+  )
   origin = [f"initialised from [{base_model}](https://huggingface.co/{base_model})"] if base_model else []
   if training:
     origin.append(f"pretrained on {_corpus(training['config'])} for {training['step']} steps")
@@ -101,9 +144,12 @@ A classical Chinese (文言文) `{hf_config['model_type']}` encoder with its mas
 def _usage(hf_config: dict, tokenizer: Tokenizer, name: str) -> str:
   repo = json.dumps(name, ensure_ascii=False)
   text = "学而时[MASK]之，不亦说乎？" if tokenizer.t2s else "學而時[MASK]之，不亦說乎？"
-  t2s = ("Inputs are expected in simplified characters: wyjax converts traditional text with "
-         "OpenCC `t2s` before tokenisation (`wyjax.data.tokenizer.normalize`)."
-         if tokenizer.t2s else "The tokenizer applies no traditional→simplified conversion.")
+  t2s = (
+    "Inputs are expected in simplified characters: wyjax converts traditional text with "
+    "OpenCC `t2s` before tokenisation (`wyjax.data.tokenizer.normalize`)."
+    if tokenizer.t2s
+    else "The tokenizer applies no traditional→simplified conversion."
+  )
   return f"""
 ## Usage
 
@@ -137,12 +183,12 @@ def _training(training: dict) -> str:
   config = training["config"]
   corpus, planned = config.get("corpus", {}), config.get("num_train_steps")
   facts = {
-      "corpus": _corpus(config),
-      "steps": f"{training['step']}" + (f" of {planned} planned" if planned and planned != training["step"] else ""),
-      "batch size": config.get("batch_size") and f"{config['batch_size']} sequences",
-      "sequence length": corpus.get("sequence_length") and f"{corpus['sequence_length']} tokens",
-      "peak learning rate": config.get("learning_rate")
-                            and f"{config['learning_rate']} (AdamW, {config.get('warmup_steps', 0)} warmup steps)",
+    "corpus": _corpus(config),
+    "steps": f"{training['step']}" + (f" of {planned} planned" if planned and planned != training["step"] else ""),
+    "batch size": config.get("batch_size") and f"{config['batch_size']} sequences",
+    "sequence length": corpus.get("sequence_length") and f"{corpus['sequence_length']} tokens",
+    "peak learning rate": config.get("learning_rate")
+    and f"{config['learning_rate']} (AdamW, {config.get('warmup_steps', 0)} warmup steps)",
   }
   config_json = json.dumps(config, indent=2, ensure_ascii=False)
   return f"""
@@ -155,8 +201,11 @@ Pretrained with `python -m wyjax.pretrain` (masked language modelling):
 
 def _results(results: dict, task_data: str | None) -> str:
   source = f"tasks derived from {task_data} in the benchmarks' formats" if task_data else "benchmark tasks"
-  rows = "".join(f"| {task.upper()} | {metric} | {value:.4f} |\n"
-                 for task in results["tasks"] for metric, value in _metrics(results, task))
+  rows = "".join(
+    f"| {task.upper()} | {metric} | {value:.4f} |\n"
+    for task in results["tasks"]
+    for metric, value in _metrics(results, task)
+  )
   return f"""
 ## Results
 
@@ -174,23 +223,31 @@ def _results(results: dict, task_data: str | None) -> str:
 # model's name as a string literal; a Python one runs after `simplify` is defined: OpenCC t2s,
 # or nothing, as the tokenizer expects).
 _PREDICTS = {
-    "text-classification": "one of its labels for a text (id2label in config.json)",
-    "token-classification": "a label for each character (id2label in config.json)",
-    "multiple-choice": "a score for each option of a question; the highest is the answer",
-    "question-answering": "the start and end of the answer to a question in a context",
-    "translation": "modern Chinese for a classical sentence, generated with wyjax's prefix-LM attention mask",
+  "text-classification": "one of its labels for a text (id2label in config.json)",
+  "token-classification": "a label for each character (id2label in config.json)",
+  "multiple-choice": "a score for each option of a question; the highest is the answer",
+  "question-answering": "the start and end of the answer to a question in a context",
+  "translation": "modern Chinese for a classical sentence, generated with wyjax's prefix-LM attention mask",
 }
 _SNIPPETS = {
-    "text-classification": ("python", """from transformers import pipeline
+  "text-classification": (
+    "python",
+    """from transformers import pipeline
 
 classify = pipeline("text-classification", model={repo})
-print(classify(simplify("學而時習之，不亦說乎？")))"""),
-    "token-classification": ("python", """from transformers import pipeline
+print(classify(simplify("學而時習之，不亦說乎？")))""",
+  ),
+  "token-classification": (
+    "python",
+    """from transformers import pipeline
 
 tag = pipeline("token-classification", model={repo})
-print(tag(simplify("學而時習之不亦說乎")))  # the characters whose label is not O"""),
-    # transformers 5 has no question-answering pipeline: the answer is the best span of the context.
-    "question-answering": ("python", """import torch
+print(tag(simplify("學而時習之不亦說乎")))  # the characters whose label is not O""",
+  ),
+  # transformers 5 has no question-answering pipeline: the answer is the best span of the context.
+  "question-answering": (
+    "python",
+    """import torch
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
 tokenizer = AutoTokenizer.from_pretrained({repo})
@@ -203,8 +260,11 @@ with torch.no_grad():
   out = model(**batch)
 start = int(out.start_logits[0].masked_fill(outside, -1e9).argmax())
 end = start + int(out.end_logits[0, start:].masked_fill(outside[start:], -1e9).argmax())
-print(context[offsets[start][0]:offsets[end][1]])"""),
-    "multiple-choice": ("python", """import torch
+print(context[offsets[start][0]:offsets[end][1]])""",
+  ),
+  "multiple-choice": (
+    "python",
+    """import torch
 from transformers import AutoModelForMultipleChoice, AutoTokenizer
 
 tokenizer = AutoTokenizer.from_pretrained({repo})
@@ -213,26 +273,42 @@ question, options = simplify("學而時習之，不亦說乎？"), [simplify("�
 batch = tokenizer([question] * len(options), options, padding=True, return_tensors="pt")
 with torch.no_grad():
   scores = model(**{{k: v[None] for k, v in batch.items()}}).logits[0]  # one per option
-print(options[int(scores.argmax())])"""),
-    # transformers loads the weights (AutoModelForMaskedLM) but has no prefix-LM mask to generate with.
-    "translation": ("sh", "echo 學而時習之 | python -m wyjax.translate --init=FOLDER  # a local copy of it"),
+print(options[int(scores.argmax())])""",
+  ),
+  # transformers loads the weights (AutoModelForMaskedLM) but has no prefix-LM mask to generate with.
+  "translation": ("sh", "echo 學而時習之 | python -m wyjax.translate --init=FOLDER  # a local copy of it"),
 }
 
 
-def task_model_card(hf_config: dict, tokenizer: Tokenizer, task: Task, *, pipeline_tag: str, name: str,
-                    license: str, max_length: int, run: dict | None = None, run_config: dict | None = None,
-                    base_model: str | None = None) -> str:
+def task_model_card(
+  hf_config: dict,
+  tokenizer: Tokenizer,
+  task: Task,
+  *,
+  pipeline_tag: str,
+  name: str,
+  license: str,
+  max_length: int,
+  run: dict | None = None,
+  run_config: dict | None = None,
+  base_model: str | None = None,
+) -> str:
   """README.md of a fine-tuned task model: front matter whose model-index holds the run's dev
   (and test) scores, what it predicts, usage in transformers and wyjax, how it was trained.
   run: the seed's run.json ({"seed", "best_step", "dev", "test"}); run_config: its
   fine-tuning run's run_config.json."""
   scores = {split: run[split] for split in ("dev", "test") if run and run.get(split)}
   data = ModelCardData(
-      language=["lzh", "zh"], license=license, library_name="transformers", pipeline_tag=pipeline_tag,
-      tags=["wyjax", "classical-chinese", "wenyanwen", hf_config["model_type"], pipeline_tag],
-      datasets=[task.benchmark] if task.benchmark else None, base_model=base_model or None, model_name=name,
-      eval_results=[e for split, metrics in scores.items() for e in eval_results(_board(task, split, metrics))]
-      or None)
+    language=["lzh", "zh"],
+    license=license,
+    library_name="transformers",
+    pipeline_tag=pipeline_tag,
+    tags=["wyjax", "classical-chinese", "wenyanwen", hf_config["model_type"], pipeline_tag],
+    datasets=[task.benchmark] if task.benchmark else None,
+    base_model=base_model or None,
+    model_name=name,
+    eval_results=[e for split, metrics in scores.items() for e in eval_results(_board(task, split, metrics))] or None,
+  )
   body = _task_about(hf_config, task, name, pipeline_tag, base_model)
   body += _task_usage(tokenizer, name, pipeline_tag, max_length)
   if run_config:
@@ -248,8 +324,9 @@ def _board(task: Task, split: str, metrics: dict) -> dict:
 
 
 def _task_about(hf_config: dict, task: Task, name: str, pipeline_tag: str, base_model: str | None) -> str:
-  size = (f"{hf_config['num_hidden_layers']} layers, hidden {hf_config['hidden_size']}, "
-          f"vocabulary {hf_config['vocab_size']}")
+  size = (
+    f"{hf_config['num_hidden_layers']} layers, hidden {hf_config['hidden_size']}, vocabulary {hf_config['vocab_size']}"
+  )
   origin = f", from [{base_model}](https://huggingface.co/{base_model})" if base_model else ""
   labels = ""
   if "id2label" in hf_config:
@@ -270,10 +347,12 @@ def _task_usage(tokenizer: Tokenizer, name: str, pipeline_tag: str, max_length: 
   snippet = snippet.format(repo=repo)
   if tokenizer.t2s:
     simplify = "from wyjax.data.normalize import to_simplified as simplify  # OpenCC t2s, one character for one"
-    t2s = ("wyjax converts traditional characters to simplified (OpenCC `t2s`) before tokenising; transformers "
-           "does not, so simplify the text first, as above. `to_simplified` keeps the text's length: "
-           "per-character labels and answer offsets still index the original text (without wyjax: OpenCC "
-           "`t2s` applied character by character).")
+    t2s = (
+      "wyjax converts traditional characters to simplified (OpenCC `t2s`) before tokenising; transformers "
+      "does not, so simplify the text first, as above. `to_simplified` keeps the text's length: "
+      "per-character labels and answer offsets still index the original text (without wyjax: OpenCC "
+      "`t2s` applied character by character)."
+    )
   else:
     simplify = "simplify = lambda text: text  # this tokenizer reads the text as it is"
     t2s = "The tokenizer applies no traditional→simplified conversion."
@@ -301,15 +380,21 @@ model = task_models.load({repo})  # its task, params (the head's layout), tokeni
 
 def _fine_tuning(task: Task, run_config: dict, run: dict | None) -> str:
   facts = {
-      "initialised from": run_config.get("init") or "a fresh, randomly initialised model",
-      "training": (f"{run_config['num_train_steps']} steps" if run_config.get("num_train_steps")
-                   else f"{run_config.get('num_epochs')} epochs"),
-      "batch size": run_config.get("batch_size"),
-      "peak learning rate": run_config.get("learning_rate"),
-      "max length": run_config.get("max_length") or task.max_length,
-      "exported": run and (f"seed {run['seed']}, its parameters at the end of training (step {run['best_step']})"
-                           if run_config.get("keep_checkpoint") == "last"
-                           else f"seed {run['seed']}, its best dev {task.main_metric} at step {run['best_step']}"),
+    "initialised from": run_config.get("init") or "a fresh, randomly initialised model",
+    "training": (
+      f"{run_config['num_train_steps']} steps"
+      if run_config.get("num_train_steps")
+      else f"{run_config.get('num_epochs')} epochs"
+    ),
+    "batch size": run_config.get("batch_size"),
+    "peak learning rate": run_config.get("learning_rate"),
+    "max length": run_config.get("max_length") or task.max_length,
+    "exported": run
+    and (
+      f"seed {run['seed']}, its parameters at the end of training (step {run['best_step']})"
+      if run_config.get("keep_checkpoint") == "last"
+      else f"seed {run['seed']}, its best dev {task.main_metric} at step {run['best_step']}"
+    ),
   }
   config_json = json.dumps(run_config, indent=2, ensure_ascii=False)
   return f"""
@@ -321,8 +406,11 @@ Fine-tuned with `python -m wyjax.finetune --config={task.config_name}.py` on {ta
 
 
 def _task_results(task: Task, scores: dict) -> str:
-  rows = "".join(f"| {split} | {metric} | {value:.4f} |\n" for split, metrics in scores.items()
-                 for metric, value in _metrics(_board(task, split, metrics), task.name))
+  rows = "".join(
+    f"| {split} | {metric} | {value:.4f} |\n"
+    for split, metrics in scores.items()
+    for metric, value in _metrics(_board(task, split, metrics), task.name)
+  )
   return f"""
 ## Results
 
@@ -336,5 +424,7 @@ Scores of this model on {task.column}'s splits (wyjax's metrics; the main metric
 def _listing(facts: dict, config_json: str) -> str:
   """The Training section's facts (those known) and the run's whole config, folded."""
   listing = "\n".join(f"- {what}: {value}" for what, value in facts.items() if value)
-  return (f"{listing}\n\n<details>\n<summary>The run's config (run_config.json)</summary>\n\n"
-          f"```json\n{config_json}\n```\n\n</details>\n")
+  return (
+    f"{listing}\n\n<details>\n<summary>The run's config (run_config.json)</summary>\n\n"
+    f"```json\n{config_json}\n```\n\n</details>\n"
+  )

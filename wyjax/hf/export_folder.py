@@ -1,4 +1,5 @@
 """Write a transformers folder: config.json, model.safetensors, tokenizer files, model card."""
+
 import json
 import re
 
@@ -12,8 +13,15 @@ from wyjax.hf.loading import VOCAB_KEY, Model
 from wyjax.models import EncoderConfig
 
 # Every file `export` writes (the tokenizer's four included): what a Hub upload sends.
-FILES = ("config.json", "model.safetensors", "README.md", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
-         "special_tokens_map.json")
+FILES = (
+  "config.json",
+  "model.safetensors",
+  "README.md",
+  "vocab.txt",
+  "tokenizer.json",
+  "tokenizer_config.json",
+  "special_tokens_map.json",
+)
 LEADERBOARD = "leaderboard.json"  # wyjax.tasks.leaderboard.write's scores, beside a checkpoint: the card's results
 
 
@@ -23,8 +31,10 @@ def check_out(out, overwrite: bool) -> epath.Path:
   out = epath.Path(out)
   entries = [p for p in out.iterdir() if p.name != locks.LOCK] if out.exists() else []
   if entries and not overwrite:
-    raise FileExistsError(f"{out} is not empty ({len(entries)} entries); choose an empty or new "
-                          "folder, or pass --overwrite to replace the exported files in it")
+    raise FileExistsError(
+      f"{out} is not empty ({len(entries)} entries); choose an empty or new "
+      "folder, or pass --overwrite to replace the exported files in it"
+    )
   return out
 
 
@@ -40,8 +50,10 @@ def replaces_own(out, record, flag: str = "--out") -> bool:
   recorded = storage.read_json(record) if record.exists() else {}
   theirs = [name for name in entries if name not in recorded or recorded[name] != storage.file_sha256(out / name)]
   if theirs:
-    raise FileExistsError(f"{out} holds {', '.join(theirs)}, which no earlier export of this command wrote there (or "
-                          f"which changed since); move them, or choose another {flag}")
+    raise FileExistsError(
+      f"{out} holds {', '.join(theirs)}, which no earlier export of this command wrote there (or "
+      f"which changed since); move them, or choose another {flag}"
+    )
   return bool(entries)
 
 
@@ -82,8 +94,9 @@ def check_tokenizer(tokenizer: Tokenizer | None, config: EncoderConfig) -> None:
     raise ValueError(f"tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {config.vocab_size}")
 
 
-def write(out, hf_config: dict, params, config: EncoderConfig, tokenizer: Tokenizer, readme: str, *,
-          overwrite: bool = False) -> epath.Path:
+def write(
+  out, hf_config: dict, params, config: EncoderConfig, tokenizer: Tokenizer, readme: str, *, overwrite: bool = False
+) -> epath.Path:
   """Writes `out` (FILES): config.json (with the vocabulary's SHA-256 in order, loading.VOCAB_KEY),
   the params as transformers' model.safetensors, the tokenizer's files and README.md. A folder
   that already holds files is refused unless `overwrite` (then the exported files replace theirs;
@@ -93,9 +106,12 @@ def write(out, hf_config: dict, params, config: EncoderConfig, tokenizer: Tokeni
   out = check_out(out, overwrite)
   state_dict = weights.to_hf(params, config, legacy=hf_config.get("legacy", True))
   hf_config = {**hf_config, VOCAB_KEY: storage.lines_sha256(tokenizer.vocab)}
-  files = {"model.safetensors": save(state_dict, metadata={"format": "pt"}),
-           "config.json": json.dumps(hf_config, indent=2, ensure_ascii=False) + "\n", **tokenizer.files(),
-           "README.md": readme}
+  files = {
+    "model.safetensors": save(state_dict, metadata={"format": "pt"}),
+    "config.json": json.dumps(hf_config, indent=2, ensure_ascii=False) + "\n",
+    **tokenizer.files(),
+    "README.md": readme,
+  }
   out.mkdir(parents=True, exist_ok=True)
   with storage.written_together([out / name for name in files], "wb", replace=overwrite) as handles:
     for handle, (name, content) in zip(handles, files.items()):
@@ -104,9 +120,19 @@ def write(out, hf_config: dict, params, config: EncoderConfig, tokenizer: Tokeni
   return out
 
 
-def export(model: Model, out, *, legacy: bool | None = None, name: str = "wyjax-model",
-           license: str = "apache-2.0", results: dict | None = None, training: dict | None = None,
-           base_model: str | None = None, task_data: str | None = None, overwrite: bool = False) -> epath.Path:
+def export(
+  model: Model,
+  out,
+  *,
+  legacy: bool | None = None,
+  name: str = "wyjax-model",
+  license: str = "apache-2.0",
+  results: dict | None = None,
+  training: dict | None = None,
+  base_model: str | None = None,
+  task_data: str | None = None,
+  overwrite: bool = False,
+) -> epath.Path:
   """Writes `out`; the folder loads with transformers.AutoModelForMaskedLM unchanged.
 
   The model card (README.md, wyjax.hf.card) says what is known. results: a leaderboard.json
@@ -121,6 +147,14 @@ def export(model: Model, out, *, legacy: bool | None = None, name: str = "wyjax-
   check_tokenizer(model.tokenizer, model.config)
   config = model.config.replace(dtype="float32")
   hf_config = configs.to_hf(config, legacy=legacy)
-  readme = card.model_card(hf_config, model.tokenizer, name=name, license=license, results=results,
-                           training=training, base_model=base_model, task_data=task_data)
+  readme = card.model_card(
+    hf_config,
+    model.tokenizer,
+    name=name,
+    license=license,
+    results=results,
+    training=training,
+    base_model=base_model,
+    task_data=task_data,
+  )
   return write(out, hf_config, model.params, config, model.tokenizer, readme, overwrite=overwrite)

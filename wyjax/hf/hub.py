@@ -1,4 +1,5 @@
 """Upload an exported folder to the Hugging Face Hub (or any endpoint in HF_ENDPOINT)."""
+
 import contextlib
 import os
 import pathlib
@@ -13,8 +14,9 @@ from wyjax.hf import export_folder
 def _api() -> huggingface_hub.HfApi:
   """The endpoint and token are read at call time from HF_ENDPOINT and HF_TOKEN (or a login)."""
   if not huggingface_hub.get_token():
-    raise guards.RunError("--push_to_hub needs a Hugging Face token with write access: set HF_TOKEN or run "
-                          "`hf auth login`")
+    raise guards.RunError(
+      "--push_to_hub needs a Hugging Face token with write access: set HF_TOKEN or run `hf auth login`"
+    )
   return huggingface_hub.HfApi(endpoint=os.environ.get("HF_ENDPOINT"), token=os.environ.get("HF_TOKEN"))
 
 
@@ -26,8 +28,9 @@ def _reaching(api: huggingface_hub.HfApi, repo_id: str):
     yield
   except httpx2.HTTPError as e:
     reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    raise guards.RunError(f"{repo_id}: the Hub at {api.endpoint} failed ({reason}); check the network, "
-                          "HF_ENDPOINT and HF_TOKEN") from e
+    raise guards.RunError(
+      f"{repo_id}: the Hub at {api.endpoint} failed ({reason}); check the network, HF_ENDPOINT and HF_TOKEN"
+    ) from e
 
 
 def fetch(init: str) -> str:
@@ -40,8 +43,10 @@ def fetch(init: str) -> str:
     return api.snapshot_download(init, allow_patterns=list(_MODEL_FILES))
   except (httpx2.HTTPError, huggingface_hub.errors.HfHubHTTPError, huggingface_hub.errors.LocalEntryNotFoundError) as e:
     reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    raise guards.RunError(f"{init}: no such folder, and the Hub at {api.endpoint} did not give a model of that name "
-                          f"({reason}); check the name and the network, or pass a downloaded model's folder") from e
+    raise guards.RunError(
+      f"{init}: no such folder, and the Hub at {api.endpoint} did not give a model of that name "
+      f"({reason}); check the name and the network, or pass a downloaded model's folder"
+    ) from e
 
 
 _MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", "vocab.txt", "tokenizer_config.json")
@@ -65,5 +70,6 @@ def push(folder, repo_id: str, *, private: bool = False, commit_message: str = "
   api = _api()
   with _reaching(api, repo_id):
     api.create_repo(repo_id, private=private, exist_ok=True)
-    return api.upload_folder(folder_path=str(folder), repo_id=repo_id, allow_patterns=list(export_folder.FILES),
-                             commit_message=commit_message)
+    return api.upload_folder(
+      folder_path=str(folder), repo_id=repo_id, allow_patterns=list(export_folder.FILES), commit_message=commit_message
+    )

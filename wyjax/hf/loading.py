@@ -1,4 +1,5 @@
 """`wyjax.hf.load(path)`: one handle over a transformers folder or a wyjax checkpoint."""
+
 import logging
 
 import flax.linen as nn
@@ -41,8 +42,9 @@ def param_shapes(config: EncoderConfig, *, mlm: bool, pooler: bool = False) -> d
 def per_layer(params: dict) -> dict:
   """Params of a scan_layers model with each encoder's layers unstacked (a multiple-choice
   model keeps its encoder under 'scorer'; CCPM Match has a 'candidate_encoder' too)."""
-  return {k: unstack_layers(v) if k.endswith("encoder") else per_layer(v) if k == "scorer" else v
-          for k, v in params.items()}
+  return {
+    k: unstack_layers(v) if k.endswith("encoder") else per_layer(v) if k == "scorer" else v for k, v in params.items()
+  }
 
 
 class Model:
@@ -56,10 +58,8 @@ class Model:
     self.params = jax.device_put(params)  # on the device as they are: jnp.asarray compiles a program per shape
     self.tokenizer = tokenizer
     encoder = encoder_class(config)(config)
-    self._encode = jax.jit(lambda p, ids, mask, types: encoder.apply(
-        {"params": p}, ids, mask, types))
-    self._mlm = jax.jit(lambda p, ids, mask, types: MaskedLM(config).apply(
-        {"params": p}, ids, mask, types))
+    self._encode = jax.jit(lambda p, ids, mask, types: encoder.apply({"params": p}, ids, mask, types))
+    self._mlm = jax.jit(lambda p, ids, mask, types: MaskedLM(config).apply({"params": p}, ids, mask, types))
 
   @property
   def has_mlm(self) -> bool:
@@ -98,19 +98,32 @@ class PartsError(ValueError):
 def embedding_shapes(state_dict: dict, config: EncoderConfig) -> dict[str, tuple[int, ...]]:
   """{"word_embeddings"|"position_embeddings": the wyjax-layout shape} of a transformers state dict."""
   prefix = weights.encoder_prefix(config, state_dict)
-  return {name: state_dict[key].shape for name in ("word_embeddings", "position_embeddings")
-          if (key := f"{prefix}embeddings.{name}.weight") in state_dict}
+  return {
+    name: state_dict[key].shape
+    for name in ("word_embeddings", "position_embeddings")
+    if (key := f"{prefix}embeddings.{name}.weight") in state_dict
+  }
 
 
 def param_embedding_shapes(params: dict) -> dict[str, tuple[int, ...]]:
   """embedding_shapes of wyjax params (a multiple-choice model's encoder is under 'scorer')."""
   embeddings = params.get("scorer", params)["encoder"]["embeddings"]
-  return {name: embeddings[name]["embedding"].shape for name in ("word_embeddings", "position_embeddings")
-          if name in embeddings}
+  return {
+    name: embeddings[name]["embedding"].shape
+    for name in ("word_embeddings", "position_embeddings")
+    if name in embeddings
+  }
 
 
-def check_parts(config: EncoderConfig, config_file, embeddings: dict, weights_file,
-                tokenizer: Tokenizer | None = None, vocab_file=None, vocab_sha256: str | None = None) -> None:
+def check_parts(
+  config: EncoderConfig,
+  config_file,
+  embeddings: dict,
+  weights_file,
+  tokenizer: Tokenizer | None = None,
+  vocab_file=None,
+  vocab_sha256: str | None = None,
+) -> None:
   """Refuses a config, weights and tokenizer that do not belong together, naming two of their
   files. A token id past the embedding rows is gathered as NaN (a silent wrong answer), a
   vocabulary smaller than the rows reads every other character as [UNK], one of the right size
@@ -118,24 +131,35 @@ def check_parts(config: EncoderConfig, config_file, embeddings: dict, weights_fi
   every character as another, and sizes that differ between config and weights failed far
   from the cause, at some tensor's shape."""
   width = "embedding_size" if config.embedding_size else "hidden_size"
-  expected = {"word_embeddings": ((config.vocab_size, config.embed_dim), f"vocab_size {config.vocab_size}, "
-                                  f"{width} {config.embed_dim}"),
-              "position_embeddings": ((config.max_position_embeddings, config.embed_dim),
-                                      f"max_position_embeddings {config.max_position_embeddings}, "
-                                      f"{width} {config.embed_dim}")}
+  expected = {
+    "word_embeddings": (
+      (config.vocab_size, config.embed_dim),
+      f"vocab_size {config.vocab_size}, {width} {config.embed_dim}",
+    ),
+    "position_embeddings": (
+      (config.max_position_embeddings, config.embed_dim),
+      f"max_position_embeddings {config.max_position_embeddings}, {width} {config.embed_dim}",
+    ),
+  }
   for name, shape in embeddings.items():
     if tuple(shape) != expected[name][0]:
-      raise PartsError(f"{config_file} says {expected[name][1]} but {weights_file} holds {name} of "
-                       f"{shape[0]} × {shape[1]}: the config is not these weights'; use the "
-                       f"{epath.Path(config_file).name} they were saved with")
+      raise PartsError(
+        f"{config_file} says {expected[name][1]} but {weights_file} holds {name} of "
+        f"{shape[0]} × {shape[1]}: the config is not these weights'; use the "
+        f"{epath.Path(config_file).name} they were saved with"
+      )
   if tokenizer is not None and len(tokenizer) != config.vocab_size:
-    raise PartsError(f"{vocab_file} has {len(tokenizer)} tokens but {config_file} says vocab_size "
-                     f"{config.vocab_size} (the weights' embedding rows): the tokenizer is not this model's; use "
-                     "the vocab.txt it was trained with")
+    raise PartsError(
+      f"{vocab_file} has {len(tokenizer)} tokens but {config_file} says vocab_size "
+      f"{config.vocab_size} (the weights' embedding rows): the tokenizer is not this model's; use "
+      "the vocab.txt it was trained with"
+    )
   if tokenizer is not None and vocab_sha256 and (found := storage.lines_sha256(tokenizer.vocab)) != vocab_sha256:
-    raise PartsError(f"{vocab_file} is not the vocabulary {config_file} records (its {len(tokenizer)} tokens are "
-                     f"others, or in another order: SHA-256 {found[:12]}, recorded {vocab_sha256[:12]}), and each "
-                     "token would stand for another character; use the vocab.txt the model was saved with")
+    raise PartsError(
+      f"{vocab_file} is not the vocabulary {config_file} records (its {len(tokenizer)} tokens are "
+      f"others, or in another order: SHA-256 {found[:12]}, recorded {vocab_sha256[:12]}), and each "
+      "token would stand for another character; use the vocab.txt the model was saved with"
+    )
 
 
 def read_state_dict(folder: epath.Path) -> tuple[dict[str, np.ndarray], str]:
@@ -145,14 +169,16 @@ def read_state_dict(folder: epath.Path) -> tuple[dict[str, np.ndarray], str]:
   if safetensors_file.exists():
     from safetensors import SafetensorError
     from safetensors.numpy import load
+
     data = safetensors_file.read_bytes()
     try:
       return load(data), str(safetensors_file)
     except TypeError:  # bfloat16 tensors have no numpy dtype: go through torch.
       pass
     except SafetensorError as e:  # truncated or overwritten
-      raise weights.WeightsError(f"{safetensors_file}: not a readable safetensors file ({e}); export or "
-                                 "download it again") from None
+      raise weights.WeightsError(
+        f"{safetensors_file}: not a readable safetensors file ({e}); export or download it again"
+      ) from None
   torch_file = folder / "pytorch_model.bin"
   if not safetensors_file.exists() and not torch_file.exists():
     raise FileNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin")
@@ -162,6 +188,7 @@ def read_state_dict(folder: epath.Path) -> tuple[dict[str, np.ndarray], str]:
     raise ImportError(f"reading {torch_file} needs PyTorch (pip install torch==2.13.0)") from e
   if safetensors_file.exists():
     from safetensors.torch import load as torch_load
+
     tensors, source = torch_load(data), safetensors_file
   else:
     with torch_file.open("rb") as f:
@@ -176,8 +203,15 @@ def load_hf(folder) -> Model:
   config = configs.from_hf(hf, source=str(config_file))
   state_dict, source = read_state_dict(folder)
   tokenizer = Tokenizer.load(folder) if (folder / "vocab.txt").exists() else None
-  check_parts(config, config_file, embedding_shapes(state_dict, config), source, tokenizer, folder / "vocab.txt",
-              hf.get(VOCAB_KEY))
+  check_parts(
+    config,
+    config_file,
+    embedding_shapes(state_dict, config),
+    source,
+    tokenizer,
+    folder / "vocab.txt",
+    hf.get(VOCAB_KEY),
+  )
   has_mlm = weights.detect_mlm_layout(state_dict) is not None
   shapes = param_shapes(config, mlm=has_mlm, pooler=weights.has_pooler(config, state_dict))
   params, unused = weights.from_hf(state_dict, config, shapes, source=source)
@@ -218,6 +252,13 @@ def load(path) -> Model:
   config = EncoderConfig.from_dict(config)
   tokenizer_dir = checkpoints.tokenizer_dir(path)  # <workdir>/tokenizer, beside model.json
   tokenizer = Tokenizer.load(tokenizer_dir) if (tokenizer_dir / "vocab.txt").exists() else None
-  check_parts(config, tokenizer_dir.parent / "model.json", param_embedding_shapes(params), tokenizer_dir.parent /
-              "checkpoints", tokenizer, tokenizer_dir / "vocab.txt", checkpoints.vocab_sha256(path))
+  check_parts(
+    config,
+    tokenizer_dir.parent / "model.json",
+    param_embedding_shapes(params),
+    tokenizer_dir.parent / "checkpoints",
+    tokenizer,
+    tokenizer_dir / "vocab.txt",
+    checkpoints.vocab_sha256(path),
+  )
   return Model(config, params, tokenizer)

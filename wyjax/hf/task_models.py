@@ -7,6 +7,7 @@ run_config.json; a seed folder holds model.json, tokenizer/ and checkpoints/<ste
 wyjax.train.finetuning). An exported folder's config.json names the task and the run's
 max_length under wyjax's own keys (TASK_KEY, MAX_LENGTH_KEY), so it loads back as it was.
 """
+
 import dataclasses
 import logging
 
@@ -65,8 +66,12 @@ def task_of(path) -> Task | None:
   """The task `path` was fine-tuned for, from its JSON files alone (no weights read); None when
   it is no fine-tuned model (a pretraining workdir, an MLM export)."""
   path = epath.Path(path)
-  for folder, file, key in ((path, "config.json", TASK_KEY), (path, RESULTS, "task"),
-                            (path, run_config.CONFIG, "task"), (path.parent, run_config.CONFIG, "task")):
+  for folder, file, key in (
+    (path, "config.json", TASK_KEY),
+    (path, RESULTS, "task"),
+    (path, run_config.CONFIG, "task"),
+    (path.parent, run_config.CONFIG, "task"),
+  ):
     if (folder / file).exists():
       name = _json(folder / file).get(key)
       return _registered(name, folder / file) if name else None
@@ -82,11 +87,15 @@ def check_fine_tuned(path, flag: str, *, generating: str | None = None) -> None:
     return
   task = task_of(path)
   if task is None:
-    raise ValueError(f"{flag} {path} is no fine-tuned task model (its files name no task: a pretrained encoder?); "
-                     f"fine-tune one first ({generating or 'python -m wyjax.finetune'})")
+    raise ValueError(
+      f"{flag} {path} is no fine-tuned task model (its files name no task: a pretrained encoder?); "
+      f"fine-tune one first ({generating or 'python -m wyjax.finetune'})"
+    )
   if generating and not HEADS[task.head].generates:
-    raise ValueError(f"{flag} {path} was fine-tuned for {task.name}, whose model generates no text; use a model "
-                     f"fine-tuned with {generating}")
+    raise ValueError(
+      f"{flag} {path} was fine-tuned for {task.name}, whose model generates no text; use a model "
+      f"fine-tuned with {generating}"
+    )
 
 
 def unexportable(task: Task) -> str | None:
@@ -94,8 +103,7 @@ def unexportable(task: Task) -> str | None:
   head = HEADS[task.head]
   if head.transformers:
     return None
-  return (f"{task.column}'s head ({head.no_transformers}) has no transformers model class; "
-          "use wyjax.predict on the run")
+  return f"{task.column}'s head ({head.no_transformers}) has no transformers model class; use wyjax.predict on the run"
 
 
 def run_max_length(task: Task, configured: int, model_config: EncoderConfig) -> int:
@@ -113,8 +121,10 @@ def seed_dir(path) -> epath.Path:
   if (path / RESULTS).exists():
     path = checkpoints.best_run(path)
   if not (path / "model.json").exists() or not (path.parent / run_config.CONFIG).exists():
-    raise ValueError(f"{path}: not a fine-tuned model: no results.json (a fine-tuning workdir), model.json with "
-                     f"{run_config.CONFIG} in its parent (a seed folder) or config.json (an exported folder)")
+    raise ValueError(
+      f"{path}: not a fine-tuned model: no results.json (a fine-tuning workdir), model.json with "
+      f"{run_config.CONFIG} in its parent (a seed folder) or config.json (an exported folder)"
+    )
   return path
 
 
@@ -142,12 +152,25 @@ def _load_run(seed: epath.Path) -> FineTuned:
   if not (tokenizer_dir / "vocab.txt").exists():
     raise FileNotFoundError(f"{seed}: no tokenizer (tokenizer/vocab.txt)")
   tokenizer = Tokenizer.load(tokenizer_dir)
-  loading.check_parts(model_config, seed / "model.json", loading.param_embedding_shapes(params), seed / "checkpoints",
-                      tokenizer, tokenizer_dir / "vocab.txt", checkpoints.vocab_sha256(seed))
+  loading.check_parts(
+    model_config,
+    seed / "model.json",
+    loading.param_embedding_shapes(params),
+    seed / "checkpoints",
+    tokenizer,
+    tokenizer_dir / "vocab.txt",
+    checkpoints.vocab_sha256(seed),
+  )
   results = seed.parent / RESULTS
-  return FineTuned(task, model_config, params, tokenizer,
-                   run_max_length(task, config.get("max_length", 0), model_config),
-                   _json(results) if results.exists() else None, seed)
+  return FineTuned(
+    task,
+    model_config,
+    params,
+    tokenizer,
+    run_max_length(task, config.get("max_length", 0), model_config),
+    _json(results) if results.exists() else None,
+    seed,
+  )
 
 
 def param_shapes(head: Head, config: EncoderConfig, num_labels: int) -> dict:
@@ -160,19 +183,30 @@ def param_shapes(head: Head, config: EncoderConfig, num_labels: int) -> dict:
 def _load_export(folder: epath.Path) -> FineTuned:
   hf = _json(folder / "config.json")
   if not hf.get(TASK_KEY):
-    raise ValueError(f"{folder / 'config.json'} has no {TASK_KEY}: not a fine-tuned model wyjax exported "
-                     "(wyjax.hf.load reads other transformers folders)")
+    raise ValueError(
+      f"{folder / 'config.json'} has no {TASK_KEY}: not a fine-tuned model wyjax exported "
+      "(wyjax.hf.load reads other transformers folders)"
+    )
   task = _registered(hf[TASK_KEY], folder / "config.json")
   model_config = configs.from_hf(hf, source=str(folder / "config.json"))
   state_dict, source = loading.read_state_dict(folder)
   tokenizer = Tokenizer.load(folder)
-  loading.check_parts(model_config, folder / "config.json", loading.embedding_shapes(state_dict, model_config), source,
-                      tokenizer, folder / "vocab.txt", hf.get(loading.VOCAB_KEY))
+  loading.check_parts(
+    model_config,
+    folder / "config.json",
+    loading.embedding_shapes(state_dict, model_config),
+    source,
+    tokenizer,
+    folder / "vocab.txt",
+    hf.get(loading.VOCAB_KEY),
+  )
   max_length = hf.get(MAX_LENGTH_KEY) or run_max_length(task, 0, model_config)
   if model_config.absolute_positions and max_length > model_config.max_position_embeddings:
-    raise loading.PartsError(f"{folder / 'config.json'}: {MAX_LENGTH_KEY} {max_length} is more than its "
-                             f"max_position_embeddings {model_config.max_position_embeddings}; positions past them "
-                             "have no embedding: export the run again")
+    raise loading.PartsError(
+      f"{folder / 'config.json'}: {MAX_LENGTH_KEY} {max_length} is more than its "
+      f"max_position_embeddings {model_config.max_position_embeddings}; positions past them "
+      "have no embedding: export the run again"
+    )
   shapes = param_shapes(HEADS[task.head], model_config, len(task.labels))
   params, unused = weights.from_hf(state_dict, model_config, shapes, source=source)
   if unused:
@@ -190,8 +224,16 @@ def hf_config(model: FineTuned, legacy: bool | None = None) -> dict:
   return {**hf, TASK_KEY: model.task.name, MAX_LENGTH_KEY: model.max_length}
 
 
-def export(model: FineTuned, out, *, name: str = "wyjax-model", license: str = "apache-2.0",
-           base_model: str | None = None, legacy: bool | None = None, overwrite: bool = False) -> epath.Path:
+def export(
+  model: FineTuned,
+  out,
+  *,
+  name: str = "wyjax-model",
+  license: str = "apache-2.0",
+  base_model: str | None = None,
+  legacy: bool | None = None,
+  overwrite: bool = False,
+) -> epath.Path:
   """Writes `out` (wyjax.hf.export_folder.write): the transformers task model, its tokenizer,
   and a card with the seed's scores (its run.json) and its run's config. base_model: the Hub
   model the run started from (default: the run config's init, when a Hub id). Refuses a head
@@ -205,11 +247,20 @@ def export(model: FineTuned, out, *, name: str = "wyjax-model", license: str = "
   run = model.run_dir / RUN if model.run_dir else None
   training = _json(model.run_dir.parent / run_config.CONFIG) if model.run_dir else None
   readme = card.task_model_card(
-      config, model.tokenizer, model.task, pipeline_tag=model.head.transformers.pipeline_tag, name=name,
-      license=license, max_length=model.max_length, run=_json(run) if run and run.exists() else None,
-      run_config=training, base_model=base_model or (export_folder.hub_id(training.get("init")) if training else None))
-  return export_folder.write(out, config, model.params, model.model_config, model.tokenizer, readme,
-                             overwrite=overwrite)
+    config,
+    model.tokenizer,
+    model.task,
+    pipeline_tag=model.head.transformers.pipeline_tag,
+    name=name,
+    license=license,
+    max_length=model.max_length,
+    run=_json(run) if run and run.exists() else None,
+    run_config=training,
+    base_model=base_model or (export_folder.hub_id(training.get("init")) if training else None),
+  )
+  return export_folder.write(
+    out, config, model.params, model.model_config, model.tokenizer, readme, overwrite=overwrite
+  )
 
 
 def verify(model: FineTuned, folder) -> float:
@@ -219,6 +270,7 @@ def verify(model: FineTuned, folder) -> float:
   first when the tokenizer does so (the card's advice)."""
   import torch
   import transformers
+
   spec = model.head.transformers
   hf_model = getattr(transformers, f"AutoModel{spec.suffix}").from_pretrained(str(folder)).eval()
   texts = [to_simplified(t) if model.tokenizer.t2s else t for t in VERIFY_TEXTS]
@@ -232,5 +284,6 @@ def verify(model: FineTuned, folder) -> float:
     outputs = hf_model(input_ids=torch.tensor(hf_inputs(ids)), attention_mask=torch.tensor(hf_inputs(mask)))
   theirs = np.stack([outputs[field].numpy() for field in spec.outputs], -2).reshape(ours.shape)
   shapes = [(1, n) if model.head.rows else (n,) for n in mask.sum(-1)]  # each example's input_ids
-  return max(float(np.abs(model.head.trim(o, s) - model.head.trim(t, s)).max())
-             for o, t, s in zip(ours, theirs, shapes))
+  return max(
+    float(np.abs(model.head.trim(o, s) - model.head.trim(t, s)).max()) for o, t, s in zip(ours, theirs, shapes)
+  )

@@ -4,6 +4,7 @@ torch `Linear.weight` is [out, in]; a wyjax kernel is [in axes..., out axes...] 
 kernel is [embed, heads, kv]), so a weight is transposed and reshaped on the way in, and
 flattened back on the way out.
 """
+
 from collections.abc import Iterator, Mapping
 
 import jax
@@ -14,9 +15,9 @@ from wyjax.models.config import EncoderConfig
 PREFIXES = {"deberta-v2": "deberta.", "bert": "bert.", "roberta": "roberta."}
 # Which MLM head layout a state dict carries, found by its bias key.
 MLM_LAYOUTS = {
-    "cls.predictions.bias": "cls",
-    "lm_predictions.lm_head.bias": "lm_predictions",
-    "lm_head.bias": "lm_head",
+  "cls.predictions.bias": "cls",
+  "lm_predictions.lm_head.bias": "lm_predictions",
+  "lm_head.bias": "lm_head",
 }
 
 # (transformers key, wyjax param path, number of input axes of a kernel or None for a copy)
@@ -33,8 +34,9 @@ def check_finite(params, source) -> None:
   flat, _ = jax.tree_util.tree_flatten_with_path(params)
   broken = [jax.tree_util.keystr(key) for key, x in flat if not np.isfinite(x).all()]
   if broken:
-    raise WeightsError(f"{source}: {len(broken)} weight tensor(s) hold NaN or Inf ({', '.join(broken[:3])}); "
-                       "the model cannot predict")
+    raise WeightsError(
+      f"{source}: {len(broken)} weight tensor(s) hold NaN or Inf ({', '.join(broken[:3])}); the model cannot predict"
+    )
 
 
 def _dense(hf: str, path: tuple[str, ...], n_in: int = 1, bias: bool = True) -> Iterator[Entry]:
@@ -163,8 +165,9 @@ def _hf_shape(shape: tuple[int, ...], path: tuple[str, ...], n_in: int | None) -
   return tuple(shape)
 
 
-def from_hf(state_dict: Mapping[str, np.ndarray], config: EncoderConfig, target_shapes: Mapping,
-            *, source: str = "state dict") -> tuple[dict, list[str]]:
+def from_hf(
+  state_dict: Mapping[str, np.ndarray], config: EncoderConfig, target_shapes: Mapping, *, source: str = "state dict"
+) -> tuple[dict, list[str]]:
   """Returns (params, unused transformers keys). target_shapes: a params tree of shapes; a
   multiple-choice model's (its one-label classifier under 'scorer') gets its params there."""
   if "scorer" in target_shapes:
@@ -173,8 +176,12 @@ def from_hf(state_dict: Mapping[str, np.ndarray], config: EncoderConfig, target_
   keys = set(state_dict)
   prefix = encoder_prefix(config, keys)
   entries = list(encoder_entries(config, prefix))
-  entries += head_entries(config, prefix, target_shapes,
-                          classification_head="classifier.out_proj.weight" in keys and "pooler" in target_shapes)
+  entries += head_entries(
+    config,
+    prefix,
+    target_shapes,
+    classification_head="classifier.out_proj.weight" in keys and "pooler" in target_shapes,
+  )
   if "mlm_head" in target_shapes:
     layout = detect_mlm_layout(keys)
     if layout is None:
@@ -185,14 +192,13 @@ def from_hf(state_dict: Mapping[str, np.ndarray], config: EncoderConfig, target_
   for key, path, n_in in entries:
     shape = tuple(_get(target_shapes, path))
     if key not in state_dict:
-      raise WeightsError(
-          f"{source}: missing tensor {key!r} (wyjax {'/'.join(path)}, expected shape {shape})")
+      raise WeightsError(f"{source}: missing tensor {key!r} (wyjax {'/'.join(path)}, expected shape {shape})")
     value = np.asarray(state_dict[key], dtype=np.float32)
     expected = _hf_shape(shape, path, n_in)
     if value.shape != expected:
       raise WeightsError(
-          f"{source}: tensor {key!r} has shape {value.shape}, expected {expected} "
-          f"(wyjax {'/'.join(path)} {shape})")
+        f"{source}: tensor {key!r} has shape {value.shape}, expected {expected} (wyjax {'/'.join(path)} {shape})"
+      )
     _set(params, path, (value.T if n_in else value).reshape(shape))
     used.add(key)
   return params, sorted(keys - used)
@@ -211,8 +217,9 @@ def _check_tied(state_dict: Mapping, entries: list[Entry], source: str) -> set[s
     if alias in state_dict and original in state_dict:
       if not np.array_equal(np.asarray(state_dict[alias]), np.asarray(state_dict[original])):
         raise WeightsError(
-            f"{source}: {alias!r} differs from {original!r}; wyjax ties the MLM decoder to the "
-            "word embeddings and cannot hold an untied one")
+          f"{source}: {alias!r} differs from {original!r}; wyjax ties the MLM decoder to the "
+          "word embeddings and cannot hold an untied one"
+        )
       checked.add(alias)
   return checked | {k for k in state_dict if k.endswith("position_ids")}
 
@@ -230,8 +237,9 @@ def to_hf(params: Mapping, config: EncoderConfig, *, legacy: bool = False) -> di
     entries += mlm_entries(mlm_layout(config, legacy))
   else:
     sequence_classifier = not multiple_choice and "pooler" in params and "classifier" in params
-    entries += head_entries(config, prefix, params,
-                            classification_head=sequence_classifier and config.model_type == "roberta")
+    entries += head_entries(
+      config, prefix, params, classification_head=sequence_classifier and config.model_type == "roberta"
+    )
   state_dict = {}
   for key, path, n_in in entries:
     value = np.asarray(_get(params, path), dtype=np.float32)

@@ -5,6 +5,7 @@ with float32 accumulation, and the counter-based dropout hash.
 Everything here is plain jnp on arrays, so it traces inside a Mosaic (TPU) or Triton (GPU)
 kernel body alike; the kernels differ in how they tile, move blocks and add the relative terms.
 """
+
 import dataclasses
 
 import jax
@@ -17,6 +18,7 @@ MASKED = float(np.finfo(np.float32).min)  # a key the mask hides: as the XLA pat
 @dataclasses.dataclass(frozen=True)
 class Spec:
   """What the kernels are compiled for (static)."""
+
   length: int  # true sequence length; the arrays are padded to a multiple of `block`
   block: int
   scale: float

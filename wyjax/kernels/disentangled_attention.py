@@ -18,6 +18,7 @@ Attention-probability dropout draws its keep mask from a hash of (seed, batch·h
 without storing it. The backward recomputes the scores from the saved log-sum-exp: one kernel accumulates dq (and
 the tables' gradients, over all batch rows and tiles of a head), one dk and dv.
 """
+
 import functools
 from typing import NamedTuple
 
@@ -41,6 +42,7 @@ class Tables(NamedTuple):
   read pos_key descending (c2p) and pos_query ascending (p2c); the backward, which can only roll
   rows the other way, writes the gradients of the opposite orders.
   """
+
   c2p: jax.Array | None = None  # pos_key, descending
   c2p_grad: jax.Array | None = None  # pos_key, ascending
   p2c: jax.Array | None = None  # pos_query, ascending
@@ -55,8 +57,9 @@ def distance_tables(pos_key, pos_query, relative_index, padded_length: int) -> T
   descending = relative_index(padded_length - 1 - np.arange(2 * padded_length))
   ascending = relative_index(np.arange(2 * padded_length) - padded_length + 1)
   gather = lambda table, rows: None if table is None else jnp.transpose(table[rows], (1, 0, 2))
-  return Tables(gather(pos_key, descending), gather(pos_key, ascending),
-                gather(pos_query, ascending), gather(pos_query, descending))
+  return Tables(
+    gather(pos_key, descending), gather(pos_key, ascending), gather(pos_query, ascending), gather(pos_query, descending)
+  )
 
 
 def _window_starts(query_tile, key_tile, tiles: int, block: int):
@@ -78,11 +81,14 @@ def _spread(ds):
   reverse an axis): reversing the columns by a matmul turns the diagonals i - j into
   anti-diagonals, which a roll by +a lines up."""
   block = ds.shape[0]
-  flip = (jax.lax.broadcasted_iota(jnp.int32, (block, block), 0)
-          + jax.lax.broadcasted_iota(jnp.int32, (block, block), 1) == block - 1).astype(ds.dtype)
+  flip = (
+    jax.lax.broadcasted_iota(jnp.int32, (block, block), 0) + jax.lax.broadcasted_iota(jnp.int32, (block, block), 1)
+    == block - 1
+  ).astype(ds.dtype)
   precision = jax.lax.Precision.HIGHEST if ds.dtype == jnp.float32 else None  # a permutation: exact
-  flipped = jax.lax.dot_general(ds, flip, (((1,), (0,)), ((), ())), precision=precision,
-                                preferred_element_type=jnp.float32)
+  flipped = jax.lax.dot_general(
+    ds, flip, (((1,), (0,)), ((), ())), precision=precision, preferred_element_type=jnp.float32
+  )
   spread = pltpu.roll(jnp.concatenate([flipped, jnp.zeros_like(flipped)], axis=1), 0, 1, stride=1, stride_axis=0)
   return spread.astype(ds.dtype)
 
@@ -124,13 +130,15 @@ def _dropout(spec: Spec, seed, rows, cols, tiles: int):
 
 
 def _table_names(spec: Spec, backward: bool):
-  return ("c2p",) * spec.c2p + ("p2c",) * spec.p2c + (
-      ("c2p_grad",) * spec.c2p + ("p2c_grad",) * spec.p2c if backward else ())
+  return (
+    ("c2p",) * spec.c2p
+    + ("p2c",) * spec.p2c
+    + (("c2p_grad",) * spec.c2p + ("p2c_grad",) * spec.p2c if backward else ())
+  )
 
 
 def _input_names(spec: Spec, backward: bool):
-  return ("seed", "q", "k", "v", "mask") + _table_names(spec, backward) + (
-      ("do", "lse", "delta") if backward else ())
+  return ("seed", "q", "k", "v", "mask") + _table_names(spec, backward) + (("do", "lse", "delta") if backward else ())
 
 
 def _window(table_ref, start, block: int):
@@ -250,8 +258,9 @@ def _in_specs(spec: Spec, mask_rows: int, d: int, tiles: int, swapped: bool, bac
     mask = pl.BlockSpec((None, 1, block), lambda h, b, i, j, seed: (b, 0, key(i, j)))
   else:
     mask = pl.BlockSpec((None, block, block), lambda h, b, i, j, seed: (b, query(i, j), key(i, j)))
-  table = pl.BlockSpec((None, 2 * tiles * block, d), lambda h, b, i, j, seed: (h, 0, 0),
-                       pipeline_mode=pl.Buffered(1))  # changes once per head: one buffer
+  table = pl.BlockSpec(
+    (None, 2 * tiles * block, d), lambda h, b, i, j, seed: (h, 0, 0), pipeline_mode=pl.Buffered(1)
+  )  # changes once per head: one buffer
   specs = [_tile_spec(block, d, query), _tile_spec(block, d, key), _tile_spec(block, d, key), mask]
   specs += [table] * len(_table_names(spec, backward))
   if backward:
@@ -276,15 +285,20 @@ def cost_estimates(spec: Spec, batch: int, heads: int, d: int, itemsize: int, ma
   stats = batch * heads * lp * 4  # lse or delta, once
   exps = pairs * spec.block**2
   forward = pl.CostEstimate(  # reads q, k, v, tables; writes o, lse
-      flops=pairs * (scores + mm), transcendentals=exps + batch * heads * lp,
-      bytes_accessed=2 * once + 2 * every_step + mask + terms * table + stats)
+    flops=pairs * (scores + mm),
+    transcendentals=exps + batch * heads * lp,
+    bytes_accessed=2 * once + 2 * every_step + mask + terms * table + stats,
+  )
   dq = pl.CostEstimate(  # + dP, dS.K; per term a flip and the window gradient, and c2p's window.dq
-      flops=pairs * (scores + 2 * mm + (flip + 2 * mm) * terms + 2 * mm * spec.c2p), transcendentals=exps,
-      bytes_accessed=(3 * once + 2 * every_step + mask + 2 * terms * table + 2 * stats
-                      + terms * table // itemsize * 4))  # the tables' gradients, float32
+    flops=pairs * (scores + 2 * mm + (flip + 2 * mm) * terms + 2 * mm * spec.c2p),
+    transcendentals=exps,
+    bytes_accessed=(3 * once + 2 * every_step + mask + 2 * terms * table + 2 * stats + terms * table // itemsize * 4),
+  )  # the tables' gradients, float32
   dkv = pl.CostEstimate(  # + dV, dP, dS^T.Q, and p2c's flip and window.dk
-      flops=pairs * (scores + 3 * mm + (flip + 2 * mm) * spec.p2c), transcendentals=exps,
-      bytes_accessed=4 * once + 2 * every_step + mask + 2 * terms * table + 2 * pairs * spec.block * 4)
+    flops=pairs * (scores + 3 * mm + (flip + 2 * mm) * spec.p2c),
+    transcendentals=exps,
+    bytes_accessed=4 * once + 2 * every_step + mask + 2 * terms * table + 2 * pairs * spec.block * 4,
+  )
   return {"forward": forward, "dq": dq, "dkv": dkv}
 
 
@@ -300,13 +314,19 @@ def _call(kernel, spec: Spec, grid, in_specs, out_shape, out_specs, scratch, sem
   error, and streaming the tables' windows instead would be the next step."""
   params = None
   if not spec.interpret:
-    params = pltpu.CompilerParams(dimension_semantics=semantics,
-                                  vmem_limit_bytes=vmem_bytes + 16 * 2**20 if vmem_bytes > 4 * 2**20 else None)
+    params = pltpu.CompilerParams(
+      dimension_semantics=semantics, vmem_limit_bytes=vmem_bytes + 16 * 2**20 if vmem_bytes > 4 * 2**20 else None
+    )
   return pl.pallas_call(
-      kernel, out_shape=out_shape,
-      grid_spec=pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=grid, in_specs=in_specs,
-                                             out_specs=out_specs, scratch_shapes=scratch),
-      compiler_params=params, cost_estimate=cost, interpret=spec.interpret)
+    kernel,
+    out_shape=out_shape,
+    grid_spec=pltpu.PrefetchScalarGridSpec(
+      num_scalar_prefetch=1, grid=grid, in_specs=in_specs, out_specs=out_specs, scratch_shapes=scratch
+    ),
+    compiler_params=params,
+    cost_estimate=cost,
+    interpret=spec.interpret,
+  )
 
 
 def _forward(spec: Spec, q, k, v, mask, tables: Tables, seed):
@@ -314,14 +334,20 @@ def _forward(spec: Spec, q, k, v, mask, tables: Tables, seed):
   tiles = lp // spec.block
   cost = cost_estimates(spec, batch, heads, d, q.dtype.itemsize, mask.shape[1])["forward"]
   o, lse = _call(
-      functools.partial(_forward_kernel, spec, tiles), spec, (heads, batch, tiles, tiles),
-      _in_specs(spec, mask.shape[1], d, tiles, swapped=False, backward=False),
-      [jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((batch, heads, 1, lp), jnp.float32)],
-      [_tile_spec(spec.block, d, lambda i, j: i), _row_spec(spec.block, lambda i, j: i)],
-      [pltpu.VMEM((spec.block, 1), jnp.float32), pltpu.VMEM((spec.block, 1), jnp.float32),
-       pltpu.VMEM((spec.block, d), jnp.float32)],
-      ("parallel", "parallel", "parallel", "arbitrary"), cost,
-      _table_vmem_bytes(spec.c2p + spec.p2c, lp, d, q.dtype.itemsize),
+    functools.partial(_forward_kernel, spec, tiles),
+    spec,
+    (heads, batch, tiles, tiles),
+    _in_specs(spec, mask.shape[1], d, tiles, swapped=False, backward=False),
+    [jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((batch, heads, 1, lp), jnp.float32)],
+    [_tile_spec(spec.block, d, lambda i, j: i), _row_spec(spec.block, lambda i, j: i)],
+    [
+      pltpu.VMEM((spec.block, 1), jnp.float32),
+      pltpu.VMEM((spec.block, 1), jnp.float32),
+      pltpu.VMEM((spec.block, d), jnp.float32),
+    ],
+    ("parallel", "parallel", "parallel", "arbitrary"),
+    cost,
+    _table_vmem_bytes(spec.c2p + spec.p2c, lp, d, q.dtype.itemsize),
   )(seed.reshape(1), q, k, v, mask, *(getattr(tables, name) for name in _table_names(spec, backward=False)))
   return o, lse
 
@@ -349,33 +375,50 @@ def _fused_attention_bwd(spec, residuals, do):
   tiles = lp // spec.block
   costs = cost_estimates(spec, batch, heads, d, q.dtype.itemsize, mask.shape[1])
   delta = jnp.sum(do.astype(jnp.float32) * o.astype(jnp.float32), axis=-1)[:, :, None, :]
-  args = (seed.reshape(1), q, k, v, mask, *(getattr(tables, n) for n in _table_names(spec, backward=True)),
-          do, lse, delta)
+  args = (
+    seed.reshape(1),
+    q,
+    k,
+    v,
+    mask,
+    *(getattr(tables, n) for n in _table_names(spec, backward=True)),
+    do,
+    lse,
+    delta,
+  )
   grid = (heads, batch, tiles, tiles)
   terms = spec.c2p + spec.p2c
   table_shape = jax.ShapeDtypeStruct((heads, 2 * lp, d), jnp.float32)
-  table_spec = pl.BlockSpec((None, 2 * lp, d), lambda h, b, i, j, seed: (h, 0, 0),
-                            pipeline_mode=pl.Buffered(1))
+  table_spec = pl.BlockSpec((None, 2 * lp, d), lambda h, b, i, j, seed: (h, 0, 0), pipeline_mode=pl.Buffered(1))
   dq, *dtables = _call(
-      functools.partial(_dq_kernel, spec, tiles), spec, grid,
-      _in_specs(spec, mask.shape[1], d, tiles, swapped=False, backward=True),
-      [jax.ShapeDtypeStruct(q.shape, q.dtype)] + [table_shape] * terms,
-      [_tile_spec(spec.block, d, lambda i, j: i)] + [table_spec] * terms,
-      [pltpu.VMEM((spec.block, d), jnp.float32)],
-      ("parallel", "arbitrary", "arbitrary", "arbitrary"), costs["dq"],
-      _table_vmem_bytes(2 * terms, lp, d, q.dtype.itemsize) + _table_vmem_bytes(terms, lp, d, 4))(*args)
+    functools.partial(_dq_kernel, spec, tiles),
+    spec,
+    grid,
+    _in_specs(spec, mask.shape[1], d, tiles, swapped=False, backward=True),
+    [jax.ShapeDtypeStruct(q.shape, q.dtype)] + [table_shape] * terms,
+    [_tile_spec(spec.block, d, lambda i, j: i)] + [table_spec] * terms,
+    [pltpu.VMEM((spec.block, d), jnp.float32)],
+    ("parallel", "arbitrary", "arbitrary", "arbitrary"),
+    costs["dq"],
+    _table_vmem_bytes(2 * terms, lp, d, q.dtype.itemsize) + _table_vmem_bytes(terms, lp, d, 4),
+  )(*args)
   dk, dv = _call(
-      functools.partial(_dkv_kernel, spec, tiles), spec, grid,
-      _in_specs(spec, mask.shape[1], d, tiles, swapped=True, backward=True),
-      [jax.ShapeDtypeStruct(k.shape, k.dtype), jax.ShapeDtypeStruct(v.shape, v.dtype)],
-      [_tile_spec(spec.block, d, lambda i, j: i)] * 2,
-      [pltpu.VMEM((spec.block, d), jnp.float32)] * 2,
-      ("parallel", "parallel", "parallel", "arbitrary"), costs["dkv"],
-      _table_vmem_bytes(2 * terms, lp, d, q.dtype.itemsize))(*args)
+    functools.partial(_dkv_kernel, spec, tiles),
+    spec,
+    grid,
+    _in_specs(spec, mask.shape[1], d, tiles, swapped=True, backward=True),
+    [jax.ShapeDtypeStruct(k.shape, k.dtype), jax.ShapeDtypeStruct(v.shape, v.dtype)],
+    [_tile_spec(spec.block, d, lambda i, j: i)] * 2,
+    [pltpu.VMEM((spec.block, d), jnp.float32)] * 2,
+    ("parallel", "parallel", "parallel", "arbitrary"),
+    costs["dkv"],
+    _table_vmem_bytes(2 * terms, lp, d, q.dtype.itemsize),
+  )(*args)
   dtables = iter(dtables)  # the gradients of the tables the scores read are in the opposite
   grads = Tables(  # orders (`_spread`), which are gathered from the same projections
-      c2p_grad=next(dtables).astype(tables.c2p.dtype) if spec.c2p else None,
-      p2c_grad=next(dtables).astype(tables.p2c.dtype) if spec.p2c else None)
+    c2p_grad=next(dtables).astype(tables.c2p.dtype) if spec.c2p else None,
+    p2c_grad=next(dtables).astype(tables.p2c.dtype) if spec.p2c else None,
+  )
   return dq, dk, dv, None, grads, None
 
 

@@ -32,6 +32,7 @@ is not divisible by 64"), and the one vector-length-1 layout that could read suc
 arithmetic and scatter-adds with atomics. It is deprecated in favour of Mosaic GPU; the kernel
 can move when Mosaic GPU gathers.
 """
+
 import contextlib
 import functools
 from typing import NamedTuple
@@ -54,6 +55,7 @@ class Tables(NamedTuple):
   """The relative terms' inputs, None without them: pos_key and pos_query [heads, 2S, d] (None
   without c2p, p2c) and rows [heads, 2Lp] int32, the relative row of distance t - (Lp - 1), the
   same for every head (a heads axis so that shard_map splits it as the projections)."""
+
   pos_key: jax.Array | None = None
   pos_query: jax.Array | None = None
   rows: jax.Array | None = None
@@ -135,9 +137,11 @@ def _add_score_gradients(table, rows, relative, ds):
   the B² adds would contend for B places: their sums are added instead, B adds to B places
   (`branch_scope` gives the fraction of tile pairs that do)."""
   lowest = jnp.min(relative)
-  jax.lax.cond(lowest == jnp.max(relative),
-               lambda: jax.ref.addupdate(table, (rows, jnp.full_like(rows, lowest)), ds.sum(axis=1, keepdims=True)),
-               lambda: jax.ref.addupdate(table, (rows, relative), ds))
+  jax.lax.cond(
+    lowest == jnp.max(relative),
+    lambda: jax.ref.addupdate(table, (rows, jnp.full_like(rows, lowest)), ds.sum(axis=1, keepdims=True)),
+    lambda: jax.ref.addupdate(table, (rows, relative), ds),
+  )
 
 
 def _dropout_stream(r: common.Refs):
@@ -168,8 +172,11 @@ def _forward_kernel(spec: Spec, *refs):
     p = _dropout(spec, stream, rows, cols)(p)
     return m, l, correction * acc + common.dot(p.astype(r.v.dtype), r.v[keys, :])
 
-  init = (jnp.full((block, 1), MASKED, jnp.float32), jnp.zeros((block, 1), jnp.float32),
-          jnp.zeros(q.shape, jnp.float32))
+  init = (
+    jnp.full((block, 1), MASKED, jnp.float32),
+    jnp.zeros((block, 1), jnp.float32),
+    jnp.zeros(q.shape, jnp.float32),
+  )
   m, l, acc = jax.lax.fori_loop(0, spec.padded_length // block, step, init)
   r.o[...] = (acc / l).astype(r.o.dtype)
   r.lse[...] = (m + jnp.log(l))[:, 0]
@@ -251,18 +258,27 @@ def _in_specs(spec: Spec, mask_rows: int, d: int, width: int, key_major: bool, b
   lp, block = spec.padded_length, spec.block
   query, key = (_whole, _own) if key_major else (_own, _whole)
   if mask_rows == 1:
-    mask = (pl.BlockSpec((None, 1, block), lambda t, b, h: (b, 0, t)) if key_major
-            else pl.BlockSpec((None, 1, lp), lambda t, b, h: (b, 0, 0)))
+    mask = (
+      pl.BlockSpec((None, 1, block), lambda t, b, h: (b, 0, t))
+      if key_major
+      else pl.BlockSpec((None, 1, lp), lambda t, b, h: (b, 0, 0))
+    )
   else:
-    mask = (pl.BlockSpec((None, lp, block), lambda t, b, h: (b, 0, t)) if key_major
-            else pl.BlockSpec((None, block, lp), lambda t, b, h: (b, t, 0)))
+    mask = (
+      pl.BlockSpec((None, lp, block), lambda t, b, h: (b, 0, t))
+      if key_major
+      else pl.BlockSpec((None, block, lp), lambda t, b, h: (b, t, 0))
+    )
   specs = [pl.BlockSpec((1,), lambda t, b, h: (0,)), query(spec, d), key(spec, d), key(spec, d), mask]
   if spec.c2p or spec.p2c:
     specs.append(pl.BlockSpec((None, 2 * lp), lambda t, b, h: (h, 0)))
   specs += [query(spec, width)] * spec.c2p + [key(spec, width)] * spec.p2c
   if backward:
-    per_query = (pl.BlockSpec((None, None, lp), lambda t, b, h: (b, h, 0)) if key_major
-                 else pl.BlockSpec((None, None, block), lambda t, b, h: (b, h, t)))
+    per_query = (
+      pl.BlockSpec((None, None, lp), lambda t, b, h: (b, h, 0))
+      if key_major
+      else pl.BlockSpec((None, None, block), lambda t, b, h: (b, h, t))
+    )
     specs += [query(spec, d), per_query, per_query]  # do, lse, delta
   return specs
 
@@ -273,10 +289,17 @@ def _call(kernel, spec: Spec, q, grid, in_specs, out_shape, out_specs, aliases=N
   an H100 block may have."""
   row_bytes = q.shape[-1] * q.dtype.itemsize
   return pl.pallas_call(
-      kernel, grid=grid, in_specs=in_specs, out_specs=out_specs, out_shape=out_shape,
-      input_output_aliases=aliases or {}, interpret=spec.interpret,
-      compiler_params=pltriton.CompilerParams(num_warps=4 if q.shape[-1] <= 64 else 8,
-                                              num_stages=2 if row_bytes <= 256 else 1))
+    kernel,
+    grid=grid,
+    in_specs=in_specs,
+    out_specs=out_specs,
+    out_shape=out_shape,
+    input_output_aliases=aliases or {},
+    interpret=spec.interpret,
+    compiler_params=pltriton.CompilerParams(
+      num_warps=4 if q.shape[-1] <= 64 else 8, num_stages=2 if row_bytes <= 256 else 1
+    ),
+  )
 
 
 def _width(c2p, p2c) -> int:
@@ -294,10 +317,13 @@ def _forward(spec: Spec, q, k, v, mask, tables: Tables, seed):
   c2p, p2c = score_tables(q, k, tables.pos_key, tables.pos_query)
   width = _width(c2p, p2c)
   return _call(
-      functools.partial(_forward_kernel, spec), spec, q, (lp // spec.block, batch, heads),
-      _in_specs(spec, mask.shape[1], d, width, key_major=False, backward=False),
-      [jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((batch, heads, lp), jnp.float32)],
-      [_own(spec, d), pl.BlockSpec((None, None, spec.block), lambda t, b, h: (b, h, t))],
+    functools.partial(_forward_kernel, spec),
+    spec,
+    q,
+    (lp // spec.block, batch, heads),
+    _in_specs(spec, mask.shape[1], d, width, key_major=False, backward=False),
+    [jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((batch, heads, lp), jnp.float32)],
+    [_own(spec, d), pl.BlockSpec((None, None, spec.block), lambda t, b, h: (b, h, t))],
   )(seed.reshape(1), q, k, v, mask, *_relative_inputs(tables, c2p, p2c))
 
 
@@ -330,16 +356,25 @@ def _fused_attention_bwd(spec, residuals, do):
   dc2p = [jnp.zeros(c2p.shape, jnp.float32)] if spec.c2p else []  # the score tables' gradients,
   dp2c = [jnp.zeros(p2c.shape, jnp.float32)] if spec.p2c else []  # added to in place
   dq, *dc2p = _call(
-      functools.partial(_dq_kernel, spec), spec, q, grid,
-      _in_specs(spec, mask.shape[1], d, width, key_major=False, backward=True) + [_own(spec, width)] * spec.c2p,
-      [f32(q)] + [f32(x) for x in dc2p], [_own(spec, d)] + [_own(spec, width)] * spec.c2p,
-      {len(args): 1} if spec.c2p else None)(*args, *dc2p)
+    functools.partial(_dq_kernel, spec),
+    spec,
+    q,
+    grid,
+    _in_specs(spec, mask.shape[1], d, width, key_major=False, backward=True) + [_own(spec, width)] * spec.c2p,
+    [f32(q)] + [f32(x) for x in dc2p],
+    [_own(spec, d)] + [_own(spec, width)] * spec.c2p,
+    {len(args): 1} if spec.c2p else None,
+  )(*args, *dc2p)
   dk, dv, *dp2c = _call(
-      functools.partial(_dkv_kernel, spec, mask.shape[1]), spec, q, grid,
-      _in_specs(spec, mask.shape[1], d, width, key_major=True, backward=True) + [_own(spec, width)] * spec.p2c,
-      [f32(k), jax.ShapeDtypeStruct(v.shape, v.dtype)] + [f32(x) for x in dp2c],
-      [_own(spec, d)] * 2 + [_own(spec, width)] * spec.p2c,
-      {len(args): 2} if spec.p2c else None)(*args, *dp2c)
+    functools.partial(_dkv_kernel, spec, mask.shape[1]),
+    spec,
+    q,
+    grid,
+    _in_specs(spec, mask.shape[1], d, width, key_major=True, backward=True) + [_own(spec, width)] * spec.p2c,
+    [f32(k), jax.ShapeDtypeStruct(v.shape, v.dtype)] + [f32(x) for x in dp2c],
+    [_own(spec, d)] * 2 + [_own(spec, width)] * spec.p2c,
+    {len(args): 2} if spec.p2c else None,
+  )(*args, *dp2c)
   grads = Tables()
   if spec.c2p or spec.p2c:  # through the score tables' matmuls
     cast = lambda grad, table: grad[0].astype(table.dtype) if grad else None

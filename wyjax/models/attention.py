@@ -10,6 +10,7 @@ TPU wyjax.kernels.disentangled_attention, Mosaic; on a GPU disentangled_attentio
 on a CPU interpreted, for tests). ROUTES says which one a call takes: read it top to bottom.
 Incremental decoding (one query at a time against a cache) always takes the XLA path.
 """
+
 import contextlib
 import dataclasses
 import functools
@@ -46,6 +47,7 @@ def platform() -> str:
 @dataclasses.dataclass(frozen=True)
 class Call:
   """What the route of one attention call depends on."""
+
   relative: bool  # DeBERTa's relative terms
   training: bool  # a pass whose gradient is taken (deterministic=False)
   dropout: bool  # attention dropout in it
@@ -61,13 +63,13 @@ class Call:
 
   @property
   def cudnn_serves(self) -> bool:
-    return cudnn_serves(dropout=self.dropout, padding_only=self.padding_only, dtype=self.dtype,
-                        head_dim=self.head_dim)
+    return cudnn_serves(dropout=self.dropout, padding_only=self.padding_only, dtype=self.dtype, head_dim=self.head_dim)
 
   @property
   def cudnn_serves_but_for_dropout(self) -> bool:
-    return self.dropout and cudnn_serves(dropout=False, padding_only=self.padding_only, dtype=self.dtype,
-                                         head_dim=self.head_dim)
+    return self.dropout and cudnn_serves(
+      dropout=False, padding_only=self.padding_only, dtype=self.dtype, head_dim=self.head_dim
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +77,7 @@ class Route:
   """A row of ROUTES: `takes` (a route, or None: refused with `refusal`) for the config.attention
   values `asked` on `platform` when `when(call)`; `evidence` says why (a measured row of
   docs/benchmarks.md, a compiled program's test, a predicted step)."""
+
   takes: str | None
   platform: str  # "gpu", "tpu", "cpu", or "any"
   asked: tuple[str, ...]
@@ -87,46 +90,97 @@ AUTO = ("auto", "cudnn_dropout")  # "cudnn_dropout" is "auto" but where cuDNN se
 ANY = ("auto", "cudnn_dropout", "pallas", "xla")
 # Which route a call takes: the first row whose platform, asked value and condition match.
 ROUTES = (
-    Route("xla", "any", ("xla",), lambda c: True,
-          "the reference; every route equals it (tests/models/attention_test.py)"),
-    Route(None, "gpu", ("pallas",), lambda c: c.relative and deterministic_gpu(),
-          "the GPU kernel's backward adds the relative scores' gradients with float atomics "
-          "(tests/models/attention_gpu_test.py::test_deterministic_gpu_ops_take_the_xla_path_for_deberta)",
-          refusal="attention='pallas': the GPU kernel's backward adds the relative scores' gradients with float "
-                  "atomics, in no fixed order, and XLA_FLAGS asks for --xla_gpu_deterministic_ops. Use "
-                  "attention='auto' or 'xla' (reproducible), or drop the flag."),
-    Route("xla", "gpu", AUTO, lambda c: c.relative and deterministic_gpu(),
-          "XLA_FLAGS asks for the same bits every run: XLA's reductions are made deterministic, the GPU "
-          "kernel's atomics cannot be (tests/models/attention_gpu_test.py::"
-          "test_deterministic_gpu_ops_take_the_xla_path_for_deberta)"),
-    Route("cudnn_dropout", "gpu", ("cudnn_dropout",),
-          lambda c: c.cudnn_serves_but_for_dropout and (not c.relative or c.short),
-          "asked for by name, warned (warn_cudnn_dropout): cuDNN's dropout forward and backward kernels in "
-          "the program lowered for an H100 (tests/models/attention_gpu_test.py::"
-          "test_cudnn_dropout_lowers_to_cudnns_dropout_kernels)"),
-    Route("cudnn", "gpu", ANY, lambda c: not c.relative and c.cudnn_serves,
-          "BERT: NVIDIA's tuned flash attention, no [B, H, L, L] array in HBM (tests/models/attention_gpu_test.py::"
-          "test_bert_base_pretrains_through_cudnn_on_a_gpu; the predicted step, docs/benchmarks.md)"),
-    Route("cudnn", "gpu", AUTO, lambda c: c.relative and c.short and c.cudnn_serves,
-          "DeBERTa's training with its relative terms as a bias: no float32 [B, H, L, L] array "
-          "(tests/models/attention_test.py::test_auto_trains_deberta_on_a_gpu_through_cudnn_where_xla_trained; "
-          "the predicted step, docs/benchmarks.md)"),
-    Route("xla", "gpu", AUTO, lambda c: c.short,
-          "measured on an H200: the GPU kernel's training pass 0.71x and 0.77x XLA's at 512 and 1,024 keys "
-          "(docs/benchmarks.md, \"The GPU kernel (#41)\")"),
-    Route("pallas", "gpu", ("auto", "cudnn_dropout", "pallas"), lambda c: c.head_dim in gpu_kernel.HEAD_DIMS,
-          "measured on an H200: its forward 1.35x and 1.41x XLA's at 512 and 4,096 keys, its training pass 1.34x "
-          "at 4,096 (docs/benchmarks.md, \"The GPU kernel (#41)\")"),
-    Route(None, "gpu", ("pallas",), lambda c: True, "Triton's tiles are powers of two",
-          refusal="attention='pallas': the GPU kernel takes a head dimension of {HEAD_DIMS} (Triton's tiles are "
-                  "powers of two), not {head_dim}. Use attention='auto' or 'xla'."),
-    Route("xla", "gpu", AUTO, lambda c: True, "no kernel takes this head dimension"),
-    Route("pallas", "tpu", ("auto", "cudnn_dropout", "pallas"), lambda c: True,
-          "predicted on a v5p: a layer's forward and backward in a fraction of XLA's memory at every length "
-          "(docs/benchmarks.md, \"Attention: the XLA reference vs the fused Pallas kernels\")"),
-    Route("pallas", "any", ("pallas",), lambda c: True,
-          "on a CPU, interpreted: the kernels tested against the reference (tests/models/attention_test.py)"),
-    Route("xla", "any", AUTO, lambda c: True, "a CPU has no fused kernel but an interpreted one"),
+  Route(
+    "xla", "any", ("xla",), lambda c: True, "the reference; every route equals it (tests/models/attention_test.py)"
+  ),
+  Route(
+    None,
+    "gpu",
+    ("pallas",),
+    lambda c: c.relative and deterministic_gpu(),
+    "the GPU kernel's backward adds the relative scores' gradients with float atomics "
+    "(tests/models/attention_gpu_test.py::test_deterministic_gpu_ops_take_the_xla_path_for_deberta)",
+    refusal="attention='pallas': the GPU kernel's backward adds the relative scores' gradients with float "
+    "atomics, in no fixed order, and XLA_FLAGS asks for --xla_gpu_deterministic_ops. Use "
+    "attention='auto' or 'xla' (reproducible), or drop the flag.",
+  ),
+  Route(
+    "xla",
+    "gpu",
+    AUTO,
+    lambda c: c.relative and deterministic_gpu(),
+    "XLA_FLAGS asks for the same bits every run: XLA's reductions are made deterministic, the GPU "
+    "kernel's atomics cannot be (tests/models/attention_gpu_test.py::"
+    "test_deterministic_gpu_ops_take_the_xla_path_for_deberta)",
+  ),
+  Route(
+    "cudnn_dropout",
+    "gpu",
+    ("cudnn_dropout",),
+    lambda c: c.cudnn_serves_but_for_dropout and (not c.relative or c.short),
+    "asked for by name, warned (warn_cudnn_dropout): cuDNN's dropout forward and backward kernels in "
+    "the program lowered for an H100 (tests/models/attention_gpu_test.py::"
+    "test_cudnn_dropout_lowers_to_cudnns_dropout_kernels)",
+  ),
+  Route(
+    "cudnn",
+    "gpu",
+    ANY,
+    lambda c: not c.relative and c.cudnn_serves,
+    "BERT: NVIDIA's tuned flash attention, no [B, H, L, L] array in HBM (tests/models/attention_gpu_test.py::"
+    "test_bert_base_pretrains_through_cudnn_on_a_gpu; the predicted step, docs/benchmarks.md)",
+  ),
+  Route(
+    "cudnn",
+    "gpu",
+    AUTO,
+    lambda c: c.relative and c.short and c.cudnn_serves,
+    "DeBERTa's training with its relative terms as a bias: no float32 [B, H, L, L] array "
+    "(tests/models/attention_test.py::test_auto_trains_deberta_on_a_gpu_through_cudnn_where_xla_trained; "
+    "the predicted step, docs/benchmarks.md)",
+  ),
+  Route(
+    "xla",
+    "gpu",
+    AUTO,
+    lambda c: c.short,
+    "measured on an H200: the GPU kernel's training pass 0.71x and 0.77x XLA's at 512 and 1,024 keys "
+    "(docs/benchmarks.md, \"The GPU kernel (#41)\")",
+  ),
+  Route(
+    "pallas",
+    "gpu",
+    ("auto", "cudnn_dropout", "pallas"),
+    lambda c: c.head_dim in gpu_kernel.HEAD_DIMS,
+    "measured on an H200: its forward 1.35x and 1.41x XLA's at 512 and 4,096 keys, its training pass 1.34x "
+    "at 4,096 (docs/benchmarks.md, \"The GPU kernel (#41)\")",
+  ),
+  Route(
+    None,
+    "gpu",
+    ("pallas",),
+    lambda c: True,
+    "Triton's tiles are powers of two",
+    refusal="attention='pallas': the GPU kernel takes a head dimension of {HEAD_DIMS} (Triton's tiles are "
+    "powers of two), not {head_dim}. Use attention='auto' or 'xla'.",
+  ),
+  Route("xla", "gpu", AUTO, lambda c: True, "no kernel takes this head dimension"),
+  Route(
+    "pallas",
+    "tpu",
+    ("auto", "cudnn_dropout", "pallas"),
+    lambda c: True,
+    "predicted on a v5p: a layer's forward and backward in a fraction of XLA's memory at every length "
+    "(docs/benchmarks.md, \"Attention: the XLA reference vs the fused Pallas kernels\")",
+  ),
+  Route(
+    "pallas",
+    "any",
+    ("pallas",),
+    lambda c: True,
+    "on a CPU, interpreted: the kernels tested against the reference (tests/models/attention_test.py)",
+  ),
+  Route("xla", "any", AUTO, lambda c: True, "a CPU has no fused kernel but an interpreted one"),
 )
 
 
@@ -136,9 +190,18 @@ def route(choice: str, call: Call) -> Route:
   return next(r for r in ROUTES if r.platform in (where, "any") and choice in r.asked and r.when(call))
 
 
-def implementation(choice: str, *, relative: bool, training: bool, dropout: bool, length: int,
-                   padding_only: bool = True, dtype: str = "float32", head_dim: int = 64) -> str:
-  """"xla", "pallas", "cudnn" or "cudnn_dropout": the route (ROUTES) of a call with these
+def implementation(
+  choice: str,
+  *,
+  relative: bool,
+  training: bool,
+  dropout: bool,
+  length: int,
+  padding_only: bool = True,
+  dtype: str = "float32",
+  head_dim: int = 64,
+) -> str:
+  """ "xla", "pallas", "cudnn" or "cudnn_dropout": the route (ROUTES) of a call with these
   properties (Call's) under config.attention = `choice` on this platform; a refused one raises."""
   taken = route(choice, Call(relative, training, dropout, length, padding_only, dtype, head_dim))
   if taken.takes is None:
@@ -164,8 +227,13 @@ def cudnn_serves(*, dropout: bool, padding_only: bool, dtype: str, head_dim: int
   8 up to 128, and padding it can take as sequence lengths. A prefix-LM mask would reach it as a
   [batch, 1, query, key] bias, whose gradient some jax releases compute in full. DeBERTa's
   relative terms reach it as a bias (`cudnn_attention`)."""
-  return (not dropout and padding_only and jnp.dtype(dtype) in (jnp.bfloat16, jnp.float16)
-          and head_dim % 8 == 0 and head_dim <= 128)
+  return (
+    not dropout
+    and padding_only
+    and jnp.dtype(dtype) in (jnp.bfloat16, jnp.float16)
+    and head_dim % 8 == 0
+    and head_dim <= 128
+  )
 
 
 def sequence_lengths(key_mask):
@@ -188,8 +256,16 @@ def cudnn_attention(q, k, v, key_mask, scale: float, bias=None, implementation: 
   come out zero (nobody reads them); a row of padding alone counts as one token long, so that
   it stays finite."""
   lengths = sequence_lengths(key_mask)
-  return jax.nn.dot_product_attention(q, k, v, bias, scale=1.0 / scale, query_seq_lengths=lengths,
-                                      key_value_seq_lengths=lengths, implementation=implementation)
+  return jax.nn.dot_product_attention(
+    q,
+    k,
+    v,
+    bias,
+    scale=1.0 / scale,
+    query_seq_lengths=lengths,
+    key_value_seq_lengths=lengths,
+    implementation=implementation,
+  )
 
 
 CUDNN_DROPOUT_SEED = 0  # cuDNN's dropout seed is a static integer of the compiled program
@@ -205,16 +281,28 @@ def cudnn_dropout_attention(q, k, v, key_mask, scale: float, rate: float, bias=N
   same on every device (`warn_cudnn_dropout`; docs/models.md)."""
   lengths = sequence_lengths(key_mask)
   return cudnn_private.dot_product_attention(
-      q, k, v, bias, q_seqlen=lengths, kv_seqlen=lengths, scale=1.0 / scale, mask_type=cudnn_private.MaskType.PADDING,
-      seed=CUDNN_DROPOUT_SEED, dropout_rate=rate, qkv_layout="BTNH")
+    q,
+    k,
+    v,
+    bias,
+    q_seqlen=lengths,
+    kv_seqlen=lengths,
+    scale=1.0 / scale,
+    mask_type=cudnn_private.MaskType.PADDING,
+    seed=CUDNN_DROPOUT_SEED,
+    dropout_rate=rate,
+    qkv_layout="BTNH",
+  )
 
 
 @functools.cache
 def warn_cudnn_dropout() -> None:
   """Says once per process what attention="cudnn_dropout" gives up for cuDNN's fused dropout."""
-  logging.warning("attention='cudnn_dropout': cuDNN's attention dropout follows its own counter, not the run's "
-                  "seed and step: a resumed run draws other masks than an uninterrupted one, and every device "
-                  "draws the same; 'auto' keeps wyjax's masks (docs/models.md)")
+  logging.warning(
+    "attention='cudnn_dropout': cuDNN's attention dropout follows its own counter, not the run's "
+    "seed and step: a resumed run draws other masks than an uninterrupted one, and every device "
+    "draws the same; 'auto' keeps wyjax's masks (docs/models.md)"
+  )
 
 
 def dropout_seed(module: nn.Module) -> jax.Array:
@@ -222,8 +310,20 @@ def dropout_seed(module: nn.Module) -> jax.Array:
   return jax.lax.bitcast_convert_type(jax.random.bits(module.make_rng("dropout"), dtype=jnp.uint32), jnp.int32)
 
 
-def fused_attention(q, k, v, mask, *, scale: float, dropout_rate: float = 0.0, seed=None, pos_key=None,
-                    pos_query=None, relative_index=None, target: str | None = None):
+def fused_attention(
+  q,
+  k,
+  v,
+  mask,
+  *,
+  scale: float,
+  dropout_rate: float = 0.0,
+  seed=None,
+  pos_key=None,
+  pos_query=None,
+  relative_index=None,
+  target: str | None = None,
+):
   """softmax((q·k + q·pos_key[r] + k·pos_query[r]) / scale, masked) · v, fused.
 
   q, k, v: [batch, L, heads, d]; mask: boolean [batch, 1, 1 or L, L] (layers.expand_mask);
@@ -240,9 +340,15 @@ def fused_attention(q, k, v, mask, *, scale: float, dropout_rate: float = 0.0, s
   # GPU mesh on a CPU host (compiling ahead of time) the kernel is lowered for that platform.
   interpret = where == "cpu"
   length = q.shape[1]
-  spec = common.Spec(length=length, block=_block(length, gpu, interpret), scale=float(scale),
-                     c2p=pos_key is not None, p2c=pos_query is not None, dropout_rate=float(dropout_rate),
-                     interpret=interpret)
+  spec = common.Spec(
+    length=length,
+    block=_block(length, gpu, interpret),
+    scale=float(scale),
+    c2p=pos_key is not None,
+    p2c=pos_query is not None,
+    dropout_rate=float(dropout_rate),
+    interpret=interpret,
+  )
   padded = spec.padded_length
   to_tiles = lambda x: jnp.pad(x, ((0, 0), (0, padded - length), (0, 0), (0, 0))).transpose(0, 2, 1, 3)
   mask = mask[:, 0].astype(jnp.int32)  # padded queries see nothing (uniform over the real keys), unread
@@ -275,8 +381,9 @@ def _per_shard(kernel, spec: common.Spec):
   if mesh.empty:
     return functools.partial(kernel.fused_attention, spec)
   batch_axes, head_axes = nn.logical_to_mesh_axes(("activation_batch", "activation_heads"))
-  sharded_axes = tuple(name for axes in (batch_axes, head_axes) if axes
-                       for name in ((axes,) if isinstance(axes, str) else axes))
+  sharded_axes = tuple(
+    name for axes in (batch_axes, head_axes) if axes for name in ((axes,) if isinstance(axes, str) else axes)
+  )
   P = jax.sharding.PartitionSpec
 
   def shard(q, k, v, mask, tables, seed):
@@ -284,5 +391,10 @@ def _per_shard(kernel, spec: common.Spec):
       seed = common.fold_in(seed, jax.lax.axis_index(sharded_axes))
     return kernel.fused_attention(spec, q, k, v, mask, tables, seed)
 
-  return jax.shard_map(shard, mesh=mesh, in_specs=(P(batch_axes, head_axes),) * 3 + (P(batch_axes), P(head_axes), P()),
-                       out_specs=P(batch_axes, head_axes), check_vma=False)
+  return jax.shard_map(
+    shard,
+    mesh=mesh,
+    in_specs=(P(batch_axes, head_axes),) * 3 + (P(batch_axes), P(head_axes), P()),
+    out_specs=P(batch_axes, head_axes),
+    check_vma=False,
+  )

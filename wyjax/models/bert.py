@@ -3,6 +3,7 @@
 RoBERTa differs only in its position ids: they count non-pad tokens and start after
 `pad_token_id` (transformers' `create_position_ids_from_input_ids`).
 """
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -21,13 +22,16 @@ class Embeddings(nn.Module):
 
   def setup(self):
     cfg = self.config
-    self.word_embeddings = layers.embed(cfg, cfg.vocab_size, cfg.hidden_size, ("vocab", "embed"),
-                                        name="word_embeddings")
-    self.position_embeddings = layers.embed(cfg, cfg.max_position_embeddings, cfg.hidden_size,
-                                            (None, "embed"), name="position_embeddings")
+    self.word_embeddings = layers.embed(
+      cfg, cfg.vocab_size, cfg.hidden_size, ("vocab", "embed"), name="word_embeddings"
+    )
+    self.position_embeddings = layers.embed(
+      cfg, cfg.max_position_embeddings, cfg.hidden_size, (None, "embed"), name="position_embeddings"
+    )
     if cfg.type_vocab_size > 0:
-      self.token_type_embeddings = layers.embed(cfg, cfg.type_vocab_size, cfg.hidden_size,
-                                                (None, "embed"), name="token_type_embeddings")
+      self.token_type_embeddings = layers.embed(
+        cfg, cfg.type_vocab_size, cfg.hidden_size, (None, "embed"), name="token_type_embeddings"
+      )
     self.norm = layers.LayerNorm(cfg)
     self.dropout = layers.Dropout(cfg.hidden_dropout_prob)
 
@@ -53,13 +57,30 @@ class SelfAttention(nn.Module):
     if cache_start is not None:
       k, v = layers.cached_keys_values(self, k, v, cache_start, mask.shape[-1])
     dropout = not deterministic and cfg.attention_probs_dropout_prob > 0
-    how = "xla" if cache_start is not None else attention.implementation(
-        cfg.attention, relative=False, training=not deterministic, dropout=dropout, length=k.shape[1],
-        padding_only=mask.shape[2] == 1, dtype=cfg.dtype, head_dim=cfg.head_dim)
+    how = (
+      "xla"
+      if cache_start is not None
+      else attention.implementation(
+        cfg.attention,
+        relative=False,
+        training=not deterministic,
+        dropout=dropout,
+        length=k.shape[1],
+        padding_only=mask.shape[2] == 1,
+        dtype=cfg.dtype,
+        head_dim=cfg.head_dim,
+      )
+    )
     if how == "pallas":
       context = attention.fused_attention(
-          q, k, v, mask, scale=cfg.head_dim**0.5, dropout_rate=cfg.attention_probs_dropout_prob if dropout else 0.0,
-          seed=attention.dropout_seed(self) if dropout else None)
+        q,
+        k,
+        v,
+        mask,
+        scale=cfg.head_dim**0.5,
+        dropout_rate=cfg.attention_probs_dropout_prob if dropout else 0.0,
+        seed=attention.dropout_seed(self) if dropout else None,
+      )
     elif how == "cudnn":
       context = attention.cudnn_attention(q, k, v, mask, cfg.head_dim**0.5)
     elif how == "cudnn_dropout":
@@ -68,14 +89,19 @@ class SelfAttention(nn.Module):
     else:
       scores = jnp.einsum("bqnd,bknd->bnqk", q * cfg.head_dim**-0.5, k)
       context = layers.masked_softmax_attention(
-          scores, mask, v, dropout_rate=cfg.attention_probs_dropout_prob,
-          deterministic=deterministic, dtype=jnp.dtype(cfg.dtype))
-    return layers.dense(cfg, cfg.hidden_size, ("heads", "kv", "embed"), axis=(-2, -1),
-                        name="out")(context)
+        scores,
+        mask,
+        v,
+        dropout_rate=cfg.attention_probs_dropout_prob,
+        deterministic=deterministic,
+        dtype=jnp.dtype(cfg.dtype),
+      )
+    return layers.dense(cfg, cfg.hidden_size, ("heads", "kv", "embed"), axis=(-2, -1), name="out")(context)
 
 
 class Layer(nn.Module):
   """Scanned (config.scan_layers): returns (output, None)."""
+
   config: EncoderConfig
 
   @nn.compact
@@ -87,14 +113,23 @@ class Layer(nn.Module):
 
 class Bert(nn.Module):
   """BERT or RoBERTa (by `config.model_type`); returns the last hidden state."""
+
   config: EncoderConfig
 
   def setup(self):
     self.embeddings = Embeddings(self.config)
     self.layers = layers.layer_stack(Layer, self.config, static_argnums=(3, 4))
 
-  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
-               deterministic: bool = True, cache_start=None):
+  def __call__(
+    self,
+    input_ids,
+    attention_mask=None,
+    token_type_ids=None,
+    position_ids=None,
+    *,
+    deterministic: bool = True,
+    cache_start=None,
+  ):
     """attention_mask: [batch, key] padding mask or a [batch, query, key] mask (prefix LM).
 
     A 2-D mask must hold each row's real tokens first and its padding at the end, as wyjax's

@@ -3,6 +3,7 @@
 Field names and defaults follow transformers' `DebertaV2Config` / `BertConfig`, so a
 `config.json` maps onto it field by field (see `wyjax.hf.configs`).
 """
+
 import dataclasses
 import numbers
 
@@ -13,25 +14,50 @@ POS_ATT_TYPES = ("c2p", "p2c")
 REMAT_MODES = ("none", "full", "dots")
 ATTENTION_IMPLEMENTATIONS = ("auto", "xla", "pallas", "cudnn_dropout")
 DTYPES = ("float32", "bfloat16", "float16")  # activations; parameters are always float32
-_KINDS = {int: (numbers.Integral, "an integer"), float: (numbers.Real, "a number"), str: (str, "a string"),
-          int | None: ((numbers.Integral, type(None)), "an integer or null")}
+_KINDS = {
+  int: (numbers.Integral, "an integer"),
+  float: (numbers.Real, "a number"),
+  str: (str, "a string"),
+  int | None: ((numbers.Integral, type(None)), "an integer or null"),
+}
 _SIZE, _DROPOUT = integer(1), number(0, 1, below=True)
 _ANY_INTEGER = Allowed(integer(-INT32 - 1).accepts, "an integer")
 # Each field's range (a config.json, a model.json or a run's --config.model.* may hold anything);
 # hidden_act's names are wyjax.models.layers.ACTIVATIONS, checked where the layers are built.
 FIELDS = {
-    "vocab_size": _SIZE, "model_type": one_of(*MODEL_TYPES), "hidden_size": _SIZE, "num_hidden_layers": _SIZE,
-    "num_attention_heads": _SIZE, "intermediate_size": _SIZE, "hidden_dropout_prob": _DROPOUT,
-    "attention_probs_dropout_prob": _DROPOUT, "max_position_embeddings": _SIZE, "type_vocab_size": integer(0),
-    "layer_norm_eps": POSITIVE, "pad_token_id": integer(0), "initializer_range": number(0),
-    "embedding_size": or_none(_SIZE, "hidden_size"), "relative_attention": BOOLEAN,
-    "max_relative_positions": _ANY_INTEGER, "position_buckets": _ANY_INTEGER, "share_att_key": BOOLEAN,
-    "position_biased_input": BOOLEAN, "dtype": one_of(*DTYPES), "remat": one_of(*REMAT_MODES),
-    "scan_layers": BOOLEAN, "scan_unroll": _SIZE, "attention": one_of(*ATTENTION_IMPLEMENTATIONS),
+  "vocab_size": _SIZE,
+  "model_type": one_of(*MODEL_TYPES),
+  "hidden_size": _SIZE,
+  "num_hidden_layers": _SIZE,
+  "num_attention_heads": _SIZE,
+  "intermediate_size": _SIZE,
+  "hidden_dropout_prob": _DROPOUT,
+  "attention_probs_dropout_prob": _DROPOUT,
+  "max_position_embeddings": _SIZE,
+  "type_vocab_size": integer(0),
+  "layer_norm_eps": POSITIVE,
+  "pad_token_id": integer(0),
+  "initializer_range": number(0),
+  "embedding_size": or_none(_SIZE, "hidden_size"),
+  "relative_attention": BOOLEAN,
+  "max_relative_positions": _ANY_INTEGER,
+  "position_buckets": _ANY_INTEGER,
+  "share_att_key": BOOLEAN,
+  "position_biased_input": BOOLEAN,
+  "dtype": one_of(*DTYPES),
+  "remat": one_of(*REMAT_MODES),
+  "scan_layers": BOOLEAN,
+  "scan_unroll": _SIZE,
+  "attention": one_of(*ATTENTION_IMPLEMENTATIONS),
 }
 # Ranges that join fields: (fields, accepts their values, the range as an error states it).
-JOINT = ((("hidden_size", "num_attention_heads"), lambda hidden, heads: hidden % heads == 0,
-          "a hidden_size that num_attention_heads divides (each head takes an equal part)"),)
+JOINT = (
+  (
+    ("hidden_size", "num_attention_heads"),
+    lambda hidden, heads: hidden % heads == 0,
+    "a hidden_size that num_attention_heads divides (each head takes an equal part)",
+  ),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +67,7 @@ class EncoderConfig:
   The DeBERTa-only fields (`relative_attention` … `position_biased_input`) are ignored by
   BERT and RoBERTa, which always add absolute positions.
   """
+
   vocab_size: int
   model_type: str = "deberta-v2"
   hidden_size: int = 768
@@ -95,8 +122,10 @@ class EncoderConfig:
         raise ValueError(f"{field.name} is {value!r}; it must be {kind[1]}")
     values = {name: getattr(self, name) for name in FIELDS}
     out_of_range = wrong(values, FIELDS) or [
-        ", ".join(f"{name} is {values[name]!r}" for name in names) + f"; allowed: {says}"
-        for names, accepts, says in JOINT if not accepts(*(values[name] for name in names))]
+      ", ".join(f"{name} is {values[name]!r}" for name in names) + f"; allowed: {says}"
+      for names, accepts, says in JOINT
+      if not accepts(*(values[name] for name in names))
+    ]
     if out_of_range:
       raise ValueError("; ".join(out_of_range))
     pos_att_type = self.pos_att_type

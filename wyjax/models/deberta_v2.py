@@ -3,6 +3,7 @@
 Numerically equal to transformers' `DebertaV2Model` (tests/models/parity_test.py); the
 math, with its pitfalls, is written out in docs/models.md.
 """
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -18,8 +19,7 @@ def log_bucket_position(relative_pos: np.ndarray, bucket_size: int, max_position
   mid = bucket_size // 2
   sign = np.sign(relative_pos)
   abs_pos = np.where((relative_pos < mid) & (relative_pos > -mid), mid - 1, np.abs(relative_pos))
-  log_pos = np.ceil(
-      np.log(abs_pos / mid) / np.log((max_position - 1) / mid) * (mid - 1)) + mid
+  log_pos = np.ceil(np.log(abs_pos / mid) / np.log((max_position - 1) / mid) * (mid - 1)) + mid
   return np.where(abs_pos <= mid, relative_pos, log_pos * sign).astype(np.int64)
 
 
@@ -31,8 +31,9 @@ def relative_rows(distance: np.ndarray, config: EncoderConfig) -> np.ndarray:
   return np.clip(distance + span, 0, 2 * span - 1).astype(np.int32)
 
 
-def relative_position_index(query_positions: np.ndarray, key_positions: np.ndarray,
-                            config: EncoderConfig) -> np.ndarray:
+def relative_position_index(
+  query_positions: np.ndarray, key_positions: np.ndarray, config: EncoderConfig
+) -> np.ndarray:
   """[q, k] row index into the 2S relative embeddings for query i attending key j.
 
   c2p and p2c share this table: bucket(i - j) is odd in (i - j), so transformers'
@@ -46,17 +47,17 @@ class Embeddings(nn.Module):
 
   def setup(self):
     cfg = self.config
-    self.word_embeddings = layers.embed(cfg, cfg.vocab_size, cfg.embed_dim, ("vocab", "embed"),
-                                        name="word_embeddings")
+    self.word_embeddings = layers.embed(cfg, cfg.vocab_size, cfg.embed_dim, ("vocab", "embed"), name="word_embeddings")
     if cfg.position_biased_input:
-      self.position_embeddings = layers.embed(cfg, cfg.max_position_embeddings, cfg.embed_dim,
-                                              (None, "embed"), name="position_embeddings")
+      self.position_embeddings = layers.embed(
+        cfg, cfg.max_position_embeddings, cfg.embed_dim, (None, "embed"), name="position_embeddings"
+      )
     if cfg.type_vocab_size > 0:
-      self.token_type_embeddings = layers.embed(cfg, cfg.type_vocab_size, cfg.embed_dim,
-                                                (None, "embed"), name="token_type_embeddings")
+      self.token_type_embeddings = layers.embed(
+        cfg, cfg.type_vocab_size, cfg.embed_dim, (None, "embed"), name="token_type_embeddings"
+      )
     if cfg.embed_dim != cfg.hidden_size:
-      self.embed_proj = layers.dense(cfg, cfg.hidden_size, (None, "embed"), use_bias=False,
-                                     name="embed_proj")
+      self.embed_proj = layers.dense(cfg, cfg.hidden_size, (None, "embed"), use_bias=False, name="embed_proj")
     self.norm = layers.LayerNorm(cfg)
     self.dropout = layers.Dropout(cfg.hidden_dropout_prob)
 
@@ -81,6 +82,7 @@ class DisentangledAttention(nn.Module):
   'cache' collection, and the relative projections of the layer are computed once, when the
   cache is created, and read back at every later step.
   """
+
   config: EncoderConfig
 
   @nn.compact
@@ -102,8 +104,7 @@ class DisentangledAttention(nn.Module):
       rel = layers.Dropout(cfg.hidden_dropout_prob)(rel_embeddings, deterministic=deterministic)
 
       def relative_projection(name, shared_proj):
-        project = lambda: shared_proj(rel) if cfg.share_att_key else layers.dense(
-            cfg, heads, qkv_axes, name=name)(rel)
+        project = lambda: shared_proj(rel) if cfg.share_att_key else layers.dense(cfg, heads, qkv_axes, name=name)(rel)
         if cache_start is None:
           return project()
         return self.variable("cache", f"cached_{name}", project).value
@@ -114,21 +115,39 @@ class DisentangledAttention(nn.Module):
         pos_query = relative_projection("pos_query", query_proj)
 
     dropout = not deterministic and cfg.attention_probs_dropout_prob > 0
-    how = "xla" if cache_start is not None else attention.implementation(
-        cfg.attention, relative=cfg.relative_attention, training=not deterministic, dropout=dropout,
-        length=k.shape[1], padding_only=mask.shape[2] == 1, dtype=cfg.dtype, head_dim=cfg.head_dim)
+    how = (
+      "xla"
+      if cache_start is not None
+      else attention.implementation(
+        cfg.attention,
+        relative=cfg.relative_attention,
+        training=not deterministic,
+        dropout=dropout,
+        length=k.shape[1],
+        padding_only=mask.shape[2] == 1,
+        dtype=cfg.dtype,
+        head_dim=cfg.head_dim,
+      )
+    )
     if how == "pallas":
       context = attention.fused_attention(
-          q, k, v, mask, scale=scale, dropout_rate=cfg.attention_probs_dropout_prob if dropout else 0.0,
-          seed=attention.dropout_seed(self) if dropout else None, pos_key=pos_key, pos_query=pos_query,
-          relative_index=lambda distance: relative_rows(distance, cfg))
+        q,
+        k,
+        v,
+        mask,
+        scale=scale,
+        dropout_rate=cfg.attention_probs_dropout_prob if dropout else 0.0,
+        seed=attention.dropout_seed(self) if dropout else None,
+        pos_key=pos_key,
+        pos_query=pos_query,
+        relative_index=lambda distance: relative_rows(distance, cfg),
+      )
     elif how in ("cudnn", "cudnn_dropout"):
       rate = cfg.attention_probs_dropout_prob if how == "cudnn_dropout" else 0.0
       context = cudnn_relative_attention(cfg, q, k, v, mask, scale, pos_key, pos_query, rate)
     else:
       context = xla_attention(cfg, q, k, v, mask, scale, pos_key, pos_query, rel_index, deterministic)
-    return layers.dense(cfg, cfg.hidden_size, ("heads", "kv", "embed"), axis=(-2, -1),
-                        name="out")(context)
+    return layers.dense(cfg, cfg.hidden_size, ("heads", "kv", "embed"), axis=(-2, -1), name="out")(context)
 
 
 # The most relative rows (2S) a CPU takes by a one-hot matmul rather than a gather. One layer's
@@ -178,8 +197,9 @@ def _select_rows(projection, rows: np.ndarray):
   scatter-add in the projection's dtype (bf16) by atomics on a GPU. A few hundred rows: under a
   thousandth of a layer's FLOPs."""
   one_hot = jnp.asarray(rows[:, None] == np.arange(projection.shape[0]), projection.dtype)
-  return jnp.einsum("cr,rnd->cnd", one_hot, projection, precision=jax.lax.Precision.HIGHEST,
-                    preferred_element_type=jnp.float32).astype(projection.dtype)
+  return jnp.einsum(
+    "cr,rnd->cnd", one_hot, projection, precision=jax.lax.Precision.HIGHEST, preferred_element_type=jnp.float32
+  ).astype(projection.dtype)
 
 
 def distance_rows(cfg: EncoderConfig, length: int, pos_key, pos_query):
@@ -187,8 +207,10 @@ def distance_rows(cfg: EncoderConfig, length: int, pos_key, pos_query):
   of the [2S, heads, d] projections): pos_key's in that order, pos_query's in the reverse (None
   where the projection is None). What `relative_terms` scores each query (key) against."""
   rows = relative_rows(np.arange(length - 1, -length, -1), cfg)  # distance L - 1 - c at column c
-  return (None if pos_key is None else _select_rows(pos_key, rows),
-          None if pos_query is None else _select_rows(pos_query, rows[::-1]))
+  return (
+    None if pos_key is None else _select_rows(pos_key, rows),
+    None if pos_query is None else _select_rows(pos_query, rows[::-1]),
+  )
 
 
 @jax.custom_vjp
@@ -202,8 +224,9 @@ def _gradients_together(tokens, rows):
   return tokens, rows
 
 
-_gradients_together.defvjp(lambda tokens, rows: ((tokens, rows), None),
-                           lambda _, gradients: jax.lax.optimization_barrier(gradients))
+_gradients_together.defvjp(
+  lambda tokens, rows: ((tokens, rows), None), lambda _, gradients: jax.lax.optimization_barrier(gradients)
+)
 
 
 def _by_distance(tokens, rows):
@@ -241,8 +264,11 @@ def cudnn_relative_attention(cfg: EncoderConfig, q, k, v, mask, scale, pos_key, 
 
   def attend(q, k, v, mask, key_rows, query_rows):
     relative = relative_terms(q, k, key_rows, query_rows)
-    bias = None if relative is None else layers.constrain(
-        (relative / scale.astype(relative.dtype)).astype(q.dtype), layers.SCORES)
+    bias = (
+      None
+      if relative is None
+      else layers.constrain((relative / scale.astype(relative.dtype)).astype(q.dtype), layers.SCORES)
+    )
     if dropout_rate:
       attention.warn_cudnn_dropout()
       return attention.cudnn_dropout_attention(q, k, v, mask, float(scale), dropout_rate, bias)
@@ -288,38 +314,55 @@ def xla_attention(cfg: EncoderConfig, q, k, v, mask, scale, pos_key, pos_query, 
         p2c = take_rows(jnp.einsum("bknd,rnd->bnkr", k, pos_query), rel_index.T).swapaxes(-1, -2)
       scores = scores + p2c / scale.astype(p2c.dtype)
   return layers.masked_softmax_attention(
-      scores, mask, v, dropout_rate=cfg.attention_probs_dropout_prob,
-      deterministic=deterministic, dtype=jnp.dtype(cfg.dtype))
+    scores,
+    mask,
+    v,
+    dropout_rate=cfg.attention_probs_dropout_prob,
+    deterministic=deterministic,
+    dtype=jnp.dtype(cfg.dtype),
+  )
 
 
 class Layer(nn.Module):
   """Post-LN transformer layer, as in BERT. Scanned (config.scan_layers): returns (output, None)."""
+
   config: EncoderConfig
 
   @nn.compact
   def __call__(self, x, mask, rel_embeddings, rel_index, deterministic, cache_start=None):
-    attention = DisentangledAttention(self.config, name="attention")(x, mask, rel_embeddings, rel_index,
-                                                                     deterministic, cache_start)
+    attention = DisentangledAttention(self.config, name="attention")(
+      x, mask, rel_embeddings, rel_index, deterministic, cache_start
+    )
     y = layers.post_ln_residuals(self.config, x, attention, deterministic)
     return (y, None) if self.config.scan_layers else y
 
 
 class DebertaV2(nn.Module):
   """Returns the last hidden state [batch, length, hidden]."""
+
   config: EncoderConfig
 
   def setup(self):
     cfg = self.config
     self.embeddings = Embeddings(cfg)
     if cfg.relative_attention:
-      self.rel_embeddings = layers.embed(cfg, 2 * cfg.relative_span, cfg.hidden_size, (None, "embed"),
-                                         name="rel_embeddings")
+      self.rel_embeddings = layers.embed(
+        cfg, 2 * cfg.relative_span, cfg.hidden_size, (None, "embed"), name="rel_embeddings"
+      )
       if cfg.layer_norm_rel_embeddings:
         self.rel_norm = layers.LayerNorm(cfg)
     self.layers = layers.layer_stack(Layer, cfg, static_argnums=(5, 6))
 
-  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
-               deterministic: bool = True, cache_start=None):
+  def __call__(
+    self,
+    input_ids,
+    attention_mask=None,
+    token_type_ids=None,
+    position_ids=None,
+    *,
+    deterministic: bool = True,
+    cache_start=None,
+  ):
     """attention_mask: [batch, key] padding mask or a [batch, query, key] mask (prefix LM).
 
     With a 3-D mask the embedding output is zeroed where input_ids == pad_token_id. On a GPU a
@@ -353,8 +396,9 @@ class DebertaV2(nn.Module):
         rel_embeddings = self.rel_norm(rel_embeddings)
       if cache_start is not None:  # the rows of this block's positions (else: static, in relative_terms)
         keys = np.arange(attention_mask.shape[-1])
-        rel_index = jax.lax.dynamic_slice_in_dim(jnp.asarray(relative_position_index(keys, keys, cfg)),
-                                                 cache_start, length, axis=0)
+        rel_index = jax.lax.dynamic_slice_in_dim(
+          jnp.asarray(relative_position_index(keys, keys, cfg)), cache_start, length, axis=0
+        )
     return layers.apply_layers(self.layers, cfg, x, mask, rel_embeddings, rel_index, deterministic, cache_start)
 
   def word_embedding_table(self) -> jax.Array:

@@ -1,4 +1,5 @@
 """Heads that sit on an encoder. The task heads of fine-tuning join them here."""
+
 import flax.linen as nn
 import jax.numpy as jnp
 
@@ -21,6 +22,7 @@ class MlmHead(nn.Module):
   `lm_predictions.lm_head`, BERT `cls.predictions`, RoBERTa `lm_head` (which always uses
   exact gelu, whatever hidden_act says).
   """
+
   config: EncoderConfig
 
   @nn.compact
@@ -29,27 +31,39 @@ class MlmHead(nn.Module):
     act = "gelu" if cfg.model_type == "roberta" else cfg.hidden_act
     x = layers.dense(cfg, cfg.embed_dim, ("embed", None), name="dense")(hidden)
     x = layers.LayerNorm(cfg, axis_name=None, name="norm")(layers.activation(act)(x))
-    bias = self.param("bias", layers.partitioned(nn.initializers.zeros_init(), ("vocab",)),
-                      (cfg.vocab_size,), jnp.float32)
+    bias = self.param(
+      "bias", layers.partitioned(nn.initializers.zeros_init(), ("vocab",)), (cfg.vocab_size,), jnp.float32
+    )
     logits = jnp.einsum("bld,vd->blv", x, word_embeddings.astype(x.dtype))
     return logits.astype(jnp.float32) + bias
 
 
 class MaskedLM(nn.Module):
   """Encoder + tied MLM head; params are {'encoder': ..., 'mlm_head': ...}."""
+
   config: EncoderConfig
 
   def setup(self):
     self.encoder = encoder_class(self.config)(self.config)
     self.mlm_head = MlmHead(self.config)
 
-  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
-               deterministic: bool = True, predict_positions=None, cache_start=None):
+  def __call__(
+    self,
+    input_ids,
+    attention_mask=None,
+    token_type_ids=None,
+    position_ids=None,
+    *,
+    deterministic: bool = True,
+    predict_positions=None,
+    cache_start=None,
+  ):
     """Logits [batch, length, vocab], or [batch, K, vocab] at predict_positions [batch, K]
     (pretraining scores only the masked positions: the head is the costliest part).
     cache_start: incremental decoding (wyjax.models.prefix_lm)."""
-    hidden = self.encoder(input_ids, attention_mask, token_type_ids, position_ids,
-                          deterministic=deterministic, cache_start=cache_start)
+    hidden = self.encoder(
+      input_ids, attention_mask, token_type_ids, position_ids, deterministic=deterministic, cache_start=cache_start
+    )
     if predict_positions is not None:
       hidden = jnp.take_along_axis(hidden, predict_positions[..., None], axis=1)
     return self.mlm_head(hidden, self.encoder.word_embedding_table())
@@ -61,6 +75,7 @@ class Pooler(nn.Module):
   BERT's pooler (tanh, no dropout) and DeBERTa's ContextPooler (pooler_hidden_act,
   pooler_dropout) are this module with different arguments.
   """
+
   config: EncoderConfig
   act: str = "tanh"
   dropout_rate: float = 0.0
@@ -80,6 +95,7 @@ def pooler_activation(config: EncoderConfig) -> str:
 class SequenceClassifier(nn.Module):
   """Encoder → pooler → dropout → dense: transformers' *ForSequenceClassification (DeBERTa-v2,
   BERT). Params: {'encoder', 'pooler', 'classifier'}."""
+
   config: EncoderConfig
   num_labels: int
   dropout_rate: float | None = None  # None: hidden_dropout_prob (transformers' cls_dropout default)
@@ -102,6 +118,7 @@ class MultipleChoice(nn.Module):
   labels_per_choice] logits (CCPM's Cls: match / no match per pair). A row of padding only
   is no choice (C3's questions have 2 to 4): its score is ABSENT.
   Params: {'scorer': {'encoder', 'pooler', 'classifier'}}."""
+
   config: EncoderConfig
   labels_per_choice: int = 1
 
@@ -110,7 +127,8 @@ class MultipleChoice(nn.Module):
     batch, choices, length = input_ids.shape
     flat = lambda x: None if x is None else x.reshape(batch * choices, length)
     scores = SequenceClassifier(self.config, self.labels_per_choice, name="scorer")(
-        flat(input_ids), flat(attention_mask), flat(token_type_ids), deterministic=deterministic)
+      flat(input_ids), flat(attention_mask), flat(token_type_ids), deterministic=deterministic
+    )
     if self.labels_per_choice > 1:
       return scores.reshape(batch, choices, -1)
     scores = scores.reshape(batch, choices)
@@ -126,6 +144,7 @@ class CosineMatch(nn.Module):
   two_encoders, the candidates have their own encoder (both start from the pretrained one).
   [batch, 1 + candidates, length] → [batch, candidates].
   Params: {'encoder'} (and 'candidate_encoder')."""
+
   config: EncoderConfig
   scale: float = 20.0
   two_encoders: bool = False
@@ -157,13 +176,15 @@ class CosineMatch(nn.Module):
 class TokenClassifier(nn.Module):
   """Encoder → dropout → dense per token (transformers' *ForTokenClassification).
   Params: {'encoder', 'classifier'}."""
+
   config: EncoderConfig
   num_labels: int
 
   @nn.compact
   def __call__(self, input_ids, attention_mask=None, token_type_ids=None, *, deterministic: bool = True):
     hidden = encoder_class(self.config)(self.config, name="encoder")(
-        input_ids, attention_mask, token_type_ids, deterministic=deterministic)
+      input_ids, attention_mask, token_type_ids, deterministic=deterministic
+    )
     hidden = layers.Dropout(self.config.hidden_dropout_prob)(hidden, deterministic=deterministic)
     return layers.dense(self.config, self.num_labels, ("embed", None), name="classifier")(hidden).astype(jnp.float32)
 
@@ -172,6 +193,7 @@ class SpanExtractor(nn.Module):
   """Extractive reading comprehension: [batch, windows, length] → start and end logits
   [batch, windows, 2, length] (transformers' *ForQuestionAnswering, per window); padding
   positions score ABSENT. Params: {'encoder', 'qa_outputs'}."""
+
   config: EncoderConfig
 
   @nn.compact
@@ -179,7 +201,8 @@ class SpanExtractor(nn.Module):
     batch, windows, length = input_ids.shape
     flat = lambda x: None if x is None else x.reshape(batch * windows, length)
     hidden = encoder_class(self.config)(self.config, name="encoder")(
-        flat(input_ids), flat(attention_mask), flat(token_type_ids), deterministic=deterministic)
+      flat(input_ids), flat(attention_mask), flat(token_type_ids), deterministic=deterministic
+    )
     logits = layers.dense(self.config, 2, ("embed", None), name="qa_outputs")(hidden).astype(jnp.float32)
     logits = logits.reshape(batch, windows, length, 2).swapaxes(-1, -2)
     if attention_mask is None:
@@ -191,19 +214,21 @@ class SpanPairClassifier(nn.Module):
   """XuCi's siamese head: both sentences [batch, 2, length] through the encoder in one pass;
   u and v are the mean last-layer vectors over each sentence's target word (span_mask),
   [u; v; |u − v|] → dropout → dense without bias. Params: {'encoder', 'classifier'}."""
+
   config: EncoderConfig
   num_labels: int = 2
 
   @nn.compact
-  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, *, span_mask,
-               deterministic: bool = True):
+  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, *, span_mask, deterministic: bool = True):
     batch, sentences, length = input_ids.shape
     flat = lambda x: None if x is None else x.reshape(batch * sentences, length)
     hidden = encoder_class(self.config)(self.config, name="encoder")(
-        flat(input_ids), flat(attention_mask), flat(token_type_ids), deterministic=deterministic)
+      flat(input_ids), flat(attention_mask), flat(token_type_ids), deterministic=deterministic
+    )
     hidden = hidden.reshape(batch, sentences, length, -1).astype(jnp.float32)
     weights = span_mask / jnp.maximum(span_mask.sum(-1, keepdims=True), 1.0)
     u, v = jnp.unstack(jnp.einsum("bsl,bsld->bsd", weights, hidden), axis=1)
-    x = layers.Dropout(self.config.hidden_dropout_prob)(jnp.concatenate([u, v, jnp.abs(u - v)], -1),
-                                                        deterministic=deterministic)
+    x = layers.Dropout(self.config.hidden_dropout_prob)(
+      jnp.concatenate([u, v, jnp.abs(u - v)], -1), deterministic=deterministic
+    )
     return layers.dense(self.config, self.num_labels, (None, None), use_bias=False, name="classifier")(x)

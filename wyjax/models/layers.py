@@ -6,6 +6,7 @@ the main activations are constrained by `activation_*` names; `wyjax.core.partit
 maps both onto the (data, fsdp, tensor) mesh. Without logical axis rules in context (outside
 the train steps) the activation constraints do nothing.
 """
+
 import functools
 import math
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ from flax.linen import spmd
 
 from wyjax.kernels import attention_common
 from wyjax.models.config import EncoderConfig
+
 
 def gelu(x):
   """The exact GELU as transformers computes it, x Φ(x) with Φ(x) = (1 + erf(x / √2)) / 2. On
@@ -57,13 +59,13 @@ _erf_gelu.defvjp(_gelu_forward, _gelu_backward)
 
 # transformers' ACT2FN names. "gelu" is the exact erf form; flax defaults to tanh.
 ACTIVATIONS = {
-    "gelu": gelu,
-    "gelu_new": functools.partial(nn.gelu, approximate=True),
-    "gelu_pytorch_tanh": functools.partial(nn.gelu, approximate=True),
-    "relu": nn.relu,
-    "silu": nn.silu,
-    "swish": nn.silu,
-    "tanh": jnp.tanh,
+  "gelu": gelu,
+  "gelu_new": functools.partial(nn.gelu, approximate=True),
+  "gelu_pytorch_tanh": functools.partial(nn.gelu, approximate=True),
+  "relu": nn.relu,
+  "silu": nn.silu,
+  "swish": nn.silu,
+  "tanh": jnp.tanh,
 }
 
 
@@ -98,19 +100,20 @@ def _normal(config: EncoderConfig, names: Sequence[str | None]):
   return partitioned(nn.initializers.normal(config.initializer_range), names)
 
 
-def dense(config: EncoderConfig, features, kernel_axes: Sequence[str | None], *, axis=-1,
-          use_bias: bool = True, name: str) -> nn.DenseGeneral:
+def dense(
+  config: EncoderConfig, features, kernel_axes: Sequence[str | None], *, axis=-1, use_bias: bool = True, name: str
+) -> nn.DenseGeneral:
   """A DenseGeneral whose kernel is [in axes..., out axes...] with logical names."""
-  out_axes = kernel_axes[-len(features):] if isinstance(features, tuple) else kernel_axes[-1:]
+  out_axes = kernel_axes[-len(features) :] if isinstance(features, tuple) else kernel_axes[-1:]
   return nn.DenseGeneral(
-      features=features,
-      axis=axis,
-      use_bias=use_bias,
-      dtype=jnp.dtype(config.dtype),
-      param_dtype=jnp.float32,
-      kernel_init=_normal(config, kernel_axes),
-      bias_init=partitioned(nn.initializers.zeros_init(), tuple(out_axes)),
-      name=name,
+    features=features,
+    axis=axis,
+    use_bias=use_bias,
+    dtype=jnp.dtype(config.dtype),
+    param_dtype=jnp.float32,
+    kernel_init=_normal(config, kernel_axes),
+    bias_init=partitioned(nn.initializers.zeros_init(), tuple(out_axes)),
+    name=name,
   )
 
 
@@ -124,8 +127,9 @@ def take(table, ids, dtype):
   device sorts its own tokens and the tables' sums are added across them: one sort of every
   device's tokens had XLA gather their rows to each (compiled for h100:8, an all-reduce of bf16
   [131,072, 768] per table, where the sums' is the float32 table's size)."""
-  return jax.lax.platform_dependent(table, ids, cuda=functools.partial(_summed_sorted, dtype),
-                                    default=functools.partial(_take, dtype))
+  return jax.lax.platform_dependent(
+    table, ids, cuda=functools.partial(_summed_sorted, dtype), default=functools.partial(_take, dtype)
+  )
 
 
 def _take(dtype, table, ids):
@@ -160,8 +164,12 @@ def _summed_sorted_backward(dtype, residuals, grad):
     return summed(ids, grad), None  # no mesh, or rows that do not split evenly (a small micro-batch)
   # The train steps (a mesh in context): each device sums its own batch rows, then the sums add up.
   batch = jax.sharding.PartitionSpec(batch_axes)
-  per_device = jax.shard_map(lambda ids, grad: jax.lax.psum(summed(ids, grad), batch_axes), mesh=mesh,
-                             in_specs=(batch, batch), out_specs=jax.sharding.PartitionSpec())
+  per_device = jax.shard_map(
+    lambda ids, grad: jax.lax.psum(summed(ids, grad), batch_axes),
+    mesh=mesh,
+    in_specs=(batch, batch),
+    out_specs=jax.sharding.PartitionSpec(),
+  )
   return per_device(ids, grad), None
 
 
@@ -177,15 +185,14 @@ class Embed(nn.Embed):
     return take(self.embedding, inputs, jnp.dtype(self.dtype))
 
 
-def embed(config: EncoderConfig, num: int, features: int, axes: Sequence[str | None], *,
-          name: str) -> Embed:
+def embed(config: EncoderConfig, num: int, features: int, axes: Sequence[str | None], *, name: str) -> Embed:
   return Embed(
-      num_embeddings=num,
-      features=features,
-      dtype=jnp.dtype(config.dtype),
-      param_dtype=jnp.float32,
-      embedding_init=_normal(config, axes),
-      name=name,
+    num_embeddings=num,
+    features=features,
+    dtype=jnp.dtype(config.dtype),
+    param_dtype=jnp.float32,
+    embedding_init=_normal(config, axes),
+    name=name,
   )
 
 
@@ -200,8 +207,9 @@ def remat(layer_cls: type[nn.Module], config: EncoderConfig, static_argnums: tup
     return layer_cls
   # Inside a loop, XLA cannot merge the recomputation into the forward pass: no CSE barrier needed.
   in_a_loop = config.scan_layers and config.scan_unroll < config.num_hidden_layers
-  return nn.remat(layer_cls, policy=REMAT_POLICIES[config.remat], static_argnums=static_argnums,
-                  prevent_cse=not in_a_loop)
+  return nn.remat(
+    layer_cls, policy=REMAT_POLICIES[config.remat], static_argnums=static_argnums, prevent_cse=not in_a_loop
+  )
 
 
 def layer_stack(layer_cls: type[nn.Module], config: EncoderConfig, static_argnums: tuple[int, ...]):
@@ -216,9 +224,15 @@ def layer_stack(layer_cls: type[nn.Module], config: EncoderConfig, static_argnum
   layer_cls = remat(layer_cls, config, static_argnums)
   if not config.scan_layers:
     return [layer_cls(config, name=f"layer_{i}") for i in range(config.num_hidden_layers)]
-  return nn.scan(layer_cls, variable_axes={"params": 0, "cache": 1}, split_rngs={"params": True, "dropout": True},
-                 in_axes=nn.broadcast, length=config.num_hidden_layers, unroll=config.scan_unroll,
-                 metadata_params={nn.PARTITION_NAME: "layers"})(config, name="layers")
+  return nn.scan(
+    layer_cls,
+    variable_axes={"params": 0, "cache": 1},
+    split_rngs={"params": True, "dropout": True},
+    in_axes=nn.broadcast,
+    length=config.num_hidden_layers,
+    unroll=config.scan_unroll,
+    metadata_params={nn.PARTITION_NAME: "layers"},
+  )(config, name="layers")
 
 
 def apply_layers(stack, config: EncoderConfig, x, *args):
@@ -234,7 +248,7 @@ def apply_layers(stack, config: EncoderConfig, x, *args):
 def stack_layers(encoder_params: dict) -> dict:
   """Encoder params with `layer_0` … `layer_<n-1>` → the scan_layers layout: one `layers` tree,
   each leaf the n layers' arrays stacked on a new leading axis (numpy)."""
-  names = sorted((k for k in encoder_params if k.startswith("layer_")), key=lambda k: int(k[len("layer_"):]))
+  names = sorted((k for k in encoder_params if k.startswith("layer_")), key=lambda k: int(k[len("layer_") :]))
   rest = {k: v for k, v in encoder_params.items() if k not in names}
   return {**rest, "layers": jax.tree_util.tree_map(lambda *xs: np.stack(xs), *(encoder_params[k] for k in names))}
 
@@ -243,12 +257,17 @@ def unstack_layers(encoder_params: dict) -> dict:
   """The inverse of `stack_layers`: `layers` → `layer_0` … `layer_<n-1>` (numpy)."""
   rest = {k: v for k, v in encoder_params.items() if k != "layers"}
   count = jax.tree_util.tree_leaves(encoder_params["layers"])[0].shape[0]
-  return {**rest, **{f"layer_{i}": jax.tree_util.tree_map(lambda x: np.asarray(x[i]), encoder_params["layers"])
-                        for i in range(count)}}
+  return {
+    **rest,
+    **{
+      f"layer_{i}": jax.tree_util.tree_map(lambda x: np.asarray(x[i]), encoder_params["layers"]) for i in range(count)
+    },
+  }
 
 
 class LayerNorm(nn.Module):
   """LayerNorm computed in float32 whatever the activation dtype; output in that dtype."""
+
   config: EncoderConfig
   axis_name: str | None = "embed"
 
@@ -256,10 +275,8 @@ class LayerNorm(nn.Module):
   def __call__(self, x):
     features = x.shape[-1]
     axes = (self.axis_name,)
-    scale = self.param("scale", partitioned(nn.initializers.ones_init(), axes),
-                       (features,), jnp.float32)
-    bias = self.param("bias", partitioned(nn.initializers.zeros_init(), axes),
-                      (features,), jnp.float32)
+    scale = self.param("scale", partitioned(nn.initializers.ones_init(), axes), (features,), jnp.float32)
+    bias = self.param("bias", partitioned(nn.initializers.zeros_init(), axes), (features,), jnp.float32)
     x = x.astype(jnp.float32)
     mean = x.mean(-1, keepdims=True)
     var = jnp.square(x - mean).mean(-1, keepdims=True)
@@ -269,6 +286,7 @@ class LayerNorm(nn.Module):
 
 class FeedForward(nn.Module):
   """intermediate dense → activation → output dense (transformers' Intermediate + Output)."""
+
   config: EncoderConfig
 
   @nn.compact
@@ -318,8 +336,7 @@ def cached_keys_values(module: nn.Module, key, value, start, length: int) -> tup
   return cached_key.value, cached_value.value
 
 
-def masked_softmax_attention(scores, mask, value, *, dropout_rate: float, deterministic: bool,
-                             dtype) -> jax.Array:
+def masked_softmax_attention(scores, mask, value, *, dropout_rate: float, deterministic: bool, dtype) -> jax.Array:
   """softmax(scores masked) @ value, with the softmax in float32.
 
   scores: [batch, heads, q, k]; mask: boolean broadcastable to scores; value: [batch, k, heads, d].
@@ -347,8 +364,10 @@ def keep_mask(rng: jax.Array, shape: tuple[int, ...], threshold: int) -> jax.Arr
   if math.prod(words_shape) >= 2**32:
     raise ValueError(f"a dropout mask of shape {shape} needs more than 2^32 counters")
   strides = np.cumprod((1, *words_shape[:0:-1]))[::-1]
-  counter = sum(jax.lax.broadcasted_iota(jnp.int32, words_shape, axis) * np.uint32(stride).astype(np.int32)
-                for axis, stride in enumerate(strides))
+  counter = sum(
+    jax.lax.broadcasted_iota(jnp.int32, words_shape, axis) * np.uint32(stride).astype(np.int32)
+    for axis, stride in enumerate(strides)
+  )
   key = jax.lax.bitcast_convert_type(jax.random.key_data(rng), jnp.int32)  # the key's two words
   word = attention_common.mix(attention_common.mix(counter ^ key[0]) ^ key[1])
   halves = (word & 0xFFFF, jax.lax.shift_right_logical(word, 16))
@@ -358,6 +377,7 @@ def keep_mask(rng: jax.Array, shape: tuple[int, ...], threshold: int) -> jax.Arr
 class Dropout(nn.Module):
   """nn.Dropout with its mask from `keep_mask`: an entry is kept with probability
   round(2^16 (1 - rate)) / 2^16, within 2^-17 of 1 - rate, and scaled by its inverse."""
+
   rate: float
 
   @nn.compact

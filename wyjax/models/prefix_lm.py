@@ -13,6 +13,7 @@ The block is encoded once into a key/value cache; each new token then runs one p
 the layers against it. `use_cache=False` re-runs the full forward pass at every step instead
 (the reference the cache is tested and benchmarked against).
 """
+
 import functools
 import math
 from collections.abc import Sequence
@@ -44,8 +45,14 @@ def _position_ids(prefix, total: int, model: MaskedLM):
 def _full_forward(model, params, ids, valid, positions, slot, prefix_length: int):
   """Logits [batch, vocab] at `slot` from the whole sequence, without a cache."""
   types = jnp.broadcast_to(jnp.arange(ids.shape[1]) >= prefix_length, ids.shape).astype(jnp.int32)
-  logits = model.apply({"params": params}, ids, attention_mask(types, valid), types, positions,
-                       predict_positions=jnp.full((ids.shape[0], 1), slot))
+  logits = model.apply(
+    {"params": params},
+    ids,
+    attention_mask(types, valid),
+    types,
+    positions,
+    predict_positions=jnp.full((ids.shape[0], 1), slot),
+  )
   return logits[:, 0]
 
 
@@ -62,8 +69,15 @@ def encode_prefix(model: MaskedLM, params, prefix, max_new: int, *, use_cache: b
     return _full_forward(model, params, ids, valid, positions, length - 1, length), {**state, "ids": ids}
   mask = jnp.broadcast_to(valid[:, None, :], (batch, length, total))
   logits, variables = model.apply(
-      {"params": params}, prefix, mask, jnp.zeros_like(prefix), positions[:, :length],
-      predict_positions=jnp.full((batch, 1), length - 1), cache_start=0, mutable=["cache"])
+    {"params": params},
+    prefix,
+    mask,
+    jnp.zeros_like(prefix),
+    positions[:, :length],
+    predict_positions=jnp.full((batch, 1), length - 1),
+    cache_start=0,
+    mutable=["cache"],
+  )
   return logits[:, 0], {**state, "cache": variables["cache"]}
 
 
@@ -74,18 +88,27 @@ def decode_step(model: MaskedLM, params, state: dict, token, slot, prefix_length
   position = jax.lax.dynamic_slice_in_dim(state["positions"], slot, 1, axis=1)
   if "ids" in state:
     ids = state["ids"].at[:, slot].set(token)
-    return (_full_forward(model, params, ids, valid, state["positions"], slot, prefix_length),
-            {**state, "ids": ids, "valid": valid})
+    return (
+      _full_forward(model, params, ids, valid, state["positions"], slot, prefix_length),
+      {**state, "ids": ids, "valid": valid},
+    )
   logits, variables = model.apply(
-      {"params": params, "cache": state["cache"]}, token[:, None], valid[:, None, :],
-      jnp.ones_like(token)[:, None], position, cache_start=slot, mutable=["cache"])
+    {"params": params, "cache": state["cache"]},
+    token[:, None],
+    valid[:, None, :],
+    jnp.ones_like(token)[:, None],
+    position,
+    cache_start=slot,
+    mutable=["cache"],
+  )
   return logits[:, 0], {**state, "cache": variables["cache"], "valid": valid}
 
 
 def _map_rows(fn, state: dict) -> dict:
   """fn over every state array that has a batch axis."""
   return jax.tree_util.tree_map_with_path(
-      lambda path, x: x if getattr(path[-1], "key", None) in _SHARED_CACHE_ENTRIES else fn(x), state)
+    lambda path, x: x if getattr(path[-1], "key", None) in _SHARED_CACHE_ENTRIES else fn(x), state
+  )
 
 
 def _constrain(logits, t, limits, sep_id: int, banned_ids: tuple[int, ...]):
@@ -117,8 +140,19 @@ def _greedy(step, logits, state, limits, *, max_new: int, sep_id: int, pad_id: i
   return jax.lax.while_loop(keep_going, body, init)[3]
 
 
-def _beam_search(step, logits, state, limits, *, max_new: int, sep_id: int, pad_id: int, banned_ids,
-                 beam_size: int, length_penalty: float):
+def _beam_search(
+  step,
+  logits,
+  state,
+  limits,
+  *,
+  max_new: int,
+  sep_id: int,
+  pad_id: int,
+  banned_ids,
+  beam_size: int,
+  length_penalty: float,
+):
   """Beam search; a finished hypothesis scores log p / ((5 + length) / 6) ** length_penalty
   (GNMT's penalty; length counts the [SEP]). A row stops when no live beam can still beat its
   beam_size-th finished one."""
@@ -159,10 +193,22 @@ def _beam_search(step, logits, state, limits, *, max_new: int, sep_id: int, pad_
   return jax.lax.while_loop(keep_going, body, init)[5][:, 0]
 
 
-@functools.partial(jax.jit, static_argnames=("model", "max_new", "sep_id", "banned_ids", "beam_size",
-                                             "length_penalty", "use_cache"))
-def generate(model: MaskedLM, params, prefix, limits, *, max_new: int, sep_id: int, banned_ids: tuple[int, ...],
-             beam_size: int = 1, length_penalty: float = 0.6, use_cache: bool = True):
+@functools.partial(
+  jax.jit, static_argnames=("model", "max_new", "sep_id", "banned_ids", "beam_size", "length_penalty", "use_cache")
+)
+def generate(
+  model: MaskedLM,
+  params,
+  prefix,
+  limits,
+  *,
+  max_new: int,
+  sep_id: int,
+  banned_ids: tuple[int, ...],
+  beam_size: int = 1,
+  length_penalty: float = 0.6,
+  use_cache: bool = True,
+):
   """Target tokens [batch, max_new] for a left-padded prefix block [batch, P]: each row has at
   least one token before [SEP], ends with [SEP] (forced as its limits[row]-th token) and is
   padded after it. beam_size 1: greedy."""
@@ -179,9 +225,20 @@ def _round_up(n: int, multiple: int) -> int:
   return -(-n // multiple) * multiple
 
 
-def translate(model: MaskedLM, params, tokenizer, sources: Sequence[np.ndarray], *, max_length: int = 512,
-              max_ratio: float = 2.0, max_extra: int = 32, batch_size: int = 32, beam_size: int = 1,
-              length_penalty: float = 0.6, use_cache: bool = True) -> list[np.ndarray]:
+def translate(
+  model: MaskedLM,
+  params,
+  tokenizer,
+  sources: Sequence[np.ndarray],
+  *,
+  max_length: int = 512,
+  max_ratio: float = 2.0,
+  max_extra: int = 32,
+  batch_size: int = 32,
+  beam_size: int = 1,
+  length_penalty: float = 0.6,
+  use_cache: bool = True,
+) -> list[np.ndarray]:
   """Target token ids (without [SEP]) for each source (token ids without specials).
 
   A source of n tokens gets at most ceil(max_ratio · n) + max_extra target tokens, and
@@ -195,7 +252,7 @@ def translate(model: MaskedLM, params, tokenizer, sources: Sequence[np.ndarray],
   out = [None] * len(sources)
   order = np.argsort([len(s) for s in sources], kind="stable")
   for begin in range(0, len(order), batch_size):
-    indices = order[begin:begin + batch_size]
+    indices = order[begin : begin + batch_size]
     rows = [np.concatenate([[tokenizer.cls_id], sources[i], [tokenizer.sep_id]]) for i in indices]
     limits = [min(math.ceil(max_ratio * (len(r) - 2)) + max_extra, max_length - len(r)) for r in rows]
     prefix_length = _round_up(max(map(len, rows)), 32)
@@ -203,12 +260,23 @@ def translate(model: MaskedLM, params, tokenizer, sources: Sequence[np.ndarray],
     prefix = np.full((batch_size, prefix_length), tokenizer.pad_id, np.int32)
     prefix[:, -2:] = [tokenizer.cls_id, tokenizer.sep_id]  # filler rows: an empty source, limit 1
     for row, ids in enumerate(rows):
-      prefix[row, prefix_length - len(ids):] = ids
+      prefix[row, prefix_length - len(ids) :] = ids
     limits = np.array(limits + [1] * (batch_size - len(rows)), np.int32)
-    tokens = np.asarray(generate(model, params, jnp.asarray(prefix), jnp.asarray(limits), max_new=max_new,
-                                 sep_id=tokenizer.sep_id, banned_ids=banned, beam_size=beam_size,
-                                 length_penalty=length_penalty, use_cache=use_cache))
+    tokens = np.asarray(
+      generate(
+        model,
+        params,
+        jnp.asarray(prefix),
+        jnp.asarray(limits),
+        max_new=max_new,
+        sep_id=tokenizer.sep_id,
+        banned_ids=banned,
+        beam_size=beam_size,
+        length_penalty=length_penalty,
+        use_cache=use_cache,
+      )
+    )
     for row, i in enumerate(indices):
       ends = np.flatnonzero(tokens[row] == tokenizer.sep_id)
-      out[i] = tokens[row, :ends[0] if len(ends) else max_new]
+      out[i] = tokens[row, : ends[0] if len(ends) else max_new]
   return out

@@ -1,6 +1,7 @@
 """The fine-tuning heads by kind (a Task's `head`): how each is built for a task's labels, how
 one example's row of a batch's logits is cut back to the example's own size, and the
 transformers task model each one is (or why there is none), for wyjax.export."""
+
 import dataclasses
 from collections.abc import Callable
 
@@ -9,8 +10,15 @@ import numpy as np
 
 from wyjax.models import prefix_lm
 from wyjax.models.config import EncoderConfig
-from wyjax.models.heads import (CosineMatch, MaskedLM, MultipleChoice, SequenceClassifier, SpanExtractor,
-                                SpanPairClassifier, TokenClassifier)
+from wyjax.models.heads import (
+  CosineMatch,
+  MaskedLM,
+  MultipleChoice,
+  SequenceClassifier,
+  SpanExtractor,
+  SpanPairClassifier,
+  TokenClassifier,
+)
 
 
 def _whole(logits: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -19,12 +27,12 @@ def _whole(logits: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 def _per_token(logits: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
   """[length, …] of an example whose input_ids have `shape` (its own tokens)."""
-  return logits[:shape[-1]]
+  return logits[: shape[-1]]
 
 
 def _per_window(logits: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
   """[windows, 2, length]: the example's own windows and tokens."""
-  return logits[:shape[0], :, :shape[-1]]
+  return logits[: shape[0], :, : shape[-1]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +40,7 @@ class Transformers:
   """The transformers task model a head computes exactly: its class (DebertaV2<suffix>,
   AutoModel<suffix>), the Hub's pipeline_tag for it, and how its outputs line up with the
   head's logits."""
+
   suffix: str  # "ForTokenClassification"
   pipeline_tag: str
   flat_rows: bool = False  # it reads [batch × rows, length] where the head reads [batch, rows, length]
@@ -58,25 +67,60 @@ class Head:
 
 
 HEADS = {
-    "sequence": Head(lambda config, labels: SequenceClassifier(config, labels),
-                     transformers=Transformers("ForSequenceClassification", "text-classification"), probe=POOLED),
-    "token": Head(lambda config, labels: TokenClassifier(config, labels), trim=_per_token,
-                  transformers=Transformers("ForTokenClassification", "token-classification"), probe=PER_TOKEN),
-    "choice": Head(lambda config, labels: MultipleChoice(config), rows=True,
-                   transformers=Transformers("ForMultipleChoice", "multiple-choice", id2label=False)),
-    "binary_choice": Head(lambda config, labels: MultipleChoice(config, labels_per_choice=2), rows=True,
-                          no_transformers="two logits, match or no match, for each option"),
-    "span_pair": Head(lambda config, labels: SpanPairClassifier(config, labels), rows=True,
-                      no_transformers="mean vectors of the target word in two sentences, [u; v; |u−v|] → dense"),
-    "match": Head(lambda config, labels: CosineMatch(config, two_encoders=True), rows=True,
-                  no_transformers="cosine of mean vectors, the query's and each candidate's, from two encoders"),
-    "match_shared": Head(lambda config, labels: CosineMatch(config, two_encoders=False), rows=True,
-                         no_transformers="cosine of mean vectors, the query's and each candidate's"),
-    "span": Head(lambda config, labels: SpanExtractor(config), trim=_per_window, rows=True,
-                 transformers=Transformers("ForQuestionAnswering", "question-answering", flat_rows=True,
-                                           outputs=("start_logits", "end_logits"), id2label=False)),
-    # transformers' MLM model without wyjax's prefix-LM attention mask: wyjax.translate generates with it.
-    "prefix_lm": Head(lambda config, labels: MaskedLM(config), trim=_per_token,
-                      attention_mask=prefix_lm.attention_mask, generates=True,
-                      transformers=Transformers("ForMaskedLM", "translation", id2label=False)),
+  "sequence": Head(
+    lambda config, labels: SequenceClassifier(config, labels),
+    transformers=Transformers("ForSequenceClassification", "text-classification"),
+    probe=POOLED,
+  ),
+  "token": Head(
+    lambda config, labels: TokenClassifier(config, labels),
+    trim=_per_token,
+    transformers=Transformers("ForTokenClassification", "token-classification"),
+    probe=PER_TOKEN,
+  ),
+  "choice": Head(
+    lambda config, labels: MultipleChoice(config),
+    rows=True,
+    transformers=Transformers("ForMultipleChoice", "multiple-choice", id2label=False),
+  ),
+  "binary_choice": Head(
+    lambda config, labels: MultipleChoice(config, labels_per_choice=2),
+    rows=True,
+    no_transformers="two logits, match or no match, for each option",
+  ),
+  "span_pair": Head(
+    lambda config, labels: SpanPairClassifier(config, labels),
+    rows=True,
+    no_transformers="mean vectors of the target word in two sentences, [u; v; |u−v|] → dense",
+  ),
+  "match": Head(
+    lambda config, labels: CosineMatch(config, two_encoders=True),
+    rows=True,
+    no_transformers="cosine of mean vectors, the query's and each candidate's, from two encoders",
+  ),
+  "match_shared": Head(
+    lambda config, labels: CosineMatch(config, two_encoders=False),
+    rows=True,
+    no_transformers="cosine of mean vectors, the query's and each candidate's",
+  ),
+  "span": Head(
+    lambda config, labels: SpanExtractor(config),
+    trim=_per_window,
+    rows=True,
+    transformers=Transformers(
+      "ForQuestionAnswering",
+      "question-answering",
+      flat_rows=True,
+      outputs=("start_logits", "end_logits"),
+      id2label=False,
+    ),
+  ),
+  # transformers' MLM model without wyjax's prefix-LM attention mask: wyjax.translate generates with it.
+  "prefix_lm": Head(
+    lambda config, labels: MaskedLM(config),
+    trim=_per_token,
+    attention_mask=prefix_lm.attention_mask,
+    generates=True,
+    transformers=Transformers("ForMaskedLM", "translation", id2label=False),
+  ),
 }

@@ -32,6 +32,7 @@ dev questions.
       submission/aceval.json            dev_finetune's test answers {subject: {row id: letter}}
       submission/aceval_transfer.json   the transfer model's
 """
+
 import csv
 import dataclasses
 import io
@@ -44,15 +45,35 @@ import numpy as np
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import datasets, files, metrics
 from wyjax.tasks.files import FormatError
-from wyjax.tasks.task import (Files, Task, argmax, as_json, label_or_ignore, most_common, per_example, percent, rows,
-                              with_specials)
+from wyjax.tasks.task import (
+  Files,
+  Task,
+  argmax,
+  as_json,
+  label_or_ignore,
+  most_common,
+  per_example,
+  percent,
+  rows,
+  with_specials,
+)
 
 CATEGORIES = {
-    "General Historical Knowledge": ("historical_facts", "geography", "social_customs",
-                                     "art_and_cultural_heritage", "philosophy_and_religion"),
-    "Short Text Understanding": ("lexical_pragmatics_analysis", "allusions_and_idioms", "word_sense_disambiguation",
-                                 "translation", "event_extraction"),
-    "Long Text Understanding": ("sentence_pauses", "summarization_and_analysis", "poetry_appreciation"),
+  "General Historical Knowledge": (
+    "historical_facts",
+    "geography",
+    "social_customs",
+    "art_and_cultural_heritage",
+    "philosophy_and_religion",
+  ),
+  "Short Text Understanding": (
+    "lexical_pragmatics_analysis",
+    "allusions_and_idioms",
+    "word_sense_disambiguation",
+    "translation",
+    "event_extraction",
+  ),
+  "Long Text Understanding": ("sentence_pauses", "summarization_and_analysis", "poetry_appreciation"),
 }
 SUBJECTS = tuple(s for subjects in CATEGORIES.values() for s in subjects)
 CATEGORY_OF = {s: category for category, subjects in CATEGORIES.items() for s in subjects}
@@ -120,8 +141,9 @@ def split_files(data_dir, split: str) -> list[pathlib.Path]:
   paths = [folder / f"{s}.csv" for s in SUBJECTS]
   missing = [p.name for p in paths if not files.present(p)]
   if found and missing:
-    raise FileNotFoundError(f"{folder}: no {', '.join(missing)}; AC-EVAL's {folder.name}/ has a file for each of "
-                            "its 13 subjects")
+    raise FileNotFoundError(
+      f"{folder}: no {', '.join(missing)}; AC-EVAL's {folder.name}/ has a file for each of its 13 subjects"
+    )
   return paths if found else []
 
 
@@ -132,8 +154,11 @@ def read_split(data_dir, split: str) -> list[Question] | None:
   questions = [q for path in paths for q in read_subject(path, path.stem)]
   if split != "test" and any(not q.answer for q in questions):
     first = next(q for q in questions if not q.answer)
-    raise FormatError(pathlib.Path(data_dir) / _FOLDERS[split] / f"{first.subject}.csv", first.line,
-                      "dev questions need the Answer column")
+    raise FormatError(
+      pathlib.Path(data_dir) / _FOLDERS[split] / f"{first.subject}.csv",
+      first.line,
+      "dev questions need the Answer column",
+    )
   return questions
 
 
@@ -150,11 +175,11 @@ def _featurize(example: Question, tokenizer: Tokenizer, max_length: int):
   """
   whole_question = question = tokenizer.encode_chars(example.question)[0]
   full = [tokenizer.encode_chars(o)[0] for o in example.options]
-  options = [o[:(max_length - 3) // 2] for o in full]
+  options = [o[: (max_length - 3) // 2] for o in full]
   room = max_length - 3 - max(len(o) for o in options)
   if len(question) > room:
     tail = min(QUESTION_TAIL, room // 2)
-    question = np.concatenate([question[:room - tail], question[len(question) - tail:]])
+    question = np.concatenate([question[: room - tail], question[len(question) - tail :]])
   first = with_specials(tokenizer, question)
   sequences = [np.concatenate([first, o, [tokenizer.sep_id]]) for o in options]
   cut = len(whole_question) - len(question) + sum(len(f) - len(o) for f, o in zip(full, options))
@@ -175,9 +200,12 @@ def scores(examples, predictions) -> dict:
     if present:
       categories[category] = float(np.mean(present))
   accuracy = metrics.accuracy([LETTERS.index(p) for p in predictions], [LETTERS.index(e.answer) for e in examples])
-  return {"accuracy": accuracy,
-          "average": float(np.mean(list(categories.values()))),
-          **{f"category/{c}": v for c, v in categories.items()}, **{f"subject/{s}": v for s, v in subjects.items()}}
+  return {
+    "accuracy": accuracy,
+    "average": float(np.mean(list(categories.values()))),
+    **{f"category/{c}": v for c, v in categories.items()},
+    **{f"subject/{s}": v for s, v in subjects.items()},
+  }
 
 
 def chance(dev) -> dict:
@@ -191,8 +219,11 @@ def tables(rows: dict[str, dict]) -> str:
   categories = list(CATEGORIES)
   lines = ["| Model | " + " | ".join(categories) + " | Average |", "|---" * (len(categories) + 2) + "|"]
   for name, row in rows.items():
-    lines.append(f"| {name} | " + " | ".join(percent(row.get(f"category/{c}")) for c in categories)
-                 + f" | {percent(row.get('average'))} |")
+    lines.append(
+      f"| {name} | "
+      + " | ".join(percent(row.get(f"category/{c}")) for c in categories)
+      + f" | {percent(row.get('average'))} |"
+    )
   lines += ["", "| Model | " + " | ".join(SUBJECTS) + " |", "|---" * (len(SUBJECTS) + 1) + "|"]
   for name, row in rows.items():
     lines.append(f"| {name} | " + " | ".join(percent(row.get(f"subject/{s}")) for s in SUBJECTS) + " |")
@@ -201,8 +232,9 @@ def tables(rows: dict[str, dict]) -> str:
 
 def _board_tables(results: dict) -> str:
   protocols = {name: results[name] for name in ("transfer", "dev_finetune") if results.get(name)}
-  return ("## AC-EVAL (accuracy ×100; encoders, not the paper's prompting: not comparable)\n\n"
-          + tables({**protocols, "chance": results["majority_baseline"]}))
+  return "## AC-EVAL (accuracy ×100; encoders, not the paper's prompting: not comparable)\n\n" + tables(
+    {**protocols, "chance": results["majority_baseline"]}
+  )
 
 
 def folds(questions, count: int) -> list[int]:
@@ -219,8 +251,10 @@ def _transfer(config, splits: dict, setup) -> tuple[dict, list, list | None]:
   model, pretrained, data = setup(config.transfer_init, splits)
   classifier = pretrained.get("classifier", {}).get("kernel")
   if classifier is None or "pooler" not in pretrained or np.shape(classifier)[-1] != 1:
-    raise ValueError(f"{config.transfer_init}: transfer needs a model fine-tuned on a multiple-choice task "
-                     "(IRC, WYWRC or CCPM softmax: its one-score classifier)")
+    raise ValueError(
+      f"{config.transfer_init}: transfer needs a model fine-tuned on a multiple-choice task "
+      "(IRC, WYWRC or CCPM softmax: its one-score classifier)"
+    )
   params = model.init_params(pretrained, config.seed)
   scores, answers, _ = model.evaluate(params, *data["dev"])
   test = model.evaluate(params, *data["test"])[1] if "test" in data else None
@@ -267,8 +301,10 @@ def run(config, workdir, setup) -> dict:
   (workdir / "submission").mkdir(parents=True, exist_ok=True)
   splits = datasets.load_splits(TASK.files, config.data_dir)
   protocols = {}
-  for name, protocol, enabled in (("transfer", _transfer, bool(config.transfer_init)),
-                                  ("dev_finetune", _dev_finetune, config.dev_finetune)):
+  for name, protocol, enabled in (
+    ("transfer", _transfer, bool(config.transfer_init)),
+    ("dev_finetune", _dev_finetune, config.dev_finetune),
+  ):
     if not enabled:
       continue
     protocols[name], answers, test = protocol(config, splits, setup)
@@ -281,11 +317,22 @@ def run(config, workdir, setup) -> dict:
   (workdir / "aceval.md").write_text(tables({**protocols, "chance": chance(splits["dev"])}), encoding="utf-8")
   main = protocols.get("dev_finetune", protocols.get("transfer"))
   results = {
-      "task": TASK.name, "main_metric": TASK.main_metric, "init": config.init or "fresh tiny model",
-      "transfer_init": config.transfer_init, "dev": main, "transfer": protocols.get("transfer"),
-      "dev_finetune": protocols.get("dev_finetune"), "dev_mean": main[TASK.main_metric], "dev_std": 0.0,
-      "best_seed": config.seed, "best_run": str(workdir), "test": None, "labels": list(LETTERS),
-      "dev_confusion": confusion.tolist(), "majority_baseline": chance(splits["dev"]), "config": config.to_dict(),
+    "task": TASK.name,
+    "main_metric": TASK.main_metric,
+    "init": config.init or "fresh tiny model",
+    "transfer_init": config.transfer_init,
+    "dev": main,
+    "transfer": protocols.get("transfer"),
+    "dev_finetune": protocols.get("dev_finetune"),
+    "dev_mean": main[TASK.main_metric],
+    "dev_std": 0.0,
+    "best_seed": config.seed,
+    "best_run": str(workdir),
+    "test": None,
+    "labels": list(LETTERS),
+    "dev_confusion": confusion.tolist(),
+    "majority_baseline": chance(splits["dev"]),
+    "config": config.to_dict(),
   }
   if "test" in splits:
     submitted = "dev_finetune" if config.dev_finetune else "transfer"
@@ -306,15 +353,34 @@ def _transfer_run(runs, out) -> dict:
 
 SUBMISSIONS = {"dev_finetune": "aceval.json", "transfer": "aceval_transfer.json"}
 TASK = Task(
-    name="aceval", head="choice", labels=LETTERS, max_length=512, featurize=_featurize,
-    decode=lambda e, f, logits: LETTERS[argmax(logits)], score=scores, main_metric="average",
-    baseline=lambda train, dev: [most_common(e.answer for e in train)] * len(dev), submission_format="jsonl",
-    submission=per_example(lambda e, p: as_json({"subject": e.subject, "id": e.row_id, "answer": p})),
-    files=Files(name="aceval", example_type=Question, split_files=split_files, read_split=read_split,
-                train_files="dev/<subject>.csv"),
-    # transfer_init: a model fine-tuned on IRC, WYWRC or CCPM softmax, evaluated untrained;
-    # folds: dev questions per subject
-    options={"dev_finetune": True, "transfer_init": "", "folds": 5}, path_options=("transfer_init",), run=run,
-    from_other_runs=_transfer_run,
-    board="classical", heading="AC-EVAL", board_tables=_board_tables, benchmark="AC-EVAL",
-    hub_task_type="multiple-choice", hub_dataset=("AC-EVAL", "ac-eval"))
+  name="aceval",
+  head="choice",
+  labels=LETTERS,
+  max_length=512,
+  featurize=_featurize,
+  decode=lambda e, f, logits: LETTERS[argmax(logits)],
+  score=scores,
+  main_metric="average",
+  baseline=lambda train, dev: [most_common(e.answer for e in train)] * len(dev),
+  submission_format="jsonl",
+  submission=per_example(lambda e, p: as_json({"subject": e.subject, "id": e.row_id, "answer": p})),
+  files=Files(
+    name="aceval",
+    example_type=Question,
+    split_files=split_files,
+    read_split=read_split,
+    train_files="dev/<subject>.csv",
+  ),
+  # transfer_init: a model fine-tuned on IRC, WYWRC or CCPM softmax, evaluated untrained;
+  # folds: dev questions per subject
+  options={"dev_finetune": True, "transfer_init": "", "folds": 5},
+  path_options=("transfer_init",),
+  run=run,
+  from_other_runs=_transfer_run,
+  board="classical",
+  heading="AC-EVAL",
+  board_tables=_board_tables,
+  benchmark="AC-EVAL",
+  hub_task_type="multiple-choice",
+  hub_dataset=("AC-EVAL", "ac-eval"),
+)

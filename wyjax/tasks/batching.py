@@ -6,6 +6,7 @@ batches a run will draw (`fitted_buckets`); training batches can also hold examp
 length (sorted within windows of shuffled examples), so they pad little. Batches always have
 `batch_size` rows: the evaluation's last batch is filled with padding rows of weight 0.
 """
+
 import functools
 import sys
 
@@ -44,8 +45,7 @@ def fitted_buckets(batch_maxima: np.ndarray, max_length: int, count: int | None 
   below the longest examples: TLC's sit mostly in 88-104 and `buckets` pads them to 96 or 128
   (112 on average, 3 lengths), two fitted lengths to 105 (104 and 152: a third, 96, would pad
   4% less)."""
-  candidates, batches = np.unique(np.minimum(-(-np.asarray(batch_maxima) // 8) * 8, max_length),
-                                  return_counts=True)
+  candidates, batches = np.unique(np.minimum(-(-np.asarray(batch_maxima) // 8) * 8, max_length), return_counts=True)
   covered = np.cumsum(batches)  # batches at or below each candidate
   most = len(candidates) if count is None else min(count, len(candidates))  # more lengths than candidates pad no less
   if count is None:
@@ -70,9 +70,16 @@ def _one_more_length(plans: list, candidates: np.ndarray, covered: np.ndarray) -
   extended = tokens[:, None] + candidates[None, :] * (covered[None, :] - covered[:, None])  # [i, j]
   extended[np.tril_indices(len(plans))] = np.iinfo(extended.dtype).max  # only i < j
   best = extended.min(axis=0)
-  return [min([plans[j]] + [(int(best[j]), plans[i][1] + (int(candidates[j]),))
-                            for i in (np.flatnonzero(extended[:, j] == best[j]) if j else ())])
-          for j in range(len(plans))]
+  return [
+    min(
+      [plans[j]]
+      + [
+        (int(best[j]), plans[i][1] + (int(candidates[j]),))
+        for i in (np.flatnonzero(extended[:, j] == best[j]) if j else ())
+      ]
+    )
+    for j in range(len(plans))
+  ]
 
 
 def _pad_to(array: np.ndarray, length: int, value) -> np.ndarray:
@@ -136,13 +143,20 @@ class LengthSortedBatches(grain.MapDataset):
     count, size = len(self._lengths), self._batch_size * self._sort_window
     start, stop = window * size, (window + 1) * size
     stream = np.concatenate([self._epoch(epoch) for epoch in range(start // count, (stop - 1) // count + 1)])
-    examples = stream[start % count:][:size]
+    examples = stream[start % count :][:size]
     batches = examples[np.argsort(self._lengths[examples], kind="stable")].reshape(self._sort_window, -1)
     return np.random.default_rng([self._seed, window, count]).permutation(batches)
 
 
-def train_lengths(features: list[dict], *, batch_size: int, max_length: int, seed: int, sort_window: int,
-                  bucket_count: int | None = None) -> tuple[int, ...]:
+def train_lengths(
+  features: list[dict],
+  *,
+  batch_size: int,
+  max_length: int,
+  seed: int,
+  sort_window: int,
+  bucket_count: int | None = None,
+) -> tuple[int, ...]:
   """The padded lengths of train_batches' stream: `fitted_buckets` of its first FITTED_BATCHES
   batches (bucket_count of them, or as many as pay)."""
   lengths = np.array([f["input_ids"].shape[-1] for f in features])
@@ -150,38 +164,53 @@ def train_lengths(features: list[dict], *, batch_size: int, max_length: int, see
   return fitted_buckets([lengths[ds[i]].max() for i in range(FITTED_BATCHES)], max_length, bucket_count)
 
 
-def train_batches(features: list[dict], *, batch_size: int, max_length: int, pad_id: int, seed: int,
-                  sort_window: int, bucket_count: int | None = None):
+def train_batches(
+  features: list[dict],
+  *,
+  batch_size: int,
+  max_length: int,
+  pad_id: int,
+  seed: int,
+  sort_window: int,
+  bucket_count: int | None = None,
+):
   """Endless iterator of full batches (LengthSortedBatches) through grain, padded to `train_lengths`."""
   if len(features) < batch_size:
     raise ValueError(f"{len(features)} training examples are fewer than one batch of {batch_size}")
   lengths = np.array([f["input_ids"].shape[-1] for f in features])
-  bucket_lengths = train_lengths(features, batch_size=batch_size, max_length=max_length, seed=seed,
-                                 sort_window=sort_window, bucket_count=bucket_count)
+  bucket_lengths = train_lengths(
+    features,
+    batch_size=batch_size,
+    max_length=max_length,
+    seed=seed,
+    sort_window=sort_window,
+    bucket_count=bucket_count,
+  )
   ds = LengthSortedBatches(lengths, batch_size=batch_size, sort_window=sort_window, seed=seed)
   batch_fn = functools.partial(collate, batch_size=batch_size, lengths=bucket_lengths, pad_id=pad_id)
   ds = ds.map(lambda indices: batch_fn([features[i] for i in indices]))
   return iter(ds.to_iter_dataset(grain.ReadOptions(num_threads=2, prefetch_buffer_size=8)))
 
 
-def eval_lengths(features: list[dict], *, batch_size: int, max_length: int,
-                 bucket_count: int | None = None) -> tuple[int, ...]:
+def eval_lengths(
+  features: list[dict], *, batch_size: int, max_length: int, bucket_count: int | None = None
+) -> tuple[int, ...]:
   """The padded lengths of eval_batches: `fitted_buckets` of its batches, which it draws in order
   of length."""
   lengths = np.sort([f["input_ids"].shape[-1] for f in features])
-  maxima = np.append(lengths[batch_size - 1::batch_size], lengths[-1])  # each batch's longest
+  maxima = np.append(lengths[batch_size - 1 :: batch_size], lengths[-1])  # each batch's longest
   return fitted_buckets(maxima, max_length, bucket_count)
 
 
-def eval_batches(features: list[dict], *, batch_size: int, max_length: int, pad_id: int,
-                 bucket_count: int | None = None):
+def eval_batches(
+  features: list[dict], *, batch_size: int, max_length: int, pad_id: int, bucket_count: int | None = None
+):
   """(indices into features, batch) in order of length, so each batch pads little: to `eval_lengths`."""
   order = np.argsort([f["input_ids"].shape[-1] for f in features], kind="stable")
   bucket_lengths = eval_lengths(features, batch_size=batch_size, max_length=max_length, bucket_count=bucket_count)
   for start in range(0, len(order), batch_size):
-    indices = order[start:start + batch_size]
-    yield indices, collate([features[i] for i in indices], batch_size=batch_size, lengths=bucket_lengths,
-                           pad_id=pad_id)
+    indices = order[start : start + batch_size]
+    yield indices, collate([features[i] for i in indices], batch_size=batch_size, lengths=bucket_lengths, pad_id=pad_id)
 
 
 def largest_batch(features: list[dict], *, batch_size: int, lengths: tuple[int, ...], pad_id: int) -> dict:
@@ -189,8 +218,9 @@ def largest_batch(features: list[dict], *, batch_size: int, lengths: tuple[int, 
   windows) of any feature, at the bucket of the longest. Its shapes are the largest program a
   run compiles; its rows are one row repeated, a view that takes no memory (an eval_batch_size
   of 10⁹ built 16.7 GB of padding rows before the step that could not fit was refused)."""
-  most_rows = max(range(len(features)), key=lambda i: features[i]["input_ids"].shape[0]
-                  if features[i]["input_ids"].ndim == 2 else 0)
+  most_rows = max(
+    range(len(features)), key=lambda i: features[i]["input_ids"].shape[0] if features[i]["input_ids"].ndim == 2 else 0
+  )
   longest = max(range(len(features)), key=lambda i: features[i]["input_ids"].shape[-1])
   items = [features[i] for i in sorted({most_rows, longest})]
   batch = collate(items, batch_size=len(items), lengths=lengths, pad_id=pad_id)

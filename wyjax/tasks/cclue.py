@@ -2,6 +2,7 @@
 (its pipeline's second stage) and the relation between given entities; features, decoding,
 C-CLUE's metrics and submissions, and their places on the board and the Hub.
 """
+
 import dataclasses
 import functools
 
@@ -10,12 +11,28 @@ import numpy as np
 from wyjax.core import checkpoints
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import metrics, tagging
+from wyjax.tasks.cclue_files import (
+  NER_LABELS,
+  PREDICATES,
+  SCORED_NER_LABELS,
+  NerExample,
+  RelationExample,
+  read_split,
+  split_files,
+)
 from wyjax.tasks.tagging import IGNORE
-from wyjax.tasks.cclue_files import (NER_LABELS, PREDICATES, SCORED_NER_LABELS, NerExample, RelationExample, read_split,
-                                     split_files)
-from wyjax.tasks.task import (Files, Task, argmax, as_json, classification_scores, constant_baseline, most_common,
-                              per_example, single, with_specials)
-
+from wyjax.tasks.task import (
+  Files,
+  Task,
+  argmax,
+  as_json,
+  classification_scores,
+  constant_baseline,
+  most_common,
+  per_example,
+  single,
+  with_specials,
+)
 
 # --- NER ------------------------------------------------------------------------------------------------------
 
@@ -76,36 +93,67 @@ def _majority_tags(train, dev) -> list[tuple[str, ...]]:
 def _ner_notes(examples) -> list[str]:
   """I-X tags that begin an entity (after O or after another type): scored as written by the
   token score, read as an entity's start by seqeval's rules."""
-  lines = [e.line for e in examples for i, tag in enumerate(e.tags)
-           if tag.startswith("I-") and (i == 0 or e.tags[i - 1][2:] != tag[2:])]
+  lines = [
+    e.line
+    for e in examples
+    for i, tag in enumerate(e.tags)
+    if tag.startswith("I-") and (i == 0 or e.tags[i - 1][2:] != tag[2:])
+  ]
   if not lines:
     return []
   shown = sorted(set(lines))
-  return [f"{len(lines)} I- tag(s) after O or another type (lines {shown[:10]}{' …' if len(shown) > 10 else ''}): "
-          "scored as written by run_NER.py's token score, read as an entity's start for the entity score"]
+  return [
+    f"{len(lines)} I- tag(s) after O or another type (lines {shown[:10]}{' …' if len(shown) > 10 else ''}): "
+    "scored as written by run_NER.py's token score, read as an entity's start for the entity score"
+  ]
 
 
 NER_FOLDER = Files(
-    name="cclue_ner", example_type=NerExample, split_files=functools.partial(split_files, "cclue_ner"),
-    read_split=functools.partial(read_split, "cclue_ner"),
-    train_files="source.txt and target.txt (or train.txt and train-label.txt)")
+  name="cclue_ner",
+  example_type=NerExample,
+  split_files=functools.partial(split_files, "cclue_ner"),
+  read_split=functools.partial(read_split, "cclue_ner"),
+  train_files="source.txt and target.txt (or train.txt and train-label.txt)",
+)
 RELATION_FOLDER = Files(
-    name="cclue_re", example_type=RelationExample, split_files=functools.partial(split_files, "cclue_re"),
-    read_split=functools.partial(read_split, "cclue_re"), train_files="train_data.json")
+  name="cclue_re",
+  example_type=RelationExample,
+  split_files=functools.partial(split_files, "cclue_re"),
+  read_split=functools.partial(read_split, "cclue_re"),
+  train_files="train_data.json",
+)
 # Their places on the board and on the Hub.
 _NER_PLACE = dict(board="classical", benchmark="C-CLUE", hub_dataset=("C-CLUE NER", "c-clue-ner"))
 _RELATIONS_PLACE = dict(board="classical", benchmark="C-CLUE", hub_dataset=("C-CLUE relations", "c-clue-re"))
 
 NER = Task(
-    name="cclue_ner", files=NER_FOLDER, head="token", labels=NER_LABELS, max_length=512, featurize=_ner_featurize,
-    decode=_ner_decode, score=_ner_score, main_metric="f1", baseline=_majority_tags, notes=_ner_notes,
-    submission_format="txt", submission=per_example(lambda e, p: " ".join(p)),  # the label file's format
-    heading="C-CLUE NER", hub_task_type="token-classification", **_NER_PLACE, inputs=("text",), long_text=True,
-    show=lambda e, p, f, logits: {**tagging.entities(e.text, tagging.decode_spans(NER_LABELS, f, logits)),
-                                  "tags": " ".join(p)})  # the label file's line, which the metric scores
+  name="cclue_ner",
+  files=NER_FOLDER,
+  head="token",
+  labels=NER_LABELS,
+  max_length=512,
+  featurize=_ner_featurize,
+  decode=_ner_decode,
+  score=_ner_score,
+  main_metric="f1",
+  baseline=_majority_tags,
+  notes=_ner_notes,
+  submission_format="txt",
+  submission=per_example(lambda e, p: " ".join(p)),  # the label file's format
+  heading="C-CLUE NER",
+  hub_task_type="token-classification",
+  **_NER_PLACE,
+  inputs=("text",),
+  long_text=True,
+  show=lambda e, p, f, logits: {
+    **tagging.entities(e.text, tagging.decode_spans(NER_LABELS, f, logits)),
+    "tags": " ".join(p),
+  },
+)  # the label file's line, which the metric scores
 
 
 # --- relations --------------------------------------------------------------------------------------------------
+
 
 def _predicate_id(predicate: str) -> np.int32:
   if predicate not in PREDICATES:
@@ -123,13 +171,24 @@ def _predicate_featurize(example: RelationExample, tokenizer: Tokenizer, max_len
 
 
 RE = Task(
-    name="cclue_re", files=RELATION_FOLDER, head="sequence", labels=PREDICATES, max_length=128, featurize=_predicate_featurize,
-    decode=lambda e, f, logits: PREDICATES[argmax(logits)],
-    score=lambda examples, predictions: classification_scores(predictions, [e.predicate for e in examples],
-                                                              PREDICATES),
-    main_metric="accuracy", baseline=constant_baseline(lambda e: e.predicate), submission_format="txt",
-    submission=per_example(lambda e, p: p), submission_name="predicate_predict.txt",
-    heading="C-CLUE RE", hub_task_type="text-classification", **_RELATIONS_PLACE, inputs=("text",))
+  name="cclue_re",
+  files=RELATION_FOLDER,
+  head="sequence",
+  labels=PREDICATES,
+  max_length=128,
+  featurize=_predicate_featurize,
+  decode=lambda e, f, logits: PREDICATES[argmax(logits)],
+  score=lambda examples, predictions: classification_scores(predictions, [e.predicate for e in examples], PREDICATES),
+  main_metric="accuracy",
+  baseline=constant_baseline(lambda e: e.predicate),
+  submission_format="txt",
+  submission=per_example(lambda e, p: p),
+  submission_name="predicate_predict.txt",
+  heading="C-CLUE RE",
+  hub_task_type="text-classification",
+  **_RELATIONS_PLACE,
+  inputs=("text",),
+)
 
 # The gold-entity task marks the pair inside the text: 「subject」 and 『object』.
 RELATION_MARKERS = "「」『』"
@@ -147,8 +206,7 @@ def entity_starts(example: RelationExample) -> dict[str, int]:
   while position >= 0 and position < end and position + len(other) > start:
     position = example.text.find(other, position + 1)
   if position < 0:
-    raise ValueError(f"no occurrence of the {shorter} {other!r} outside the {longer} "
-                     f"{getattr(example, longer)!r}")
+    raise ValueError(f"no occurrence of the {shorter} {other!r} outside the {longer} {getattr(example, longer)!r}")
   return {**starts, shorter: position}
 
 
@@ -159,7 +217,7 @@ def marked(example: RelationExample) -> str:
   text = example.text
   for role in sorted(starts, key=starts.get, reverse=True):  # right to left: offsets stay valid
     begin, length = starts[role], len(getattr(example, role))
-    text = text[:begin] + marks[role][0] + text[begin:begin + length] + marks[role][1] + text[begin + length:]
+    text = text[:begin] + marks[role][0] + text[begin : begin + length] + marks[role][1] + text[begin + length :]
   return text
 
 
@@ -175,16 +233,22 @@ def _marked_featurize(example: RelationExample, tokenizer: Tokenizer, max_length
   room = max_length - 2
   if positions[-1] - positions[0] < room:
     start = min(positions[0], max(0, positions[-1] + 1 - room))
-    kept = ids[start:start + room]
+    kept = ids[start : start + room]
   else:
-    kept = np.concatenate([ids[positions[0]:positions[0] + room // 2],
-                           ids[positions[-1] + 1 - (room - room // 2):positions[-1] + 1]])
+    kept = np.concatenate(
+      [ids[positions[0] : positions[0] + room // 2], ids[positions[-1] + 1 - (room - room // 2) : positions[-1] + 1]]
+    )
   return {"input_ids": with_specials(tokenizer, kept), "label": _predicate_label(example)}, len(ids) - len(kept)
 
 
 def _triple(example: RelationExample, predicate: str) -> dict:
-  return {"predicate": predicate, "object_type": example.object_type, "subject_type": example.subject_type,
-          "object": example.object, "subject": example.subject}
+  return {
+    "predicate": predicate,
+    "object_type": example.object_type,
+    "subject_type": example.subject_type,
+    "object": example.object,
+    "subject": example.subject,
+  }
 
 
 def triple_records(examples, predicates) -> list[dict]:
@@ -206,8 +270,9 @@ def triple_scores(gold_examples, records) -> dict:
   same text (in gold as in predictions); a triple is (subject, predicate, object), entities
   lower-cased without 《》; only texts of the gold file count."""
   gold = {e.text: {(_entity(e.subject), e.predicate, _entity(e.object))} for e in gold_examples}
-  predicted = {r["text"]: {(_entity(t["subject"]), t["predicate"], _entity(t["object"])) for t in r["spo_list"]}
-               for r in records}
+  predicted = {
+    r["text"]: {(_entity(t["subject"]), t["predicate"], _entity(t["object"])) for t in r["spo_list"]} for r in records
+  }
   correct = sum(len(triples & predicted.get(text, set())) for text, triples in gold.items())
   n_predicted = sum(len(predicted.get(text, set())) for text in gold)
   n_gold = sum(len(triples) for triples in gold.values())
@@ -223,13 +288,25 @@ def _given_entities_score(examples, predictions) -> dict:
 
 
 RE_GIVEN_ENTITIES = Task(
-    name="cclue_re_given_entities", files=RELATION_FOLDER, head="sequence", labels=PREDICATES, max_length=256,
-    featurize=_marked_featurize, decode=lambda e, f, logits: PREDICATES[argmax(logits)],
-    score=_given_entities_score, main_metric="accuracy", baseline=constant_baseline(lambda e: e.predicate),
-    submission_format="json",
-    submission=lambda examples, predictions: [as_json(r) for r in triple_records(examples, predictions)],
-    inserted_text=RELATION_MARKERS, config="cclue_re:given_entities", heading="C-CLUE RE (given entities)",
-    hub_task_type="text-classification", **_RELATIONS_PLACE, inputs=("text", "subject", "object"))
+  name="cclue_re_given_entities",
+  files=RELATION_FOLDER,
+  head="sequence",
+  labels=PREDICATES,
+  max_length=256,
+  featurize=_marked_featurize,
+  decode=lambda e, f, logits: PREDICATES[argmax(logits)],
+  score=_given_entities_score,
+  main_metric="accuracy",
+  baseline=constant_baseline(lambda e: e.predicate),
+  submission_format="json",
+  submission=lambda examples, predictions: [as_json(r) for r in triple_records(examples, predictions)],
+  inserted_text=RELATION_MARKERS,
+  config="cclue_re:given_entities",
+  heading="C-CLUE RE (given entities)",
+  hub_task_type="text-classification",
+  **_RELATIONS_PLACE,
+  inputs=("text", "subject", "object"),
+)
 
 
 # --- end-to-end triples: C-CLUE's pipeline, predicate classification then labelling -----------------------
@@ -245,22 +322,24 @@ def _spo_featurize(example: RelationExample, tokenizer: Tokenizer, max_length: i
   for. The text's tail is cut to fit."""
   given = example.given_predicate or example.predicate
   if not given:
-    raise ValueError("no predicate to label the text for: give a cclue_re run's predictions "
-                     "(--config.predicates_from) for a file without predicates")
+    raise ValueError(
+      "no predicate to label the text for: give a cclue_re run's predictions "
+      "(--config.predicates_from) for a file without predicates"
+    )
   tags = np.zeros(len(example.text), np.int32)
   for role, start in entity_starts(example).items():
     kind = "SUB" if role == "subject" else "OBJ"
     tags[start] = _SPO_IDS[f"B-{kind}"]
-    tags[start + 1:start + len(getattr(example, role))] = _SPO_IDS[f"I-{kind}"]
+    tags[start + 1 : start + len(getattr(example, role))] = _SPO_IDS[f"I-{kind}"]
   predicate = tokenizer.encode_chars(given)[0]
   text, cut = tagging.tagging_inputs(tokenizer, example.text, tags, max_length - len(predicate) - 1)
   width = len(predicate) + 1
   features = {
-      "input_ids": np.concatenate([text["input_ids"], predicate, [tokenizer.sep_id]]).astype(np.int32),
-      "token_type_ids": np.concatenate([np.zeros(len(text["input_ids"])), np.ones(width)]).astype(np.int32),
-      "labels": np.concatenate([text["labels"], np.full(width, IGNORE)]).astype(np.int32),
-      "char_index": np.concatenate([text["char_index"], np.full(width, -1)]).astype(np.int32),
-      "predicate": _predicate_id(given),
+    "input_ids": np.concatenate([text["input_ids"], predicate, [tokenizer.sep_id]]).astype(np.int32),
+    "token_type_ids": np.concatenate([np.zeros(len(text["input_ids"])), np.ones(width)]).astype(np.int32),
+    "labels": np.concatenate([text["labels"], np.full(width, IGNORE)]).astype(np.int32),
+    "char_index": np.concatenate([text["char_index"], np.full(width, -1)]).astype(np.int32),
+    "predicate": _predicate_id(given),
   }
   if not example.predicate:  # an unlabelled record: predicted, never scored
     features["labels"] = np.full_like(features["labels"], IGNORE)
@@ -299,8 +378,10 @@ def given_predicates(splits: dict, run) -> dict:
     path = best_run / f"{split}_predictions.txt"
     predicted = path.read_text(encoding="utf-8").splitlines()
     if len(predicted) != len(splits[split]):
-      raise ValueError(f"{path}: {len(predicted)} predicates for the {len(splits[split])} records of the {split} "
-                       "split: the cclue_re run was made on other files")
+      raise ValueError(
+        f"{path}: {len(predicted)} predicates for the {len(splits[split])} records of the {split} "
+        "split: the cclue_re run was made on other files"
+      )
     out[split] = [dataclasses.replace(e, given_predicate=p) for e, p in zip(splits[split], predicted)]
   return out
 
@@ -315,14 +396,28 @@ def _predicates_run(runs, out) -> dict:
 
 
 SPO = Task(
-    name="cclue_spo", files=RELATION_FOLDER, head="token", labels=SPO_LABELS, max_length=128, featurize=_spo_featurize,
-    decode=_spo_decode, score=lambda examples, triples: triple_scores(examples, spo_records(examples, triples)),
-    main_metric="triple_f1", baseline=lambda train, dev: [None] * len(dev), submission_format="json",
-    submission=lambda examples, triples: [as_json(r) for r in spo_records(examples, triples)],
-    # a cclue_re workdir: its dev and test predictions are the inputs (empty: the gold predicates)
-    options={"predicates_from": ""}, path_options=("predicates_from",), prepare=_spo_prepare,
-    from_other_runs=_predicates_run,
-    config="cclue_re:spo", heading="C-CLUE triples", hub_task_type="token-classification", **_RELATIONS_PLACE,
-    inputs=("text", "given_predicate"))
+  name="cclue_spo",
+  files=RELATION_FOLDER,
+  head="token",
+  labels=SPO_LABELS,
+  max_length=128,
+  featurize=_spo_featurize,
+  decode=_spo_decode,
+  score=lambda examples, triples: triple_scores(examples, spo_records(examples, triples)),
+  main_metric="triple_f1",
+  baseline=lambda train, dev: [None] * len(dev),
+  submission_format="json",
+  submission=lambda examples, triples: [as_json(r) for r in spo_records(examples, triples)],
+  # a cclue_re workdir: its dev and test predictions are the inputs (empty: the gold predicates)
+  options={"predicates_from": ""},
+  path_options=("predicates_from",),
+  prepare=_spo_prepare,
+  from_other_runs=_predicates_run,
+  config="cclue_re:spo",
+  heading="C-CLUE triples",
+  hub_task_type="token-classification",
+  **_RELATIONS_PLACE,
+  inputs=("text", "given_predicate"),
+)
 
 TASKS = (NER, RE, SPO, RE_GIVEN_ENTITIES)  # the leaderboard's order

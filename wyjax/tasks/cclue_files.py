@@ -39,9 +39,9 @@ stay one line per record, and C-CLUE's own scripts fail on it. Three tasks read 
   predictions are written and scored as triples too, exact only because the entities are
   given.
 """
+
 import dataclasses
 import pathlib
-
 
 from wyjax.tasks import files, metrics
 from wyjax.tasks.files import FormatError
@@ -49,15 +49,42 @@ from wyjax.tasks.files import FormatError
 NER_TYPES = ("PER", "LOC", "ORG", "JOB", "BOO", "WAR")
 NER_LABELS = ("O",) + tuple(f"{p}-{t}" for t in NER_TYPES for p in ("B", "I"))
 # (text file, label files in order of preference) per split: C-CLUE's names first.
-NER_FILES = {"train": (("source.txt", ("target.txt",)), ("train.txt", ("train-label.txt",))),
-             "dev": (("dev.txt", ("dev-lable.txt", "dev-label.txt")),),
-             "test": (("test1.txt", ("test_tgt.txt",)), ("test.txt", ("test-label.txt",)))}
+NER_FILES = {
+  "train": (("source.txt", ("target.txt",)), ("train.txt", ("train-label.txt",))),
+  "dev": (("dev.txt", ("dev-lable.txt", "dev-label.txt")),),
+  "test": (("test1.txt", ("test_tgt.txt",)), ("test.txt", ("test-label.txt",))),
+}
 # run_NER.py's labels scored by its macro P/R/F1 (ids 1-6 of its label list).
 SCORED_NER_LABELS = ("B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER")
 RELATION_FILES = {"train": "train_data.json", "dev": "dev_data.json", "test": "test_data.json"}
 # run_predicate_classification.py's predicates, in its order.
-PREDICATES = ("任职", "隶属于", "子", "同名于", "号", "作战", "位于", "依附", "名", "讨伐", "去往", "升迁", "杀", "管理",
-              "弟", "出生地", "葬于", "属于", "父", "归属", "朋友", "兄", "作", "姓", "字")
+PREDICATES = (
+  "任职",
+  "隶属于",
+  "子",
+  "同名于",
+  "号",
+  "作战",
+  "位于",
+  "依附",
+  "名",
+  "讨伐",
+  "去往",
+  "升迁",
+  "杀",
+  "管理",
+  "弟",
+  "出生地",
+  "葬于",
+  "属于",
+  "父",
+  "归属",
+  "朋友",
+  "兄",
+  "作",
+  "姓",
+  "字",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,13 +148,17 @@ def read_ner(text_path, label_path=None) -> list[NerExample]:
     if len(tag_lines) > len(texts):
       raise FormatError(label_path, len(texts) + 1, f"{counts} of {text_path}")
     raise FormatError(text_path, len(tag_lines) + 1, f"{counts} of this file in {label_path}: this one has none")
-  differ = [(i, len(text), len(tags)) for i, (text, tags) in enumerate(zip(texts, tag_lines), 1)
-            if len(text) != len(tags)]
+  differ = [
+    (i, len(text), len(tags)) for i, (text, tags) in enumerate(zip(texts, tag_lines), 1) if len(text) != len(tags)
+  ]
   if differ:
     listed = ", ".join(f"line {i} ({n} characters, {m} tags)" for i, n, m in differ[:20])
     more = f" and {len(differ) - 20} more" if len(differ) > 20 else ""
-    raise FormatError(label_path, differ[0][0],
-                      f"{len(differ)} lines have token and tag counts that differ from {text_path}: {listed}{more}")
+    raise FormatError(
+      label_path,
+      differ[0][0],
+      f"{len(differ)} lines have token and tag counts that differ from {text_path}: {listed}{more}",
+    )
   out = []
   for i, (text, tags) in enumerate(zip(texts, tag_lines), 1):
     for position, tag in enumerate(tags, 1):
@@ -145,13 +176,18 @@ def read_relations(path) -> list[RelationExample]:
     text = files.field(path, line, record, "text", str)
     triples = files.field(path, line, record, "spo_list", (dict, list))
     if isinstance(triples, list) and len(triples) != 1:
-      raise FormatError(path, line, f"spo_list holds {len(triples)} triples, expected one per record (C-CLUE's "
-                                    "scripts read one, and predicate_predict.txt has one line per record)")
+      raise FormatError(
+        path,
+        line,
+        f"spo_list holds {len(triples)} triples, expected one per record (C-CLUE's "
+        "scripts read one, and predicate_predict.txt has one line per record)",
+      )
     triple = triples if isinstance(triples, dict) else triples[0]
     if not isinstance(triple, dict):
       raise FormatError(path, line, f"spo_list entry {triple!r} is not an object")
-    values = {key: files.field(path, line, triple, key, str)
-              for key in ("subject", "subject_type", "object", "object_type")}
+    values = {
+      key: files.field(path, line, triple, key, str) for key in ("subject", "subject_type", "object", "object_type")
+    }
     for role in ("subject", "object"):
       if not values[role] or values[role] not in text:
         raise FormatError(path, line, f"{role} {values[role]!r} does not occur in the text")
@@ -168,15 +204,17 @@ def _ner_files(data_dir, split: str) -> list[pathlib.Path]:
   """[text file] or [text file, label file] of the split's naming present: files of two
   namings, or a label file without its text file, are an error, not a choice."""
   folder = pathlib.Path(data_dir)
-  found = [(folder / text, files.present(folder / text), files.first_present(folder, labels))
-           for text, labels in NER_FILES[split]]
+  found = [
+    (folder / text, files.present(folder / text), files.first_present(folder, labels))
+    for text, labels in NER_FILES[split]
+  ]
   found = [(text, labels) for text, has_text, labels in found if has_text or labels]
   if len(found) > 1:
     names = [" + ".join(p.name for p in (text, labels) if p and p.exists()) for text, labels in found]
     raise ValueError(f"{folder}: {names[0]} and {names[1]} hold the {split} split under two namings; keep one")
   if not found:
     return []
-  (text, labels), = found
+  ((text, labels),) = found
   if not text.exists():
     raise FileNotFoundError(f"{labels}: no {text.name} beside it")
   return [text] if labels is None else [text, labels]

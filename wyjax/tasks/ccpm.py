@@ -14,6 +14,7 @@ The CCPM report's two models, and two variants of them (docs/finetuning.md compa
 - `ccpm_softmax`: Cls's pairs scored by one logit each, a softmax over the four;
 - `ccpm_match_shared`: Match with one encoder for translation and lines.
 """
+
 import dataclasses
 import pathlib
 
@@ -23,11 +24,26 @@ from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import files
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.tagging import IGNORE
-from wyjax.tasks.task import (OPTIONS, Files, Task, argmax, as_json, choice_accuracy, constant_baseline,
-                              label_or_ignore, per_example, rows, single, with_specials)
+from wyjax.tasks.task import (
+  OPTIONS,
+  Files,
+  Task,
+  argmax,
+  as_json,
+  choice_accuracy,
+  constant_baseline,
+  label_or_ignore,
+  per_example,
+  rows,
+  single,
+  with_specials,
+)
 
-SPLIT_FILES = {"train": ("train.jsonl",), "dev": ("valid.jsonl", "dev.jsonl"),
-               "test": ("test_public.jsonl", "test.jsonl")}
+SPLIT_FILES = {
+  "train": ("train.jsonl",),
+  "dev": ("valid.jsonl", "dev.jsonl"),
+  "test": ("test_public.jsonl", "test.jsonl"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +98,7 @@ def _cls_rows(example: CcpmExample, tokenizer: Tokenizer, max_length: int):
   loses its tail when the longest line would not fit."""
   translation = tokenizer.encode_chars(example.translation)[0]
   full = [tokenizer.encode_chars(c)[0] for c in example.choices]
-  lines = [line[:max_length - 4] for line in full]
+  lines = [line[: max_length - 4] for line in full]
   room = max_length - 3 - max(len(line) for line in lines)
   first = with_specials(tokenizer, translation[:room])
   sequences = [np.concatenate([first, line, [tokenizer.sep_id]]) for line in lines]
@@ -127,21 +143,40 @@ def _notes(examples) -> list[str]:
   return [f"{len(empty)} record(s) with an empty translation (lines {empty}), predicted from the lines alone"]
 
 
-FILES = Files(name="ccpm", example_type=CcpmExample, split_files=split_files, read_split=read_split,
-              train_files="train.jsonl")
+FILES = Files(
+  name="ccpm", example_type=CcpmExample, split_files=split_files, read_split=read_split, train_files="train.jsonl"
+)
 
 
-def _task(name: str, head: str, featurize, heading: str, decode=lambda e, f, logits: argmax(logits),
-          labels=OPTIONS) -> Task:
+def _task(
+  name: str, head: str, featurize, heading: str, decode=lambda e, f, logits: argmax(logits), labels=OPTIONS
+) -> Task:
   return Task(
-      name=name, files=FILES, head=head, labels=labels, max_length=128, featurize=featurize, decode=decode,
-      score=lambda examples, predictions: choice_accuracy(examples, predictions, lambda e: e.answer),
-      main_metric="accuracy", baseline=constant_baseline(lambda e: e.answer), submission_format="jsonl",
-      submission=per_example(lambda e, p: as_json({"translation": e.translation, "choices": list(e.choices),
-                                                    "answer": p})),
-      submission_name="CCPM.jsonl", notes=_notes, board="classical", heading=heading, benchmark="CCPM",
-      hub_task_type="multiple-choice", hub_dataset=("CCPM", "ccpm"), config=name.replace("ccpm_", "ccpm:"),
-      inputs=("translation", "choices"), show=lambda e, p, f, logits: {"answer": p, "line": e.choices[p]})
+    name=name,
+    files=FILES,
+    head=head,
+    labels=labels,
+    max_length=128,
+    featurize=featurize,
+    decode=decode,
+    score=lambda examples, predictions: choice_accuracy(examples, predictions, lambda e: e.answer),
+    main_metric="accuracy",
+    baseline=constant_baseline(lambda e: e.answer),
+    submission_format="jsonl",
+    submission=per_example(
+      lambda e, p: as_json({"translation": e.translation, "choices": list(e.choices), "answer": p})
+    ),
+    submission_name="CCPM.jsonl",
+    notes=_notes,
+    board="classical",
+    heading=heading,
+    benchmark="CCPM",
+    hub_task_type="multiple-choice",
+    hub_dataset=("CCPM", "ccpm"),
+    config=name.replace("ccpm_", "ccpm:"),
+    inputs=("translation", "choices"),
+    show=lambda e, p, f, logits: {"answer": p, "line": e.choices[p]},
+  )
 
 
 CLS = _task("ccpm", "binary_choice", _pair_featurize, "CCPM (Cls)", _most_probable_match, labels=("no match", "match"))

@@ -20,6 +20,7 @@ A test file has no labels; its predictions are the submission, `{"id": …, "lab
 line, named as CLUE 1.1's submission rules ask (tnews11_predict.json, …). The reading-
 comprehension tasks are in clue_reading.py.
 """
+
 import dataclasses
 import functools
 import pathlib
@@ -27,8 +28,18 @@ import pathlib
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import files
 from wyjax.tasks.files import FormatError
-from wyjax.tasks.task import (Files, Task, argmax, as_json, classification_scores, label_or_ignore, most_common, pair,
-                              per_example, single)
+from wyjax.tasks.task import (
+  Files,
+  Task,
+  argmax,
+  as_json,
+  classification_scores,
+  label_or_ignore,
+  most_common,
+  pair,
+  per_example,
+  single,
+)
 
 SPLIT_FILES = {split: (f"{split}.json",) for split in ("train", "dev", "test")}
 # OCNLI releases its training set in four sizes (train.50k/30k/10k/3k.json); CLUE's board
@@ -87,24 +98,38 @@ def check_unique_ids(path, examples) -> list:
   first = {}
   for example in examples:
     if example.id in first:
-      raise FormatError(path, example.line, f"id {example.id!r} repeats the one at line {first[example.id]} "
-                                            "(each id names one prediction)")
+      raise FormatError(
+        path,
+        example.line,
+        f"id {example.id!r} repeats the one at line {first[example.id]} (each id names one prediction)",
+      )
     first[example.id] = example.line
   return examples
 
 
 def _sentence(labels):
   def read(path, line, record, position):
-    return ClueExample(line, record_id(path, line, record, position), _text(path, line, record, "sentence"), "",
-                       _label(path, line, record, labels))
+    return ClueExample(
+      line,
+      record_id(path, line, record, position),
+      _text(path, line, record, "sentence"),
+      "",
+      _label(path, line, record, labels),
+    )
+
   return read
 
 
 def _pair(labels, unlabelled=()):
   def read(path, line, record, position):
     sentences = (_text(path, line, record, "sentence1"), _text(path, line, record, "sentence2"))
-    return ClueExample(line, record_id(path, line, record, position), *sentences,
-                       _label(path, line, record, labels, unlabelled=unlabelled))
+    return ClueExample(
+      line,
+      record_id(path, line, record, position),
+      *sentences,
+      _label(path, line, record, labels, unlabelled=unlabelled),
+    )
+
   return read
 
 
@@ -113,8 +138,13 @@ def _csl(path, line, record, position) -> ClueExample:
   if not keywords or not all(isinstance(k, str) and k.strip() for k in keywords):
     raise FormatError(path, line, f"'keyword' should be a list of non-empty strings, found {keywords!r}")
   # The keywords first, joined by a space, then the abstract: CLUE's CslProcessor.
-  return ClueExample(line, record_id(path, line, record, position), " ".join(keywords),
-                     _text(path, line, record, "abst"), _label(path, line, record, ("0", "1")))
+  return ClueExample(
+    line,
+    record_id(path, line, record, position),
+    " ".join(keywords),
+    _text(path, line, record, "abst"),
+    _label(path, line, record, ("0", "1")),
+  )
 
 
 def mark_wsc_spans(text: str, span1: tuple[int, str], span2: tuple[int, str]) -> str:
@@ -134,18 +164,22 @@ def _wsc(path, line, record, position) -> ClueExample:
     span = files.field(path, line, target, f"span{k}_text", str)
     start = files.field(path, line, target, f"span{k}_index", int)
     if not 0 <= start < len(text):
-      raise FormatError(path, line, f"span{k}_index {start} is not a position in the text "
-                                    f"(0 to {len(text) - 1})")
-    if not span or text[start:start + len(span)] != span:
-      raise FormatError(path, line, f"span{k}_text {span!r} is not at span{k}_index {start} of the text "
-                                    f"(found {text[start:start + len(span)]!r})")
+      raise FormatError(path, line, f"span{k}_index {start} is not a position in the text (0 to {len(text) - 1})")
+    if not span or text[start : start + len(span)] != span:
+      raise FormatError(
+        path,
+        line,
+        f"span{k}_text {span!r} is not at span{k}_index {start} of the text "
+        f"(found {text[start : start + len(span)]!r})",
+      )
     spans.append((start, span))
   try:
     marked = mark_wsc_spans(text, *spans)
   except ValueError as e:
     raise FormatError(path, line, str(e)) from e
-  return ClueExample(line, record_id(path, line, record, position, "idx"), marked, "",
-                     _label(path, line, record, ("false", "true")))
+  return ClueExample(
+    line, record_id(path, line, record, position, "idx"), marked, "", _label(path, line, record, ("false", "true"))
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,13 +190,13 @@ class _Format:
 
 
 FORMATS = {
-    "tnews": _Format(TNEWS_LABELS, _sentence(TNEWS_LABELS), ("text_a",)),
-    "iflytek": _Format(IFLYTEK_LABELS, _sentence(IFLYTEK_LABELS), ("text_a",)),
-    "afqmc": _Format(("0", "1"), _pair(("0", "1"))),
-    "cmnli": _Format(NLI_LABELS, _pair(NLI_LABELS, unlabelled=(NO_MAJORITY,))),
-    "ocnli": _Format(NLI_LABELS, _pair(NLI_LABELS, unlabelled=(NO_MAJORITY,))),
-    "csl": _Format(("0", "1"), _csl),
-    "cluewsc2020": _Format(("false", "true"), _wsc, ("text_a",)),  # the text with its two spans marked
+  "tnews": _Format(TNEWS_LABELS, _sentence(TNEWS_LABELS), ("text_a",)),
+  "iflytek": _Format(IFLYTEK_LABELS, _sentence(IFLYTEK_LABELS), ("text_a",)),
+  "afqmc": _Format(("0", "1"), _pair(("0", "1"))),
+  "cmnli": _Format(NLI_LABELS, _pair(NLI_LABELS, unlabelled=(NO_MAJORITY,))),
+  "ocnli": _Format(NLI_LABELS, _pair(NLI_LABELS, unlabelled=(NO_MAJORITY,))),
+  "csl": _Format(("0", "1"), _csl),
+  "cluewsc2020": _Format(("false", "true"), _wsc, ("text_a",)),  # the text with its two spans marked
 }
 
 
@@ -192,12 +226,14 @@ def _score(labels):
   def score(examples, predictions) -> dict:
     scored = [(p, labels[e.label]) for e, p in zip(examples, predictions, strict=True) if e.label is not None]
     return classification_scores([p for p, _ in scored], [g for _, g in scored], labels)
+
   return score
 
 
 def _baseline(labels):
   def baseline(train, dev) -> list[str]:
     return [labels[most_common(e.label for e in train if e.label is not None)]] * len(dev)
+
   return baseline
 
 
@@ -226,38 +262,67 @@ def read_split(task: str, data_dir, split: str) -> list | None:
   return examples
 
 
-def clue_task(name: str, example_type, train_files: str, hub_task_type: str, *, split_files, read_split,
-              **fields) -> Task:
+def clue_task(
+  name: str, example_type, train_files: str, hub_task_type: str, *, split_files, read_split, **fields
+) -> Task:
   """A CLUE task: its folder's format (its module's split_files and read_split, taking the
   task's name), and its place on the CLUE board and on the Hub (the Hub's `clue` dataset, one
   config per task)."""
-  files = Files(name=name, example_type=example_type, split_files=functools.partial(split_files, name),
-                read_split=functools.partial(read_split, name), train_files=train_files)
-  return Task(name=name, files=files, board="clue", benchmark="CLUE", hub_task_type=hub_task_type,
-              hub_dataset=(f"CLUE {name.upper()}", "clue"), config=f"clue/{name}", **fields)
+  files = Files(
+    name=name,
+    example_type=example_type,
+    split_files=functools.partial(split_files, name),
+    read_split=functools.partial(read_split, name),
+    train_files=train_files,
+  )
+  return Task(
+    name=name,
+    files=files,
+    board="clue",
+    benchmark="CLUE",
+    hub_task_type=hub_task_type,
+    hub_dataset=(f"CLUE {name.upper()}", "clue"),
+    config=f"clue/{name}",
+    **fields,
+  )
 
 
 def _task(name: str, max_length: int, submission_name: str, heading: str = "") -> Task:
   labels = FORMATS[name].labels
   return clue_task(
-      name, ClueExample, f"{OCNLI_TRAIN} or train.json" if name == "ocnli" else "train.json",
-      "text-classification", split_files=split_files, read_split=read_split,
-      heading=heading, head="sequence", labels=labels, max_length=max_length, featurize=_featurize,
-      decode=lambda e, f, logits: labels[argmax(logits)], score=_score(labels), main_metric="accuracy",
-      baseline=_baseline(labels), submission_format="json", submission_name=submission_name,
-      submission=per_example(lambda e, p: as_json({"id": e.id, "label": p})),
-      inserted_text=WSC_MARKS if name == "cluewsc2020" else "", notes=_notes, inputs=FORMATS[name].inputs)
+    name,
+    ClueExample,
+    f"{OCNLI_TRAIN} or train.json" if name == "ocnli" else "train.json",
+    "text-classification",
+    split_files=split_files,
+    read_split=read_split,
+    heading=heading,
+    head="sequence",
+    labels=labels,
+    max_length=max_length,
+    featurize=_featurize,
+    decode=lambda e, f, logits: labels[argmax(logits)],
+    score=_score(labels),
+    main_metric="accuracy",
+    baseline=_baseline(labels),
+    submission_format="json",
+    submission_name=submission_name,
+    submission=per_example(lambda e, p: as_json({"id": e.id, "label": p})),
+    inserted_text=WSC_MARKS if name == "cluewsc2020" else "",
+    notes=_notes,
+    inputs=FORMATS[name].inputs,
+  )
 
 
 # The CLUE paper's max_seq_length per task; CLUE 1.1's submission file names.
 CLASSIFICATION = (
-    _task("afqmc", 128, "afqmc_predict.json"),
-    _task("tnews", 128, "tnews11_predict.json"),
-    _task("iflytek", 128, "iflytek_predict.json"),
-    _task("cmnli", 128, "cmnli_predict.json"),
-    _task("ocnli", 128, "ocnli_50k_predict.json"),
-    _task("cluewsc2020", 128, "cluewsc11_predict.json", heading="WSC"),
-    _task("csl", 256, "csl_predict.json"),
+  _task("afqmc", 128, "afqmc_predict.json"),
+  _task("tnews", 128, "tnews11_predict.json"),
+  _task("iflytek", 128, "iflytek_predict.json"),
+  _task("cmnli", 128, "cmnli_predict.json"),
+  _task("ocnli", 128, "ocnli_50k_predict.json"),
+  _task("cluewsc2020", 128, "cluewsc11_predict.json", heading="WSC"),
+  _task("csl", 256, "csl_predict.json"),
 )
 
 

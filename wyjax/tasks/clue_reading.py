@@ -3,6 +3,7 @@ match and F1 by its official rules, metrics.cmrc_scores), ChID and C3 (multiple 
 accuracy). They share CLUE's board with its classification tasks (wyjax/tasks/clue.py); the
 formats are described at their readers below.
 """
+
 import dataclasses
 import pathlib
 import re
@@ -14,8 +15,17 @@ from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import files, metrics, spans
 from wyjax.tasks.clue import check_unique_ids, clue_task, record_id
 from wyjax.tasks.files import FormatError, expect, located_json, objects_of
-from wyjax.tasks.task import (OPTIONS, argmax, as_json, choice_rows, constant_baseline, label_or_ignore,
-                              per_example, rows, with_specials)
+from wyjax.tasks.task import (
+  OPTIONS,
+  argmax,
+  as_json,
+  choice_rows,
+  constant_baseline,
+  label_or_ignore,
+  per_example,
+  rows,
+  with_specials,
+)
 
 
 def split_files(task: str, data_dir, split: str) -> list[pathlib.Path]:
@@ -85,8 +95,7 @@ def read_cmrc(path, *, labelled: bool) -> list[CmrcExample]:
   articles = files.field(path, 1, expect(path, 1, squad, dict, "the file"), "data", list)
   out = []
   for article, line in objects_of(path, articles, line_of, "article"):
-    for paragraph, line in objects_of(path, files.field(path, line, article, "paragraphs", list), line_of,
-                                      "paragraph"):
+    for paragraph, line in objects_of(path, files.field(path, line, article, "paragraphs", list), line_of, "paragraph"):
       context = files.field(path, line, paragraph, "context", str)
       if not context.strip():
         raise FormatError(path, line, "empty 'context'")
@@ -107,8 +116,9 @@ def _cmrc_question(path, line: int, line_of, qa: dict, context: str, labelled: b
   found = [_cmrc_answer(path, line, qid, answer, context) for answer, _ in objects_of(path, answers, line_of, "answer")]
   located = [(span, moved) for _, span, moved in found if span is not None]
   span, moved = located[0] if located else (NO_SPAN, False)
-  return CmrcExample(line, qid, context, question, tuple(text for text, _, _ in found), span, moved,
-                     unlocated=len(found) - len(located))
+  return CmrcExample(
+    line, qid, context, question, tuple(text for text, _, _ in found), span, moved, unlocated=len(found) - len(located)
+  )
 
 
 def _cmrc_answer(path, line: int, qid: str, answer: dict, context: str) -> tuple[str, tuple[int, int] | None, bool]:
@@ -119,9 +129,12 @@ def _cmrc_answer(path, line: int, qid: str, answer: dict, context: str) -> tuple
   if not text:
     raise FormatError(path, line, f"{qid}: empty answer text")
   if not -1 <= start < len(context):
-    raise FormatError(path, line, f"{qid}: answer_start {start} is outside the context (0 to {len(context) - 1}) "
-                                  "and not -1 (no position)")
-  if start >= 0 and context[start:start + len(text)] == text:
+    raise FormatError(
+      path,
+      line,
+      f"{qid}: answer_start {start} is outside the context (0 to {len(context) - 1}) and not -1 (no position)",
+    )
+  if start >= 0 and context[start : start + len(text)] == text:
     return text, (start, start + len(text)), False
   found = [i for i in range(len(context)) if context.startswith(text, i)]
   if not found:
@@ -131,13 +144,19 @@ def _cmrc_answer(path, line: int, qid: str, answer: dict, context: str) -> tuple
 
 
 def _cmrc_featurize(example: CmrcExample, tokenizer: Tokenizer, max_length: int):
-  return spans.windows(tokenizer, example.question, example.context, max_length, CMRC_STRIDE,
-                       None if example.answer == NO_SPAN else example.answer)
+  return spans.windows(
+    tokenizer,
+    example.question,
+    example.context,
+    max_length,
+    CMRC_STRIDE,
+    None if example.answer == NO_SPAN else example.answer,
+  )
 
 
 def _cmrc_decode(example: CmrcExample, features, logits) -> str:
   span, _ = spans.best_span(features, logits, max_answer_length=MAX_ANSWER_TOKENS)
-  return "" if span is None else example.context[span[0]:span[1]]
+  return "" if span is None else example.context[span[0] : span[1]]
 
 
 def _cmrc_show(example: CmrcExample, answer: str, features, logits) -> dict:
@@ -158,42 +177,72 @@ def _cmrc_notes(examples) -> list[str]:
   untrained = [e.id for e in examples if e.answers and e.answer == NO_SPAN]
   empty = [e.id for e in examples if not e.question.strip()]
   listed = lambda ids: ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
-  notes = [f"{len(moved)} answer(s) whose answer_start missed their text, taken at its nearest occurrence "
-           f"({listed(moved)})"] if moved else []
+  notes = (
+    [f"{len(moved)} answer(s) whose answer_start missed their text, taken at its nearest occurrence ({listed(moved)})"]
+    if moved
+    else []
+  )
   if unlocated:
-    notes.append(f"{sum(e.unlocated for e in examples)} reference answer(s) of {len(unlocated)} question(s) not "
-                 f"in the context, scored but not trained on ({listed(unlocated)})")
+    notes.append(
+      f"{sum(e.unlocated for e in examples)} reference answer(s) of {len(unlocated)} question(s) not "
+      f"in the context, scored but not trained on ({listed(unlocated)})"
+    )
   if untrained:
     notes.append(f"{len(untrained)} question(s) with no reference in the context: not trained on ({listed(untrained)})")
-  return notes + ([f"{len(empty)} empty question(s), answered from the context alone ({listed(empty)})"]
-                  if empty else [])
+  return notes + (
+    [f"{len(empty)} empty question(s), answered from the context alone ({listed(empty)})"] if empty else []
+  )
 
 
 CMRC2018 = clue_task(
-    "cmrc2018", CmrcExample, "cmrc2018_train.json", "question-answering",
-    split_files=split_files, read_split=read_split, heading="CMRC 2018", head="span", labels=(), max_length=512, featurize=_cmrc_featurize, decode=_cmrc_decode,
-    score=_cmrc_score, main_metric="em", baseline=lambda train, dev: [""] * len(dev),
-    submission_format="json", submission_name="cmrc2018_predict.json",
-    submission=lambda examples, predictions: [as_json({e.id: p for e, p in zip(examples, predictions, strict=True)})],
-    notes=_cmrc_notes, inputs=("context", "question"), show=_cmrc_show)
+  "cmrc2018",
+  CmrcExample,
+  "cmrc2018_train.json",
+  "question-answering",
+  split_files=split_files,
+  read_split=read_split,
+  heading="CMRC 2018",
+  head="span",
+  labels=(),
+  max_length=512,
+  featurize=_cmrc_featurize,
+  decode=_cmrc_decode,
+  score=_cmrc_score,
+  main_metric="em",
+  baseline=lambda train, dev: [""] * len(dev),
+  submission_format="json",
+  submission_name="cmrc2018_predict.json",
+  submission=lambda examples, predictions: [as_json({e.id: p for e, p in zip(examples, predictions, strict=True)})],
+  notes=_cmrc_notes,
+  inputs=("context", "question"),
+  show=_cmrc_show,
+)
 
 
 # --- C3: multiple-choice reading comprehension (dialogue d- and mixed-genre m- files) -----------------------
 
-C3_FILES = {split: tuple(f"{prefix}{kind}-{split}.json" for kind in "dm" for prefix in ("", "c3-"))
-            for split in ("train", "dev", "test")}
+C3_FILES = {
+  split: tuple(f"{prefix}{kind}-{split}.json" for kind in "dm" for prefix in ("", "c3-"))
+  for split in ("train", "dev", "test")
+}
 # CLUE releases C3's test as one file of both kinds, its questions with ids: test1.1.json for
 # the 1.1 board (c311_predict.json; CLUE's run_mrc_c3.sh reads it), test.json in other copies.
 C3_MIXED_TEST = ("test1.1.json", "test.json")
 
 
 def _c3_files(data_dir, split: str) -> list[pathlib.Path]:
-  found = [path for kind in "dm" if (path := files.first_present(
-      data_dir, [name for name in C3_FILES[split] if name.endswith(f"{kind}-{split}.json")]))]
+  found = [
+    path
+    for kind in "dm"
+    if (
+      path := files.first_present(data_dir, [name for name in C3_FILES[split] if name.endswith(f"{kind}-{split}.json")])
+    )
+  ]
   mixed = files.first_present(data_dir, C3_MIXED_TEST) if split == "test" else None
   if mixed and found:
-    raise ValueError(f"{data_dir}: {mixed.name} and {' and '.join(p.name for p in found)} are the test split "
-                     "under two names; keep one")
+    raise ValueError(
+      f"{data_dir}: {mixed.name} and {' and '.join(p.name for p in found)} are the test split under two names; keep one"
+    )
   return [mixed] if mixed else found
 
 
@@ -218,16 +267,27 @@ def read_c3(path, first_id: int = 0, *, labelled: bool) -> list[C3Example]:
   out = []
   for index, document in enumerate(expect(path, 1, documents, list, "the file")):
     line = line_of(documents, index)
-    if not (isinstance(document, list) and len(document) == 3 and isinstance(document[0], list)
-            and isinstance(document[1], list)):
+    if not (
+      isinstance(document, list)
+      and len(document) == 3
+      and isinstance(document[0], list)
+      and isinstance(document[1], list)
+    ):
       raise FormatError(path, line, "expected [[sentences], [questions], document id]")
     sentences, questions, _ = document
     for k, sentence in enumerate(sentences):
       expect(path, line_of(sentences, k), sentence, str, f"sentence {k}")
     for qa, line in objects_of(path, questions, line_of, "question"):
       qid = record_id(path, line, qa, first_id + len(out))
-      out.append(C3Example(line, qid, "\n".join(sentences), files.field(path, line, qa, "question", str),
-                           *_c3_choice(path, line, qa, labelled)))
+      out.append(
+        C3Example(
+          line,
+          qid,
+          "\n".join(sentences),
+          files.field(path, line, qa, "question", str),
+          *_c3_choice(path, line, qa, labelled),
+        )
+      )
   return check_unique_ids(path, out)
 
 
@@ -247,18 +307,32 @@ def _c3_choice(path, line: int, qa: dict, labelled: bool) -> tuple[tuple[str, ..
 
 
 def _c3_featurize(example: C3Example, tokenizer: Tokenizer, max_length: int):
-  features, cut = choice_rows(tokenizer, example.context, example.question, example.options, max_length,
-                              cut="context")
+  features, cut = choice_rows(tokenizer, example.context, example.question, example.options, max_length, cut="context")
   return {**features, "label": label_or_ignore(example.label)}, cut
 
 
 C3 = clue_task(
-    "c3", C3Example, "d-train.json and m-train.json", "multiple-choice",
-    split_files=split_files, read_split=read_split, heading="C³", head="choice", labels=OPTIONS, max_length=512, featurize=_c3_featurize,
-    decode=lambda e, f, logits: argmax(logits[:len(e.options)]), score=_labelled_accuracy,
-    main_metric="accuracy", baseline=constant_baseline(lambda e: e.label), submission_format="json",
-    submission_name="c311_predict.json", submission=per_example(lambda e, p: as_json({"id": e.id, "label": p})),
-    inputs=("context", "question", "options"), show=lambda e, p, f, logits: {"answer": p, "option": e.options[p]})
+  "c3",
+  C3Example,
+  "d-train.json and m-train.json",
+  "multiple-choice",
+  split_files=split_files,
+  read_split=read_split,
+  heading="C³",
+  head="choice",
+  labels=OPTIONS,
+  max_length=512,
+  featurize=_c3_featurize,
+  decode=lambda e, f, logits: argmax(logits[: len(e.options)]),
+  score=_labelled_accuracy,
+  main_metric="accuracy",
+  baseline=constant_baseline(lambda e: e.label),
+  submission_format="json",
+  submission_name="c311_predict.json",
+  submission=per_example(lambda e, p: as_json({"id": e.id, "label": p})),
+  inputs=("context", "question", "options"),
+  show=lambda e, p, f, logits: {"answer": p, "option": e.options[p]},
+)
 
 
 # --- ChID: the idiom that fills a blank, among candidates ---------------------------------------------------
@@ -289,8 +363,10 @@ def _blanks(path, line: int, passages: list) -> list[tuple[str, str, str]]:
   blanks = []
   for k, passage in enumerate(passages):
     expect(path, line, passage, str, f"passage {k} of 'content'")
-    blanks += [(m.group(), other(passage[:m.start()])[-CHID_CONTEXT:], other(passage[m.end():])[:CHID_CONTEXT])
-               for m in _TAG.finditer(passage)]
+    blanks += [
+      (m.group(), other(passage[: m.start()])[-CHID_CONTEXT:], other(passage[m.end() :])[:CHID_CONTEXT])
+      for m in _TAG.finditer(passage)
+    ]
   if not blanks:
     raise FormatError(path, line, "the content has no #idiom# blank")
   return blanks
@@ -308,21 +384,33 @@ def read_chid(path, answers_path=None, *, labelled: bool) -> list[ChidExample]:
     layout = "FewCLUE" if isinstance(content, str) else "CLUE"
     first_layout = first_layout or layout
     if layout != first_layout:
-      raise FormatError(path, line, f"a record in {layout}'s layout after {first_layout}'s (content a text: "
-                                    "FewCLUE's; a list of passages: CLUE's)")
+      raise FormatError(
+        path,
+        line,
+        f"a record in {layout}'s layout after {first_layout}'s (content a text: FewCLUE's; a list of passages: CLUE's)",
+      )
     candidates = files.field(path, line, record, "candidates", list)
     if len(candidates) != CHID_CANDIDATES[layout] or not all(isinstance(c, str) and c for c in candidates):
-      raise FormatError(path, line, f"'candidates' should be {CHID_CANDIDATES[layout]} idioms ({layout}'s layout), "
-                                    f"found {candidates!r}")
+      raise FormatError(
+        path, line, f"'candidates' should be {CHID_CANDIDATES[layout]} idioms ({layout}'s layout), found {candidates!r}"
+      )
     blanks = _blanks(path, line, [content] if layout == "FewCLUE" else content)
     if layout == "FewCLUE":
       out.append(_fewclue_chid(path, line, record, blanks, tuple(candidates), labelled))
     elif answer is None and labelled:
-      raise FormatError(path, line, f"no {pathlib.Path(path).stem}_answer.json beside it, where CLUE's layout "
-                                    "keeps the answers (a labelled split needs them)")
+      raise FormatError(
+        path,
+        line,
+        f"no {pathlib.Path(path).stem}_answer.json beside it, where CLUE's layout "
+        "keeps the answers (a labelled split needs them)",
+      )
     else:
-      out += [ChidExample(line, tag, left, right, tuple(candidates),
-                          None if answer is None else answer(tag, f"{path}:{line}")) for tag, left, right in blanks]
+      out += [
+        ChidExample(
+          line, tag, left, right, tuple(candidates), None if answer is None else answer(tag, f"{path}:{line}")
+        )
+        for tag, left, right in blanks
+      ]
   return check_unique_ids(path, out)
 
 
@@ -351,9 +439,13 @@ def _chid_answers(path) -> Callable[[str, str], int]:
       raise FormatError(path, 1, f"no answer for {tag} ({where})")
     label = answers[tag]
     if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < count:
-      raise FormatError(path, line_of(answers, tag), f"{tag}: answer {label!r} should be an index into the "
-                                                     f"{count} candidates (an int from 0 to {count - 1})")
+      raise FormatError(
+        path,
+        line_of(answers, tag),
+        f"{tag}: answer {label!r} should be an index into the {count} candidates (an int from 0 to {count - 1})",
+      )
     return label
+
   return answer
 
 
@@ -366,7 +458,7 @@ def _chid_featurize(example: ChidExample, tokenizer: Tokenizer, max_length: int)
     room = max(0, max_length - 2 - len(idiom))
     keep_left = min(len(left), max(room // 2, room - len(right)))
     keep_right = min(len(right), room - keep_left)
-    rows_.append(with_specials(tokenizer, np.concatenate([left[len(left) - keep_left:], idiom, right[:keep_right]])))
+    rows_.append(with_specials(tokenizer, np.concatenate([left[len(left) - keep_left :], idiom, right[:keep_right]])))
   cut = len(left) + len(right) - keep_left - keep_right
   return {**rows(rows_, tokenizer.pad_id), "label": label_or_ignore(example.label)}, cut
 
@@ -376,14 +468,15 @@ def assign_blanks(examples: Sequence[ChidExample], logits: Sequence[np.ndarray])
   take distinct idioms, the highest-scoring (idiom, blank) pair of those left first, ties in
   idiom then blank order (its baseline's logits_matrix_to_array). A blank left over (more
   blanks than candidates) takes its own best."""
-  predictions = [argmax(l[:len(e.candidates)]) for e, l in zip(examples, logits, strict=True)]
+  predictions = [argmax(l[: len(e.candidates)]) for e, l in zip(examples, logits, strict=True)]
   records = {}
   for k, example in enumerate(examples):
     records.setdefault(example.line, []).append(k)
   for blanks in records.values():
     candidates = range(len(examples[blanks[0]].candidates))
-    pairs = sorted(((c, k) for c in candidates for k in blanks), key=lambda pair: logits[pair[1]][pair[0]],
-                   reverse=True)  # stable: equal scores keep idiom-then-blank order
+    pairs = sorted(
+      ((c, k) for c in candidates for k in blanks), key=lambda pair: logits[pair[1]][pair[0]], reverse=True
+    )  # stable: equal scores keep idiom-then-blank order
     free_blanks, free_candidates = set(blanks), set(candidates)
     for c, k in pairs:
       if k in free_blanks and c in free_candidates:
@@ -406,13 +499,31 @@ def _chid_submission(examples, predictions) -> list[str]:
 
 CHID_LABELS = tuple(str(i) for i in range(CHID_CANDIDATES["CLUE"]))  # FewCLUE's 7 use the first 7
 CHID = clue_task(
-    "chid", ChidExample, "train.json (and train_answer.json)", "multiple-choice",
-    split_files=split_files, read_split=read_split, heading="ChID", head="choice", labels=CHID_LABELS, max_length=64,
-    featurize=_chid_featurize, decode=lambda e, f, logits: argmax(logits[:len(e.candidates)]),
-    decode_together=assign_blanks, options={"joint_blanks": True}, prepare=_chid_prepare, score=_labelled_accuracy,
-    main_metric="accuracy", baseline=constant_baseline(lambda e: e.label), submission_format="json",
-    submission_name="chid11_predict.json", submission=_chid_submission, inserted_text=BLANK,
-    inputs=("left", "right", "candidates"), show=lambda e, p, f, logits: {"answer": p, "idiom": e.candidates[p]})
+  "chid",
+  ChidExample,
+  "train.json (and train_answer.json)",
+  "multiple-choice",
+  split_files=split_files,
+  read_split=read_split,
+  heading="ChID",
+  head="choice",
+  labels=CHID_LABELS,
+  max_length=64,
+  featurize=_chid_featurize,
+  decode=lambda e, f, logits: argmax(logits[: len(e.candidates)]),
+  decode_together=assign_blanks,
+  options={"joint_blanks": True},
+  prepare=_chid_prepare,
+  score=_labelled_accuracy,
+  main_metric="accuracy",
+  baseline=constant_baseline(lambda e: e.label),
+  submission_format="json",
+  submission_name="chid11_predict.json",
+  submission=_chid_submission,
+  inserted_text=BLANK,
+  inputs=("left", "right", "candidates"),
+  show=lambda e, p, f, logits: {"answer": p, "idiom": e.candidates[p]},
+)
 
 
 TASKS = (CMRC2018, CHID, C3)  # CLUE's order

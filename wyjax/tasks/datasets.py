@@ -6,6 +6,7 @@ the build with `file:line`. Records keep the example's fields, typed, and its li
 order is kept. Builds are cached under <cache>/tfds keyed by the files' SHA-256, so edited files
 are rebuilt and unchanged ones are read from disk.
 """
+
 import contextlib
 import dataclasses
 import functools
@@ -103,8 +104,10 @@ class TaskFiles(tfds.core.GeneratorBasedBuilder):
   def _info(self):
     fields = _fields(self.files.example_type)
     return tfds.core.DatasetInfo(
-        builder=self, features=tfds.features.FeaturesDict({k: _feature(v) for k, v in fields.items()}),
-        disable_shuffling=True)  # file order: predictions are written in the order of the file
+      builder=self,
+      features=tfds.features.FeaturesDict({k: _feature(v) for k, v in fields.items()}),
+      disable_shuffling=True,
+    )  # file order: predictions are written in the order of the file
 
   def _split_generators(self, dl_manager):
     generators = {}
@@ -164,8 +167,10 @@ def _no_room_named(tfds_dir: pathlib.Path):
     reason = next((os.strerror(n) for n in storage.NO_ROOM if os.strerror(n) in str(e)), None)
     if reason is None:
       raise
-    raise guards.RunError(f"{tfds_dir}: {reason} while building the dataset; free space there (or set WYJAX_CACHE "
-                          "to a disk with room) and rerun") from e
+    raise guards.RunError(
+      f"{tfds_dir}: {reason} while building the dataset; free space there (or set WYJAX_CACHE "
+      "to a disk with room) and rerun"
+    ) from e
 
 
 def _read(files: Files, data_dir: pathlib.Path, tfds_dir: pathlib.Path) -> dict[str, list]:
@@ -174,8 +179,10 @@ def _read(files: Files, data_dir: pathlib.Path, tfds_dir: pathlib.Path) -> dict[
   # TLC's 4,280 lines 4× slower (0.9 s instead of 0.25 on 2 cores).
   in_order = grain.ReadOptions(num_threads=0, prefetch_buffer_size=0)
   source = lambda split: grain.MapDataset.source(ds_builder.as_data_source(split))
-  return {split: list(source(split).map(lambda record: _from_record(files.example_type, record))
-                      .to_iter_dataset(in_order)) for split in ds_builder.info.splits}
+  return {
+    split: list(source(split).map(lambda record: _from_record(files.example_type, record)).to_iter_dataset(in_order))
+    for split in ds_builder.info.splits
+  }
 
 
 def load_splits(files: Files, data_dir) -> dict[str, list]:
@@ -207,4 +214,3 @@ def file_of(files: Files, data_dir, split: str) -> pathlib.Path | None:
   """The split's (first) file, for messages; None when the split is absent."""
   paths = files.split_files(data_dir, split)
   return paths[0] if paths else None
-

@@ -8,6 +8,7 @@ by `located_json`, which keeps every value's line for the errors. A split is abs
 none of its names is there: a directory or a broken link in its place, or two of its names at
 once, is an error naming them.
 """
+
 import bisect
 import json
 import json.scanner
@@ -29,8 +30,7 @@ def first_present(data_dir, names: Sequence[str]) -> pathlib.Path | None:
   one holds the split?)."""
   found = [pathlib.Path(data_dir) / name for name in names if present(pathlib.Path(data_dir) / name)]
   if len(found) > 1:
-    raise ValueError(f"{data_dir}: {' and '.join(p.name for p in found)} are the same split under two names; "
-                     "keep one")
+    raise ValueError(f"{data_dir}: {' and '.join(p.name for p in found)} are the same split under two names; keep one")
   return found[0] if found else None
 
 
@@ -42,7 +42,8 @@ def present(path, folder: bool = False) -> bool:
     raise FileNotFoundError(f"{path}: a link to {os.readlink(path)}, which does not exist")
   if path.exists() and path.is_dir() != folder:
     raise (NotADirectoryError if folder else IsADirectoryError)(
-        f"{path}: a {'folder' if path.is_dir() else 'file'}, expected a {'folder' if folder else 'file'}")
+      f"{path}: a {'folder' if path.is_dir() else 'file'}, expected a {'folder' if folder else 'file'}"
+    )
   return path.exists()
 
 
@@ -104,8 +105,11 @@ def _check_end(path, text: str, index: int) -> None:
   """Only whitespace may follow the array's closing ']' (not a second array, not garbage)."""
   index = _skip_space(text, index)
   if index < len(text):
-    raise FormatError(path, text.count("\n", 0, index) + 1,
-                      f"unexpected {text[index:index + 20]!r} after the JSON array's closing ']'")
+    raise FormatError(
+      path,
+      text.count("\n", 0, index) + 1,
+      f"unexpected {text[index : index + 20]!r} after the JSON array's closing ']'",
+    )
 
 
 def _skip_space(text: str, index: int) -> int:
@@ -190,15 +194,18 @@ def _whole_characters(path, line: int, *values) -> None:
   hold one)."""
   for value in values:
     if isinstance(value, str) and (half := _SURROGATE.search(value)):
-      raise FormatError(path, line, f"\\u{ord(half[0]):04x} is a lone surrogate (half of a UTF-16 pair), "
-                                    "not a character")
+      raise FormatError(
+        path, line, f"\\u{ord(half[0]):04x} is a lone surrogate (half of a UTF-16 pair), not a character"
+      )
 
 
 def _recording(scan_once, offsets: list):
   """scan_once, noting where each value it reads starts."""
+
   def scan(text, index):
     offsets.append(index)
     return scan_once(text, index)
+
   return scan
 
 

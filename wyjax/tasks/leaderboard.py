@@ -18,6 +18,7 @@ CLUE's number) where not all did. A board wyjax does not know (a user's own task
 its own, without average. A task that failed is listed with its error. leaderboard.json also
 works as `python -m wyjax.export --results=…` (its `tasks` go into the model card).
 """
+
 import dataclasses
 import pathlib
 
@@ -37,19 +38,22 @@ class Board:
 
 
 BOARDS = {
-    "wyweb": Board("WYWEB", "Avg. (WYWMT apart)",
-                   "the mean of the WYWEB tasks shown other than WYWMT (WYWEB averages its 8 non-MT tasks)"),
-    "classical": Board("Other classical benchmarks"),
-    "clue": Board("CLUE (modern Chinese)"),  # its scores: CLUE_SCORES
+  "wyweb": Board(
+    "WYWEB",
+    "Avg. (WYWMT apart)",
+    "the mean of the WYWEB tasks shown other than WYWMT (WYWEB averages its 8 non-MT tasks)",
+  ),
+  "classical": Board("Other classical benchmarks"),
+  "clue": Board("CLUE (modern Chinese)"),  # its scores: CLUE_SCORES
 }
 
 # The scores CLUE publishes (CLUEbenchmark/CLUE README.md), each the mean of its tasks' test scores.
 # Classification: "Score总分是通过计算6个数据集得分平均值获得", CMNLI on CLUE 1.0, OCNLI in its place on 1.1.
 # Reading comprehension: CMRC 2018 by EM ("F1和EM共存的情况下，取EM为最终指标", its main metric here), ChID, C³.
 CLUE_SCORES = {
-    "CLUE 1.0 classification": ("afqmc", "tnews", "iflytek", "cmnli", "cluewsc2020", "csl"),
-    "CLUE 1.1 classification": ("afqmc", "tnews", "iflytek", "ocnli", "cluewsc2020", "csl"),
-    "CLUE reading comprehension": ("cmrc2018", "chid", "c3"),
+  "CLUE 1.0 classification": ("afqmc", "tnews", "iflytek", "cmnli", "cluewsc2020", "csl"),
+  "CLUE 1.1 classification": ("afqmc", "tnews", "iflytek", "ocnli", "cluewsc2020", "csl"),
+  "CLUE reading comprehension": ("cmrc2018", "chid", "c3"),
 }
 
 
@@ -58,10 +62,30 @@ TWIN = "same model, no pretraining"  # the model fine-tuned from random weights 
 
 # The plots' fonts may lack CJK glyphs: class names in ASCII.
 ASCII_LABELS = {
-    "先秦": "pre-Qin", "两汉": "Han", "魏晋南北朝": "Wei-Jin-N&S", "唐": "Tang", "宋": "Song", "元明": "Yuan-Ming",
-    "清": "Qing", "儒藏": "Ru", "诗藏": "Shi", "佛藏": "Fo", "易藏": "Yi", "医藏": "Yi (med.)", "艺藏": "Yi (arts)",
-    "子藏": "Zi", "集藏": "Ji", "道藏": "Dao", "史藏": "Shi (hist.)", "S-。": "S-period", "S-？": "S-question",
-    "S-！": "S-exclaim", "S-，": "S-comma", "S-、": "S-enum", "S-；": "S-semicolon", "S-：": "S-colon",
+  "先秦": "pre-Qin",
+  "两汉": "Han",
+  "魏晋南北朝": "Wei-Jin-N&S",
+  "唐": "Tang",
+  "宋": "Song",
+  "元明": "Yuan-Ming",
+  "清": "Qing",
+  "儒藏": "Ru",
+  "诗藏": "Shi",
+  "佛藏": "Fo",
+  "易藏": "Yi",
+  "医藏": "Yi (med.)",
+  "艺藏": "Yi (arts)",
+  "子藏": "Zi",
+  "集藏": "Ji",
+  "道藏": "Dao",
+  "史藏": "Shi (hist.)",
+  "S-。": "S-period",
+  "S-？": "S-question",
+  "S-！": "S-exclaim",
+  "S-，": "S-comma",
+  "S-、": "S-enum",
+  "S-；": "S-semicolon",
+  "S-：": "S-colon",
 }
 
 
@@ -86,8 +110,12 @@ def clue_scores(scores: dict[str, float]) -> dict[str, dict]:
     ran = [t for t in of if t in scores]
     if ran:
       values = [scores[t] for t in ran]  # None: a task the row has no score for (the linear baseline's)
-      shown[name] = {"score": None if None in values else sum(values) / len(values), "tasks": ran, "of": list(of),
-                     "complete": len(ran) == len(of)}
+      shown[name] = {
+        "score": None if None in values else sum(values) / len(values),
+        "tasks": ran,
+        "of": list(of),
+        "complete": len(ran) == len(of),
+      }
   if "cmnli" not in scores:
     shown.pop("CLUE 1.0 classification", None)
   elif "ocnli" not in scores:
@@ -121,8 +149,10 @@ def table(rows: dict[str, dict | list[dict]], board: str) -> str:
   draws = {model: scores if isinstance(scores, list) else [scores] for model, scores in rows.items()}
   columns = [t for t in TASKS if TASKS[t].board == board and any(t in s for runs in draws.values() for s in runs)]
   headings = list(summaries({t: 0.0 for runs in draws.values() for s in runs for t in s}, board))
-  lines = ["| " + " | ".join(["Model", *headings, *(TASKS[c].column for c in columns)]) + " |",
-           "|---" * (len(columns) + 1 + len(headings)) + "|"]
+  lines = [
+    "| " + " | ".join(["Model", *headings, *(TASKS[c].column for c in columns)]) + " |",
+    "|---" * (len(columns) + 1 + len(headings)) + "|",
+  ]
   for model, runs in draws.items():
     runs = [{c: scores.get(c) for c in columns} for scores in runs]
     cells = [_cell([summaries(scores, board).get(h) for scores in runs]) for h in headings]
@@ -156,8 +186,13 @@ def model_rows(name: str, results: dict[str, dict], split: str) -> dict[str, dic
   return rows
 
 
-def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str] | None = None,
-          no_pretraining: dict[str, dict] | None = None) -> dict:
+def write(
+  out,
+  model_name: str,
+  results: dict[str, dict],
+  failed: dict[str, str] | None = None,
+  no_pretraining: dict[str, dict] | None = None,
+) -> dict:
   """leaderboard.md and leaderboard.json from {task: results.json of wyjax.finetune}, {task:
   error} of the tasks that failed and {task: results.json} of the same model fine-tuned from
   random weights (config.init_weights="random"), when it ran."""
@@ -172,57 +207,77 @@ def write(out, model_name: str, results: dict[str, dict], failed: dict[str, str]
   seeds = per_seed(ordered) if ordered else []
   boards = list(dict.fromkeys(TASKS[t].board for t in ordered))
   board = {
-      "model": model_name, "split": "dev", "average": average(main, "wyweb"),
-      "averaged_tasks": [t for t in TASKS if TASKS[t].board == "wyweb" and TASKS[t].averaged],
-      "clue_scores": clue_scores(main),
-      "tasks": {t: r["dev"] for t, r in ordered.items()},
-      "main_metric": {t: r["main_metric"] for t, r in ordered.items()},
-      "dev_mean_std": {t: [r["dev_mean"], r["dev_std"]] for t, r in ordered.items()},
-      "test": {t: r["test"] for t, r in ordered.items() if r["test"] is not None},
-      "majority_baseline": {t: r["majority_baseline"] for t, r in ordered.items()},
-      "linear_baseline": linear,  # {task: {"dev": metrics, "test": metrics or None}}
-      "no_pretraining_baseline": {t: {"dev": r["dev"], "test": r["test"], "dev_mean_std": [r["dev_mean"], r["dev_std"]]}
-                                  for t, r in twin.items()},
-      "notes": {t: r["notes"] for t, r in ordered.items() if r.get("notes")},
-      "failed": failed,
+    "model": model_name,
+    "split": "dev",
+    "average": average(main, "wyweb"),
+    "averaged_tasks": [t for t in TASKS if TASKS[t].board == "wyweb" and TASKS[t].averaged],
+    "clue_scores": clue_scores(main),
+    "tasks": {t: r["dev"] for t, r in ordered.items()},
+    "main_metric": {t: r["main_metric"] for t, r in ordered.items()},
+    "dev_mean_std": {t: [r["dev_mean"], r["dev_std"]] for t, r in ordered.items()},
+    "test": {t: r["test"] for t, r in ordered.items() if r["test"] is not None},
+    "majority_baseline": {t: r["majority_baseline"] for t, r in ordered.items()},
+    "linear_baseline": linear,  # {task: {"dev": metrics, "test": metrics or None}}
+    "no_pretraining_baseline": {
+      t: {"dev": r["dev"], "test": r["test"], "dev_mean_std": [r["dev_mean"], r["dev_std"]]} for t, r in twin.items()
+    },
+    "notes": {t: r["notes"] for t, r in ordered.items() if r.get("notes")},
+    "failed": failed,
   }
   baseline = "majority class" + (" (WYWMT: copy the source)" if "wywmt" in ordered else "")
   sections = []
   for name in boards:
     on_board = lambda results: {t: r for t, r in results.items() if TASKS[t].board == name}  # noqa: E731
-    rows = {**model_rows(model_name, on_board(ordered), "dev"), **model_rows(TWIN, on_board(twin), "dev"),
-            baseline if name == "wyweb" else "majority class": majority}
-    linear_rows = {split: {t: _main(r[split], ordered[t]) for t, r in on_board(linear).items() if r[split]}
-                   for split in ("dev", "test")}
+    rows = {
+      **model_rows(model_name, on_board(ordered), "dev"),
+      **model_rows(TWIN, on_board(twin), "dev"),
+      baseline if name == "wyweb" else "majority class": majority,
+    }
+    linear_rows = {
+      split: {t: _main(r[split], ordered[t]) for t, r in on_board(linear).items() if r[split]}
+      for split in ("dev", "test")
+    }
     if linear_rows["dev"]:
       rows[LINEAR] = linear_rows["dev"]
     sections.append(f"## {board_of(name).title}\n\n" + table(rows, name))
-    sections += [TASKS[t].board_tables(r) for t, r in ordered.items() if TASKS[t].board == name and TASKS[t].board_tables]
+    sections += [
+      TASKS[t].board_tables(r) for t, r in ordered.items() if TASKS[t].board == name and TASKS[t].board_tables
+    ]
     test_rows = {**model_rows(model_name, on_board(ordered), "test"), **model_rows(TWIN, on_board(twin), "test")}
     if test_rows:
       if linear_rows["test"]:
         test_rows[LINEAR] = linear_rows["test"]
       sections.append(f"## {board_of(name).title}: test split\n\n" + table(test_rows, name))
   if failed:
-    sections.append("## Failed\n\n" + "".join(f"- {TASKS[t].column if t in TASKS else t}: {error}\n"
-                                               for t, error in failed.items()))
-  notes = [f"- {board_of(name).average.split(' (')[0]}: {board_of(name).note}" for name in boards
-           if average(main, name) is not None]
+    sections.append(
+      "## Failed\n\n" + "".join(f"- {TASKS[t].column if t in TASKS else t}: {error}\n" for t, error in failed.items())
+    )
+  notes = [
+    f"- {board_of(name).average.split(' (')[0]}: {board_of(name).note}"
+    for name in boards
+    if average(main, name) is not None
+  ]
   if len(seeds) > 1:
-    notes.append(f"- {model_name}: the best-dev seed's scores (its test predictions are the submission); below "
-                 f"it, the mean ± std (population) of the {len(seeds)} seeds' scores")
+    notes.append(
+      f"- {model_name}: the best-dev seed's scores (its test predictions are the submission); below "
+      f"it, the mean ± std (population) of the {len(seeds)} seeds' scores"
+    )
   if twin:
-    notes.append(f"- {TWIN}: {model_name} fine-tuned from random weights (its architecture and vocabulary, "
-                 "config.init_weights='random') with the same recipe and seeds: the gap to it is what the "
-                 "pretraining adds")
+    notes.append(
+      f"- {TWIN}: {model_name} fine-tuned from random weights (its architecture and vocabulary, "
+      "config.init_weights='random') with the same recipe and seeds: the gap to it is what the "
+      "pretraining adds"
+    )
   if board["test"]:
     notes.append("- test split: each seed's parameters chosen on dev, as for the submission")
   notes += [_clue_note(name, score) for name, score in board["clue_scores"].items()]
   notes += [_note(t, r) for t, r in ordered.items()]
   notes += [f"- {LINEAR}: {linear_baseline.NOTE}"] if linear else []
   title = "dev and test" if board["test"] else "dev"
-  (out / "leaderboard.md").write_text(f"# {model_name}: {title} scores (×100)\n\n" + "\n".join(sections)
-                                      + "\n" + "\n".join(notes) + "\n", encoding="utf-8")
+  (out / "leaderboard.md").write_text(
+    f"# {model_name}: {title} scores (×100)\n\n" + "\n".join(sections) + "\n" + "\n".join(notes) + "\n",
+    encoding="utf-8",
+  )
   storage.write_json(out / "leaderboard.json", board)
   return board
 
@@ -249,8 +304,10 @@ def _pyplot():
   """pyplot on its file-only backend, imported when a plot is drawn: its 0.45 s is paid by the
   commands that draw, not by those that only read the tasks' configs (probes, wyjax.probe)."""
   import matplotlib  # pylint: disable=import-outside-toplevel
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+
   return plt
 
 

@@ -27,6 +27,7 @@ features and labels, the evaluated features, this file, the versions of scikit-l
 and NumPy), so a rerun on the same data and vocabulary only scores them: TLC's 1.3 s, PUNC's
 10 s. scikit-learn and SciPy are imported only to fit (0.9 s of a command's start otherwise).
 """
+
 import hashlib
 import importlib.metadata
 import logging
@@ -44,16 +45,18 @@ MIN_EXAMPLES = 2  # an n-gram counts when at least this many train examples (tag
 C = 10.0  # sequence heads' inverse L2 strength
 WINDOW, TAG_NGRAMS, TAG_C = 3, 3, 1.0  # token heads: tokens either side, n-gram length, inverse L2 strength
 MAX_CHARACTERS = 300_000  # token heads: labelled train characters fitted on, at most
-NOTE = (f"logistic regression over character n-grams of the model's input tokens, fitted on the train split; "
-        f"classification: TF-IDF of each text's 1–{NGRAMS}-grams (those in ≥ {MIN_EXAMPLES} train examples, "
-        f"sublinear tf; C={C:g}); tagging: each character's 1–{TAG_NGRAMS}-grams within {WINDOW} tokens either "
-        f"side, keyed by offset (those in ≥ {MIN_EXAMPLES} train characters; C={TAG_C:g}; at most "
-        f"{MAX_CHARACTERS:,} train characters)")
+NOTE = (
+  f"logistic regression over character n-grams of the model's input tokens, fitted on the train split; "
+  f"classification: TF-IDF of each text's 1–{NGRAMS}-grams (those in ≥ {MIN_EXAMPLES} train examples, "
+  f"sublinear tf; C={C:g}); tagging: each character's 1–{TAG_NGRAMS}-grams within {WINDOW} tokens either "
+  f"side, keyed by offset (those in ≥ {MIN_EXAMPLES} train characters; C={TAG_C:g}; at most "
+  f"{MAX_CHARACTERS:,} train characters)"
+)
 
 
 def _ngrams(ids: np.ndarray) -> list[tuple[int, ...]]:
   ids = ids.tolist()
-  return [tuple(ids[i:i + n]) for n in range(1, NGRAMS + 1) for i in range(len(ids) - n + 1)]
+  return [tuple(ids[i : i + n]) for n in range(1, NGRAMS + 1) for i in range(len(ids) - n + 1)]
 
 
 def _gold(features) -> np.ndarray:
@@ -102,8 +105,9 @@ def _one_hot_matrix(keys: np.ndarray, vocabulary: np.ndarray):
   index = np.minimum(np.searchsorted(vocabulary, keys), len(vocabulary) - 1)
   known = vocabulary[index] == keys
   rows = np.broadcast_to(np.arange(len(keys))[:, None], keys.shape)
-  return scipy.sparse.csr_matrix((np.ones(known.sum(), np.float32), (rows[known], index[known])),
-                                 shape=(len(keys), len(vocabulary)))
+  return scipy.sparse.csr_matrix(
+    (np.ones(known.sum(), np.float32), (rows[known], index[known])), shape=(len(keys), len(vocabulary))
+  )
 
 
 def fitted_tagger(train_features):
@@ -115,8 +119,13 @@ def fitted_tagger(train_features):
   characters = np.cumsum([np.sum(_gold(train_features[i]) != IGNORE) for i in order])
   count = max(1, int(np.searchsorted(characters, MAX_CHARACTERS, side="right")))
   if count < len(order):
-    logging.warning("linear baseline: fitted on %d of the %d train examples (%d of %d labelled characters)", count,
-                    len(order), characters[count - 1], characters[-1])
+    logging.warning(
+      "linear baseline: fitted on %d of the %d train examples (%d of %d labelled characters)",
+      count,
+      len(order),
+      characters[count - 1],
+      characters[-1],
+    )
   kept = [train_features[i] for i in np.sort(order[:count])]
   base = max(int(np.max(f["input_ids"])) for f in kept) + 3
   gold = np.concatenate([_gold(f) for f in kept])
@@ -194,5 +203,7 @@ def _predictions(head: str, train, evaluated: list[list]) -> list[np.ndarray]:
       np.savez(f, **{str(i): predicted for i, predicted in enumerate(per_split)})
   if head == "sequence":
     return per_split
-  return [np.split(predicted, np.cumsum([len(f["input_ids"]) for f in features])[:-1])
-          for predicted, features in zip(per_split, evaluated)]
+  return [
+    np.split(predicted, np.cumsum([len(f["input_ids"]) for f in features])[:-1])
+    for predicted, features in zip(per_split, evaluated)
+  ]

@@ -6,6 +6,7 @@ A tagging task's features are per token, [CLS] + one token per character + [SEP]
 [CLS] + a run of `room` character tokens + [SEP], so a text that fits is its own single window,
 exactly as the task's featurize gives it.
 """
+
 from collections.abc import Iterable
 
 import numpy as np
@@ -53,6 +54,6 @@ def stitch(window_logits: Iterable[np.ndarray], starts: list[int], room: int, to
   for window, (start, rows) in enumerate(zip(starts, window_logits, strict=True)):
     if logits is None:
       logits = np.zeros((tokens + 2, rows.shape[-1]), np.float32)
-    positions = start + np.flatnonzero(owner[start:start + room] == window)
+    positions = start + np.flatnonzero(owner[start : start + room] == window)
     logits[1 + positions] = rows[1 + positions - start]
   return logits

@@ -9,6 +9,7 @@ translation metrics are sacrebleu's and, for ROUGE, the `rouge` package the tool
   chunk, so this equals seqeval's F1 there);
 - CMRC 2018's exact match and F1, as its official cmrc2018_evaluate.py computes them.
 """
+
 from collections.abc import Sequence
 
 import numpy as np
@@ -38,8 +39,7 @@ def chunks(tags: Sequence[str]) -> set[tuple[str, int, int]]:
   found, start, kind = set(), None, None
   for i, tag in enumerate(list(tags) + ["O"]):
     prefix, _, tag_type = tag.partition("-")
-    ends = start is not None and (
-        prefix in ("B", "S", "O") or tag_type != kind or prefix not in ("I", "E"))
+    ends = start is not None and (prefix in ("B", "S", "O") or tag_type != kind or prefix not in ("I", "E"))
     if ends:
       found.add((kind, start, i - 1))
       start = kind = None
@@ -72,8 +72,12 @@ def entity_scores(predictions: Sequence[Sequence[str]], labels: Sequence[Sequenc
     return precision, recall, (2 * precision * recall / (precision + recall) if precision + recall else 0.0)
 
   precision, recall, f1 = prf(tp, n_pred, n_gold)
-  return {"precision": precision, "recall": recall, "f1": f1,
-          **{f"f1_{kind}": prf(*counts)[2] for kind, counts in sorted(per_type.items())}}
+  return {
+    "precision": precision,
+    "recall": recall,
+    "f1": f1,
+    **{f"f1_{kind}": prf(*counts)[2] for kind, counts in sorted(per_type.items())},
+  }
 
 
 def punctuation_f1(predictions, labels, outside: int = 0) -> dict:
@@ -96,11 +100,13 @@ def rouge_f(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
   """The toolkit's ROUGE-1/2/L F: `rouge.Rouge().get_scores` on space-separated tokens,
   averaged over sentences. That package refuses an empty hypothesis; one scores 0 here."""
   scored = [i for i, h in enumerate(hypotheses) if h]
-  per_sentence = rouge.Rouge().get_scores([hypotheses[i] for i in scored], [references[i] for i in scored]) \
-      if scored else []
+  per_sentence = (
+    rouge.Rouge().get_scores([hypotheses[i] for i in scored], [references[i] for i in scored]) if scored else []
+  )
   names = {"rouge1": "rouge-1", "rouge2": "rouge-2", "rougeL": "rouge-l"}
-  return {name: sum(s[key]["f"] for s in per_sentence) / len(hypotheses) if hypotheses else 0.0
-          for name, key in names.items()}
+  return {
+    name: sum(s[key]["f"] for s in per_sentence) / len(hypotheses) if hypotheses else 0.0 for name, key in names.items()
+  }
 
 
 def translation_scores(hypotheses: Sequence[str], references: Sequence[str], *, tokenized: bool = False) -> dict:
@@ -113,10 +119,10 @@ def translation_scores(hypotheses: Sequence[str], references: Sequence[str], *, 
     raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
   spaced = (lambda texts: texts) if tokenized else (lambda texts: [_spaced(t) for t in texts])
   return {
-      "bleu": sacrebleu.BLEU(tokenize="zh").corpus_score(hypotheses, [references]).score / 100,
-      "chrf": sacrebleu.CHRF().corpus_score(hypotheses, [references]).score / 100,
-      "ter": sacrebleu.TER().corpus_score(spaced(hypotheses), [spaced(references)]).score / 100,
-      **rouge_f(spaced(hypotheses), spaced(references)),
+    "bleu": sacrebleu.BLEU(tokenize="zh").corpus_score(hypotheses, [references]).score / 100,
+    "chrf": sacrebleu.CHRF().corpus_score(hypotheses, [references]).score / 100,
+    "ter": sacrebleu.TER().corpus_score(spaced(hypotheses), [spaced(references)]).score / 100,
+    **rouge_f(spaced(hypotheses), spaced(references)),
   }
 
 
@@ -131,6 +137,7 @@ def _words(text: str) -> list[str]:
   the two differ only on a sentence-ending period inside a run, which answers rarely hold.
   Imported here: NLTK takes seconds to import, and only CMRC 2018's scores need it."""
   from nltk.tokenize import word_tokenize
+
   return word_tokenize(text, preserve_line=True)
 
 

@@ -1,6 +1,7 @@
 """Every fine-tuning task by name (`--config.task`, `wyjax.benchmark --tasks`), in the
 leaderboard's order: WYWEB, the other classical benchmarks, CLUE. A task defined elsewhere
 joins with `register`."""
+
 from wyjax.tasks import aceval, cclue, ccpm, clue, clue_reading, wyweb
 from wyjax.tasks.task import Task
 

@@ -3,18 +3,19 @@ overlapping windows ([CLS] question [SEP] context piece [SEP], starting `stride`
 BERT's doc stride, at most half a window), and the start/end logits of all windows decode back
 to one answer span of the context's characters.
 """
+
 import numpy as np
 
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.task import rows
 
-
 MAX_QUESTION = 64  # tokens of the question kept (BERT's max_query_length), at most half of max_length
 
 
-def windows(tokenizer: Tokenizer, question: str, context: str, max_length: int, stride: int,
-            answer: tuple[int, int] | None = None) -> tuple[dict, int]:
+def windows(
+  tokenizer: Tokenizer, question: str, context: str, max_length: int, stride: int, answer: tuple[int, int] | None = None
+) -> tuple[dict, int]:
   """Features of one question: input_ids and token_type_ids [windows, length], char_index
   (each token's context character, -1 elsewhere) and, with the answer's [start, end)
   characters, label [windows, 2]: the first and last of its tokens in each window that holds
@@ -22,7 +23,7 @@ def windows(tokenizer: Tokenizer, question: str, context: str, max_length: int, 
   cut).
   """
   whole_question = tokenizer.encode_chars(question)[0]
-  question_ids = whole_question[:min(MAX_QUESTION, max_length // 2)]
+  question_ids = whole_question[: min(MAX_QUESTION, max_length // 2)]
   context_ids, char_index = tokenizer.encode_chars(context)
   room = max_length - len(question_ids) - 3
   stride = min(stride, max(room // 2, 1))  # windows overlap however short max_length is
@@ -37,7 +38,7 @@ def windows(tokenizer: Tokenizer, question: str, context: str, max_length: int, 
     piece = slice(start, start + room)
     ids = np.concatenate([head, context_ids[piece], [tokenizer.sep_id]]).astype(np.int32)
     chars = np.full(len(ids), -1, np.int32)
-    chars[len(head):len(ids) - 1] = char_index[piece]
+    chars[len(head) : len(ids) - 1] = char_index[piece]
     input_ids.append(ids)
     index.append(chars)
     if answer is not None:
@@ -46,14 +47,16 @@ def windows(tokenizer: Tokenizer, question: str, context: str, max_length: int, 
   features = rows(input_ids, tokenizer.pad_id, len(head))
   features["char_index"] = np.full(features["input_ids"].shape, -1, np.int32)
   for row, chars in zip(features["char_index"], index):
-    row[:len(chars)] = chars
-  features["label"] = (np.asarray(labels, np.int32) if answer is not None
-                       else np.full((len(starts), 2), IGNORE, np.int32))
+    row[: len(chars)] = chars
+  features["label"] = (
+    np.asarray(labels, np.int32) if answer is not None else np.full((len(starts), 2), IGNORE, np.int32)
+  )
   return features, len(whole_question) - len(question_ids)
 
 
-def best_span(features: dict, logits: np.ndarray, *, n_best: int = 20,
-              max_answer_length: int = 30) -> tuple[tuple[int, int] | None, float]:
+def best_span(
+  features: dict, logits: np.ndarray, *, n_best: int = 20, max_answer_length: int = 30
+) -> tuple[tuple[int, int] | None, float]:
   """The [start, end) characters of the best answer over all windows and its score: of each
   window's n_best start and end tokens, the pairs inside the context with start ≤ end and at
   most max_answer_length tokens, scored start logit + end logit. (None, -inf) when no pair

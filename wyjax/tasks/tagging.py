@@ -5,6 +5,7 @@ A text becomes [CLS] + one token per visible character + [SEP]; `char_index[t]` 
 character token t stands for (-1 for the specials). Whitespace has no token and no label:
 an entity's text is recovered as text[char_index[first]:char_index[last] + 1].
 """
+
 import dataclasses
 
 import numpy as np
@@ -28,12 +29,11 @@ def bio_tags(length: int, spans, label_ids: dict[str, int]) -> np.ndarray:
   tags = np.full(length, label_ids["O"], np.int32)
   for start, end, kind in spans:
     tags[start] = label_ids[f"B-{kind}"]
-    tags[start + 1:end] = label_ids[f"I-{kind}"]
+    tags[start + 1 : end] = label_ids[f"I-{kind}"]
   return tags
 
 
-def tagging_features(tokenizer: Tokenizer, text: str, char_labels: np.ndarray,
-                     max_length: int) -> TaggingFeatures:
+def tagging_features(tokenizer: Tokenizer, text: str, char_labels: np.ndarray, max_length: int) -> TaggingFeatures:
   """char_labels: one label id per character of text (whitespace characters' labels unused)."""
   if len(char_labels) != len(text):
     raise ValueError(f"{len(char_labels)} labels for {len(text)} characters")
@@ -51,8 +51,9 @@ def spans_from_tags(tags: list[str], char_index: np.ndarray) -> list[tuple[int, 
   """(start char, end char exclusive, type) of each BIO chunk over the tokens with a character."""
   real = np.flatnonzero(char_index >= 0)
   token_tags = [tags[t] for t in real]
-  return sorted((int(char_index[real[s]]), int(char_index[real[e]]) + 1, kind)
-                for kind, s, e in metrics.chunks(token_tags))
+  return sorted(
+    (int(char_index[real[s]]), int(char_index[real[e]]) + 1, kind) for kind, s, e in metrics.chunks(token_tags)
+  )
 
 
 def tagging_inputs(tokenizer: Tokenizer, text: str, char_labels, max_length: int) -> tuple[dict, int]:
@@ -66,7 +67,7 @@ def char_tags(labels: tuple[str, ...], features: dict, logits) -> list[str]:
   has no token)."""
   char_index = np.asarray(features["char_index"])
   tags = ["O"] * (int(char_index.max()) + 1)
-  for char, label in zip(char_index, np.argmax(np.asarray(logits)[:len(char_index)], -1)):  # one argmax per text
+  for char, label in zip(char_index, np.argmax(np.asarray(logits)[: len(char_index)], -1)):  # one argmax per text
     if char >= 0:
       tags[char] = labels[label]
   return tags
@@ -81,8 +82,10 @@ def decode_spans(labels: tuple[str, ...], features: dict, logits) -> tuple[tuple
 def entities(text: str, spans) -> dict:
   """wyjax.predict's output of entity spans: the text and each entity's text, type, start and
   end (exclusive) characters."""
-  return {"text": text, "entities": [{"text": text[start:end], "type": kind, "start": start, "end": end}
-                                     for start, end, kind in spans]}
+  return {
+    "text": text,
+    "entities": [{"text": text[start:end], "type": kind, "start": start, "end": end} for start, end, kind in spans],
+  }
 
 
 def span_tags(labels: tuple[str, ...], text: str, spans) -> list[str]:
@@ -93,5 +96,7 @@ def span_tags(labels: tuple[str, ...], text: str, spans) -> list[str]:
 
 def entity_scores(labels: tuple[str, ...], examples, predictions) -> dict:
   """Entity-level micro P/R/F1 (seqeval's rules) of predicted spans against the examples'."""
-  return metrics.entity_scores([span_tags(labels, e.text, p) for e, p in zip(examples, predictions)],
-                               [span_tags(labels, e.text, e.spans) for e in examples])
+  return metrics.entity_scores(
+    [span_tags(labels, e.text, p) for e, p in zip(examples, predictions)],
+    [span_tags(labels, e.text, e.spans) for e in examples],
+  )

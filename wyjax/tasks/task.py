@@ -12,6 +12,7 @@ Every text is encoded one token per visible character (`Tokenizer.encode_chars`)
 and tags stay aligned with the text. A split without gold labels (CCPM's and AC-EVAL's test
 files, an untagged C-CLUE test file) gets label IGNORE: it is predicted, never scored.
 """
+
 import dataclasses
 import json
 import pathlib
@@ -30,6 +31,7 @@ Features = dict[str, np.ndarray]
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Files:
   """A benchmark folder's format, shared by the tasks that read it (CCPM's four models read one)."""
+
   name: str  # the folder's name under wyjax.benchmark's --data_root, and its TFDS config
   example_type: type  # a dataclass: its fields are what the reader keeps of a record
   split_files: Callable[[pathlib.Path, str], list[pathlib.Path]]  # (folder, split) → its files; none: absent
@@ -164,7 +166,6 @@ def single(tokenizer: Tokenizer, text: str, max_length: int) -> tuple[Features, 
   return {"input_ids": with_specials(tokenizer, ids[:room])}, max(0, len(ids) - room)
 
 
-
 def pair(tokenizer: Tokenizer, a: str, b: str, max_length: int) -> tuple[Features, int]:
   """[CLS] a [SEP] b [SEP] (token types 0 | 1), the longer text losing characters from its end
   one at a time until the pair fits (BERT's rule); returns (features, characters cut)."""
@@ -180,6 +181,7 @@ def pair(tokenizer: Tokenizer, a: str, b: str, max_length: int) -> tuple[Feature
   token_type_ids = (np.arange(len(input_ids)) >= len(first)).astype(np.int32)
   return {"input_ids": input_ids, "token_type_ids": token_type_ids}, len(ids_a) - keep_a + len(ids_b) - keep_b
 
+
 def rows(sequences: list[np.ndarray], pad_id: int, second_segment_from: int | None = None) -> Features:
   """Sequences as one [rows, longest] block (input_ids; with second_segment_from, token types
   1 from that position to each row's end)."""
@@ -187,9 +189,9 @@ def rows(sequences: list[np.ndarray], pad_id: int, second_segment_from: int | No
   input_ids = np.full((len(sequences), width), pad_id, np.int32)
   token_types = np.zeros((len(sequences), width), np.int32)
   for i, row in enumerate(sequences):
-    input_ids[i, :len(row)] = row
+    input_ids[i, : len(row)] = row
     if second_segment_from is not None:
-      token_types[i, second_segment_from:len(row)] = 1
+      token_types[i, second_segment_from : len(row)] = 1
   if second_segment_from is None:
     return {"input_ids": input_ids}
   return {"input_ids": input_ids, "token_type_ids": token_types}
@@ -227,8 +229,10 @@ def classification_scores(predictions, gold, labels: Sequence) -> dict:
   """Accuracy and macro-F1 over the classes `labels` of predicted and gold values of them."""
   ids = lambda values: [labels.index(v) for v in values]
   predicted, expected = ids(predictions), ids(gold)
-  return {"accuracy": metrics.accuracy(predicted, expected),
-          "macro_f1": metrics.macro_f1(predicted, expected, len(labels))}
+  return {
+    "accuracy": metrics.accuracy(predicted, expected),
+    "macro_f1": metrics.macro_f1(predicted, expected, len(labels)),
+  }
 
 
 def choice_accuracy(examples, predictions, answer: Callable = lambda e: e.label) -> dict:
@@ -238,8 +242,9 @@ def choice_accuracy(examples, predictions, answer: Callable = lambda e: e.label)
 OPTIONS = ("0", "1", "2", "3")  # the four-option tasks' classes
 
 
-def choice_rows(tokenizer: Tokenizer, context: str, question: str, options: Sequence[str], max_length: int,
-                cut: str) -> tuple[Features, int]:
+def choice_rows(
+  tokenizer: Tokenizer, context: str, question: str, options: Sequence[str], max_length: int, cut: str
+) -> tuple[Features, int]:
   """One row per option: [CLS] context [SEP] question [SEP] option [SEP] (token types 0 | 1);
   returns (features, characters cut).
 
@@ -258,7 +263,8 @@ def choice_rows(tokenizer: Tokenizer, context: str, question: str, options: Sequ
   else:
     question = question[:budget]
   first = with_specials(tokenizer, context)
-  sequences = [np.concatenate([first, question, [tokenizer.sep_id], o, [tokenizer.sep_id]])[:max_length]
-               for o in options]
+  sequences = [
+    np.concatenate([first, question, [tokenizer.sep_id], o, [tokenizer.sep_id]])[:max_length] for o in options
+  ]
   truncated += sum(len(first) + len(question) + len(o) + 2 - len(r) for o, r in zip(options, sequences))
   return rows(sequences, tokenizer.pad_id, len(first)), truncated

@@ -6,6 +6,7 @@ giving that field, and anything else is text. The example's other fields (its go
 values, which every featurize reads as "unlabelled". A text given for a list field (FSPC's
 verse lines) is split at punctuation. A bad line is a FormatError naming its file and line.
 """
+
 import dataclasses
 import json
 import re
@@ -112,7 +113,9 @@ def example(task: Task, text: str, path, line: int):
   unknown = sorted(set(record) - set(fields))
   missing = [name for name in task.inputs if name not in record]
   if unknown or missing:
-    what = [f"unknown field(s) {', '.join(unknown)}"] * bool(unknown) + [f"missing {', '.join(missing)}"] * bool(missing)
+    what = [f"unknown field(s) {', '.join(unknown)}"] * bool(unknown) + [f"missing {', '.join(missing)}"] * bool(
+      missing
+    )
     raise FormatError(path, line, f"{'; '.join(what)}: expected {describe(task)}")
   values = {name: _blank(field, kinds[name]) for name, field in fields.items()}
   try:

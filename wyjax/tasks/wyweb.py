@@ -1,6 +1,7 @@
 """WYWEB's nine tasks (their formats: wyweb_files.py): features, decoding, the toolkit's metrics and
 submission lines, and their places on the WYWEB board and the Hub.
 """
+
 import dataclasses
 import functools
 import unicodedata
@@ -10,24 +11,70 @@ import numpy as np
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import metrics, tagging
 from wyjax.tasks.tagging import IGNORE
-from wyjax.tasks.task import (OPTIONS, Files, Task, argmax, as_json, choice_accuracy, choice_rows, classification_scores,
-                              constant_baseline, label_in, label_or_ignore, most_common, pair, per_example, rows, single,
-                              with_specials)
-from wyjax.tasks.wyweb_files import (EXTENSIONS, FSPC_SENTIMENTS, GJC_COLLECTIONS, GLNER_LABELS, PUNC_LABELS, PUNC_MARKS,
-                                     TLC_DYNASTIES, TLC_PERIOD_OF, TLC_PERIODS, ChoiceExample, FspcExample, GjcExample,
-                                     GlnerExample, MtExample, PuncExample, TlcExample, XuciExample, read_split,
-                                     split_files)
+from wyjax.tasks.task import (
+  OPTIONS,
+  Files,
+  Task,
+  argmax,
+  as_json,
+  choice_accuracy,
+  choice_rows,
+  classification_scores,
+  constant_baseline,
+  label_in,
+  label_or_ignore,
+  most_common,
+  pair,
+  per_example,
+  rows,
+  single,
+  with_specials,
+)
+from wyjax.tasks.wyweb_files import (
+  EXTENSIONS,
+  FSPC_SENTIMENTS,
+  GJC_COLLECTIONS,
+  GLNER_LABELS,
+  PUNC_LABELS,
+  PUNC_MARKS,
+  TLC_DYNASTIES,
+  TLC_PERIOD_OF,
+  TLC_PERIODS,
+  ChoiceExample,
+  FspcExample,
+  GjcExample,
+  GlnerExample,
+  MtExample,
+  PuncExample,
+  TlcExample,
+  XuciExample,
+  read_split,
+  split_files,
+)
 
 
 def _wyweb_task(name: str, example_type, hub_task_type: str, **fields) -> Task:
   """A WYWEB task: its folder's format, and its place on the WYWEB board and on the Hub."""
-  files = Files(name=name, example_type=example_type, split_files=functools.partial(split_files, name),
-                read_split=functools.partial(read_split, name), train_files=f"train.{{{','.join(EXTENSIONS[name])}}}")
-  return Task(name=name, files=files, board="wyweb", benchmark="WYWEB", hub_task_type=hub_task_type,
-              hub_dataset=(f"WYWEB {name.upper()}", f"wyweb-{name}"), **fields)
+  files = Files(
+    name=name,
+    example_type=example_type,
+    split_files=functools.partial(split_files, name),
+    read_split=functools.partial(read_split, name),
+    train_files=f"train.{{{','.join(EXTENSIONS[name])}}}",
+  )
+  return Task(
+    name=name,
+    files=files,
+    board="wyweb",
+    benchmark="WYWEB",
+    hub_task_type=hub_task_type,
+    hub_dataset=(f"WYWEB {name.upper()}", f"wyweb-{name}"),
+    **fields,
+  )
 
 
 # --- sequence classification: TLC, GJC, FSPC -----------------------------------------------------------
+
 
 def _tlc_featurize(example: TlcExample, tokenizer, max_length):
   features, cut = single(tokenizer, example.text, max_length)
@@ -52,11 +99,23 @@ def _tlc_baseline(train, dev) -> list:
 
 
 TLC = _wyweb_task(
-    "tlc", TlcExample, "text-classification", head="sequence", labels=TLC_DYNASTIES, max_length=512, featurize=_tlc_featurize,
-    decode=_tlc_decode, score=_tlc_score, main_metric="accuracy", baseline=_tlc_baseline,
-    submission_format="tsv", submission=per_example(lambda e, p: f"{p[0]}\t{p[1]}\t{e.text}"),
-    board_note=lambda results: f"dynasty, 7 classes; period accuracy {100 * results['dev']['period_accuracy']:.2f}",
-    inputs=("text",), show=lambda e, p, f, logits: {"period": p[0], "dynasty": p[1]})
+  "tlc",
+  TlcExample,
+  "text-classification",
+  head="sequence",
+  labels=TLC_DYNASTIES,
+  max_length=512,
+  featurize=_tlc_featurize,
+  decode=_tlc_decode,
+  score=_tlc_score,
+  main_metric="accuracy",
+  baseline=_tlc_baseline,
+  submission_format="tsv",
+  submission=per_example(lambda e, p: f"{p[0]}\t{p[1]}\t{e.text}"),
+  board_note=lambda results: f"dynasty, 7 classes; period accuracy {100 * results['dev']['period_accuracy']:.2f}",
+  inputs=("text",),
+  show=lambda e, p, f, logits: {"period": p[0], "dynasty": p[1]},
+)
 
 
 def _gjc_featurize(example: GjcExample, tokenizer, max_length):
@@ -65,25 +124,41 @@ def _gjc_featurize(example: GjcExample, tokenizer, max_length):
 
 
 GJC = _wyweb_task(
-    "gjc", GjcExample, "text-classification", head="sequence", labels=GJC_COLLECTIONS, max_length=512, featurize=_gjc_featurize,
-    decode=lambda e, f, logits: GJC_COLLECTIONS[argmax(logits)],
-    score=lambda examples, predictions: classification_scores(
-        predictions, [e.collection for e in examples], GJC_COLLECTIONS),
-    main_metric="accuracy", baseline=constant_baseline(lambda e: e.collection),
-    submission_format="tsv", submission=per_example(lambda e, p: f"{p}\t{e.text}"), inputs=("text",))
+  "gjc",
+  GjcExample,
+  "text-classification",
+  head="sequence",
+  labels=GJC_COLLECTIONS,
+  max_length=512,
+  featurize=_gjc_featurize,
+  decode=lambda e, f, logits: GJC_COLLECTIONS[argmax(logits)],
+  score=lambda examples, predictions: classification_scores(
+    predictions, [e.collection for e in examples], GJC_COLLECTIONS
+  ),
+  main_metric="accuracy",
+  baseline=constant_baseline(lambda e: e.collection),
+  submission_format="tsv",
+  submission=per_example(lambda e, p: f"{p}\t{e.text}"),
+  inputs=("text",),
+)
 
 
 def fspc_scoring_set(poems: list[FspcExample]) -> list[FspcExample]:
   """The toolkit's example set: every poem, then every verse line of every poem as an example
   of its own with the line's sentiment."""
-  return poems + [dataclasses.replace(poem, lines=(line,), holistic=sentiment, line_sentiments=())
-                  for poem in poems for line, sentiment in zip(poem.lines, poem.line_sentiments)]
+  return poems + [
+    dataclasses.replace(poem, lines=(line,), holistic=sentiment, line_sentiments=())
+    for poem in poems
+    for line, sentiment in zip(poem.lines, poem.line_sentiments)
+  ]
 
 
 def _fspc_prepare(task: Task, splits: dict, config) -> tuple[Task, dict]:
   """The toolkit scores poems and their lines; training uses both too unless train_on_lines is off."""
-  return task, {split: examples if split == "train" and not config.train_on_lines else fspc_scoring_set(examples)
-                for split, examples in splits.items()}
+  return task, {
+    split: examples if split == "train" and not config.train_on_lines else fspc_scoring_set(examples)
+    for split, examples in splits.items()
+  }
 
 
 def _fspc_featurize(example: FspcExample, tokenizer, max_length):
@@ -103,21 +178,40 @@ def _fspc_score(examples, predictions) -> dict:
   ids = lambda labels: [FSPC_SENTIMENTS.index(x) for x in labels]
   predicted, gold = ids(predictions), ids(e.holistic for e in examples)
   poems = [i for i, e in enumerate(examples) if len(e.lines) > 1]
-  poem_scores = classification_scores([predictions[i] for i in poems], [examples[i].holistic for i in poems],
-                                      FSPC_SENTIMENTS)
-  return {"accuracy": metrics.accuracy(predicted, gold),
-          "macro_f1": metrics.macro_f1(predicted, gold, FSPC_TOOLKIT_CLASSES),
-          **{f"poem_{k}": v for k, v in poem_scores.items()}}
+  poem_scores = classification_scores(
+    [predictions[i] for i in poems], [examples[i].holistic for i in poems], FSPC_SENTIMENTS
+  )
+  return {
+    "accuracy": metrics.accuracy(predicted, gold),
+    "macro_f1": metrics.macro_f1(predicted, gold, FSPC_TOOLKIT_CLASSES),
+    **{f"poem_{k}": v for k, v in poem_scores.items()},
+  }
 
 
 FSPC = _wyweb_task(
-    "fspc", FspcExample, "text-classification", head="sequence", labels=FSPC_SENTIMENTS, max_length=48, featurize=_fspc_featurize,
-    decode=lambda e, f, logits: FSPC_SENTIMENTS[argmax(logits)], score=_fspc_score, main_metric="accuracy",
-    baseline=constant_baseline(lambda e: e.holistic), submission_format="jsonl",
-    submission=lambda examples, predictions: [  # whole poems: the released files' records
-        as_json({"poem": "|".join(e.lines), "title": e.title, "poet": e.poet, "dynasty": e.dynasty,
-                 "sentiments": {"holistic": p}}) for e, p in zip(examples, predictions) if len(e.lines) > 1],
-    options={"train_on_lines": True}, prepare=_fspc_prepare, inputs=("lines",))
+  "fspc",
+  FspcExample,
+  "text-classification",
+  head="sequence",
+  labels=FSPC_SENTIMENTS,
+  max_length=48,
+  featurize=_fspc_featurize,
+  decode=lambda e, f, logits: FSPC_SENTIMENTS[argmax(logits)],
+  score=_fspc_score,
+  main_metric="accuracy",
+  baseline=constant_baseline(lambda e: e.holistic),
+  submission_format="jsonl",
+  submission=lambda examples, predictions: [  # whole poems: the released files' records
+    as_json(
+      {"poem": "|".join(e.lines), "title": e.title, "poet": e.poet, "dynasty": e.dynasty, "sentiments": {"holistic": p}}
+    )
+    for e, p in zip(examples, predictions)
+    if len(e.lines) > 1
+  ],
+  options={"train_on_lines": True},
+  prepare=_fspc_prepare,
+  inputs=("lines",),
+)
 
 
 # --- token classification: PUNC, GLNER ------------------------------------------------------------------
@@ -157,7 +251,7 @@ def _hangul(char: str) -> str:
   if "\u11a8" <= char <= "\u11ff" or "\ud7cb" <= char <= "\ud7fb":
     return "T"
   if "\uac00" <= char <= "\ud7a3":
-    return "LVT" if (ord(char) - 0xac00) % 28 else "LV"
+    return "LVT" if (ord(char) - 0xAC00) % 28 else "LV"
   return ""
 
 
@@ -174,9 +268,13 @@ def _extends(text: str, i: int) -> bool:
   if _regional_indicator(previous) and _regional_indicator(char):
     before = next((j for j in range(i - 1, -1, -1) if not _regional_indicator(text[j])), -1)
     return (i - 1 - before) % 2 == 1  # they pair from the run's start: 🇨🇳🇯🇵 is two flags
-  return (unicodedata.category(char) in ("Mn", "Mc", "Me") or "\U0001f3fb" <= char <= "\U0001f3ff"
-          or _ZWJ in (previous, char) or "\U000e0020" <= char <= "\U000e007f"
-          or _hangul(char) in _HANGUL_JOINS.get(_hangul(previous), ()))
+  return (
+    unicodedata.category(char) in ("Mn", "Mc", "Me")
+    or "\U0001f3fb" <= char <= "\U0001f3ff"
+    or _ZWJ in (previous, char)
+    or "\U000e0020" <= char <= "\U000e007f"
+    or _hangul(char) in _HANGUL_JOINS.get(_hangul(previous), ())
+  )
 
 
 def punctuated(text: str, tags) -> str:
@@ -188,7 +286,7 @@ def punctuated(text: str, tags) -> str:
     out.append(char)
     if tag != "O" and char not in PUNC_MARKS:
       mark = tag[2:]
-    following = text[i + 1:i + 2]
+    following = text[i + 1 : i + 2]
     if following and _extends(text, i + 1):
       continue
     if mark and following not in PUNC_MARKS:
@@ -205,17 +303,31 @@ def punc_task(score_chars: int = 0) -> Task:
 
   def score(examples, predictions) -> dict:
     ids = lambda tags: [_PUNC_IDS[t] for t in tags[cut]]
-    return metrics.punctuation_f1(np.concatenate([ids(p) for p in predictions]),
-                                  np.concatenate([ids(e.labels) for e in examples]))
+    return metrics.punctuation_f1(
+      np.concatenate([ids(p) for p in predictions]), np.concatenate([ids(e.labels) for e in examples])
+    )
 
   return _wyweb_task(
-      "punc", PuncExample, "token-classification", head="token", labels=PUNC_LABELS, max_length=512,
-      featurize=_punc_featurize, decode=_punc_decode, score=score, main_metric="f1",
-      baseline=lambda train, dev: [["O"] * len(e.text) for e in dev],  # F1 0
-      submission_format="tsv",
-      submission=per_example(lambda e, p: f"{e.text}\t{''.join('O' if t == 'O' else t[2:] for t in p)}"),
-      options={"score_chars": score_chars}, prepare=_punc_prepare, inputs=("text",), long_text=True,
-      unmarked=unpunctuated, show=lambda e, p, f, logits: punctuated(e.text, p))
+    "punc",
+    PuncExample,
+    "token-classification",
+    head="token",
+    labels=PUNC_LABELS,
+    max_length=512,
+    featurize=_punc_featurize,
+    decode=_punc_decode,
+    score=score,
+    main_metric="f1",
+    baseline=lambda train, dev: [["O"] * len(e.text) for e in dev],  # F1 0
+    submission_format="tsv",
+    submission=per_example(lambda e, p: f"{e.text}\t{''.join('O' if t == 'O' else t[2:] for t in p)}"),
+    options={"score_chars": score_chars},
+    prepare=_punc_prepare,
+    inputs=("text",),
+    long_text=True,
+    unmarked=unpunctuated,
+    show=lambda e, p, f, logits: punctuated(e.text, p),
+  )
 
 
 def _punc_prepare(task: Task, splits: dict, config) -> tuple[Task, dict]:
@@ -225,18 +337,29 @@ def _punc_prepare(task: Task, splits: dict, config) -> tuple[Task, dict]:
 PUNC = punc_task()
 
 GLNER = _wyweb_task(
-    "glner", GlnerExample, "token-classification", head="token", labels=GLNER_LABELS, max_length=512,
-    featurize=lambda e, tokenizer, max_length: tagging.tagging_inputs(
-        tokenizer, e.text, tagging.bio_tags(len(e.text), e.spans, _GLNER_IDS), max_length),
-    decode=lambda e, f, logits: tagging.decode_spans(GLNER_LABELS, f, logits),
-    score=lambda examples, predictions: tagging.entity_scores(GLNER_LABELS, examples, predictions),
-    main_metric="f1", baseline=lambda train, dev: [() for _ in dev],  # F1 0
-    submission_format="jsonl",
-    submission=per_example(lambda e, p: as_json({"text": e.text, "label": [list(span) for span in p]})),
-    inputs=("text",), long_text=True, show=lambda e, p, f, logits: tagging.entities(e.text, p))
+  "glner",
+  GlnerExample,
+  "token-classification",
+  head="token",
+  labels=GLNER_LABELS,
+  max_length=512,
+  featurize=lambda e, tokenizer, max_length: tagging.tagging_inputs(
+    tokenizer, e.text, tagging.bio_tags(len(e.text), e.spans, _GLNER_IDS), max_length
+  ),
+  decode=lambda e, f, logits: tagging.decode_spans(GLNER_LABELS, f, logits),
+  score=lambda examples, predictions: tagging.entity_scores(GLNER_LABELS, examples, predictions),
+  main_metric="f1",
+  baseline=lambda train, dev: [() for _ in dev],  # F1 0
+  submission_format="jsonl",
+  submission=per_example(lambda e, p: as_json({"text": e.text, "label": [list(span) for span in p]})),
+  inputs=("text",),
+  long_text=True,
+  show=lambda e, p, f, logits: tagging.entities(e.text, p),
+)
 
 
 # --- multiple choice: IRC, WYWRC --------------------------------------------------------------------------
+
 
 def _choice_featurize(example: ChoiceExample, tokenizer: Tokenizer, max_length: int, cut: str):
   features, truncated = choice_rows(tokenizer, example.context, example.question, example.options, max_length, cut)
@@ -245,28 +368,54 @@ def _choice_featurize(example: ChoiceExample, tokenizer: Tokenizer, max_length: 
 
 def _choice_task(name: str, max_length: int, cut: str, submission_line) -> Task:
   return _wyweb_task(
-      name, ChoiceExample, "multiple-choice", head="choice", labels=OPTIONS, max_length=max_length,
-      featurize=lambda e, tokenizer, n: _choice_featurize(e, tokenizer, n, cut),
-      decode=lambda e, f, logits: argmax(logits), score=choice_accuracy, main_metric="accuracy",
-      baseline=constant_baseline(lambda e: e.label), submission_format="jsonl",
-      submission=per_example(submission_line), inputs=("context", "question", "options"),
-      show=lambda e, p, f, logits: {"answer": p, "option": e.options[p]})
+    name,
+    ChoiceExample,
+    "multiple-choice",
+    head="choice",
+    labels=OPTIONS,
+    max_length=max_length,
+    featurize=lambda e, tokenizer, n: _choice_featurize(e, tokenizer, n, cut),
+    decode=lambda e, f, logits: argmax(logits),
+    score=choice_accuracy,
+    main_metric="accuracy",
+    baseline=constant_baseline(lambda e: e.label),
+    submission_format="jsonl",
+    submission=per_example(submission_line),
+    inputs=("context", "question", "options"),
+    show=lambda e, p, f, logits: {"answer": p, "option": e.options[p]},
+  )
 
 
-IRC = _choice_task("irc", 256, "question", lambda e, p: as_json(
-    {"idiom": e.context, "origin": e.question, "options": list(e.options), "label": p}))
-WYWRC = _choice_task("wywrc", 512, "context", lambda e, p: as_json(
-    {"article": e.context, "question": e.question, **{f"option{i}": o for i, o in enumerate(e.options)},
-     "answer": str(p), **({} if e.kind is None else {"type": e.kind})}))
+IRC = _choice_task(
+  "irc",
+  256,
+  "question",
+  lambda e, p: as_json({"idiom": e.context, "origin": e.question, "options": list(e.options), "label": p}),
+)
+WYWRC = _choice_task(
+  "wywrc",
+  512,
+  "context",
+  lambda e, p: as_json(
+    {
+      "article": e.context,
+      "question": e.question,
+      **{f"option{i}": o for i, o in enumerate(e.options)},
+      "answer": str(p),
+      **({} if e.kind is None else {"type": e.kind}),
+    }
+  ),
+)
 
 
 # --- XuCi: the same function word in two sentences, same usage or not ---------------------------------------
+
 
 def _xuci_featurize(example: XuciExample, tokenizer: Tokenizer, max_length: int):
   sequences, masks = [], []
   for text, (start, end) in ((example.text_a, example.span_a), (example.text_b, example.span_b)):
     ids, char_index = tokenizer.encode_chars(text)
-    ids, char_index = ids[:max_length - 2], char_index[:max_length - 2]
+    ids, char_index = ids[: max_length - 2], char_index[: max_length - 2]
     in_span = (char_index >= start) & (char_index <= end)
     if not in_span.any():
       raise ValueError(f"the word at characters {start}..{end} of {text!r} has no token within {max_length} tokens")
@@ -275,22 +424,36 @@ def _xuci_featurize(example: XuciExample, tokenizer: Tokenizer, max_length: int)
   features = rows(sequences, tokenizer.pad_id)
   span_mask = np.zeros(features["input_ids"].shape, np.float32)
   for i, mask in enumerate(masks):
-    span_mask[i, :len(mask)] = mask
+    span_mask[i, : len(mask)] = mask
   return {**features, "span_mask": span_mask, "label": np.int32(example.same_usage)}, 0
 
 
 XUCI = _wyweb_task(
-    "xuci", XuciExample, "text-classification", head="span_pair", heading="XuCi", labels=("f", "t"), max_length=96, featurize=_xuci_featurize,
-    decode=lambda e, f, logits: bool(argmax(logits)),
-    score=lambda examples, predictions: classification_scores(
-        predictions, [e.same_usage for e in examples], (False, True)),
-    main_metric="accuracy", baseline=constant_baseline(lambda e: e.same_usage), submission_format="tsv",
-    submission=per_example(lambda e, p: "\t".join(
-        [e.text_a, e.text_b, "%d, %d" % e.span_a, "%d, %d" % e.span_b, "t" if p else "f"])),
-    inputs=("text_a", "span_a", "text_b", "span_b"), show=lambda e, p, f, logits: {"same_usage": p})
+  "xuci",
+  XuciExample,
+  "text-classification",
+  head="span_pair",
+  heading="XuCi",
+  labels=("f", "t"),
+  max_length=96,
+  featurize=_xuci_featurize,
+  decode=lambda e, f, logits: bool(argmax(logits)),
+  score=lambda examples, predictions: classification_scores(
+    predictions, [e.same_usage for e in examples], (False, True)
+  ),
+  main_metric="accuracy",
+  baseline=constant_baseline(lambda e: e.same_usage),
+  submission_format="tsv",
+  submission=per_example(
+    lambda e, p: "\t".join([e.text_a, e.text_b, "%d, %d" % e.span_a, "%d, %d" % e.span_b, "t" if p else "f"])
+  ),
+  inputs=("text_a", "span_a", "text_b", "span_b"),
+  show=lambda e, p, f, logits: {"same_usage": p},
+)
 
 
 # --- WYWMT: classical → modern Chinese translation with a prefix LM ---------------------------------------------
+
 
 def _wywmt_featurize(example: MtExample, tokenizer: Tokenizer, max_length: int):
   """[CLS] source [SEP] target [SEP] (token types 0 | 1, wyjax.models.prefix_lm); labels: the
@@ -301,7 +464,7 @@ def _wywmt_featurize(example: MtExample, tokenizer: Tokenizer, max_length: int):
   input_ids = features["input_ids"]
   first = int(np.argmax(features["token_type_ids"]))  # [CLS] source [SEP]
   labels = np.full(len(input_ids), IGNORE, np.int32)
-  labels[first - 1:-1] = input_ids[first:]
+  labels[first - 1 : -1] = input_ids[first:]
   return {**features, "labels": labels}, cut
 
 
@@ -311,21 +474,35 @@ def _teacher_forced_scores(tokenizer, features, predicted) -> dict:
   the gold tokens likewise. Its outputs have the reference's length by construction."""
   as_text = lambda ids: " ".join(tokenizer.vocab[i] for i in ids)
   scored = [f["labels"] != IGNORE for f in features]
-  scores = metrics.translation_scores([as_text(p[s]) for p, s in zip(predicted, scored)],
-                                      [as_text(f["labels"][s]) for f, s in zip(features, scored)], tokenized=True)
+  scores = metrics.translation_scores(
+    [as_text(p[s]) for p, s in zip(predicted, scored)],
+    [as_text(f["labels"][s]) for f, s in zip(features, scored)],
+    tokenized=True,
+  )
   return {f"teacher_forced_{k}": v for k, v in scores.items()}
 
 
 WYWMT = _wyweb_task(
-    "wywmt", MtExample, "translation", head="prefix_lm", labels=(), max_length=512, featurize=_wywmt_featurize,
-    decode=lambda e, f, text: text,
-    score=lambda examples, predictions: metrics.translation_scores(predictions, [e.target for e in examples]),
-    main_metric="bleu",
-    # Copying the source: a floor well above zero, since classical and modern Chinese share many characters.
-    baseline=lambda train, dev: [e.source for e in dev],
-    submission_format="tsv", submission=per_example(lambda e, p: f"{e.source}\t{p}"),
-    forced_scores=_teacher_forced_scores, averaged=False, inputs=("source",), show=lambda e, p, f, text: p,
-    # Checkpoints are chosen on greedy translations; the final ones use this beam search.
-    options={"decoding": {"beam_size": 4, "length_penalty": 0.6, "max_ratio": 2.0, "max_extra": 32}})
+  "wywmt",
+  MtExample,
+  "translation",
+  head="prefix_lm",
+  labels=(),
+  max_length=512,
+  featurize=_wywmt_featurize,
+  decode=lambda e, f, text: text,
+  score=lambda examples, predictions: metrics.translation_scores(predictions, [e.target for e in examples]),
+  main_metric="bleu",
+  # Copying the source: a floor well above zero, since classical and modern Chinese share many characters.
+  baseline=lambda train, dev: [e.source for e in dev],
+  submission_format="tsv",
+  submission=per_example(lambda e, p: f"{e.source}\t{p}"),
+  forced_scores=_teacher_forced_scores,
+  averaged=False,
+  inputs=("source",),
+  show=lambda e, p, f, text: p,
+  # Checkpoints are chosen on greedy translations; the final ones use this beam search.
+  options={"decoding": {"beam_size": 4, "length_penalty": 0.6, "max_ratio": 2.0, "max_extra": 32}},
+)
 
 TASKS = (PUNC, GLNER, GJC, TLC, FSPC, XUCI, IRC, WYWRC, WYWMT)  # the leaderboard's order

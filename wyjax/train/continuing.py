@@ -7,6 +7,7 @@ row is carried from the checkpoint's row for the same token or its OpenCC counte
 (wyjax.data.vocab_map). Rows with no source start from the checkpoint's embedding statistics.
 `config.freeze_encoder_steps` trains the embeddings and the MLM head alone first (`trains_first`).
 """
+
 import logging
 
 import jax
@@ -27,10 +28,12 @@ def local_init(init: str) -> str:
   nothing is refused in one line."""
   if export_folder.hub_id(init):
     from wyjax.hf import hub  # huggingface_hub's HTTP stack only for a Hub id: a GPU image may lack it
+
     init = hub.fetch(init)
   if not epath.Path(init).exists():
-    raise guards.RunError(f"--config.init {init}: no such folder (a transformers folder, a wyjax workdir or export, "
-                          "or a Hub id ORG/NAME)")
+    raise guards.RunError(
+      f"--config.init {init}: no such folder (a transformers folder, a wyjax workdir or export, or a Hub id ORG/NAME)"
+    )
   return init
 
 
@@ -50,8 +53,10 @@ def architecture(init: str, config, typed=()) -> dict:
     except (TypeError, ValueError) as e:
       raise guards.RunError(f"--config.model.{key}={value}: {e}") from None
     if getattr(given, key) != getattr(checkpoint, key):
-      raise guards.RunError(f"--config.model.{key}={value} contradicts --config.init {init}, whose {key} is "
-                            f"{getattr(checkpoint, key)!r}: the architecture is the checkpoint's; drop the flag")
+      raise guards.RunError(
+        f"--config.model.{key}={value} contradicts --config.init {init}, whose {key} is "
+        f"{getattr(checkpoint, key)!r}: the architecture is the checkpoint's; drop the flag"
+      )
   return {**checkpoint.to_dict(), **{k: config.model[k] for k in TRAINING_CHOICES if k in fields}}
 
 
@@ -84,17 +89,21 @@ def initial_params(init: str, model_config: EncoderConfig, vocab: list[str], see
   sources = vocab_map.row_sources(model.tokenizer.vocab, vocab)
   embeddings = params["encoder"]["embeddings"]
   table = embeddings["word_embeddings"]["embedding"]
-  embeddings["word_embeddings"]["embedding"] = _carried(table, sources.rows, rng.normal(
-      table.mean(0), table.std(0), (len(vocab), table.shape[1])))
+  embeddings["word_embeddings"]["embedding"] = _carried(
+    table, sources.rows, rng.normal(table.mean(0), table.std(0), (len(vocab), table.shape[1]))
+  )
   bias = params["mlm_head"]["bias"]
   params["mlm_head"]["bias"] = _carried(bias, sources.rows, np.full(len(vocab), bias.mean(), bias.dtype))
   if model_config.model_type == "roberta":
     embeddings["position_embeddings"]["embedding"] = _positions_moved(
-        embeddings["position_embeddings"]["embedding"], model.config.pad_token_id, model_config.pad_token_id)
+      embeddings["position_embeddings"]["embedding"], model.config.pad_token_id, model_config.pad_token_id
+    )
   if model_config.scan_layers:
     params["encoder"] = stack_layers(params["encoder"])
-  return params, (f"vocabulary {vocab_map.kind(model.tokenizer.vocab, vocab)}, {len(vocab):,} tokens (the "
-                  f"checkpoint's {len(model.tokenizer):,}): {sources.describe()}")
+  return params, (
+    f"vocabulary {vocab_map.kind(model.tokenizer.vocab, vocab)}, {len(vocab):,} tokens (the "
+    f"checkpoint's {len(model.tokenizer):,}): {sources.describe()}"
+  )
 
 
 def _carried(rows: np.ndarray, sources: np.ndarray, new: np.ndarray) -> np.ndarray:

@@ -16,6 +16,7 @@ A rerun keeps finished seeds (run.json) as they are and continues an unfinished 
 its resume/ checkpoint (saved at every evaluation and on SIGTERM/SIGINT, with the batch iterator's
 position and the early-stopping counters), removed once the seed has finished.
 """
+
 import dataclasses
 import logging
 import sys
@@ -93,8 +94,20 @@ def with_options(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict
 
 
 # Keys a rerun may change: not what a seed trains (more seeds add runs; base_learning_rate acts by learning_rate).
-RESUMABLE_CHANGES = ("seeds", "log_every", "eval_batch_size", "mesh", "logical_axis_rules", "max_nonfinite_steps",
-                     "stop_check_every", "remat", "scan_unroll", "attention", "base_learning_rate", "length_buckets")
+RESUMABLE_CHANGES = (
+  "seeds",
+  "log_every",
+  "eval_batch_size",
+  "mesh",
+  "logical_axis_rules",
+  "max_nonfinite_steps",
+  "stop_check_every",
+  "remat",
+  "scan_unroll",
+  "attention",
+  "base_learning_rate",
+  "length_buckets",
+)
 
 
 @dataclasses.dataclass
@@ -113,8 +126,16 @@ WRITTEN = ("results.json", "submission", "seed_[0-9]*")  # what a workdir holds 
 PROGRESS, BATCHES = "progress", "batches"  # items of a resume/ checkpoint beside the state
 
 
-def train_one(task: Task, config, data: dict, model: task_model.TaskModel, pretrained: dict, seed: int,
-              workdir: epath.Path, stop: guards.StopRequest) -> Run:
+def train_one(
+  task: Task,
+  config,
+  data: dict,
+  model: task_model.TaskModel,
+  pretrained: dict,
+  seed: int,
+  workdir: epath.Path,
+  stop: guards.StopRequest,
+) -> Run:
   """One seed: train (early stopping unless patience is 0), restore the kept params, predict dev and test.
 
   A finished seed (its run.json) is returned as it is; an unfinished one continues from its
@@ -126,24 +147,41 @@ def train_one(task: Task, config, data: dict, model: task_model.TaskModel, pretr
   steps_per_epoch = max(1, len(train_features) // config.batch_size)
   last_step = task_model.total_steps(config, data)
   state = model.init_state(pretrained, seed)
-  batches = batching.train_batches(train_features, batch_size=config.batch_size, max_length=data["max_length"],
-                                   pad_id=model.pad_id, seed=seed, sort_window=config.sort_window,
-                                   bucket_count=model.bucket_count)
+  batches = batching.train_batches(
+    train_features,
+    batch_size=config.batch_size,
+    max_length=data["max_length"],
+    pad_id=model.pad_id,
+    seed=seed,
+    sort_window=config.sort_window,
+    bucket_count=model.bucket_count,
+  )
   best_checkpoints = checkpoints.Writer(checkpoints.manager(workdir, max_to_keep=1))
-  resume_checkpoints = checkpoints.Writer(checkpoints.manager(workdir, folder="resume", max_to_keep=1, extra_handlers={
-      PROGRESS: ocp.JsonCheckpointHandler(), BATCHES: grain.checkpoint.CheckpointHandler()}))
+  resume_checkpoints = checkpoints.Writer(
+    checkpoints.manager(
+      workdir,
+      folder="resume",
+      max_to_keep=1,
+      extra_handlers={PROGRESS: ocp.JsonCheckpointHandler(), BATCHES: grain.checkpoint.CheckpointHandler()},
+    )
+  )
 
   def save_resume(step):  # synchronous, as every fine-tuning save: only at evaluations and stops
-    resume_checkpoints.save_now(step, state, **{PROGRESS: ocp.args.JsonSave(progress),
-                                                BATCHES: grain.checkpoint.CheckpointSave(batches)})
+    resume_checkpoints.save_now(
+      step, state, **{PROGRESS: ocp.args.JsonSave(progress), BATCHES: grain.checkpoint.CheckpointSave(batches)}
+    )
 
   progress = {"best": None, "best_step": 0, "stale": 0, "stopped_early": False}
   kept_evaluation = None  # (dev scores, predictions, confusion) of the kept step, if scored in this process
   restored, start_step = checkpoints.restore_latest(resume_checkpoints.mngr, model.program.abstract_state)
   if restored is not None:
     state = restored
-    items = resume_checkpoints.mngr.restore(start_step, args=ocp.args.Composite(**{
-        PROGRESS: ocp.args.JsonRestore(), BATCHES: grain.checkpoint.CheckpointRestore(batches)}))
+    items = resume_checkpoints.mngr.restore(
+      start_step,
+      args=ocp.args.Composite(
+        **{PROGRESS: ocp.args.JsonRestore(), BATCHES: grain.checkpoint.CheckpointRestore(batches)}
+      ),
+    )
     progress = items[PROGRESS]
     if progress["best_step"] == start_step and best_checkpoints.mngr.latest_step() != start_step:
       # Stopped between the two saves of a kept evaluation: this state is the one to keep.
@@ -154,8 +192,12 @@ def train_one(task: Task, config, data: dict, model: task_model.TaskModel, pretr
       checkpoints.move_aside(best_checkpoints.mngr, step, "abandoned")
   is_main = jax.process_index() == 0  # every process trains; one writes the files beside the checkpoints
   if is_main:
-    checkpoints.write_model_info(workdir, model.model_config.without_run_choices().to_dict(),
-                                 [k for k in state["params"] if k != "encoder"], model.tokenizer)
+    checkpoints.write_model_info(
+      workdir,
+      model.model_config.without_run_choices().to_dict(),
+      [k for k in state["params"] if k != "encoder"],
+      model.tokenizer,
+    )
     run_config.trim_metrics(workdir, start_step)
   writer = run_metrics.MetricWriter(workdir, enabled=is_main)
   nonfinite = guards.NonFiniteSteps(config.max_nonfinite_steps)
@@ -214,8 +256,11 @@ def train_one(task: Task, config, data: dict, model: task_model.TaskModel, pretr
   # Checkpoints are chosen on greedy translations; the final ones use the configured beam. Dev
   # scored with the kept parameters already (greedy) is not scored again.
   beam_size = config.decoding.beam_size if model.head.generates else 1
-  dev, predictions, confusion = kept_evaluation if kept_evaluation and beam_size == 1 else \
-      model.evaluate(params, dev_examples, dev_features, beam_size=beam_size)
+  dev, predictions, confusion = (
+    kept_evaluation
+    if kept_evaluation and beam_size == 1
+    else model.evaluate(params, dev_examples, dev_features, beam_size=beam_size)
+  )
   if is_main:
     task.write_predictions(workdir / f"dev_predictions.{task.submission_format}", dev_examples, predictions)
   test = None
@@ -268,13 +313,22 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
   tokens = int(np.prod(batch["input_ids"].shape))
   lm_fraction = 1.0 if model.head.generates else 0.0  # other heads are small beside the encoder
   flops = 3 * model.model_config.forward_flops_per_token(data["max_length"], lm_fraction) * tokens
-  result = aot.report(step, topology=topology, devs=devices, mesh=prog.mesh,
-                      abstract_state=prog.abstract_state, analytic_flops_per_step=flops, tokens_per_step=tokens)
+  result = aot.report(
+    step,
+    topology=topology,
+    devs=devices,
+    mesh=prog.mesh,
+    abstract_state=prog.abstract_state,
+    analytic_flops_per_step=flops,
+    tokens_per_step=tokens,
+  )
   if topology == "local":  # the run's other program (other hardware: the train step alone)
-    eval_batch = batching.largest_batch(features, batch_size=model.eval_batch_size(features), lengths=lengths,
-                                        pad_id=model.pad_id)
-    evaluation = model.jit_eval.lower(prog.abstract_state["params"],
-                                      jax.tree_util.tree_map(abstract, task_model.model_inputs(eval_batch))).compile()
+    eval_batch = batching.largest_batch(
+      features, batch_size=model.eval_batch_size(features), lengths=lengths, pad_id=model.pad_id
+    )
+    evaluation = model.jit_eval.lower(
+      prog.abstract_state["params"], jax.tree_util.tree_map(abstract, task_model.model_inputs(eval_batch))
+    ).compile()
     result["evaluation_bytes_per_chip"] = aot.buffer_bytes(evaluation.memory_analysis())
   aot.check_fits(result)
   return result
@@ -314,29 +368,51 @@ def _finetune(config: ml_collections.ConfigDict, workdir, accept_config_change: 
   if fresh_start:
     run_config.set_aside(workdir, WRITTEN)
   places = dict.fromkeys(("data_dir", "init"), storage.place)
-  changes = run_config.check_config(workdir, config, ignore=RESUMABLE_CHANGES, defaults=base_config(config.task),
-                                    accept=accept_config_change, places=places) if any(workdir.glob("seed_*")) else {}
+  changes = (
+    run_config.check_config(
+      workdir,
+      config,
+      ignore=RESUMABLE_CHANGES,
+      defaults=base_config(config.task),
+      accept=accept_config_change,
+      places=places,
+    )
+    if any(workdir.glob("seed_*"))
+    else {}
+  )
   run_config.check_data(workdir, data_files)  # a finished seed is kept as it is: its scores must be these files'
   if jax.process_index() == 0:
     run_config.store_config(workdir, config, changes, data_files)
   with guards.stop_signals(config.stop_check_every) as stop:
-    runs = [train_one(task, config, data, model, pretrained, config.seed + k, workdir / f"seed_{config.seed + k}",
-                      stop) for k in range(config.seeds)]
+    runs = [
+      train_one(task, config, data, model, pretrained, config.seed + k, workdir / f"seed_{config.seed + k}", stop)
+      for k in range(config.seeds)
+    ]
   best_run = max(runs, key=lambda r: r.dev[task.main_metric])
   dev_scores = np.array([r.dev[task.main_metric] for r in runs])
   results = {
-      "task": task.name, "main_metric": task.main_metric, "init": config.init or "fresh tiny model",
-      "learning_rate": config.learning_rate, "dev_mean": float(dev_scores.mean()), "dev_std": float(dev_scores.std()),
-      "best_seed": best_run.seed, "best_run": str(best_run.workdir), "dev": best_run.dev, "test": best_run.test,
-      "labels": list(task.labels), "dev_confusion": best_run.dev_confusion,
-      "majority_baseline": majority_baseline(task, splits["train"], splits["dev"]),
-      "linear_baseline": linear_baseline.scores(task, data),  # {"dev": metrics, "test": metrics or None}
-      "truncated_characters": data["truncated"],
-      "files": {split: [str(path) for path in paths] for split, paths in files.items()},
-      "notes": {split: notes for split in datasets.SPLITS if split in data and (notes := task.notes(data[split][0]))},
-      "runs": [{"seed": r.seed, "best_step": r.best_step, "stopped_early": r.stopped_early, "dev": r.dev,
-                "test": r.test} for r in runs],
-      "config": config.to_dict(),
+    "task": task.name,
+    "main_metric": task.main_metric,
+    "init": config.init or "fresh tiny model",
+    "learning_rate": config.learning_rate,
+    "dev_mean": float(dev_scores.mean()),
+    "dev_std": float(dev_scores.std()),
+    "best_seed": best_run.seed,
+    "best_run": str(best_run.workdir),
+    "dev": best_run.dev,
+    "test": best_run.test,
+    "labels": list(task.labels),
+    "dev_confusion": best_run.dev_confusion,
+    "majority_baseline": majority_baseline(task, splits["train"], splits["dev"]),
+    "linear_baseline": linear_baseline.scores(task, data),  # {"dev": metrics, "test": metrics or None}
+    "truncated_characters": data["truncated"],
+    "files": {split: [str(path) for path in paths] for split, paths in files.items()},
+    "notes": {split: notes for split in datasets.SPLITS if split in data and (notes := task.notes(data[split][0]))},
+    "runs": [
+      {"seed": r.seed, "best_step": r.best_step, "stopped_early": r.stopped_early, "dev": r.dev, "test": r.test}
+      for r in runs
+    ],
+    "config": config.to_dict(),
   }
   submission = workdir / "submission" / task.submission_file
   if "test" in data:

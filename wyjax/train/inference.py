@@ -15,6 +15,7 @@ the host's own work between steps (featurizing, batching, stitching) fragments a
 keeps everything, and a predict grew by about half a step's scratch per batch (5.5 GB for a
 2 MB line at 512 tokens, and as much for a file of short lines; given back, 1.5).
 """
+
 import dataclasses
 import itertools
 import json
@@ -56,8 +57,15 @@ def _groups(features: Iterable[dict], tokens: int) -> Iterator[list[dict]]:
 class Predictor:
   """Outputs of a fine-tuned model (wyjax.hf.task_models.FineTuned) for input lines."""
 
-  def __init__(self, fine_tuned, *, batch_size: int = 32, beam_size: int = 4, keep_marks: bool = False,
-               skip_bad_lines: bool = False):
+  def __init__(
+    self,
+    fine_tuned,
+    *,
+    batch_size: int = 32,
+    beam_size: int = 4,
+    keep_marks: bool = False,
+    skip_bad_lines: bool = False,
+  ):
     self.task, self.tokenizer = fine_tuned.task, fine_tuned.tokenizer
     user_inputs.check_predictable(self.task)
     self.fine_tuned = fine_tuned
@@ -72,8 +80,15 @@ class Predictor:
     config = finetuning.base_config(self.task.name)
     config.batch_size = config.eval_batch_size = self.batch_size
     config.dtype = self.fine_tuned.model_config.dtype
-    self._model = TaskModel(self.task, self.fine_tuned.model_config, self.tokenizer, config, total_steps=1,
-                            max_length=self.max_length, example=example_features)
+    self._model = TaskModel(
+      self.task,
+      self.fine_tuned.model_config,
+      self.tokenizer,
+      config,
+      total_steps=1,
+      max_length=self.max_length,
+      example=example_features,
+    )
     self._params = jax.device_put(self.fine_tuned.params, self._model.program.params_sharding)
     host_memory.give_back_large_blocks()  # (the module's docstring)
 
@@ -113,8 +128,9 @@ class Predictor:
         return [(self.task.decode(e, f, t), f, l) for e, f, l, t in zip(examples, features, logits, texts)]
       return [(self.task.decode(e, f, l), f, l) for e, f, l in zip(examples, features, logits)]
     room = self.max_length - 2
-    windows = self._logits(long_texts.cut(features, start, room) for _, (features, starts) in featurized
-                           for start in starts)
+    windows = self._logits(
+      long_texts.cut(features, start, room) for _, (features, starts) in featurized for start in starts
+    )
     out = []
     for example, (features, starts) in featurized:
       tokens = features["input_ids"].shape[-1] - 2

@@ -27,6 +27,7 @@ the loss stays at ln 7), which is what this replaces.
 `LossWatch` warns once, with the numbers, when the training loss has not fallen by
 CHECK_SHARE of a run's steps.
 """
+
 import logging
 import math
 
@@ -68,9 +69,14 @@ def resolved(config: ml_collections.ConfigDict, model: EncoderConfig) -> ml_coll
   size = layer_parameters(model)
   if config.learning_rate is None:
     config.learning_rate = rate_for(size, config.base_learning_rate)
-    logging.info("learning rate %g, chosen for a model of %s (base_learning_rate %g is for a base-sized model of "
-                 "%s; --config.learning_rate sets another)", config.learning_rate, describe(size),
-                 config.base_learning_rate, describe(BASE_SIZE))
+    logging.info(
+      "learning rate %g, chosen for a model of %s (base_learning_rate %g is for a base-sized model of "
+      "%s; --config.learning_rate sets another)",
+      config.learning_rate,
+      describe(size),
+      config.base_learning_rate,
+      describe(BASE_SIZE),
+    )
   else:
     logging.info("learning rate %g, as configured (a model of %s)", config.learning_rate, describe(size))
   return config
@@ -104,10 +110,12 @@ class LossWatch:
       return None
     advice = "a smaller" if current > (2 - FLAT_RATIO) * first else "a larger"  # risen 5%: too large; flat: small
     mean = f" (mean of the latest {len(latest)} logged)" if len(latest) > 1 else ""
-    message = (f"the training loss has not fallen: {first:.4f} at step {first_step}, {current:.4f} at step {step} "
-               f"of {self.total_steps}{mean}, with learning rate "
-               f"{self.learning_rate:g} for a model of {describe(self.size)}. Try {advice} --config.learning_rate "
-               "(or leave it unset: chosen from the model's size), more steps, or a pretrained --config.init; "
-               "check that the labels are learnable (docs/finetuning.md)")
+    message = (
+      f"the training loss has not fallen: {first:.4f} at step {first_step}, {current:.4f} at step {step} "
+      f"of {self.total_steps}{mean}, with learning rate "
+      f"{self.learning_rate:g} for a model of {describe(self.size)}. Try {advice} --config.learning_rate "
+      "(or leave it unset: chosen from the model's size), more steps, or a pretrained --config.init; "
+      "check that the labels are learnable (docs/finetuning.md)"
+    )
     logging.warning("%s", message)
     return message

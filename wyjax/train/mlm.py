@@ -3,6 +3,7 @@
 Masking runs inside the jitted step on the global batch, from fold_in(seed, step): it is
 deterministic in (seed, step) and independent of how the batch is sharded or loaded.
 """
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -42,9 +43,19 @@ def span_start_probability(rate: float, probs: np.ndarray) -> float:
   return (lo + hi) / 2
 
 
-def mask_tokens(rng, ids, *, mask_id: int, vocab_size: int, special_ids, rate: float = 0.15,
-                max_ngram: int = 1, ngram_distribution: str = "harmonic", mask_prob: float = 0.8,
-                random_prob: float = 0.1):
+def mask_tokens(
+  rng,
+  ids,
+  *,
+  mask_id: int,
+  vocab_size: int,
+  special_ids,
+  rate: float = 0.15,
+  max_ngram: int = 1,
+  ngram_distribution: str = "harmonic",
+  mask_prob: float = 0.8,
+  random_prob: float = 0.1,
+):
   """Returns (inputs, targets, weights) for a [batch, length] int array.
 
   Spans of 1..max_ngram tokens are selected until ~`rate` of the maskable tokens (all but
@@ -92,8 +103,7 @@ def loss_sums(logits, targets, weights) -> dict:
   is_target = jnp.arange(logits.shape[-1]) == targets[..., None]
   nll = jax.nn.logsumexp(logits, axis=-1) - jnp.sum(jnp.where(is_target, logits, 0.0), axis=-1)
   correct = (jnp.argmax(logits, -1) == targets).astype(jnp.float32)
-  return {"loss_sum": jnp.sum(nll * weights), "correct": jnp.sum(correct * weights),
-          "weight": jnp.sum(weights)}
+  return {"loss_sum": jnp.sum(nll * weights), "correct": jnp.sum(correct * weights), "weight": jnp.sum(weights)}
 
 
 def unigram_entropy(batches, tokenizer) -> float:

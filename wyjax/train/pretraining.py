@@ -4,6 +4,7 @@
 the sharded state, resume from the workdir's latest readable checkpoint, train, evaluate,
 checkpoint every N steps, at the end and on SIGTERM/SIGINT.
 """
+
 import concurrent.futures
 import dataclasses
 import logging
@@ -20,12 +21,11 @@ import orbax.checkpoint as ocp
 import tqdm
 from etils import epath
 
-from wyjax.core import (aot, checkpoints, distributed, guards, host_memory, locks, partitioning, run_config,
-                        run_metrics)
+from wyjax.core import aot, checkpoints, distributed, guards, host_memory, locks, partitioning, run_config, run_metrics
 from wyjax.core.storage import place
 from wyjax.data import pipeline, prepare
-from wyjax.data.corpus import source_place
 from wyjax.data import tokenizer as tokenizer_lib
+from wyjax.data.corpus import source_place
 from wyjax.hf.export_folder import hub_id
 from wyjax.models import EncoderConfig, MaskedLM
 from wyjax.train import config_values, continuing, mlm, probes, program
@@ -44,13 +44,25 @@ def base_config() -> ml_collections.ConfigDict:
   # workdir or export, or a Hub id. Its architecture replaces `model`; "": random weights.
   c.init = ""
   c.freeze_encoder_steps = 0  # steps that train only the embeddings and the MLM head, before all
-  c.corpus = ml_collections.ConfigDict(dict(
-      source="poetry", sequence_length=128, valid_fraction=0.01, t2s=True, char_filter="none",
-      min_count=1, max_vocab=0, vocab="", extend_vocab=False, workers=0))
+  c.corpus = ml_collections.ConfigDict(
+    dict(
+      source="poetry",
+      sequence_length=128,
+      valid_fraction=0.01,
+      t2s=True,
+      char_filter="none",
+      min_count=1,
+      max_vocab=0,
+      vocab="",
+      extend_vocab=False,
+      workers=0,
+    )
+  )
   # Prepared corpus folder; empty: <cache>/corpora/<source>-<sequence_length>.
   c.data_dir = ""
-  c.masking = ml_collections.ConfigDict(dict(
-      rate=0.15, max_ngram=3, ngram_distribution="harmonic", mask_prob=0.8, random_prob=0.1))
+  c.masking = ml_collections.ConfigDict(
+    dict(rate=0.15, max_ngram=3, ngram_distribution="harmonic", mask_prob=0.8, random_prob=0.1)
+  )
   c.batch_size = 64  # global, in sequences
   c.grad_accum_steps = 1
   c.num_train_steps = 1000
@@ -83,11 +95,15 @@ def base_config() -> ml_collections.ConfigDict:
 def masking(config, tokenizer) -> dict:
   """mlm.mask_tokens's arguments but the key and the batch: config.masking over `tokenizer`."""
   return dict(
-      mask_id=tokenizer.mask_id, vocab_size=len(tokenizer),
-      special_ids=(tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id, tokenizer.unk_id),
-      rate=config.masking.rate, max_ngram=config.masking.max_ngram,
-      ngram_distribution=config.masking.ngram_distribution, mask_prob=config.masking.mask_prob,
-      random_prob=config.masking.random_prob)
+    mask_id=tokenizer.mask_id,
+    vocab_size=len(tokenizer),
+    special_ids=(tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id, tokenizer.unk_id),
+    rate=config.masking.rate,
+    max_ngram=config.masking.max_ngram,
+    ngram_distribution=config.masking.ngram_distribution,
+    mask_prob=config.masking.mask_prob,
+    random_prob=config.masking.random_prob,
+  )
 
 
 def make_steps(program: Program, config, tokenizer, length: int):
@@ -119,8 +135,8 @@ def make_steps(program: Program, config, tokenizer, length: int):
       grads, sums = grad_fn(state["params"], inputs, targets, weights, attention_mask, dropout_rng)
     else:
       micro = jax.tree_util.tree_map(
-          lambda x: x.reshape(accum, x.shape[0] // accum, *x.shape[1:]),
-          (inputs, targets, weights, attention_mask))
+        lambda x: x.reshape(accum, x.shape[0] // accum, *x.shape[1:]), (inputs, targets, weights, attention_mask)
+      )
 
       def accumulate(carry, xs):
         i, micro_batch = xs
@@ -133,12 +149,17 @@ def make_steps(program: Program, config, tokenizer, length: int):
     weight = jnp.maximum(sums["weight"], 1.0)
     grads = jax.tree_util.tree_map(lambda g: g / weight, grads)
     new_state, update_metrics = program.apply_gradients(state, grads, sums["loss_sum"])
-    return new_state, {"loss": sums["loss_sum"] / weight, "mlm_accuracy": sums["correct"] / weight,
-                       "masked_fraction": jnp.sum(weights) / jnp.sum(attention_mask), **update_metrics}
+    return new_state, {
+      "loss": sums["loss_sum"] / weight,
+      "mlm_accuracy": sums["correct"] / weight,
+      "masked_fraction": jnp.sum(weights) / jnp.sum(attention_mask),
+      **update_metrics,
+    }
 
   def eval_step(params, batch, index):
     inputs, targets, weights = mlm.mask_tokens(
-        jax.random.fold_in(jax.random.key(config.seed + 1), index), batch, **mask_kwargs)
+      jax.random.fold_in(jax.random.key(config.seed + 1), index), batch, **mask_kwargs
+    )
     return predict(params, inputs, targets, weights, (batch != tokenizer.pad_id).astype(jnp.int32))
 
   return train_step, eval_step
@@ -146,10 +167,25 @@ def make_steps(program: Program, config, tokenizer, length: int):
 
 # Keys that change how a run executes or is observed, not what it trains: a resumed run may
 # change them freely (wyjax.core.run_config).
-RESUMABLE_CHANGES = ("mesh", "logical_axis_rules", "log_every", "eval_every", "eval_batches", "checkpoint_every",
-                     "keep_checkpoints", "async_checkpointing", "peak_flops_per_device", "corpus.workers",
-                     "stop_check_every", "max_nonfinite_steps", "remat", "scan_unroll", "attention", "probes",
-                     "probe_examples")
+RESUMABLE_CHANGES = (
+  "mesh",
+  "logical_axis_rules",
+  "log_every",
+  "eval_every",
+  "eval_batches",
+  "checkpoint_every",
+  "keep_checkpoints",
+  "async_checkpointing",
+  "peak_flops_per_device",
+  "corpus.workers",
+  "stop_check_every",
+  "max_nonfinite_steps",
+  "remat",
+  "scan_unroll",
+  "attention",
+  "probes",
+  "probe_examples",
+)
 
 
 def _restore_data_iterator(mngr, step: int, train_iter) -> None:
@@ -165,6 +201,7 @@ class Pretraining:
   """What a pretraining run compiles: the program and its jitted steps. The run and
   `compile_only` build it the same way, so the step compiled ahead of time is the step the run
   executes."""
+
   program: Program
   model_config: EncoderConfig
   train_step: Callable  # jitted (state, batch) → (state, metrics); the state is donated
@@ -173,33 +210,55 @@ class Pretraining:
   train_flops_per_step: float  # 3 × forward (EncoderConfig.forward_flops_per_token), MLM head on predicted positions
 
 
-def build(config: ml_collections.ConfigDict, tokenizer, length: int, devices=None,
-          architecture: dict | None = None) -> Pretraining:
+def build(
+  config: ml_collections.ConfigDict, tokenizer, length: int, devices=None, architecture: dict | None = None
+) -> Pretraining:
   """The model, mesh and jitted steps of `config` over `devices` (default: all of them).
   architecture: the encoder's fields, config.model's by default (a continued run's are its
   checkpoint's: continuing.architecture); the vocabulary, and with it the pad id, is `tokenizer`'s."""
-  model_config = EncoderConfig(**{**(architecture or config.model.to_dict()), "vocab_size": len(tokenizer),
-                                  "pad_token_id": tokenizer.pad_id, "dtype": config.dtype, "remat": config.remat,
-                                  "scan_layers": config.scan_layers, "scan_unroll": config.scan_unroll,
-                                  "attention": config.attention})
+  model_config = EncoderConfig(
+    **{
+      **(architecture or config.model.to_dict()),
+      "vocab_size": len(tokenizer),
+      "pad_token_id": tokenizer.pad_id,
+      "dtype": config.dtype,
+      "remat": config.remat,
+      "scan_layers": config.scan_layers,
+      "scan_unroll": config.scan_unroll,
+      "attention": config.attention,
+    }
+  )
   if model_config.absolute_positions and length > model_config.max_tokens:
     where = f"--config.init {config.init}'s " if config.init else "config.model."
     raise guards.RunError(
-        f"the corpus's sequences are {length} tokens but {where}max_position_embeddings is "
-        f"{model_config.max_position_embeddings} (positions for {model_config.max_tokens} tokens): positions past them "
-        f"have no embedding (the loss would be NaN); prepare a corpus of at most {model_config.max_tokens} tokens a "
-        "sequence" + ("" if config.init else f", or set --config.model.max_position_embeddings={length}"))
-  prog = program.build(MaskedLM(model_config), {"input_ids": jnp.zeros((1, length), jnp.int32)}, config,
-                       warmup_steps=config.warmup_steps, total_steps=config.num_train_steps, devices=devices,
-                       frozen_steps=config.freeze_encoder_steps, trainable=continuing.trains_first)
+      f"the corpus's sequences are {length} tokens but {where}max_position_embeddings is "
+      f"{model_config.max_position_embeddings} (positions for {model_config.max_tokens} tokens): positions past them "
+      f"have no embedding (the loss would be NaN); prepare a corpus of at most {model_config.max_tokens} tokens a "
+      "sequence" + ("" if config.init else f", or set --config.model.max_position_embeddings={length}")
+    )
+  prog = program.build(
+    MaskedLM(model_config),
+    {"input_ids": jnp.zeros((1, length), jnp.int32)},
+    config,
+    warmup_steps=config.warmup_steps,
+    total_steps=config.num_train_steps,
+    devices=devices,
+    frozen_steps=config.freeze_encoder_steps,
+    trainable=continuing.trains_first,
+  )
   train_step, eval_step = make_steps(prog, config, tokenizer, length)
   predicted_fraction = mlm.max_predictions(length, config.masking.rate) / length
   return Pretraining(
-      program=prog, model_config=model_config, length=length,
-      train_step=prog.jit_train(train_step, prog.data_sharding),
-      eval_step=prog.jit_eval(eval_step, prog.data_sharding, None),
-      train_flops_per_step=3 * model_config.forward_flops_per_token(length, predicted_fraction)
-      * config.batch_size * length)
+    program=prog,
+    model_config=model_config,
+    length=length,
+    train_step=prog.jit_train(train_step, prog.data_sharding),
+    eval_step=prog.jit_eval(eval_step, prog.data_sharding, None),
+    train_flops_per_step=3
+    * model_config.forward_flops_per_token(length, predicted_fraction)
+    * config.batch_size
+    * length,
+  )
 
 
 def compile_steps(run: Pretraining, config) -> tuple[jax.stages.Compiled, jax.stages.Compiled]:
@@ -213,12 +272,18 @@ def compile_steps(run: Pretraining, config) -> tuple[jax.stages.Compiled, jax.st
 
   def advice(fits):
     smaller = int(config.batch_size * fits)
-    return (f"set --config.batch_size={smaller} or lower (now {config.batch_size}), " if smaller else "") + \
-        f"split the batch with --config.grad_accum_steps (now {config.grad_accum_steps}), or recompute " \
-        f"activations with --config.remat=full"
+    return (
+      (f"set --config.batch_size={smaller} or lower (now {config.batch_size}), " if smaller else "")
+      + f"split the batch with --config.grad_accum_steps (now {config.grad_accum_steps}), or recompute "
+      f"activations with --config.remat=full"
+    )
 
-  host_memory.admit([host_memory.Program(f"the training step at {shape}", train_step, advice),
-                     host_memory.Program(f"the evaluation step at {shape}", eval_step, advice)])
+  host_memory.admit(
+    [
+      host_memory.Program(f"the training step at {shape}", train_step, advice),
+      host_memory.Program(f"the evaluation step at {shape}", eval_step, advice),
+    ]
+  )
   return train_step, eval_step
 
 
@@ -242,16 +307,23 @@ def compile_only(config: ml_collections.ConfigDict, topology: str, typed=()) -> 
     if not config.model.get("vocab_size"):
       raise guards.RunError("no prepared corpus: set --config.model.vocab_size (or --config.data_dir) to compile")
     if not len(tokenizer_lib.SPECIAL_TOKENS) <= config.model.vocab_size <= tokenizer_lib.MAX_VOCAB_SIZE:
-      raise guards.RunError(f"--config.model.vocab_size={config.model.vocab_size}: a character-level vocabulary "
-                            f"holds {len(tokenizer_lib.SPECIAL_TOKENS)} to {tokenizer_lib.MAX_VOCAB_SIZE:,} tokens")
+      raise guards.RunError(
+        f"--config.model.vocab_size={config.model.vocab_size}: a character-level vocabulary "
+        f"holds {len(tokenizer_lib.SPECIAL_TOKENS)} to {tokenizer_lib.MAX_VOCAB_SIZE:,} tokens"
+      )
     tokenizer, length = tokenizer_lib.placeholder(config.model.vocab_size), config.corpus.sequence_length
   run = build(config, tokenizer, length, devices, architecture)
   batch = jax.ShapeDtypeStruct((config.batch_size, length), jnp.int32, sharding=run.program.data_sharding)
   step = aot.compile_step(run.train_step, run.program.abstract_state, batch, topology=topology)
-  result = aot.report(step, topology=topology, devs=devices, mesh=run.program.mesh,
-                      abstract_state=run.program.abstract_state,
-                      analytic_flops_per_step=run.train_flops_per_step,
-                      tokens_per_step=config.batch_size * length)
+  result = aot.report(
+    step,
+    topology=topology,
+    devs=devices,
+    mesh=run.program.mesh,
+    abstract_state=run.program.abstract_state,
+    analytic_flops_per_step=run.train_flops_per_step,
+    tokens_per_step=config.batch_size * length,
+  )
   if topology == "local":  # the run's other program (other hardware: the train step alone)
     evaluation = run.eval_step.lower(run.program.abstract_state["params"], batch, 0).compile()
     result["evaluation_bytes_per_chip"] = aot.buffer_bytes(evaluation.memory_analysis())
@@ -260,8 +332,12 @@ def compile_only(config: ml_collections.ConfigDict, topology: str, typed=()) -> 
 
 
 # Keys that name files or folders: one place, however spelled, is no change (run_config.check_config).
-PLACES = {"data_dir": place, "corpus.vocab": place, "corpus.source": source_place,
-          "init": lambda init: init if hub_id(init) else place(init)}
+PLACES = {
+  "data_dir": place,
+  "corpus.vocab": place,
+  "corpus.source": source_place,
+  "init": lambda init: init if hub_id(init) else place(init),
+}
 
 
 def data_fingerprint(data_dir, manifest: dict, init: str) -> dict:
@@ -269,26 +345,38 @@ def data_fingerprint(data_dir, manifest: dict, init: str) -> dict:
   return {**corpus_fingerprint(data_dir, manifest), **(continuing.fingerprint(init) if init else {})}
 
 
-def check_resume(config, workdir, data_dir, manifest: dict, init: str = "", *,
-                 accept_config_change: bool = False) -> dict:
+def check_resume(
+  config, workdir, data_dir, manifest: dict, init: str = "", *, accept_config_change: bool = False
+) -> dict:
   """The config changes that continuing `workdir`'s checkpoints with `config` brings (refused,
   run_config.ConfigChanged, unless accepted), after checking that the corpus in `data_dir` and the
   `init` (config.init's local folder) are the ones they were made from (their data iterator points
   into the corpus): their record (data_files.json), and the shards' bytes against their manifest."""
-  changes = run_config.check_config(workdir, config, ignore=RESUMABLE_CHANGES, defaults=base_config(),
-                                    accept=accept_config_change, places=PLACES)
-  remedy = (f"Resume with the corpus {'and the --config.init ' if init else ''}the run was made from (its "
-            "checkpoints' data iterator points into the corpus), or use another --workdir.")
+  changes = run_config.check_config(
+    workdir, config, ignore=RESUMABLE_CHANGES, defaults=base_config(), accept=accept_config_change, places=PLACES
+  )
+  remedy = (
+    f"Resume with the corpus {'and the --config.init ' if init else ''}the run was made from (its "
+    "checkpoints' data iterator points into the corpus), or use another --workdir."
+  )
   run_config.check_data(workdir, data_fingerprint(data_dir, manifest, init), remedy=remedy)
   changed = lambda: ", ".join(pipeline.changed_shards(data_dir, manifest)) or None
   if shards := checkpoints.agreed_problem(changed, "its shards (found by process 0)"):
-    raise run_config.DataChanged(f"{data_dir}: {shards} no longer match the SHA-256 its {prepare.MANIFEST} records: "
-                                 f"the corpus changed after it was built. {remedy}")
+    raise run_config.DataChanged(
+      f"{data_dir}: {shards} no longer match the SHA-256 its {prepare.MANIFEST} records: "
+      f"the corpus changed after it was built. {remedy}"
+    )
   return changes
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_config_change: bool = False,
-                       prepare_corpus: bool = False, typed=()) -> dict:
+def train_and_evaluate(
+  config: ml_collections.ConfigDict,
+  workdir,
+  *,
+  accept_config_change: bool = False,
+  prepare_corpus: bool = False,
+  typed=(),
+) -> dict:
   """Runs (or resumes) pretraining in workdir; returns the last evaluation metrics.
 
   Raises guards.Interrupted after checkpointing on SIGTERM/SIGINT, and a guards.RunError when
@@ -305,8 +393,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, accept_con
     return _train_and_evaluate(config, epath.Path(workdir), accept_config_change, prepare_corpus, typed)
 
 
-def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, accept_config_change: bool,
-                        prepare_corpus: bool, typed) -> dict:
+def _train_and_evaluate(
+  config: ml_collections.ConfigDict, workdir: epath.Path, accept_config_change: bool, prepare_corpus: bool, typed
+) -> dict:
   is_main = jax.process_index() == 0
   init = continuing.local_init(config.init) if config.init else ""
   architecture = continuing.architecture(init, config, typed) if init else None
@@ -326,17 +415,33 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
 
   # --- data and checkpoints ------------------------------------------------------------------------
   mngr = checkpoints.manager(
-      workdir, max_to_keep=config.keep_checkpoints, extra_handlers={DATA_ITER: grain.checkpoint.CheckpointHandler()},
-      save_decision_policy=ocp.checkpoint_managers.FixedIntervalPolicy(config.checkpoint_every),
-      enable_async_checkpointing=config.async_checkpointing)
-  changes = check_resume(config, workdir, data_dir, manifest, init, accept_config_change=accept_config_change) \
-      if mngr.all_steps() else {}
-  train_iter = iter(pipeline.train_dataset(
-      data_dir, global_batch_size=config.batch_size, seed=config.seed,
-      process_index=jax.process_index(), process_count=jax.process_count()))
+    workdir,
+    max_to_keep=config.keep_checkpoints,
+    extra_handlers={DATA_ITER: grain.checkpoint.CheckpointHandler()},
+    save_decision_policy=ocp.checkpoint_managers.FixedIntervalPolicy(config.checkpoint_every),
+    enable_async_checkpointing=config.async_checkpointing,
+  )
+  changes = (
+    check_resume(config, workdir, data_dir, manifest, init, accept_config_change=accept_config_change)
+    if mngr.all_steps()
+    else {}
+  )
+  train_iter = iter(
+    pipeline.train_dataset(
+      data_dir,
+      global_batch_size=config.batch_size,
+      seed=config.seed,
+      process_index=jax.process_index(),
+      process_count=jax.process_count(),
+    )
+  )
   eval_batches = pipeline.eval_batches(
-      data_dir, global_batch_size=config.batch_size, num_batches=config.eval_batches,
-      process_index=jax.process_index(), process_count=jax.process_count())
+    data_dir,
+    global_batch_size=config.batch_size,
+    num_batches=config.eval_batches,
+    process_index=jax.process_index(),
+    process_count=jax.process_count(),
+  )
   state, start_step = checkpoints.restore_latest(mngr, run.program.abstract_state)
   restored = state is not None
   if state is None and init:
@@ -352,7 +457,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   if is_main:  # only now: a refused resume leaves the workdir as it was
     run_config.store_config(workdir, config, changes, data_fingerprint(data_dir, manifest, init))
     checkpoints.write_model_info(
-        workdir, model_config.without_run_choices().replace(dtype="float32").to_dict(), ["mlm_head"], tokenizer)
+      workdir, model_config.without_run_choices().replace(dtype="float32").to_dict(), ["mlm_head"], tokenizer
+    )
     run_config.trim_metrics(workdir, start_step if restored else -1)  # a fresh start records step 0 again
 
   # --- steps ------------------------------------------------------------------------------------
@@ -376,8 +482,12 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
     loss = totals["loss_sum"] / max(totals["weight"], 1.0)
     probed, signum = run_probes.evaluate(params["encoder"], lambda count: stop.signal_at(len(eval_arrays) + count))
     return None if signum else {
-        "valid_loss": loss, "valid_accuracy": totals["correct"] / max(totals["weight"], 1.0),
-        "valid_perplexity": float(np.exp(loss)), "valid_unigram_entropy": entropy, **probed}, signum
+      "valid_loss": loss,
+      "valid_accuracy": totals["correct"] / max(totals["weight"], 1.0),
+      "valid_perplexity": float(np.exp(loss)),
+      "valid_unigram_entropy": entropy,
+      **probed,
+    }, signum
 
   # --- loop ---------------------------------------------------------------------------------------
   writer = run_metrics.MetricWriter(workdir, enabled=is_main)
@@ -389,8 +499,13 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
   batch = global_batch(next(train_iter)) if start_step < config.num_train_steps else None
   if batch is not None:
     writer.write(start_step, {"compile_seconds": compile_seconds})
-  bar = tqdm.tqdm(total=config.num_train_steps, initial=start_step, disable=not (is_main and sys.stderr.isatty()),
-                  file=sys.stderr, unit="step")
+  bar = tqdm.tqdm(
+    total=config.num_train_steps,
+    initial=start_step,
+    disable=not (is_main and sys.stderr.isatty()),
+    file=sys.stderr,
+    unit="step",
+  )
   last_eval, last_time, last_step = {}, time.perf_counter(), start_step
   step = start_step
   try:
@@ -411,8 +526,11 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
           step_metrics = {k: float(v) for k, v in jax.device_get(step_metrics).items()}
           elapsed = time.perf_counter() - last_time
           steps = step - last_step
-          step_metrics.update(step_seconds=elapsed / steps, tokens_per_second=steps * tokens_per_step / elapsed,
-                              nonfinite_steps=nonfinite.take_skipped())
+          step_metrics.update(
+            step_seconds=elapsed / steps,
+            tokens_per_second=steps * tokens_per_step / elapsed,
+            nonfinite_steps=nonfinite.take_skipped(),
+          )
           if peak:
             step_metrics["mfu"] = steps * train_flops_per_step / elapsed / (peak * jax.device_count())
           writer.write(step, step_metrics)
@@ -428,9 +546,13 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: epath.Path, 
           logging.info("step %d: %s", step, run_metrics.brief(last_eval))
         # A stop agreed inside the evaluation is acted on here, whether or not this step syncs.
         signum = signum or stop.signal_at(step)
-        saves.save(step, ocp.args.Composite(
-            state=ocp.args.PyTreeSave(state), **{DATA_ITER: grain.checkpoint.CheckpointSave(train_iter)}),
-            force=bool(signum) or step == config.num_train_steps)
+        saves.save(
+          step,
+          ocp.args.Composite(
+            state=ocp.args.PyTreeSave(state), **{DATA_ITER: grain.checkpoint.CheckpointSave(train_iter)}
+          ),
+          force=bool(signum) or step == config.num_train_steps,
+        )
         if signum:
           raise guards.Interrupted(signum, step)
         if step < config.num_train_steps:

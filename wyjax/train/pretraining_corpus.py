@@ -1,5 +1,6 @@
 """The prepared corpus a pretraining run reads: where it lies, preparing it when the run may,
 and its fingerprint (what a resume compares)."""
+
 import hashlib
 import json
 import logging
@@ -33,16 +34,30 @@ def prepared_data_dir(config, *, prepare_corpus: bool = False) -> epath.Path:
     return data_dir
   if config.data_dir and not prepare_corpus:
     raise guards.RunError(
-        f"--config.data_dir {data_dir} {prepare.unprepared(data_dir)}; prepare a corpus there with `python -m "
-        f"wyjax.data prepare-corpus --out={data_dir} --source=…`, or pass --prepare_corpus to prepare config.corpus "
-        f"({corpus.source}) there")
+      f"--config.data_dir {data_dir} {prepare.unprepared(data_dir)}; prepare a corpus there with `python -m "
+      f"wyjax.data prepare-corpus --out={data_dir} --source=…`, or pass --prepare_corpus to prepare config.corpus "
+      f"({corpus.source}) there"
+    )
   if jax.process_index() == 0:
     options = prepare.Options(
-        source=corpus.source, sequence_length=corpus.sequence_length, valid_fraction=corpus.valid_fraction,
-        t2s=corpus.t2s, char_filter=corpus.char_filter, min_count=corpus.min_count,
-        max_vocab=corpus.max_vocab or None, extend_vocab=corpus.extend_vocab)
-    prepare.prepare_corpus(data_dir, options, vocab_dir=corpus.vocab or None, workers=corpus.workers or None,
-                           overwrite=not config.data_dir, log=logging.info, flags=prepare.CONFIG_FLAGS)
+      source=corpus.source,
+      sequence_length=corpus.sequence_length,
+      valid_fraction=corpus.valid_fraction,
+      t2s=corpus.t2s,
+      char_filter=corpus.char_filter,
+      min_count=corpus.min_count,
+      max_vocab=corpus.max_vocab or None,
+      extend_vocab=corpus.extend_vocab,
+    )
+    prepare.prepare_corpus(
+      data_dir,
+      options,
+      vocab_dir=corpus.vocab or None,
+      workers=corpus.workers or None,
+      overwrite=not config.data_dir,
+      log=logging.info,
+      flags=prepare.CONFIG_FLAGS,
+    )
   if jax.process_count() > 1:
     multihost_utils.sync_global_devices("corpus prepared")
   return data_dir
@@ -56,8 +71,16 @@ def corpus_fingerprint(data_dir, manifest: dict) -> dict:
   path, even with the same counts, is seen and its changed shards named."""
   built = {k: manifest[k] for k in ("source", "fingerprint", "vocab_hash", "sequences", "tokens", "shards")}
   sequence_bytes = manifest["sequence_length"] * np.dtype(manifest["dtype"]).itemsize
-  shards = {name: {"bytes": (epath.Path(data_dir) / name).stat().length, "sha256": sha256}
-            for name, sha256 in manifest.get("shard_sha256", {}).items()}
-  return {"corpus": {prepare.MANIFEST: {
-      "bytes": sum(manifest["sequences"].values()) * sequence_bytes,
-      "sha256": hashlib.sha256(json.dumps(built, sort_keys=True).encode()).hexdigest()}, **shards}}
+  shards = {
+    name: {"bytes": (epath.Path(data_dir) / name).stat().length, "sha256": sha256}
+    for name, sha256 in manifest.get("shard_sha256", {}).items()
+  }
+  return {
+    "corpus": {
+      prepare.MANIFEST: {
+        "bytes": sum(manifest["sequences"].values()) * sequence_bytes,
+        "sha256": hashlib.sha256(json.dumps(built, sort_keys=True).encode()).hexdigest(),
+      },
+      **shards,
+    }
+  }

@@ -21,6 +21,7 @@ from its own first token, so it encodes as it would alone (to float rounding). O
 serves every task and evaluation: padding to bucketed lengths compiled 16 for the demo's two
 tasks (8 lengths each), which took 9 of step 0's 15 s of probing on 2 cores.
 """
+
 import concurrent.futures
 import dataclasses
 import logging
@@ -94,14 +95,17 @@ def probed_tasks() -> list[str]:
 
 def check_probed(task: Task, flag: str) -> None:
   if not HEADS[task.head].probe:
-    raise ValueError(f"{flag}: {task.name} has no linear probe: its head ({task.head}) predicts neither one label "
-                     f"per example nor one per token; probes: {', '.join(probed_tasks())}")
+    raise ValueError(
+      f"{flag}: {task.name} has no linear probe: its head ({task.head}) predicts neither one label "
+      f"per example nor one per token; probes: {', '.join(probed_tasks())}"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class TaskProbe:
   """One task's examples and features, read once: `parts` fit, held_out (training examples)
   and dev, each (examples, features)."""
+
   task: Task
   per_token: bool
   parts: dict[str, tuple[list, list[dict]]]
@@ -126,8 +130,10 @@ def load(config, tokenizer, model_config: EncoderConfig, examples: int) -> TaskP
   pick = lambda mask: ([e for e, m in zip(sample, mask) if m], [f for f, m in zip(features, mask) if m])
   parts = {"fit": pick(~held), "held_out": pick(held), "dev": dev}
   if not parts["fit"][0]:
-    raise ValueError(f"{config.data_dir}: {len(sample)} training example(s): a probe needs at least 2 (one to fit, "
-                     "one to choose the ridge strength)")
+    raise ValueError(
+      f"{config.data_dir}: {len(sample)} training example(s): a probe needs at least 2 (one to fit, "
+      "one to choose the ridge strength)"
+    )
   return TaskProbe(task, HEADS[task.head].probe == PER_TOKEN, parts)
 
 
@@ -136,6 +142,7 @@ class Encoder:
   """The encoder's features as one jitted program over a mesh: (encoder params, a
   `packed_batches` batch) → the last hidden state [rows, length, hidden], each token's from the
   tokens of its own example; deterministic (no dropout), float32, replicated for the host."""
+
   mesh: Mesh
   params_sharding: dict
   features: Callable
@@ -148,13 +155,21 @@ class Encoder:
     def features(params, batch):
       segments = batch["segments"]
       own_example = segments[:, :, None] == segments[:, None, :]  # [rows, query, key]; padding sees padding
-      hidden = encoder.apply({"params": params}, batch["input_ids"], own_example, batch["token_type_ids"],
-                             batch["positions"] + model_config.first_position, deterministic=True)
+      hidden = encoder.apply(
+        {"params": params},
+        batch["input_ids"],
+        own_example,
+        batch["token_type_ids"],
+        batch["positions"] + model_config.first_position,
+        deterministic=True,
+      )
       return hidden.astype(jnp.float32)
 
-    jitted = jax.jit(partitioning.with_activation_constraints(features, mesh, logical_rules),
-                     in_shardings=(encoder_sharding, partitioning.batch_sharding(mesh)),
-                     out_shardings=partitioning.replicated(mesh))
+    jitted = jax.jit(
+      partitioning.with_activation_constraints(features, mesh, logical_rules),
+      in_shardings=(encoder_sharding, partitioning.batch_sharding(mesh)),
+      out_shardings=partitioning.replicated(mesh),
+    )
     return cls(mesh, encoder_sharding, jitted, pad_id)
 
   @classmethod
@@ -162,8 +177,9 @@ class Encoder:
     """The program for a model of its own (wyjax.probe): its params placed by their logical axes."""
     encoder = encoder_class(model_config)(model_config)
     boxed = jax.eval_shape(lambda: encoder.init(jax.random.key(0), jnp.zeros((1, 8), jnp.int32))["params"])
-    return cls.build(model_config, mesh, logical_rules, partitioning.param_shardings(boxed, mesh, logical_rules),
-                     pad_id)
+    return cls.build(
+      model_config, mesh, logical_rules, partitioning.param_shardings(boxed, mesh, logical_rules), pad_id
+    )
 
   @property
   def rows(self) -> int:
@@ -197,11 +213,12 @@ def packed_batches(features: list[dict], *, rows: int, row_length: int, pad_id: 
   packed = pack(lengths, row_length)
   out = []
   for first in range(0, len(packed), rows):
-    batch = {key: np.zeros((rows, row_length), np.int32) for key in ("input_ids", "token_type_ids", "positions",
-                                                                     "segments")}
+    batch = {
+      key: np.zeros((rows, row_length), np.int32) for key in ("input_ids", "token_type_ids", "positions", "segments")
+    }
     batch["input_ids"][:] = pad_id
     placements = []
-    for row, examples in enumerate(packed[first:first + rows]):
+    for row, examples in enumerate(packed[first : first + rows]):
       start = 0
       for segment, i in enumerate(examples, 1):
         span = slice(start, start + lengths[i])
@@ -231,8 +248,9 @@ class Probes:
     for features in every:
       self._lengths.append([f["input_ids"].shape[-1] for f in features])
       batches = packed_batches(features, rows=encoder.rows, row_length=row_length, pad_id=encoder.pad_id)
-      self._batches.append([(placements, {k: _global(sharding, v) for k, v in batch.items()})
-                            for placements, batch in batches])
+      self._batches.append(
+        [(placements, {k: _global(sharding, v) for k, v in batch.items()}) for placements, batch in batches]
+      )
     if probes:  # traced here, compiled by a thread (XLA's compile lets go of the GIL)
       lowered = encoder.features.lower(encoder_params, self._batches[0][0][1])
       compiling = concurrent.futures.ThreadPoolExecutor(1)
@@ -268,7 +286,7 @@ class Probes:
 def _global(sharding, array: np.ndarray) -> jax.Array:
   """A global array from one every process holds whole: each puts its own rows."""
   rows = array.shape[0] // jax.process_count()
-  local = array[jax.process_index() * rows:(jax.process_index() + 1) * rows]
+  local = array[jax.process_index() * rows : (jax.process_index() + 1) * rows]
   return jax.make_array_from_process_local_data(sharding, local, array.shape)
 
 
@@ -276,7 +294,7 @@ def _store(features: list, lengths: list[int], per_token: bool, placements, out)
   """Each example's features from its batch's: its tokens' ([its length, hidden]), or their mean."""
   out = jax.device_get(out)
   for i, row, start in placements:
-    tokens = out[row, start:start + lengths[i]]
+    tokens = out[row, start : start + lengths[i]]
     features[i] = tokens if per_token else tokens.mean(0)
 
 
@@ -287,8 +305,11 @@ def fit_and_score(probe: TaskProbe, features: list[np.ndarray]) -> dict:
   held_out together, predicts dev."""
   task, classes = probe.task, len(probe.task.labels)
   (fit_e, fit_f), (held_e, held_f), (dev_e, dev_f) = probe.parts.values()
-  fit_x, held_x, dev_x = (features[:len(fit_f)], features[len(fit_f):len(fit_f) + len(held_f)],
-                          features[len(fit_f) + len(held_f):])
+  fit_x, held_x, dev_x = (
+    features[: len(fit_f)],
+    features[len(fit_f) : len(fit_f) + len(held_f)],
+    features[len(fit_f) + len(held_f) :],
+  )
 
   def moments(x, f):
     """class_moments of the labelled rows: examples, or their tokens."""
@@ -305,15 +326,17 @@ def fit_and_score(probe: TaskProbe, features: list[np.ndarray]) -> dict:
       weights, bias = solution
       logits = rows @ weights + bias
       return task.score(examples, task.predictions(examples, f, logits if ends is None else np.split(logits, ends)))
+
     return scores
 
   fit, held_scorer = moments(fit_x, fit_f), scorer(held_x, held_e, held_f)
-  choices = [(balance, strength, solution) for balance in BALANCES
-             for strength, solution in zip(STRENGTHS, ridge(fit, balance))]
+  choices = [
+    (balance, strength, solution) for balance in BALANCES for strength, solution in zip(STRENGTHS, ridge(fit, balance))
+  ]
   held_scores = [held_scorer(solution)[task.main_metric] for *_, solution in choices]
   balance, strength, _ = choices[int(np.argmax(held_scores))]
   both = tuple(a + b for a, b in zip(fit, moments(held_x, held_f)))
-  solution, = ridge(both, balance, strengths=(strength,))
+  (solution,) = ridge(both, balance, strengths=(strength,))
   return scorer(dev_x, dev_e, dev_f)(solution)
 
 
@@ -380,6 +403,7 @@ def read(config, tokenizer, model_config: EncoderConfig) -> list[TaskProbe]:
   if not names:
     return []
   from wyjax.train import suite  # pylint: disable=import-outside-toplevel  (fine-tuning's configs, only when probing)
+
   probes = []
   for name, folder in names:
     probes.append(load(suite.task_config(name, data_dir=folder), tokenizer, model_config, config.probe_examples))

@@ -1,5 +1,6 @@
 """One model on many tasks: fine-tune each task that has data, then leaderboard and plots
 (wyjax/benchmark.py is its command line; the demo calls it too)."""
+
 import logging
 import pathlib
 
@@ -30,8 +31,18 @@ def check_out(init: str, data_root, out) -> None:
   io_paths.check_apart({"--out": out}, {"--init": init, "--data_root": data_root}, "the benchmark")
 
 
-def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bool = False,
-        no_pretraining: bool = False, per_task: dict[str, dict] | None = None, **overrides) -> dict:
+def run(
+  *,
+  init: str,
+  data_root,
+  out,
+  tasks,
+  name: str,
+  accept_config_change: bool = False,
+  no_pretraining: bool = False,
+  per_task: dict[str, dict] | None = None,
+  **overrides,
+) -> dict:
   """Fine-tunes every task of `tasks` that has a folder in data_root; returns leaderboard.json.
 
   A task reads data_root/<its folder> (Task.files; CCPM's models share ccpm/). A task that
@@ -61,8 +72,9 @@ def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bo
   results, failed = finetune_all(out=out, **runs)
   twin = {}
   if no_pretraining:
-    twin, twin_failed = finetune_all(out=out / "no_pretraining", init_weights="random", label="from random weights",
-                                     **runs)
+    twin, twin_failed = finetune_all(
+      out=out / "no_pretraining", init_weights="random", label="from random weights", **runs
+    )
     failed |= {f"{task} ({leaderboard.TWIN})": error for task, error in twin_failed.items()}
   if not results and not failed:
     raise FileNotFoundError(f"{data_root}: no task folder with a train file among {list(tasks)}")
@@ -71,16 +83,29 @@ def run(*, init: str, data_root, out, tasks, name: str, accept_config_change: bo
   plots.mkdir(exist_ok=True)
   for task, r in results.items():
     if r["labels"]:  # WYWMT generates text: no classes
-      leaderboard.plot_confusion(plots / f"{task}_confusion.png", r["labels"], r["dev_confusion"],
-                                 f"{task.upper()} dev (seed {r['best_seed']})")
+      leaderboard.plot_confusion(
+        plots / f"{task}_confusion.png", r["labels"], r["dev_confusion"], f"{task.upper()} dev (seed {r['best_seed']})"
+      )
     if (pathlib.Path(r["best_run"]) / "metrics.jsonl").exists():  # (AC-EVAL trains folds without a dev curve)
-      leaderboard.plot_curves(plots / f"{task}_curve.png", pathlib.Path(r["best_run"]) / "metrics.jsonl",
-                              r["main_metric"], f"{task.upper()} (seed {r['best_seed']})")
+      leaderboard.plot_curves(
+        plots / f"{task}_curve.png",
+        pathlib.Path(r["best_run"]) / "metrics.jsonl",
+        r["main_metric"],
+        f"{task.upper()} (seed {r['best_seed']})",
+      )
   return board
 
 
-def finetune_all(*, init: str, data_root: pathlib.Path, out: pathlib.Path, overrides_of: dict[str, dict],
-                 accept_config_change: bool, label: str = "", **common) -> tuple[dict, dict]:
+def finetune_all(
+  *,
+  init: str,
+  data_root: pathlib.Path,
+  out: pathlib.Path,
+  overrides_of: dict[str, dict],
+  accept_config_change: bool,
+  label: str = "",
+  **common,
+) -> tuple[dict, dict]:
   """({task: results.json}, {task: error}) of fine-tuning each task of overrides_of ({task: its
   overrides}, to which `common` adds) that has data into out/<task>/."""
   results, failed = {}, {}

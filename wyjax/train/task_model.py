@@ -4,6 +4,7 @@ pretrained model or a fresh tiny one), featurized splits, the jitted train and p
 
 Batches are global: on several processes each one puts its own rows on its devices.
 """
+
 import dataclasses
 import logging
 
@@ -25,9 +26,19 @@ from wyjax.train import config_values, learning_rates, program
 
 # The model used when no --config.init is given: the embedded default's architecture.
 FRESH_TINY_MODEL = dict(
-    model_type="deberta-v2", hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256,
-    max_position_embeddings=128, relative_attention=True, position_buckets=32, pos_att_type="p2c|c2p",
-    share_att_key=True, norm_rel_ebd="layer_norm", position_biased_input=False)
+  model_type="deberta-v2",
+  hidden_size=128,
+  num_hidden_layers=2,
+  num_attention_heads=4,
+  intermediate_size=256,
+  max_position_embeddings=128,
+  relative_attention=True,
+  position_buckets=32,
+  pos_att_type="p2c|c2p",
+  share_att_key=True,
+  norm_rel_ebd="layer_norm",
+  position_biased_input=False,
+)
 
 
 def example_texts(example):
@@ -42,8 +53,9 @@ def example_texts(example):
         stack.extend(item)
 
 
-def load_init(init: str, train_examples, inserted_text: str = "") -> tuple[EncoderConfig, dict,
-                                                                          tokenizer_lib.Tokenizer]:
+def load_init(
+  init: str, train_examples, inserted_text: str = ""
+) -> tuple[EncoderConfig, dict, tokenizer_lib.Tokenizer]:
   """(encoder config, pretrained params, tokenizer) from `init`, or a fresh tiny model
   with a vocabulary of the train split's characters and the task's inserted_text (and no
   pretrained params)."""
@@ -54,8 +66,10 @@ def load_init(init: str, train_examples, inserted_text: str = "") -> tuple[Encod
     params = model.params.get("scorer", model.params)  # a multiple-choice run keeps its model under 'scorer'
     pretrained = {k: v for k, v in params.items() if k in ("encoder", "pooler", "classifier", "mlm_head")}
     return model.config, pretrained, model.tokenizer
-  logging.warning("no --config.init: fine-tuning a FRESH, RANDOMLY INITIALISED tiny model; scores "
-                  "will be far below a pretrained model's (pretrain one with python -m wyjax.pretrain)")
+  logging.warning(
+    "no --config.init: fine-tuning a FRESH, RANDOMLY INITIALISED tiny model; scores "
+    "will be far below a pretrained model's (pretrain one with python -m wyjax.pretrain)"
+  )
   texts = [text for e in train_examples for text in example_texts(e)]
   vocab = tokenizer_lib.build_vocab(texts + [inserted_text] if inserted_text else texts)
   return EncoderConfig(**FRESH_TINY_MODEL, vocab_size=len(vocab)), {}, tokenizer_lib.Tokenizer(vocab)
@@ -65,8 +79,12 @@ def load_task_data(task: Task, config, tokenizer, model_config: EncoderConfig, s
   """{'train'|'dev'|'test': (examples, features), 'max_length': n, 'truncated': {split: chars}}."""
   max_length = config.max_length or task.max_length
   if model_config.absolute_positions and max_length > model_config.max_tokens:
-    logging.warning("max_length %d exceeds the %d tokens the model's absolute positions hold; using %d",
-                    max_length, model_config.max_tokens, model_config.max_tokens)
+    logging.warning(
+      "max_length %d exceeds the %d tokens the model's absolute positions hold; using %d",
+      max_length,
+      model_config.max_tokens,
+      model_config.max_tokens,
+    )
     max_length = model_config.max_tokens
   data = {"max_length": max_length, "truncated": {}}
   for split, examples in splits.items():
@@ -98,8 +116,10 @@ def graft(params: dict, pretrained: dict) -> dict:
     if jax.tree_util.tree_map(np.shape, target[name]) == jax.tree_util.tree_map(np.shape, tree):
       target[name] = jax.tree_util.tree_map(np.asarray, tree)
     elif name.endswith("encoder"):
-      raise ValueError("the pretrained encoder's params do not fit the model's: "
-                       f"{jax.tree_util.tree_map(np.shape, tree)} vs {jax.tree_util.tree_map(np.shape, target[name])}")
+      raise ValueError(
+        "the pretrained encoder's params do not fit the model's: "
+        f"{jax.tree_util.tree_map(np.shape, tree)} vs {jax.tree_util.tree_map(np.shape, target[name])}"
+      )
     else:
       logging.info("init's %s does not fit this task's head: initialised fresh", name)
   return params
@@ -115,8 +135,12 @@ def labels_of(batch: dict):
 
 def _init_inputs(inputs: dict) -> dict:
   ids = inputs["input_ids"]
-  return {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": inputs.get("token_type_ids"),
-          **({"span_mask": inputs["span_mask"]} if "span_mask" in inputs else {})}
+  return {
+    "input_ids": ids,
+    "attention_mask": np.ones_like(ids),
+    "token_type_ids": inputs.get("token_type_ids"),
+    **({"span_mask": inputs["span_mask"]} if "span_mask" in inputs else {}),
+  }
 
 
 def make_steps(prog: program.Program, head, pad_id: int):
@@ -132,16 +156,24 @@ def make_steps(prog: program.Program, head, pad_id: int):
     if head.attention_mask:
       mask = head.attention_mask(inputs["token_type_ids"], mask)
     kwargs = {"span_mask": inputs["span_mask"]} if "span_mask" in inputs else {}
-    return prog.model.apply({"params": params}, ids, mask, inputs.get("token_type_ids"), deterministic=rng is None,
-                            rngs=None if rng is None else {"dropout": rng}, **kwargs)
+    return prog.model.apply(
+      {"params": params},
+      ids,
+      mask,
+      inputs.get("token_type_ids"),
+      deterministic=rng is None,
+      rngs=None if rng is None else {"dropout": rng},
+      **kwargs,
+    )
 
   def train_step(state, inputs, labels, rng):
     rng = jax.random.fold_in(rng, state["step"] + 1)
 
     def loss_fn(params):
       valid = labels != IGNORE
-      losses = optax.softmax_cross_entropy_with_integer_labels(logits_of(params, inputs, rng),
-                                                               jnp.where(valid, labels, 0))
+      losses = optax.softmax_cross_entropy_with_integer_labels(
+        logits_of(params, inputs, rng), jnp.where(valid, labels, 0)
+      )
       return jnp.sum(losses * valid) / jnp.maximum(jnp.sum(valid), 1)
 
     loss, grads = jax.value_and_grad(loss_fn)(state["params"])
@@ -158,8 +190,17 @@ def make_steps(prog: program.Program, head, pad_id: int):
 class TaskModel:
   """The jitted train and predict steps of one task and model over the mesh."""
 
-  def __init__(self, task: Task, model_config: EncoderConfig, tokenizer, config, total_steps: int,
-               max_length: int, example: dict, devices=None):
+  def __init__(
+    self,
+    task: Task,
+    model_config: EncoderConfig,
+    tokenizer,
+    config,
+    total_steps: int,
+    max_length: int,
+    example: dict,
+    devices=None,
+  ):
     """example: one featurized example, for the shapes of the params (the head's included)."""
     self.task, self.config, self.tokenizer, self.max_length = task, config, tokenizer, max_length
     self.pad_id = tokenizer.pad_id
@@ -167,13 +208,20 @@ class TaskModel:
     self.head = HEADS[task.head]
     batch = batching.collate([example], batch_size=1, lengths=(example["input_ids"].shape[-1],), pad_id=self.pad_id)
     self._init_inputs = _init_inputs(model_inputs(batch))  # numpy: shapes for the init, no program
-    self.program = program.build(self.head.build(model_config, len(task.labels)), self._init_inputs, config,
-                                 warmup_steps=int(config.warmup_fraction * total_steps), total_steps=total_steps,
-                                 devices=devices)
+    self.program = program.build(
+      self.head.build(model_config, len(task.labels)),
+      self._init_inputs,
+      config,
+      warmup_steps=int(config.warmup_fraction * total_steps),
+      total_steps=total_steps,
+      devices=devices,
+    )
     self.shards = shards = self.program.mesh.shape["data"] * self.program.mesh.shape["fsdp"]
     if config.batch_size % shards or config.eval_batch_size % shards:
-      raise ValueError(f"batch_size {config.batch_size} and eval_batch_size {config.eval_batch_size} must be "
-                       f"multiples of the {shards} data shards of the mesh {dict(self.program.mesh.shape)}")
+      raise ValueError(
+        f"batch_size {config.batch_size} and eval_batch_size {config.eval_batch_size} must be "
+        f"multiples of the {shards} data shards of the mesh {dict(self.program.mesh.shape)}"
+      )
     self.bucket_count = bucket_count(config, self.program.mesh.devices.flat[0].platform)
     train_step, predict_step = make_steps(self.program, self.head, self.pad_id)
     data = self.program.data_sharding
@@ -208,8 +256,9 @@ class TaskModel:
 
     def put(x):
       rows = x.shape[0] // count
-      return jax.make_array_from_process_local_data(self.program.data_sharding, x[index * rows:(index + 1) * rows],
-                                                    x.shape)
+      return jax.make_array_from_process_local_data(
+        self.program.data_sharding, x[index * rows : (index + 1) * rows], x.shape
+      )
 
     with jax.transfer_guard_host_to_device("allow"):
       return jax.tree_util.tree_map(put, batch)
@@ -226,9 +275,15 @@ class TaskModel:
   def fit(self, pretrained: dict, features: list[dict], *, steps: int, seed: int) -> dict:
     """Params after `steps` steps on features from the pretrained ones (no evaluation)."""
     state = self.init_state(pretrained, seed)
-    batches = batching.train_batches(features, batch_size=self.config.batch_size, max_length=self.max_length,
-                                     pad_id=self.pad_id, seed=seed, sort_window=self.config.sort_window,
-                                     bucket_count=self.bucket_count)
+    batches = batching.train_batches(
+      features,
+      batch_size=self.config.batch_size,
+      max_length=self.max_length,
+      pad_id=self.pad_id,
+      seed=seed,
+      sort_window=self.config.sort_window,
+      bucket_count=self.bucket_count,
+    )
     rng = self.seed_key(seed)
     for _ in range(steps):
       state, _ = self.train_step(state, next(batches), rng)
@@ -253,9 +308,15 @@ class TaskModel:
         out[i] = self.head.trim(logits[row], features[i]["input_ids"].shape)
 
     pending = None
-    for count, (indices, batch) in enumerate(batching.eval_batches(
-        features, batch_size=self.eval_batch_size(features), max_length=self.max_length, pad_id=self.pad_id,
-        bucket_count=self.bucket_count)):
+    for count, (indices, batch) in enumerate(
+      batching.eval_batches(
+        features,
+        batch_size=self.eval_batch_size(features),
+        max_length=self.max_length,
+        pad_id=self.pad_id,
+        bucket_count=self.bucket_count,
+      )
+    ):
       guards.honour_stop(count)
       logits = self.jit_eval(params, self.global_batch(model_inputs(batch)))  # dispatched, not awaited
       if pending:
@@ -271,28 +332,46 @@ class TaskModel:
     config, prog = self.config, self.program
     spec = lambda x, sharding=prog.data_sharding: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding)
     train = data["train"][1]
-    lengths = batching.train_lengths(train, batch_size=config.batch_size, max_length=self.max_length,
-                                     seed=config.seed, sort_window=config.sort_window, bucket_count=self.bucket_count)
+    lengths = batching.train_lengths(
+      train,
+      batch_size=config.batch_size,
+      max_length=self.max_length,
+      seed=config.seed,
+      sort_window=config.sort_window,
+      bucket_count=self.bucket_count,
+    )
     batch = batching.largest_batch(train, batch_size=config.batch_size, lengths=lengths, pad_id=self.pad_id)
     key = jax.ShapeDtypeStruct((), jax.eval_shape(jax.random.key, 0).dtype, sharding=prog.replicated)
-    train_step = self.jit_train.lower(prog.abstract_state, jax.tree_util.tree_map(spec, model_inputs(batch)),
-                                      spec(np.asarray(labels_of(batch))), key).compile()
-    programs = [host_memory.Program(f"the training step at {_shape(batch)} tokens", train_step,
-                                    lambda fits: _smaller(fits, "batch_size", config.batch_size, self.max_length))]
+    train_step = self.jit_train.lower(
+      prog.abstract_state, jax.tree_util.tree_map(spec, model_inputs(batch)), spec(np.asarray(labels_of(batch))), key
+    ).compile()
+    programs = [
+      host_memory.Program(
+        f"the training step at {_shape(batch)} tokens",
+        train_step,
+        lambda fits: _smaller(fits, "batch_size", config.batch_size, self.max_length),
+      )
+    ]
     evaluated = [data[split][1] for split in ("dev", "test") if split in data]
     if evaluated:
       batch = max(map(self._largest_eval_batch, evaluated), key=lambda b: b["input_ids"].size)
-      predict_step = self.jit_eval.lower(prog.abstract_state["params"],
-                                         jax.tree_util.tree_map(spec, model_inputs(batch))).compile()
-      programs.append(host_memory.Program(
-          f"the evaluation step at {_shape(batch)} tokens", predict_step,
-          lambda fits: _smaller(fits, "eval_batch_size", config.eval_batch_size, self.max_length)))
+      predict_step = self.jit_eval.lower(
+        prog.abstract_state["params"], jax.tree_util.tree_map(spec, model_inputs(batch))
+      ).compile()
+      programs.append(
+        host_memory.Program(
+          f"the evaluation step at {_shape(batch)} tokens",
+          predict_step,
+          lambda fits: _smaller(fits, "eval_batch_size", config.eval_batch_size, self.max_length),
+        )
+      )
     return programs
 
   def _largest_eval_batch(self, features: list[dict]) -> dict:
     size = self.eval_batch_size(features)
-    lengths = batching.eval_lengths(features, batch_size=size, max_length=self.max_length,
-                                    bucket_count=self.bucket_count)
+    lengths = batching.eval_lengths(
+      features, batch_size=size, max_length=self.max_length, bucket_count=self.bucket_count
+    )
     return batching.largest_batch(features, batch_size=size, lengths=lengths, pad_id=self.pad_id)
 
   def translate(self, params, examples, beam_size: int) -> list[str]:
@@ -309,11 +388,19 @@ class TaskModel:
     targets = [None] * len(sources)
     for count, start in enumerate(range(0, len(order), batch_size)):  # one at a time: a stop is honoured between
       guards.honour_stop(count)
-      indices = order[start:start + batch_size]
+      indices = order[start : start + batch_size]
       batch = prefix_lm.translate(
-          self.program.model, params, self.tokenizer, [sources[i][:room] for i in indices], max_length=self.max_length,
-          max_ratio=decoding.max_ratio, max_extra=decoding.max_extra, batch_size=batch_size, beam_size=beam_size,
-          length_penalty=decoding.length_penalty)
+        self.program.model,
+        params,
+        self.tokenizer,
+        [sources[i][:room] for i in indices],
+        max_length=self.max_length,
+        max_ratio=decoding.max_ratio,
+        max_extra=decoding.max_extra,
+        batch_size=batch_size,
+        beam_size=beam_size,
+        length_penalty=decoding.length_penalty,
+      )
       for i, target in zip(indices, batch):
         targets[i] = target
     return [self.tokenizer.decode(t) for t in targets]
@@ -355,8 +442,9 @@ def _shape(batch: dict) -> str:
 def _smaller(fits: float, batch_key: str, batch_size: int, max_length: int) -> str:
   """What makes a step `fits` of its size: its batch about as much smaller, or shorter sequences."""
   smaller_batch = int(batch_size * fits)
-  return (f"set --config.{batch_key}={smaller_batch} or lower (now {batch_size}), or " if smaller_batch else "") + \
-      f"a lower --config.max_length (now {max_length})"
+  return (
+    f"set --config.{batch_key}={smaller_batch} or lower (now {batch_size}), or " if smaller_batch else ""
+  ) + f"a lower --config.max_length (now {max_length})"
 
 
 def bucket_count(config, platform: str) -> int | None:
@@ -385,15 +473,20 @@ def setup(task: Task, config, init: str, splits: dict, devices=None):
     if not init:
       raise ValueError("config.init_weights='random' takes the architecture and vocabulary of --config.init: set it")
     pretrained = {}
-  model_config = model_config.replace(dtype=config.dtype, remat=config.remat, scan_layers=config.scan_layers,
-                                      scan_unroll=config.scan_unroll, attention=config.attention)
+  model_config = model_config.replace(
+    dtype=config.dtype,
+    remat=config.remat,
+    scan_layers=config.scan_layers,
+    scan_unroll=config.scan_unroll,
+    attention=config.attention,
+  )
   config = learning_rates.resolved(config, model_config)
   data = load_task_data(task, config, tokenizer, model_config, splits)
   longest = max((f["input_ids"].shape[-1] for split in splits for f in data[split][1]), default=0)
-  config_values.check_data(config, train_examples=len(data["train"][1]), longest=longest,
-                           max_length=data["max_length"])
-  model = TaskModel(task, model_config, tokenizer, config, total_steps(config, data), data["max_length"],
-                    data["train"][1][0], devices)
+  config_values.check_data(config, train_examples=len(data["train"][1]), longest=longest, max_length=data["max_length"])
+  model = TaskModel(
+    task, model_config, tokenizer, config, total_steps(config, data), data["max_length"], data["train"][1][0], devices
+  )
   if devices is None:  # a run on this machine: refused here if its largest steps cannot fit
     host_memory.admit(model.largest_programs(data))
   return model, pretrained, data

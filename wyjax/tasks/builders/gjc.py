@@ -13,6 +13,7 @@ choices (docs/finetuning.md):
 - exact duplicates removed across the whole corpus (counted);
 - train/dev/test decided per book by the same document hash as the pretraining split.
 """
+
 import collections
 import heapq
 import pathlib
@@ -39,9 +40,18 @@ def pieces(paragraph: str, max_length: int) -> list[str]:
   return [text for text, _ in punc.split_long(paragraph, paragraph, max_length)]
 
 
-def build_gjc(daizhige_dir, out, *, per_collection: int = 10_000, dev_fraction: float = 0.05,
-              test_fraction: float = 0.05, min_length: int = 16, max_length: int = 510,
-              t2s: bool = True, overwrite: bool = False) -> dict:
+def build_gjc(
+  daizhige_dir,
+  out,
+  *,
+  per_collection: int = 10_000,
+  dev_fraction: float = 0.05,
+  test_fraction: float = 0.05,
+  min_length: int = 16,
+  max_length: int = 510,
+  t2s: bool = True,
+  overwrite: bool = False,
+) -> dict:
   reader = corpus.DaizhigeReader(daizhige_dir)
   out = outputs.claim(out, overwrite)
   counts, seen = collections.Counter(), set()

@@ -5,6 +5,7 @@ earlier build's) is refused unless `overwrite`. All are written under temporary 
 renamed together once all are complete (storage.written_together), so a failed or interrupted
 build leaves the files already there as they were, byte for byte.
 """
+
 import collections
 import contextlib
 import json
@@ -21,11 +22,13 @@ SUMMARY = "summary.json"
 def claim(out, overwrite: bool) -> pathlib.Path:
   """out, created if need be; refused when it holds a file the build would replace or remove."""
   out = pathlib.Path(out)
-  held = [name for name in [f"{s}.tsv" for s in SPLITS] + [SUMMARY]
-          if (out / name).exists() or (out / name).is_symlink()]
+  held = [
+    name for name in [f"{s}.tsv" for s in SPLITS] + [SUMMARY] if (out / name).exists() or (out / name).is_symlink()
+  ]
   if held and not overwrite:
-    raise guards.RunError(f"--out {out} already holds {', '.join(held)}; choose an empty or new folder, or pass "
-                          "--overwrite to replace them")
+    raise guards.RunError(
+      f"--out {out} already holds {', '.join(held)}; choose an empty or new folder, or pass --overwrite to replace them"
+    )
   out.mkdir(parents=True, exist_ok=True)
   return out
 
@@ -37,8 +40,9 @@ def written(out: pathlib.Path, counts: collections.Counter, overwrite: bool):
   while the build ran, another command's, is not: storage.written_together). A split with no
   examples (counts' <split>_examples) gets no file, since an empty one would read as a broken
   split: one already there is removed, the summary notes no_<split>_split, and a warning says so."""
-  with written_together([out / f"{s}.tsv" for s in SPLITS] + [out / SUMMARY], encoding="utf-8",
-                        replace=overwrite) as files:
+  with written_together(
+    [out / f"{s}.tsv" for s in SPLITS] + [out / SUMMARY], encoding="utf-8", replace=overwrite
+  ) as files:
     yield dict(zip(SPLITS, files))
     for split in SPLITS:
       if not counts[f"{split}_examples"]:

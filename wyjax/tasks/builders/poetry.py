@@ -11,6 +11,7 @@ and sampled deterministically: per dynasty (TLC) or overall (PUNC), the poems wi
 smallest content hashes. The demo's pretraining has read most of these poems' text, never
 their labels: as a pretrained model has read its benchmark's domain.
 """
+
 import collections
 import heapq
 import json
@@ -21,9 +22,21 @@ from wyjax.tasks.builders import gjc, punc
 from wyjax.tasks.wyweb_files import TLC_PERIOD_OF
 
 DYNASTY_OF_COLLECTION = {
-    "诗经": "先秦", "楚辞": "先秦", "曹操诗集": "两汉", "全唐诗": "唐", "唐诗三百首": "唐", "唐诗补录": "唐",
-    "御定全唐诗": "唐", "水墨唐诗": "唐", "花间集": "唐", "南唐二主词": "唐", "全宋诗": "宋", "宋词": "宋",
-    "元曲": "元明", "纳兰性德诗集": "清", "幽梦影": "清",
+  "诗经": "先秦",
+  "楚辞": "先秦",
+  "曹操诗集": "两汉",
+  "全唐诗": "唐",
+  "唐诗三百首": "唐",
+  "唐诗补录": "唐",
+  "御定全唐诗": "唐",
+  "水墨唐诗": "唐",
+  "花间集": "唐",
+  "南唐二主词": "唐",
+  "全宋诗": "宋",
+  "宋词": "宋",
+  "元曲": "元明",
+  "纳兰性德诗集": "清",
+  "幽梦影": "清",
 }
 
 
@@ -42,13 +55,23 @@ PUNCTUATION = "punc"  # the punctuation task (the demo ends by punctuating a pas
 DYNASTY = "tlc"  # the dynasty task
 TASKS = (PUNCTUATION, DYNASTY)  # the tasks build_poetry_tasks writes, in the leaderboard's order
 # Outside chinese-poetry (Shen Kuo, 梦溪笔谈, "movable type"), unpunctuated: the demo's closing example.
-UNSEEN_PASSAGE = ("板印书籍唐人尚未盛为之自冯瀛王始印五经已后典籍皆为板本庆历中有布衣毕昇又为活板其法用胶泥刻字"
-                  "薄如钱唇每字为一印火烧令坚")
+UNSEEN_PASSAGE = (
+  "板印书籍唐人尚未盛为之自冯瀛王始印五经已后典籍皆为板本庆历中有布衣毕昇又为活板其法用胶泥刻字"
+  "薄如钱唇每字为一印火烧令坚"
+)
 
 
-def build_poetry_tasks(out, *, reader: corpus.PoetryReader | None = None, per_dynasty: int = 1200,
-                       punc_examples: int = 5000, dev_fraction: float = 0.15, test_fraction: float = 0.15,
-                       min_chars: int = 10, max_chars: int = 126) -> dict:
+def build_poetry_tasks(
+  out,
+  *,
+  reader: corpus.PoetryReader | None = None,
+  per_dynasty: int = 1200,
+  punc_examples: int = 5000,
+  dev_fraction: float = 0.15,
+  test_fraction: float = 0.15,
+  min_chars: int = 10,
+  max_chars: int = 126,
+) -> dict:
   """Writes out/tlc/{train,dev,test}.tsv and out/punc/{train,dev,test}.tsv; returns counts."""
   reader = reader or corpus.PoetryReader()
   counts, seen = collections.Counter(), set()

@@ -8,6 +8,7 @@ marks count as the marks. Paragraphs longer than `max_length` characters are cut
 sentence-ending mark. Documents are split into train/dev/test by hash; exact duplicate
 paragraphs are dropped (counted in the summary).
 """
+
 import collections
 import unicodedata
 
@@ -15,8 +16,18 @@ from wyjax.data import corpus
 from wyjax.tasks.builders import outputs
 from wyjax.tasks.wyweb_files import PUNC_MARKS
 
-VARIANTS = {".": "。", "?": "？", "!": "！", ",": "，", ";": "；", ":": "：", "｡": "。", "､": "、",
-            "｜": "|", "丨": None}
+VARIANTS = {
+  ".": "。",
+  "?": "？",
+  "!": "！",
+  ",": "，",
+  ";": "；",
+  ":": "：",
+  "｡": "。",
+  "､": "、",
+  "｜": "|",
+  "丨": None,
+}
 SENTENCE_END = ("。", "？", "！")
 
 
@@ -52,9 +63,18 @@ def split_long(text: str, tags: str, max_length: int) -> list[tuple[str, str]]:
   return pieces + [(text, tags)] if text else pieces
 
 
-def build_punc(daizhige_dir, out, *, collections_=("史藏",), dev_fraction: float = 0.05,
-               test_fraction: float = 0.05, min_length: int = 8, max_length: int = 510,
-               t2s: bool = True, overwrite: bool = False) -> dict:
+def build_punc(
+  daizhige_dir,
+  out,
+  *,
+  collections_=("史藏",),
+  dev_fraction: float = 0.05,
+  test_fraction: float = 0.05,
+  min_length: int = 8,
+  max_length: int = 510,
+  t2s: bool = True,
+  overwrite: bool = False,
+) -> dict:
   reader = corpus.DaizhigeReader(daizhige_dir)
   out = outputs.claim(out, overwrite)
   counts, seen = collections.Counter(), set()
