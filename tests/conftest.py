@@ -8,14 +8,14 @@ import sys
 # TPUs in every process; the tests and the runs they start use the CPU.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # The tests compile many small programs and run each briefly: without LLVM's optimisation of the
-# CPU code a tiny fine-tune's compiles took half as long (the whole suite a tenth less, 2026-11-29).
+# CPU code a tiny fine-tune's compiles take half as long.
 # XLA's programs are the same (their HLO, buffers, and the GPU and TPU compiles); only the CPU's
 # machine code is slower. Set here for this process and every command the tests start.
 CPU_XLA_FLAGS = "--xla_backend_optimization_level=0"
 os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {CPU_XLA_FLAGS}".strip()
 
-import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
-import pytest
+import jax  # noqa: E402 (after the environment above, which jax reads when imported)
+import pytest  # noqa: E402
 
 SHARED_DATA = pathlib.Path(
   os.environ.get("WYJAX_SHARED_DATA", pathlib.Path(__file__).resolve().parents[2] / "shared" / "data")

@@ -28,7 +28,7 @@ from tests.train.conftest import REPO_ROOT, pretrain_env
 from wyjax.data import tokenizer as tk
 from wyjax.hf import task_models
 from wyjax.models import EncoderConfig
-from wyjax.tasks import clue_reading, spans, wyweb, wyweb_files
+from wyjax.tasks import clue_reading, punctuation, spans, wyweb_files
 from wyjax.tasks.builders import punc
 from wyjax.tasks.registry import TASKS
 from wyjax.train import finetuning, inference, suite, task_model
@@ -547,14 +547,14 @@ def test_a_mark_never_goes_inside_a_grapheme_cluster(text, after):
   for marked in range(len(text)):
     tags = ["O"] * (len(text) + 1)
     tags[marked] = "S-，"
-    assert wyweb.punctuated(text + "之", tags) == after + "，之", marked
-  assert wyweb.punctuated(text + "。", ["S-，"] * (len(text) + 1)) == text + "。"  # a mark already there: none
+    assert punctuation.punctuated(text + "之", tags) == after + "，之", marked
+  assert punctuation.punctuated(text + "。", ["S-，"] * (len(text) + 1)) == text + "。"  # a mark already there: none
 
 
 def test_regional_indicators_pair_from_the_start_of_their_run():
   """Two flags in a row are two clusters, and a lone indicator after a flag is one of its own."""
-  assert wyweb.punctuated("🇨🇳🇯🇵之", ["O", "S-，", "S-。", "O", "O"]) == "🇨🇳，🇯🇵。之"
-  assert wyweb.punctuated("🇨🇳🇯之", ["O", "O", "S-，", "O"]) == "🇨🇳🇯，之"
+  assert punctuation.punctuated("🇨🇳🇯🇵之", ["O", "S-，", "S-。", "O", "O"]) == "🇨🇳，🇯🇵。之"
+  assert punctuation.punctuated("🇨🇳🇯之", ["O", "O", "S-，", "O"]) == "🇨🇳🇯，之"
 
 
 def test_damaged_or_non_finite_weights_are_one_error_naming_the_file(runs, tmp_path):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from wyjax.tasks import clue, clue_reading
+from wyjax.tasks import clue, clue_reading_files
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.registry import TASKS
 
@@ -106,7 +106,7 @@ def test_cmrc_damage_names_the_line(shared_data, tmp_path, damage, message):
   marker, offset = damage(squad)
   text = _write(tmp_path / "cmrc2018_train.json", squad, indent=2)
   with pytest.raises(FormatError, match=rf"cmrc2018_train\.json:{_line(text, marker) + offset}: {message}"):
-    clue_reading.read_split("cmrc2018", tmp_path, "train")
+    clue_reading_files.read_split("cmrc2018", tmp_path, "train")
 
 
 def test_cmrc_repeated_id_and_an_unlabelled_test_file(shared_data, tmp_path):
@@ -115,7 +115,7 @@ def test_cmrc_repeated_id_and_an_unlabelled_test_file(shared_data, tmp_path):
   for qa in questions:
     del qa["answers"]
   _write(tmp_path / "cmrc2018_test.json", squad, indent=2)
-  test = clue_reading.read_split("cmrc2018", tmp_path, "test")
+  test = clue_reading_files.read_split("cmrc2018", tmp_path, "test")
   assert [e.id for e in test] == [qa["id"] for qa in questions] and not any(e.answers for e in test)
   questions[7]["id"] = questions[2]["id"]
   text = _write(tmp_path / "cmrc2018_test.json", squad, indent=2)
@@ -126,7 +126,7 @@ def test_cmrc_repeated_id_and_an_unlabelled_test_file(shared_data, tmp_path):
     match=rf"cmrc2018_test\.json:{second}: id '{questions[2]['id']}' repeats the one "
     rf"at line {first}",
   ):
-    clue_reading.read_split("cmrc2018", tmp_path, "test")
+    clue_reading_files.read_split("cmrc2018", tmp_path, "test")
 
 
 # --- C3 (a JSON array, indent 1) ---------------------------------------------------------------------------
@@ -147,9 +147,9 @@ def test_c3_question_without_answer_is_an_error_in_dev_not_in_test(shared_data, 
     match=rf"d-dev\.json:{_line(text, '没有答案的问题') - 1}: the question has no "
     r"'answer' \(a labelled split needs one\)",
   ):
-    clue_reading.read_split("c3", tmp_path, "dev")
+    clue_reading_files.read_split("c3", tmp_path, "dev")
   (tmp_path / "d-dev.json").rename(tmp_path / "d-test.json")
-  test = clue_reading.read_split("c3", tmp_path, "test")
+  test = clue_reading_files.read_split("c3", tmp_path, "test")
   assert len(test) == sum(len(d[1]) for d in documents)
   assert [e.label for e in test if e.question == "没有答案的问题"] == [None]
 
@@ -176,7 +176,7 @@ def test_c3_damage_names_the_line(shared_data, tmp_path, damage, message):
   marker, offset = damage(documents)
   text = _write(tmp_path / "d-dev.json", documents, indent=1)
   with pytest.raises(FormatError, match=rf"d-dev\.json:{_line(text, marker) + offset}: {message}"):
-    clue_reading.read_split("c3", tmp_path, "dev")
+    clue_reading_files.read_split("c3", tmp_path, "dev")
 
 
 def test_c3_lone_surrogate_escape_names_its_line(shared_data, tmp_path):
@@ -186,7 +186,7 @@ def test_c3_lone_surrogate_escape_names_its_line(shared_data, tmp_path):
   (tmp_path / "d-dev.json").write_text(text, encoding="utf-8")
   line = _line(text, "\\ud800")
   with pytest.raises(FormatError, match=rf"d-dev\.json:{line}: \\ud800 is a lone surrogate \(half of a UTF-16 pair\)"):
-    clue_reading.read_split("c3", tmp_path, "dev")
+    clue_reading_files.read_split("c3", tmp_path, "dev")
 
 
 def test_c3_repeated_id_in_a_test_file(shared_data, tmp_path):
@@ -199,7 +199,7 @@ def test_c3_repeated_id_in_a_test_file(shared_data, tmp_path):
   first = _line(text, '"id": 3,')
   second = _line(text, '"id": 3,', text.index('"id": 3,') + 1)
   with pytest.raises(FormatError, match=rf"d-test\.json:{second - 1}: id 3 repeats the one at line {first - 1}"):
-    clue_reading.read_split("c3", tmp_path, "test")
+    clue_reading_files.read_split("c3", tmp_path, "test")
 
 
 # --- ChID: FewCLUE's layout (JSON Lines: record k on line k + 1) and CLUE's ----------------------------------
@@ -208,7 +208,7 @@ def test_c3_repeated_id_in_a_test_file(shared_data, tmp_path):
 def test_fewclue_chid_test_file_keeps_its_ids(shared_data, tmp_path):
   records = [{k: v for k, v in r.items() if k != "answer"} for r in _records(shared_data, "chid", "dev")]
   _jsonl(tmp_path / "test.json", records)
-  test = clue_reading.read_split("chid", tmp_path, "test")
+  test = clue_reading_files.read_split("chid", tmp_path, "test")
   assert [e.id for e in test] == [str(r["id"]) for r in records] and all(e.label is None for e in test)
   lines = TASKS["chid"].submission(test, [0] * len(test))
   assert [json.loads(line) for line in lines] == [{"id": r["id"], "answer": 0} for r in records]
@@ -231,7 +231,7 @@ def test_fewclue_chid_damage_names_the_line(shared_data, tmp_path, damage, messa
   damage(records[9])
   _jsonl(tmp_path / "train.json", records)
   with pytest.raises(FormatError, match=rf"train\.json:10: {message}"):
-    clue_reading.read_split("chid", tmp_path, "train")
+    clue_reading_files.read_split("chid", tmp_path, "train")
 
 
 def _clue_chid(shared_data) -> tuple[list[dict], dict]:
@@ -278,14 +278,14 @@ def test_clue_chid_damage_names_the_line(shared_data, tmp_path, damage, where, m
   _jsonl(tmp_path / "train.json", records)
   _write(tmp_path / "train_answer.json", answers, indent=1)  # tag k on line k + 2
   with pytest.raises(FormatError, match=rf"{where}: {message}"):
-    clue_reading.read_split("chid", tmp_path, "train")
+    clue_reading_files.read_split("chid", tmp_path, "train")
 
 
 def test_clue_chid_answers_file_of_invalid_json(shared_data, tmp_path):
   _jsonl(tmp_path / "train.json", _clue_chid(shared_data)[0])
   (tmp_path / "train_answer.json").write_text('{"#idiom000000#": 1,\n', encoding="utf-8")
   with pytest.raises(FormatError, match=r"train_answer\.json:2: invalid JSON"):
-    clue_reading.read_split("chid", tmp_path, "train")
+    clue_reading_files.read_split("chid", tmp_path, "train")
 
 
 # --- Classification (JSON Lines) -----------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from wyjax.tasks import clue, clue_reading
+from wyjax.tasks import clue, clue_reading, clue_reading_files
 from wyjax.tasks.registry import TASKS
 
 
@@ -35,7 +35,7 @@ def test_c3_mixed_test_file_keeps_its_question_ids(shared_data, tmp_path):
       del qa["answer"]
       questions += 1
   (tmp_path / "test1.1.json").write_text(json.dumps(documents, ensure_ascii=False, indent=1), encoding="utf-8")
-  examples = clue_reading.read_split("c3", tmp_path, "test")
+  examples = clue_reading_files.read_split("c3", tmp_path, "test")
   assert questions == len(_c3_questions(shared_data, "dev")) > 100
   assert [e.id for e in examples] == list(range(1000, 1000 + questions))
   assert all(e.label is None for e in examples)
@@ -43,7 +43,7 @@ def test_c3_mixed_test_file_keeps_its_question_ids(shared_data, tmp_path):
   assert [json.loads(line) for line in submission] == [{"id": 1000, "label": 0}, {"id": 1001, "label": 1}]
   (tmp_path / "d-test.json").write_text("[]", encoding="utf-8")
   with pytest.raises(ValueError, match="test1.1.json and d-test.json are the test split under two names"):
-    clue_reading.split_files("c3", tmp_path, "test")
+    clue_reading_files.split_files("c3", tmp_path, "test")
 
 
 def test_chid_test_and_ocnli_train_under_clues_names(shared_data, tmp_path):
@@ -56,7 +56,7 @@ def test_chid_test_and_ocnli_train_under_clues_names(shared_data, tmp_path):
     ),
     encoding="utf-8",
   )
-  examples = clue_reading.read_split("chid", tmp_path / "chid", "test")
+  examples = clue_reading_files.read_split("chid", tmp_path / "chid", "test")
   assert [e.id for e in examples] == [str(json.loads(line)["id"]) for line in chid]
   (tmp_path / "ocnli").mkdir()
   (tmp_path / "ocnli" / "train.50k.json").write_bytes((shared_data / "clue" / "ocnli" / "train.json").read_bytes())
@@ -72,8 +72,8 @@ def test_csl_keywords_joined_by_a_space_as_clue_does(shared_data):
   assert example.text_a == " ".join(record["keyword"]) and example.text_b == record["abst"]
 
 
-def _blank(line: int, tag: str) -> clue_reading.ChidExample:
-  return clue_reading.ChidExample(line, tag, "左", "右", ("甲乙丙丁", "戊己庚辛", "壬癸子丑"), 0)
+def _blank(line: int, tag: str) -> clue_reading_files.ChidExample:
+  return clue_reading_files.ChidExample(line, tag, "左", "右", ("甲乙丙丁", "戊己庚辛", "壬癸子丑"), 0)
 
 
 def test_chid_blanks_of_a_record_take_distinct_idioms():
@@ -90,6 +90,6 @@ def test_chid_blanks_of_a_record_take_distinct_idioms():
   logits = [np.array(row, np.float32) for row in ([5, 4, 0], [6, 1, 0], [0, 3, 1], [2, 2, 2], [2, 2, 2])]
   assert clue_reading.assign_blanks(examples, logits) == [1, 0, 1, 0, 1]
   task = TASKS["chid"]
-  assert [task.decode(e, None, l) for e, l in zip(examples, logits)] == [0, 0, 1, 0, 0]  # one at a time
+  assert [task.decode(e, None, scores) for e, scores in zip(examples, logits)] == [0, 0, 1, 0, 0]  # one at a time
   independent, _ = task.prepare(task, {}, ml_collections.ConfigDict({"joint_blanks": False}))
   assert independent.decode_together is None and task.decode_together is clue_reading.assign_blanks

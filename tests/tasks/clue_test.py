@@ -15,7 +15,7 @@ from nltk.tokenize import word_tokenize
 from wyjax.data.tokenizer import Tokenizer, build_vocab
 from wyjax.models import EncoderConfig, MultipleChoice
 from wyjax.models.heads import ABSENT
-from wyjax.tasks import batching, clue, clue_reading, leaderboard, metrics, spans
+from wyjax.tasks import batching, clue, clue_reading_files, leaderboard, metrics, spans
 from wyjax.tasks.files import FormatError
 from wyjax.tasks.registry import TASKS
 from wyjax.tasks.tagging import IGNORE
@@ -424,7 +424,7 @@ def test_cmrc_reads_squad_json_and_repairs_a_missed_start(tmp_path):
   }
   path = tmp_path / "cmrc2018_dev.json"
   path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
-  first, second = clue_reading.read_cmrc(path, labelled=True)
+  first, second = clue_reading_files.read_cmrc(path, labelled=True)
   assert first.answer == (4, 9) and first.start_moved  # answer_start 5 missed 沙特阿拉伯 at 4
   assert second.answers == ("东部省", "沙特阿拉伯的东部省") and not second.start_moved
   assert TASKS["cmrc2018"].notes([first, second]) == [
@@ -453,9 +453,9 @@ def test_cmrc_references_not_in_the_context_are_scored_not_trained_on(tmp_path):
     ),
     encoding="utf-8",
   )
-  first, second = clue_reading.read_cmrc(path, labelled=True)
+  first, second = clue_reading_files.read_cmrc(path, labelled=True)
   assert first.answers == ("沙特的东部", "东部省") and first.answer == (10, 13) and first.unlocated == 1
-  assert second.answers == ("阿拉伯國",) and second.answer == clue_reading.NO_SPAN
+  assert second.answers == ("阿拉伯國",) and second.answer == clue_reading_files.NO_SPAN
   tokenizer = Tokenizer(build_vocab(["达曼位于沙特阿拉伯的东部省。何国？在哪"]))
   features, _ = TASKS["cmrc2018"].featurize(second, tokenizer, 64)
   assert (features["label"] == IGNORE).all()  # nothing to train on
@@ -506,9 +506,9 @@ def test_cmrc_official_dev_layout_scores_as_cmrc2018_evaluate(tmp_path):
   }
   for name in ("cmrc2018_dev.json", "cmrc2018_test.json"):
     (tmp_path / name).write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
-  examples = clue_reading.read_split("cmrc2018", tmp_path, "test")
-  assert examples == clue_reading.read_split("cmrc2018", tmp_path, "dev")
-  assert [e.answer for e in examples] == [(7, 12), (15, 20), clue_reading.NO_SPAN, (7, 19), (24, 27), (24, 27)]
+  examples = clue_reading_files.read_split("cmrc2018", tmp_path, "test")
+  assert examples == clue_reading_files.read_split("cmrc2018", tmp_path, "dev")
+  assert [e.answer for e in examples] == [(7, 12), (15, 20), clue_reading_files.NO_SPAN, (7, 19), (24, 27), (24, 27)]
   task = TASKS["cmrc2018"]
   assert task.notes(examples) == [
     "1 answer(s) whose answer_start missed their text, taken at its nearest occurrence (TEST_1_QUERY_2)",
@@ -546,7 +546,7 @@ def test_chid_in_clues_layout_one_example_per_blank(tmp_path):
     [{"candidates": idioms, "content": ["他#idiom000001#，我#idiom000002#。", "又一段#idiom000003#"]}],
   )
   (tmp_path / "train_answer.json").write_text(json.dumps({"#idiom000001#": 1, "#idiom000002#": 0, "#idiom000003#": 9}))
-  examples = clue_reading.read_split("chid", tmp_path, "train")
+  examples = clue_reading_files.read_split("chid", tmp_path, "train")
   assert [(e.id, e.left, e.right, e.label) for e in examples] == [
     ("#idiom000001#", "他", "，我□。", 1),
     ("#idiom000002#", "他□，我", "。", 0),
@@ -564,18 +564,18 @@ def test_chid_in_clues_layout_one_example_per_blank(tmp_path):
 
 
 def test_chid_fewclue_layout_and_c3_real_files(shared_data):
-  chid = clue_reading.read_split("chid", shared_data / "clue" / "chid", "dev")
+  chid = clue_reading_files.read_split("chid", shared_data / "clue" / "chid", "dev")
   assert len(chid) == 202 and all(len(e.candidates) == 7 for e in chid)
   assert json.loads(TASKS["chid"].submission(chid[:1], [3])[0]) == {"id": int(chid[0].id), "answer": 3}
-  c3 = clue_reading.read_split("c3", shared_data / "clue" / "c3", "dev")
+  c3 = clue_reading_files.read_split("c3", shared_data / "clue" / "c3", "dev")
   assert len(c3) == 1825 + 1991 and {len(e.options) for e in c3} == {2, 3, 4}
   assert [e.id for e in c3] == list(range(len(c3)))  # dialogue questions, then mixed-genre ones
 
 
 def test_questions_with_fewer_choices_get_padding_rows_the_head_never_picks():
   tokenizer = Tokenizer(build_vocab(["文章问题甲乙丙丁"]))
-  two = clue_reading.C3Example(1, 0, "文章", "问题", ("甲", "乙"), 1)
-  four = clue_reading.C3Example(1, 1, "文章", "问题", ("甲", "乙", "丙", "丁"), 3)
+  two = clue_reading_files.C3Example(1, 0, "文章", "问题", ("甲", "乙"), 1)
+  four = clue_reading_files.C3Example(1, 1, "文章", "问题", ("甲", "乙", "丙", "丁"), 3)
   items = [TASKS["c3"].featurize(e, tokenizer, 512)[0] for e in (two, four)]
   batch = batching.collate(items, batch_size=2, lengths=(32,), pad_id=tokenizer.pad_id)
   assert batch["input_ids"].shape == (2, 4, 32) and batch["label"].tolist() == [1, 3]

@@ -5,7 +5,7 @@ an error naming the file, never an absent split or a failure long after reading.
 
 import pytest
 
-from wyjax.tasks import aceval, cclue_files, ccpm, clue_reading, wyweb_files
+from wyjax.tasks import aceval, cclue_files, ccpm, clue_reading_files, wyweb_files
 from wyjax.tasks.files import FormatError
 
 # (reader of a folder's dev split, the dev file it reads)
@@ -91,7 +91,7 @@ def test_json_too_deep_or_a_number_too_long_is_an_error_at_its_line(tmp_path, va
     f'{{"data": [\n{{"paragraphs": []}},\n{{"paragraphs": {value}}}]}}'
   )
   with pytest.raises(FormatError, match=rf"cmrc2018_dev\.json:3: {message}"):
-    clue_reading.read_split("cmrc2018", tmp_path / "cmrc2018", "dev")
+    clue_reading_files.read_split("cmrc2018", tmp_path / "cmrc2018", "dev")
 
 
 def test_a_nul_byte_is_an_error_at_its_line(tmp_path):

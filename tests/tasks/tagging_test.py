@@ -18,7 +18,7 @@ def test_every_gold_entity_is_recovered_from_the_features(glner):
   tokenizer = tk.Tokenizer(tk.build_vocab(e.text for e in glner["train"]))
   names = wyweb_files.GLNER_LABELS
   entities = whitespace_texts = 0
-  for split, examples in glner.items():
+  for examples in glner.values():
     for e in examples:
       char_labels = tagging.bio_tags(len(e.text), e.spans, LABEL_IDS)
       features = tagging.tagging_features(tokenizer, e.text, char_labels, max_length=1024)

@@ -1,2 +1,4 @@
-"""Benchmark tasks: everything about a task lives in its Task (task.py), one module per
-benchmark; registry.py maps names to tasks (docs/architecture.md)."""
+"""Benchmark tasks: one module per benchmark, everything about a task in its Task (task.py).
+
+registry.py maps names to tasks (docs/architecture.md).
+"""

@@ -1,29 +1,12 @@
-"""AC-EVAL (yuting-wei/AC-EVAL): four-option questions on ancient Chinese in 13 subjects;
-accuracy per subject and per category, and their average.
+"""AC-EVAL (yuting-wei/AC-EVAL): four-option questions on ancient Chinese in 13 subjects, scored by accuracy.
 
-A data folder holds dev/<subject>.csv for each of the 13 subjects (5 questions each, header
-`,Question,A,B,C,D,Answer,Explanation`) and test/<subject>.csv (`,Question,A,B,C,D`), the
-first column being the row id the submission is keyed by. Fields may be quoted (commas,
-quotes and line breaks inside); the released questions write some line breaks as a literal
-backslash-n, kept as it is (the model reads the CSV's text). The test answers are not public:
-the submission file ({subject: {row id: letter}}) is the test result, scored by AC-EVAL's
-authors. The dev questions are the only labelled ones, so the `train` and `dev` splits are
-both the dev folder (`run` below keeps them apart by cross-validation).
-
-AC-EVAL's paper evaluates LLMs by in-context prompting (zero-shot, and few-shot with k = 5
-examples, 3 for sentence_pauses, translation and poetry_appreciation, 1 for
-summarization_and_analysis). Encoders cannot be prompted; wyjax's two protocols are named for
-what they are and are not comparable with the paper's numbers:
-
-`transfer`: `config.transfer_init`, a model fine-tuned on another multiple-choice task (the
-workdir of an IRC, WYWRC or CCPM softmax run: encoder, pooler and one-score classifier),
-answers every dev and test question without training on AC-EVAL.
-
-`dev_finetune`: the 5 dev questions per subject are the only labelled ones, so their accuracy
-comes from cross-validation: fold k holds out the k-th question of every subject and a model
-fine-tuned from `config.init` for `num_train_steps` on the other folds answers it (no early
-stopping: nothing is left to choose on). The test answers come from a model fine-tuned on all
-dev questions.
+- Data: dev/<subject>.csv (5 questions each, `,Question,A,B,C,D,Answer,Explanation`) and test/<subject>.csv
+  (`,Question,A,B,C,D`), the first column the row id. The test answers are not public: the submission
+  ({subject: {row id: letter}}) is scored by AC-EVAL's authors. `train` and `dev` are both the dev folder.
+- Two protocols, not comparable with the paper's in-context prompting of LLMs: `transfer` answers with a model
+  fine-tuned on another multiple-choice task (`config.transfer_init`: an IRC, WYWRC or CCPM softmax run);
+  `dev_finetune` scores the dev questions by cross-validation (fold k holds out each subject's k-th question) and
+  answers test with a model fine-tuned on all of them.
 
     workdir/
       results.json                      transfer and dev_finetune scores; `dev` is dev_finetune's
@@ -94,9 +77,11 @@ class Question:
 
 
 def read_subject(path, subject: str) -> list[Question]:
-  """Every row of one subject's file; the header says whether it has answers. A field may be
-  as long as the file (csv's default limit, 128 KiB, is lifted); what csv itself rejects is
-  reported with the line it reached."""
+  """Every row of one subject's file; the header says whether it has answers.
+
+  Fields may be quoted and as long as the file; a literal backslash-n in a question is kept as it is.
+  Raises FormatError, with the line reached, on what csv rejects.
+  """
   csv.field_size_limit(2**31 - 1)
   reader = csv.reader(io.StringIO(files.task_text(path), newline=""), strict=True)
   try:
@@ -130,9 +115,10 @@ def _questions(path, subject: str, reader) -> list[Question]:
 
 
 def split_files(data_dir, split: str) -> list[pathlib.Path]:
-  """The split's 13 subject files, in the order of SUBJECTS (none: the split is absent). A
-  subject missing (its accuracy, and the categories' and average's, would be computed without
-  it) or another .csv there is an error."""
+  """The split's 13 subject files, in the order of SUBJECTS; none when the split is absent.
+
+  A missing subject, or another .csv there, is an error.
+  """
   folder = pathlib.Path(data_dir) / _FOLDERS[split]
   found = sorted(folder.glob("*.csv")) if files.present(folder, folder=True) else []
   unknown = [p.name for p in found if p.stem not in SUBJECTS]
@@ -168,10 +154,9 @@ QUESTION_TAIL = 64  # tokens a cut question keeps from its end, where the questi
 def _featurize(example: Question, tokenizer: Tokenizer, max_length: int):
   """One row per option: [CLS] question [SEP] option [SEP] (token types 0 | 1).
 
-  Truncation keeps the question and the options: an option keeps at most half of the
-  max_length − 3 content tokens (its end is cut); the question gets what the longest option
-  leaves and, when longer, keeps its first part and its last QUESTION_TAIL tokens (at most half
-  of its room), losing the middle of the passage it quotes: the question follows the passage.
+  An option keeps at most half of the max_length − 3 content tokens (its end is cut); the question gets the room
+  the longest option leaves and, when longer, keeps its start and its last QUESTION_TAIL tokens (the question proper
+  follows the passage it quotes).
   """
   whole_question = question = tokenizer.encode_chars(example.question)[0]
   full = [tokenizer.encode_chars(o)[0] for o in example.options]
@@ -188,8 +173,10 @@ def _featurize(example: Question, tokenizer: Tokenizer, max_length: int):
 
 
 def scores(examples, predictions) -> dict:
-  """Accuracy per subject and per category (the mean of its subjects present), `average` the
-  mean of the categories (the AC-EVAL paper's Average), `accuracy` over all questions."""
+  """Accuracy per subject, per category, their `average` (the paper's Average) and over all questions.
+
+  A category's accuracy is the mean of its subjects present; `average` the mean of the categories.
+  """
   correct = {}
   for e, p in zip(examples, predictions, strict=True):
     correct.setdefault(e.subject, []).append(e.answer == p)
@@ -214,8 +201,10 @@ def chance(dev) -> dict:
 
 
 def tables(rows: dict[str, dict]) -> str:
-  """Markdown in the shape of the AC-EVAL paper: accuracy (×100) per category and their
-  average, then per subject; rows {name: scores of `scores`}."""
+  """Markdown in the shape of the AC-EVAL paper's tables, from rows {name: scores of `scores`}.
+
+  Accuracy (×100) per category and their average, then per subject.
+  """
   categories = list(CATEGORIES)
   lines = ["| Model | " + " | ".join(categories) + " | Average |", "|---" * (len(categories) + 2) + "|"]
   for name, row in rows.items():
@@ -291,10 +280,17 @@ def _submission(questions, answers) -> dict:
 
 
 def run(config, workdir, setup) -> dict:
-  """Transfer (when config.transfer_init is set) and dev fine-tuning (when config.dev_finetune)
-  on AC-EVAL; writes and returns results.json, shaped like wyjax.train.finetuning's.
-  `setup(init, splits)` → (model, pretrained params, {split: (examples, features)}): the
-  model's `init_params`, `fit` and `evaluate` (wyjax.train.task_model.TaskModel)."""
+  """Runs transfer (config.transfer_init) and dev fine-tuning (config.dev_finetune) on AC-EVAL.
+
+  Args:
+    config: the fine-tuning config.
+    workdir: where results.json, aceval.md, the dev predictions and the submissions are written.
+    setup: setup(init, splits) → (model, pretrained params, {split: (examples, features)}), the model a
+      wyjax.train.task_model.TaskModel (`init_params`, `fit`, `evaluate`).
+
+  Returns:
+    results.json's content, shaped like wyjax.train.finetuning's.
+  """
   if not (config.dev_finetune or config.transfer_init):
     raise ValueError("nothing to evaluate: set config.dev_finetune or config.transfer_init")
   workdir = pathlib.Path(workdir)

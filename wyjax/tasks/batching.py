@@ -1,10 +1,9 @@
 """Batches of task features through grain, padded to a few bucket lengths.
 
-Each batch is padded to the smallest bucket that holds its longest sequence, so a task
-compiles at most one step per bucket instead of one per batch. Buckets are fitted to the
-batches a run will draw (`fitted_buckets`); training batches can also hold examples close in
-length (sorted within windows of shuffled examples), so they pad little. Batches always have
-`batch_size` rows: the evaluation's last batch is filled with padding rows of weight 0.
+- Each batch is padded to the smallest bucket that holds its longest sequence: a task compiles at most one step
+  per bucket. Buckets are fitted to the batches a run will draw (`fitted_buckets`).
+- Training batches can hold examples close in length (sorted within windows of shuffled examples).
+- Batches always have `batch_size` rows: the evaluation's last batch is filled with padding rows of weight 0.
 """
 
 import functools
@@ -26,8 +25,10 @@ _PAD_VALUES = {"labels": IGNORE, "label": IGNORE, "char_index": -1}
 
 
 def buckets(max_length: int) -> tuple[int, ...]:
-  """32, 48, 64, 96, 128, 192, 256, 384, 512, … (1 and 1.5 times each power of two)
-  below max_length, then max_length: at most ~2 log2(max_length) shapes, ≤ 50% padding."""
+  """32, 48, 64, 96, 128, 192, 256, 384, 512, … below max_length, then max_length.
+
+  1 and 1.5 times each power of two: at most ~2 log2(max_length) shapes, ≤ 50% padding.
+  """
   out, length = [], 32
   while length < max_length:
     out.append(length)
@@ -37,14 +38,11 @@ def buckets(max_length: int) -> tuple[int, ...]:
 
 
 def fitted_buckets(batch_maxima: np.ndarray, max_length: int, count: int | None = None) -> tuple[int, ...]:
-  """`count` lengths, placed (multiples of 8, at most max_length) to pad these batches least,
-  then max_length for any longer batch. Without a count, as many as each pads MIN_SAVING fewer
-  tokens than one fewer, and at most as many as `buckets` would pad them to.
+  """`count` lengths that pad these batches least, then max_length for any longer batch.
 
-  A shuffled batch's longest sequence is the longest of batch_size draws, so these cluster
-  below the longest examples: TLC's sit mostly in 88-104 and `buckets` pads them to 96 or 128
-  (112 on average, 3 lengths), two fitted lengths to 105 (104 and 152: a third, 96, would pad
-  4% less)."""
+  The lengths are multiples of 8, at most max_length. Without a count: as many as each pads MIN_SAVING fewer tokens
+  than one fewer, and at most as many as `buckets` would pad them to.
+  """
   candidates, batches = np.unique(np.minimum(-(-np.asarray(batch_maxima) // 8) * 8, max_length), return_counts=True)
   covered = np.cumsum(batches)  # batches at or below each candidate
   most = len(candidates) if count is None else min(count, len(candidates))  # more lengths than candidates pad no less
@@ -62,10 +60,10 @@ def fitted_buckets(batch_maxima: np.ndarray, max_length: int, count: int | None 
 
 
 def _one_more_length(plans: list, candidates: np.ndarray, covered: np.ndarray) -> list:
-  """The best plans of one length more: plan j, or plan i < j then candidate j for the batches
-  between, whichever pads fewer tokens (the smaller lengths on a tie). The sums are taken for
-  every (i, j) at once; only ties are compared as tuples (the planning took minutes for
-  --config.length_buckets=1000000, 8 s for 64 over a long task's 512 batches)."""
+  """The best plans of one length more: plan j, or plan i < j then candidate j, whichever pads less.
+
+  The smaller lengths win a tie. The sums are taken for every (i, j) at once; only ties are compared as tuples.
+  """
   tokens = np.array([plan[0] for plan in plans])
   extended = tokens[:, None] + candidates[None, :] * (covered[None, :] - covered[:, None])  # [i, j]
   extended[np.tril_indices(len(plans))] = np.iinfo(extended.dtype).max  # only i < j
@@ -93,10 +91,12 @@ def _pad_rows(array: np.ndarray, rows: int, value) -> np.ndarray:
 
 def collate(items: list[dict], *, batch_size: int, lengths: tuple[int, ...], pad_id: int) -> dict:
   """Stacks items, pads the sequence (last) axis to a bucket and the batch to batch_size.
-  'label' is per example (a scalar, or one per row: CCPM Cls's pairs, a span task's windows)
-  and never padded along the sequence. Items of several rows (options, windows) whose number
-  varies (C3's 2 to 4 choices) get padding rows: all padding tokens, label IGNORE.
-  Adds 'weight' (1 real row, 0 padding row)."""
+
+  - 'label' is per example (a scalar, or one per row: CCPM Cls's pairs, a span task's windows), never padded
+    along the sequence.
+  - Items of a varying number of rows (C3's 2 to 4 choices) get padding rows: all padding tokens, label IGNORE.
+  - Adds 'weight': 1 for a real row, 0 for a padding row.
+  """
   longest = max(item["input_ids"].shape[-1] for item in items)
   length = next((b for b in lengths if b >= longest), None)
   if length is None:
@@ -116,12 +116,12 @@ def collate(items: list[dict], *, batch_size: int, lengths: tuple[int, ...], pad
 
 
 class LengthSortedBatches(grain.MapDataset):
-  """Batch i (a list of example indices) of an endless stream of shuffled examples, reshuffled
-  every epoch. `sort_window` 1: each batch's examples as the shuffle drew them. Above 1, each
-  window of that many batches' worth is sorted by length before it is cut into batches, which
-  come in shuffled order: a batch holds examples close in length and pads little (TLC's: 68
-  tokens on average instead of 101 with 16), but its examples are alike, which cost the demo's
-  tasks dev points (docs/finetuning.md)."""
+  """Batch i (a list of example indices) of an endless stream of shuffled examples, reshuffled each epoch.
+
+  `sort_window` 1: each batch's examples as the shuffle drew them. Above 1, each window of that many batches' worth
+  is sorted by length, then cut into batches that come in shuffled order: a batch pads little, but its examples are
+  alike (docs/finetuning.md).
+  """
 
   def __init__(self, lengths: np.ndarray, *, batch_size: int, sort_window: int, seed: int):
     super().__init__()
@@ -134,11 +134,11 @@ class LengthSortedBatches(grain.MapDataset):
     window, position = divmod(index, self._sort_window)
     return self._window(window)[position]
 
-  @functools.lru_cache(maxsize=2)
+  @functools.lru_cache(maxsize=2)  # noqa: B019 (a class-wide cache of 2: it keeps at most two datasets alive)
   def _epoch(self, epoch: int) -> np.ndarray:
     return np.random.default_rng([self._seed, epoch]).permutation(len(self._lengths))
 
-  @functools.lru_cache(maxsize=2)
+  @functools.lru_cache(maxsize=2)  # noqa: B019 (as _epoch's)
   def _window(self, window: int) -> np.ndarray:
     count, size = len(self._lengths), self._batch_size * self._sort_window
     start, stop = window * size, (window + 1) * size
@@ -157,8 +157,10 @@ def train_lengths(
   sort_window: int,
   bucket_count: int | None = None,
 ) -> tuple[int, ...]:
-  """The padded lengths of train_batches' stream: `fitted_buckets` of its first FITTED_BATCHES
-  batches (bucket_count of them, or as many as pay)."""
+  """The padded lengths of train_batches' stream: `fitted_buckets` of its first FITTED_BATCHES batches.
+
+  bucket_count of them, or as many as pay.
+  """
   lengths = np.array([f["input_ids"].shape[-1] for f in features])
   ds = LengthSortedBatches(lengths, batch_size=batch_size, sort_window=sort_window, seed=seed)
   return fitted_buckets([lengths[ds[i]].max() for i in range(FITTED_BATCHES)], max_length, bucket_count)
@@ -195,8 +197,7 @@ def train_batches(
 def eval_lengths(
   features: list[dict], *, batch_size: int, max_length: int, bucket_count: int | None = None
 ) -> tuple[int, ...]:
-  """The padded lengths of eval_batches: `fitted_buckets` of its batches, which it draws in order
-  of length."""
+  """The padded lengths of eval_batches: `fitted_buckets` of its batches, drawn in order of length."""
   lengths = np.sort([f["input_ids"].shape[-1] for f in features])
   maxima = np.append(lengths[batch_size - 1 :: batch_size], lengths[-1])  # each batch's longest
   return fitted_buckets(maxima, max_length, bucket_count)
@@ -214,10 +215,11 @@ def eval_batches(
 
 
 def largest_batch(features: list[dict], *, batch_size: int, lengths: tuple[int, ...], pad_id: int) -> dict:
-  """A batch as large as any of `features` padded to `lengths` can be: the most rows (options,
-  windows) of any feature, at the bucket of the longest. Its shapes are the largest program a
-  run compiles; its rows are one row repeated, a view that takes no memory (an eval_batch_size
-  of 10⁹ built 16.7 GB of padding rows before the step that could not fit was refused)."""
+  """The largest batch `features` padded to `lengths` can give: the largest program a run compiles.
+
+  The most rows (options, windows) of any feature, at the bucket of the longest. Its rows are one row repeated, a
+  view that takes no memory.
+  """
   most_rows = max(
     range(len(features)), key=lambda i: features[i]["input_ids"].shape[0] if features[i]["input_ids"].ndim == 2 else 0
   )

@@ -1,6 +1,14 @@
-"""C-CLUE's tasks (their formats: cclue_files.py): NER, predicate classification, triple extraction
-(its pipeline's second stage) and the relation between given entities; features, decoding,
-C-CLUE's metrics and submissions, and their places on the board and the Hub.
+"""C-CLUE's tasks: features, decoding, C-CLUE's metrics and submissions, on its board and the Hub.
+
+- `cclue_ner`: scored by C-CLUE's token macro F1 (run_NER.py), with entity-level micro F1 beside it.
+- `cclue_re`: C-CLUE's predicate classification, of 25, from the text alone; accuracy (evaluate_classifiction.py's
+  score for one predicate per line).
+- `cclue_spo`: C-CLUE's triple extraction, its pipeline's second stage: the subject and object tagged in
+  `[CLS] text [SEP] predicate [SEP]` for the predicate a `cclue_re` run predicted (evaluate_labeling.py's rules).
+- `cclue_re_given_entities`: the predicate between a given subject and object marked in the text (「」, 『』):
+  easier than C-CLUE's, not comparable with it.
+
+Their files are read by cclue_files.py.
 """
 
 import dataclasses
@@ -40,8 +48,10 @@ _NER_IDS = {label: i for i, label in enumerate(NER_LABELS)}
 
 
 def _ner_featurize(example: NerExample, tokenizer, max_length):
-  """The label file's tags as written are the labels, as run_NER.py trains (IGNORE without a
-  label file)."""
+  """The model's inputs, labelled with the label file's tags as written (as run_NER.py trains).
+
+  IGNORE without a label file.
+  """
   if not example.tagged:
     tags = np.full(len(example.text), IGNORE, np.int32)
   else:
@@ -50,15 +60,16 @@ def _ner_featurize(example: NerExample, tokenizer, max_length):
 
 
 def _ner_decode(example: NerExample, features, logits) -> tuple[str, ...]:
-  """One predicted tag per character ('O' for characters without a token: whitespace, and
-  those truncation cut)."""
+  """One predicted tag per character; 'O' for those without a token (whitespace, truncated)."""
   tags = tagging.char_tags(NER_LABELS, features, logits)
   return tuple(tags + ["O"] * (len(example.text) - len(tags)))
 
 
 def token_macro_scores(predictions, gold) -> dict:
-  """run_NER.py's metric: per label of SCORED_NER_LABELS, precision, recall and F1 over all
-  tokens (0 where undefined), each averaged over those labels (tf_metrics' 'macro')."""
+  """run_NER.py's metric: precision, recall and F1 per label of SCORED_NER_LABELS, averaged.
+
+  Over all tokens, 0 where undefined, averaged over those labels (tf_metrics' 'macro').
+  """
   predicted = np.concatenate([np.asarray(p) for p in predictions])
   expected = np.concatenate([np.asarray(g) for g in gold])
   per_label = []
@@ -73,9 +84,10 @@ def token_macro_scores(predictions, gold) -> dict:
 
 
 def _ner_score(examples, predictions) -> dict:
-  """C-CLUE's token macro scores (the main ones) against the label file's tags as written,
-  then wyjax's entity-level micro scores over every type as entity_* (seqeval's chunks of the
-  same tags)."""
+  """C-CLUE's token macro scores (the main ones), then entity-level micro scores as entity_*.
+
+  Both against the label file's tags as written; the entities are seqeval's chunks of the same tags.
+  """
   gold = [e.tags for e in examples]
   entity = metrics.entity_scores(predictions, gold)
   return {**token_macro_scores(predictions, gold), **{f"entity_{k}": v for k, v in entity.items()}}
@@ -91,8 +103,7 @@ def _majority_tags(train, dev) -> list[tuple[str, ...]]:
 
 
 def _ner_notes(examples) -> list[str]:
-  """I-X tags that begin an entity (after O or after another type): scored as written by the
-  token score, read as an entity's start by seqeval's rules."""
+  """The I-X tags that begin an entity (after O or another type), which seqeval reads as its start."""
   lines = [
     e.line
     for e in examples
@@ -195,9 +206,11 @@ RELATION_MARKERS = "「」『』"
 
 
 def entity_starts(example: RelationExample) -> dict[str, int]:
-  """{role: start} of the subject and object in the text: the first occurrence of the longer,
-  then the first occurrence of the other that does not overlap it (an object inside its
-  subject, say 渊 in 公孙渊)."""
+  """{role: start} of the subject and object in the text.
+
+  The first occurrence of the longer, then the first of the other that does not overlap it (an object inside its
+  subject, say 渊 in 公孙渊).
+  """
   longer, shorter = sorted(("subject", "object"), key=lambda role: -len(getattr(example, role)))
   starts = {longer: example.text.index(getattr(example, longer))}
   start, end = starts[longer], starts[longer] + len(getattr(example, longer))
@@ -222,9 +235,11 @@ def marked(example: RelationExample) -> str:
 
 
 def _marked_featurize(example: RelationExample, tokenizer: Tokenizer, max_length: int):
-  """[CLS] marked text [SEP]. A text too long keeps both entities: the window of max_length − 2
-  tokens that ends at the last marker (or starts at the first); when the entities are farther
-  apart than that, half the window from the first marker on and half up to the last one."""
+  """[CLS] marked text [SEP]; a text too long is cut around both entities.
+
+  The window of max_length − 2 tokens ends at the last marker (or starts at the first); when the entities are
+  farther apart, half the window follows the first marker and half leads to the last.
+  """
   ids = tokenizer.encode_chars(marked(example))[0]
   marker_ids = [tokenizer.token_to_id.get(m) for m in RELATION_MARKERS]
   if None in marker_ids:
@@ -252,8 +267,7 @@ def _triple(example: RelationExample, predicate: str) -> dict:
 
 
 def triple_records(examples, predicates) -> list[dict]:
-  """C-CLUE's triple format: one record per text (in order of first appearance), every triple
-  predicted for it in `spo_list`, a list."""
+  """C-CLUE's triple format: one record per text, in order, its predicted triples in `spo_list` (a list)."""
   by_text = {}
   for e, p in zip(examples, predicates, strict=True):
     by_text.setdefault(e.text, []).append(_triple(e, p))
@@ -265,10 +279,11 @@ def _entity(name: str) -> str:
 
 
 def triple_scores(gold_examples, records) -> dict:
-  """evaluate_labeling.py's precision, recall and F1 of predicted triples (records of
-  `triple_records`): texts align by their text, a later line replacing an earlier one of the
-  same text (in gold as in predictions); a triple is (subject, predicate, object), entities
-  lower-cased without 《》; only texts of the gold file count."""
+  """evaluate_labeling.py's precision, recall and F1 of predicted triples (records of `triple_records`).
+
+  Texts align by their text, a later line replacing an earlier one of the same text; a triple is (subject,
+  predicate, object), entities lower-cased without 《》; only the gold file's texts count.
+  """
   gold = {e.text: {(_entity(e.subject), e.predicate, _entity(e.object))} for e in gold_examples}
   predicted = {
     r["text"]: {(_entity(t["subject"]), t["predicate"], _entity(t["object"])) for t in r["spo_list"]} for r in records
@@ -316,10 +331,11 @@ _SPO_IDS = {label: i for i, label in enumerate(SPO_LABELS)}
 
 
 def _spo_featurize(example: RelationExample, tokenizer: Tokenizer, max_length: int):
-  """[CLS] text [SEP] predicate [SEP] (token types 0 | 1), the predicate the given one (else
-  the gold one): the gold subject and object tagged in the text (B/I-SUB, B/I-OBJ at
-  `entity_starts`); `predicate` its id, so the prediction knows which predicate the tags are
-  for. The text's tail is cut to fit."""
+  """[CLS] text [SEP] predicate [SEP] (token types 0 | 1), the gold subject and object tagged in the text.
+
+  The predicate is the given one, else the gold one; `predicate` holds its id, for decoding. The text's tail is
+  cut to fit.
+  """
   given = example.given_predicate or example.predicate
   if not given:
     raise ValueError(
@@ -347,8 +363,7 @@ def _spo_featurize(example: RelationExample, tokenizer: Tokenizer, max_length: i
 
 
 def _spo_decode(example: RelationExample, features, logits) -> dict | None:
-  """The triple of the first tagged subject and object, with the input's predicate (None when
-  either is missing)."""
+  """The triple of the first tagged subject and object, with the input's predicate; None if one is missing."""
   spans = tagging.decode_spans(SPO_LABELS, features, logits)
   found = {kind: example.text[start:end] for start, end, kind in reversed(spans)}  # the first of each kind
   if "SUB" not in found or "OBJ" not in found:
@@ -357,8 +372,7 @@ def _spo_decode(example: RelationExample, features, logits) -> dict | None:
 
 
 def spo_records(examples, triples) -> list[dict]:
-  """C-CLUE's end-to-end output: one record per text (in order of first appearance), its
-  predicted triples (without repeats) in `spo_list`, a list (empty when none)."""
+  """C-CLUE's end-to-end output: one record per text, in order, its distinct predicted triples in `spo_list`."""
   by_text = {}
   for e, triple in zip(examples, triples, strict=True):
     found = by_text.setdefault(e.text, [])
@@ -368,8 +382,10 @@ def spo_records(examples, triples) -> list[dict]:
 
 
 def given_predicates(splits: dict, run) -> dict:
-  """C-CLUE's pipeline: the dev and test records with the predicates a cclue_re run (its
-  workdir) predicted for them, the labeller's input (train keeps the gold ones)."""
+  """The dev and test records with the predicates a cclue_re run (its workdir) predicted for them.
+
+  The labeller's input in C-CLUE's pipeline; train keeps the gold ones.
+  """
   best_run = checkpoints.best_run(run)
   out = dict(splits)
   for split in ("dev", "test"):

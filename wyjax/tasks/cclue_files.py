@@ -1,43 +1,13 @@
-"""C-CLUE's file formats (jizijing/C-CLUE); the tasks themselves are in cclue.py.
+"""C-CLUE's file formats (jizijing/C-CLUE: entities and relations in the dynastic histories), read and checked.
 
-C-CLUE (jizijing/C-CLUE): named entities and relations in the dynastic histories.
+- NER: a text file of sentences, one a line, characters separated by single spaces (an empty token between two
+  separators is a whitespace character), and a label file of one BIO tag per character, kept as written (an I-X
+  after O or another type begins an entity, as seqeval reads it). Token and tag counts that differ are an error
+  listing every such line: tags are never realigned. The test split may come without labels.
+- Relations: JSON Lines {"text", "spo_list": {"predicate", "subject", "subject_type", "object", "object_type"}},
+  one triple per record in every split (C-CLUE's scripts read one and write one line per record).
 
-NER: a text file has one sentence per line, its characters separated by single spaces (an
-empty token between two separators is a whitespace character of the sentence); the parallel
-label file has one BIO tag per character. A line whose token and tag counts differ is an error
-listing every such line: tags are never realigned. The types are those of the data (counted in
-docs/finetuning.md). Files as C-CLUE's data_ner/ names them (source.txt / target.txt,
-dev.txt / dev-lable.txt, test1.txt / test_tgt.txt) or as train.txt / train-label.txt,
-dev.txt / dev-label.txt, test.txt / test-label.txt, one naming per split (files of both, or a
-label file without its text, are an error); the test split may come without labels.
-The main score is C-CLUE's own (run_NER.py): token-level macro precision, recall and F1 over
-the label ids of B/I-LOC, B/I-ORG and B/I-PER, against the label file's tags as written (and
-trained on them, as run_NER.py is); entity-level micro F1 over all types (seqeval's rules, as
-WYWEB scores GLNER) is reported beside it. The tags are kept even where they break BIO: an
-`I-X` after `O` or after another type (the shared sample's train and dev files have some)
-begins an entity by seqeval's rules (the entity score's, and an example's `spans`), and the
-run's notes count them.
-
-Relations: JSON Lines {"text", "spo_list": {"predicate", "subject", "subject_type", "object",
-"object_type"}} in train_data.json, dev_data.json and test_data.json (raw_data_guwen/). A
-record holds one triple, in every split: C-CLUE's scripts read `spo_list['predicate']` and
-write one line of predicate_out.txt (evaluate_classifiction.py's gold) per record. A list
-holding one triple is read as that triple; an empty list, or several triples, is an error:
-dropped or split in two, the record would lose its line in predicate_predict.txt, which must
-stay one line per record, and C-CLUE's own scripts fail on it. Three tasks read them:
-
-- `cclue_re`, C-CLUE's predicate classification: the predicate, of 25, from the text alone.
-  C-CLUE's evaluate_classifiction.py counts the lines whose predicted predicate set equals the
-  gold one; its gold has one predicate per line, so for one predicted predicate per line (the
-  argmax) that is accuracy. Submission: predicate_predict.txt's format, one line per record.
-- `cclue_spo`, C-CLUE's triple extraction, its pipeline's second stage: the subject and
-  object tagged in `[CLS] text [SEP] predicate [SEP]` for the predicate a `cclue_re` run
-  predicted (`given_predicate`); triples in C-CLUE's format (one line per text, `spo_list` a
-  list), scored with evaluate_labeling.py's rules (`triple_scores`).
-- `cclue_re_given_entities`: the predicate between a gold subject and object marked in the
-  text (「subject」, 『object』): an easier task than C-CLUE's, not comparable with it. Its
-  predictions are written and scored as triples too, exact only because the entities are
-  given.
+The tasks are in cclue.py.
 """
 
 import dataclasses
@@ -48,7 +18,8 @@ from wyjax.tasks.files import FormatError
 
 NER_TYPES = ("PER", "LOC", "ORG", "JOB", "BOO", "WAR")
 NER_LABELS = ("O",) + tuple(f"{p}-{t}" for t in NER_TYPES for p in ("B", "I"))
-# (text file, label files in order of preference) per split: C-CLUE's names first.
+# (text file, label files in order of preference) per split: C-CLUE's data_ner/ names first. One naming per
+# split: files of both, or a label file without its text, are an error.
 NER_FILES = {
   "train": (("source.txt", ("target.txt",)), ("train.txt", ("train-label.txt",))),
   "dev": (("dev.txt", ("dev-lable.txt", "dev-label.txt")),),
@@ -101,8 +72,10 @@ class NerExample:
 
   @property
   def spans(self) -> tuple[tuple[int, int, str], ...]:
-    """(start, end exclusive, type) of each entity by seqeval's rules: an I-X after O or after
-    another type begins one."""
+    """(start, end exclusive, type) of each entity by seqeval's rules.
+
+    An I-X after O or after another type begins one.
+    """
     return tuple(sorted((start, end + 1, kind) for kind, start, end in metrics.chunks(self.tags)))
 
 
@@ -170,7 +143,11 @@ def read_ner(text_path, label_path=None) -> list[NerExample]:
 
 
 def read_relations(path) -> list[RelationExample]:
-  """One example per record, of its one triple (the module's docstring says why)."""
+  """One example per record, of its one triple.
+
+  A list holding one triple is read as that triple; an empty list, or several triples, is an error: dropped or
+  split, the record would lose its line in predicate_predict.txt.
+  """
   out = []
   for line, record in files.json_records(path):
     text = files.field(path, line, record, "text", str)
@@ -201,8 +178,10 @@ def read_relations(path) -> list[RelationExample]:
 
 
 def _ner_files(data_dir, split: str) -> list[pathlib.Path]:
-  """[text file] or [text file, label file] of the split's naming present: files of two
-  namings, or a label file without its text file, are an error, not a choice."""
+  """[text file] or [text file, label file] of the split's naming present; none when absent.
+
+  Files of two namings, or a label file without its text file, are an error, not a choice.
+  """
   folder = pathlib.Path(data_dir)
   found = [
     (folder / text, files.present(folder / text), files.first_present(folder, labels))

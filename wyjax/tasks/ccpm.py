@@ -1,18 +1,14 @@
-"""CCPM (Chinese Classical Poetry Matching, THUNLP-AIPoet/CCPM): pick the verse line, of four,
-that a modern-Chinese description translates; accuracy.
+"""CCPM (THUNLP-AIPoet/CCPM): pick the verse line, of four, that a modern-Chinese description translates.
 
-JSON Lines, one object per line: {"translation": str, "choices": [4 str], "answer": 0-3}; the
-released splits are train.jsonl, valid.jsonl and test_public.jsonl, whose records have no
-"answer". The submission is CCPM.jsonl, that file with "answer" filled in (CCPM's Readme).
+JSON Lines {"translation", "choices": [4 lines], "answer": 0-3} in train.jsonl, valid.jsonl and test_public.jsonl
+(no "answer"); the submission is CCPM.jsonl, that file with "answer" filled in. Scored by accuracy. Four models
+(docs/finetuning.md compares them):
 
-The CCPM report's two models, and two variants of them (docs/finetuning.md compares all four):
-
-- `ccpm` (Cls): [CLS] translation [SEP] line [SEP], each pair classified match / no match by
-  a classifier on [CLS]; the line with the most probable match wins;
-- `ccpm_match` (Match): translation and lines encoded by two encoders, the line with the
-  highest cosine similarity wins;
+- `ccpm` (the report's Cls): each [CLS] translation [SEP] line [SEP] classified match or not; the most probable
+  match wins;
+- `ccpm_match` (the report's Match): translation and lines encoded by two encoders; the highest cosine wins;
 - `ccpm_softmax`: Cls's pairs scored by one logit each, a softmax over the four;
-- `ccpm_match_shared`: Match with one encoder for translation and lines.
+- `ccpm_match_shared`: Match with one encoder.
 """
 
 import dataclasses
@@ -55,9 +51,11 @@ class CcpmExample:
 
 
 def read_ccpm(path) -> list[CcpmExample]:
-  """Every record of a CCPM file; "answer" may be absent only from every record at once. An
-  unlabelled record may have an empty translation (the released test file has one): it is
-  predicted from the lines alone and counted in the run's notes."""
+  """Every record of a CCPM file; "answer" may be absent only from every record at once.
+
+  An unlabelled record may have an empty translation (the released test file has one): it is predicted from the
+  lines alone and counted in the run's notes.
+  """
   out = []
   for line, record in files.json_records(path):
     translation = files.field(path, line, record, "translation", str)
@@ -94,8 +92,10 @@ def read_split(data_dir, split: str) -> list[CcpmExample] | None:
 
 
 def _cls_rows(example: CcpmExample, tokenizer: Tokenizer, max_length: int):
-  """One row per line, [CLS] translation [SEP] line [SEP] (token types 0 | 1); the translation
-  loses its tail when the longest line would not fit."""
+  """One row per line, [CLS] translation [SEP] line [SEP] (token types 0 | 1).
+
+  The translation loses its tail when the longest line would not fit.
+  """
   translation = tokenizer.encode_chars(example.translation)[0]
   full = [tokenizer.encode_chars(c)[0] for c in example.choices]
   lines = [line[: max_length - 4] for line in full]

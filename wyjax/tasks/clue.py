@@ -1,24 +1,9 @@
-"""CLUE (Xu et al., COLING 2020), the modern-Chinese benchmark, from its released files:
-sentence and sentence-pair classification (accuracy), and the helpers its reading-comprehension
-tasks (clue_reading.py: CMRC 2018, ChID, C3) share. The classification tasks' JSON Lines:
+"""CLUE's classification tasks (accuracy), and the helpers its reading-comprehension tasks share.
 
-- TNEWS: news title → one of 15 category codes (100–116; `labels.json` lists them);
-  {"sentence", "label", "label_desc", "keywords", "id"}.
-- IFLYTEK: app description → one of 119 categories (0–118); {"sentence", "label", "label_des", "id"}.
-- AFQMC: are two questions the same? {"sentence1", "sentence2", "label": "0"|"1"}.
-- CMNLI, OCNLI: natural-language inference, {"sentence1", "sentence2", "label"} with
-  entailment / neutral / contradiction; a record labelled "-" (annotators without a majority)
-  is kept unlabelled: not trained on, not scored, counted in the run's notes.
-- CSL: do the keywords belong to the abstract? {"abst", "keyword": [...], "label": "0"|"1"}.
-- CLUEWSC2020: does the pronoun refer to the noun phrase? {"text", "target": {"span1_text",
-  "span1_index", "span2_text", "span2_index"}, "label": "true"|"false", "idx"}. As CLUE's
-  baseline does, the noun phrase is marked _…_ and the pronoun […] in the text.
-
-Labels and ids may be integers or strings (FewCLUE writes integers, CLUE strings). A record
-without "id" (AFQMC's and CMNLI's train and dev files) gets its 0-based position in the file.
-A test file has no labels; its predictions are the submission, `{"id": …, "label": …}` per
-line, named as CLUE 1.1's submission rules ask (tnews11_predict.json, …). The reading-
-comprehension tasks are in clue_reading.py.
+Each task's JSON Lines (`FORMATS`): TNEWS, IFLYTEK, AFQMC, CMNLI, OCNLI, CSL, CLUEWSC2020. Labels and ids may be
+integers or strings; a record without "id" gets its 0-based position in the file. A test file has no labels: its
+predictions are the submission, `{"id": …, "label": …}` per line, named as CLUE 1.1 asks (tnews11_predict.json, …).
+The reading-comprehension tasks are in clue_reading.py.
 """
 
 import dataclasses
@@ -93,8 +78,11 @@ def record_id(path, line, record, position: int, key: str = "id") -> int:
 
 
 def check_unique_ids(path, examples) -> list:
-  """examples, when no two share an id: ids name the submission's lines (or its keys), so a
-  repeated one would be lost or doubled there."""
+  """examples, when no two share an id: ids name the submission's lines or keys.
+
+  Raises:
+    FormatError: at the second example of a repeated id.
+  """
   first = {}
   for example in examples:
     if example.id in first:
@@ -189,6 +177,14 @@ class _Format:
   inputs: tuple[str, ...] = ("text_a", "text_b")  # what wyjax.predict's input gives
 
 
+# The tasks' records:
+# - TNEWS: news title → one of 15 category codes (100–116); {"sentence", "label", "label_desc", "keywords", "id"}.
+# - IFLYTEK: app description → one of 119 categories (0–118); {"sentence", "label", "label_des", "id"}.
+# - AFQMC: are two questions the same? {"sentence1", "sentence2", "label": "0"|"1"}.
+# - CMNLI, OCNLI: inference, {"sentence1", "sentence2", "label"}; "-" (no majority) is kept unlabelled.
+# - CSL: do the keywords belong to the abstract? {"abst", "keyword": [...], "label": "0"|"1"}.
+# - CLUEWSC2020: does the pronoun refer to the noun phrase? {"text", "target": {"span1_text", "span1_index",
+#   "span2_text", "span2_index"}, "label": "true"|"false", "idx"}.
 FORMATS = {
   "tnews": _Format(TNEWS_LABELS, _sentence(TNEWS_LABELS), ("text_a",)),
   "iflytek": _Format(IFLYTEK_LABELS, _sentence(IFLYTEK_LABELS), ("text_a",)),
@@ -201,8 +197,10 @@ FORMATS = {
 
 
 def read_clue(task: str, path) -> list[ClueExample]:
-  """Every record of one of the task's files, each id once; a file is labelled throughout or
-  not at all (but for NLI's "-" records)."""
+  """Every record of one of the task's files, each id once.
+
+  A file is labelled throughout or not at all (but for NLI's "-" records).
+  """
   out, labelled = [], None
   for position, (line, record) in enumerate(files.json_records(path)):
     example = FORMATS[task].read_record(path, line, record, position)
@@ -265,9 +263,10 @@ def read_split(task: str, data_dir, split: str) -> list | None:
 def clue_task(
   name: str, example_type, train_files: str, hub_task_type: str, *, split_files, read_split, **fields
 ) -> Task:
-  """A CLUE task: its folder's format (its module's split_files and read_split, taking the
-  task's name), and its place on the CLUE board and on the Hub (the Hub's `clue` dataset, one
-  config per task)."""
+  """A CLUE task: its folder's format, and its place on the CLUE board and on the Hub.
+
+  split_files and read_split take the task's name first; on the Hub, each task is a config of the `clue` dataset.
+  """
   files = Files(
     name=name,
     example_type=example_type,

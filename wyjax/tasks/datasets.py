@@ -1,10 +1,8 @@
 """Task files as TFDS datasets (ArrayRecord, no TensorFlow), read back through grain.
 
-The builder reads a task folder exactly as its benchmark publishes it (its manual directory)
-with the strict reader of its Task's `files`, so a malformed line fails
-the build with `file:line`. Records keep the example's fields, typed, and its line number; file
-order is kept. Builds are cached under <cache>/tfds keyed by the files' SHA-256, so edited files
-are rebuilt and unchanged ones are read from disk.
+The builder reads a task folder with its Task's strict reader (a malformed line fails the build with file:line).
+Records keep the example's typed fields, its line number and the file's order. Builds are cached under
+<cache>/tfds, keyed by the files' SHA-256.
 """
 
 import contextlib
@@ -159,8 +157,11 @@ def _prepared(files: Files, data_dir: pathlib.Path, tfds_dir: pathlib.Path) -> T
 
 @contextlib.contextmanager
 def _no_room_named(tfds_dir: pathlib.Path):
-  """A full disk during a build as one line naming the cache (ArrayRecord's writer reports it as
-  a RuntimeError holding the system's message; TFDS removes its incomplete folder)."""
+  """A full disk during a build as one line naming the cache.
+
+  ArrayRecord's writer reports it as a RuntimeError holding the system's message; TFDS removes its incomplete
+  folder.
+  """
   try:
     yield
   except (OSError, RuntimeError) as e:
@@ -186,9 +187,11 @@ def _read(files: Files, data_dir: pathlib.Path, tfds_dir: pathlib.Path) -> dict[
 
 
 def load_splits(files: Files, data_dir) -> dict[str, list]:
-  """{split: examples} for the splits present (test may be absent), read through grain. A
-  split whose files hold no example is an error, not an absent split. A cached build that
-  cannot be read (a truncated shard, a damaged dataset_info.json) is rebuilt, once."""
+  """{split: examples} for the splits present (test may be absent), read through grain.
+
+  A split whose files hold no example is an error, not an absent split. A cached build that cannot be read (a
+  truncated shard, a damaged dataset_info.json) is rebuilt, once.
+  """
   data_dir = pathlib.Path(data_dir)
   tfds_dir = _build_dir(files, data_dir)
   cached = any(tfds_dir.glob("*/*/*/dataset_info.json"))  # a finished build: <builder>/<config>/<version>/

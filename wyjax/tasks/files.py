@@ -1,12 +1,10 @@
 """Reading task files exactly as published, with errors that name the file and line.
 
-WYWEB files mix CRLF and LF endings and usually lack a final newline; a trailing '\\r' is
-line-ending residue and is removed, nothing else is altered. JSON strings must be text: a lone
-surrogate escape ("\\ud800") is an error, as are JSON nested too deeply and integers too long
-for Python (storage.json_errors). A file that is one JSON document (SQuAD, C3) is read
-by `located_json`, which keeps every value's line for the errors. A split is absent only when
-none of its names is there: a directory or a broken link in its place, or two of its names at
-once, is an error naming them.
+- A trailing '\\r' (WYWEB mixes CRLF and LF endings) is removed; nothing else is altered.
+- JSON strings must be text (a lone surrogate escape is an error); nesting too deep and integers too long for
+  Python are errors too.
+- A split is absent only when none of its names is there; a directory or broken link in its place, or two of
+  its names at once, is an error.
 """
 
 import bisect
@@ -26,8 +24,7 @@ def find_split(data_dir, split: str, extensions: Sequence[str]) -> pathlib.Path 
 
 
 def first_present(data_dir, names: Sequence[str]) -> pathlib.Path | None:
-  """data_dir/<name> for the one of names present, or None; two present is an error (which
-  one holds the split?)."""
+  """data_dir/<name> for the one of names present, or None; two present is an error."""
   found = [pathlib.Path(data_dir) / name for name in names if present(pathlib.Path(data_dir) / name)]
   if len(found) > 1:
     raise ValueError(f"{data_dir}: {' and '.join(p.name for p in found)} are the same split under two names; keep one")
@@ -35,8 +32,11 @@ def first_present(data_dir, names: Sequence[str]) -> pathlib.Path | None:
 
 
 def present(path, folder: bool = False) -> bool:
-  """Whether the file (or folder) at path is there. A broken link, or a folder where a file
-  belongs (or the reverse), is an error naming it: read as absent, its split would be lost."""
+  """Whether the file (or folder) at path is there.
+
+  A broken link, or a folder where a file belongs (or the reverse), is an error naming it: read as absent, its
+  split would be lost.
+  """
   path = pathlib.Path(path)
   if path.is_symlink() and not path.exists():
     raise FileNotFoundError(f"{path}: a link to {os.readlink(path)}, which does not exist")
@@ -48,8 +48,10 @@ def present(path, folder: bool = False) -> bool:
 
 
 def task_text(path) -> str:
-  """A task file's text (storage.read_text). A NUL byte is an error at its line: no task's text
-  holds one, and a file saved as UTF-16, or a binary one, can still decode as UTF-8."""
+  """A task file's text (storage.read_text); a NUL byte is an error at its line.
+
+  No task's text holds one, and a file saved as UTF-16, or a binary one, can still decode as UTF-8.
+  """
   text = read_text(path)
   if (nul := text.find("\0")) >= 0:
     raise FormatError(path, text.count("\n", 0, nul) + 1, "a NUL byte: not a text file (UTF-16, or binary?)")
@@ -57,8 +59,10 @@ def task_text(path) -> str:
 
 
 def tsv_rows(path, columns: int) -> Iterator[tuple[int, list[str]]]:
-  """(line number, fields) of every line; a final empty line is allowed, other empty lines
-  and lines with another number of columns are errors."""
+  """(line number, fields) of every line.
+
+  A final empty line is allowed; other empty lines, and lines with another number of columns, are errors.
+  """
   lines = task_text(path).split("\n")
   if lines and lines[-1] == "":
     lines.pop()
@@ -129,8 +133,7 @@ def _checked(path, line: int, record) -> dict:
 
 
 def _strings(value) -> Iterator[str]:
-  """Every string in a decoded JSON value, keys included (without recursion: json parses nesting
-  deeper than Python's recursion limit)."""
+  """Every string in a decoded JSON value, keys included, without recursion (JSON may nest deeper)."""
   pending = [value]
   while pending:
     value = pending.pop()
@@ -155,9 +158,11 @@ def field(path, line: int, record: dict, key: str, kind: type | tuple[type, ...]
 
 
 def located_json(path) -> tuple[object, Callable]:
-  """A JSON document and line(container, key), the line where container[key] starts (key: an
-  object's key or an array's index): SQuAD and C3 files are one document, and an error should
-  name the line of the value at fault, which json.loads does not keep."""
+  """A JSON document and line(container, key), the line where container[key] starts.
+
+  key is an object's key or an array's index. For files that are one document (SQuAD, C3), so that an error names
+  the line of the value at fault.
+  """
   text = read_text(path)
   newlines = [m.start() for m in re.finditer("\n", text)]
   line_at = lambda offset: bisect.bisect_left(newlines, offset) + 1
@@ -189,9 +194,10 @@ def located_json(path) -> tuple[object, Callable]:
 
 
 def _whole_characters(path, line: int, *values) -> None:
-  """An escape like "\\ud800" decodes to half a UTF-16 pair, no character: such a text could
-  not be written out (TFDS would fail on it long after reading; text read as UTF-8 cannot
-  hold one)."""
+  """Raises FormatError for half a UTF-16 pair (an escape like "\\ud800"), which no text can hold.
+
+  Such a text could not be written out (TFDS would fail on it long after reading).
+  """
   for value in values:
     if isinstance(value, str) and (half := _SURROGATE.search(value)):
       raise FormatError(

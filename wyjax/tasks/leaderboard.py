@@ -1,22 +1,11 @@
 """leaderboard.md / leaderboard.json in the shape of the WYWEB README table, and the plots.
 
-One table per board (a Task's `board`), its tasks' columns in the registry's order, scores ×100
-on the dev split: a row per model (with several seeds, their mean ± std below it), one for the
-same model fine-tuned from random weights where that ran (its unpretrained twin: what the
-pretraining adds), one for the majority-class baseline and, on a board with classification or
-tagging tasks, one for the linear baseline (tasks/linear_baseline.py; "–" for the other tasks,
-and for an average or score over them). Where the test split has gold labels, a second table
-per board shows the same rows' test scores (the majority class apart).
-
-WYWEB's board leads with WYWEB's average: the mean of its tasks other than WYWMT (its
-leaderboard's 607.2 / 8 = 75.9 for DeBERTa-base), WYWMT's BLEU shown apart. The other classical
-benchmarks (CCPM, C-CLUE, AC-EVAL) have no average, and AC-EVAL adds its paper's tables. CLUE, the
-modern-Chinese benchmark, leads with the scores CLUE publishes (CLUE_SCORES): classification, the
-mean of six tasks (1.0 with CMNLI, 1.1 with OCNLI in its place), and reading comprehension, the
-mean of CMRC 2018's EM, ChID and C³; each shown where one of its tasks ran, marked partial (not
-CLUE's number) where not all did. A board wyjax does not know (a user's own task's) is a table of
-its own, without average. A task that failed is listed with its error. leaderboard.json also
-works as `python -m wyjax.export --results=…` (its `tasks` go into the model card).
+- One table per board (a Task's `board`), scores ×100 on dev: a row per model (with several seeds, their
+  mean ± std below it), its unpretrained twin where that ran, the majority-class baseline and, where it applies,
+  the linear baseline ("–" where a row has no score). Where test has gold labels, a second table shows test.
+- WYWEB leads with its average (its tasks but WYWMT); CLUE with the scores CLUE publishes (CLUE_SCORES), marked
+  partial where not all their tasks ran. A task that failed is listed with its error.
+- leaderboard.json also works as `python -m wyjax.export --results=…` (its `tasks` go into the model card).
 """
 
 import dataclasses
@@ -94,17 +83,21 @@ def board_of(name: str) -> Board:
 
 
 def average(scores: dict[str, float], board: str) -> float | None:
-  """The board's average: the mean of its averaged tasks present (None when none is, when one's
-  score is None, or when the board has no average)."""
+  """The board's average: the mean of its averaged tasks present.
+
+  None when none is present, when one's score is None, or when the board has no average.
+  """
   present = [v for t, v in scores.items() if t in TASKS and TASKS[t].board == board and TASKS[t].averaged]
   return sum(present) / len(present) if present and None not in present and board_of(board).average else None
 
 
 def clue_scores(scores: dict[str, float]) -> dict[str, dict]:
-  """CLUE's scores over its tasks in `scores`, those with a task there: {name: {"score": mean of
-  "tasks" (those there; None when one's score is None), "of": all its tasks, "complete"}}. 1.0's
-  classification needs CMNLI, and 1.1's is left out where CMNLI ran without OCNLI: with neither,
-  1.1 alone, not two equal numbers."""
+  """CLUE's scores over the tasks in `scores`: {name: {"score", "tasks", "of", "complete"}}.
+
+  - "score": the mean over "tasks", those of its tasks there (None when one's score is None); "of": all its tasks.
+  - A score is shown when one of its tasks is there. 1.0's classification needs CMNLI; 1.1's is left out where
+    CMNLI ran without OCNLI (the two would be equal).
+  """
   shown = {}
   for name, of in CLUE_SCORES.items():
     ran = [t for t in of if t in scores]
@@ -143,9 +136,11 @@ def _cell(values: list) -> str:
 
 
 def table(rows: dict[str, dict | list[dict]], board: str) -> str:
-  """Markdown table of a board: rows {model: {task: score in [0, 1]}} (or a list of such, one
-  per seed: cells of mean ± std), the board's tasks present, after its summaries (average,
-  scores); a row without a task has "–" there and in the summaries over it."""
+  """Markdown table of a board: its summaries (average, scores), then its tasks present.
+
+  rows: {model: {task: score in [0, 1]}}, or a list of such (one per seed: cells of mean ± std). A row without a
+  task has "–" there and in the summaries over it.
+  """
   draws = {model: scores if isinstance(scores, list) else [scores] for model, scores in rows.items()}
   columns = [t for t in TASKS if TASKS[t].board == board and any(t in s for runs in draws.values() for s in runs)]
   headings = list(summaries({t: 0.0 for runs in draws.values() for s in runs for t in s}, board))
@@ -162,8 +157,10 @@ def table(rows: dict[str, dict | list[dict]], board: str) -> str:
 
 
 def per_seed(results: dict[str, dict], split: str = "dev") -> list[dict[str, float | None]]:
-  """{task: main metric on split} of each seed index the tasks all ran (results.json's runs; one
-  run without them); None where a seed has no score on the split."""
+  """{task: main metric on split} for each seed index all the tasks ran; None where a seed has no score.
+
+  Seeds are results.json's runs (a result without runs is one run).
+  """
   runs = {t: r.get("runs") or [r] for t, r in results.items()}
   count = min(len(r) for r in runs.values())
   return [{t: _main(runs[t][k][split], r) for t, r in results.items()} for k in range(count)]
@@ -174,8 +171,10 @@ def _main(metrics: dict | None, result: dict) -> float | None:
 
 
 def model_rows(name: str, results: dict[str, dict], split: str) -> dict[str, dict | list[dict]]:
-  """A model's rows on split: its best-dev seed's scores and, with several seeds, their mean ±
-  std (table's rows); the tasks without a score on split left out."""
+  """A model's rows on split: its best-dev seed's scores and, with several seeds, their mean ± std.
+
+  The tasks without a score on split are left out.
+  """
   scored = {t: r for t, r in results.items() if r[split] is not None}
   if not scored:
     return {}
@@ -193,9 +192,15 @@ def write(
   failed: dict[str, str] | None = None,
   no_pretraining: dict[str, dict] | None = None,
 ) -> dict:
-  """leaderboard.md and leaderboard.json from {task: results.json of wyjax.finetune}, {task:
-  error} of the tasks that failed and {task: results.json} of the same model fine-tuned from
-  random weights (config.init_weights="random"), when it ran."""
+  """Writes leaderboard.md and leaderboard.json.
+
+  Args:
+    out: the folder written.
+    model_name: the model's row name.
+    results: {task: results.json of wyjax.finetune}.
+    failed: {task: error} of the tasks that failed.
+    no_pretraining: {task: results.json} of the same model fine-tuned from random weights, where that ran.
+  """
   out = pathlib.Path(out)
   out.mkdir(parents=True, exist_ok=True)
   failed = failed or {}
@@ -292,8 +297,7 @@ def _clue_note(name: str, score: dict) -> str:
 
 
 def _note(task: str, result: dict) -> str:
-  """One line under the tables: the task's main metric, its own note, and what results.json
-  notes about its data."""
+  """One line under the tables: the task's main metric, its own note, and results.json's notes on its data."""
   line = f"- {TASKS[task].column}: {result['main_metric']}"
   if TASKS[task].board_note:
     line += f" ({TASKS[task].board_note(result)})"
@@ -301,8 +305,7 @@ def _note(task: str, result: dict) -> str:
 
 
 def _pyplot():
-  """pyplot on its file-only backend, imported when a plot is drawn: its 0.45 s is paid by the
-  commands that draw, not by those that only read the tasks' configs (probes, wyjax.probe)."""
+  """pyplot on its file-only backend, imported only by the commands that draw (it takes 0.45 s)."""
   import matplotlib  # pylint: disable=import-outside-toplevel
 
   matplotlib.use("Agg")
@@ -355,8 +358,10 @@ def plot_curves(path, metrics_file, main_metric: str, title: str) -> None:
 
 
 def plot_pretraining(path, metrics_file, probe_keys, title: str) -> None:
-  """A pretraining run's validation MLM loss and its probes' dev scores (`probe_keys` of its
-  metrics.jsonl) against steps."""
+  """A pretraining run's validation MLM loss and its probes' dev scores against steps.
+
+  The probes' scores are the `probe_keys` of its metrics.jsonl.
+  """
   records = [record for _, record in files.json_records(metrics_file)]
   plt = _pyplot()
   fig, ax = plt.subplots(figsize=(6, 4))

@@ -1,31 +1,13 @@
 """The linear baseline beside the majority class: logistic regression over character n-grams.
 
-It shows on the leaderboard whether a fine-tuned model is worth anything: a tiny model can
-score far above the majority class and still below a bag of character n-grams. It reads what
-the model reads, each example's features from the task's own featurize (input_ids: one token
-per character, [SEP] between the two texts of a pair, the same truncation) and their labels, so
-a task needs nothing new. Its predictions go through the task's decode (one-hot logits) and
-score, so its metrics are the task's own, on dev and, where the test split has gold labels, test.
+It reads what the model reads (the task's featurize: one token per character, the same truncation) and scores
+through the task's decode and score, on dev and, where it has gold labels, test.
 
-- Sequence heads (classification): TF-IDF over the token 1–NGRAMS-grams found in at least
-  MIN_EXAMPLES train examples, with sublinear term frequency (1 + log count), fitted on the train
-  split (its examples without a label left out); multinomial logistic regression, C=C,
-  Newton-CG (deterministic), at most 1,000 iterations. On a 2-core CPU: 1–2 s for TLC's 3,424
-  lines, 16–40 s for IFLYTEK's 3,024 and 119 classes.
-- Token heads (tagging: PUNC, GLNER, C-CLUE NER): every labelled character is an example, its
-  features the token 1–TAG_NGRAMS-grams inside the WINDOW tokens either side of it, each keyed by
-  its offset ([CLS], [SEP] and the edge of the text are tokens too, so the ends of a text are
-  seen), binary, those in at least MIN_EXAMPLES train characters; multinomial logistic
-  regression, C=TAG_C, SAGA to a tolerance of 1e-3 with a fixed seed (L-BFGS reaches the same
-  scores 4× slower: its own updates of 19 × 140,000 weights on C-CLUE NER dominate). A train
-  split of more than MAX_CHARACTERS labelled characters is sampled by whole examples (fixed seed)
-  down to that, with a warning. On a 2-core CPU: about 10 CPU-seconds for the 200,000 characters
-  of the demo's PUNC or of C-CLUE NER (docs/benchmarks.md).
+- Sequence heads: TF-IDF over token 1–NGRAMS-grams, sublinear tf; multinomial logistic regression, Newton-CG.
+- Token heads: each labelled character, by the 1–TAG_NGRAMS-grams within WINDOW tokens either side, keyed by
+  offset; logistic regression, SAGA with a fixed seed, on at most MAX_CHARACTERS characters.
 
-The predictions are kept in wyjax's cache, under a hash of what decides them (the train
-features and labels, the evaluated features, this file, the versions of scikit-learn, SciPy
-and NumPy), so a rerun on the same data and vocabulary only scores them: TLC's 1.3 s, PUNC's
-10 s. scikit-learn and SciPy are imported only to fit (0.9 s of a command's start otherwise).
+The predictions are cached under a hash of what decides them, so a rerun on the same data only scores them.
 """
 
 import hashlib
@@ -79,9 +61,11 @@ def predicted_classes(train_features, dev_features) -> np.ndarray:
 
 
 def window_keys(features, base: int) -> np.ndarray:
-  """[tokens of all examples, templates] int64: one key per (offset, n-gram) template of each
-  token's window, the n-gram's ids and the template in one number. In the n-grams 0 stands past
-  a text's ends, id + 1 for a token, and base - 1 for an id the train split never had (> base - 3)."""
+  """[tokens of all examples, templates] int64: one key per (offset, n-gram) template of each token's window.
+
+  A key holds the n-gram's ids and the template in one number. In the n-grams 0 stands past a text's ends, id + 1
+  for a token, and base - 1 for an id the train split never had (> base - 3).
+  """
   ids = [np.minimum(np.asarray(f["input_ids"], np.int64) + 1, base - 1) for f in features]
   edge = np.zeros(WINDOW, np.int64)
   stream = np.concatenate([part for x in ids for part in (edge, x)] + [edge])
@@ -98,8 +82,7 @@ def window_keys(features, base: int) -> np.ndarray:
 
 
 def _one_hot_matrix(keys: np.ndarray, vocabulary: np.ndarray):
-  """Rows of keys as binary rows (a SciPy CSR matrix) over the sorted vocabulary of keys (keys
-  not in it dropped)."""
+  """Rows of keys as binary rows of a SciPy CSR matrix over the sorted vocabulary (other keys dropped)."""
   import scipy.sparse  # pylint: disable=g-import-not-at-top
 
   index = np.minimum(np.searchsorted(vocabulary, keys), len(vocabulary) - 1)
@@ -111,8 +94,10 @@ def _one_hot_matrix(keys: np.ndarray, vocabulary: np.ndarray):
 
 
 def fitted_tagger(train_features):
-  """Token heads: (features → one class per token of all of them, in order) fitted on the
-  labelled characters (at most MAX_CHARACTERS: whole examples sampled with a fixed seed)."""
+  """Token heads: features → one class per token of all of them, in order, fitted on the labelled characters.
+
+  At most MAX_CHARACTERS of them: whole examples sampled with a fixed seed.
+  """
   from sklearn.linear_model import LogisticRegression  # pylint: disable=g-import-not-at-top
 
   order = np.random.default_rng(0).permutation(len(train_features))
@@ -148,9 +133,11 @@ def fitted_tagger(train_features):
 
 
 def scores(task: Task, data: dict) -> dict | None:
-  """{"dev": metrics, "test": metrics or None} of the baseline fitted on data's train split
-  (wyjax.train.task_model.load_task_data's splits); test None where it is absent or has no gold
-  labels. None for a task whose head it does not cover (multiple choice, spans, generation)."""
+  """{"dev": metrics, "test": metrics or None} of the baseline fitted on data's train split.
+
+  data: wyjax.train.task_model.load_task_data's splits. test is None where absent or without gold labels.
+  Returns None for a head it does not cover (multiple choice, spans, generation).
+  """
   if task.head not in ("sequence", "token"):
     return None
   splits = [s for s in ("dev", "test") if s in data and any(np.any(_gold(f) != IGNORE) for f in data[s][1])]
@@ -167,8 +154,7 @@ def scores(task: Task, data: dict) -> dict | None:
 
 
 def _fitted_predictions(head: str, train, evaluated: list[list]) -> list[np.ndarray]:
-  """Each evaluated split's predicted classes, one per example (token heads: one per token, all
-  the split's examples in one array)."""
+  """Each evaluated split's predicted classes: one per example (token heads: per token, in one array)."""
   if head == "sequence":
     predicted = predicted_classes(train, [f for features in evaluated for f in features])
     return np.split(predicted, np.cumsum([len(features) for features in evaluated])[:-1])
@@ -190,8 +176,7 @@ def _key(head: str, train, evaluated: list[list]) -> str:
 
 
 def _predictions(head: str, train, evaluated: list[list]) -> list[np.ndarray]:
-  """_fitted_predictions, from wyjax's cache where an earlier run fitted the same (module
-  docstring); token heads' split into one array per example."""
+  """_fitted_predictions, from wyjax's cache where an earlier run fitted the same; one array per example."""
   path = storage.cache_dir() / "linear_baseline" / f"{_key(head, train, evaluated)}.npz"
   try:
     with np.load(path) as cached:

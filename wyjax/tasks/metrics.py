@@ -1,13 +1,13 @@
-"""Task metrics as the WYWEB paper computes them. The classification and tagging metrics are
-written out (tests/tasks/metrics_test.py checks them against seqeval and scikit-learn); the
-translation metrics are sacrebleu's and, for ROUGE, the `rouge` package the toolkit calls.
+"""Task metrics as the WYWEB paper computes them.
 
 - accuracy, and macro-F1 over the task's label set;
-- entity-level micro precision/recall/F1 over BIO/BIOES chunks with seqeval's default
-  (conlleval-compatible) rules: an I-X after O or after another type starts a chunk;
-- PUNC F1: micro over positions whose label is not O (every PUNC tag is a one-character S-
-  chunk, so this equals seqeval's F1 there);
+- entity-level micro precision/recall/F1 over BIO/BIOES chunks by seqeval's default (conlleval) rules: an I-X
+  after O or after another type starts a chunk;
+- PUNC F1: micro over positions whose label is not O (equal to seqeval's F1 there);
+- translation: sacrebleu's BLEU, chrF2 and TER, and ROUGE by the `rouge` package the toolkit calls;
 - CMRC 2018's exact match and F1, as its official cmrc2018_evaluate.py computes them.
+
+tests/tasks/metrics_test.py checks the written-out ones against seqeval and scikit-learn.
 """
 
 from collections.abc import Sequence
@@ -97,8 +97,10 @@ def _spaced(text: str) -> str:
 
 
 def rouge_f(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
-  """The toolkit's ROUGE-1/2/L F: `rouge.Rouge().get_scores` on space-separated tokens,
-  averaged over sentences. That package refuses an empty hypothesis; one scores 0 here."""
+  """The toolkit's ROUGE-1/2/L F: `rouge.Rouge().get_scores` on space-separated tokens, averaged over sentences.
+
+  That package refuses an empty hypothesis; one scores 0 here.
+  """
   scored = [i for i, h in enumerate(hypotheses) if h]
   per_sentence = (
     rouge.Rouge().get_scores([hypotheses[i] for i in scored], [references[i] for i in scored]) if scored else []
@@ -110,10 +112,12 @@ def rouge_f(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
 
 
 def translation_scores(hypotheses: Sequence[str], references: Sequence[str], *, tokenized: bool = False) -> dict:
-  """Corpus BLEU (sacrebleu, tokenize='zh': one token per CJK character), chrF2, TER and the
-  toolkit's ROUGE-1/2/L F (TER and ROUGE split on spaces: texts are spaced into characters
-  first, unless `tokenized` says they are space-separated tokens already, as the toolkit's
-  teacher-forced strings are); all in [0, 1] (sacrebleu's divided by 100; TER: lower is better)."""
+  """Corpus BLEU, chrF2, TER and the toolkit's ROUGE-1/2/L F, all in [0, 1] (TER: lower is better).
+
+  BLEU uses sacrebleu's tokenize='zh' (one token per CJK character). TER and ROUGE split on spaces: texts are
+  spaced into characters first, unless `tokenized` says they are space-separated tokens already (as the toolkit's
+  teacher-forced strings are).
+  """
   hypotheses, references = list(hypotheses), list(references)
   if len(hypotheses) != len(references):
     raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
@@ -133,18 +137,21 @@ CMRC_PUNCTUATION = frozenset("-:_*^/\\~`+=，。：？！“”；’《》·、
 
 def _words(text: str) -> list[str]:
   """NLTK's word_tokenize, as the official script splits the runs between Chinese characters.
-  Without its sentence splitter (preserve_line), which needs the punkt data NLTK downloads:
-  the two differ only on a sentence-ending period inside a run, which answers rarely hold.
-  Imported here: NLTK takes seconds to import, and only CMRC 2018's scores need it."""
+
+  Without its sentence splitter (preserve_line), which needs punkt data; the two differ only on a sentence-ending
+  period inside a run. NLTK is imported here, as only CMRC 2018's scores need it (it takes seconds).
+  """
   from nltk.tokenize import word_tokenize
 
   return word_tokenize(text, preserve_line=True)
 
 
 def cmrc_segments(text: str) -> list[str]:
-  """The official mixed segmentation with punctuation removed: lower case, each Chinese
-  character (U+4E00–U+9FA5) a segment, the runs between them split by NLTK's tokenizer
-  ('364.6', '2,400' and "n't" are one word each)."""
+  """The official mixed segmentation, punctuation removed: lower case, each Chinese character a segment.
+
+  Chinese characters are U+4E00–U+9FA5; the runs between them are split by NLTK's tokenizer ('364.6', '2,400' and
+  "n't" are one word each).
+  """
   segments, run = [], ""
   for char in text.lower().strip():
     if char in CMRC_PUNCTUATION:
@@ -175,8 +182,10 @@ def _without_punctuation(text: str) -> str:
 
 
 def cmrc_scores(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> dict:
-  """CMRC 2018's exact match and F1 (×1, not ×100), each the maximum over the references and
-  averaged over the questions, and their mean, the official AVERAGE."""
+  """CMRC 2018's exact match and F1 (×1, not ×100), and their mean, the official AVERAGE.
+
+  Each is the maximum over the references, averaged over the questions.
+  """
   em = f1 = 0.0
   for prediction, answers in zip(predictions, references, strict=True):
     em += max(_without_punctuation(a) == _without_punctuation(prediction) for a in answers)

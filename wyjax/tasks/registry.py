@@ -1,6 +1,7 @@
-"""Every fine-tuning task by name (`--config.task`, `wyjax.benchmark --tasks`), in the
-leaderboard's order: WYWEB, the other classical benchmarks, CLUE. A task defined elsewhere
-joins with `register`."""
+"""Every fine-tuning task by name (`--config.task`, `wyjax.benchmark --tasks`), in the leaderboard's order.
+
+WYWEB, the other classical benchmarks, then CLUE. A task defined elsewhere joins with `register`.
+"""
 
 from wyjax.tasks import aceval, cclue, ccpm, clue, clue_reading, wyweb
 from wyjax.tasks.task import Task
@@ -25,7 +26,9 @@ def boards() -> dict[str, list[str]]:
 
 
 def majority_baseline(task: Task, train, dev) -> dict:
-  """The dev metrics of the task's majority baseline: the train split's most frequent label
-  (PUNC and GLNER: every character 'O', F1 0; C-CLUE NER: each character's most frequent
-  training tag; WYWMT: copying the source)."""
+  """The dev metrics of the task's majority baseline: the train split's most frequent label.
+
+  PUNC and GLNER: every character 'O', F1 0; C-CLUE NER: each character's most frequent training tag; WYWMT:
+  copying the source.
+  """
   return task.score(dev, task.baseline(train, dev))

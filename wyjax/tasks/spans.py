@@ -1,7 +1,7 @@
-"""Extractive reading comprehension: a question and a context too long for one sequence become
-overlapping windows ([CLS] question [SEP] context piece [SEP], starting `stride` tokens apart:
-BERT's doc stride, at most half a window), and the start/end logits of all windows decode back
-to one answer span of the context's characters.
+"""Extractive reading comprehension: long contexts in overlapping windows, decoded back to one answer span.
+
+A window is [CLS] question [SEP] context piece [SEP], `stride` tokens after the previous one (BERT's doc stride,
+at most half a window).
 """
 
 import numpy as np
@@ -16,11 +16,11 @@ MAX_QUESTION = 64  # tokens of the question kept (BERT's max_query_length), at m
 def windows(
   tokenizer: Tokenizer, question: str, context: str, max_length: int, stride: int, answer: tuple[int, int] | None = None
 ) -> tuple[dict, int]:
-  """Features of one question: input_ids and token_type_ids [windows, length], char_index
-  (each token's context character, -1 elsewhere) and, with the answer's [start, end)
-  characters, label [windows, 2]: the first and last of its tokens in each window that holds
-  them all, [CLS] (0, 0) in the others (BERT's rule). Returns (features, question characters
-  cut).
+  """Features of one question's windows, and the question's characters cut.
+
+  input_ids and token_type_ids [windows, length], char_index (each token's context character, -1 elsewhere) and,
+  given the answer's [start, end) characters, label [windows, 2]: the first and last of its tokens in each window
+  that holds them all, [CLS] (0, 0) in the others (BERT's rule).
   """
   whole_question = tokenizer.encode_chars(question)[0]
   question_ids = whole_question[: min(MAX_QUESTION, max_length // 2)]
@@ -57,12 +57,13 @@ def windows(
 def best_span(
   features: dict, logits: np.ndarray, *, n_best: int = 20, max_answer_length: int = 30
 ) -> tuple[tuple[int, int] | None, float]:
-  """The [start, end) characters of the best answer over all windows and its score: of each
-  window's n_best start and end tokens, the pairs inside the context with start ≤ end and at
-  most max_answer_length tokens, scored start logit + end logit. (None, -inf) when no pair
-  qualifies.
+  """The [start, end) characters of the best answer over all windows, and its score.
 
-  logits: [windows, 2, length] (start, end) of this example's windows.
+  Of each window's n_best start and end tokens, the pairs inside the context with start ≤ end and at most
+  max_answer_length tokens, scored start logit + end logit; (None, -inf) when no pair qualifies.
+
+  Args:
+    logits: [windows, 2, length], the (start, end) logits of this example's windows.
   """
   char_index = np.asarray(features["char_index"])
   best, best_score = None, -np.inf

@@ -1,9 +1,7 @@
-"""Character tagging features (PUNC, GLNER): one token per visible character, so labels can
-never shift — the published toolkit loses alignment after every whitespace character.
+"""Character tagging features (PUNC, GLNER): one token per visible character, so labels never shift.
 
-A text becomes [CLS] + one token per visible character + [SEP]; `char_index[t]` is the
-character token t stands for (-1 for the specials). Whitespace has no token and no label:
-an entity's text is recovered as text[char_index[first]:char_index[last] + 1].
+A text becomes [CLS] + one token per visible character + [SEP]; `char_index[t]` is the character token t stands
+for (-1 for the specials). Whitespace has no token and no label.
 """
 
 import dataclasses
@@ -63,8 +61,7 @@ def tagging_inputs(tokenizer: Tokenizer, text: str, char_labels, max_length: int
 
 
 def char_tags(labels: tuple[str, ...], features: dict, logits) -> list[str]:
-  """One predicted tag per character of the text up to its last token ('O' where a character
-  has no token)."""
+  """One predicted tag per character of the text up to its last token ('O' where a character has no token)."""
   char_index = np.asarray(features["char_index"])
   tags = ["O"] * (int(char_index.max()) + 1)
   for char, label in zip(char_index, np.argmax(np.asarray(logits)[: len(char_index)], -1)):  # one argmax per text
@@ -80,8 +77,7 @@ def decode_spans(labels: tuple[str, ...], features: dict, logits) -> tuple[tuple
 
 
 def entities(text: str, spans) -> dict:
-  """wyjax.predict's output of entity spans: the text and each entity's text, type, start and
-  end (exclusive) characters."""
+  """wyjax.predict's output of entity spans: the text, and each entity's text, type, start and end characters."""
   return {
     "text": text,
     "entities": [{"text": text[start:end], "type": kind, "start": start, "end": end} for start, end, kind in spans],

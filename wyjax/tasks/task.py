@@ -1,16 +1,12 @@
 """A fine-tuning task: everything wyjax knows about one task, in one place.
 
-A Task names its files (`Files`: the folder format, its example type and reader), its head
-kind (a key of wyjax.models.task_heads.HEADS), labels, the options it reads from the config
-(with their defaults), how one example becomes model inputs (numpy, unpadded) and one
-example's logits a prediction, its metrics, majority baseline and submission file in the
-benchmark's own format (docs/finetuning.md), and where it shows: its leaderboard board,
-heading and note, and its Hub task type. Nothing outside tasks/ names a task: the training
-loops, the leaderboard, the benchmark suite and the model card read these fields.
-
-Every text is encoded one token per visible character (`Tokenizer.encode_chars`), so spans
-and tags stay aligned with the text. A split without gold labels (CCPM's and AC-EVAL's test
-files, an untagged C-CLUE test file) gets label IGNORE: it is predicted, never scored.
+- A Task names its files, head kind, labels and config options; how an example becomes model inputs and its
+  logits a prediction; its metrics, majority baseline and submission in the benchmark's own format
+  (docs/finetuning.md); and its place on the leaderboard and the Hub.
+- Nothing outside tasks/ names a task: the training loops, the leaderboard, the suite and the model card read
+  these fields.
+- Texts are encoded one token per visible character (`Tokenizer.encode_chars`), so spans and tags stay aligned.
+  A split without gold labels gets label IGNORE: it is predicted, never scored.
 """
 
 import dataclasses
@@ -120,8 +116,10 @@ class Task:
     return self.config or self.name
 
   def featurize_all(self, examples, tokenizer, max_length: int, path) -> tuple[list[Features], int]:
-    """Features of every example of the file at `path` and the characters truncation cut; an
-    example featurize refuses is an error naming its file and line."""
+    """Features of every example of the file at `path`, and the characters truncation cut.
+
+    An example featurize refuses is an error naming its file and line.
+    """
     out, truncated = [], 0
     for example in examples:
       try:
@@ -133,11 +131,13 @@ class Task:
     return out, truncated
 
   def predictions(self, examples, features, logits) -> list:
-    """Each example's prediction from its logits (its head's, cut to the example), decided
-    together where the task decides a split's together (decode_together)."""
+    """Each example's prediction from its logits (its head's, cut to the example).
+
+    decode_together, where the task has it, decides a split's predictions together.
+    """
     if self.decode_together:
       return self.decode_together(examples, logits)
-    return [self.decode(e, f, l) for e, f, l in zip(examples, features, logits)]
+    return [self.decode(e, f, scores) for e, f, scores in zip(examples, features, logits)]
 
   def write_predictions(self, path, examples, predictions) -> None:
     """The submission's lines of (examples, predictions) into path."""
@@ -167,8 +167,10 @@ def single(tokenizer: Tokenizer, text: str, max_length: int) -> tuple[Features, 
 
 
 def pair(tokenizer: Tokenizer, a: str, b: str, max_length: int) -> tuple[Features, int]:
-  """[CLS] a [SEP] b [SEP] (token types 0 | 1), the longer text losing characters from its end
-  one at a time until the pair fits (BERT's rule); returns (features, characters cut)."""
+  """[CLS] a [SEP] b [SEP] (token types 0 | 1), and the characters cut to fit.
+
+  The longer text loses characters from its end, one at a time, until the pair fits (BERT's rule).
+  """
   ids_a, ids_b = (tokenizer.encode_chars(t)[0] for t in (a, b))
   keep_a, keep_b = len(ids_a), len(ids_b)
   while keep_a + keep_b > max_length - 3:
@@ -183,8 +185,10 @@ def pair(tokenizer: Tokenizer, a: str, b: str, max_length: int) -> tuple[Feature
 
 
 def rows(sequences: list[np.ndarray], pad_id: int, second_segment_from: int | None = None) -> Features:
-  """Sequences as one [rows, longest] block (input_ids; with second_segment_from, token types
-  1 from that position to each row's end)."""
+  """Sequences as one [rows, longest] block of input_ids (and token types, with second_segment_from).
+
+  With second_segment_from, token types are 1 from that position to each row's end.
+  """
   width = max(len(r) for r in sequences)
   input_ids = np.full((len(sequences), width), pad_id, np.int32)
   token_types = np.zeros((len(sequences), width), np.int32)
@@ -245,12 +249,11 @@ OPTIONS = ("0", "1", "2", "3")  # the four-option tasks' classes
 def choice_rows(
   tokenizer: Tokenizer, context: str, question: str, options: Sequence[str], max_length: int, cut: str
 ) -> tuple[Features, int]:
-  """One row per option: [CLS] context [SEP] question [SEP] option [SEP] (token types 0 | 1);
-  returns (features, characters cut).
+  """One row per option: [CLS] context [SEP] question [SEP] option [SEP], and the characters cut.
 
-  Truncation (WYWEB's rule): the `cut` part ("context" or "question") keeps its beginning and
-  gets what the longest option, the other part and the four specials leave of max_length, the
-  same for every option.
+  Token types are 0 | 1. Truncation (WYWEB's rule): the `cut` part ("context" or "question") keeps its beginning
+  and gets what the longest option, the other part and the four specials leave of max_length, the same for every
+  option.
   """
   context, question = (tokenizer.encode_chars(t)[0] for t in (context, question))
   options = [tokenizer.encode_chars(o)[0] for o in options]

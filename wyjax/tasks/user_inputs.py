@@ -1,10 +1,10 @@
 """A user's input to `wyjax.predict`, one line at a time, made into the task's example.
 
-A line is a JSON object of the task's input fields (`Task.inputs`), or, for a task with one
-input field, that field's plain text: there a line is JSON only when it parses as an object
-giving that field, and anything else is text. The example's other fields (its gold labels) get blank
-values, which every featurize reads as "unlabelled". A text given for a list field (FSPC's
-verse lines) is split at punctuation. A bad line is a FormatError naming its file and line.
+- A line is a JSON object of the task's input fields (`Task.inputs`); for a task with one input field, a line
+  that is not such an object is that field's plain text.
+- The example's other fields (its gold labels) are blank, which every featurize reads as "unlabelled".
+- A text given for a list field (FSPC's verse lines) is split at punctuation.
+- A bad line is a FormatError naming its file and line.
 """
 
 import dataclasses
@@ -26,8 +26,10 @@ def check_predictable(task: Task) -> None:
 
 
 def lines(stream):
-  """A binary stream's lines as bytes, without their endings: only b"\n" ends a line (b"\r\n" as
-  one ending), so a lone \r stays inside its line and output line k answers input line k."""
+  r"""A binary stream's lines as bytes, without their endings, so output line k answers input line k.
+
+  Only b"\n" ends a line (b"\r\n" as one ending); a lone \r stays inside its line.
+  """
   for raw in stream:
     line = raw.removesuffix(b"\n")
     yield line.removesuffix(b"\r") if len(line) < len(raw) else line
@@ -59,8 +61,10 @@ def _blank(field: dataclasses.Field, kind):
 
 
 def _value(name: str, value, kind):
-  """`value` from JSON as the field's type: lists become tuples; a text for a list of texts is
-  split at punctuation; anything else of the wrong type is an error."""
+  """`value` from JSON as the field's type; anything else of the wrong type is an error.
+
+  Lists become tuples; a text for a list of texts is split at punctuation.
+  """
   origin = typing.get_origin(kind) or kind
   if origin in (types.UnionType, typing.Union):  # `int | None`
     if value is None:
@@ -87,8 +91,10 @@ def _value(name: str, value, kind):
 
 
 def _as_record(text: str, field: str) -> dict:
-  """A one-input task's line: JSON only when it parses as an object that gives `field`; anything
-  else is the text itself (`{注}学而时习之`: editors' notes in braces open many classical lines)."""
+  """A one-input task's line: JSON only when it parses as an object that gives `field`, else the text itself.
+
+  Editors' notes in braces open many classical lines (`{注}学而时习之`).
+  """
   if text.lstrip().startswith("{"):
     try:
       record = json.loads(text)

@@ -1,15 +1,16 @@
-"""WYWEB's nine tasks (their formats: wyweb_files.py): features, decoding, the toolkit's metrics and
-submission lines, and their places on the WYWEB board and the Hub.
+"""WYWEB's nine tasks: features, decoding, the toolkit's metrics and submission lines, on its board and the Hub.
+
+Their file formats are read by wyweb_files.py.
 """
 
 import dataclasses
 import functools
-import unicodedata
 
 import numpy as np
 
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.tasks import metrics, tagging
+from wyjax.tasks.punctuation import decoded_tags, mark_scores, punctuated, tag_features, unpunctuated
 from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.task import (
   OPTIONS,
@@ -36,7 +37,6 @@ from wyjax.tasks.wyweb_files import (
   GJC_COLLECTIONS,
   GLNER_LABELS,
   PUNC_LABELS,
-  PUNC_MARKS,
   TLC_DYNASTIES,
   TLC_PERIOD_OF,
   TLC_PERIODS,
@@ -82,8 +82,7 @@ def _tlc_featurize(example: TlcExample, tokenizer, max_length):
 
 
 def _tlc_decode(example, features, logits) -> tuple[str, str]:
-  """(period, dynasty): the head predicts the dynasty, whose period follows (strict hierarchy),
-  so a submission always passes the TLC reader."""
+  """(period, dynasty): the predicted dynasty and its period, so a submission always passes the TLC reader."""
   dynasty = TLC_DYNASTIES[argmax(logits)]
   return TLC_PERIOD_OF[dynasty], dynasty
 
@@ -144,8 +143,7 @@ GJC = _wyweb_task(
 
 
 def fspc_scoring_set(poems: list[FspcExample]) -> list[FspcExample]:
-  """The toolkit's example set: every poem, then every verse line of every poem as an example
-  of its own with the line's sentiment."""
+  """The toolkit's example set: every poem, then each poem's lines as examples with their own sentiments."""
   return poems + [
     dataclasses.replace(poem, lines=(line,), holistic=sentiment, line_sentiments=())
     for poem in poems
@@ -172,9 +170,10 @@ FSPC_TOOLKIT_CLASSES = 10  # the toolkit's macro-F1 averages over label ids rang
 
 
 def _fspc_score(examples, predictions) -> dict:
-  """The toolkit's metrics over its scoring set (poems and their lines together): `accuracy`,
-  and `macro_f1` averaged over 10 label ids as its code does; `poem_accuracy` and
-  `poem_macro_f1` (over the 5 sentiments) over whole poems only."""
+  """The toolkit's metrics over its scoring set (poems and their lines), and the same over whole poems.
+
+  `macro_f1` averages over 10 label ids as the toolkit's code does; `poem_macro_f1` over the 5 sentiments.
+  """
   ids = lambda labels: [FSPC_SENTIMENTS.index(x) for x in labels]
   predicted, gold = ids(predictions), ids(e.holistic for e in examples)
   poems = [i for i, e in enumerate(examples) if len(e.lines) > 1]
@@ -216,97 +215,16 @@ FSPC = _wyweb_task(
 
 # --- token classification: PUNC, GLNER ------------------------------------------------------------------
 
-_PUNC_IDS = {label: i for i, label in enumerate(PUNC_LABELS)}
 _GLNER_IDS = {label: i for i, label in enumerate(GLNER_LABELS)}
 TOOLKIT_PUNC_CHARS = 510  # the toolkit cuts PUNC texts (and their tags) to max_seq_len − 2 before scoring
 
 
-def _punc_decode(example: PuncExample, features, logits) -> list[str]:
-  tags = tagging.char_tags(PUNC_LABELS, features, logits)
-  return tags + ["O"] * (len(example.text) - len(tags))
-
-
-def _punc_featurize(example: PuncExample, tokenizer, max_length):
-  labels = [_PUNC_IDS[t] for t in example.labels] if example.labels else np.full(len(example.text), IGNORE)
-  return tagging.tagging_inputs(tokenizer, example.text, labels, max_length)
-
-
-def unpunctuated(text: str) -> str:
-  return "".join(c for c in text if c not in PUNC_MARKS)
-
-
-_ZWJ = "\u200d"
-
-
-def _regional_indicator(char: str) -> bool:
-  return "\U0001f1e6" <= char <= "\U0001f1ff"
-
-
-def _hangul(char: str) -> str:
-  """A character's Hangul syllable type (UAX #29): L, V, T (conjoining jamo), LV, LVT or ''."""
-  if "\u1100" <= char <= "\u115f" or "\ua960" <= char <= "\ua97c":
-    return "L"
-  if "\u1160" <= char <= "\u11a7" or "\ud7b0" <= char <= "\ud7c6":
-    return "V"
-  if "\u11a8" <= char <= "\u11ff" or "\ud7cb" <= char <= "\ud7fb":
-    return "T"
-  if "\uac00" <= char <= "\ud7a3":
-    return "LVT" if (ord(char) - 0xAC00) % 28 else "LV"
-  return ""
-
-
-# Which Hangul syllable type may follow which inside one cluster (UAX #29's GB6-GB8).
-_HANGUL_JOINS = {"L": ("L", "V", "LV", "LVT"), "LV": ("V", "T"), "V": ("V", "T"), "LVT": ("T",), "T": ("T",)}
-
-
-def _extends(text: str, i: int) -> bool:
-  """Whether text[i] continues the grapheme cluster text[i - 1] is in (UAX #29's rules for what
-  follows a character: a combining mark or variation selector, an emoji modifier (skin tone),
-  a ZWJ and the character it joins, an emoji tag, conjoining Hangul jamo, and the second
-  regional indicator of a pair: a flag)."""
-  previous, char = text[i - 1], text[i]
-  if _regional_indicator(previous) and _regional_indicator(char):
-    before = next((j for j in range(i - 1, -1, -1) if not _regional_indicator(text[j])), -1)
-    return (i - 1 - before) % 2 == 1  # they pair from the run's start: 🇨🇳🇯🇵 is two flags
-  return (
-    unicodedata.category(char) in ("Mn", "Mc", "Me")
-    or "\U0001f3fb" <= char <= "\U0001f3ff"
-    or _ZWJ in (previous, char)
-    or "\U000e0020" <= char <= "\U000e007f"
-    or _hangul(char) in _HANGUL_JOINS.get(_hangul(previous), ())
-  )
-
-
-def punctuated(text: str, tags) -> str:
-  """The text with each predicted mark after its character's grapheme cluster (never between a
-  character and its variation selector, modifier, combining mark or ZWJ sequence); a mark
-  itself, or a cluster already followed by one (punctuation kept from the input), gets none."""
-  out, mark = [], None
-  for i, (char, tag) in enumerate(zip(text, tags)):
-    out.append(char)
-    if tag != "O" and char not in PUNC_MARKS:
-      mark = tag[2:]
-    following = text[i + 1 : i + 2]
-    if following and _extends(text, i + 1):
-      continue
-    if mark and following not in PUNC_MARKS:
-      out.append(mark)
-    mark = None
-  return "".join(out)
-
-
 def punc_task(score_chars: int = 0) -> Task:
-  """PUNC scored over whole texts (score_chars 0: a mark after a character the model never saw
-  counts as missed), or over each text's first score_chars characters (TOOLKIT_PUNC_CHARS: the
-  toolkit's cut)."""
-  cut = slice(None, score_chars or None)
+  """PUNC, scored over whole texts (score_chars 0) or over each text's first score_chars characters.
 
-  def score(examples, predictions) -> dict:
-    ids = lambda tags: [_PUNC_IDS[t] for t in tags[cut]]
-    return metrics.punctuation_f1(
-      np.concatenate([ids(p) for p in predictions]), np.concatenate([ids(e.labels) for e in examples])
-    )
-
+  Over whole texts, a mark after a character the model never saw counts as missed; TOOLKIT_PUNC_CHARS is the
+  toolkit's cut.
+  """
   return _wyweb_task(
     "punc",
     PuncExample,
@@ -314,9 +232,9 @@ def punc_task(score_chars: int = 0) -> Task:
     head="token",
     labels=PUNC_LABELS,
     max_length=512,
-    featurize=_punc_featurize,
-    decode=_punc_decode,
-    score=score,
+    featurize=tag_features,
+    decode=decoded_tags,
+    score=lambda examples, predictions: mark_scores(examples, predictions, score_chars),
     main_metric="f1",
     baseline=lambda train, dev: [["O"] * len(e.text) for e in dev],  # F1 0
     submission_format="tsv",
@@ -445,7 +363,9 @@ XUCI = _wyweb_task(
   baseline=constant_baseline(lambda e: e.same_usage),
   submission_format="tsv",
   submission=per_example(
-    lambda e, p: "\t".join([e.text_a, e.text_b, "%d, %d" % e.span_a, "%d, %d" % e.span_b, "t" if p else "f"])
+    lambda e, p: "\t".join(
+      [e.text_a, e.text_b, f"{e.span_a[0]}, {e.span_a[1]}", f"{e.span_b[0]}, {e.span_b[1]}", "t" if p else "f"]
+    )
   ),
   inputs=("text_a", "span_a", "text_b", "span_b"),
   show=lambda e, p, f, logits: {"same_usage": p},
@@ -456,10 +376,12 @@ XUCI = _wyweb_task(
 
 
 def _wywmt_featurize(example: MtExample, tokenizer: Tokenizer, max_length: int):
-  """[CLS] source [SEP] target [SEP] (token types 0 | 1, wyjax.models.prefix_lm); labels: the
-  next token from the source's [SEP] to the last target token, IGNORE elsewhere. A pair that
-  does not fit loses characters from the end of its longer side, one at a time (the toolkit's
-  rule; it also drops pairs over 510 characters, wyjax keeps them trimmed)."""
+  """[CLS] source [SEP] target [SEP] (token types 0 | 1), labelled with the next token of the target.
+
+  Labels run from the source's [SEP] to the last target token, IGNORE elsewhere. A pair that does not fit loses
+  characters from the end of its longer side, one at a time (the toolkit's rule; the toolkit also drops pairs
+  over 510 characters, wyjax keeps them trimmed).
+  """
   features, cut = pair(tokenizer, example.source, example.target, max_length)
   input_ids = features["input_ids"]
   first = int(np.argmax(features["token_type_ids"]))  # [CLS] source [SEP]
@@ -469,9 +391,11 @@ def _wywmt_featurize(example: MtExample, tokenizer: Tokenizer, max_length: int):
 
 
 def _teacher_forced_scores(tokenizer, features, predicted) -> dict:
-  """The WYWEB toolkit's WYWMT score, for comparison with the paper: the argmax at each target
-  position given the gold prefix, tokens (with the closing [SEP]) joined by spaces, against
-  the gold tokens likewise. Its outputs have the reference's length by construction."""
+  """The WYWEB toolkit's teacher-forced WYWMT scores, comparable with the paper's.
+
+  The argmax at each target position given the gold prefix, its tokens (with the closing [SEP]) joined by spaces,
+  is scored against the gold tokens likewise.
+  """
   as_text = lambda ids: " ".join(tokenizer.vocab[i] for i in ids)
   scored = [f["labels"] != IGNORE for f in features]
   scores = metrics.translation_scores(

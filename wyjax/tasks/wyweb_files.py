@@ -1,8 +1,7 @@
-"""WYWEB's file formats, as the WYWEB toolkit reads them (wyweb_toolkit_spec.md), with the
-label sets they are checked against; the tasks themselves are in wyweb.py.
+"""WYWEB's file formats, as the WYWEB toolkit reads them (wyweb_toolkit_spec.md), and their label sets.
 
-Every example keeps the line it came from. Nothing is dropped: a malformed record is a
-FormatError naming the file and line.
+Every example keeps the line it came from. Nothing is dropped: a malformed record is a FormatError naming the
+file and line. The tasks are in wyweb.py.
 """
 
 import dataclasses
@@ -313,7 +312,9 @@ def split_files(task: str, data_dir, split: str) -> list[pathlib.Path]:
 
 
 def read_split(task: str, data_dir, split: str):
-  """Examples of data_dir/<split>.<ext> in the task's original format, or None when absent
-  (a missing test file is normal: then there are no test predictions)."""
+  """Examples of data_dir/<split>.<ext> in the task's original format, or None when absent.
+
+  A missing test file is normal: then there are no test predictions.
+  """
   path = files.find_split(data_dir, split, EXTENSIONS[task])
   return None if path is None else READERS[task](pathlib.Path(path))

@@ -1,17 +1,13 @@
 """Build the WYWEB GJC task (古籍分类, which collection a passage comes from) from Daizhige.
 
-Each example is `<collection>\\t<passage>` labelled with its collection (藏). A passage is a
-cleaned paragraph (punctuation kept); consecutive short paragraphs of a book (verse lines) are
-joined until `min_length`, and longer ones are cut after a sentence-ending mark. The WYWEB
-paper's class proportions and length limits are not public, so these are wyjax's documented
-choices (docs/finetuning.md):
+Each example is `<collection>\\t<passage>`. The paper's proportions and lengths are not public; wyjax's choices
+(docs/finetuning.md):
 
-- passages of `min_length` (16) to `max_length` (510) characters;
-- at most `per_collection` (10,000) passages per collection — the big collections (史藏, 集藏)
-  would otherwise swamp the small ones (易藏, 艺藏) — chosen as the passages with the smallest
-  content hashes: a uniform, deterministic sample of the whole collection, not its first books;
-- exact duplicates removed across the whole corpus (counted);
-- train/dev/test decided per book by the same document hash as the pretraining split.
+- a passage is a cleaned paragraph (punctuation kept) of `min_length` (16) to `max_length` (510) characters:
+  short consecutive paragraphs of a book are joined, long ones cut after a sentence-ending mark;
+- at most `per_collection` (10,000) passages per collection, those with the smallest content hashes (a uniform,
+  deterministic sample), so the big collections do not swamp the small ones;
+- exact duplicates removed across the corpus (counted); train/dev/test split per book by the pretraining's hash.
 """
 
 import collections
@@ -35,8 +31,10 @@ def passages(paragraphs: list[str], min_length: int, max_length: int):
 
 
 def pieces(paragraph: str, max_length: int) -> list[str]:
-  """The paragraph, or consecutive pieces of at most max_length characters cut after a
-  sentence end where there is one (PUNC's rule, with the text as its own tag string)."""
+  """The paragraph, or consecutive pieces of at most max_length characters, cut after a sentence end.
+
+  PUNC's rule, with the text as its own tag string.
+  """
   return [text for text, _ in punc.split_long(paragraph, paragraph, max_length)]
 
 

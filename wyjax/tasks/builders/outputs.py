@@ -1,9 +1,7 @@
 """The files a task builder writes in its --out folder: {train,dev,test}.tsv and summary.json.
 
-They may be a user's results: a folder already holding any of them (the user's own, or an
-earlier build's) is refused unless `overwrite`. All are written under temporary names and
-renamed together once all are complete (storage.written_together), so a failed or interrupted
-build leaves the files already there as they were, byte for byte.
+A folder already holding any of them is refused unless `overwrite`. They are written under temporary names and
+renamed together when complete, so a failed build leaves the files already there as they were.
 """
 
 import collections
@@ -35,11 +33,13 @@ def claim(out, overwrite: bool) -> pathlib.Path:
 
 @contextlib.contextmanager
 def written(out: pathlib.Path, counts: collections.Counter, overwrite: bool):
-  """{split: its open .tsv file}; when the block ends, the split files and summary.json (the
-  counts) appear in `out` together, replacing files there only if `overwrite` (one that appeared
-  while the build ran, another command's, is not: storage.written_together). A split with no
-  examples (counts' <split>_examples) gets no file, since an empty one would read as a broken
-  split: one already there is removed, the summary notes no_<split>_split, and a warning says so."""
+  """{split: its open .tsv file}; when the block ends, the split files and summary.json appear in `out` together.
+
+  - Files there are replaced only if `overwrite` (never one another command wrote meanwhile:
+    storage.written_together).
+  - A split with no examples gets no file (an empty one would read as a broken split): one already there is
+    removed, the summary notes no_<split>_split, and a warning says so.
+  """
   with written_together(
     [out / f"{s}.tsv" for s in SPLITS] + [out / SUMMARY], encoding="utf-8", replace=overwrite
   ) as files:

@@ -1,15 +1,10 @@
-"""Two real tasks in WYWEB formats derived from the chinese-poetry corpus (the embedded demo's):
+"""Two real tasks in WYWEB formats from the chinese-poetry corpus (the embedded demo's).
 
-- `tlc/`: TLC format (period, dynasty, text): each poem labelled with the era of its
-  collection. 五代 poetry (花间集, 南唐二主词) is grouped with 唐, as in 唐五代词; 曹操 with
-  两汉 (he died in 220, the last year of Han); 蒙学 (primers of several eras) is left out.
-- `punc/`: PUNC format: a poem without its punctuation, tagged with the mark after each
-  character (the same labelling as `build-punc`).
+- `tlc/`: TLC format (period, dynasty, text), each poem labelled with its collection's era.
+- `punc/`: PUNC format, a poem without its punctuation, tagged as `build-punc` tags.
 
-Poems are cleaned like the pretraining corpus (t2s), de-duplicated, split by document hash,
-and sampled deterministically: per dynasty (TLC) or overall (PUNC), the poems with the
-smallest content hashes. The demo's pretraining has read most of these poems' text, never
-their labels: as a pretrained model has read its benchmark's domain.
+Poems are cleaned like the pretraining corpus (t2s), de-duplicated, split by document hash, and sampled as the
+poems with the smallest content hashes, per dynasty (TLC) or overall (PUNC).
 """
 
 import collections
@@ -21,6 +16,8 @@ from wyjax.data import corpus
 from wyjax.tasks.builders import gjc, punc
 from wyjax.tasks.wyweb_files import TLC_PERIOD_OF
 
+# 五代 poetry (花间集, 南唐二主词) goes with 唐, as in 唐五代词; 曹操 with 两汉 (he died in 220, the last year of Han);
+# 蒙学 (primers of several eras) is left out.
 DYNASTY_OF_COLLECTION = {
   "诗经": "先秦",
   "楚辞": "先秦",

@@ -1,12 +1,11 @@
 """Build the WYWEB PUNC task (punctuation restoration) from punctuated classical text.
 
-Each paragraph of the chosen Daizhige collections (史藏, the history books, by default) becomes
-`<text>\\t<tags>`: the text with every punctuation character removed, and for each remaining
-character the mark that followed it — one of 。？！，、；：| — or O. Other punctuation
-(quotes, brackets, ·) is removed without a label; ASCII and half-width variants of the eight
-marks count as the marks. Paragraphs longer than `max_length` characters are cut after a
-sentence-ending mark. Documents are split into train/dev/test by hash; exact duplicate
-paragraphs are dropped (counted in the summary).
+- Each paragraph of the chosen Daizhige collections (default 史藏) becomes `<text>\\t<tags>`: the text without
+  punctuation, and for each character the mark that followed it (one of 。？！，、；：|) or O.
+- Other punctuation (quotes, brackets, ·) is removed without a label; ASCII and half-width variants count as the
+  marks.
+- Paragraphs over `max_length` characters are cut after a sentence-ending mark; documents are split by hash;
+  exact duplicate paragraphs are dropped (counted in the summary).
 """
 
 import collections
