@@ -1,6 +1,8 @@
-"""The model card (README.md) of an exported folder: Hub metadata and model-index built with
-huggingface_hub's own ModelCardData / EvalResult (so the Hub reads back what we meant), usage
-in transformers and wyjax, how the model was trained and its benchmark results."""
+"""The model card (README.md) of an exported folder, a pretrained encoder's or a fine-tuned task model's.
+
+Its front matter and model-index are built with huggingface_hub's ModelCardData / EvalResult (so the Hub
+reads back what we meant); its body gives usage in transformers and wyjax, the training and the results.
+"""
 
 import json
 
@@ -25,8 +27,10 @@ def model_card(
   base_model: str | None = None,
   task_data: str | None = None,
 ) -> str:
-  """README.md: YAML front matter, then what the model is, usage, training and results (a
-  leaderboard whose tasks all failed has none)."""
+  """README.md: YAML front matter, then what the model is, usage, training and results.
+
+  A leaderboard whose tasks all failed gives no results.
+  """
   results = results if results and results.get("tasks") else None
   data = card_data(
     hf_config,
@@ -84,9 +88,11 @@ def _corpus(run_config: dict) -> str:
 
 
 def _task(task: str, task_data: str | None) -> tuple[str, str, str, str]:
-  """(task type, benchmark, dataset name, dataset type) of a leaderboard task (its Task's Hub
-  fields; a task wyjax does not know is type "other"). With `task_data` the task was derived
-  from that corpus in the benchmark's format (the demo's), and says so."""
+  """(task type, benchmark, dataset name, dataset type) of a leaderboard task, from its Task's Hub fields.
+
+  A task wyjax does not know is type "other". With `task_data` the task was derived from that corpus in
+  the benchmark's format (the demo's), and says so.
+  """
   known = TASKS.get(task)
   kind = known.hub_task_type if known else "other"
   if task_data:
@@ -104,8 +110,10 @@ def _metrics(results: dict, task: str) -> list[tuple[str, float]]:
 
 
 def eval_results(results: dict, task_data: str | None = None) -> list[EvalResult]:
-  """One EvalResult per task and metric of a leaderboard.json. The dataset config is the task,
-  so that tasks sharing a dataset (CCPM's variants) stay apart in the model-index."""
+  """One EvalResult per task and metric of a leaderboard.json.
+
+  The dataset config is the task, so that tasks sharing a dataset (CCPM's variants) stay apart.
+  """
   evals = []
   for task in results["tasks"]:
     kind, _, dataset, dataset_type = _task(task, task_data)
@@ -293,10 +301,14 @@ def task_model_card(
   run_config: dict | None = None,
   base_model: str | None = None,
 ) -> str:
-  """README.md of a fine-tuned task model: front matter whose model-index holds the run's dev
-  (and test) scores, what it predicts, usage in transformers and wyjax, how it was trained.
-  run: the seed's run.json ({"seed", "best_step", "dev", "test"}); run_config: its
-  fine-tuning run's run_config.json."""
+  """README.md of a fine-tuned task model: front matter, what it predicts, usage, training and scores.
+
+  Its model-index holds the run's dev (and test) scores.
+
+  Args:
+    run: the seed's run.json ({"seed", "best_step", "dev", "test"}).
+    run_config: its fine-tuning run's run_config.json.
+  """
   scores = {split: run[split] for split in ("dev", "test") if run and run.get(split)}
   data = ModelCardData(
     language=["lzh", "zh"],

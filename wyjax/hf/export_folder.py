@@ -26,8 +26,11 @@ LEADERBOARD = "leaderboard.json"  # wyjax.tasks.leaderboard.write's scores, besi
 
 
 def check_out(out, overwrite: bool) -> epath.Path:
-  """`out` (a folder or gs://…) as a Path; FileExistsError when it holds anything (but the lock
-  of the command writing it) and `overwrite` is not set."""
+  """`out` (a folder or gs://…) as a Path.
+
+  Raises FileExistsError when it holds anything (but the lock of the command writing it) and `overwrite`
+  is not set.
+  """
   out = epath.Path(out)
   entries = [p for p in out.iterdir() if p.name != locks.LOCK] if out.exists() else []
   if entries and not overwrite:
@@ -39,12 +42,18 @@ def check_out(out, overwrite: bool) -> epath.Path:
 
 
 def replaces_own(out, record, flag: str = "--out") -> bool:
-  """Whether an export into `out` may replace what is there, checked before any work by a command
-  that exports into a folder of its own (the demo's DIR/hf) and records what it wrote there
-  (`record_files`): True where `out` holds exactly files of the recorded export, unchanged; False
-  where it is empty or new. Anything else there (the user's README.md, a recorded file changed
-  since) is refused, as wyjax.export refuses a non-empty --out without --overwrite; `flag` is what
-  the user typed for the folder."""
+  """Whether `out` holds the command's own earlier export, to be replaced; checked before any work.
+
+  For a command that exports into a folder of its own (the demo's DIR/hf) and records what it wrote there
+  (`record_files`).
+
+  Returns:
+    True where `out` holds only files of the recorded export, unchanged; False where it is empty or new.
+
+  Raises:
+    FileExistsError: anything else is there (the user's README.md, a recorded file changed since), as
+      wyjax.export refuses a non-empty --out without --overwrite; the message names `flag`.
+  """
   out, record = epath.Path(out), epath.Path(record)
   entries = sorted(p.name for p in out.iterdir() if p.name != locks.LOCK) if out.exists() else []
   recorded = storage.read_json(record) if record.exists() else {}
@@ -64,9 +73,12 @@ def record_files(out, record) -> None:
 
 
 def run_info(path) -> tuple[dict | None, dict | None]:
-  """What the card can tell about a checkpoint (a wyjax workdir, its checkpoints/ or one step's
-  folder, or a transformers folder): training, {"config": the folder's run_config.json, "step":
-  the step exported} (None without one), and results, its leaderboard.json (None without one)."""
+  """What the card can tell about a checkpoint: (training, results).
+
+  path: a wyjax workdir, its checkpoints/ or one step's folder, or a transformers folder.
+  training: {"config": the folder's run_config.json, "step": the step exported}, None without one;
+  results: its leaderboard.json, None without one.
+  """
   path = epath.Path(path)
   folder = next((p for p in (path, path.parent, path.parent.parent) if (p / run_config.CONFIG).exists()), path)
   training = None
@@ -97,12 +109,13 @@ def check_tokenizer(tokenizer: Tokenizer | None, config: EncoderConfig) -> None:
 def write(
   out, hf_config: dict, params, config: EncoderConfig, tokenizer: Tokenizer, readme: str, *, overwrite: bool = False
 ) -> epath.Path:
-  """Writes `out` (FILES): config.json (with the vocabulary's SHA-256 in order, loading.VOCAB_KEY),
-  the params as transformers' model.safetensors, the tokenizer's files and README.md. A folder
-  that already holds files is refused unless `overwrite` (then the exported files replace theirs;
-  other files are left alone), and without it no file is replaced, not even one that appeared
-  meanwhile. Every file is written under a temporary name first and all are renamed once all
-  are complete: a failure (a full disk, Ctrl-C) leaves none of them, and no old file beside a new one."""
+  """Writes `out` (FILES): config.json, the params as model.safetensors, the tokenizer's files and README.md.
+
+  config.json carries the vocabulary's SHA-256 (loading.VOCAB_KEY). A folder that holds files is refused
+  unless `overwrite` (then the exported files replace theirs; other files are left alone); without it no
+  file is replaced, not even one that appeared meanwhile. All files are written together: a failure (a full
+  disk, Ctrl-C) leaves none of them, and no old file beside a new one.
+  """
   out = check_out(out, overwrite)
   state_dict = weights.to_hf(params, config, legacy=hf_config.get("legacy", True))
   hf_config = {**hf_config, VOCAB_KEY: storage.lines_sha256(tokenizer.vocab)}
@@ -135,11 +148,15 @@ def export(
 ) -> epath.Path:
   """Writes `out`; the folder loads with transformers.AutoModelForMaskedLM unchanged.
 
-  The model card (README.md, wyjax.hf.card) says what is known. results: a leaderboard.json
-  ({"split": "dev", "tasks": {"tlc": {"accuracy": 0.81, ...}, ...}, "main_metric": {...}}), the
-  model-index; task_data: the corpus its tasks were derived from when they are not the
-  benchmarks' own data (the demo's). training: {"config": the run's run_config.json, "step": the
-  step exported}. base_model: the Hub model the run started from. `overwrite`: see `write`.
+  The model card (README.md, wyjax.hf.card) says what is known.
+
+  Args:
+    results: a leaderboard.json ({"split": "dev", "tasks": {"tlc": {"accuracy": 0.81, ...}, ...},
+      "main_metric": {...}}), the model-index.
+    training: {"config": the run's run_config.json, "step": the step exported}.
+    base_model: the Hub model the run started from.
+    task_data: the corpus its tasks were derived from, when not the benchmarks' own data (the demo's).
+    overwrite: see `write`.
   """
   check_out(out, overwrite)
   if not model.has_mlm:

@@ -12,7 +12,7 @@ from wyjax.hf import export_folder
 
 
 def _api() -> huggingface_hub.HfApi:
-  """The endpoint and token are read at call time from HF_ENDPOINT and HF_TOKEN (or a login)."""
+  """A Hub client for HF_ENDPOINT and HF_TOKEN (or a login), read now; raises RunError without a token."""
   if not huggingface_hub.get_token():
     raise guards.RunError(
       "--push_to_hub needs a Hugging Face token with write access: set HF_TOKEN or run `hf auth login`"
@@ -22,8 +22,10 @@ def _api() -> huggingface_hub.HfApi:
 
 @contextlib.contextmanager
 def _reaching(api: huggingface_hub.HfApi, repo_id: str):
-  """A failed request (no network, an endpoint that is no Hub, a refused token) as one line; the
-  Hub's own errors (httpx2's, which huggingface_hub speaks) carry a URL and advice over lines."""
+  """Turns a failed request (no network, an endpoint that is no Hub, a refused token) into a one-line RunError.
+
+  The Hub's own errors (httpx2's, which huggingface_hub speaks) carry a URL and advice over several lines.
+  """
   try:
     yield
   except httpx2.HTTPError as e:
@@ -34,8 +36,11 @@ def _reaching(api: huggingface_hub.HfApi, repo_id: str):
 
 
 def fetch(init: str) -> str:
-  """`init` as a local path: a Hub model id (ORG/NAME naming no local path) is downloaded into
-  huggingface_hub's cache, from HF_ENDPOINT when set; anything else is returned as it is."""
+  """`init` as a local path: a Hub model id is downloaded, anything else returned as it is.
+
+  A Hub model id (ORG/NAME naming no local path) goes into huggingface_hub's cache, from HF_ENDPOINT when
+  set; raises RunError when the Hub does not give it.
+  """
   if not export_folder.hub_id(init):
     return init
   api = huggingface_hub.HfApi(endpoint=os.environ.get("HF_ENDPOINT"), token=os.environ.get("HF_TOKEN"))
@@ -53,16 +58,18 @@ _MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", "vocab.
 
 
 def create_repo(repo_id: str, *, private: bool = False) -> None:
-  """Creates `repo_id` if needed: before an export is written, so that a Hub it cannot reach
-  ends the command with nothing written."""
+  """Creates `repo_id` if needed; call it before writing an export, so that an unreachable Hub writes nothing."""
   api = _api()
   with _reaching(api, repo_id):
     api.create_repo(repo_id, private=private, exist_ok=True)
 
 
 def push(folder, repo_id: str, *, private: bool = False, commit_message: str = "Upload from wyjax"):
-  """Creates `repo_id` if needed and uploads the exported files of `folder` (export_folder.FILES;
-  anything else in the folder stays local) in one commit."""
+  """Creates `repo_id` if needed and uploads the exported files of `folder` in one commit.
+
+  Only export_folder.FILES are sent (anything else in the folder stays local); an incomplete export raises
+  FileNotFoundError.
+  """
   folder = pathlib.Path(folder)
   missing = [f for f in export_folder.FILES if not (folder / f).is_file()]
   if missing:

@@ -1,11 +1,8 @@
-"""Fine-tuned task models: a fine-tuning run (its best seed), one seed's folder, or the
-transformers folder `export` made of one, loaded as one `FineTuned`; and its export as the
-transformers task model its head computes (DebertaV2ForTokenClassification, …).
+"""Fine-tuned task models: loading one as a `FineTuned`, and exporting it as a transformers task model.
 
-A fine-tuning workdir holds results.json ("task", "best_run": its best seed's folder) and
-run_config.json; a seed folder holds model.json, tokenizer/ and checkpoints/<step>/ (see
-wyjax.train.finetuning). An exported folder's config.json names the task and the run's
-max_length under wyjax's own keys (TASK_KEY, MAX_LENGTH_KEY), so it loads back as it was.
+`load` reads a fine-tuning workdir (its best seed), one seed's folder (wyjax.train.finetuning's layout), or
+the folder `export` wrote: transformers' task model for the head (DebertaV2ForTokenClassification, …),
+whose config.json names the task and the run's max_length under TASK_KEY and MAX_LENGTH_KEY.
 """
 
 import dataclasses
@@ -36,6 +33,8 @@ VERIFY_TEXTS = ("學而時習之，不亦說乎？", "有朋自遠方來")
 
 @dataclasses.dataclass(frozen=True)
 class FineTuned:
+  """A fine-tuned task model: its task, encoder config, head params, tokenizer and max_length."""
+
   task: Task  # from wyjax.tasks.registry.TASKS
   model_config: EncoderConfig  # scan_layers=False: params per layer, as transformers' are
   params: dict  # numpy, in the layout of the head module `module()` builds
@@ -63,8 +62,10 @@ def _json(path: epath.Path) -> dict:
 
 
 def task_of(path) -> Task | None:
-  """The task `path` was fine-tuned for, from its JSON files alone (no weights read); None when
-  it is no fine-tuned model (a pretraining workdir, an MLM export)."""
+  """The task `path` was fine-tuned for, from its JSON files alone (no weights read).
+
+  None when it is no fine-tuned model (a pretraining workdir, an MLM export).
+  """
   path = epath.Path(path)
   for folder, file, key in (
     (path, "config.json", TASK_KEY),
@@ -79,10 +80,12 @@ def task_of(path) -> Task | None:
 
 
 def check_fine_tuned(path, flag: str, *, generating: str | None = None) -> None:
-  """Refuses, from its JSON files alone (before any weights are read), a `path` that is no
-  fine-tuned task model (a pretrained encoder, an MLM export: predicted or translated nonsense),
-  or, where `generating` says which fine-tuning makes one, a model whose head generates no text.
-  A path that does not exist is left to the loader, which names what is missing."""
+  """Raises ValueError, from its JSON files alone, where `path` is no fine-tuned task model.
+
+  Refused: a pretrained encoder or an MLM export (predicted or translated nonsense), and, where
+  `generating` says which fine-tuning makes one, a model whose head generates no text. A path that does
+  not exist is left to the loader, which names what is missing.
+  """
   if not epath.Path(path).exists():
     return
   task = task_of(path)
@@ -107,8 +110,10 @@ def unexportable(task: Task) -> str | None:
 
 
 def run_max_length(task: Task, configured: int, model_config: EncoderConfig) -> int:
-  """The max_length a run featurized with: its config's (0: the task's), capped at the model's
-  absolute positions (wyjax.train.task_model.load_task_data's rule)."""
+  """The max_length a run featurized with: its config's (0: the task's), capped at the absolute positions.
+
+  The rule is wyjax.train.task_model.load_task_data's.
+  """
   max_length = configured or task.max_length
   if model_config.absolute_positions:
     return min(max_length, model_config.max_tokens)
@@ -129,8 +134,10 @@ def seed_dir(path) -> epath.Path:
 
 
 def load(path) -> FineTuned:
-  """A fine-tuning workdir (its best run), one of its seed folders, or a folder `export` wrote.
-  Weights holding NaN or Inf are refused: they would predict nothing, silently."""
+  """Loads a fine-tuning workdir (its best run), one of its seed folders, or a folder `export` wrote.
+
+  Weights holding NaN or Inf are refused: they would predict nothing, silently.
+  """
   path = epath.Path(path)
   if not path.exists():
     raise FileNotFoundError(f"{path}: no such folder")
@@ -234,10 +241,12 @@ def export(
   legacy: bool | None = None,
   overwrite: bool = False,
 ) -> epath.Path:
-  """Writes `out` (wyjax.hf.export_folder.write): the transformers task model, its tokenizer,
-  and a card with the seed's scores (its run.json) and its run's config. base_model: the Hub
-  model the run started from (default: the run config's init, when a Hub id). Refuses a head
-  transformers has no class for, and a non-empty `out` unless `overwrite`."""
+  """Writes `out` (export_folder.write): the transformers task model, its tokenizer and its card.
+
+  The card holds the seed's scores (its run.json) and its run's config. base_model: the Hub model the run
+  started from (default: the run config's init, when a Hub id). Refuses (ValueError) a head transformers
+  has no class for, and (FileExistsError) a non-empty `out` unless `overwrite`.
+  """
   if reason := unexportable(model.task):
     raise ValueError(reason)
   export_folder.check_out(out, overwrite)
@@ -264,10 +273,11 @@ def export(
 
 
 def verify(model: FineTuned, folder) -> float:
-  """Max |logit difference| between the head in wyjax and transformers' AutoModel<suffix> of
-  the exported `folder`, on a padded batch of real tokens: each text is one example (one
-  option, one window), compared on its own tokens (Head.trim). The texts are simplified
-  first when the tokenizer does so (the card's advice)."""
+  """Max |logit difference| between the head in wyjax and transformers' AutoModel<suffix> of `folder`.
+
+  On a padded batch of real tokens: each text is one example (one option, one window), compared on its
+  own tokens (Head.trim). The texts are simplified first when the tokenizer does so (the card's advice).
+  """
   import torch
   import transformers
 

@@ -1,9 +1,7 @@
-"""What the TPU and GPU attention kernels share: the static spec, the per-tile math of a flash
-attention with an online softmax (masking, the softmax step, the score gradient), the matmuls
-with float32 accumulation, and the counter-based dropout hash.
+"""What the TPU and GPU attention kernels share: the spec, a flash attention's tile math, the dropout hash.
 
-Everything here is plain jnp on arrays, so it traces inside a Mosaic (TPU) or Triton (GPU)
-kernel body alike; the kernels differ in how they tile, move blocks and add the relative terms.
+Everything here is plain jnp on arrays, so it traces inside a Mosaic (TPU) or Triton (GPU) kernel body
+alike; the kernels differ in how they tile, move blocks and add the relative terms.
 """
 
 import dataclasses
@@ -54,16 +52,21 @@ def dot_tn(a, b):  # a.T @ b
 
 
 def mask_scores(spec: Spec, s, mask, cols):
-  """A tile's float32 scores scaled where `mask` (nonzero: visible) lets the query see the key,
-  MASKED where it hides it, and -inf at the padding keys (cols ≥ spec.length), which no query
-  attends."""
+  """A tile's float32 scores, scaled where `mask` (nonzero: visible) lets the query see the key.
+
+  MASKED where the mask hides the key, and -inf at the padding keys (cols ≥ spec.length), which no query
+  attends.
+  """
   s = jnp.where(mask != 0, s * (1.0 / spec.scale), MASKED)
   return jnp.where(cols < spec.length, s, -jnp.inf)
 
 
 def softmax_step(s, m_prev, l_prev):
-  """One more tile of keys in the online softmax: the running row maximum and sum ([B, 1]) →
-  (m, l, p = exp(s - m), correction of the earlier tiles' terms)."""
+  """One more tile of keys in the online softmax, from the running row maximum and sum ([B, 1]).
+
+  Returns:
+    (m, l, p = exp(s - m), the correction of the earlier tiles' terms).
+  """
   m = jnp.maximum(m_prev, s.max(axis=1, keepdims=True))
   p = jnp.exp(s - m)
   correction = jnp.exp(m_prev - m)
@@ -71,14 +74,19 @@ def softmax_step(s, m_prev, l_prev):
 
 
 def score_gradient(spec: Spec, p, dp, delta, mask):
-  """d loss / d unscaled score terms of a tile: p the probabilities recomputed from the
-  log-sum-exp, dp = d loss / d (dropped) probabilities, delta = rowsum(dO · O) ([B, 1])."""
+  """d loss / d unscaled score terms of a tile.
+
+  p: the probabilities recomputed from the log-sum-exp; dp: d loss / d (dropped) probabilities;
+  delta: rowsum(dO · O) ([B, 1]).
+  """
   return jnp.where(mask != 0, p * (dp - delta) * (1.0 / spec.scale), 0.0)
 
 
 def mix(x):
-  """murmur3's 32-bit finaliser on int32: wrapping products have uint32's bits, shifts are logical.
-  The dropout hash of the kernels here and of layers.keep_mask."""
+  """murmur3's 32-bit finaliser on int32: the dropout hash of the kernels here and of layers.keep_mask.
+
+  Wrapping products have uint32's bits; shifts are logical.
+  """
   srl = jax.lax.shift_right_logical
   x = x ^ srl(x, 16)
   x = x * jnp.int32(-2048144789)  # 0x85ebca6b
@@ -93,15 +101,19 @@ def fold_in(seed, value):
 
 
 def dropout_keep(seed, batch_head, rows, cols, padded_length: int, rate: float):
-  """Keep mask of attention-probability dropout for query rows × key cols (int32, broadcastable)
-  of one batch row and head: P(keep) = 1 - rate, to 2⁻²⁴. The kernels and tests share it."""
+  """Keep mask of attention-probability dropout for query rows × key cols of one batch row and head.
+
+  rows, cols: int32, broadcastable. P(keep) = 1 - rate, to 2⁻²⁴. The kernels and tests share it.
+  """
   bits = mix((rows * padded_length + cols) ^ fold_in(seed, batch_head))
   return jax.lax.shift_right_logical(bits, 8) >= jnp.int32(round(rate * (1 << 24)))
 
 
 def dropout(spec: Spec, seed, batch_head, rows, cols, padded_length: int):
-  """A tile's dropout, its keep mask hashed once: x ↦ x with the dropped entries 0 and the kept
-  ones rescaled (x itself without dropout). batch_head = batch row · heads + head."""
+  """A tile's dropout, its keep mask hashed once: x ↦ x with the dropped entries 0, the kept ones rescaled.
+
+  Without dropout, the identity. batch_head = batch row · heads + head.
+  """
   if not spec.dropout_rate:
     return lambda x: x
   keep = dropout_keep(seed, batch_head, rows, cols, padded_length, spec.dropout_rate)

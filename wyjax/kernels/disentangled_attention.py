@@ -1,22 +1,16 @@
-"""DeBERTa's disentangled attention as flash-style Pallas kernels for TPUs (Mosaic; interpret mode
-anywhere): tiles of queries and keys, an online softmax, no [L, L] tensor in HBM. The GPU kernel
-is disentangled_attention_gpu; the tile math, spec and dropout hash both use are
-attention_common's.
+"""DeBERTa's disentangled attention as flash-style Pallas kernels for TPUs (Mosaic; interpreted anywhere).
 
-Scores, for query i and key j at distance d = i - j:
+Scores, for query i and key j at distance d = i - j (without c2p and p2c, plain flash attention: BERT):
 
     s[i, j] = (q_i·k_j + q_i·c2p_table[d] + k_j·p2c_table[d]) / scale
 
-The tables are the relative projections (pos_key, pos_query) already gathered by distance
-(`distance_tables`), so a (query tile, key tile) pair reads one window of 2B consecutive table
-rows: the window's scores are a [B, 2B] matmul, and a strided roll (`_skew`) moves each
-query's row so that its B keys line up (Transformer-XL's "relative shift", done in VMEM).
-Without c2p and p2c this is plain flash attention (BERT).
-
-Attention-probability dropout draws its keep mask from a hash of (seed, batch·head, i, j)
-(`attention_common.dropout_keep`), so the forward and both backward kernels see the same mask
-without storing it. The backward recomputes the scores from the saved log-sum-exp: one kernel accumulates dq (and
-the tables' gradients, over all batch rows and tiles of a head), one dk and dv.
+- The tables are the relative projections gathered by distance (`distance_tables`): a (query tile, key
+  tile) pair scores a window of 2B consecutive rows by a [B, 2B] matmul, and a strided roll (`_skew`)
+  lines each query's B keys up.
+- Dropout hashes its keep mask from (seed, batch·head, i, j) (`attention_common.dropout_keep`): no kernel
+  stores it. The backward recomputes the scores from the saved log-sum-exp: one kernel accumulates dq and
+  the tables' gradients, one dk and dv.
+The GPU kernel is disentangled_attention_gpu; the tile math both use is attention_common's.
 """
 
 import functools
@@ -50,8 +44,10 @@ class Tables(NamedTuple):
 
 
 def distance_tables(pos_key, pos_query, relative_index, padded_length: int) -> Tables:
-  """[2S, heads, d] relative projections (or None) → `Tables`; relative_index maps distances
-  i - j (numpy) to rows of the projections."""
+  """[2S, heads, d] relative projections (or None) → `Tables`.
+
+  relative_index maps distances i - j (numpy) to rows of the projections.
+  """
   if pos_key is None and pos_query is None:
     return Tables()
   descending = relative_index(padded_length - 1 - np.arange(2 * padded_length))
@@ -63,8 +59,10 @@ def distance_tables(pos_key, pos_query, relative_index, padded_length: int) -> T
 
 
 def _window_starts(query_tile, key_tile, tiles: int, block: int):
-  """First rows of a tile pair's windows in the descending and ascending tables: window row w
-  holds distance (i0 - j0) + B - 1 - w, resp. (i0 - j0) - B + 1 + w."""
+  """First rows of a tile pair's windows in the descending and ascending tables.
+
+  Window row w holds distance (i0 - j0) + B - 1 - w, resp. (i0 - j0) - B + 1 + w.
+  """
   descending = (tiles - 1 - query_tile + key_tile) * block
   ascending = (tiles - 1 + query_tile - key_tile) * block
   return pl.multiple_of(descending, block), pl.multiple_of(ascending, block)
@@ -76,10 +74,11 @@ def _skew(x, block: int):
 
 
 def _spread(ds):
-  """[B, B] gradients of a tile's relative scores → [B, 2B] gradients of its window scores, in
-  the opposite table order. `_skew` transposed would roll rows by -a, which Mosaic cannot (nor
-  reverse an axis): reversing the columns by a matmul turns the diagonals i - j into
-  anti-diagonals, which a roll by +a lines up."""
+  """[B, B] gradients of a tile's relative scores → [B, 2B] gradients of its window scores, opposite order.
+
+  `_skew` transposed would roll rows by -a, which Mosaic cannot (nor reverse an axis): reversing the
+  columns by a matmul turns the diagonals i - j into anti-diagonals, which a roll by +a lines up.
+  """
   block = ds.shape[0]
   flip = (
     jax.lax.broadcasted_iota(jnp.int32, (block, block), 0) + jax.lax.broadcasted_iota(jnp.int32, (block, block), 1)
@@ -169,8 +168,7 @@ def _forward_kernel(spec: Spec, tiles: int, *refs):
 
 
 def _score_gradient(spec: Spec, r: common.Refs, query_tile, key_tile, tiles: int):
-  """Recomputes a tile's probabilities: (dropped probabilities, d loss / d unscaled score terms
-  in the compute dtype)."""
+  """A tile's (dropped probabilities, d loss / d unscaled score terms in the compute dtype), recomputed."""
   rows, cols = _positions(spec, query_tile, key_tile)
   s = _scores(spec, r, query_tile, key_tile, tiles, cols)
   p = jnp.exp(s - _to_column(r.lse[...]))
@@ -181,8 +179,10 @@ def _score_gradient(spec: Spec, r: common.Refs, query_tile, key_tile, tiles: int
 
 
 def _dq_kernel(spec: Spec, tiles: int, *refs):
-  """Grid (head, batch, query tile, key tile): dq, and the tables' gradients of this head,
-  accumulated over all batch rows and tiles."""
+  """Grid (head, batch, query tile, key tile): dq, and this head's tables' gradients.
+
+  The tables' gradients accumulate over all batch rows and tiles.
+  """
   grads = ("dc2p",) * spec.c2p + ("dp2c",) * spec.p2c  # [2Lp, d] float32 blocks, resident over a head
   r = common.Refs(_input_names(spec, backward=True) + ("dq",) + grads + ("dq_acc",), refs)
   query_tile, key_tile = pl.program_id(2), pl.program_id(3)
@@ -269,9 +269,11 @@ def _in_specs(spec: Spec, mask_rows: int, d: int, tiles: int, swapped: bool, bac
 
 
 def cost_estimates(spec: Spec, batch: int, heads: int, d: int, itemsize: int, mask_rows: int) -> dict:
-  """FLOPs, exps and HBM bytes of the three kernels, counted as Pallas moves blocks: a block is
-  fetched again whenever its index changes between grid steps, so the tiles indexed by the inner
-  grid axis are read at every step, the others once per outer tile, a table once per head."""
+  """FLOPs, exps and HBM bytes of the three kernels, counted as Pallas moves blocks.
+
+  A block is fetched again whenever its index changes between grid steps: the tiles indexed by the inner
+  grid axis are read at every step, the others once per outer tile, a table once per head.
+  """
   lp = spec.padded_length
   pairs = batch * heads * (lp // spec.block) ** 2  # grid steps
   mm = 2 * spec.block**2 * d  # one [B, d] x [d, B] matmul
@@ -308,10 +310,11 @@ def _table_vmem_bytes(tables: int, lp: int, d: int, itemsize: int) -> int:
 
 
 def _call(kernel, spec: Spec, grid, in_specs, out_shape, out_specs, scratch, semantics, cost, vmem_bytes: int):
-  """pallas_call. vmem_bytes: the resident tables; the scoped VMEM limit is raised to that
-  plus 16 MiB for the tiles. The tables grow with L (at 8192 the dq kernel's take 48 MiB of
-  v5p's 64): beyond what a chip's VMEM holds the compiler refuses with a VMEM out-of-memory
-  error, and streaming the tables' windows instead would be the next step."""
+  """pallas_call, the scoped VMEM limit raised to vmem_bytes (the resident tables) plus 16 MiB for tiles.
+
+  The tables grow with L (at 8192 the dq kernel's take 48 MiB of v5p's 64): beyond what a chip's VMEM
+  holds the compiler refuses with a VMEM out-of-memory error.
+  """
   params = None
   if not spec.interpret:
     params = pltpu.CompilerParams(
@@ -356,10 +359,15 @@ def _forward(spec: Spec, q, k, v, mask, tables: Tables, seed):
 def fused_attention(spec: Spec, q, k, v, mask, tables: Tables, seed):
   """softmax(disentangled scores, masked) · v, dropout on the probabilities.
 
-  q, k, v: [batch, heads, Lp, d] with Lp a multiple of spec.block (keys from spec.length on are
-  never attended); mask: int32 [batch, 1 or Lp, Lp], nonzero where a query may attend a key;
-  tables: `distance_tables` (c2p, p2c entries as spec says); seed: int32 scalar of the dropout
-  hash. Returns [batch, heads, Lp, d].
+  Args:
+    spec: what the kernels are compiled for.
+    q, k, v: [batch, heads, Lp, d], Lp a multiple of spec.block (keys from spec.length on are never attended).
+    mask: int32 [batch, 1 or Lp, Lp], nonzero where a query may attend a key.
+    tables: `distance_tables` (c2p, p2c entries as spec says).
+    seed: int32 scalar of the dropout hash.
+
+  Returns:
+    [batch, heads, Lp, d].
   """
   return _forward(spec, q, k, v, mask, tables, seed)[0]
 

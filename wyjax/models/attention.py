@@ -1,14 +1,11 @@
-"""Which attention an encoder runs (config.attention), and the fused kernels' wiring: padding to
-whole tiles, the relative tables, one kernel per shard of batch rows and heads.
+"""Which attention an encoder runs (config.attention), and the wiring of the fused kernels.
 
-The routes: "xla" (the reference: einsums, the relative terms, a float32 softmax in HBM);
-"cudnn" (cuDNN's flash attention by jax.nn.dot_product_attention, padding as sequence lengths;
-DeBERTa's relative terms a bf16 [batch, heads, L, L] bias, deberta_v2.relative_terms);
-"cudnn_dropout" (the same with cuDNN's own attention dropout, whose masks follow its counter,
-not wyjax's (seed, step): only where a config asks); "pallas" (a fused flash-style kernel: on a
-TPU wyjax.kernels.disentangled_attention, Mosaic; on a GPU disentangled_attention_gpu, Triton;
-on a CPU interpreted, for tests). ROUTES says which one a call takes: read it top to bottom.
-Incremental decoding (one query at a time against a cache) always takes the XLA path.
+The routes (ROUTES, read top to bottom, says which one a call takes):
+- "xla": the reference (einsums, the relative terms, a float32 softmax in HBM);
+- "cudnn": cuDNN's flash attention, padding as sequence lengths, DeBERTa's relative terms as a bias;
+- "cudnn_dropout": the same with cuDNN's own attention dropout, whose masks ignore the run's seed and step;
+- "pallas": a fused kernel (Mosaic on a TPU, Triton on a GPU, interpreted on a CPU).
+Incremental decoding (one query at a time against a cache) always takes "xla".
 """
 
 import contextlib
@@ -29,17 +26,17 @@ from wyjax.kernels import disentangled_attention_gpu as gpu_kernel
 
 TPU_BLOCK = 128  # the lane width: Mosaic's tiles of queries and keys
 INTERPRET_BLOCK = 32  # several tiles per test sequence, cheap to interpret
-# Keys from which "auto" trains through the GPU kernel. On an H200 (docs/benchmarks.md, "GPU"),
-# DeBERTa-base's attention alone: the kernel's forward beat the XLA path at L = 512 and 4096
-# (1.35x, 1.41x); its training pass (forward and backward, dropout) lost at 512 and 1024 (0.71x,
-# 0.77x; the backward adds every score gradient atomically) and won at 4096 (1.34x, in a fifth of
-# the memory). 2048, between, is unmeasured.
+# Keys from which "auto" trains through the GPU kernel: on an H200 its training pass lost to XLA at
+# 512 and 1024 keys (0.71x, 0.77x; the backward adds score gradients atomically) and won at 4096
+# (1.34x, in a fifth of the memory); 2048 is unmeasured (docs/benchmarks.md).
 GPU_KERNEL_TRAINS_FROM = 2048
 
 
 def platform() -> str:
-  """The platform the traced program is for: the mesh's in the train steps (a TPU topology when
-  compiling ahead of time on a CPU host), else the default backend's."""
+  """The platform the traced program is for: the abstract mesh's if any, else the default backend's.
+
+  Under a TPU topology's mesh on a CPU host (compiling ahead of time), that is "tpu".
+  """
   mesh = jax.sharding.get_abstract_mesh()
   return jax.default_backend() if mesh.empty else mesh.abstract_device.platform
 
@@ -74,9 +71,11 @@ class Call:
 
 @dataclasses.dataclass(frozen=True)
 class Route:
-  """A row of ROUTES: `takes` (a route, or None: refused with `refusal`) for the config.attention
-  values `asked` on `platform` when `when(call)`; `evidence` says why (a measured row of
-  docs/benchmarks.md, a compiled program's test, a predicted step)."""
+  """A row of ROUTES: the route that the calls it matches take, and why.
+
+  It matches a call on `platform` under a config.attention in `asked` when `when(call)`. `takes` is the
+  route, or None: refused with `refusal`. `evidence`: a measured row, a compiled program's test, a prediction.
+  """
 
   takes: str | None
   platform: str  # "gpu", "tpu", "cpu", or "any"
@@ -145,7 +144,7 @@ ROUTES = (
     AUTO,
     lambda c: c.short,
     "measured on an H200: the GPU kernel's training pass 0.71x and 0.77x XLA's at 512 and 1,024 keys "
-    "(docs/benchmarks.md, \"The GPU kernel (#41)\")",
+    "(docs/benchmarks.md, \"Fine-tuning, prediction and the attention alone\")",
   ),
   Route(
     "pallas",
@@ -153,7 +152,7 @@ ROUTES = (
     ("auto", "cudnn_dropout", "pallas"),
     lambda c: c.head_dim in gpu_kernel.HEAD_DIMS,
     "measured on an H200: its forward 1.35x and 1.41x XLA's at 512 and 4,096 keys, its training pass 1.34x "
-    "at 4,096 (docs/benchmarks.md, \"The GPU kernel (#41)\")",
+    "at 4,096 (docs/benchmarks.md, \"Fine-tuning, prediction and the attention alone\")",
   ),
   Route(
     None,
@@ -171,7 +170,7 @@ ROUTES = (
     ("auto", "cudnn_dropout", "pallas"),
     lambda c: True,
     "predicted on a v5p: a layer's forward and backward in a fraction of XLA's memory at every length "
-    "(docs/benchmarks.md, \"Attention: the XLA reference vs the fused Pallas kernels\")",
+    "(docs/benchmarks.md, \"TPU predicted (compile-only)\")",
   ),
   Route(
     "pallas",
@@ -201,8 +200,10 @@ def implementation(
   dtype: str = "float32",
   head_dim: int = 64,
 ) -> str:
-  """ "xla", "pallas", "cudnn" or "cudnn_dropout": the route (ROUTES) of a call with these
-  properties (Call's) under config.attention = `choice` on this platform; a refused one raises."""
+  """The route ("xla", "pallas", "cudnn" or "cudnn_dropout") of a call on this platform.
+
+  `choice` is config.attention; the rest are Call's fields. Raises ValueError where ROUTES refuses the call.
+  """
   taken = route(choice, Call(relative, training, dropout, length, padding_only, dtype, head_dim))
   if taken.takes is None:
     raise ValueError(taken.refusal.format(HEAD_DIMS=gpu_kernel.HEAD_DIMS, head_dim=head_dim))
@@ -210,9 +211,11 @@ def implementation(
 
 
 def deterministic_gpu() -> bool:
-  """Whether XLA_FLAGS sets --xla_gpu_deterministic_ops (bare, true or 1; the last mention wins,
-  as XLA reads it), asking for GPU programs that give the same bits every run. XLA makes its own
-  reductions and cuDNN's backward deterministic then; the GPU kernel's atomics it cannot."""
+  """Whether XLA_FLAGS asks for --xla_gpu_deterministic_ops (bare, true or 1; the last mention wins).
+
+  The flag asks for the same bits every run: XLA's reductions and cuDNN's backward comply, the GPU kernel's
+  atomics cannot.
+  """
   deterministic = False
   for flag in os.environ.get("XLA_FLAGS", "").split():
     name, _, value = flag.partition("=")
@@ -222,11 +225,12 @@ def deterministic_gpu() -> bool:
 
 
 def cudnn_serves(*, dropout: bool, padding_only: bool, dtype: str, head_dim: int) -> bool:
-  """Whether cuDNN's flash attention can compute this attention: no attention dropout
-  (jax.nn.dot_product_attention has none), 16-bit inputs, a head dimension that is a multiple of
-  8 up to 128, and padding it can take as sequence lengths. A prefix-LM mask would reach it as a
-  [batch, 1, query, key] bias, whose gradient some jax releases compute in full. DeBERTa's
-  relative terms reach it as a bias (`cudnn_attention`)."""
+  """Whether cuDNN's flash attention can compute this attention.
+
+  It needs no attention dropout (jax.nn.dot_product_attention has none), 16-bit inputs, a head dimension
+  that is a multiple of 8 up to 128, and a padding mask (taken as sequence lengths: a prefix-LM mask would
+  be a [batch, 1, query, key] bias, whose gradient some jax releases compute in full).
+  """
   return (
     not dropout
     and padding_only
@@ -237,24 +241,30 @@ def cudnn_serves(*, dropout: bool, padding_only: bool, dtype: str, head_dim: int
 
 
 def sequence_lengths(key_mask):
-  """Each row's real tokens, as cuDNN takes padding: a [batch, 1, 1, L] mask with the real tokens
-  first; a row of padding alone counts as one token long, so that it stays finite."""
+  """Each row's count of real tokens in a [batch, 1, 1, L] mask, real tokens first: padding as cuDNN takes it.
+
+  A row of padding alone counts as one token long, so that it stays finite.
+  """
   return jnp.maximum(jnp.sum(key_mask[:, 0, 0], axis=-1, dtype=jnp.int32), 1)
 
 
 def cudnn_attention(q, k, v, key_mask, scale: float, bias=None, implementation: str = "cudnn"):
-  """softmax(q·k / scale + bias over the real keys) · v by jax.nn.dot_product_attention (cuDNN's
-  flash attention on GPU; the tests run the same call with implementation="xla"): q, k, v [batch,
-  L, heads, d]; bias: None or [batch, heads, L, L] in q's dtype (DeBERTa's relative terms, its
-  gradient computed by cuDNN's backward); key_mask: boolean [batch, 1, 1, L] (layers.expand_mask
-  of a padding mask) with the real tokens first, as wyjax's batches pad at the end. Unchecked
-  (a check would copy the mask to the host): a row padded at the start or with holes attends
-  the wrong keys (`Bert.__call__` tells its callers).
+  """softmax(q·k / scale + bias, over the real keys) · v, by jax.nn.dot_product_attention.
 
-  The padding reaches cuDNN as sequence lengths, never as a broadcast mask: cuDNN takes a mask
-  only in the full [batch, heads or 1, L, L] shape of a bias. The queries past a row's length
-  come out zero (nobody reads them); a row of padding alone counts as one token long, so that
-  it stays finite."""
+  Args:
+    q, k, v: [batch, L, heads, d].
+    key_mask: boolean [batch, 1, 1, L] (layers.expand_mask of a padding mask), the real tokens first, as
+      wyjax's batches pad at the end. Unchecked (a check would copy it to the host): a row padded at the
+      start or with holes attends the wrong keys.
+    scale: the scores' divisor.
+    bias: None or [batch, heads, L, L] in q's dtype (DeBERTa's relative terms; cuDNN's backward gives its
+      gradient).
+    implementation: "cudnn" (cuDNN's flash attention, on a GPU) or "xla" (the tests).
+
+  Returns:
+    [batch, L, heads, d]; the queries past a row's length are zero (nobody reads them).
+  """
+  # The padding as sequence lengths: cuDNN takes a mask only as a full [batch, heads or 1, L, L] bias.
   lengths = sequence_lengths(key_mask)
   return jax.nn.dot_product_attention(
     q,
@@ -272,13 +282,13 @@ CUDNN_DROPOUT_SEED = 0  # cuDNN's dropout seed is a static integer of the compil
 
 
 def cudnn_dropout_attention(q, k, v, key_mask, scale: float, rate: float, bias=None):
-  """`cudnn_attention` with cuDNN's own attention dropout (config.attention="cudnn_dropout"), by
-  jax's private cuDNN wrapper (jax.nn.dot_product_attention takes no dropout): forward and
-  backward are cuDNN's fused kernels with dropout, nothing [L, L] in HBM but a bias (DeBERTa's
-  relative terms, as in `cudnn_attention`). cuDNN draws the masks
-  from CUDNN_DROPOUT_SEED and a counter XLA keeps per compiled call, so they follow neither the
-  run's seed nor its step, restart when the program is recompiled or a run resumes, and are the
-  same on every device (`warn_cudnn_dropout`; docs/models.md)."""
+  """`cudnn_attention` with cuDNN's own attention dropout at `rate` (config.attention="cudnn_dropout").
+
+  It calls jax's private cuDNN wrapper (jax.nn.dot_product_attention takes no dropout). cuDNN draws the
+  masks from CUDNN_DROPOUT_SEED and a counter XLA keeps per compiled call: they follow neither the run's
+  seed nor its step, restart when the program is recompiled or a run resumes, and are the same on every
+  device (`warn_cudnn_dropout`).
+  """
   lengths = sequence_lengths(key_mask)
   return cudnn_private.dot_product_attention(
     q,
@@ -326,11 +336,17 @@ def fused_attention(
 ):
   """softmax((q·k + q·pos_key[r] + k·pos_query[r]) / scale, masked) · v, fused.
 
-  q, k, v: [batch, L, heads, d]; mask: boolean [batch, 1, 1 or L, L] (layers.expand_mask);
-  pos_key / pos_query: [2S, heads, d] relative projections for c2p / p2c, or None;
-  relative_index: numpy distances i - j → rows r of those projections; target: "tpu" or "gpu",
-  whose kernel runs (default: the platform's; on a CPU, where kernels run interpreted, the TPU
-  one). Returns [batch, L, heads, d].
+  Args:
+    q, k, v: [batch, L, heads, d].
+    mask: boolean [batch, 1, 1 or L, L] (layers.expand_mask).
+    scale: the scores' divisor.
+    dropout_rate, seed: attention dropout, hashed from the int32 `seed` (dropout_seed).
+    pos_key, pos_query: [2S, heads, d] relative projections for c2p / p2c, or None.
+    relative_index: numpy distances i - j → rows r of those projections.
+    target: "tpu" or "gpu", whose kernel runs (default: the platform's; on a CPU, interpreted, the TPU one).
+
+  Returns:
+    [batch, L, heads, d].
   """
   where = platform()
   if target is not None and (target not in ("tpu", "gpu") or where not in (target, "cpu")):
@@ -362,8 +378,11 @@ def fused_attention(
 
 
 def _block(length: int, gpu: bool, interpret: bool) -> int:
-  """Queries and keys per tile. Interpreted: at most INTERPRET_BLOCK, so that test sequences
-  have several tiles; the GPU kernel's a power of two (Triton's tiles) and at least 16."""
+  """Queries and keys per tile.
+
+  Interpreted: at most INTERPRET_BLOCK, so that test sequences have several tiles; the GPU kernel's a power
+  of two (Triton's tiles) and at least 16.
+  """
   if not interpret:
     return gpu_kernel.BLOCK if gpu else TPU_BLOCK
   if gpu:
@@ -372,11 +391,12 @@ def _block(length: int, gpu: bool, interpret: bool) -> int:
 
 
 def _per_shard(kernel, spec: common.Spec):
-  """`kernel` (the TPU or the GPU kernel's module), run by shard_map on each device's batch rows
-  and heads when a mesh is in context (the train steps): XLA cannot partition a Pallas call. The
-  logical axis rules say which mesh axes hold the batch and the heads; each shard hashes its
-  dropout from its own seed, and the tables' gradients, partial sums over a shard's rows, are
-  summed over the batch axes."""
+  """`kernel` (the TPU or GPU kernel's module), run by shard_map per device when a mesh is in context.
+
+  XLA cannot partition a Pallas call. The logical axis rules say which mesh axes hold the batch and the
+  heads; each shard hashes its dropout from its own seed, and the tables' gradients (partial sums over a
+  shard's rows) are summed over the batch axes.
+  """
   mesh = jax.sharding.get_abstract_mesh()
   if mesh.empty:
     return functools.partial(kernel.fused_attention, spec)

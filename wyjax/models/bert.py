@@ -100,7 +100,7 @@ class SelfAttention(nn.Module):
 
 
 class Layer(nn.Module):
-  """Scanned (config.scan_layers): returns (output, None)."""
+  """One post-LN transformer layer; scanned (config.scan_layers), it returns (output, None)."""
 
   config: EncoderConfig
 
@@ -130,16 +130,15 @@ class Bert(nn.Module):
     deterministic: bool = True,
     cache_start=None,
   ):
-    """attention_mask: [batch, key] padding mask or a [batch, query, key] mask (prefix LM).
+    """Encodes `input_ids` [batch, length]; returns the last hidden state.
 
-    A 2-D mask must hold each row's real tokens first and its padding at the end, as wyjax's
-    batches do: on a GPU, where cuDNN serves (`attention.cudnn_serves`: 16-bit, no attention
-    dropout), it reaches cuDNN as each row's number of real tokens, so a row padded at the start
-    or with holes would attend the wrong keys, silently (checking would copy the mask to the
-    host). Pass such a mask as [batch, query, key] (broadcast over the queries), or use
-    attention="xla": the XLA path and the kernels read any mask.
-
-    cache_start: incremental decoding, as in `DebertaV2.__call__`.
+    Args:
+      attention_mask: a [batch, key] padding mask or a [batch, query, key] mask (prefix LM). A 2-D mask must
+        hold each row's real tokens first, as wyjax's batches do: on a GPU where cuDNN serves
+        (`attention.cudnn_serves`), it reaches cuDNN as each row's count of real tokens, unchecked, so a row
+        padded at the start or with holes would attend the wrong keys. Pass such a mask as [batch, query, key]
+        (broadcast over the queries), or use attention="xla": the XLA path and the kernels read any mask.
+      cache_start: incremental decoding, as in `DebertaV2.__call__`.
     """
     cfg = self.config
     if attention_mask is None:

@@ -108,7 +108,7 @@ class EncoderConfig:
   # Scanned layers run per iteration of the scan's loop (nn.scan's unroll); num_hidden_layers or
   # more runs them without a loop, as per-layer modules do, but keeps the params stacked: the
   # optimizer then updates each parameter of all the layers in one kernel (a GPU step launches
-  # ~30% fewer; docs/scaling.md, "One GPU"). Not part of the architecture.
+  # fewer kernels). Not part of the architecture.
   scan_unroll: int = 1
   # "xla" (einsums, the reference), "pallas" (fused kernels; interpreted on CPU), "auto" (pallas
   # on TPU, xla on CPU; see wyjax.models.attention) or "cudnn_dropout" ("auto", with cuDNN's own
@@ -169,20 +169,17 @@ class EncoderConfig:
 
   @property
   def absolute_positions(self) -> bool:
-    """Whether inputs are capped at max_position_embeddings (BERT, RoBERTa, DeBERTa with
-    position_biased_input); relative-only DeBERTa takes any length."""
+    """Whether inputs are capped at max_position_embeddings: all but a relative-only DeBERTa."""
     return self.model_type != "deberta-v2" or self.position_biased_input
 
   @property
   def first_position(self) -> int:
-    """The position id of an input's first token: RoBERTa's count from pad_token_id + 1
-    (transformers' create_position_ids_from_input_ids), the others' from 0."""
+    """The position id of an input's first token: pad_token_id + 1 for RoBERTa, else 0."""
     return self.pad_token_id + 1 if self.model_type == "roberta" else 0
 
   @property
   def max_tokens(self) -> int:
-    """The most tokens an input's absolute positions cover (514 of RoBERTa's positions hold 512
-    tokens when the pad id is 1: `first_position`)."""
+    """The most tokens an input's absolute positions cover (RoBERTa's 514 positions hold 512 with pad id 1)."""
     return self.max_position_embeddings - self.first_position
 
   def forward_flops_per_token(self, length: int, predicted_fraction: float = 1.0) -> float:
@@ -209,8 +206,10 @@ class EncoderConfig:
     return dataclasses.replace(self, **changes)
 
   def without_run_choices(self) -> "EncoderConfig":
-    """This config with how a run executes (remat, scan_unroll, attention) at the defaults: what
-    model.json records, so that whoever loads the model chooses afresh."""
+    """This config with remat, scan_unroll and attention (how a run executes) at their defaults.
+
+    model.json records this, so that whoever loads the model chooses afresh.
+    """
     return self.replace(remat="none", scan_unroll=1, attention="auto")
 
   def to_dict(self) -> dict:

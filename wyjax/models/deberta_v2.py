@@ -150,10 +150,9 @@ class DisentangledAttention(nn.Module):
     return layers.dense(cfg, cfg.hidden_size, ("heads", "kv", "embed"), axis=(-2, -1), name="out")(context)
 
 
-# The most relative rows (2S) a CPU takes by a one-hot matmul rather than a gather. One layer's
-# c2p and p2c, forward and backward, on 2 cores (docs/benchmarks.md): 2S = 64, batch 32 × 4 heads:
-# 17.1 → 8.6 ms at 104 tokens, 953 → 120 ms at 512; 2S = 256, 8 × 12 heads: 34.1 → 32.1 ms at 128,
-# 456 → 291 ms at 512; 2S = 512: 47.7 → 58.1 ms at 128 (slower), 1,280 → 523 ms at 512.
+# The most relative rows (2S) a CPU takes by a one-hot matmul rather than a gather in training: on 2 cores
+# one layer's c2p and p2c, forward and backward, ran faster that way up to 2S = 256 at every length
+# measured, and slower at 2S = 512 on 128 tokens (docs/history/cpu_speed.md).
 ONE_HOT_MOST_ROWS = 256
 
 
@@ -163,16 +162,17 @@ def _take_rows(table, rows):
 
 
 def _take_rows_by_distance(table, rows: np.ndarray):
-  """_take_rows for a whole block's rows ([L, L], a function of i - j alone): each distance's
-  column taken once ([..., q, 2L - 1], `distance_rows`' order) and skewed into place: copies, no
-  matmul. Forward only: its gradient is a scatter-add, costlier than the one-hot's matmul."""
+  """`_take_rows` for a whole block's rows ([L, L], a function of i - j alone), by copies, no matmul.
+
+  Each distance's column is taken once ([..., q, 2L - 1], `distance_rows`' order) and skewed into place.
+  Forward only: its gradient is a scatter-add, costlier than the one-hot's matmul.
+  """
   by_distance = np.concatenate([rows[::-1, 0], rows[0, 1:]])  # distances L - 1, …, 0, …, -(L - 1)
   return skew(jnp.take(table, jnp.asarray(by_distance), axis=-1))
 
 
 def _take_rows_by_one_hot(table, rows: np.ndarray):
-  """_take_rows as a matmul with rows' one-hot [q, k, r], built in the program from an iota: its
-  gradient is a matmul too, where the gather's is a scatter-add."""
+  """`_take_rows` as a matmul with the rows' one-hot [q, k, r]: its gradient is a matmul, not a scatter-add."""
   one_hot = (jnp.asarray(rows)[..., None] == jnp.arange(table.shape[-1])).astype(table.dtype)
   return jnp.einsum("...qr,qkr->...qk", table, one_hot)
 
@@ -180,9 +180,9 @@ def _take_rows_by_one_hot(table, rows: np.ndarray):
 def skew(by_distance: jax.Array) -> jax.Array:
   """[..., L, 2L - 1] → [..., L, L]: out[..., i, j] = by_distance[..., i, j - i + L - 1].
 
-  Transformer-XL's relative shift: the [L, 2L - 1] block read flat with a row pitch of 2L - 2
-  starting at L - 1, so that row i starts i columns further left. Slices and reshapes only, so
-  the gradient (autodiff's) is pads and reshapes: a skew back, no gather or scatter."""
+  Transformer-XL's relative shift: the block read flat with a row pitch of 2L - 2 from L - 1. Slices and
+  reshapes only, so the gradient is pads and reshapes, no gather or scatter.
+  """
   *lead, length, width = by_distance.shape
   if length == 1:
     return by_distance
@@ -192,10 +192,11 @@ def skew(by_distance: jax.Array) -> jax.Array:
 
 
 def _select_rows(projection, rows: np.ndarray):
-  """projection[rows] ([2S, heads, d] → [len(rows), heads, d]) as a product with a static one-hot
-  matrix: its gradient is a matmul too, summed in float32 in a fixed order, where a gather's is a
-  scatter-add in the projection's dtype (bf16) by atomics on a GPU. A few hundred rows: under a
-  thousandth of a layer's FLOPs."""
+  """projection[rows] ([2S, heads, d] → [len(rows), heads, d]) as a product with a static one-hot matrix.
+
+  Its gradient is a matmul summed in float32 in a fixed order, where a gather's is a scatter-add in the
+  projection's dtype by atomics on a GPU.
+  """
   one_hot = jnp.asarray(rows[:, None] == np.arange(projection.shape[0]), projection.dtype)
   return jnp.einsum(
     "cr,rnd->cnd", one_hot, projection, precision=jax.lax.Precision.HIGHEST, preferred_element_type=jnp.float32
@@ -203,9 +204,11 @@ def _select_rows(projection, rows: np.ndarray):
 
 
 def distance_rows(cfg: EncoderConfig, length: int, pos_key, pos_query):
-  """The relative rows of each distance L - 1, …, -(L - 1) ([2L - 1, heads, d]; `_select_rows`
-  of the [2S, heads, d] projections): pos_key's in that order, pos_query's in the reverse (None
-  where the projection is None). What `relative_terms` scores each query (key) against."""
+  """The relative rows of each distance L - 1, …, -(L - 1), which `relative_terms` scores against.
+
+  Returns (pos_key's rows in that order, pos_query's in the reverse), each [2L - 1, heads, d], or None where
+  the projection is None.
+  """
   rows = relative_rows(np.arange(length - 1, -length, -1), cfg)  # distance L - 1 - c at column c
   return (
     None if pos_key is None else _select_rows(pos_key, rows),
@@ -215,12 +218,12 @@ def distance_rows(cfg: EncoderConfig, length: int, pos_key, pos_query):
 
 @jax.custom_vjp
 def _gradients_together(tokens, rows):
-  """The identity, whose backward pass hands on both gradients at once (an optimization barrier):
-  the rows' gradient, a weight gradient read from the layer's [heads, batch · L, 2L - 1] product
-  gradient, is then taken before the tokens' gradient flows on to the layer below. On several
-  GPUs XLA's latency-hiding scheduler deferred it to the end of the step, each layer's product
-  gradients alive until then: DeBERTa-base on eight H100s held 17.8 GiB per GPU against one
-  GPU's 7.0 (32 × 512 each), and 256 × 512 per GPU, 47 GiB on one, did not fit in 80."""
+  """The identity, whose backward pass hands on both gradients at once (an optimization barrier).
+
+  The rows' gradient (read from the layer's [heads, batch · L, 2L - 1] product gradient) is then taken
+  before the tokens' gradient flows on to the layer below. Without it, on several GPUs, XLA's scheduler
+  deferred it to the end of the step, keeping every layer's product gradients alive until then.
+  """
   return tokens, rows
 
 
@@ -230,11 +233,11 @@ _gradients_together.defvjp(
 
 
 def _by_distance(tokens, rows):
-  """[batch, L, heads, d] · [2L - 1, heads, d] → [batch, heads, L, 2L - 1], the token as the
-  product's row, so that XLA:GPU writes it distance-minor ([heads, batch · L, 2L - 1]) and
-  `skew` reads it along rows. jnp.einsum made the distance rows its left operand: written
-  distance-major, the bias's fusion read both products 16,384 elements apart (DeBERTa-base,
-  32 × 512, one H200: 0.83 ms a launch, twice a layer, 20 of the step's 84 ms)."""
+  """[batch, L, heads, d] · [2L - 1, heads, d] → [batch, heads, L, 2L - 1], the token as the product's row.
+
+  XLA:GPU then writes it distance-minor ([heads, batch · L, 2L - 1]) and `skew` reads it along rows
+  (jnp.einsum's order, distance-major, made the bias's fusion read both products with a long stride).
+  """
   tokens, rows = _gradients_together(tokens, rows)
   by_heads = jax.lax.dot_general(tokens, rows, (((3,), (2,)), ((2,), (1,))))  # [heads, batch, L, 2L - 1]
   return by_heads.transpose(1, 0, 2, 3)
@@ -243,9 +246,10 @@ def _by_distance(tokens, rows):
 def relative_terms(q, k, key_rows, query_rows):
   """c2p + p2c, unscaled, of a block from position 0: [batch, heads, L, L] (None without them).
 
-  By distance, not by gather: each query (key) scores all 2L - 1 `distance_rows` in one matmul,
-  and `skew` lines entry (i, j) up with distance i - j. c2p[i, j] = q_i · pos_key[r(i - j)];
-  p2c[i, j] = k_j · pos_query[r(i - j)], skewed per key (distances ascending) and transposed."""
+  By distance, not by gather: each query (key) scores all 2L - 1 `distance_rows` in one matmul, and `skew`
+  lines entry (i, j) up with distance i - j. c2p[i, j] = q_i · pos_key[r(i - j)]; p2c[i, j] =
+  k_j · pos_query[r(i - j)], skewed per key (distances ascending) and transposed.
+  """
   terms = []
   if key_rows is not None:
     terms.append(skew(_by_distance(q, key_rows)))
@@ -255,12 +259,12 @@ def relative_terms(q, k, key_rows, query_rows):
 
 
 def cudnn_relative_attention(cfg: EncoderConfig, q, k, v, mask, scale, pos_key, pos_query, dropout_rate: float):
-  """Attention by cuDNN with the relative terms as its bias, in the compute dtype; the bias's
-  gradient is cuDNN's. The backward pass recomputes the bias (two matmuls and a skew) and
-  cuDNN's forward rather than keep a [batch, heads, L, L] array per layer: 192 MiB per layer at
-  32 × 512 in bf16, 2.2 GiB of DeBERTa-base's step (docs/scaling.md, "One GPU"). With cuDNN's
-  own dropout (attention="cudnn_dropout") the bias is kept: a forward run again would draw
-  another mask than the one its backward pass regenerates."""
+  """Attention by cuDNN with the relative terms as its bias, in the compute dtype; cuDNN gives its gradient.
+
+  The backward pass recomputes the bias (two matmuls and a skew) and cuDNN's forward rather than keep a
+  [batch, heads, L, L] array per layer. With cuDNN's own dropout (`dropout_rate` > 0) the bias is kept: a
+  forward run again would draw another mask than the one its backward pass regenerates.
+  """
 
   def attend(q, k, v, mask, key_rows, query_rows):
     relative = relative_terms(q, k, key_rows, query_rows)
@@ -281,17 +285,16 @@ def cudnn_relative_attention(cfg: EncoderConfig, q, k, v, mask, scale, pos_key, 
 
 
 def xla_attention(cfg: EncoderConfig, q, k, v, mask, scale, pos_key, pos_query, rel_index, deterministic):
-  """The reference: full [batch, heads, q, k] scores and a float32 softmax in HBM. rel_index:
-  the relative rows of a cached block (decoding), whose c2p and p2c are gathered from
-  [.., 2S] tables; None for a whole block from position 0 (`relative_terms`). Called inside
-  DisentangledAttention (its softmax dropout is that module's child).
+  """The reference: full [batch, heads, q, k] scores and a float32 softmax in HBM.
 
-  On a CPU a whole block takes its rows from the tables too, which costs less than scoring all
-  2L - 1 distances: in a forward alone (deterministic: evaluation, prediction, probes) by
-  distance, copies only (the demo's tiny model, 16 × 128 tokens on 2 cores: 28 → 17 ms a
-  forward, the same bits); in training by one-hot matmuls up to ONE_HOT_MOST_ROWS rows, else by
-  XLA's gathers, whose gradients cost less than the copies' scatter-add."""
+  Call it inside DisentangledAttention (its softmax dropout is that module's child). rel_index: the
+  relative rows of a cached block (decoding), whose c2p and p2c are gathered from [.., 2S] tables; None for
+  a whole block from position 0 (`relative_terms`).
+  """
   take_rows = _take_rows
+  # On a CPU a whole block takes its rows from the tables too, cheaper than scoring all 2L - 1 distances:
+  # a forward alone by distance (copies only, the same bits); training by one-hot matmuls up to
+  # ONE_HOT_MOST_ROWS rows, else by XLA's gathers, whose gradients cost less than the copies' scatter-add.
   if rel_index is None and attention.platform() == "cpu":
     rel_index = relative_position_index(np.arange(q.shape[1]), np.arange(k.shape[1]), cfg)
     if deterministic:
@@ -324,7 +327,7 @@ def xla_attention(cfg: EncoderConfig, q, k, v, mask, scale, pos_key, pos_query, 
 
 
 class Layer(nn.Module):
-  """Post-LN transformer layer, as in BERT. Scanned (config.scan_layers): returns (output, None)."""
+  """A post-LN transformer layer, as BERT's; scanned (config.scan_layers), it returns (output, None)."""
 
   config: EncoderConfig
 
@@ -338,7 +341,7 @@ class Layer(nn.Module):
 
 
 class DebertaV2(nn.Module):
-  """Returns the last hidden state [batch, length, hidden]."""
+  """The DeBERTa-v2 encoder: returns the last hidden state [batch, length, hidden]."""
 
   config: EncoderConfig
 
@@ -363,17 +366,17 @@ class DebertaV2(nn.Module):
     deterministic: bool = True,
     cache_start=None,
   ):
-    """attention_mask: [batch, key] padding mask or a [batch, query, key] mask (prefix LM).
+    """Encodes `input_ids` [batch, length]; returns the last hidden state.
 
-    With a 3-D mask the embedding output is zeroed where input_ids == pad_token_id. On a GPU a
-    2-D mask must pad at the end of each row, as `Bert.__call__` says, wherever cuDNN runs (it
-    takes the mask as lengths): without relative_attention, and in training with it (its
-    relative terms as cuDNN's bias, `attention.implementation`); the other paths read any mask.
-
-    cache_start (incremental decoding, with the 'cache' collection mutable): the tokens are at
-    positions cache_start, cache_start + 1, … of a cache as long as attention_mask's last axis
-    ([batch, query, cache]); their keys and values are written there, and they attend to every
-    cached position the mask allows. The first call creates the cache.
+    Args:
+      attention_mask: a [batch, key] padding mask or a [batch, query, key] mask (prefix LM). With a 3-D mask
+        the embedding output is zeroed where input_ids == pad_token_id. On a GPU a 2-D mask must pad at the
+        end of each row wherever cuDNN runs (without relative_attention, and in training with it), as
+        `Bert.__call__` says; the other paths read any mask.
+      cache_start: incremental decoding, with the 'cache' collection mutable. The tokens are at positions
+        cache_start, cache_start + 1, … of a cache as long as attention_mask's last axis ([batch, query,
+        cache]); their keys and values are written there, and they attend to every cached position the
+        mask allows. The first call creates the cache.
     """
     cfg = self.config
     length = input_ids.shape[-1]

@@ -1,4 +1,4 @@
-"""Heads that sit on an encoder. The task heads of fine-tuning join them here."""
+"""Heads that sit on an encoder: the MLM head, the pooler and the fine-tuning tasks' heads."""
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -12,6 +12,7 @@ ABSENT = -1e9  # the logit of a choice or position that is only padding: never p
 
 
 def encoder_class(config: EncoderConfig) -> type[nn.Module]:
+  """The encoder module of `config.model_type`: DebertaV2, or Bert for BERT and RoBERTa."""
   return DebertaV2 if config.model_type == "deberta-v2" else Bert
 
 
@@ -58,9 +59,11 @@ class MaskedLM(nn.Module):
     predict_positions=None,
     cache_start=None,
   ):
-    """Logits [batch, length, vocab], or [batch, K, vocab] at predict_positions [batch, K]
-    (pretraining scores only the masked positions: the head is the costliest part).
-    cache_start: incremental decoding (wyjax.models.prefix_lm)."""
+    """Returns logits [batch, length, vocab], or [batch, K, vocab] at predict_positions [batch, K].
+
+    Pretraining scores only the masked positions (the head is the costliest part). cache_start: incremental
+    decoding (wyjax.models.prefix_lm).
+    """
     hidden = self.encoder(
       input_ids, attention_mask, token_type_ids, position_ids, deterministic=deterministic, cache_start=cache_start
     )
@@ -93,8 +96,10 @@ def pooler_activation(config: EncoderConfig) -> str:
 
 
 class SequenceClassifier(nn.Module):
-  """Encoder → pooler → dropout → dense: transformers' *ForSequenceClassification (DeBERTa-v2,
-  BERT). Params: {'encoder', 'pooler', 'classifier'}."""
+  """Encoder → pooler → dropout → dense: transformers' *ForSequenceClassification (DeBERTa-v2, BERT).
+
+  Params: {'encoder', 'pooler', 'classifier'}.
+  """
 
   config: EncoderConfig
   num_labels: int
@@ -113,11 +118,12 @@ class SequenceClassifier(nn.Module):
 
 
 class MultipleChoice(nn.Module):
-  """[batch, choices, length] → one score per choice via a one-label SequenceClassifier
-  (transformers' *ForMultipleChoice); with labels_per_choice > 1, [batch, choices,
-  labels_per_choice] logits (CCPM's Cls: match / no match per pair). A row of padding only
-  is no choice (C3's questions have 2 to 4): its score is ABSENT.
-  Params: {'scorer': {'encoder', 'pooler', 'classifier'}}."""
+  """[batch, choices, length] → one score per choice, by a one-label SequenceClassifier (*ForMultipleChoice).
+
+  With labels_per_choice > 1: [batch, choices, labels_per_choice] logits (CCPM's Cls: match / no match per
+  pair). A row of padding only is no choice (C3's questions have 2 to 4): its score is ABSENT.
+  Params: {'scorer': {'encoder', 'pooler', 'classifier'}}.
+  """
 
   config: EncoderConfig
   labels_per_choice: int = 1
@@ -138,12 +144,13 @@ class MultipleChoice(nn.Module):
 
 
 class CosineMatch(nn.Module):
-  """CCPM's Match model: a query (row 0) and candidates (rows 1..) encoded separately, each
-  mean-pooled over its tokens; one score per candidate, the cosine similarity with the query
-  times `scale` (the softmax temperature: cosines alone span only [-1, 1]). With
-  two_encoders, the candidates have their own encoder (both start from the pretrained one).
-  [batch, 1 + candidates, length] → [batch, candidates].
-  Params: {'encoder'} (and 'candidate_encoder')."""
+  """CCPM's Match model: [batch, 1 + candidates, length] → [batch, candidates] cosine scores.
+
+  The query (row 0) and the candidates (rows 1..) are encoded separately, each mean-pooled over its tokens;
+  a candidate's score is its cosine similarity with the query times `scale` (the softmax temperature:
+  cosines alone span only [-1, 1]). With two_encoders, the candidates have their own encoder (both start
+  from the pretrained one). Params: {'encoder'} (and 'candidate_encoder').
+  """
 
   config: EncoderConfig
   scale: float = 20.0
@@ -175,7 +182,9 @@ class CosineMatch(nn.Module):
 
 class TokenClassifier(nn.Module):
   """Encoder → dropout → dense per token (transformers' *ForTokenClassification).
-  Params: {'encoder', 'classifier'}."""
+
+  Params: {'encoder', 'classifier'}.
+  """
 
   config: EncoderConfig
   num_labels: int
@@ -190,9 +199,11 @@ class TokenClassifier(nn.Module):
 
 
 class SpanExtractor(nn.Module):
-  """Extractive reading comprehension: [batch, windows, length] → start and end logits
-  [batch, windows, 2, length] (transformers' *ForQuestionAnswering, per window); padding
-  positions score ABSENT. Params: {'encoder', 'qa_outputs'}."""
+  """Extractive reading comprehension: [batch, windows, length] → start and end logits [batch, windows, 2, length].
+
+  transformers' *ForQuestionAnswering, per window; padding positions score ABSENT.
+  Params: {'encoder', 'qa_outputs'}.
+  """
 
   config: EncoderConfig
 
@@ -211,9 +222,11 @@ class SpanExtractor(nn.Module):
 
 
 class SpanPairClassifier(nn.Module):
-  """XuCi's siamese head: both sentences [batch, 2, length] through the encoder in one pass;
-  u and v are the mean last-layer vectors over each sentence's target word (span_mask),
-  [u; v; |u − v|] → dropout → dense without bias. Params: {'encoder', 'classifier'}."""
+  """XuCi's siamese head: both sentences [batch, 2, length] through the encoder in one pass → logits.
+
+  u and v are the mean last-layer vectors over each sentence's target word (span_mask);
+  [u; v; |u − v|] → dropout → dense without bias. Params: {'encoder', 'classifier'}.
+  """
 
   config: EncoderConfig
   num_labels: int = 2

@@ -1,10 +1,8 @@
-"""Pieces both encoder families share: partitioned Dense/Embed/LayerNorm, the
-feed-forward block and masked softmax attention.
+"""Pieces both encoder families share: partitioned Dense/Embed/LayerNorm, feed-forward, masked attention.
 
-Every parameter carries logical axis names (`vocab`, `embed`, `heads`, `kv`, `mlp`), and
-the main activations are constrained by `activation_*` names; `wyjax.core.partitioning`
-maps both onto the (data, fsdp, tensor) mesh. Without logical axis rules in context (outside
-the train steps) the activation constraints do nothing.
+Every parameter carries logical axis names (`vocab`, `embed`, `heads`, `kv`, `mlp`) and the main activations
+`activation_*` ones; `wyjax.core.partitioning` maps both onto the (data, fsdp, tensor) mesh. Without logical
+axis rules in context (outside the train steps) the activation constraints do nothing.
 """
 
 import functools
@@ -22,20 +20,19 @@ from wyjax.models.config import EncoderConfig
 
 
 def gelu(x):
-  """The exact GELU as transformers computes it, x Φ(x) with Φ(x) = (1 + erf(x / √2)) / 2. On
-  accelerators `_erf_gelu`; on the CPU jax.nn.gelu, whose erfc XLA:CPU leaves out of its YNNPACK
-  fusions: those materialise every broadcast they read, and with erf in them WYWMT's evaluation
-  step grew from 1.0 to 1.8 GiB (its vocabulary bias alone 0.7 GiB), the steps no faster."""
+  """The exact GELU as transformers computes it, x Φ(x) with Φ(x) = (1 + erf(x / √2)) / 2."""
+  # On a CPU jax.nn.gelu, whose erfc XLA:CPU leaves out of its YNNPACK fusions: with erf in them, those
+  # materialised every broadcast they read (an evaluation step's memory nearly doubled, no faster).
   return jax.lax.platform_dependent(x, cpu=functools.partial(nn.gelu, approximate=False), default=_erf_gelu)
 
 
 @jax.custom_vjp
 def _erf_gelu(x):
-  """x Φ(x) in float32 inside. XLA emits erf as a short polynomial, where jax.nn.gelu's
-  erfc(-x / √2) expands to a hundred operations per element with exp and divides, and erf's own
-  derivative takes an exp(-x²) accurate to the last bit; the derivative here, Φ(x) + x φ(x),
-  takes a plain exp. On a GPU the activation and its gradient were BERT-base's most expensive
-  kernels after the matmuls (docs/benchmarks.md, #56)."""
+  """x Φ(x) computed in float32 by erf, with the derivative Φ(x) + x φ(x) by a plain exp.
+
+  XLA emits erf as a short polynomial, where jax.nn.gelu's erfc(-x / √2) expands to a hundred operations
+  per element, and erf's own derivative takes an exp(-x²) accurate to the last bit.
+  """
   return _gelu_forward(x)[0]
 
 
@@ -77,22 +74,24 @@ MLP = ("activation_batch", "activation_length", "activation_mlp")  # the feed-fo
 
 
 def constrain(x, names: tuple[str | None, ...]):
-  """x constrained to the mesh axes the logical axis rules give `names`. Not at all when a name
-  has no rule, or outside the train steps (no rules or mesh in context: flax does nothing)."""
+  """x constrained to the mesh axes the logical axis rules give `names`.
+
+  Not at all when a name has no rule, or outside the train steps (no rules or mesh in context).
+  """
   return nn.with_logical_constraint(x, names, fallback=spmd.RulesFallback.NO_CONSTRAINT)
 
 
 def activation(name: str):
+  """The activation function of transformers' name `name` (ACTIVATIONS); raises ValueError for others."""
   if name not in ACTIVATIONS:
     raise ValueError(f"hidden_act {name!r} is not supported; expected one of {sorted(ACTIVATIONS)}")
   return ACTIVATIONS[name]
 
 
 def partitioned(init, names: Sequence[str | None]):
-  """init, its params named by logical axes. rules=(): flax never constrains a param as it unboxes
-  it; inside the train steps, where rules are in context, it would constrain DenseGeneral's flat
-  [in, out] kernel by the names of its [in, heads, kv] shape. The params' shardings are
-  wyjax.core.partitioning's."""
+  """init, its params named by logical axes; the params' shardings are wyjax.core.partitioning's."""
+  # rules=(): flax never constrains a param as it unboxes it (inside the train steps, it would constrain
+  # DenseGeneral's flat [in, out] kernel by the names of its [in, heads, kv] shape).
   return nn.with_logical_partitioning(init, names, rules=())
 
 
@@ -118,15 +117,13 @@ def dense(
 
 
 def take(table, ids, dtype):
-  """table[ids] in `dtype`, as nn.Embed looks rows up: the table cast, its rows gathered. The
-  gradient scatter-adds one row per token into the table. On a GPU that sum is `_summed_sorted`'s;
-  autodiff's scatter-adds in `dtype`, token by token, and in bf16 it was the costliest kernel of
-  DeBERTa-base's step on an H200 (29.7 ms of 117, predicted at 0.04; docs/benchmarks.md), its
-  atomic adds the suspect, queued on the rows thousands of tokens share ([MASK], BERT's one token
-  type). On the CPU and TPU autodiff's: their programs are unchanged. On several GPUs each
-  device sorts its own tokens and the tables' sums are added across them: one sort of every
-  device's tokens had XLA gather their rows to each (compiled for h100:8, an all-reduce of bf16
-  [131,072, 768] per table, where the sums' is the float32 table's size)."""
+  """table[ids] in `dtype`, as nn.Embed looks rows up: the table cast, its rows gathered.
+
+  The gradient scatter-adds one row per token into the table: on a GPU by `_summed_sorted`, on a CPU or TPU
+  by autodiff.
+  """
+  # autodiff's scatter-add in bf16, token by token, was the costliest kernel of DeBERTa-base's step on an
+  # H200 (docs/history/gpu_speed.md), its atomic adds queued on the rows thousands of tokens share ([MASK]).
   return jax.lax.platform_dependent(
     table, ids, cuda=functools.partial(_summed_sorted, dtype), default=functools.partial(_take, dtype)
   )
@@ -138,9 +135,10 @@ def _take(dtype, table, ids):
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _summed_sorted(dtype, table, ids):
-  """`_take`, whose gradient sums each id's rows in the table's float32 with the ids sorted: XLA's
-  scatter then adds each run of equal ids in registers and writes it once (its
-  ScatterWithDistributedIndices, for indices_are_sorted)."""
+  """`_take`, whose gradient sums each id's rows in the table's float32, the ids sorted.
+
+  XLA's scatter then adds each run of equal ids in registers and writes it once (indices_are_sorted).
+  """
   return _take(dtype, table, ids)
 
 
@@ -162,7 +160,8 @@ def _summed_sorted_backward(dtype, residuals, grad):
   batch_axes = (batch_axes,) if isinstance(batch_axes, str) else tuple(batch_axes or ())
   if not batch_axes or ids.shape[0] % math.prod(mesh.shape[axis] for axis in batch_axes):
     return summed(ids, grad), None  # no mesh, or rows that do not split evenly (a small micro-batch)
-  # The train steps (a mesh in context): each device sums its own batch rows, then the sums add up.
+  # The train steps (a mesh in context): each device sums its own batch rows, then the sums add up
+  # (one sort of every device's tokens would gather all their gradient rows to each device).
   batch = jax.sharding.PartitionSpec(batch_axes)
   per_device = jax.shard_map(
     lambda ids, grad: jax.lax.psum(summed(ids, grad), batch_axes),
@@ -186,6 +185,7 @@ class Embed(nn.Embed):
 
 
 def embed(config: EncoderConfig, num: int, features: int, axes: Sequence[str | None], *, name: str) -> Embed:
+  """An Embed of `num` rows of `features`, its table named by the logical `axes`."""
   return Embed(
     num_embeddings=num,
     features=features,
@@ -200,9 +200,10 @@ REMAT_POLICIES = {"full": None, "dots": jax.checkpoint_policies.dots_with_no_bat
 
 
 def remat(layer_cls: type[nn.Module], config: EncoderConfig, static_argnums: tuple[int, ...]):
-  """`layer_cls` rematerialised as config.remat asks ("none": as it is). The params keep their
-  names, so checkpoints and the transformers conversion are the same in every mode.
-  static_argnums count `self` as 0: the Python-valued arguments (deterministic, cache_start)."""
+  """`layer_cls` rematerialised as config.remat asks ("none": as it is); the params keep their names.
+
+  static_argnums count `self` as 0: the Python-valued arguments (deterministic, cache_start).
+  """
   if config.remat == "none":
     return layer_cls
   # Inside a loop, XLA cannot merge the recomputation into the forward pass: no CSE barrier needed.
@@ -213,13 +214,12 @@ def remat(layer_cls: type[nn.Module], config: EncoderConfig, static_argnums: tup
 
 
 def layer_stack(layer_cls: type[nn.Module], config: EncoderConfig, static_argnums: tuple[int, ...]):
-  """The encoder's layers, rematerialised as config.remat asks: modules `layer_<i>`, or with
-  config.scan_layers one module `layers` run by nn.scan (config.scan_unroll layers per loop
-  iteration), whose params are stacked on a leading axis (logical name "layers"). Created in
-  the encoder's setup; `apply_layers` runs either.
+  """The encoder's layers, rematerialised as config.remat asks; create them in setup, run by `apply_layers`.
 
-  Scanned, every argument but the input is the same in each layer (broadcast), dropout draws
-  differ per layer, and the decoding cache is stacked on axis 1 so that its batch axis stays first.
+  Modules `layer_<i>`, or with config.scan_layers one module `layers` run by nn.scan (config.scan_unroll
+  layers per loop iteration), whose params are stacked on a leading axis (logical name "layers"). Scanned,
+  every argument but the input is the same in each layer (broadcast), dropout draws differ per layer, and
+  the decoding cache is stacked on axis 1 so that its batch axis stays first.
   """
   layer_cls = remat(layer_cls, config, static_argnums)
   if not config.scan_layers:
@@ -236,8 +236,7 @@ def layer_stack(layer_cls: type[nn.Module], config: EncoderConfig, static_argnum
 
 
 def apply_layers(stack, config: EncoderConfig, x, *args):
-  """x through the layers of `layer_stack`; a scanned layer returns (x, None), nn.scan's carry
-  and (no) per-layer output."""
+  """x through the layers of `layer_stack` (a scanned one returns nn.scan's carry and no per-layer output)."""
   if config.scan_layers:
     return stack(x, *args)[0]
   for layer in stack:
@@ -246,8 +245,10 @@ def apply_layers(stack, config: EncoderConfig, x, *args):
 
 
 def stack_layers(encoder_params: dict) -> dict:
-  """Encoder params with `layer_0` … `layer_<n-1>` → the scan_layers layout: one `layers` tree,
-  each leaf the n layers' arrays stacked on a new leading axis (numpy)."""
+  """Encoder params with `layer_0` … `layer_<n-1>` → the scan_layers layout (numpy).
+
+  One `layers` tree, each leaf the n layers' arrays stacked on a new leading axis.
+  """
   names = sorted((k for k in encoder_params if k.startswith("layer_")), key=lambda k: int(k[len("layer_") :]))
   rest = {k: v for k, v in encoder_params.items() if k not in names}
   return {**rest, "layers": jax.tree_util.tree_map(lambda *xs: np.stack(xs), *(encoder_params[k] for k in names))}
@@ -325,9 +326,11 @@ def expand_mask(attention_mask: jax.Array) -> jax.Array:
 
 
 def cached_keys_values(module: nn.Module, key, value, start, length: int) -> tuple[jax.Array, jax.Array]:
-  """Writes this block's keys and values [batch, block, heads, d] at position `start` of the
-  module's 'cache' collection (allocated as zeros of `length` positions on the first call) and
-  returns all cached keys and values [batch, length, heads, d]."""
+  """Writes this block's keys and values [batch, block, heads, d] into the 'cache' collection at `start`.
+
+  The cache holds `length` positions, zeros at the first call. Returns all cached keys and values
+  [batch, length, heads, d].
+  """
   shape = (key.shape[0], length) + key.shape[2:]
   cached_key = module.variable("cache", "cached_key", jnp.zeros, shape, key.dtype)
   cached_value = module.variable("cache", "cached_value", jnp.zeros, shape, value.dtype)
@@ -350,14 +353,12 @@ def masked_softmax_attention(scores, mask, value, *, dropout_rate: float, determ
 
 
 def keep_mask(rng: jax.Array, shape: tuple[int, ...], threshold: int) -> jax.Array:
-  """Booleans of `shape`, each True with probability threshold / 2^16: the two 16-bit halves of
-  each word of a counter hashed with rng's two words (murmur3's finaliser after each).
+  """Booleans of `shape`, each True with probability threshold / 2^16, hashed from `rng`.
 
-  The attention probabilities' mask is a step's largest array. jax.random spends a threefry block
-  (20 rounds) on every entry, and on a CPU jax lowers threefry to a loop whose pieces XLA compiles
-  kernel by kernel: a second of a TLC train step's compile (docs/benchmarks.md). The hash is a
-  few integer ops that XLA fuses into the mask's consumer. Counters are built per axis, as
-  jax.random's partitionable threefry builds them, so a sharded mask is drawn where it lives."""
+  Each entry is a 16-bit half of a counter's word hashed with rng's two words (murmur3's finaliser after
+  each): a few integer ops that XLA fuses into the mask's consumer, where jax.random spends a threefry
+  block on every entry. Counters are built per axis, so a sharded mask is drawn where it lives.
+  """
   *lead, last = shape
   half = -(-last // 2)
   words_shape = (*lead, half)
@@ -375,8 +376,11 @@ def keep_mask(rng: jax.Array, shape: tuple[int, ...], threshold: int) -> jax.Arr
 
 
 class Dropout(nn.Module):
-  """nn.Dropout with its mask from `keep_mask`: an entry is kept with probability
-  round(2^16 (1 - rate)) / 2^16, within 2^-17 of 1 - rate, and scaled by its inverse."""
+  """nn.Dropout with its mask from `keep_mask`.
+
+  An entry is kept with probability round(2^16 (1 - rate)) / 2^16, within 2^-17 of 1 - rate, and scaled by
+  its inverse.
+  """
 
   rate: float
 

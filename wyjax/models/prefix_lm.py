@@ -1,17 +1,11 @@
 """An encoder + MLM head run as a prefix LM (UniLM): WYWMT's translation model and its decoding.
 
-Layout: [CLS] source [SEP] target [SEP], token types 0 … 0 | 1 … 1. With c = cumsum(token
-types), query i sees key j iff j is not padding and c[j] <= c[i]: the source sees the whole
-source, each target token the source and the targets up to itself. The logits at position i
-predict token i + 1, from the source's [SEP] to the last target token.
-
-Decoding runs the same `MaskedLM` incrementally. Sources are left-padded into one block
-[pad … pad [CLS] source [SEP]], so every row's next token goes to the same cache slot.
-Relative positions (DeBERTa) see only differences and absolute position ids count from each
-row's [CLS], so this computes what the training layout computes (tests/models/prefix_lm_test.py).
-The block is encoded once into a key/value cache; each new token then runs one position through
-the layers against it. `use_cache=False` re-runs the full forward pass at every step instead
-(the reference the cache is tested and benchmarked against).
+- Layout: [CLS] source [SEP] target [SEP], token types 0 … 0 | 1 … 1. The source sees the whole source, each
+  target token the source and the targets up to itself; the logits at position i predict token i + 1.
+- Decoding runs the same `MaskedLM` incrementally on sources left-padded into one block
+  [pad … pad [CLS] source [SEP]] (every row's next token goes to the same cache slot), encoded once into a
+  key/value cache; position ids count from each row's [CLS], so it computes what the training layout
+  computes. `use_cache=False` re-runs the full forward pass at every step instead (the reference).
 """
 
 import functools
@@ -35,8 +29,7 @@ def attention_mask(token_type_ids, padding_mask) -> jax.Array:
 
 
 def _position_ids(prefix, total: int, model: MaskedLM):
-  """[batch, total] position ids of the left-padded layout: each row counts from its [CLS]
-  (from cfg.first_position, as it does without padding)."""
+  """[batch, total] position ids of the left-padded layout: each row counts from its [CLS] (first_position)."""
   cfg = model.config
   pads = jnp.sum(prefix == cfg.pad_token_id, axis=1, keepdims=True)
   return jnp.maximum(jnp.arange(total) - pads, 0) + cfg.first_position
@@ -57,8 +50,11 @@ def _full_forward(model, params, ids, valid, positions, slot, prefix_length: int
 
 
 def encode_prefix(model: MaskedLM, params, prefix, max_new: int, *, use_cache: bool = True):
-  """Runs the left-padded prefix block [batch, P]; returns (logits of the first target token
-  [batch, vocab], decoding state with room for max_new tokens)."""
+  """Runs the left-padded prefix block [batch, P].
+
+  Returns:
+    (the first target token's logits [batch, vocab], the decoding state with room for max_new tokens).
+  """
   batch, length = prefix.shape
   total = length + max_new
   valid = jnp.pad(prefix != model.config.pad_token_id, ((0, 0), (0, max_new)))
@@ -82,8 +78,11 @@ def encode_prefix(model: MaskedLM, params, prefix, max_new: int, *, use_cache: b
 
 
 def decode_step(model: MaskedLM, params, state: dict, token, slot, prefix_length: int):
-  """Feeds token [batch] (a target token, type 1) at cache slot `slot`; returns (logits of the
-  next token [batch, vocab], new state)."""
+  """Feeds token [batch] (a target token, type 1) at cache slot `slot`.
+
+  Returns:
+    (the next token's logits [batch, vocab], the new state).
+  """
   valid = state["valid"].at[:, slot].set(True)
   position = jax.lax.dynamic_slice_in_dim(state["positions"], slot, 1, axis=1)
   if "ids" in state:
@@ -112,8 +111,11 @@ def _map_rows(fn, state: dict) -> dict:
 
 
 def _constrain(logits, t, limits, sep_id: int, banned_ids: tuple[int, ...]):
-  """No special token but [SEP]; [SEP] not first (a translation is never empty, unless its
-  limit is 1) and the only choice as a row's limits-th token."""
+  """The logits with the tokens banned at step t at -inf.
+
+  No special token but [SEP]; [SEP] not first (a translation is never empty, unless its limit is 1) and
+  the only choice as a row's limits-th token.
+  """
   logits = logits.at[:, jnp.asarray(banned_ids, jnp.int32)].set(-jnp.inf)
   is_sep = jnp.arange(logits.shape[-1]) == sep_id
   must_end = (t + 1 >= limits)[:, None]
@@ -153,9 +155,11 @@ def _beam_search(
   beam_size: int,
   length_penalty: float,
 ):
-  """Beam search; a finished hypothesis scores log p / ((5 + length) / 6) ** length_penalty
-  (GNMT's penalty; length counts the [SEP]). A row stops when no live beam can still beat its
-  beam_size-th finished one."""
+  """Beam search: each row's best finished hypothesis [batch, max_new].
+
+  A finished hypothesis scores log p / ((5 + length) / 6) ** length_penalty (GNMT's penalty; length counts
+  the [SEP]). A row stops when no live beam can still beat its beam_size-th finished one.
+  """
   batch, vocab = logits.shape
   k = beam_size
   penalty = lambda length: ((5.0 + length) / 6.0) ** length_penalty
@@ -209,9 +213,11 @@ def generate(
   length_penalty: float = 0.6,
   use_cache: bool = True,
 ):
-  """Target tokens [batch, max_new] for a left-padded prefix block [batch, P]: each row has at
-  least one token before [SEP], ends with [SEP] (forced as its limits[row]-th token) and is
-  padded after it. beam_size 1: greedy."""
+  """Target tokens [batch, max_new] for a left-padded prefix block [batch, P]; beam_size 1 is greedy.
+
+  Each row has at least one token before [SEP], ends with [SEP] (forced as its limits[row]-th token) and is
+  padded after it.
+  """
   prefix_length = prefix.shape[1]
   logits, state = encode_prefix(model, params, prefix, max_new, use_cache=use_cache)
   step = lambda state, token, t: decode_step(model, params, state, token, prefix_length + t, prefix_length)

@@ -1,6 +1,8 @@
-"""The fine-tuning heads by kind (a Task's `head`): how each is built for a task's labels, how
-one example's row of a batch's logits is cut back to the example's own size, and the
-transformers task model each one is (or why there is none), for wyjax.export."""
+"""The fine-tuning heads by kind (a Task's `head`): HEADS.
+
+Each Head says how it is built for a task's labels, how one example's row of a batch's logits is cut back
+to the example's own size, and which transformers task model it is (or why there is none), for wyjax.export.
+"""
 
 import dataclasses
 from collections.abc import Callable
@@ -22,6 +24,7 @@ from wyjax.models.heads import (
 
 
 def _whole(logits: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+  """The row of logits as it is: it has no per-token or per-window axis."""
   return logits
 
 
@@ -37,9 +40,11 @@ def _per_window(logits: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class Transformers:
-  """The transformers task model a head computes exactly: its class (DebertaV2<suffix>,
-  AutoModel<suffix>), the Hub's pipeline_tag for it, and how its outputs line up with the
-  head's logits."""
+  """The transformers task model a head computes exactly.
+
+  Its class (DebertaV2<suffix>, AutoModel<suffix>), the Hub's pipeline_tag for it, and how its outputs
+  line up with the head's logits.
+  """
 
   suffix: str  # "ForTokenClassification"
   pipeline_tag: str
@@ -55,6 +60,8 @@ POOLED, PER_TOKEN = "pooled", "per_token"
 
 @dataclasses.dataclass(frozen=True)
 class Head:
+  """A kind of fine-tuning head: how to build it, trim its logits, and export it."""
+
   build: Callable[[EncoderConfig, int], nn.Module]  # (encoder config, number of labels) → the model
   trim: Callable[[np.ndarray, tuple[int, ...]], np.ndarray] = _whole  # (row of logits, input_ids shape)
   # (token types, padding mask) → the attention mask, when not the padding mask (the prefix LM's)
