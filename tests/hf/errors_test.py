@@ -77,7 +77,7 @@ def test_conv_kernel_size_is_not_supported(exported, tmp_path):
 
 def test_a_truncated_json_file_names_itself_and_its_line(exported, tmp_path):
   """config.json (hf loading, task model loading) and results.json (a fine-tuning workdir's best
-  run, which predict, translate and export load) cut short: json's bare message named neither."""
+  run, which predict, translate and export load) cut short: the error names the file and line."""
   folder = _copy(exported, tmp_path)
   cut = (folder / "config.json").read_text()[:60]
   (folder / "config.json").write_text(cut)
@@ -90,7 +90,7 @@ def test_a_truncated_json_file_names_itself_and_its_line(exported, tmp_path):
 
 
 def test_json_whose_top_level_is_no_object_names_its_file_and_line(exported, tmp_path):
-  """A config.json or results.json holding an array or a string: .get on it was a traceback."""
+  """A config.json or results.json holding an array or a string: the error names the file and line."""
   folder = _copy(exported, tmp_path)
   (folder / "config.json").write_text('\n  "deberta-v2"\n')
   with pytest.raises(FormatError, match=r"config\.json:2: expected a JSON object, not a string"):
@@ -101,7 +101,7 @@ def test_json_whose_top_level_is_no_object_names_its_file_and_line(exported, tmp
 
 
 def test_non_finite_weights_are_refused_by_every_loader(exported, tmp_path):
-  """wyjax.hf.load (translate, fine-tuning's init) took NaN weights silently, as task models did."""
+  """wyjax.hf.load (translate, fine-tuning's init) refuses weights holding Inf, naming the tensor."""
   folder = _copy(exported, tmp_path)
   tensors = load_file(folder / "model.safetensors")
   tensors["deberta.encoder.layer.0.attention.output.dense.weight"][1, 2] = np.inf
@@ -198,9 +198,9 @@ MISMATCHES = {  # name: (damage of the folder, what the error says, with the fol
 
 @pytest.mark.parametrize("name", MISMATCHES)
 def test_parts_that_do_not_belong_together_are_refused_naming_both_files(exported_bert, name, tmp_path):
-  """A 100-line vocab.txt beside 6,000 embedding rows predicted and fine-tuned with exit 0 (ids
-  past the rows gather NaN, or every other character is [UNK]); a config without vocab_size was
-  a TypeError's traceback, one without hidden_size a missing tensor far from the cause."""
+  """A vocab.txt, vocab_size, hidden_size or positions that are not the weights' (ids past the
+  rows gather NaN, or every other character is [UNK]), or a config without a size, is refused
+  naming the files."""
   folder = _copy(exported_bert, tmp_path)
   damage, says = MISMATCHES[name]
   damage(folder)
@@ -243,9 +243,9 @@ def _swapped(vocab_file):
 
 
 def test_a_vocabulary_in_another_order_is_refused_by_every_loader(exported, tmp_path):
-  """A vocab.txt of the right row count in another order read every character as another, exit 0:
-  only sizes were compared. The vocabulary's SHA-256 in order is recorded (config.json's
-  wyjax_vocab_sha256 by every export, model.json's vocab_sha256 in a workdir) and compared."""
+  """A vocab.txt of the right row count in another order would read every character as another:
+  the vocabulary's SHA-256 in order is recorded (config.json's wyjax_vocab_sha256 by every export,
+  model.json's vocab_sha256 in a workdir) and compared."""
   from tests.hf.task_export_test import _fine_tuned
 
   folder, task_folder, workdir = _copy(exported, tmp_path), tmp_path / "tlc", tmp_path / "workdir"

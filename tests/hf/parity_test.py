@@ -188,8 +188,8 @@ def test_base_model_with_pooler(family, tmp_path):
 
 
 def test_loading_an_export_builds_no_program(tmp_path):
-  """Loading puts the weights on the device as they are: no program per parameter shape (each
-  jnp.asarray was one, compiled on every load into a fresh process, and on a GPU autotuned)."""
+  """Loading puts the weights on the device as they are, compiling no program (a jnp.asarray would
+  compile one per parameter shape, in every fresh process)."""
   folder = export_folder.export(_converted(tiny_models.bert()), tmp_path / "hf")
   built = []
 

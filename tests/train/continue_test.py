@@ -1,8 +1,11 @@
-"""Pretraining continued from a checkpoint (wyjax.train.continuing, issue 61): the loss at step 0
-is the checkpoint's in transformers; a transplanted vocabulary starts far below random weights;
-a frozen first stage leaves the encoder bit for bit; the result exports as the checkpoint's
-family and reproduces it when nothing was learned."""
+"""Pretraining continued from a checkpoint (wyjax.train.continuing).
 
+The init is read on the host in one pass; the loss at step 0 is the checkpoint's in transformers; a
+transplanted vocabulary starts far below random weights; a frozen first stage leaves the encoder bit
+for bit; the result exports as the checkpoint's family and reproduces it when nothing was learned.
+"""
+
+import functools
 import json
 import pathlib
 import signal
@@ -17,6 +20,7 @@ import pytest
 import torch
 import transformers
 
+from tests import checkpoint_files
 from tests.hf import tiny_models
 from tests.train import pretrain_config
 from tests.train.conftest import REPO_ROOT, losses, pretrain_command, pretrain_env, run_pretrain
@@ -24,6 +28,7 @@ from tests.train.pretrain_test import _wait_until
 from wyjax.core import checkpoints
 from wyjax.data import prepare, vocab_map
 from wyjax.data import tokenizer as tk
+from wyjax.models import EncoderConfig, stack_layers, unstack_layers
 from wyjax.train import continuing, mlm, pretraining, program
 
 FAMILIES = ("bert", "roberta", "deberta")
@@ -86,6 +91,66 @@ def test_the_loss_at_step_zero_is_the_checkpoints_in_transformers(family, vocabu
     ).loss.item()
   assert sums["weight"] == scored.sum() > 10
   np.testing.assert_allclose(sums["loss_sum"] / sums["weight"], theirs, rtol=1e-4)
+
+
+def _layer(encoder: dict, i: int) -> dict:
+  """Layer i's params, of per-layer or stacked (scan_layers) encoder params."""
+  return jax.tree_util.tree_map(lambda x: x[i], encoder["layers"]) if "layers" in encoder else encoder[f"layer_{i}"]
+
+
+@pytest.mark.parametrize("scan_layers", (False, True))
+def test_the_init_is_read_converted_and_stacked_on_the_host_in_one_pass(scan_layers, tmp_path):
+  """The run's params at step 0, read from a transformers folder, then from a wyjax workdir in the
+  other layout, with no device transfer (the guard refuses one; an inference model puts every param
+  on the device): each is the tensor saved, laid out by hand here from the PyTorch state dict, as
+  numpy, stacked where the run scans."""
+  hf_model, folder, workdir = tiny_models.bert(), tmp_path / "hf", tmp_path / "workdir"
+  hf_model.save_pretrained(folder)
+  tokenizer = tk.placeholder(hf_model.config.vocab_size)
+  tokenizer.save(folder)
+  model_config = EncoderConfig(
+    **{
+      **continuing.architecture(str(folder), pretrain_config.get_config()),
+      "pad_token_id": tokenizer.pad_id,
+      "scan_layers": scan_layers,
+    }
+  )
+  theirs = {k: v.numpy() for k, v in hf_model.state_dict().items()}
+  layer = lambda i, name: theirs[f"bert.encoder.layer.{i}.{name}"]
+  expected_layers = [
+    {
+      ("attention", "query", "kernel"): layer(i, "attention.self.query.weight").T.reshape(32, 4, 8),
+      ("attention", "value", "bias"): layer(i, "attention.self.value.bias").reshape(4, 8),
+      ("attention", "out", "kernel"): layer(i, "attention.output.dense.weight").T.reshape(4, 8, 32),
+      ("attention_norm", "scale"): layer(i, "attention.output.LayerNorm.weight"),
+      ("mlp", "wi", "kernel"): layer(i, "intermediate.dense.weight").T,
+      ("mlp_norm", "bias"): layer(i, "output.LayerNorm.bias"),
+    }
+    for i in range(2)
+  ]
+  expected = {
+    ("encoder", "embeddings", "word_embeddings", "embedding"): theirs["bert.embeddings.word_embeddings.weight"],
+    ("encoder", "embeddings", "position_embeddings", "embedding"): theirs["bert.embeddings.position_embeddings.weight"],
+    ("mlm_head", "dense", "kernel"): theirs["cls.predictions.transform.dense.weight"].T,
+    ("mlm_head", "bias"): theirs["cls.predictions.bias"],
+  }
+  for init in (folder, workdir):
+    with jax.transfer_guard("disallow_explicit"):
+      params, rows = continuing.initial_params(str(init), model_config, tokenizer.vocab, seed=0)
+    assert rows.endswith("97 rows copied, 0 mapped by OpenCC (simplified/traditional), 0 new"), rows
+    assert all(type(leaf) is np.ndarray for leaf in jax.tree_util.tree_leaves(params))
+    assert ("layers" in params["encoder"]) == scan_layers and ("layer_0" in params["encoder"]) != scan_layers
+    for path, value in expected.items():
+      np.testing.assert_array_equal(functools.reduce(dict.get, path, params), value, err_msg=str(path))
+    for i, layer in enumerate(expected_layers):
+      for path, value in layer.items():
+        np.testing.assert_array_equal(
+          functools.reduce(dict.get, path, _layer(params["encoder"], i)), value, err_msg=f"layer {i} {path}"
+        )
+    if init == folder:  # next, these params as the workdir of a run in the other layout
+      other = unstack_layers(params["encoder"]) if scan_layers else stack_layers(params["encoder"])
+      other_config = model_config.replace(scan_layers=not scan_layers)
+      checkpoint_files.save_params(workdir, 1, {**params, "encoder": other}, other_config, tokenizer)
 
 
 def test_a_typed_model_field_that_contradicts_the_checkpoint_is_refused(hf_folders):

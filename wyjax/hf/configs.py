@@ -47,13 +47,15 @@ REQUIRED_SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attenti
 
 
 class UnsupportedConfigError(ValueError):
-  pass
+  """A config.json of a model wyjax cannot reproduce exactly."""
 
 
 def _model_type(hf: dict, source: str) -> str:
-  """config.json's model_type, or the one its `architectures` name: hfl's first Chinese releases
-  name no model_type (transformers 5 refuses them: "Should have a `model_type` key"; transformers
-  4 guessed from the folder's name, so chinese-roberta-wwm-ext, a BERT, loaded as a RoBERTa)."""
+  """config.json's model_type, or the one its `architectures` name.
+
+  hfl's first Chinese releases name no model_type (transformers 5 refuses them; transformers 4
+  guessed from the folder's name, so chinese-roberta-wwm-ext, a BERT, loaded as a RoBERTa).
+  """
   if hf.get("model_type") is not None:
     return hf["model_type"]
   architectures = hf.get("architectures") or []
@@ -73,6 +75,7 @@ def _model_type(hf: dict, source: str) -> str:
 
 
 def from_hf(hf: dict, source: str = "config.json") -> EncoderConfig:
+  """The EncoderConfig of a transformers config.json's fields; UnsupportedConfigError names `source`."""
   model_type = _model_type(hf, source)
   if model_type not in MODEL_TYPES:
     raise UnsupportedConfigError(
@@ -114,11 +117,10 @@ def from_hf(hf: dict, source: str = "config.json") -> EncoderConfig:
 
 
 def to_hf(config: EncoderConfig, *, legacy: bool | None = None, task_model: str = "ForMaskedLM") -> dict:
-  """A config.json that transformers loads as the task model `task_model` names (the class
-  name's suffix: the MLM model by default), every switch written out.
+  """A config.json that transformers loads as the task model `task_model` names, every switch written out.
 
-  DeBERTa's `relative_attention` defaults to False in transformers' code although its
-  docstring says True, so nothing is left to defaults.
+  task_model: the class name's suffix (the MLM model by default). Nothing is left to transformers'
+  defaults: DeBERTa's `relative_attention` is False in its code although its docstring says True.
   """
   hf = {
     "model_type": config.model_type,

@@ -1,6 +1,11 @@
-"""`wyjax.hf.load(path)`: one handle over a transformers folder or a wyjax checkpoint."""
+"""Reads a transformers folder or a wyjax checkpoint: one code path for every reader.
+
+- `read`: its config, params (host numpy, per layer or stacked) and tokenizer, checked; no model built.
+- `load`: the same as a Model, its params on the device, for inference and export.
+"""
 
 import logging
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
@@ -11,7 +16,7 @@ from etils import epath
 from wyjax.core import checkpoints, storage
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.hf import configs, weights
-from wyjax.models import EncoderConfig, MaskedLM, Pooler, encoder_class, unstack_layers
+from wyjax.models import EncoderConfig, MaskedLM, Pooler, encoder_class, stack_layers, unstack_layers
 
 log = logging.getLogger(__name__)
 
@@ -35,21 +40,32 @@ def init_params(config: EncoderConfig, rng: jax.Array, *, mlm: bool = True, pool
 
 
 def param_shapes(config: EncoderConfig, *, mlm: bool, pooler: bool = False) -> dict:
-  shapes = jax.eval_shape(lambda: init_params(config, jax.random.key(0), mlm=mlm, pooler=pooler))  # traced: no program
+  """The shape of each of init_params' params, traced (no program built, nothing on a device)."""
+  shapes = jax.eval_shape(lambda: init_params(config, jax.random.key(0), mlm=mlm, pooler=pooler))
   return jax.tree_util.tree_map(lambda s: s.shape, shapes)
 
 
 def per_layer(params: dict) -> dict:
-  """Params of a scan_layers model with each encoder's layers unstacked (a multiple-choice
-  model keeps its encoder under 'scorer'; CCPM Match has a 'candidate_encoder' too)."""
+  """Params of a scan_layers model with each encoder's layers unstacked."""
+  return _each_encoder(unstack_layers, params)
+
+
+def _each_encoder(convert, params: dict) -> dict:
+  """Params with `convert` applied to each encoder's params.
+
+  A multiple-choice model keeps its encoder under 'scorer'; CCPM Match has a 'candidate_encoder' too.
+  """
   return {
-    k: unstack_layers(v) if k.endswith("encoder") else per_layer(v) if k == "scorer" else v for k, v in params.items()
+    k: convert(v) if k.endswith("encoder") else _each_encoder(convert, v) if k == "scorer" else v
+    for k, v in params.items()
   }
 
 
 class Model:
-  """An encoder (and MLM head, when the checkpoint has one) with numpy in, numpy out. Its params
-  are per layer, as transformers' are, whatever layout the checkpoint was trained in."""
+  """An encoder (and MLM head, when the checkpoint has one) with numpy in, numpy out.
+
+  Its params are per layer, as transformers' are, whatever layout the checkpoint was trained in.
+  """
 
   def __init__(self, config: EncoderConfig, params: dict, tokenizer: Tokenizer | None = None):
     if config.scan_layers:
@@ -124,12 +140,11 @@ def check_parts(
   vocab_file=None,
   vocab_sha256: str | None = None,
 ) -> None:
-  """Refuses a config, weights and tokenizer that do not belong together, naming two of their
-  files. A token id past the embedding rows is gathered as NaN (a silent wrong answer), a
-  vocabulary smaller than the rows reads every other character as [UNK], one of the right size
-  in another order (or of other tokens) than `vocab_sha256`, what config_file records, reads
-  every character as another, and sizes that differ between config and weights failed far
-  from the cause, at some tensor's shape."""
+  """Refuses a config, weights and tokenizer that do not belong together, naming two of their files.
+
+  Raises PartsError when the embeddings' shapes are not the config's, the tokenizer's size is not
+  its vocab_size, or its tokens in order are not those `vocab_sha256` (config_file's record) names.
+  """
   width = "embedding_size" if config.embedding_size else "hidden_size"
   expected = {
     "word_embeddings": (
@@ -163,8 +178,10 @@ def check_parts(
 
 
 def read_state_dict(folder: epath.Path) -> tuple[dict[str, np.ndarray], str]:
-  """model.safetensors, else pytorch_model.bin (needs torch); float32 numpy arrays. Read
-  whole (the folder may be in a bucket)."""
+  """A folder's model.safetensors, else pytorch_model.bin (needs torch), as float32 numpy arrays, and its path.
+
+  Each file is read whole (the folder may be in a bucket).
+  """
   safetensors_file = folder / "model.safetensors"
   if safetensors_file.exists():
     from safetensors import SafetensorError
@@ -196,8 +213,65 @@ def read_state_dict(folder: epath.Path) -> tuple[dict[str, np.ndarray], str]:
   return {k: v.float().numpy() for k, v in tensors.items()}, str(source)
 
 
-def load_hf(folder) -> Model:
-  folder = epath.Path(folder)
+def files(path) -> list[epath.Path]:
+  """The files `read` reads from `path`: a transformers folder's config, weights and tokenizer, or a workdir's.
+
+  A wyjax workdir's are checkpoints.model_files.
+  """
+  path = epath.Path(path)
+  if not (path / "config.json").exists():
+    return checkpoints.model_files(path)
+  weights_file = "model.safetensors" if (path / "model.safetensors").exists() else "pytorch_model.bin"
+  names = ("config.json", weights_file, "vocab.txt", "tokenizer_config.json")
+  return [path / name for name in names if (path / name).exists()]
+
+
+def architecture(path) -> EncoderConfig:
+  """The encoder config of the model `read` reads from `path`, read without its weights."""
+  path = epath.Path(path)
+  if (path / "config.json").exists():
+    return configs.from_hf(storage.read_json(path / "config.json"), source=str(path / "config.json"))
+  encoder, _ = checkpoints.read_model_info(path)
+  return EncoderConfig.from_dict(encoder)
+
+
+class Checkpoint(NamedTuple):
+  """A model read to the host: its encoder config, params (numpy) and tokenizer (None without a vocab.txt)."""
+
+  config: EncoderConfig
+  params: dict
+  tokenizer: Tokenizer | None
+
+
+def read(path, *, scan_layers: bool = False) -> Checkpoint:
+  """A transformers folder (deberta-v2, bert, roberta) or wyjax checkpoint read to wyjax's layout and checked.
+
+  Host numpy only: no model is built and nothing goes to a device.
+
+  Args:
+    path: a transformers folder (config.json beside model.safetensors or pytorch_model.bin), or a
+      wyjax workdir, its checkpoints folder or one step's folder (model.json).
+    scan_layers: each encoder's layers stacked (the scan_layers layout), else per layer, as
+      transformers' are; the returned config says which.
+
+  Raises:
+    weights.WeightsError: a tensor missing, misshapen, or holding NaN or Inf.
+    PartsError: a config, weights and tokenizer that were not saved together.
+  """
+  path = epath.Path(path)
+  config, params, tokenizer = _read_hf(path) if (path / "config.json").exists() else _read_workdir(path)
+  if config.scan_layers != scan_layers:
+    convert = stack_layers if scan_layers else unstack_layers
+    config, params = config.replace(scan_layers=scan_layers), _each_encoder(convert, params)
+  return Checkpoint(config, params, tokenizer)
+
+
+def load(path) -> Model:
+  """The model `read` reads from `path`, its params per layer on the device."""
+  return Model(*read(path))
+
+
+def _read_hf(folder: epath.Path) -> Checkpoint:
   config_file = folder / "config.json"
   hf = storage.read_json(config_file)
   config = configs.from_hf(hf, source=str(config_file))
@@ -218,35 +292,10 @@ def load_hf(folder) -> Model:
   if unused:
     log.warning("%s: %d tensors not used by wyjax: %s", source, len(unused), ", ".join(unused[:10]))
   weights.check_finite(params, folder)
-  return Model(config, params, tokenizer)
+  return Checkpoint(config, params, tokenizer)
 
 
-def files(path) -> list[epath.Path]:
-  """The files `load` reads from `path`, what a model loaded from it is made of: a transformers
-  folder's config, weights and tokenizer, or a wyjax workdir's (checkpoints.model_files)."""
-  path = epath.Path(path)
-  if not (path / "config.json").exists():
-    return checkpoints.model_files(path)
-  weights_file = "model.safetensors" if (path / "model.safetensors").exists() else "pytorch_model.bin"
-  names = ("config.json", weights_file, "vocab.txt", "tokenizer_config.json")
-  return [path / name for name in names if (path / name).exists()]
-
-
-def architecture(path) -> EncoderConfig:
-  """The encoder config of the model `load` reads from `path`, read without its weights."""
-  path = epath.Path(path)
-  if (path / "config.json").exists():
-    return configs.from_hf(storage.read_json(path / "config.json"), source=str(path / "config.json"))
-  encoder, _ = checkpoints.read_model_info(path)
-  return EncoderConfig.from_dict(encoder)
-
-
-def load(path) -> Model:
-  """A transformers folder (deberta-v2, bert, roberta) or a wyjax checkpoint (a workdir);
-  weights holding NaN or Inf are refused."""
-  path = epath.Path(path)
-  if (path / "config.json").exists():
-    return load_hf(path)
+def _read_workdir(path: epath.Path) -> Checkpoint:
   config, params = checkpoints.restore_model(path)
   weights.check_finite(params, path)
   config = EncoderConfig.from_dict(config)
@@ -261,4 +310,4 @@ def load(path) -> Model:
     tokenizer_dir / "vocab.txt",
     checkpoints.vocab_sha256(path),
   )
-  return Model(config, params, tokenizer)
+  return Checkpoint(config, params, tokenizer)

@@ -25,12 +25,14 @@ Entry = tuple[str, tuple[str, ...], int | None]
 
 
 class WeightsError(ValueError):
-  pass
+  """Weights that cannot be the model's: a tensor missing, misshapen, untied or not finite."""
 
 
 def check_finite(params, source) -> None:
-  """Refuses weights holding NaN or Inf: a model with them predicts nothing, silently. Checked
-  on the host, where they were read (numpy), before they are put on a device."""
+  """Refuses weights holding NaN or Inf (a model with them predicts nothing, silently), raising WeightsError.
+
+  Checked on the host, where they were read (numpy), before they are put on a device.
+  """
   flat, _ = jax.tree_util.tree_flatten_with_path(params)
   broken = [jax.tree_util.keystr(key) for key, x in flat if not np.isfinite(x).all()]
   if broken:
@@ -97,16 +99,17 @@ def mlm_entries(layout: str) -> Iterator[Entry]:
 
 
 def pooler_entries(config: EncoderConfig, prefix: str) -> Iterator[Entry]:
-  """BERT's pooler sits in the base model (`bert.pooler.dense`); DeBERTa's ContextPooler
-  belongs to the task model (`pooler.dense`)."""
+  """The pooler's entry: BERT's in its base model (`bert.pooler.dense`), DeBERTa's in a task model (`pooler.dense`)."""
   yield from _dense(f"{'' if config.model_type == 'deberta-v2' else prefix}pooler.dense", ("pooler", "dense"))
 
 
 def head_entries(config: EncoderConfig, prefix: str, names, *, classification_head: bool = False) -> Iterator[Entry]:
   """A task model's head, for the params of it among `names` (pooler, classifier, qa_outputs).
-  classification_head: RoBERTa's *ForSequenceClassification, whose RobertaClassificationHead
-  is our pooler and classifier (token 0 → dense → tanh → out_proj) named classifier.dense and
-  classifier.out_proj; its base model has no pooler."""
+
+  classification_head: RoBERTa's *ForSequenceClassification, whose RobertaClassificationHead is our
+  pooler and classifier (token 0 → dense → tanh → out_proj) named classifier.dense and
+  classifier.out_proj; its base model has no pooler.
+  """
   if classification_head:
     yield from _dense("classifier.dense", ("pooler", "dense"))
     yield from _dense("classifier.out_proj", ("classifier",))
@@ -168,8 +171,11 @@ def _hf_shape(shape: tuple[int, ...], path: tuple[str, ...], n_in: int | None) -
 def from_hf(
   state_dict: Mapping[str, np.ndarray], config: EncoderConfig, target_shapes: Mapping, *, source: str = "state dict"
 ) -> tuple[dict, list[str]]:
-  """Returns (params, unused transformers keys). target_shapes: a params tree of shapes; a
-  multiple-choice model's (its one-label classifier under 'scorer') gets its params there."""
+  """A transformers state dict as wyjax params (numpy), and the keys it did not use.
+
+  target_shapes: a params tree of shapes; a multiple-choice model's (its one-label classifier
+  under 'scorer') gets its params there. Raises WeightsError for a tensor missing or misshapen.
+  """
   if "scorer" in target_shapes:
     params, unused = from_hf(state_dict, config, target_shapes["scorer"], source=source)
     return {"scorer": params}, unused
@@ -225,9 +231,11 @@ def _check_tied(state_dict: Mapping, entries: list[Entry], source: str) -> set[s
 
 
 def to_hf(params: Mapping, config: EncoderConfig, *, legacy: bool = False) -> dict[str, np.ndarray]:
-  """transformers state dict of the model `params` make: *ForMaskedLM (an MLM head), a task
-  model (a classifier or qa_outputs; a multiple-choice model's under 'scorer'), else a base
-  model (encoder and pooler: *ForMaskedLM has no pooler)."""
+  """The transformers state dict of the model `params` make.
+
+  That is *ForMaskedLM (an MLM head), a task model (a classifier or qa_outputs; a multiple-choice
+  model's under 'scorer'), else a base model (encoder and pooler: *ForMaskedLM has no pooler).
+  """
   multiple_choice = "scorer" in params
   params = params["scorer"] if multiple_choice else params
   task_model = multiple_choice or any(name in params for name in ("mlm_head", "classifier", "qa_outputs"))

@@ -1,11 +1,12 @@
 """Pretraining continued from a checkpoint (config.init), as GuwenBERT was from RoBERTa-wwm-ext.
 
-The checkpoint (a transformers folder of a BERT, RoBERTa or DeBERTa-v2 encoder, a wyjax
-pretraining workdir or export, or a Hub id) decides the architecture; the prepared corpus decides
-the vocabulary: the checkpoint's own, an extension of it, or the corpus's own, into which each
-row is carried from the checkpoint's row for the same token or its OpenCC counterpart
-(wyjax.data.vocab_map). Rows with no source start from the checkpoint's embedding statistics.
-`config.freeze_encoder_steps` trains the embeddings and the MLM head alone first (`trains_first`).
+- The checkpoint (a transformers folder of a BERT, RoBERTa or DeBERTa-v2 encoder, a wyjax
+  pretraining workdir or export, or a Hub id) decides the architecture.
+- The prepared corpus decides the vocabulary: the checkpoint's own, an extension of it, or the
+  corpus's own, into which each row is carried from the checkpoint's row for the same token or its
+  OpenCC counterpart (wyjax.data.vocab_map). Rows with no source start from the checkpoint's
+  embedding statistics.
+- `config.freeze_encoder_steps` trains the embeddings and the MLM head alone first (`trains_first`).
 """
 
 import logging
@@ -17,15 +18,14 @@ from etils import epath
 from wyjax.core import guards, run_config
 from wyjax.data import vocab_map
 from wyjax.hf import export_folder, loading
-from wyjax.models import EncoderConfig, stack_layers
+from wyjax.models import EncoderConfig
 
 # Model fields a run may set over the checkpoint's: how it trains, not what the weights mean.
 TRAINING_CHOICES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 
 
 def local_init(init: str) -> str:
-  """config.init as a local path (a Hub id downloaded: wyjax.hf.hub.fetch); one that names
-  nothing is refused in one line."""
+  """config.init as a local path (a Hub id is downloaded: wyjax.hf.hub.fetch); one naming nothing is refused."""
   if export_folder.hub_id(init):
     from wyjax.hf import hub  # huggingface_hub's HTTP stack only for a Hub id: a GPU image may lack it
 
@@ -38,10 +38,12 @@ def local_init(init: str) -> str:
 
 
 def architecture(init: str, config, typed=()) -> dict:
-  """The checkpoint's encoder fields, with the TRAINING_CHOICES typed on the command line (`typed`:
-  the keys of the --config.* overrides, config_files.typed). Any other --config.model.* typed that
-  differs from the checkpoint's is refused, naming both: the weights are of that architecture; the
-  config file's model is not read."""
+  """The checkpoint's encoder fields, with the TRAINING_CHOICES typed on the command line.
+
+  typed: the keys of the --config.* overrides (config_files.typed). Any other --config.model.*
+  typed that differs from the checkpoint's is refused, naming both: the weights are of that
+  architecture. The config file's model is not read.
+  """
   checkpoint = loading.architecture(init)
   fields = [key.removeprefix("model.") for key in typed if key.startswith("model.")]
   for key in fields:
@@ -66,27 +68,31 @@ def fingerprint(init: str) -> dict:
 
 
 def trains_first(path: tuple[str, ...]) -> bool:
-  """The parameters a frozen first stage trains: the embeddings and the MLM head (not the
-  layers, nor DeBERTa's relative-position table, which belongs to their attention)."""
+  """Whether a frozen first stage trains the param at `path`: the embeddings and the MLM head do.
+
+  The layers do not, nor does DeBERTa's relative-position table, which belongs to their attention.
+  """
   return path[0] == "mlm_head" or path[:2] == ("encoder", "embeddings")
 
 
 def initial_params(init: str, model_config: EncoderConfig, vocab: list[str], seed: int) -> tuple[dict, str]:
-  """The run's params at step 0 (numpy, in `model_config`'s layout): the checkpoint's encoder and
-  MLM head (a fresh head when it has none), with every vocabulary row carried over as
-  vocab_map.row_sources says, and RoBERTa's positions moved with its pad id (the model's pad id is
-  its vocabulary's [PAD]); and a line saying how many rows were copied, mapped and new."""
-  model = loading.load(init)
-  if model.tokenizer is None:
+  """The run's params at step 0 (numpy, in `model_config`'s layout) and a line counting rows copied, mapped, new.
+
+  The params are the checkpoint's encoder and MLM head (a fresh head when it has none), read on the
+  host (loading.read), with every vocabulary row carried over as vocab_map.row_sources says, and
+  RoBERTa's positions moved with its pad id (the model's pad id is its vocabulary's [PAD]).
+  """
+  checkpoint = loading.read(init, scan_layers=model_config.scan_layers)
+  if checkpoint.tokenizer is None:
     raise guards.RunError(f"--config.init {init}: no vocab.txt beside the model; its rows cannot be matched to tokens")
   rng = np.random.default_rng(seed)
-  if "mlm_head" in model.params:
-    head = model.params["mlm_head"]
+  if "mlm_head" in checkpoint.params:
+    head = checkpoint.params["mlm_head"]
   else:
     logging.warning("%s has no MLM head: the run starts one afresh", init)
     head = loading.init_params(model_config.replace(scan_layers=False), jax.random.key(seed))["mlm_head"]
-  params = jax.tree_util.tree_map(np.asarray, {"encoder": model.params["encoder"], "mlm_head": head})
-  sources = vocab_map.row_sources(model.tokenizer.vocab, vocab)
+  params = jax.tree_util.tree_map(np.asarray, {"encoder": checkpoint.params["encoder"], "mlm_head": head})
+  sources = vocab_map.row_sources(checkpoint.tokenizer.vocab, vocab)
   embeddings = params["encoder"]["embeddings"]
   table = embeddings["word_embeddings"]["embedding"]
   embeddings["word_embeddings"]["embedding"] = _carried(
@@ -96,13 +102,11 @@ def initial_params(init: str, model_config: EncoderConfig, vocab: list[str], see
   params["mlm_head"]["bias"] = _carried(bias, sources.rows, np.full(len(vocab), bias.mean(), bias.dtype))
   if model_config.model_type == "roberta":
     embeddings["position_embeddings"]["embedding"] = _positions_moved(
-      embeddings["position_embeddings"]["embedding"], model.config.pad_token_id, model_config.pad_token_id
+      embeddings["position_embeddings"]["embedding"], checkpoint.config.pad_token_id, model_config.pad_token_id
     )
-  if model_config.scan_layers:
-    params["encoder"] = stack_layers(params["encoder"])
   return params, (
-    f"vocabulary {vocab_map.kind(model.tokenizer.vocab, vocab)}, {len(vocab):,} tokens (the "
-    f"checkpoint's {len(model.tokenizer):,}): {sources.describe()}"
+    f"vocabulary {vocab_map.kind(checkpoint.tokenizer.vocab, vocab)}, {len(vocab):,} tokens (the "
+    f"checkpoint's {len(checkpoint.tokenizer):,}): {sources.describe()}"
   )
 
 
@@ -113,9 +117,11 @@ def _carried(rows: np.ndarray, sources: np.ndarray, new: np.ndarray) -> np.ndarr
 
 
 def _positions_moved(table: np.ndarray, old_pad: int, new_pad: int) -> np.ndarray:
-  """RoBERTa's position table for a pad id moved from `old_pad` to `new_pad`: its position ids
-  start after the pad id, so the row of the i-th token moves with it (rows left without a source
-  keep theirs)."""
+  """RoBERTa's position table for a pad id moved from `old_pad` to `new_pad`.
+
+  Its position ids start after the pad id, so the row of the i-th token moves with it (rows left
+  without a source keep theirs).
+  """
   shift = new_pad - old_pad
   moved = table.copy()
   if shift > 0:
