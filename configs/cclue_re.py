@@ -1,6 +1,4 @@
-"""C-CLUE relations: C-CLUE's predicate classification (accuracy = its exact predicate-set match
-per line), its end-to-end triple extraction (triple F1, evaluate_labeling.py's rules), or the
-predicate between a given subject and object (not C-CLUE's task).
+"""C-CLUE relations: predicate classification, triple extraction, or the predicate between given entities.
 
     python -m wyjax.finetune --config=cclue_re.py --workdir=/tmp/cclue_re \\
         --config.data_dir=C-CLUE/raw_data_guwen --config.init=MODEL [--config.seeds=3]
@@ -8,15 +6,15 @@ predicate between a given subject and object (not C-CLUE's task).
         --config.data_dir=C-CLUE/raw_data_guwen --config.init=MODEL --config.predicates_from=/tmp/cclue_re
     python -m wyjax.finetune --config=cclue_re.py:given_entities ...
 
-data_dir holds train_data.json, dev_data.json and test_data.json. The default reads the text
-alone and predicts one of C-CLUE's 25 predicates; the submission is predicate_predict.txt.
-spo is the second stage of C-CLUE's pipeline: for each record's predicate (predicted by the
-cclue_re run in predicates_from for dev and test; without it, the gold one, and the scores
-are then not end to end) it tags the subject and object in [CLS] text [SEP] predicate [SEP];
-its submission is C-CLUE's triple file. given_entities encodes the text with its subject in
-「」 and its object in 『』 and writes its predictions as C-CLUE triples too.
-The learning rate is the one for a base-sized model (base_learning_rate); a smaller model gets a
-larger one, chosen from its size (docs/finetuning.md)."""
+data_dir holds train_data.json, dev_data.json and test_data.json.
+- The default reads the text alone and predicts one of C-CLUE's 25 predicates; accuracy is C-CLUE's
+  exact predicate-set match per line; the submission is predicate_predict.txt.
+- spo, the second stage of C-CLUE's pipeline, tags the subject and object in [CLS] text [SEP] predicate
+  [SEP] for each record's predicate (predicted by the run in predicates_from; without it, the gold one,
+  not end to end); triple F1 by evaluate_labeling.py's rules; its submission is C-CLUE's triple file.
+- given_entities (not C-CLUE's task) encodes the text with its subject in 「」 and its object in 『』,
+  and writes its predictions as C-CLUE triples too.
+"""
 
 from wyjax.train.finetuning import base_config
 

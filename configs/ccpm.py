@@ -7,11 +7,10 @@
     python -m wyjax.finetune --config=ccpm.py:match_shared ...  # Match with one encoder
 
 data_dir holds train.jsonl, valid.jsonl and test_public.jsonl as released; the submission is
-submission/CCPM.jsonl. The CCPM report's Cls classifies each (translation, line) pair as match
-or not and picks the most probable match; its Match encodes translation and lines with two
-encoders and picks the highest cosine (wyjax/tasks/ccpm.py). docs/finetuning.md compares the
-four. The learning rate is the one for a base-sized model (base_learning_rate); a smaller model
-gets a larger one, chosen from its size (docs/finetuning.md)."""
+submission/CCPM.jsonl. Cls classifies each (translation, line) pair and picks the most probable match;
+Match encodes translation and lines with two encoders and picks the highest cosine (wyjax/tasks/ccpm.py;
+docs/finetuning.md compares the four).
+"""
 
 from wyjax.train.finetuning import base_config
 

@@ -2,12 +2,6 @@
 
     python -m wyjax.finetune --config=wywrc.py --workdir=/tmp/wywrc \\
         --config.data_dir=WYWEB/wywrc --config.init=MODEL [--config.seeds=3]
-
-Hyper-parameters: the WYWEB scripts' batch size and learning rate, Table 15's schedule
-(warm-up 0.1, linear decay, weight decay 0.01, eps 1e-6, clip 1.0, at most 10 epochs).
-The learning rate is the one for a base-sized model (base_learning_rate); a smaller model gets a
-larger one, chosen from its size (docs/finetuning.md).
-The published script trains 40 epochs with batch 10; Table 15 caps fine-tuning at 10.
 """
 
 from wyjax.train.finetuning import base_config
@@ -15,7 +9,8 @@ from wyjax.train.finetuning import base_config
 
 def get_config():
   config = base_config("wywrc")
+  # The WYWEB scripts' batch size and learning rate; Table 15's schedule (base_config), at most 10 epochs.
   config.batch_size = 10
-  config.num_epochs = 10
+  config.num_epochs = 10  # the published script's 40 (batch 10), capped as Table 15 caps fine-tuning
   config.base_learning_rate = 1e-05
   return config

@@ -3,26 +3,19 @@
     python -m wyjax.finetune --config=clue/chid.py --workdir=/tmp/chid \\
         --config.data_dir=CLUE/chid --config.init=MODEL [--config.seeds=3]
 
-The folder holds train.json, dev.json (and test1.1.json or test.json) in either released
-layout: FewCLUE's ({"id", "candidates", "content" with one #idiom#, "answer"}) or CLUE's
-(content with several #idiomNNNNNN# blanks, the answers in <split>_answer.json). One row per
-candidate: [CLS] the text with the blank filled with it [SEP], max length 64 in all, the text
-around the blank cut. The blanks of a record take distinct idioms, as CLUE's baseline decodes
-them (--config.joint_blanks=False: each on its own); the submission is
-submission/chid11_predict.json.
-
-Settings, CLUE's README (its per-task tables, the BERT-base row): batch 24, max length 64, 3
-epochs, learning rate 2e-5; warm-up 0.06; a fixed number of epochs (patience 0), the best dev
-checkpoint kept (keep_checkpoint "best_dev"), as CLUE's reading-comprehension scripts
-(run_multichoice_mrc.py, evaluated per epoch); wyjax also evaluates every eval_every steps.
-The learning rate is the one for a base-sized model (base_learning_rate); a smaller model gets a
-larger one, chosen from its size (docs/finetuning.md)."""
+The folder holds train.json, dev.json (and test1.1.json or test.json) in either released layout:
+FewCLUE's ({"id", "candidates", "content" with one #idiom#, "answer"}) or CLUE's (content with several
+#idiomNNNNNN# blanks, the answers in <split>_answer.json). One row per candidate: [CLS] the text with
+the blank filled [SEP], 64 tokens in all. The blanks of a record take distinct idioms, as CLUE's
+baseline decodes them (--config.joint_blanks=False: each on its own); the submission is submission/chid11_predict.json.
+"""
 
 from wyjax.train.finetuning import base_config
 
 
 def get_config():
   config = base_config("chid")
+  # CLUE README's BERT-base row; fixed epochs and the best dev checkpoint, as CLUE's reading-comprehension scripts.
   config.batch_size = 24
   config.num_epochs = 3
   config.base_learning_rate = 2e-05

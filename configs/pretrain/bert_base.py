@@ -1,32 +1,20 @@
-"""BERT-base (absolute positions, token types, per-character masking) on Daizhige, the
-architecture of SIKU-BERT and guwenbert, for comparison with DeBERTa-base.
+"""BERT-base on Daizhige (absolute positions, token types, per-character masking), as SIKU-BERT and guwenbert.
 
     python -m wyjax.pretrain --config=pretrain/bert_base.py --workdir=/ckpt/bert-base \\
         --config.data_dir=/data/daizhige-512
 
-Global batch 256 × 512, 500k steps, peak lr 1e-4, bf16.
+Global batch 256 × 512, 500k steps, peak lr 1e-4, bf16. No attention dropout (hidden dropout stays 0.1),
+as MosaicBERT and ModernBERT pretrain: a GPU then trains through cuDNN's flash attention with wyjax's own
+dropout masks, drawn from (seed, step): exact resume, different masks per device (docs/models.md). Models
+fine-tuned from this one inherit the 0.
 
-No attention dropout (hidden dropout stays 0.1), as MosaicBERT and ModernBERT pretrain: on a GPU
-the attention is then cuDNN's flash attention ("auto"; jax.nn.dot_product_attention has no
-dropout), with nothing [L, L] in memory, and every dropout mask is still wyjax's own, drawn from
-(seed, step): exact resume, different masks per device. With attention dropout the GPU trains
-through the XLA path's [batch, heads, L, L] softmax instead, or through cuDNN's own dropout only
-when asked (attention="cudnn_dropout", which gives those promises up; docs/models.md). Models
-fine-tuned from this one inherit the 0 (model.json).
+Expected, compiled on a CPU (predictions, not measurements; docs/scaling.md): for one H100 at 32 × 512,
+794 kernels per step and 9.0 GiB of buffers; for a v5p-8, predicted with attention dropout 0.1, 6.9 GiB
+HBM per chip, 26 ms per step (memory-bound), 2.49 M tokens/s and an MFU ceiling of 80% (with
+--config.attention=xla: 12.6 GiB, 38 ms, 56%):
 
-The layers' params are stacked and run unrolled (scan_layers, scan_unroll = 12: no loop), so
-AdamW updates each parameter of all twelve layers in one kernel. Compiled for one H100 on a CPU
-(prediction, 2026-11-26, jax 0.12.0.1; docs/scaling.md "One GPU"), 32 × 512: 794 kernels per
-step (1,184 with a kernel per layer's parameter) and 9.0 GiB of buffers.
-
-Checked for a v5p-8 before renting it (docs/scaling.md; predictions, not measurements):
-
-    JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=pretrain/bert_base.py \
+    JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=pretrain/bert_base.py \\
         --compile_only=v5p:2x2x1 --config.batch_size=128
-
-predicted (in an earlier tree, with attention dropout 0.1), with flash attention (the fused
-kernel attention="auto" picks on TPU), 6.9 GiB HBM per chip, 26 ms per step (memory-bound),
-2.49 M tokens/s and an MFU ceiling of 80%; with --config.attention=xla 12.6 GiB, 38 ms and 56%.
 """
 
 from wyjax.train.pretraining import base_config

@@ -1,7 +1,4 @@
-"""DeBERTa-base as WYWEB pretrained it on Daizhige (bozhou/DeBERTa-base's architecture): 12 layers,
-768 hidden, 12 heads, 3072 FFN, relative attention with 128 log buckets, shared keys,
-LayerNorm'ed relative embeddings, p2c|c2p, no absolute positions, no token types, length 512,
-n-gram masking.
+"""DeBERTa-base as WYWEB pretrained it on Daizhige (bozhou/DeBERTa-base's architecture).
 
 A real run (the released checkpoint was saved at step 500,000):
 
@@ -9,35 +6,19 @@ A real run (the released checkpoint was saved at step 500,000):
     python -m wyjax.pretrain --config=pretrain/deberta_base.py --workdir=/ckpt/deberta-base \\
         --config.data_dir=/data/daizhige-512
 
-Global batch 256 × 512 tokens, 500k steps, peak lr 1e-4 after 10k warm-up steps, bf16.
-That is 65.5 B tokens, about 20 epochs of Daizhige's 3.3 B characters. On one H100 at the
-measured throughput (docs/benchmarks.md) budget several days; on a v4-32 use data parallelism
-(docs/distributed.md).
+Global batch 256 × 512 tokens, 500k steps (65.5 B tokens, about 20 epochs of Daizhige's 3.3 B
+characters), peak lr 1e-4 after 10k warm-up steps, bf16: budget several days on one H100
+(docs/benchmarks.md); on a v4-32 use data parallelism (docs/distributed.md). No attention dropout, as
+configs/pretrain/bert_base.py: a GPU trains through cuDNN's fused attention, the relative terms reaching
+it as a bf16 bias (docs/models.md).
 
-No attention dropout (hidden dropout stays 0.1), as configs/pretrain/bert_base.py and for the
-same reason: on a GPU the attention then trains through cuDNN's fused attention, the relative
-terms (by distance and skew) reaching it as a bf16 bias whose gradient cuDNN returns, with no
-float32 [batch, heads, L, L] array, and every dropout mask is still wyjax's own, drawn from
-(seed, step): exact resume, different masks per device. With attention dropout the GPU trains
-through the XLA path's [batch, heads, L, L] softmax instead (docs/models.md). The backward
-pass recomputes the bias (and cuDNN's forward) rather than keep it. The layers' params are
-stacked and run unrolled, as in configs/pretrain/bert_base.py. Compiled for one H100 on a CPU
-(prediction, 2026-11-26, jax 0.12.0.1; docs/scaling.md "One GPU"), 32 × 512: 9.3 GiB (BERT-base
-9.0), 1,153 kernels, cuDNN's attention 12 times forward, 12 again in the backward pass and 12
-backward.
+Expected, compiled on a CPU (predictions, not measurements; docs/scaling.md): for one H100 at 32 × 512,
+9.3 GiB of buffers and 1,153 kernels; for a v5p-8, predicted with attention dropout 0.1, 7.1 GiB HBM per
+chip and 31 ms per step (compute-bound), 2.09 M tokens/s, an MFU ceiling of 75% (with
+--config.attention=xla: 14.4 GiB and 2.3 s per step):
 
-Check a slice before renting it (the real step compiled by libtpu on any CPU host; per-chip
-HBM, predicted step time and MFU ceiling; docs/scaling.md):
-
-    JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=pretrain/deberta_base.py \
+    JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=pretrain/deberta_base.py \\
         --compile_only=v5p:2x2x1 --config.batch_size=128
-
-predicted (in an earlier tree, with attention dropout 0.1), with the fused attention kernels
-that attention="auto" picks on TPU, 7.1 GiB HBM per chip, 72 GiB of HBM traffic and 31 ms per
-step (compute-bound, 2.09 M tokens/s, MFU ceiling 75%; BERT-base with flash attention: 68 GiB,
-26 ms). With --config.attention=xla: 14.4 GiB and
-2.3 s per step, memory-bound on the 5,968 GiB that XLA counts for the relative-attention
-gathers (docs/scaling.md).
 
 The same file describes the architecture for a randomly initialised export:
 

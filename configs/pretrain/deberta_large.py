@@ -1,25 +1,18 @@
-"""DeBERTa-large on Daizhige: 24 layers, 1024 hidden, 16 heads, 4096 FFN, otherwise the
-WYWEB DeBERTa-base recipe (128 buckets, shared keys, p2c|c2p, length 512).
+"""DeBERTa-large on Daizhige: 24 layers, 1024 hidden, 16 heads, 4096 FFN, otherwise WYWEB's DeBERTa-base recipe.
 
     python -m wyjax.pretrain --config=pretrain/deberta_large.py --workdir=/ckpt/deberta-large \\
         --config.data_dir=/data/daizhige-512
 
-Global batch 512 × 512, 300k steps, peak lr 5e-5. ~435 M parameters with optimizer state
-(~7 GB in fp32) fit one accelerator, but FSDP over 8+ devices leaves room for larger
-per-device batches: the mesh below shards parameters and moments over `fsdp`
+Global batch 512 × 512, 300k steps, peak lr 5e-5. The mesh shards parameters and moments over `fsdp`
 (docs/distributed.md).
 
-Check a slice before renting it (docs/scaling.md):
+Expected, compiled on a CPU (predictions, not measurements; docs/scaling.md), as --config.attention=xla
+(before the fused TPU attention kernels; recompile to see the default's figures): 17.3 GiB HBM per chip
+of 88.5, 3.1 s per step, memory-bound on the relative-attention gathers (170 k tokens/s, MFU ceiling
+1.3%); on v5e-256 (`v5e:16x16`, batch 4096) 14.2 of 14.9 GiB.
 
-    JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=pretrain/deberta_large.py \
+    JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=pretrain/deberta_large.py \\
         --compile_only=v5p:4x4x4 --config.batch_size=1024
-
-predicted (compile-only, libtpu 0.0.42.1, before the fused attention kernels, i.e. as
---config.attention=xla) 17.3 GiB HBM per chip of 88.5 with the state sharded over all 64 chips,
-3.1 s per step memory-bound on the relative-attention gathers XLA counts (170 k tokens/s, MFU
-ceiling 1.3%); on v5e-256 (`v5e:16x16`, batch 4096) 14.2 of 14.9 GiB. The default ("auto")
-now compiles the fused kernels on TPU, which removed those gathers for DeBERTa-base
-(docs/scaling.md); recompile to see large's figures.
 """
 
 from wyjax.train.pretraining import base_config
@@ -51,6 +44,7 @@ def get_config():
   config.warmup_steps = 10_000
   config.learning_rate = 5e-5
   config.dtype = "bfloat16"
+  # ~7 GB of fp32 state fits one accelerator; FSDP over 8+ devices leaves room for larger per-device batches.
   config.mesh.data = 1
   config.mesh.fsdp = -1
   config.log_every = 100

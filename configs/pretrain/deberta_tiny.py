@@ -2,27 +2,20 @@
 
     python -m wyjax.pretrain --config=pretrain/deberta_tiny.py --workdir=/tmp/tiny
 
-On a fresh 2-core CPU machine: fetches chinese-poetry 2.0.1 with npm (85 MB), prepares it
-(25 M characters into sequences of 64, a vocabulary of its 6,000 most frequent characters,
-99.7% of the text), then trains 1,500 steps of 32 × 64 tokens with 30% of them masked (n-grams).
-Chosen by the demo's sweep (docs/benchmarks.md, "The embedded demo's recipe"): for
-the CPU time the 13,763-character vocabulary and 16 × 128 batches took, the smaller vocabulary
-and shorter sequences train faster (0.22 against 0.34 CPU-seconds a step), and masking 30%
-rather than 15% (or 40%) gave the best fine-tuned dynasty accuracy. Expected: validation MLM
-loss 5.64 at step 1,500; fine-tuned by `python -m wyjax.demo` (lr 1e-3, PUNC 300 steps, TLC
-750), PUNC F1 80.72 dev / 77.16 test and TLC dynasty accuracy 80.09 / 80.72, against 42.08 /
-41.82 and 76.67 / 79.37 for the linear baseline and 0.00 / 0.00 and 77.76 / 77.28 for this
-architecture from random weights (docs/benchmarks.md, "The embedded demo's recipe").
+It fetches chinese-poetry 2.0.1 with npm (85 MB), prepares it (25 M characters into sequences of 64, a
+vocabulary of its 6,000 most frequent characters, 99.7% of the text), then trains 1,500 steps of 32 × 64
+tokens with 30% of them masked (n-grams); the demo's sweep chose this recipe (docs/history/demo_recipe.md).
 
-On a pod, checked before renting it (the real step compiled by libtpu on a CPU host,
-docs/scaling.md; predictions, not measurements):
+Expected on a 2-core CPU machine: validation MLM loss 5.64 at step 1,500; fine-tuned by
+`python -m wyjax.demo` (lr 1e-3, PUNC 300 steps, TLC 750), PUNC F1 80.72 dev / 77.16 test and TLC
+dynasty accuracy 80.09 / 80.72, against 42.08 / 41.82 and 76.67 / 79.37 for the linear baseline and
+0.00 / 0.00 and 77.76 / 77.28 for this architecture from random weights.
 
-    JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=pretrain/deberta_tiny.py \
+On a pod, compiled on a CPU (predictions, not measurements; docs/scaling.md): 0.26 GiB HBM per chip and
+1.3 ms per step (memory-bound: 3.3 GiB of HBM traffic per chip), 12.8 M tokens/s, an MFU ceiling of 3.1%:
+
+    JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=pretrain/deberta_tiny.py \\
         --compile_only=v5p:2x2x1 --config.batch_size=256
-
-predicts, with the fused attention kernels that attention="auto" picks on TPU, 0.26 GiB HBM
-per chip and 1.3 ms per step (memory-bound: 3.3 GiB of HBM traffic per chip), 12.8 M tokens/s,
-an MFU ceiling of 3.1%.
 """
 
 from wyjax.train.pretraining import base_config

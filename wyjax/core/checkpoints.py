@@ -1,5 +1,4 @@
-"""The wyjax checkpoint layout, shared by pretraining, fine-tuning and export, and the rules
-that keep a run's checkpoints trustworthy.
+"""The wyjax checkpoint layout, shared by pretraining, fine-tuning and export, and its integrity rules.
 
     workdir/
       model.json                   {"encoder": EncoderConfig fields, "heads": [...],
@@ -14,11 +13,11 @@ that keep a run's checkpoints trustworthy.
 
 Other items (the data iterator of pretraining) sit beside `state` in each step folder.
 
-Restoring (`restore_latest`) tells two failures apart. A checkpoint whose tree, shapes or
-dtypes differ from the run's state is *incompatible*: the config changed, so the run stops
-with the differing leaves named and nothing is touched. One that fails its checksums, cannot
-be read or holds non-finite values is *unreadable*: it is moved aside (renamed
-`unreadable-<step>-<time>`, never deleted) and the previous one is tried.
+Restoring (`restore_latest`) tells two failures apart:
+- *incompatible* (tree, shapes or dtypes differ from the run's state): the run stops, naming the
+  differing leaves, and nothing is touched;
+- *unreadable* (fails its checksums, cannot be read, holds non-finite values): it is moved aside
+  (`unreadable-<step>-<time>`, never deleted) and the previous one is tried.
 """
 
 import concurrent.futures
@@ -51,7 +50,9 @@ def manager(
   workdir, *, folder: str = "checkpoints", max_to_keep: int | None = 3, extra_handlers=None, **options
 ) -> ocp.CheckpointManager:
   """The CheckpointManager of workdir/folder; `extra_handlers` adds items beside `state`.
-  Temporary folders of saves that never finished (a killed process) are removed on opening."""
+
+  Temporary folders of saves that never finished (a killed process) are removed on opening.
+  """
   options.setdefault("cleanup_tmp_directories", not options.get("read_only", False))
   workdir = epath.Path(workdir)
   mngr = ocp.CheckpointManager(
@@ -88,9 +89,7 @@ def seal(step_dir) -> None:
 
 
 def integrity_problem(step_dir) -> str | None:
-  """What is wrong with a step folder against its checksums; None when it matches them, or
-  when it has none (a save finished just before the process died, or an older checkpoint:
-  logged as unverified)."""
+  """What is wrong with a step folder against its checksums; None when it matches or has none (logged as unverified)."""
   step_dir = epath.Path(step_dir)
   if not (step_dir / CHECKSUMS).exists():
     logging.warning("%s has no %s: restored without verification", step_dir, CHECKSUMS)
@@ -111,8 +110,7 @@ def integrity_problem(step_dir) -> str | None:
 
 
 def agreed_problem(find, elsewhere: str) -> str | None:
-  """find() (a problem, or None), computed once by process 0 (every process would read every
-  file) and known to all: the others get `elsewhere`, so all stop, or go on, together."""
+  """find() (a problem, or None), computed by process 0 alone; the others get `elsewhere`, so all stop or go on."""
   problem = find() if jax.process_index() == 0 else None
   if jax.process_count() > 1:
     bad = multihost_utils.broadcast_one_to_all(np.int32(problem is not None))
@@ -121,9 +119,11 @@ def agreed_problem(find, elsewhere: str) -> str | None:
 
 
 class Writer:
-  """Saves through a CheckpointManager, seals each save once orbax has finished it (in a
-  background thread on process 0) and turns a failed async save into CheckpointSaveError at
-  the next `poll()`, a step later, not at the next save."""
+  """Saves through a CheckpointManager and seals each save (checksums.json) once orbax has finished it.
+
+  Sealing runs in a background thread on process 0; a failed async save raises CheckpointSaveError at
+  the next `poll()`, a step later.
+  """
 
   def __init__(self, mngr: ocp.CheckpointManager):
     self.mngr = mngr
@@ -204,8 +204,7 @@ class Writer:
 
 
 def tree_differences(saved_tree, target) -> list[str]:
-  """'path: checkpoint …, this run …' for every leaf whose presence, shape or dtype differs
-  between a checkpoint's metadata tree and an abstract target."""
+  """'path: checkpoint …, this run …' for each leaf whose presence, shape or dtype differs from `target`'s."""
 
   def name(key) -> str:  # orbax stores NamedTuple fields as dict keys: compare by name
     return str(getattr(key, "key", getattr(key, "idx", getattr(key, "name", key))))
@@ -238,9 +237,11 @@ def move_aside(mngr: ocp.CheckpointManager, step: int, reason: str = "unreadable
 
 
 def restore_latest(mngr: ocp.CheckpointManager, abstract_state) -> tuple[dict | None, int]:
-  """(state, step) of the latest intact checkpoint, restored into abstract_state's shardings;
-  (None, 0) when there is none. Raises IncompatibleCheckpoint (touching nothing) when the
-  latest readable checkpoint does not fit abstract_state."""
+  """(state, step) of the latest intact checkpoint, restored into abstract_state's shardings; (None, 0) if none.
+
+  Raises:
+    IncompatibleCheckpoint: the latest readable checkpoint does not fit abstract_state (nothing touched).
+  """
   for step in sorted(mngr.all_steps(), reverse=True):
     problem = agreed_problem(
       lambda: integrity_problem(epath.Path(mngr.directory) / str(step)), "failed its checksums on process 0"
@@ -284,8 +285,7 @@ def restore_latest(mngr: ocp.CheckpointManager, abstract_state) -> tuple[dict | 
 
 
 def remove_steps(folder) -> None:
-  """Removes a checkpoint folder's steps (what was set aside there stays), and the folder when
-  that leaves it empty."""
+  """Removes a checkpoint folder's steps (what was set aside stays), and the folder if that empties it."""
   folder = epath.Path(folder)
   for path in folder.iterdir():
     if path.name.isdigit():
@@ -295,8 +295,7 @@ def remove_steps(folder) -> None:
 
 
 def best_run(workdir) -> epath.Path:
-  """The best seed's folder of a fine-tuning workdir: its results.json's best_run, found by name
-  in `workdir` itself, so a copied or moved workdir uses its own seeds, never the original's."""
+  """The best seed's folder of a fine-tuning workdir: results.json's best_run, by name, inside `workdir` itself."""
   results = epath.Path(workdir) / "results.json"
   best = storage.read_json(results).get("best_run")
   if not best:
@@ -312,8 +311,7 @@ def tokenizer_dir(workdir) -> epath.Path:
 
 
 def write_model_info(workdir, encoder: dict, heads, tokenizer=None) -> None:
-  """model.json (the encoder's config fields, the heads' names, the vocabulary's SHA-256 in
-  order) and tokenizer/ of a workdir."""
+  """Writes a workdir's model.json (encoder config, heads' names, vocabulary SHA-256) and tokenizer/."""
   workdir = epath.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   info = {"encoder": encoder, "heads": sorted(heads)}
@@ -345,9 +343,11 @@ def _model_info(workdir) -> dict:
 
 
 def model_files(path) -> list[epath.Path]:
-  """The files restore_model and the tokenizer read from a workdir (or one step's folder):
-  model.json, tokenizer/, and the step's checksums.json, whose SHA-256s stand for its files (a
-  restore checks them), else its files."""
+  """The files a model is restored from, in a workdir or one step's folder.
+
+  model.json, tokenizer/, and the step's checksums.json (its SHA-256s stand for the step's files), else
+  the step's files.
+  """
   workdir, step_dir = _step_dir(path)
   tokenizer = [p for p in sorted(tokenizer_dir(workdir).glob("*")) if p.is_file()]
   sealed = step_dir / CHECKSUMS
@@ -363,8 +363,7 @@ def _workdir_of(path: epath.Path) -> epath.Path:
 
 
 def _step_dir(path) -> tuple[epath.Path, epath.Path]:
-  """(workdir, the step folder a model is read from): `path` itself when it is one step's
-  folder, else its workdir's latest step."""
+  """(workdir, the step folder a model is read from): `path` itself if it is a step's folder, else the latest."""
   path = epath.Path(path)
   workdir = _workdir_of(path)
   step = int(path.name) if path.name.isdigit() and path.parent.name == "checkpoints" else None

@@ -1,13 +1,12 @@
 """How every entry point starts and ends: `cli.run(main)` in place of absl's `app.run(main)`.
 
-A user error ends the process with one line, `wyjax: error: …` (and at most a short hint),
-not a traceback: bad flags and config keys (exit 2), bad input files, missing or wrong paths
-(exit 1). wyjax's modules say "the user must fix this" by raising RunError, ValueError (the
-readers' FormatError among them) or OSError; any other exception is a bug and keeps its
-traceback. `--verbosity` on the command line shows the traceback of user errors too. Ctrl-C
-ends any command with one line and exit 130, SIGTERM with 143 (a training loop first
-checkpoints: guards); one that comes while the command is still starting ends it at once
-(wyjax/__init__.py).
+- A user error ends the process with one line, `wyjax: error: …` (at most a short hint), not a traceback:
+  bad flags and config keys exit 2; bad input files, missing or wrong paths exit 1. `--verbosity` on the
+  command line shows its traceback too.
+- Modules report a user error by raising RunError, ValueError (FormatError among them) or OSError; any
+  other exception is a bug and keeps its traceback.
+- Ctrl-C ends any command with one line and exit 130, SIGTERM with 143 (a training loop first
+  checkpoints: guards); one that comes while the command starts ends it at once (wyjax/__init__.py).
 """
 
 import atexit
@@ -61,9 +60,7 @@ def _parse_flags(argv: list[str]) -> list[str]:
 
 
 def _refuse_non_finite(flag_values) -> None:
-  """Every command's float flags are finite: absl's bounds let NaN through (no comparison with
-  it is true), and no work honours NaN or an infinity. A flag's range is declared with it
-  (absl's lower_bound and upper_bound, checked as the flags are parsed)."""
+  """Refuses a float flag that is not finite: absl's bounds let NaN through (no comparison with it is true)."""
   for name in flag_values:
     flag = flag_values[name]
     if isinstance(flag.parser, flags.FloatParser) and flag.value is not None and not math.isfinite(flag.value):
@@ -71,9 +68,10 @@ def _refuse_non_finite(flag_values) -> None:
 
 
 def _refuse_undecodable(flag_values) -> None:
-  """Every flag's text is UTF-8: bytes that are not (a folder named in GBK) reach Python as lone
-  surrogates, which libraries fail on far into the work (orbax at a fine-tuning's first
-  checkpoint, with a RuntimeError advising to free disk space). Config overrides included."""
+  """Refuses a flag (config overrides included) whose text is not UTF-8, such as a folder named in GBK.
+
+  Such bytes reach Python as lone surrogates, which libraries fail on far into the work.
+  """
   for name in flag_values:
     flag = flag_values[name]
     config_flag = hasattr(type(flag), "override_values")  # ml_collections': its values are --config.<key>=…
@@ -106,18 +104,17 @@ def _message(error: BaseException) -> str:
 
 
 def _undecodable_word(error: UnicodeEncodeError) -> str:
-  """The word (up to whitespace or NUL) of the text being encoded that holds the undecodable
-  bytes, escaped: a file name that came from the disk in GBK ("surrogates not allowed" named no
-  file)."""
+  """The word (up to whitespace or NUL) of the encoded text that holds the undecodable bytes, escaped."""
   word = next(m[0] for m in re.finditer(r"[^\s\0]+", error.object) if m.start() <= error.start < m.end())
   return _escaped(word)
 
 
 class Terminated(BaseException):
-  """SIGTERM outside a training loop, raised wherever the command is, as Ctrl-C raises
-  KeyboardInterrupt: what it was writing is removed on the way out (storage.written_whole),
-  its workers are ended, and it exits with one line and 143 (it died at once, leaving a hidden
-  .partial file and no message)."""
+  """SIGTERM outside a training loop, raised wherever the command is, as Ctrl-C raises KeyboardInterrupt.
+
+  What the command was writing is removed on the way out (storage.written_whole), its workers are
+  ended, and it exits with one line and 143.
+  """
 
 
 _received = []  # the stop signals that came while the command worked, whatever became of their exceptions
@@ -144,8 +141,11 @@ def _stopped(signum: int):
 
 
 def _clean_exit(main, argv):
-  """main(argv), its end as one line. A stop signal ends the command with its line and code even
-  where a library swallowed the exception it raised, or turned it into another."""
+  """Runs main(argv) and reports its end as one line.
+
+  A stop signal ends the command with its line and code even where a library swallowed the exception
+  it raised, or turned it into another.
+  """
   try:
     main(argv)
   except guards.Interrupted as e:
@@ -172,11 +172,11 @@ _GPU_NODES = ("/dev/nvidia0", "/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
 
 
 def look_for_accelerators_only_where_they_can_be() -> None:
-  """With JAX_PLATFORMS unset, JAX tries every backend installed: libtpu (the test extras bring
-  it) then prints its warnings and an `E0000 … TPU_WORKER_HOSTNAMES` line at the start of every
-  command on a machine without a TPU. Where no accelerator's device node exists, JAX is told
-  to start on the CPU alone, as it would after trying; the command's child processes inherit
-  it. A GPU machine keeps JAX's own search (its plugin's platform name is JAX's to choose)."""
+  """Sets JAX_PLATFORMS to the CPU where it is unset and no accelerator's device node exists.
+
+  JAX would otherwise try every backend installed (libtpu prints warnings on a machine without a
+  TPU). Child processes inherit the setting; a GPU machine keeps JAX's own search.
+  """
   if jax.config.jax_platforms or any(glob.glob(p) for p in _TPU_NODES) or any(map(os.path.exists, _GPU_NODES)):
     return
   os.environ["JAX_PLATFORMS"] = "cpu"
@@ -184,9 +184,11 @@ def look_for_accelerators_only_where_they_can_be() -> None:
 
 
 def runs_on_cpu() -> bool:
-  """Whether JAX will compute on the CPU, told without starting it (a multi-host run starts it
-  after jax.distributed.initialize): JAX_PLATFORMS names the CPU alone, or no GPU or TPU
-  plugin (a `jax_plugins` module or entry point, libtpu) is installed."""
+  """Whether JAX will compute on the CPU, told without starting JAX.
+
+  True when JAX_PLATFORMS names the CPU alone, or no GPU or TPU plugin (a `jax_plugins` module or entry
+  point, libtpu) is installed.
+  """
   if jax.config.jax_platforms:
     return set(jax.config.jax_platforms.split(",")) == {"cpu"}
   plugins = importlib.util.find_spec("jax_plugins") or importlib.util.find_spec("libtpu")
@@ -194,11 +196,12 @@ def runs_on_cpu() -> bool:
 
 
 def start_jax_plugins() -> None:
-  """Imports JAX's plugins now, while a stop request still ends the command at once: JAX imports
-  them at its first array, under a bare `except:` that swallowed a Ctrl-C. A platform
-  JAX_PLATFORMS names that no plugin starts is one line with the plugin's own error (it was a
-  51-line AssertionError at the first array); their records go to the log file
-  (logs.held_back)."""
+  """Imports JAX's plugins now, while a stop request still ends the command at once.
+
+  JAX would import them at its first array, under a bare `except:` that swallows a Ctrl-C. A platform
+  JAX_PLATFORMS names that no plugin starts is one line with the plugin's own error; the plugins'
+  records go to the log file (logs.held_back).
+  """
   with logs.held_back(xla_bridge.logger.name) as records:
     xla_bridge._discover_and_register_pjrt_plugins()  # pylint: disable=protected-access
   started = xla_bridge._backend_factories  # pylint: disable=protected-access
@@ -214,18 +217,17 @@ def start_jax_plugins() -> None:
 
 
 def _honour_stop_signals() -> None:
-  """From here on a stop signal raises where the command is (KeyboardInterrupt, Terminated), so
-  what it writes is removed on the way out; one ignored from the start (nohup, a background
-  job) stays ignored, as Unix intends."""
+  """Makes a stop signal raise where the command is (KeyboardInterrupt, Terminated) from here on.
+
+  A signal ignored from the start (nohup, a background job) stays ignored.
+  """
   for signum, handler in ((signal.SIGINT, _interrupt), (signal.SIGTERM, _terminate)):
     if signal.getsignal(signum) != signal.SIG_IGN:
       signal.signal(signum, handler)
 
 
 def _streams_that_hold_chinese() -> None:
-  """A message is always written (characters stderr's encoding lacks are escaped); stdout, which
-  carries results, must hold Chinese: one that cannot (PYTHONIOENCODING=ascii) is refused before
-  any work (build-punc wrote its files, then failed on its summary, naming no stream)."""
+  """Makes stderr escape what its encoding lacks, and refuses a stdout that cannot hold Chinese, before any work."""
   if hasattr(sys.stderr, "reconfigure"):
     sys.stderr.reconfigure(errors="backslashreplace")
   encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
@@ -240,11 +242,9 @@ def _streams_that_hold_chinese() -> None:
 
 
 def run(main) -> None:
-  """app.run(main) with flag errors, user errors and stop signals each ending in one line.
-
-  At exit the objects still alive are frozen out of the garbage collector: the interpreter's
-  last collections over jax, flax, orbax and grain's objects took 0.6–0.9 s of every command's
-  end on 2 cores, to free memory the process gives back anyway."""
+  """app.run(main) with flag errors, user errors and stop signals each ending in one line."""
+  # At exit, live objects are frozen out of the garbage collector: its last collections only free
+  # memory the process gives back anyway, and cost most of a second.
   atexit.register(gc.freeze)
   _streams_that_hold_chinese()
   look_for_accelerators_only_where_they_can_be()

@@ -52,9 +52,7 @@ def resolve(spec: str) -> str:
 
 
 def load(spec: str):
-  """get_config() (with the `:argument` when given) of a packaged config, load('ccpm:match'), or of
-  the config file at an absolute path (another checkout's configs/, as a benchmark of an older
-  commit reads them)."""
+  """get_config() (with the `:argument` if given) of a packaged config, load('ccpm:match'), or of an absolute path."""
   name, _, argument = spec.partition(":")
   path = pathlib.Path(name) if os.path.isabs(name) else packaged(name)
   module_spec = importlib.util.spec_from_file_location(f"wyjax_config_{path.stem}", path)
@@ -64,10 +62,11 @@ def load(spec: str):
 
 
 def _user_error(path: str, error: Exception) -> str:
-  """One line for an error raised while loading the config file `path`: `file:line: error` when
-  the file raised it (a syntax error, a failed import, a mistake in get_config), else the error
-  alone (get_config given an argument it does not take; ml_collections put its traceback in
-  the message, which the flag error then printed)."""
+  """One line for an error raised while loading the config file `path`.
+
+  `file:line: error` when the file raised it (a syntax error, a failed import, a mistake in get_config),
+  else the error alone.
+  """
   if str(error).startswith("Error whilst parsing config file") and error.__context__ is not None:
     error = error.__context__
   same = lambda filename: filename is not None and os.path.abspath(filename) == os.path.abspath(path)
@@ -79,8 +78,7 @@ def _user_error(path: str, error: Exception) -> str:
 
 
 class _ConfigNameParser(flags.ArgumentParser):
-  """config_flags' own parser, given the file a config name resolves to; an error in the file
-  is one line naming its file and line (the flag error that says so), not a traceback."""
+  """config_flags' own parser, given the file a config name resolves to; an error in it is one line, not a traceback."""
 
   def __init__(self, config_file_parser):
     self._config_file_parser = config_file_parser
@@ -107,6 +105,5 @@ def DEFINE_config(
 
 
 def typed(holder, flag_values=flags.FLAGS) -> tuple[str, ...]:
-  """The keys of a config flag's value that the command line set (`--config.model.vocab_size=…`):
-  those a run may refuse where its data decides them otherwise."""
+  """The keys of a config flag's value that the command line set (`--config.model.vocab_size=…`)."""
   return tuple(flag_values[holder.name].override_values)

@@ -1,17 +1,11 @@
 """Why a training loop stops early: a stop signal, or too many non-finite steps in a row.
 
-Both loops (pretraining, fine-tuning) use the same two guards:
-
-* `stop_signals()` turns SIGTERM/SIGINT into a request the loop honours at a step boundary
-  (it checkpoints, then raises `Interrupted`); the previous handlers come back when the loop
-  ends, so Ctrl-C works again in whatever runs next. On several processes the request is
-  agreed every `sync_every` steps (one small all-gather), so all stop at the same step.
-  Long work inside the block that is no step (an evaluation, the final predictions: 45 s of
-  TLC's test set went on after a SIGTERM, then exit 0) calls `honour_stop` between batches.
-* `skip_if_not_finite()` runs inside the jitted step: a non-finite loss or gradient norm keeps
-  the old state (the step counter still advances). `NonFiniteSteps` counts
-  them on the host and raises `NonFiniteError` after `max_in_a_row` in a row, so a state with
-  NaN/Inf is never checkpointed and a diverged run ends with a non-zero exit.
+- `stop_signals()` turns SIGTERM/SIGINT into a request the loop honours at a step boundary: it
+  checkpoints, then raises `Interrupted`. Several processes agree on it every `sync_every` steps. Long
+  work inside the block that is no step (an evaluation) calls `honour_stop` between batches.
+- `skip_if_not_finite()`, inside the jitted step, keeps the old state on a non-finite loss or gradient
+  norm (the step counter still advances); `NonFiniteSteps` raises `NonFiniteError` after `max_in_a_row`
+  such steps, so a state with NaN/Inf is never checkpointed.
 """
 
 import contextlib
@@ -29,8 +23,7 @@ class RunError(Exception):
 
 
 class Interrupted(Exception):
-  """The loop checkpointed and stopped because of a signal (step None: in work between steps,
-  its last checkpoint kept); rerunning resumes."""
+  """The loop checkpointed and stopped because of a signal (step None: between steps); rerunning resumes."""
 
   def __init__(self, signum: int, step: int | None = None):
     self.signum, self.step = signum, step
@@ -50,9 +43,8 @@ class NonFiniteError(RunError):
 
 
 def all_finite(tree) -> jax.Array:
-  """True iff every floating-point element of the tree is finite (each leaf checked on its
-  own: a global norm would overflow for large but finite values, and a restored state is
-  checked eagerly, where stacking leaves would copy them)."""
+  """True iff every floating-point element of the tree is finite."""
+  # Each leaf on its own: a global norm would overflow for large but finite values.
   leaves = [
     jnp.all(jnp.isfinite(x))
     for x in jax.tree_util.tree_leaves(tree)
@@ -62,18 +54,12 @@ def all_finite(tree) -> jax.Array:
 
 
 def skip_if_not_finite(old: dict, new: dict, loss, grad_norm) -> tuple[dict, jax.Array]:
-  """(state, finite): `new` when the loss and the gradients' global norm are finite, else `old`
-  with `new`'s step counter. Inside jit the select fuses into each parameter's update.
+  """(state, finite): `new` when the loss and the gradients' global norm are finite, else `old` with `new`'s step.
 
-  The norm (computed in float32 for clipping anyway, optimizer.global_norm) is finite iff every
-  gradient is, or its squares overflowed (a norm past about 1.8e19: that step is skipped too).
-  The new state needs no check of its own, which would cost a pass over it and a kernel per
-  parameter: from a finite state, AdamW's moments are averages of finite moments and of the
-  clipped gradients, whose squares are finite when the norm is, and a step moves a parameter by
-  at most learning_rate × (max_grad_norm / eps + weight_decay × |p|), which only absurd learning
-  rates take past float32's range (with 1e30, the non-finite tests' rate, the next loss overflows
-  first, and that step is skipped). A checkpoint holding NaN or Inf is set aside when restored
-  (checkpoints.restore_latest)."""
+  The new state needs no check of its own: from a finite state, AdamW with clipped gradients stays
+  finite but for absurd learning rates, whose next loss overflows and is skipped.
+  """
+  # The norm (float32) is finite iff every gradient is, or its squares overflowed: that step is skipped too.
   finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
   kept = jax.tree_util.tree_map(lambda n, o: jnp.where(finite, n, o), new, old)
   return {**kept, "step": new["step"]}, finite
@@ -136,8 +122,10 @@ class StopRequest:
     self.received = signum
 
   def signal_at(self, step: int) -> int:
-    """The signal number to stop on at this step (0: go on). Single process: every step;
-    several: only every `sync_every` steps, where all processes agree (any one received)."""
+    """The signal number to stop on at this step (0: go on).
+
+    Several processes agree only every `sync_every` steps (a signal any one received); one, every step.
+    """
     if jax.process_count() == 1:
       return self.received
     if step % self.sync_every:
@@ -149,18 +137,18 @@ _open_requests: list[StopRequest] = []  # those of the stop_signals blocks open 
 
 
 def honour_stop(count: int) -> None:
-  """Raises Interrupted (no step) once a stop signal came inside a stop_signals block; call it
-  between the batches of long work that is no training step, `count` the batches so far (on
-  several processes, which all make the same calls, agreed every sync_every). Outside a block a
-  signal raises by itself (wyjax.core.cli)."""
+  """Raises Interrupted (no step) once a stop signal came inside a stop_signals block.
+
+  Call it between the batches of long work that is no training step, `count` the batches so far (all
+  processes make the same calls; they agree every sync_every).
+  """
   if _open_requests and (signum := _open_requests[-1].signal_at(count)):
     raise Interrupted(signum)
 
 
 @contextlib.contextmanager
 def stop_signals(sync_every: int = 1):
-  """SIGTERM and SIGINT set a StopRequest for the duration of the block; the handlers that
-  were there before are restored after it."""
+  """Makes SIGTERM and SIGINT set a StopRequest during the block; the previous handlers are restored after it."""
   request = StopRequest(sync_every)
   previous = {sig: signal.signal(sig, request._handle) for sig in (signal.SIGTERM, signal.SIGINT)}
   _open_requests.append(request)

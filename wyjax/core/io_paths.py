@@ -1,12 +1,8 @@
-"""Outputs never land in inputs: each command names every path it reads and every path it
-writes, by the flags the user typed, and refuses before any work, `--overwrite` or not:
+"""Outputs never land in inputs: a command refuses, before any work and `--overwrite` or not.
 
-- an output that is an input or lies inside one (`predict --output=MODEL/vocab.txt`: the model
-  no longer loaded; a corpus `--out` inside its own text source, read back as text by the next
-  build);
-- an input that lies inside what the command writes in its output folder (`finetune
-  --config.init=WORKDIR/seed_0`: the seed it trains from is the seed it writes, and
-  `--fresh_start` moved it aside under the run).
+Each command names the paths it reads and writes by the flags the user typed; it refuses
+- an output that is an input or lies inside one (`predict --output=MODEL/vocab.txt`);
+- an input inside what it writes in its output folder (`finetune --config.init=WORKDIR/seed_0`).
 
 Paths compare by what they name (storage.place: links, `..`, a trailing slash). Standard output
 redirected to a file (`> M/vocab.txt`) is that file.
@@ -40,8 +36,7 @@ def inside(path, folder) -> bool:
 
 
 def check_apart(outputs: dict, inputs: dict, command: str) -> None:
-  """Refuses an output ({flag as typed: path}; standard output as "-") that is one of the inputs
-  ({flag: path}) or lies inside one: writing it would change what the command reads."""
+  """Refuses an output ({flag as typed: path}; stdout as "-") that is one of the inputs ({flag: path}) or inside one."""
   for out_flag, out in outputs.items():
     target = _redirected_stdout() if out == STDOUT else out
     for in_flag, read in inputs.items():
@@ -59,8 +54,7 @@ def check_apart(outputs: dict, inputs: dict, command: str) -> None:
 
 
 def check_not_written(folder_flag: str, folder, written, inputs: dict, command: str) -> None:
-  """Refuses an input ({flag: path}) that lies inside an entry `command` writes in its output
-  folder `folder` (`written`: fnmatch patterns of the folder's entries)."""
+  """Refuses an input ({flag: path}) inside an entry `command` writes in `folder` (`written`: fnmatch patterns)."""
   for flag, read in inputs.items():
     if not inside(read, folder) or _named(read) == _named(folder):
       continue

@@ -1,24 +1,11 @@
-"""One writer per folder: the lock a command holds while it writes a workdir, a prepared corpus
-or an export folder.
+"""One writer per folder: the lock a command holds while it writes a workdir, a prepared corpus or an export.
 
-Two commands writing one folder at once leave files that belong to neither (a manifest of one
-corpus over the shards of another; one run's config beside both runs' metrics), and both exit 0.
-`held(folder, what)` refuses the second in one line naming the first: `Busy`, "FOLDER is being
-written by fine-tuning (process 4242 on host-a, since …)".
-
-On a local disk (or any file system with flock: NFS v4 too) the lock is FOLDER/.wyjax.lock,
-flock()ed for as long as the block runs; the kernel releases it when its process ends, however
-it ends (SIGKILL, the out-of-memory killer), so a lock left by a dead process is taken over by
-the next command, never obeyed for ever. The file holds the holder's process id, host and
-start time, for the message. A lock that cannot be written (a full disk, a read-only one) is
-an error naming it, and leaves nothing behind: neither the lock file nor a folder it created.
-
-In a bucket (gs://), or on a file system without flock (a bucket mounted by gcsfuse), there is
-no flock and no atomic create through `epath`: the lock is the same file, checked, written,
-then read back (the later of two writers sees the other's record and backs off). Two commands
-starting within the same moment can still both pass, and a holder's liveness is known only on
-its own host: a lock whose process is gone from this host is taken over; one from another host
-is obeyed, and the message says to delete the file if that process is gone.
+`held(folder, what)` refuses a second writer in one line naming the first (`Busy`: "FOLDER is being
+written by fine-tuning (process 4242 on host-a, since …)"). The lock is FOLDER/.wyjax.lock, holding the
+holder's process id, host and start time:
+- on a file system with flock it is flock()ed, and released by the kernel however its process ends;
+- in a bucket (gs://) or without flock it is checked, written, then read back: two commands starting
+  at the same moment may both pass, and a holder on another host is obeyed until its file is deleted.
 """
 
 import contextlib
@@ -43,10 +30,17 @@ class Busy(guards.RunError):
 
 @contextlib.contextmanager
 def held(folder, what: str, *, enabled: bool = True):
-  """The block runs as the one writer of `folder` (created when missing, and removed again
-  if it is still empty at the end); `what` names the command in a refusal. Raises Busy when
-  another command holds it. `enabled` False (a multi-process run's other processes: process 0
-  writes for all) holds nothing."""
+  """Runs the block as the one writer of `folder` (created if missing, removed if still empty at the end).
+
+  Args:
+    folder: the folder written.
+    what: names the command, in another command's refusal.
+    enabled: False holds nothing (a multi-process run's other processes: process 0 writes for all).
+
+  Raises:
+    Busy: another command holds the folder.
+    OSError: the lock cannot be written (a full disk, a read-only one); nothing is left behind.
+  """
   if not enabled:
     yield
     return

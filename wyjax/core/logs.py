@@ -1,13 +1,8 @@
-"""Where an entry point's log records go: the terminal shows wyjax's own lines (progress, one per
-phase, warnings and errors), one line each; all else goes to a log file: orbax, TFDS, JAX and
-grain, their errors too (a failure that matters is raised, and ends the command with one line),
-tracebacks, exceptions raised where nothing can catch them (sys.unraisablehook), and what C++
-libraries (XLA, tensorstore) write to the process's stderr themselves. A full disk under an
-async save is one line, not the traceback of every writer thread; a log file that cannot be
-written (the same full disk) drops its records after one warning.
+"""Where an entry point's log records go: wyjax's own lines to the terminal, all else to a log file.
 
-`--verbosity=0` (or `-v 0`) on the command line turns this off: absl then prints every record
-at that level on the terminal, as it does by default.
+The terminal shows wyjax's lines (progress, phases, warnings, errors), one line each. The log file gets
+the libraries' records (orbax, TFDS, JAX, grain), tracebacks, unraisable exceptions, and what C++
+libraries write to stderr themselves. `--verbosity=0` (or `-v 0`) turns this off: absl's handler stays.
 """
 
 import contextlib
@@ -39,9 +34,7 @@ class _TerminalFormatter(logging.Formatter):
 
 
 class _LogFile(logging.FileHandler):
-  """The log file. A record it cannot write (its disk full) is dropped, with one warning on the
-  terminal the first time, never logging's own traceback per record: a full disk at fine-tuning's
-  first checkpoint printed six "--- Logging error ---" tracebacks, 522 lines in all."""
+  """The log file; a record it cannot write (its disk full) is dropped, with one warning the first time."""
 
   failed = False
 
@@ -71,9 +64,10 @@ _held: list[logging.LogRecord] = []  # records held back until the log file open
 
 @contextlib.contextmanager
 def held_back(logger_name: str):
-  """The records a library logs in the block (yielded, a list), kept off the terminal and written
-  to the log file once `to_file` opens it: JAX logs a plugin that fails to start with its
-  traceback before any command has opened its log."""
+  """The records `logger_name` logs in the block (yielded, a list), kept off the terminal for `to_file`'s log file.
+
+  JAX logs a plugin that fails to start, with its traceback, before any command has opened its log.
+  """
   logger, kept = logging.getLogger(logger_name), _Kept()
   logger.addHandler(kept)
   propagate, logger.propagate = logger.propagate, False
@@ -90,9 +84,10 @@ class _Terminal(io.TextIOWrapper):
 
 
 def _c_logs_to(path: pathlib.Path) -> None:
-  """C++ libraries write their log lines to file descriptor 2 themselves (XLA's rematerialization
-  and slow-compile warnings around a one-line refusal): it becomes the log file, and sys.stderr,
-  the terminal's lines, a _Terminal (once: a second log keeps it)."""
+  """Points file descriptor 2, where C++ libraries write their lines, at the log file; sys.stderr keeps the terminal.
+
+  sys.stderr becomes a _Terminal once (a second log keeps it).
+  """
   if not isinstance(sys.stderr, _Terminal):
     sys.stderr.flush()
     sys.stderr = _Terminal(
@@ -108,8 +103,7 @@ def _c_logs_to(path: pathlib.Path) -> None:
 
 
 def _unraisable_to(log_file: logging.Handler):
-  """A sys.unraisablehook writing to the log file: e.g. tensorstore's callbacks into the event
-  loop orbax closed after a failed save, dozens of tracebacks on the terminal otherwise."""
+  """A sys.unraisablehook writing to the log file (e.g. tensorstore's callbacks after a failed save)."""
 
   def hook(unraisable):
     record = logging.LogRecord(
@@ -127,9 +121,7 @@ def _unraisable_to(log_file: logging.Handler):
 
 
 def _open_log(folder, program: str) -> tuple[logging.Handler, pathlib.Path, str | None]:
-  """(the log file's handler, its path, why it is not where it belongs, or None): a folder it
-  cannot be written in (a read-only cache: predict needs it for nothing else) falls back to
-  the temporary folder."""
+  """(the log file's handler, its path, why it is not in `folder` or None); an unwritable folder: the temporary one."""
   local = folder if folder and storage.is_local(folder) else storage.cache_dir() / "logs"
   path = pathlib.Path(local) / f"{program}.log"
   try:
@@ -142,12 +134,13 @@ def _open_log(folder, program: str) -> tuple[logging.Handler, pathlib.Path, str 
 
 
 def to_file(folder, program: str) -> pathlib.Path | None:
-  """Sends every log record (and Python warnings, and unraisable exceptions) to
-  folder/<program>.log, and wyjax's own records, one line each, to stderr.
+  """Sends every log record (warnings, unraisable exceptions) to folder/<program>.log, and wyjax's to stderr.
 
-  A folder in a bucket, or none, puts the file in the cache (~/.cache/wyjax/logs); one that
-  cannot be written, in the temporary folder, with a warning. Returns the log file, or None
-  when the user chose --verbosity and absl's handler stays.
+  A folder in a bucket, or none, puts the file in the cache (~/.cache/wyjax/logs); one that cannot be
+  written, in the temporary folder, with a warning.
+
+  Returns:
+    The log file, or None when the user chose --verbosity and absl's handler stays.
   """
   if flags.FLAGS["verbosity"].present:
     _replay_held(logging.getLogger())

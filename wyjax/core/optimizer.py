@@ -1,7 +1,9 @@
-"""AdamW with the WYWEB paper's defaults: β (0.9, 0.999), ε 1e-6, weight decay 0.01 on all
-but biases and LayerNorm parameters, global-norm clipping 1.0, linear warm-up then linear
-decay to zero; and its two-stage form, part of the parameters frozen for the first steps (the
-GuwenBERT recipe: a continued model's new embeddings learn before its encoder moves)."""
+"""AdamW with the WYWEB paper's defaults, and its two-stage form with part of the parameters frozen at first.
+
+Defaults: β (0.9, 0.999), ε 1e-6, weight decay 0.01 on all but biases and LayerNorm parameters,
+global-norm clipping 1.0, linear warm-up then linear decay to zero. The two-stage form is GuwenBERT's
+recipe: a continued model's new embeddings learn before its encoder moves.
+"""
 
 import collections
 from collections.abc import Callable
@@ -30,11 +32,9 @@ def decay_mask(params):
 
 
 def global_norm(tree) -> jax.Array:
-  """sqrt(Σ x²) over the tree's floating-point leaves, in float32. optax.tree.norm reduces each
-  leaf in a kernel of its own (a 12-layer encoder has ~200); here the leaves of one shape and
-  dtype are stacked first, ~15 stacks, and XLA fuses each stack into its reduction, so nothing is
-  copied. Leaves of one shape are the same parameter in each layer, sharded alike: a stack needs
-  no communication. Overflows to inf past about 1.8e19."""
+  """sqrt(Σ x²) over the tree's floating-point leaves, in float32; inf past about 1.8e19."""
+  # Leaves of one shape and dtype (one parameter in each layer, sharded alike) are stacked and reduced in
+  # one fused kernel, ~15 in all, where optax.tree.norm takes one per leaf (~200 for 12 layers).
   stacks = collections.defaultdict(list)
   for leaf in jax.tree_util.tree_leaves(tree):
     if jnp.issubdtype(jnp.result_type(leaf), jnp.floating):
@@ -43,9 +43,7 @@ def global_norm(tree) -> jax.Array:
 
 
 def clip_by_global_norm(max_norm: float) -> optax.GradientTransformationExtraArgs:
-  """optax.clip_by_global_norm (the same arithmetic, the same empty state), taking the norm a
-  train step computed already (`update(..., grad_norm=global_norm(grads))`): the step reduces
-  its gradients once for the clip, the finiteness guard and the logged norm."""
+  """optax.clip_by_global_norm, taking the norm the train step computed: `update(..., grad_norm=global_norm(g))`."""
 
   def update(updates, state, params=None, *, grad_norm):
     del params
@@ -61,9 +59,11 @@ class FrozenState(NamedTuple):
 
 
 def frozen_for(steps: int, inner: optax.GradientTransformation) -> optax.GradientTransformation:
-  """`inner`, but for its first `steps` updates it updates nothing, not even its own state: the
-  parameters it holds stay bit for bit as they were and gather no moments, and `inner` then
-  starts as if new (its step count at 0: its schedule begins at `steps`, with its own warm-up)."""
+  """`inner`, but its first `steps` updates change nothing, not even its own state.
+
+  The parameters stay bit for bit and gather no moments; `inner` then starts as if new (its schedule
+  begins at `steps`, with its own warm-up).
+  """
 
   def init(params):
     return FrozenState(count=jnp.zeros((), jnp.int32), inner=inner.init(params))
@@ -93,10 +93,12 @@ def adamw(
   frozen_steps: int = 0,
   trainable: Callable[[tuple[str, ...]], bool] | None = None,
 ) -> tuple[optax.GradientTransformation, optax.Schedule]:
-  """The optimizer and its learning-rate schedule. With `frozen_steps`, only the parameters whose
-  path `trainable` accepts learn for those steps (warm-up, then decay to zero at the last of
-  them); from then on all learn, on a schedule of their own (warm-up again, decay to zero at
-  `total_steps`), the others with fresh moments."""
+  """The optimizer and its learning-rate schedule.
+
+  With `frozen_steps`, only the parameters whose path `trainable` accepts learn for those steps (warm-up,
+  then decay to zero at the last of them); then all learn on a schedule of their own (warm-up again,
+  decay to zero at `total_steps`), the others with fresh moments.
+  """
   adam = lambda schedule: optax.adamw(schedule, b1=b1, b2=b2, eps=eps, weight_decay=weight_decay, mask=decay_mask)
   clip = clip_by_global_norm(max_grad_norm)
   if not frozen_steps:
@@ -114,8 +116,7 @@ def adamw(
 
 
 def without_frozen(grads, frozen: jax.Array, trainable: Callable[[tuple[str, ...]], bool]):
-  """`grads` with those of the params `trainable` rejects zeroed while `frozen`: their updates are
-  dropped then (frozen_for), and the clip's norm is that of the params that learn."""
+  """`grads` with those of the params `trainable` rejects zeroed while `frozen`, so the clip's norm is the learners'."""
   return jax.tree_util.tree_map_with_path(
     lambda path, g: g if trainable(path_names(path)) else jnp.where(frozen, jnp.zeros_like(g), g), grads
   )

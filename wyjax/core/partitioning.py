@@ -68,8 +68,7 @@ def rules(pairs: Sequence) -> tuple:
 
 
 def with_activation_constraints(fn: Callable, mesh: Mesh, logical_rules) -> Callable:
-  """fn, traced with the models' activation constraints in force: flax's
-  nn.with_logical_constraint does nothing unless logical rules and a mesh are in context."""
+  """fn, traced with the models' activation constraints in force (logical rules and a mesh in context)."""
 
   @functools.wraps(fn)
   def constrained(*args):
@@ -116,8 +115,10 @@ def _fit(spec: PartitionSpec, shape, mesh: Mesh, name: str) -> PartitionSpec:
 
 
 def state_shardings(abstract_state: dict, params_sharding, tx: optax.GradientTransformation, mesh: Mesh) -> dict:
-  """Shardings for {'step', 'params', 'opt_state'}: moments follow their parameters (a partition
-  of the optimizer holds moments of its own parameters only: the others are optax's MaskedNode)."""
+  """Shardings for {'step', 'params', 'opt_state'}: moments follow their parameters.
+
+  A partition of the optimizer holds moments of its own parameters only (the others are MaskedNode).
+  """
   masked = lambda x: isinstance(x, optax.MaskedNode)
   opt_sharding = optax.tree_map_params(
     tx,

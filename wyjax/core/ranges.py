@@ -1,5 +1,7 @@
-"""A value's range, as one check and the words an error states it in: what config_values holds
-for every key of a run's config, and EncoderConfig for every field of a model's."""
+"""A value's range, as one check and the words an error states it in.
+
+config_values holds one for every key of a run's config, and EncoderConfig for every field of a model's.
+"""
 
 import dataclasses
 import math

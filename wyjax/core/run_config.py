@@ -1,20 +1,12 @@
 """What a rerun of a workdir may continue.
 
-A run stores its config in WORKDIR/run_config.json. Rerunning with a config that differs in
-anything that changes the training (model, data, batch size, steps, learning rate, ...) is
-refused with the differences listed, unless the user accepts them explicitly; accepted
-changes are logged and appended to WORKDIR/config_changes.jsonl. Keys that only change how
-a run is executed or observed (the mesh, logging and evaluation intervals, ...) may change, and
-paths compare by the folder they name (`tlc/`, `./tlc` and `/home/me/tlc` are one folder).
-
-A fine-tuning also stores the size and SHA-256 of every data file it read, a pretraining those
-of its prepared corpus (WORKDIR/data_files.json):
-the same config over edited files would keep scores made from the old ones, so a rerun over
-changed files is refused with the files named; `set_aside` moves the old runs out of the way
-(never deleting them, and nothing but what they wrote) for a run that starts afresh.
-
-A resumed run recomputes the steps after its checkpoint, so `trim_metrics` first drops their
-records from metrics.jsonl: every step is recorded once, by the run that kept it.
+- WORKDIR/run_config.json holds the run's config. A rerun whose config differs in what changes the
+  training (model, data, batch size, steps, learning rate, ...) is refused, listing the differences,
+  unless accepted (then appended to config_changes.jsonl). How a run executes or is observed (the mesh,
+  intervals) may change; paths compare by the folder they name.
+- WORKDIR/data_files.json holds the size and SHA-256 of every data file the runs read: a rerun over
+  changed files is refused, naming them. `set_aside` moves the old runs aside for a fresh start.
+- `trim_metrics` drops the records of the steps a resumed run recomputes.
 """
 
 import datetime
@@ -58,12 +50,14 @@ def _ignored(key: str, ignore) -> bool:
 def check_config(
   workdir, config: ml_collections.ConfigDict, *, ignore=(), defaults=None, accept: bool = False, places=None
 ) -> dict:
-  """{key: (stored, new)}: how config differs from WORKDIR/run_config.json outside `ignore`.
-  A key the stored config lacks (added to wyjax after the run began) counts as its value in
-  `defaults` (the base config): the run was made with that behaviour. `places` maps the keys
-  that name files or folders to what compares them (storage.place): one folder, however spelled,
-  is no change. Raises ConfigChanged listing the changes unless `accept` (then they are logged).
-  Writes nothing: `store_config` does, once the run has really continued."""
+  """{key: (stored, new)}: how config differs from WORKDIR/run_config.json outside `ignore`; writes nothing.
+
+  A key the stored config lacks counts as its value in `defaults` (the base config). `places` maps the
+  keys that name files or folders to what compares them (storage.place).
+
+  Raises:
+    ConfigChanged: listing the changes, unless `accept` (then they are logged).
+  """
   workdir = epath.Path(workdir)
   if not (workdir / CONFIG).exists():
     return {}
@@ -88,8 +82,7 @@ def check_config(
 
 
 def store_config(workdir, config: ml_collections.ConfigDict, changes: dict, data: dict | None = None) -> None:
-  """Writes WORKDIR/run_config.json, appends accepted `changes` to config_changes.jsonl, and
-  writes the `data` fingerprint (data_fingerprint), if any, to data_files.json."""
+  """Writes run_config.json, appends `changes` to config_changes.jsonl, and writes `data` to data_files.json."""
   workdir = epath.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   if changes:
@@ -128,10 +121,10 @@ FRESH_START = (
 
 
 def check_data(workdir, fingerprint: dict, remedy: str = FRESH_START) -> None:
-  """Raises DataChanged naming each file that differs from WORKDIR/data_files.json (changed,
-  new or gone), and `remedy`. A workdir without one passes: a new one, or one whose runs began
-  before wyjax recorded their data (with a warning). Writes nothing: `store_config` does, once
-  the run has really continued."""
+  """Raises DataChanged naming each file that differs from WORKDIR/data_files.json, and `remedy`; writes nothing.
+
+  A workdir without data_files.json passes (with a warning when it holds a run).
+  """
   workdir = epath.Path(workdir)
   if not (workdir / DATA).exists():
     if (workdir / CONFIG).exists():
@@ -161,10 +154,10 @@ def check_data(workdir, fingerprint: dict, remedy: str = FRESH_START) -> None:
 
 
 def check_unclaimed(workdir, written: tuple[str, ...]) -> None:
-  """Refuses a workdir that no run has recorded itself in (no run_config.json) but that holds
-  entries named as the command's own (`written`, fnmatch patterns): the user's (a `submission/`
-  in a project folder used as the workdir), which a run would write over and a fresh start
-  would move aside."""
+  """Refuses a workdir without run_config.json that holds entries named as the command's own (`written`).
+
+  Those are the user's (a `submission/` in a project folder), which a run would write over.
+  """
   workdir = epath.Path(workdir)
   if not workdir.exists() or (workdir / CONFIG).exists():
     return
@@ -177,10 +170,11 @@ def check_unclaimed(workdir, written: tuple[str, ...]) -> None:
 
 
 def check_reads(workdir, written: tuple[str, ...], reads: dict, command: str) -> None:
-  """Refuses, before any work, a --workdir that is or lies inside what the run reads (`reads`: {flag
-  as typed: path}), and a path it reads that lies inside what the run writes there (the records
-  store_config writes, and `written`): a run fine-tuned from the workdir's own seed_0 wrote over
-  it, and --fresh_start moved it aside under the run (io_paths)."""
+  """Refuses a --workdir that is or lies in a path the run reads, and a read path inside what it writes there.
+
+  `reads`: {flag as typed: path}. What the run writes: the records store_config writes, and `written`
+  (fnmatch patterns).
+  """
   io_paths.check_apart({"--workdir": workdir}, reads, command)
   io_paths.check_not_written("--workdir", workdir, (CONFIG, CHANGES, DATA, *written), reads, command)
 
@@ -190,10 +184,11 @@ def _matches(name: str, patterns) -> bool:
 
 
 def set_aside(workdir, written: tuple[str, ...]) -> None:
-  """Moves what earlier runs wrote in `workdir` (the records store_config writes, and the entries
-  `written` names, fnmatch patterns of what the command writes: never a user's file or folder,
-  which a workdir such as `.` holds beside them) into WORKDIR/previous-<UTC time>/, for a run
-  that starts afresh: nothing is deleted. Process 0 moves them; the others wait for it."""
+  """Moves what earlier runs wrote in `workdir` into WORKDIR/previous-<UTC time>/, for a fresh start.
+
+  Moved: the records store_config writes and the entries `written` (fnmatch patterns) names; never a
+  user's file. Process 0 moves them; the others wait for it.
+  """
   workdir = epath.Path(workdir)
   earlier = (
     [p for p in workdir.iterdir() if _matches(p.name, (CONFIG, CHANGES, DATA, *written))] if workdir.exists() else []
@@ -209,8 +204,7 @@ def set_aside(workdir, written: tuple[str, ...]) -> None:
 
 
 def trim_metrics(workdir, last_step: int) -> None:
-  """Drops the records of steps after `last_step` from WORKDIR/metrics.jsonl (they belong to
-  the part of an interrupted run the resumed one recomputes), and a line cut off by a kill."""
+  """Drops the records of steps after `last_step` from WORKDIR/metrics.jsonl, and a line cut off by a kill."""
   path = epath.Path(workdir) / "metrics.jsonl"
   if not path.exists():
     return

@@ -26,17 +26,18 @@ def is_local(path) -> bool:
 
 
 def place(path):
-  """What `path` names, for comparing paths: a local one absolute, its links and `..` resolved,
-  without a trailing slash (`tlc/`, `./tlc` and `/home/me/tlc` are one folder); one in a bucket
-  without its trailing slash. A value that names no path (empty, not a string) is itself."""
+  """What `path` names, for comparing paths: `tlc/`, `./tlc` and `/home/me/tlc` are one folder.
+
+  A local path becomes absolute, its links and `..` resolved, without a trailing slash; one in a bucket
+  loses its trailing slash; a value that names no path (empty, not a string) is itself.
+  """
   if not isinstance(path, str) or not path:
     return path
   return os.path.realpath(path) if is_local(path) else path.rstrip("/")
 
 
 def upload(local_dir, remote_dir, *, last: str | None = None) -> None:
-  """Copies every file under local_dir to remote_dir (overwriting); `last` (a file name)
-  goes after all the others, so its presence means the rest is complete."""
+  """Copies every file under local_dir to remote_dir (overwriting); `last` (a file name) goes after all others."""
   local_dir, remote_dir = pathlib.Path(local_dir), epath.Path(remote_dir)
   files = sorted((p for p in local_dir.rglob("*") if p.is_file()), key=lambda p: (p.name == last, str(p)))
   for path in files:
@@ -46,9 +47,11 @@ def upload(local_dir, remote_dir, *, last: str | None = None) -> None:
 
 
 def staged(remote_dir, names, local_dir) -> pathlib.Path:
-  """local_dir holding a copy of remote_dir's files `names` (relative paths); a file already
-  there with the remote size is kept, so local_dir must name the content (e.g. by a
-  fingerprint). Each file appears atomically: processes sharing a host may stage at once."""
+  """local_dir holding a copy of remote_dir's files `names` (relative paths).
+
+  A file already there with the remote size is kept, so local_dir must name the content (e.g. by a
+  fingerprint). Each file appears atomically: processes sharing a host may stage at once.
+  """
   remote_dir, local_dir = epath.Path(remote_dir), pathlib.Path(local_dir)
   for name in names:
     source, target = remote_dir / name, local_dir / name
@@ -65,10 +68,11 @@ NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a full disk, quota or fil
 
 
 def same_file(source: str, output: str) -> bool:
-  """Whether writing `output` would write the file `source` is read from: the same device and
-  inode (the same path, a link, a hard link; '-' is the file on standard input for `source`, on
-  standard output for `output`, as `< in.txt` and `> in.txt` give them). Pipes, devices and
-  files in a bucket are never the same file."""
+  """Whether writing `output` would write the file `source` is read from (the same device and inode).
+
+  '-' is standard input's file for `source`, standard output's for `output`. Pipes, devices and files in
+  a bucket are never the same file.
+  """
   found = _regular_file(source, 0), _regular_file(output, 1)
   return all(found) and os.path.samestat(*found)
 
@@ -90,20 +94,18 @@ def written_whole(path, mode: str = "w", *, replace: bool = True, **open_kwargs)
 
 @contextlib.contextmanager
 def written_together(paths, mode: str = "w", *, replace: bool = True, **open_kwargs):
-  """Open files, one for each of `paths`, that appear there only once all are complete: each is
-  written under a temporary name beside its path; when the block ends without an exception all
-  are closed (a full disk may fail a last flush), then all renamed over their paths. On any
-  exception (a full disk, Ctrl-C) the temporary files are removed: nothing half-written is left,
-  no new file beside an old one, and nothing blocks a rerun.
+  """Open files, one for each of `paths`, that appear there only once all are complete.
 
-  Without `replace`, a file that is at a path when its rename comes (one that appeared while the
-  block ran: another command's) is never replaced: FileExistsError names it, and the files
-  already renamed are removed again (rename_new).
-
-  A symbolic link is written through (its target replaced, the link kept). A path that is there
-  and no regular file (a FIFO, a device such as /dev/null) is written as it is: renaming over it
-  would replace it. A full disk's error names the file (a write's names none: with several
-  files, their folder, unless the caller writes within `named`)."""
+  - Each is written under a temporary name beside its path; when the block ends without an exception
+    all are closed, then renamed over their paths. On any exception (a full disk, Ctrl-C) the
+    temporary files are removed: nothing half-written is left.
+  - Without `replace`, a file that appeared at a path while the block ran is never replaced:
+    FileExistsError names it, and the files already renamed are removed again (rename_new).
+  - A symbolic link is written through; a path that is no regular file (a FIFO, /dev/null) is
+    written as it is.
+  - A full disk's error names the file (with several files, a write's names their folder, unless the
+    caller writes within `named`).
+  """
   paths = [epath.Path(p) for p in paths]
   targets = [epath.Path(os.path.realpath(p)) if is_local(p) else p for p in paths]
   partials = [None if _is_stream(t) else t.with_name(_partial_name(t.name)) for t in targets]
@@ -113,7 +115,8 @@ def written_together(paths, mode: str = "w", *, replace: bool = True, **open_kwa
       with _as(partial, path):
         files.append((partial or target).open(mode, **open_kwargs))
     yield files
-    for closing, f in zip(paths, files):
+    for path, f in zip(paths, files):
+      closing = path
       f.close()
     closing = None
     for path, target, partial in zip(paths, targets, partials):
@@ -144,10 +147,11 @@ _NO_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK)  # a file system witho
 
 
 def rename_new(source, target) -> None:
-  """Renames `source` to `target` unless `target` exists: FileExistsError names it, and nothing is
-  replaced, even by a file that appears at the same moment. Atomic by Linux's renameat2
-  (RENAME_NOREPLACE); where the file system lacks it, a hard link (which fails where the target
-  exists) then the source unlinked; where it lacks those too (or in a bucket), a check then a rename."""
+  """Renames `source` to `target` unless `target` exists, which raises FileExistsError naming it.
+
+  Atomic by Linux's renameat2 (RENAME_NOREPLACE), else by a hard link then an unlink; where the file
+  system has neither (or in a bucket), a check then a rename.
+  """
   source, target = os.fspath(source), os.fspath(target)
   if is_local(target):
     try:
@@ -186,8 +190,7 @@ _NAME_MAX = 255  # bytes of one file name on Linux's and macOS's file systems
 
 
 def _partial_name(name: str) -> str:
-  """`.<name>.<pid>.partial`, the temporary name beside `name`; a name too long to take the
-  suffix is cut (and told apart by a hash of it), so a legal name never fails as too long."""
+  """`.<name>.<pid>.partial`, the temporary name beside `name`; cut (and told apart by a hash) when too long."""
   suffix = f".{os.getpid()}.partial"
   if len(f".{name}{suffix}".encode()) <= _NAME_MAX:
     return f".{name}{suffix}"
@@ -198,8 +201,7 @@ def _partial_name(name: str) -> str:
 
 @contextlib.contextmanager
 def _as(partial, path):
-  """In the block, an error naming `partial` (the temporary file, or the resolved target) names
-  the user's `path`."""
+  """In the block, an error naming `partial` (the temporary file, or the resolved target) names `path` instead."""
   try:
     yield
   except OSError as e:
@@ -237,14 +239,12 @@ def file_sha256(path) -> str:
 
 
 def lines_sha256(lines) -> str:
-  """The SHA-256 of `lines` as a file of them holds them, each ended by a newline: a vocabulary's
-  tokens in order (a vocab.txt of the same tokens in another order is another vocabulary)."""
+  """The SHA-256 of `lines` as a file holds them, each ended by a newline (a vocabulary's tokens, in order)."""
   return hashlib.sha256("".join(line + "\n" for line in lines).encode()).hexdigest()
 
 
 def write_json(path, value) -> None:
-  """`value` as JSON at `path`, which appears only once complete (written_whole): a full disk or
-  a kill never leaves half a file that a rerun would read (run.json, results.json, …)."""
+  """Writes `value` as JSON at `path`, which appears only once complete (written_whole)."""
   with written_whole(path, encoding="utf-8") as f:
     f.write(json.dumps(value, indent=2, ensure_ascii=False))
 
@@ -276,9 +276,11 @@ def read_text(path) -> str:
 
 
 def read_json(path, kind: type = dict):
-  """A JSON file (read as read_text reads it) whose top level is a `kind` (dict: an object;
-  object: anything); every way it fails to parse, and another top level, is a FormatError
-  naming the file and line (json_errors)."""
+  """A JSON file (read as read_text reads it) whose top level is a `kind` (dict: an object; object: anything).
+
+  Raises:
+    FormatError: it fails to parse, or has another top level; naming the file and line (json_errors).
+  """
   text = read_text(path)
   with json_errors(path, text):
     value = json.loads(text)
@@ -301,10 +303,11 @@ _JSON_KINDS = {
 
 @contextlib.contextmanager
 def json_errors(path, text: str, *, start: int = 0, first_line: int = 1):
-  """Inside the block, a failed parse of `text` (its JSON from offset `start`; its first line is
-  `first_line` of `path`) is a FormatError naming the file and line: invalid JSON, and what json
-  raises without a position, nesting deeper than Python's recursion limit (RecursionError, with
-  thousands of lines of traceback) and an integer of more digits than Python converts (ValueError)."""
+  """Inside the block, a failed parse of `text` is a FormatError naming the file and line.
+
+  `text` holds JSON from offset `start`; its first line is `first_line` of `path`. Covered: invalid JSON,
+  nesting deeper than Python's recursion limit, an integer of more digits than Python converts.
+  """
   line_at = lambda offset: first_line + text.count("\n", 0, offset)
   try:
     yield

@@ -7,9 +7,7 @@
 
 A folder already holding the same corpus is left as is; any other non-empty --out is refused
 unless --overwrite (which replaces the corpus files there and keeps the rest), and an --out inside
-the source always. Each flag's range is declared with it and checked as the flags are parsed
-(before anything is read; a sequence is no longer than a packer allocates whole); pretraining's
-config.corpus has the same ranges in config_values.
+the source always.
 """
 
 import os
@@ -21,6 +19,7 @@ from wyjax.data import corpus, prepare
 
 _COMMANDS = ("prepare-corpus",)
 
+# Each range is checked as the flags are parsed; pretraining's config.corpus has the same ones (config_values).
 _SOURCE = flags.DEFINE_string("source", None, "daizhige:DIR, poetry, or text:PATH (required).")
 _OUT = flags.DEFINE_string("out", None, "Output folder (required).")
 _SEQUENCE_LENGTH = flags.DEFINE_integer(

@@ -1,11 +1,9 @@
 """Pretraining corpora as documents of paragraphs: Daizhige, chinese-poetry, plain text.
 
-A reader has two steps so that corpus preparation can run them in worker processes:
-`units()` lists cheap work units (files) and `read(unit)` turns one unit into documents;
-`special` then lists the files it skipped, never opened: FIFOs, devices, sockets; `vocabularies`
-the tokenizers' vocab.txt it left out (a prepared corpus's, a model's): never text. `file(unit)`
-is the unit's file, whose bytes a prepared corpus records (by their SHA-256).
-Text is kept as found here; `clean_paragraphs` does the documented normalisation.
+A reader's `units()` lists work units (files), `read(unit)` turns one into documents (in a worker
+process) and `file(unit)` is the unit's file. `special` lists the files it skipped unopened (FIFOs,
+devices, sockets), `vocabularies` the tokenizer vocab.txt files it left out. Text is kept as found;
+`clean_paragraphs` normalises it.
 """
 
 import base64
@@ -76,8 +74,7 @@ def paragraph_hash(paragraph: str) -> int:
 
 
 def document_fraction(document_id: str) -> float:
-  """A stable number in [0, 1) from a document id: splits are decided by hash, not by order
-  or a random draw."""
+  """A stable number in [0, 1) from a document id: splits are decided by hash, not by order or a random draw."""
   return int.from_bytes(hashlib.sha256(document_id.encode()).digest()[:8], "little") % 1_000_000 / 1_000_000
 
 
@@ -128,10 +125,11 @@ class DaizhigeReader:
 
 
 def text_files(root: epath.Path) -> tuple[list[str], list[str], list[str]]:
-  """(the .txt files under root (a folder or gs://…), the special ones among them, the tokenizers'
-  vocabularies among them), as sorted paths relative to root. A special file is read by no reader
-  (`special_file`), nor is a vocab.txt beside a tokenizer_config.json (a prepared corpus's
-  tokenizer/, a model's: the next build read a corpus prepared inside its source as text)."""
+  """(.txt files, special files, tokenizer vocabularies) under root (a folder or gs://…), sorted, relative to root.
+
+  No reader reads a special file (`special_file`) or a vocab.txt beside a tokenizer_config.json (a prepared
+  corpus's tokenizer/, a model's).
+  """
   walk = [(os.fspath(folder), names) for folder, _, names in root.walk()]
   top = walk[0][0] if walk else ""  # walk's own spelling of root (in a bucket, without gs://)
   relative = lambda folder, name: os.path.relpath(os.path.join(folder, name), top)
@@ -144,9 +142,11 @@ def text_files(root: epath.Path) -> tuple[list[str], list[str], list[str]]:
 
 
 def special_file(path) -> bool:
-  """Whether `path` is a local FIFO, device or socket (or a link to one): reading a FIFO waits
-  for a writer, for ever without one (prepare-corpus hung, silent); a device may never end
-  (/dev/zero). Corpus readers skip them and count them (`special`), never opening them."""
+  """Whether `path` is a local FIFO, device or socket (or a link to one).
+
+  Corpus readers skip such files and count them (`special`), never opening them: a FIFO may wait for a
+  writer for ever, a device may never end (/dev/zero).
+  """
   if not storage.is_local(path):
     return False
   try:
@@ -224,8 +224,7 @@ def check_integrity(tarball: pathlib.Path, integrity: str = POETRY_INTEGRITY) ->
 
 
 def fetch_poetry(cache=None) -> pathlib.Path:
-  """`npm pack chinese-poetry@2.0.1` into the cache (once), checked against its integrity and
-  unpacked; returns the unpacked `package/` folder."""
+  """Fetches chinese-poetry 2.0.1 into the cache once (npm pack, integrity checked); returns its `package/` folder."""
   folder = pathlib.Path(cache) if cache else cache_dir()
   tarball = folder / POETRY_TARBALL
   unpacked = folder / "chinese-poetry-2.0.1"
@@ -253,9 +252,10 @@ def fetch_poetry(cache=None) -> pathlib.Path:
 
 
 def safe_members(tar: tarfile.TarFile, source) -> list[tarfile.TarInfo]:
-  """The archive's members, refused unless each is a plain file or folder inside the target:
-  no absolute path, no '..', no link or device (what the "data" extraction filter of Python
-  3.11.4+ enforces, checked here on every Python)."""
+  """The archive's members, refused unless each is a plain file or folder inside the target.
+
+  No absolute path, no '..', no link or device: the "data" extraction filter's rules, on every Python.
+  """
   members = tar.getmembers()
   for m in members:
     parts = pathlib.PurePosixPath(m.name).parts
@@ -275,9 +275,9 @@ def poetry_collection(relative: str) -> tuple[str, str | None] | None:
 
 
 class PoetryReader:
-  """The chinese-poetry npm package: one document per poem or chapter, with title, author and
-  the collection and dynasty implied by its folder (POETRY_COLLECTIONS).
+  """The chinese-poetry npm package: one document per poem or chapter.
 
+  Each has title, author, and the collection and dynasty its folder implies (POETRY_COLLECTIONS).
   package: the unpacked `package/` folder; fetched into the cache when not given.
   """
 
@@ -350,8 +350,7 @@ def _poem_lines(record: dict, where: str) -> list[str]:
 
 
 def content_sha256(reader, units: list[str]) -> str:
-  """The SHA-256 of a source's text as a build reads it: each unit's name and the SHA-256 of its
-  file, in order (every byte read: seconds a gigabyte, once per command)."""
+  """The SHA-256 of a source's text as a build reads it: each unit's name and its file's SHA-256, in order."""
   digest = hashlib.sha256()
   for unit in units:
     digest.update(f"{unit}\0{storage.file_sha256(reader.file(unit))}\n".encode())
@@ -359,8 +358,7 @@ def content_sha256(reader, units: list[str]) -> str:
 
 
 def source_place(source: str) -> str:
-  """`source` with its path as storage.place has it: `text:texts/` and `text:/home/me/texts` are
-  one source."""
+  """`source` with its path as storage.place has it: `text:texts/` and `text:/home/me/texts` are one source."""
   kind, _, arg = source.partition(":")
   return f"{kind}:{storage.place(arg)}" if arg else source
 

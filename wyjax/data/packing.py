@@ -1,5 +1,7 @@
-"""Token streams packed into fixed-length sequences, written as ArrayRecord shards: the main
-process's side of `prepare.prepare_corpus` (its workers tokenise)."""
+"""Token streams packed into fixed-length sequences and written as ArrayRecord shards.
+
+The main process's side of `prepare.prepare_corpus` (its workers tokenise: corpus_workers).
+"""
 
 import contextlib
 import pathlib
@@ -12,8 +14,10 @@ from wyjax.core import storage
 
 
 class ShardWriter:
-  """Fixed-length sequences of one split into ArrayRecord shards of `per_shard` sequences; each
-  shard's SHA-256, taken as it is closed (`sha256`), is what the manifest records of it."""
+  """Writes one split's fixed-length sequences into ArrayRecord shards of `per_shard` sequences.
+
+  `sha256` holds each closed shard's SHA-256, which the manifest records.
+  """
 
   def __init__(self, out: pathlib.Path, split: str, per_shard: int, dtype):
     self.out, self.split, self.per_shard, self.dtype = out, split, per_shard, dtype
@@ -84,9 +88,10 @@ class Packer:
 
 @contextlib.contextmanager
 def removed_on_failure(out: pathlib.Path, packers: dict):
-  """A build that fails (a full disk, Ctrl-C, a bad file) leaves no shard: a partial one is no
-  data. ArrayRecord's I/O errors, RuntimeErrors worded by its C++ writer, become one OSError
-  naming the corpus folder."""
+  """Removes every shard when the build fails (a full disk, Ctrl-C, a bad file): a partial one is no data.
+
+  ArrayRecord's I/O errors (RuntimeErrors from its C++ writer) become one OSError naming the corpus folder.
+  """
   try:
     yield
   except BaseException as e:

@@ -1,9 +1,8 @@
 """grain input pipeline over prepared ArrayRecord shards.
 
-Each process reads only its rows of every global batch: the shuffled stream is cut into
-per-process batches and process p takes batches p, p+n, p+2n… So global batch s is the
-same sequences, in the same order, whatever the number of processes (tested). A corpus in a
-bucket is read from a local copy (wyjax.core.storage.staged).
+Each process reads only its rows of every global batch (process p of n takes per-process batches p,
+p+n, p+2n…), so global batch s holds the same sequences, in the same order, whatever the number of
+processes. A corpus in a bucket is read from a local copy (wyjax.core.storage.staged).
 """
 
 import grain
@@ -27,8 +26,10 @@ def _source(data_dir, split: str):
 
 
 def changed_shards(data_dir, manifest: dict) -> list[str]:
-  """The shards of a prepared corpus whose bytes no longer match its manifest's SHA-256s (changed
-  after the build); none for a manifest that records none (built before wyjax recorded them)."""
+  """The shards of a prepared corpus whose bytes no longer match its manifest's SHA-256s.
+
+  None for a manifest that records no SHA-256 (built before wyjax recorded them).
+  """
   return [
     name
     for name, sha256 in manifest.get("shard_sha256", {}).items()

@@ -1,4 +1,4 @@
-"""Corpus → vocabulary → packed fixed-length sequences in ArrayRecord shards.
+"""Prepares a corpus: source text → vocabulary → packed fixed-length sequences in ArrayRecord shards.
 
     python -m wyjax.data prepare-corpus --source=daizhige:DIR|poetry|text:PATH --out=DIR
 
@@ -9,18 +9,9 @@ Output folder:
                                       document ends with [SEP]; the last one padded with [PAD]
     manifest.json                     counts, shards and their SHA-256s, vocab hash; written last
 
-Work units (files) are read, cleaned and tokenised in worker processes; the main process
-de-duplicates paragraphs exactly (a set of 64-bit hashes: ~70 bytes per unique paragraph, the
-only memory that grows with the corpus), splits documents by hash (no sequence mixes train
-and validation) and streams sequences into shards. A finished folder whose manifest matches
-the build's fingerprint (the source's content, file by file, the options and the vocabulary) is
-left as is, read even on a read-only disk; an unfinished one is rebuilt. Any other non-empty
-folder (the user's files, a corpus prepared with other options or from other text, an
-unfinished build of another source) is refused unless `overwrite`, which replaces the corpus
-files and keeps the rest. An --out that is, or lies inside, its source (or --vocab) is refused,
---overwrite or not; a corpus found inside a source is never read as text (corpus.text_files).
-One command writes a folder at a time (locks.held: a second is refused, naming the first); the
-workers end with the command, however it ends.
+Paragraphs are de-duplicated exactly; a document goes whole to one split. A finished folder of the same
+build (source content, options, vocabulary) is left as is; another non-empty folder is refused unless
+`overwrite`, and an --out inside its source or --vocab always. One command writes a folder at a time.
 """
 
 import collections
@@ -38,7 +29,7 @@ import numpy as np
 from etils import epath
 
 from wyjax.core import guards, io_paths, locks, storage
-from wyjax.data import corpus, packing, vocab_map, worker_pool
+from wyjax.data import corpus, corpus_workers, packing, vocab_map, worker_pool
 from wyjax.data import tokenizer as tokenizer_lib
 
 SPLITS = ("train", "valid")
@@ -85,57 +76,8 @@ class Options:
       raise ValueError(f"{', '.join(small)}; allowed: an integer ≥ 1")
 
 
-# --- worker side -------------------------------------------------------------------------------
-
-_worker = {}
-
-
-def _init_worker(source: str, options: Options, vocab: list[str] | None, casing: dict):
-  _worker["reader"] = corpus.reader_for(source)
-  _worker["options"] = options
-  # Text is already t2s-converted by cleaning; the tokenizer must not convert again.
-  _worker["tokenizer"] = tokenizer_lib.Tokenizer(vocab, t2s=False, **casing) if vocab else None
-
-
-def _clean_documents(unit: str):
-  options = _worker["options"]
-  for doc in _worker["reader"].read(unit):
-    raw_chars = sum(corpus.non_space_chars(p) for p in doc.paragraphs)
-    paragraphs = corpus.clean_paragraphs(doc.paragraphs, t2s=options.t2s, char_filter=options.char_filter)
-    yield doc, paragraphs, raw_chars
-
-
-def _count_unit(unit: str) -> collections.Counter:
-  counts = collections.Counter()
-  for _, paragraphs, _ in _clean_documents(unit):
-    for p in paragraphs:
-      counts.update(p)
-  return counts
-
-
-def _tokenize_unit(unit: str) -> list[tuple]:
-  """[(document id, raw chars, kept chars, paragraph hashes, ids, paragraph token starts)].
-
-  One tokenizer call per document: paragraphs are joined by newlines, which never join
-  words, and split back by the token positions.
-  """
-  tokenizer = _worker["tokenizer"]
-  out = []
-  for doc, paragraphs, raw_chars in _clean_documents(unit):
-    text = "\n".join(paragraphs)
-    ids, positions = tokenizer.encode_ids_with_positions(text)
-    starts = np.cumsum([0] + [len(p) + 1 for p in paragraphs[:-1]])
-    hashes = np.array([corpus.paragraph_hash(p) for p in paragraphs], np.uint64)
-    out.append((doc.id, raw_chars, corpus.non_space_chars(text), hashes, ids, np.searchsorted(positions, starts)))
-  return out
-
-
-# --- main side ---------------------------------------------------------------------------------
-
-
 def _fingerprint(kind: str, content: str, options: Options, vocab: list[str] | None, casing: dict) -> str:
-  """What a build is made from: the kind of source, its content (not where it lies: a source
-  copied elsewhere is the same corpus), the options and the vocabulary given, with its casing."""
+  """What a build is made from: the source's kind and content (not its place), the options and the given vocabulary."""
   options = {k: v for k, v in dataclasses.asdict(options).items() if k != "source"}
   if not options["extend_vocab"]:  # added later: a corpus prepared before it keeps its fingerprint
     del options["extend_vocab"]
@@ -162,8 +104,7 @@ def _made_by_a_build(name: str) -> bool:
 
 
 def _build_record(out: epath.Path) -> dict | None:
-  """The record (preparing.json) of the unfinished build in `out`; {} when cut short (a full
-  disk), None when there is none."""
+  """The record (preparing.json) of the unfinished build in `out`; {} when cut short (a full disk), None if none."""
   building = out / BUILDING
   if not building.exists():
     return None
@@ -174,10 +115,11 @@ def _build_record(out: epath.Path) -> dict | None:
 
 
 def _unfinished_build(out: epath.Path, build: dict) -> bool:
-  """Whether `out` holds an unfinished build that this one replaces: its own (the same options),
-  or, in a folder holding nothing else, one of the same source with other options (a failed run's
-  leftovers must not refuse the rerun that fixes its options). Another source's is not replaced:
-  `unprepared` names it."""
+  """Whether `out` holds an unfinished build that this one replaces.
+
+  That is its own, or, in a folder holding nothing else, one of the same source with other options (a
+  failed run's leftovers must not refuse the rerun that fixes its options); never another source's.
+  """
   record = _build_record(out)
   if record is None:
     return False
@@ -196,8 +138,7 @@ def _same_source(record: dict, build: dict) -> bool:
 
 
 def unprepared(data_dir) -> str:
-  """What a folder without a finished corpus holds, for a message: nothing at all, an unfinished
-  build (its source), or no corpus."""
+  """What a folder without a finished corpus holds, for a message: nothing, an unfinished build, or no corpus."""
   data_dir = epath.Path(data_dir)
   if not data_dir.exists():
     return "does not exist"
@@ -223,8 +164,10 @@ def _prepared_otherwise(manifest: dict, build: dict) -> str:
 
 
 def _claim(out: epath.Path, build: dict, overwrite: bool, flags: Flags) -> None:
-  """Makes `out` (locked, so it exists) ready for this build: an empty folder, an unfinished
-  build's, or (with overwrite) any folder, whose corpus files are removed. Records the build."""
+  """Makes `out` (locked, so it exists) ready for this build, and records the build there.
+
+  `out` may be empty, hold an unfinished build, or (with overwrite) anything: its corpus files are removed.
+  """
   if _entries(out) and not (overwrite or _unfinished_build(out, build)):
     other_source = not _same_source(_build_record(out) or {}, build)
     held = (
@@ -257,10 +200,11 @@ def prepare_corpus(
   log=print,
   flags: Flags = Flags(),
 ) -> dict:
-  """Builds (or finds up to date) the prepared corpus in `out` (a folder or gs://…); returns its
-  manifest. The manifest is written last: a corpus without one is incomplete. Another command
-  writing `out` meanwhile is refused (locks.held); a finished corpus on a disk that cannot be
-  written (read-only) is read without the lock, which only a writer needs."""
+  """Builds (or finds up to date) the prepared corpus in `out` (a folder or gs://…); returns its manifest.
+
+  The manifest is written last: a corpus without one is incomplete. Another command writing `out`
+  meanwhile is refused (locks.held); a finished corpus on a read-only disk is read without the lock.
+  """
   out = epath.Path(out)
   if out.exists() and not out.is_dir():
     raise FileExistsError(f"{flags.out} {out} is a file, not a folder")
@@ -316,8 +260,7 @@ def _finished(out: epath.Path, build: dict) -> dict | None:
 
 
 def _casing(tokenizer: tokenizer_lib.Tokenizer | None) -> dict:
-  """The casing a corpus tokenised for `tokenizer`'s model takes from it: lower-cased, accents
-  stripped, as its model was trained."""
+  """The casing (lower-casing, accent stripping) a corpus tokenised for `tokenizer`'s model takes from it."""
   return {"lowercase": tokenizer.lowercase, "strip_accents": tokenizer.strip_accents} if tokenizer else {}
 
 
@@ -334,9 +277,10 @@ def _build(
   progress,
   log,
 ) -> dict:
-  """Builds the corpus `build` records (preparing.json) from `units` of `source` (its reader's)
-  into the local folder `out`, with the vocabulary of `given` (extended) or its own; returns its
-  manifest, written last."""
+  """Builds the corpus `build` records into the local folder `out`; returns its manifest, written last.
+
+  The vocabulary is `given`'s (extended with options.extend_vocab), or built from the text of `units`.
+  """
   progress = sys.stderr.isatty() if progress is None else progress
   start = time.perf_counter()
   if reader.special:
@@ -354,8 +298,11 @@ def _build(
   vocab = given_vocab
   if given_vocab is None or options.extend_vocab:
     counts = collections.Counter()
-    with worker_pool.processes(workers, _init_worker, (source, options, None, {})) as pool:
-      for unit_counts in worker_pool.ordered_map(pool, _count_unit, units, progress, "counting characters"):
+    initargs = (source, options.t2s, options.char_filter, None, {})
+    with worker_pool.processes(workers, corpus_workers.start, initargs) as pool:
+      for unit_counts in worker_pool.ordered_map(
+        pool, corpus_workers.count_unit, units, progress, "counting characters"
+      ):
         counts.update(unit_counts)
     if given:  # "A" extends nothing where the model reads it as "a"
       counts = given.folded_counts(counts)
@@ -375,13 +322,15 @@ def _build(
     s: packing.Packer(packing.ShardWriter(out, s, options.shard_sequences, dtype), options.sequence_length, tokenizer)
     for s in SPLITS
   }
-  seen: set[int] = set()
+  seen: set[int] = set()  # 64-bit paragraph hashes: ~70 bytes per unique paragraph, the only memory that grows
   stats = collections.Counter()
   with (
     packing.removed_on_failure(out, packers),
-    worker_pool.processes(workers, _init_worker, (source, options, vocab, _casing(given))) as pool,
+    worker_pool.processes(
+      workers, corpus_workers.start, (source, options.t2s, options.char_filter, vocab, _casing(given))
+    ) as pool,
   ):
-    for documents in worker_pool.ordered_map(pool, _tokenize_unit, units, progress, "tokenising"):
+    for documents in worker_pool.ordered_map(pool, corpus_workers.tokenize_unit, units, progress, "tokenising"):
       for doc_id, raw_chars, kept_chars, hashes, ids, starts in documents:
         stats["raw_characters"] += raw_chars
         stats["characters"] += kept_chars

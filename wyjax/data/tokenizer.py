@@ -1,22 +1,12 @@
-"""Character-level BERT tokenizer: vocabulary building, encoding with offsets, HF files.
+"""Character-level BERT tokenizer: vocabulary building, encoding with offsets, HF tokenizer files.
 
-The exported folder loads with `transformers.AutoTokenizer` as a fast `BertTokenizer`.
-transformers 5 rebuilds that tokenizer's pipeline from its arguments (ignoring the
-pre-tokenizer in tokenizer.json), so wyjax encodes with exactly that pipeline — BERT
-normaliser, BERT pre-tokenizer, WordPiece — and ids are identical by construction;
-tests/data/tokenizer_test.py checks it on real data. wyjax's own vocabularies neither
-lower-case nor strip accents; a published one may do both (hfl's RoBERTa-wwm-ext's tokenizer_config
-names no do_lower_case, so transformers lower-cases), and wyjax then does what transformers does.
-
-What that pipeline does to classical Chinese, and how wyjax keeps offsets honest:
+The exported folder loads with `transformers.AutoTokenizer` as a fast `BertTokenizer`, and wyjax encodes
+with the same pipeline (BERT normaliser, BERT pre-tokenizer, WordPiece), so the ids are identical:
 - every CJK ideograph and every punctuation mark is its own token;
-- runs of other "word" characters (Latin letters, digits, 〇, symbols) are split by WordPiece,
-  so the vocabulary carries a `##c` twin for each such character;
-- whitespace gives no token; `Encoding.offsets` maps each token to its characters in the
-  original text;
-- BERT deletes private-use and unassigned code points (rare glyphs in Daizhige and WYWEB):
-  `normalize` replaces them by UNKNOWN_GLYPH, which becomes [UNK], so no visible character
-  ever loses its token.
+- runs of other "word" characters (Latin letters, digits, 〇, symbols) are split by WordPiece, so the
+  vocabulary carries a `##c` twin for each such character;
+- whitespace gives no token; `Encoding.offsets` maps each token to its characters in the original text;
+- private-use and unassigned code points, which BERT deletes, become UNKNOWN_GLYPH, then [UNK].
 """
 
 import collections
@@ -24,16 +14,16 @@ import dataclasses
 import itertools
 import json
 import logging
-import unicodedata
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 import tokenizers
 from etils import epath
-from tokenizers import normalizers, pre_tokenizers, processors
+from tokenizers import pre_tokenizers, processors
 from tokenizers.models import WordPiece
 
 from wyjax.core.storage import read_json
+from wyjax.data import bert_chars
 from wyjax.data.normalize import to_simplified
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
@@ -52,112 +42,17 @@ class Encoding:
   sequence_ids: list[int | None]
 
 
-def _bert_pipeline(
-  vocab: dict[str, int] | None, lowercase: bool = False, strip_accents: bool = False
-) -> tokenizers.Tokenizer:
-  tk = tokenizers.Tokenizer(WordPiece(vocab or {UNK: 0}, unk_token=UNK, max_input_chars_per_word=100))
-  tk.normalizer = normalizers.BertNormalizer(
-    clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents, lowercase=lowercase
-  )
+def _bert_pipeline(vocab: dict[str, int], lowercase: bool, strip_accents: bool) -> tokenizers.Tokenizer:
+  tk = tokenizers.Tokenizer(WordPiece(vocab, unk_token=UNK, max_input_chars_per_word=bert_chars.MAX_WORD_CHARS))
+  tk.normalizer = bert_chars.normalizer(lowercase, strip_accents)
   tk.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
   return tk
 
 
-_KINDS = ("space", "control", "glyph", "word", "single")
-_UNKNOWN = 255
-
-
-class _CharClasses:
-  """What BERT's pipeline does with each character, asked of the pipeline itself.
-
-  Kinds: 'space' and 'control' (no token), 'glyph' (deleted although visible: private-use or
-  unassigned), 'word' (joins neighbouring word characters into one WordPiece word) and
-  'single' (always its own token: CJK ideographs, punctuation).
-  """
-
-  def __init__(self):
-    self._pipeline = _bert_pipeline(None)
-    self.table = np.full(0x110000, _UNKNOWN, np.uint8)  # code point → index in _KINDS
-
-  def _classify(self, c: str) -> str:
-    normalized = self._pipeline.normalizer.normalize_str(c)
-    if not normalized:
-      return "control" if unicodedata.category(c) in ("Cc", "Cf") else "glyph"
-    if not normalized.strip():
-      return "space"
-    pieces = self._pipeline.pre_tokenizer.pre_tokenize_str(self._pipeline.normalizer.normalize_str(c + c))
-    return "word" if len(pieces) == 1 else "single"
-
-  def of_codepoints(self, codepoints: np.ndarray) -> np.ndarray:
-    kinds = self.table[codepoints]
-    if (kinds == _UNKNOWN).any():
-      for cp in np.unique(codepoints[kinds == _UNKNOWN]):
-        self.table[cp] = _KINDS.index(self._classify(chr(cp)))
-      kinds = self.table[codepoints]
-    return kinds
-
-  def __call__(self, c: str) -> str:
-    return _KINDS[self.of_codepoints(np.array([ord(c)]))[0]]
-
-
-_char_classes = _CharClasses()
-_CONTROL, _GLYPH, _WORD, _SINGLE = (_KINDS.index(k) for k in ("control", "glyph", "word", "single"))
-_MAX_WORD_CHARS = 100  # WordPiece's max_input_chars_per_word
-_UNSET, _DELETED, _EXPANDED = -1, -2, -3  # _Folding's table beside code points
-
-
-class _Folding:
-  """Each code point as lower-casing and accent stripping leave it, asked of BERT's normaliser:
-  one code point, _DELETED (an accent stripped away) or _EXPANDED (several code points).
-
-  Accent stripping decomposes the whole text (NFD), which reorders adjacent combining marks by
-  their class: a text where one character's decomposition ends in such a mark and the next one's
-  begins with one is not folded character by character (`reorders`)."""
-
-  def __init__(self, lowercase: bool, strip_accents: bool):
-    self._normalizer = normalizers.BertNormalizer(
-      clean_text=False, handle_chinese_chars=False, strip_accents=strip_accents, lowercase=lowercase
-    )
-    self._strip_accents = strip_accents
-    self.table = np.full(0x110000, _UNSET, np.int32)
-    # Bit 0: NFD begins with a combining mark; bit 1: ends with one. By Python's unicodedata (Unicode
-    # 15.0 on 3.12): a mark the normaliser's newer tables know and these do not would go unseen.
-    self._marks = np.zeros(0x110000, np.uint8)
-
-  def __call__(self, codepoints: np.ndarray) -> np.ndarray:
-    folded = self.table[codepoints]
-    if (folded == _UNSET).any():
-      for cp in np.unique(codepoints[folded == _UNSET]):
-        out = self._normalizer.normalize_str(chr(cp))
-        self.table[cp] = ord(out) if len(out) == 1 else _EXPANDED if out else _DELETED
-        nfd = unicodedata.normalize("NFD", chr(cp))
-        self._marks[cp] = (unicodedata.combining(nfd[0]) > 0) | (unicodedata.combining(nfd[-1]) > 0) << 1
-      folded = self.table[codepoints]
-    return folded
-
-  def reorders(self, codepoints: np.ndarray) -> bool:
-    """Whether decomposing these code points (already `__call__`ed, controls left out: BERT deletes
-    them first) may reorder combining marks across them."""
-    marks = self._marks[codepoints]
-    return self._strip_accents and bool(((marks[1:] & 1) & (marks[:-1] >> 1)).any())
-
-  def counts(self, counts: collections.Counter) -> collections.Counter:
-    """`counts` of characters as counts of what they fold to (a stripped accent: nothing)."""
-    folded = collections.Counter()
-    for c, n in counts.items():
-      for f in self._normalizer.normalize_str(c):
-        folded[f] += n
-    return folded
-
-
-def _codepoints(text: str) -> np.ndarray:
-  return np.frombuffer(text.encode("utf-32-le"), np.uint32)
-
-
 def replace_deleted_glyphs(text: str) -> str:
   """Private-use/unassigned code points → UNKNOWN_GLYPH (same length)."""
-  codepoints = _codepoints(text)
-  is_glyph = _char_classes.of_codepoints(codepoints) == _GLYPH
+  codepoints = bert_chars.codepoints_of(text)
+  is_glyph = bert_chars.char_classes.of_codepoints(codepoints) == bert_chars.GLYPH
   if not is_glyph.any():  # most texts: no np.unique, a third of this function's time
     return text
   return text.translate({int(cp): UNKNOWN_GLYPH for cp in np.unique(codepoints[is_glyph])})
@@ -176,7 +71,7 @@ def count_characters(texts: Iterable[str], *, t2s: bool = True) -> collections.C
 
 
 # Of the characters a vocabulary could hold, the share it may leave [UNK]: past MOST_UNKNOWN it is
-# refused (max_vocab 5 built a corpus 99.75% [UNK], with not one character), past SOME_UNKNOWN warned of.
+# refused, past SOME_UNKNOWN warned of.
 MOST_UNKNOWN, SOME_UNKNOWN = 0.5, 0.01
 
 
@@ -188,19 +83,20 @@ def build_vocab(
   max_size: int | None = None,
   t2s: bool = True,
 ) -> list[str]:
-  """Special tokens, then characters by descending count (ties by code point), then the
-  `##c` twins of the "word" characters among them.
+  """Special tokens, then characters by descending count (ties by code point), then the word characters' `##c` twins.
 
-  max_size bounds the whole vocabulary, twins and special tokens included. One that leaves most
-  of the text's characters [UNK] (a max_size or min_count that keeps too few) is a ValueError.
+  max_size bounds the whole vocabulary, twins and special tokens included.
+
+  Raises:
+    ValueError: the vocabulary leaves most of the text's characters [UNK] (max_size or min_count keep too few).
   """
   if counts is None:
     counts = count_characters(texts, t2s=t2s)
-  candidates = [c for c in counts if c != UNKNOWN_GLYPH and _char_classes(c) in ("word", "single")]
+  candidates = [c for c in counts if c != UNKNOWN_GLYPH and bert_chars.char_classes(c) in ("word", "single")]
   chars = sorted((c for c in candidates if counts[c] >= min_count), key=lambda c: (-counts[c], ord(c)))
   vocab, twins = list(SPECIAL_TOKENS), []
   for c in chars:
-    needed = 2 if _char_classes(c) == "word" else 1
+    needed = 2 if bert_chars.char_classes(c) == "word" else 1
     if max_size is not None and len(vocab) + len(twins) + needed > max_size:
       break
     vocab.append(c)
@@ -213,8 +109,7 @@ def build_vocab(
 def _check_coverage(
   counts: collections.Counter, candidates: list[str], kept: int, min_count: int, max_size: int | None
 ) -> None:
-  """Refuses (or warns of) a vocabulary whose `kept` most frequent candidates leave too many of
-  the candidates' occurrences [UNK]."""
+  """Refuses (or warns of) a vocabulary whose `kept` most frequent candidates leave too many occurrences [UNK]."""
   total = sum(counts[c] for c in candidates)
   unknown = total - sum(sorted((counts[c] for c in candidates), reverse=True)[:kept])
   if not total or unknown <= SOME_UNKNOWN * total:
@@ -229,8 +124,7 @@ def _check_coverage(
 
 
 def unknown_share(unknown: int, tokens: int, log, *, advice: str = "") -> None:
-  """States the share of a text's tokens a vocabulary leaves [UNK] with `log`; past SOME_UNKNOWN
-  as a warning instead (with `advice`), as a vocabulary built here is warned of."""
+  """Logs the share of a text's tokens a vocabulary leaves [UNK]: a warning with `advice` past SOME_UNKNOWN."""
   message = f"the vocabulary leaves {unknown / max(tokens, 1):.2%} of the text's {tokens:,} tokens [UNK]"
   if unknown > SOME_UNKNOWN * tokens:
     logging.warning("%s", f"{message}; {advice}" if advice else message)
@@ -244,8 +138,10 @@ MAX_VOCAB_SIZE = len(SPECIAL_TOKENS) + sum(map(len, _PLACEHOLDER_RANGES))  # a c
 
 
 def placeholder(vocab_size: int) -> "Tokenizer":
-  """A tokenizer of `vocab_size` tokens (the special ones first, as in every wyjax vocabulary,
-  then characters; at most MAX_VOCAB_SIZE) for building a model of that size before any corpus exists."""
+  """A tokenizer of `vocab_size` tokens (at most MAX_VOCAB_SIZE), to build a model before any corpus exists.
+
+  The special tokens come first, as in every wyjax vocabulary, then characters.
+  """
   characters = itertools.islice(itertools.chain(*_PLACEHOLDER_RANGES), vocab_size - len(SPECIAL_TOKENS))
   return Tokenizer(list(SPECIAL_TOKENS) + [chr(c) for c in characters])
 
@@ -280,13 +176,13 @@ class Tokenizer:
     self.strip_accents = lowercase if strip_accents is None else strip_accents
     self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (self.token_to_id[t] for t in SPECIAL_TOKENS)
     self._backend = _bert_pipeline(self.token_to_id, self.lowercase, self.strip_accents)
-    self._folding = _Folding(lowercase, self.strip_accents) if lowercase or self.strip_accents else None
+    self._folding = bert_chars.Folding(lowercase, self.strip_accents) if lowercase or self.strip_accents else None
     # code point → id of the token "c" and of its twin "##c" (-1 when absent): the fast path.
     self._char_ids = np.full(0x110000, -1, np.int32)
     self._twin_ids = np.full(0x110000, -1, np.int32)
     for token, i in self.token_to_id.items():
       char = token.removeprefix("##")
-      if len(char) == 1 and char != UNKNOWN_GLYPH and _char_classes(char) in ("word", "single"):
+      if len(char) == 1 and char != UNKNOWN_GLYPH and bert_chars.char_classes(char) in ("word", "single"):
         (self._twin_ids if token.startswith("##") else self._char_ids)[ord(char)] = i
     # The fast path is exact when every non-special token is one character or its twin.
     self._char_level = all(len(t.removeprefix("##")) == 1 for t in self.vocab if t not in SPECIAL_TOKENS)
@@ -336,17 +232,17 @@ class Tokenizer:
       enc = self.encode(text, add_special_tokens=False)
       return np.asarray(enc.ids, np.int32), np.asarray([s for s, _ in enc.offsets], np.int64)
     # BERT deletes controls (and stripped accents) before splitting words.
-    positions = np.flatnonzero(kinds != _CONTROL)
+    positions = np.flatnonzero(kinds != bert_chars.CONTROL)
     codepoints, kinds = codepoints[positions], kinds[positions]
-    is_word = kinds == _WORD
+    is_word = kinds == bert_chars.WORD
     continues = is_word & np.concatenate([[False], is_word[:-1]])
     ids = np.where(continues, self._twin_ids[codepoints], self._char_ids[codepoints])
-    ids[kinds == _GLYPH] = self.unk_id
-    token = kinds >= _GLYPH
+    ids[kinds == bert_chars.GLYPH] = self.unk_id
+    token = kinds >= bert_chars.GLYPH
     if is_word.any():
       word = np.cumsum(is_word & ~continues) - 1
       bad = np.bincount(word[is_word & (ids < 0)], minlength=word.max() + 1) > 0
-      bad |= np.bincount(word[is_word], minlength=word.max() + 1) > _MAX_WORD_CHARS
+      bad |= np.bincount(word[is_word], minlength=word.max() + 1) > bert_chars.MAX_WORD_CHARS
       in_bad_word = is_word & bad[np.maximum(word, 0)]
       ids[in_bad_word] = self.unk_id
       token &= ~(in_bad_word & continues)  # one [UNK] per bad word
@@ -362,8 +258,8 @@ class Tokenizer:
     tokenizer strips away does get one, [UNK].
     """
     # Glyphs BERT would delete have no entry in _char_ids, so they map to [UNK] here directly.
-    codepoints = _codepoints(to_simplified(text) if self.t2s else text)
-    index = np.flatnonzero(_char_classes.of_codepoints(codepoints) >= _GLYPH).astype(np.int32)
+    codepoints = bert_chars.codepoints_of(to_simplified(text) if self.t2s else text)
+    index = np.flatnonzero(bert_chars.char_classes.of_codepoints(codepoints) >= bert_chars.GLYPH).astype(np.int32)
     codepoints = codepoints[index]
     if self._folding is not None:  # an accent stripped away or a character folded to several: [UNK]
       folded = self._folding(codepoints)
@@ -372,25 +268,25 @@ class Tokenizer:
     return np.where(ids < 0, self.unk_id, ids).astype(np.int32), index
 
   def folded_counts(self, counts: collections.Counter) -> collections.Counter:
-    """Character counts as this tokenizer's lower-casing and accent stripping leave the characters:
-    what a vocabulary extending this one should count."""
+    """Character counts as this tokenizer's casing folds them: what a vocabulary extending this one counts."""
     return self._folding.counts(counts) if self._folding else counts
 
   def _folded_kinds(self, text: str) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """The code points of `text` as the normaliser leaves them and their kinds, one per character
-    (a stripped accent a control); (None, None) where a character becomes several or combining
-    marks may be reordered."""
-    codepoints = _codepoints(to_simplified(text) if self.t2s else text)
-    kinds = _char_classes.of_codepoints(codepoints)
+    """The code points of `text` as the normaliser leaves them, and their kinds (a stripped accent: a control).
+
+    (None, None) where a character becomes several, or combining marks may be reordered.
+    """
+    codepoints = bert_chars.codepoints_of(to_simplified(text) if self.t2s else text)
+    kinds = bert_chars.char_classes.of_codepoints(codepoints)
     if self._folding is None:
       return codepoints, kinds
     folded = self._folding(codepoints)
-    if (folded == _EXPANDED).any() or self._folding.reorders(codepoints[kinds != _CONTROL]):
+    if (folded == bert_chars.EXPANDED).any() or self._folding.reorders(codepoints[kinds != bert_chars.CONTROL]):
       return None, None
-    deleted = folded == _DELETED
+    deleted = folded == bert_chars.DELETED
     codepoints = np.where(deleted, codepoints, folded).astype(codepoints.dtype)
-    kinds = _char_classes.of_codepoints(codepoints)
-    kinds[deleted] = _CONTROL
+    kinds = bert_chars.char_classes.of_codepoints(codepoints)
+    kinds[deleted] = bert_chars.CONTROL
     return codepoints, kinds
 
   def decode(self, ids) -> str:
@@ -432,10 +328,14 @@ class Tokenizer:
 
   @classmethod
   def load(cls, directory) -> "Tokenizer":
-    """The tokenizer saved in `directory`. A vocab.txt an editor saved with a byte-order mark reads
-    as without one (its first token was "\\ufeff[PAD]": "lacks the special tokens ['[PAD]']"), and
-    a vocabulary wyjax cannot use is an error naming the file. It lower-cases unless
-    tokenizer_config.json says do_lower_case false, as transformers' BertTokenizer does."""
+    """The tokenizer saved in `directory`.
+
+    It lower-cases unless tokenizer_config.json says do_lower_case false, as transformers' BertTokenizer does.
+    A byte-order mark before vocab.txt's first token is ignored.
+
+    Raises:
+      ValueError: a vocabulary wyjax cannot use, naming the file.
+    """
     directory = epath.Path(directory)
     vocab_file = directory / "vocab.txt"
     vocab = vocab_file.read_text(encoding="utf-8").removeprefix("\ufeff").split("\n")

@@ -1,12 +1,8 @@
 """A corpus's vocabulary against a checkpoint's: which embedding row each token continues from.
 
-A model continued on classical text (GuwenBERT from RoBERTa-wwm-ext, roberta-classical-chinese
-from GuwenBERT) keeps what its checkpoint learned of a character by carrying the character's row
-into the new vocabulary: the same token's row, else the row of its simplified/traditional
-counterpart (OpenCC: 後 continues 后, 髮 and 發 continue 发), else none (a new row). The same
-rule serves the three vocabularies a prepared corpus may have: the checkpoint's own (every row
-copied), an extension of it (its rows in place, the corpus's new characters appended) and the
-corpus's own (a transplant).
+A token continues the checkpoint's row of the same token, else that of its simplified/traditional
+counterpart (OpenCC: 後 continues 后, 髮 and 發 continue 发), else none (a new row). This serves the
+checkpoint's own vocabulary, an extension of it (new characters appended) and the corpus's own.
 """
 
 import collections
@@ -73,8 +69,10 @@ def row_sources(checkpoint_vocab: list[str], vocab: list[str]) -> RowSources:
 
 
 def extended(checkpoint_vocab: list[str], corpus_vocab: list[str]) -> list[str]:
-  """The checkpoint's vocabulary with the corpus's tokens it lacks appended (in the corpus
-  vocabulary's order: most frequent first): every old id keeps its token, so every old row stays."""
+  """The checkpoint's vocabulary with the corpus's tokens it lacks appended, most frequent first.
+
+  Every old id keeps its token, so every old embedding row stays.
+  """
   known = set(checkpoint_vocab)
   return list(checkpoint_vocab) + [t for t in corpus_vocab if t not in known]
 

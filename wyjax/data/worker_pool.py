@@ -1,5 +1,7 @@
-"""Worker processes for a command's work units: they end with the command however it ends, and a
-worker that dies ends the work in one line instead of a wait for ever."""
+"""Worker processes for a command's work units.
+
+They end with the command however it ends, and a worker that dies ends the work with one line of error.
+"""
 
 import concurrent.futures
 import contextlib
@@ -17,10 +19,11 @@ _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def end_with(parent: int) -> None:
-  """Makes this process end when `parent` does, however it ends: a parent killed with SIGKILL
-  (the out-of-memory killer's signal) left its workers alive, adopted by init, blocked on the
-  pool's pipe for ever. Linux sends SIGKILL to a process whose parent has died (PR_SET_PDEATHSIG);
-  a parent that died before that was set is seen here, as a new parent (init's)."""
+  """Makes this process end when `parent` does, however it ends (SIGKILL included).
+
+  Linux sends SIGKILL to a process whose parent has died (PR_SET_PDEATHSIG); a parent that died before
+  that was set is seen here, as a new parent (init's).
+  """
   if sys.platform.startswith("linux"):
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
@@ -37,13 +40,13 @@ def _start(parent: int, initializer, initargs) -> None:
 
 @contextlib.contextmanager
 def processes(workers: int, initializer, initargs: tuple):
-  """Processes for the work units, each started by initializer(*initargs) (workers 1: None, and
-  this process is initialised to do them). A worker's error reaches the caller as raised; a
-  worker that dies, or a result that cannot be read back, breaks the pool, which then raises
-  where multiprocessing.Pool would wait for ever. Leaving the block cancels the units not started;
-  leaving it by an exception (an error, Ctrl-C) also ends the workers, which would otherwise be
-  waited for until their units end (a long file; a pipe, never). A parent that dies without
-  leaving it (SIGKILL) takes its workers with it (end_with)."""
+  """A pool of `workers` processes, each started by initializer(*initargs); workers 1: None, this process.
+
+  - A worker's error reaches the caller as raised; a worker that dies, or a result that cannot be read
+    back, breaks the pool, which raises (multiprocessing.Pool would wait for ever).
+  - Leaving the block cancels the units not started; leaving it by an exception (an error, Ctrl-C)
+    also ends the workers. A parent killed without leaving it takes its workers with it (end_with).
+  """
   if workers == 1:
     initializer(*initargs)
     yield None
