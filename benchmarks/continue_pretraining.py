@@ -1,21 +1,18 @@
-"""Continued pretraining against pretraining from scratch, on this CPU (docs/benchmarks.md,
-"Continuing from a checkpoint").
+"""Continued pretraining against pretraining from scratch, on this CPU.
 
     python benchmarks/continue_pretraining.py --clue=../shared/data/clue --out=/tmp/continue [--seeds=3]
 
 1. A "modern" tiny encoder, standing in for RoBERTa-wwm-ext: the demo's architecture and recipe
-   (configs/pretrain/deberta_tiny.py) pretrained on the modern-Chinese texts of the CLUE files
-   (every string of ten characters or more in their records, 100 records a document), exported as
-   a transformers folder.
-2. Continued on the chinese-poetry corpus for the demo's steps, as the commands a user types:
-   (i) with its own vocabulary (prepare-corpus --vocab: its [UNK] rate on poetry is reported);
-   (ii) with the corpus's own vocabulary transplanted and the encoder frozen for the first
-   --frozen steps (the GuwenBERT recipe); (iii) from random weights (the demo's own pretraining).
+   (configs/pretrain/deberta_tiny.py) pretrained on the CLUE files' modern-Chinese texts, exported.
+2. Continued on the chinese-poetry corpus for the demo's steps, as a user's commands: (i) with its
+   own vocabulary (its [UNK] rate on poetry reported); (ii) with the corpus's vocabulary
+   transplanted and the encoder frozen for the first --frozen steps (the GuwenBERT recipe);
+   (iii) from random weights (the demo's own pretraining).
 3. Each fine-tuned on the demo's derived tasks (PUNC, TLC) with the demo's recipe, --seeds seeds.
 
-Prints a markdown table: validation MLM loss at step 0 and at the end, PUNC and TLC dev and test
-(mean ± std over seeds), beside the demo's baselines; writes OUT/results.json. A rerun reuses
-every finished step (corpora, pretraining runs, fine-tuned seeds).
+Prints a markdown table (validation MLM loss at step 0 and at the end, PUNC and TLC dev and test,
+mean ± std over seeds, beside the demo's baselines) and writes OUT/results.json. A rerun reuses
+every finished step.
 """
 
 import argparse
@@ -69,8 +66,10 @@ def _records(path: pathlib.Path):
 
 
 def modern_texts(clue: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
-  """Every string of ten characters or more in the CLUE files' records, RECORDS_PER_DOCUMENT
-  records a .txt file (a document: the validation split takes whole files)."""
+  """`out`, written once: every string of ten characters or more in the CLUE files' records.
+
+  RECORDS_PER_DOCUMENT records go in a .txt file (a document: the validation split takes whole files).
+  """
   if out.is_dir():
     return out
   partial = out.with_name(out.name + ".partial")

@@ -1,13 +1,12 @@
-"""Greedy decoding throughput of the prefix LM: key/value cache vs re-running the full forward
-pass at every step, generating exactly N target tokens per sentence.
+"""Greedy decoding throughput of the prefix LM: a key/value cache against re-running the full forward pass.
 
     python benchmarks/decoding.py [--init=MODEL] [--models=tiny,base] [--lengths=32,64,128]
         [--batch=8 --source_length=24 --repeats=3]
 
---init times a trained model (a wyjax workdir or transformers folder); otherwise random
-weights of the demo's tiny DeBERTa and of DeBERTa-base in the WYWEB layout. Both paths run
-the same jitted `prefix_lm.generate` with fixed shapes (the uncached one over the whole
-[prefix + N] buffer each step). Results go in docs/benchmarks.md.
+Each sentence generates exactly N target tokens, both ways by the same jitted `prefix_lm.generate`
+with fixed shapes (the uncached one over the whole [prefix + N] buffer each step). --init times a
+trained model (a wyjax workdir or transformers folder); otherwise random weights of the demo's tiny
+DeBERTa and of DeBERTa-base in the WYWEB layout.
 """
 
 import argparse

@@ -3,29 +3,18 @@
     JAX_PLATFORMS=cpu python benchmarks/finetune_step.py --tlc=../shared/data/wyweb/tlc --punc=DIR
         [--init=~/.cache/wyjax/demo/pretrain] [--steps=300] [--torch_device=cpu|cuda]
 
-DIR is PUNC built from the Daizhige sample (it has no dev split at the default fraction):
+DIR is PUNC built from the Daizhige sample with a dev split:
 `python -m wyjax.tasks build-punc --daizhige=../shared/data/daizhige_sample --out=DIR
 --collections=史藏,子藏,集藏,经藏,医藏,诗藏,道藏,佛藏,易藏,艺藏,儒藏 --dev_fraction=0.2 --test_fraction=0`.
 
---init (the demo's pretrained tiny DeBERTa by default) is exported once as a transformers
-folder, and both sides fine-tune that folder with a fresh task head: batch 32, AdamW (lr 1e-3,
-β 0.9/0.999, ε 1e-6, weight decay 0.01 but on biases and LayerNorms), global-norm clipping
-1.0, 10% linear warm-up then linear decay, --steps steps, one seed. wyjax runs its own command,
-`python -m wyjax.finetune` with configs/<task>.py, which also evaluates dev at every epoch's
-end and keeps the best; it runs twice, with an empty and then with a warm JAX compilation cache
-(a user's first and later runs; --no-warm_rerun: the first only). transformers runs a plain
-PyTorch loop in a subprocess of its own (shuffled batches padded to their longest sequence,
-dropout on, dev once at the end) on features that wyjax's task code wrote beforehand: its wall
-time leaves out reading and tokenizing the files. --sort_window=16 gives wyjax batches of
-examples close in length (its --config.sort_window), --torch_sort_window=16 the PyTorch loop the
-same batches.
-Both dev scores come from the task's own decode and metric.
-
---profile instead breaks one wyjax run down by phase (setup, input pipeline, each length
-bucket's compile and steps, evaluation), in-process. Otherwise prints one markdown row per run:
-wall time of the whole command, median seconds per step after the first 10 steps (wyjax: its
-metrics.jsonl's 10-step intervals; transformers: each step's), steps/s and the dev main metric.
-Results go in docs/benchmarks.md.
+- Both sides fine-tune --init (default: the demo's tiny DeBERTa), exported once, with a fresh head
+  and the same recipe (batch 32, AdamW, clipping, warm-up then linear decay), --steps steps, one seed.
+- wyjax runs `python -m wyjax.finetune` with configs/<task>.py, with an empty and then a warm
+  compilation cache (--no-warm_rerun: the first only); transformers a plain PyTorch loop in a
+  subprocess, on features wyjax's task code wrote beforehand. Both dev scores come from the task's
+  own decode and metric; --sort_window and --torch_sort_window batch examples close in length.
+- Prints one markdown row per run: wall time, median seconds per step after the first 10, steps/s
+  and the dev main metric. --profile instead breaks one wyjax run down by phase, in-process.
 """
 
 import argparse
@@ -155,9 +144,11 @@ def torch_worker(args):
 
 
 def profile(task_name: str, data_dir: str, hf_dir, args) -> None:
-  """Where a wyjax fine-tuning run's time goes, phase by phase, in this process: setup (reading,
-  featurizing, building the program), the input pipeline, each bucket's compile and steps, and
-  evaluation (its first call compiles). Prints markdown rows."""
+  """Prints where a wyjax fine-tuning run's time goes in this process, phase by phase, as markdown rows.
+
+  The phases: setup (reading, featurizing, building the program), the input pipeline, each
+  bucket's compile and steps, and evaluation (its first call compiles).
+  """
   import collections
 
   import jax
@@ -271,7 +262,7 @@ def run_torch(task, dev_examples, dev_features, features: pathlib.Path, hf_dir, 
     dict(os.environ),
   )
   result = pickle.loads(logits_file.read_bytes())
-  predictions = [task.decode(e, f, l) for e, f, l in zip(dev_examples, dev_features, result["logits"])]
+  predictions = [task.decode(e, f, lg) for e, f, lg in zip(dev_examples, dev_features, result["logits"])]
   return {
     "wall": wall,
     "step": float(np.median(result["step_seconds"][10:])),

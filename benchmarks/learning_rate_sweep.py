@@ -1,19 +1,15 @@
-"""Fine-tuning learning rate on the tiny model: the sweep behind wyjax/train/learning_rates.py's
-TINY_LEARNING_RATE (the paper's rates, 1e-5 … 5e-5, are for a base-sized model).
+"""Fine-tuning learning rate on the tiny model: the sweep behind learning_rates.TINY_LEARNING_RATE.
 
     python benchmarks/learning_rate_sweep.py --tlc=../shared/data/wyweb/tlc [--ccpm=../shared/data/ccpm]
         [--ccpm_tasks=ccpm,ccpm_match_shared] [--init=~/.cache/wyjax/demo/pretrain]
         [--rates=2e-5,1e-4,3e-4,1e-3,3e-3] [--steps=300]
 
---init is the pretrained tiny DeBERTa (default: the demo's, which `python -m wyjax.demo` or
-`python -m wyjax.pretrain --config=pretrain/deberta_tiny.py --workdir=~/.cache/wyjax/demo/pretrain`
-makes). Each task is fine-tuned at each rate from its packaged config (batch 32, warm-up 10%,
-linear decay) for --steps steps, one seed, the dev set evaluated at every epoch's end and at the
-last step, the best dev checkpoint kept. CCPM's labelled valid split is held out of the shared
-data: --ccpm's train.jsonl is cut into train (its first --ccpm_train records) and dev (its last
---ccpm_dev). Prints a markdown table per task: the dev main metric, the first and last logged
-training loss, whether the flat-loss warning (learning_rates.LossWatch) fired, and seconds.
-Runs go to --out; a rerun reuses the finished ones. Results go in docs/benchmarks.md.
+- --init: the pretrained tiny DeBERTa (default: the demo's, which `python -m wyjax.demo` makes).
+- Each task is fine-tuned from its packaged config at each rate for --steps steps, one seed, the
+  best dev checkpoint kept. CCPM's dev is cut from --ccpm's train.jsonl: train its first
+  --ccpm_train records, dev its last --ccpm_dev.
+- Prints a markdown table per task: the dev main metric, the first and last logged training loss,
+  whether learning_rates.LossWatch warned, and seconds. Runs go to --out; a rerun reuses them.
 """
 
 import argparse

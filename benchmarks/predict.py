@@ -1,15 +1,12 @@
-"""Punctuating a 1-million-character text: `wyjax.predict` (its Predictor) vs transformers'
-token-classification pipeline on the same exported model, batch size 32.
+"""Punctuating a 1-million-character text: `wyjax.predict`'s Predictor against transformers' pipeline.
 
     JAX_PLATFORMS=cpu python benchmarks/predict.py --daizhige=../shared/data/daizhige_sample
 
-The text is real unpunctuated classical Chinese: the Daizhige tree's paragraphs, punctuation
-and whitespace removed, cut to at most --line_chars characters (every line one window for
-both: the pipeline would cut a longer line, wyjax would window it), repeated to --chars. The model
-is a PUNC model of the embedded default's size (wyjax.train.task_model.FRESH_TINY_MODEL)
-with random weights, which cost what trained ones do; it is exported once and both sides run
-the export. Prints one JSON line per side (characters per second, after one warm-up line)
-and the ratio; results in docs/benchmarks.md.
+Both sides run one export of a PUNC model of the embedded default's size
+(wyjax.train.task_model.FRESH_TINY_MODEL, random weights), batch size 32, on the Daizhige tree's
+paragraphs unpunctuated, cut to --line_chars characters (every line one window for both) and
+repeated to --chars. Prints one JSON line per side (characters per second, after one warm-up
+line) and the ratio.
 """
 
 import argparse
@@ -35,8 +32,7 @@ from wyjax.train.task_model import FRESH_TINY_MODEL
 
 
 def text_lines(daizhige: pathlib.Path, chars: int, line_chars: int) -> list[str]:
-  """The books' paragraphs without punctuation and whitespace, cut into lines of at most
-  line_chars, repeated until they hold `chars` characters."""
+  """The books' paragraphs without punctuation or whitespace, in lines of at most line_chars, to `chars` in all."""
   paragraphs = [
     "".join(c for c in line if not c.isspace() and not unicodedata.category(c).startswith("P"))
     for book in sorted(daizhige.rglob("*.txt"))

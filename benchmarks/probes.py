@@ -1,29 +1,17 @@
-"""Is the probe worth watching? The demo's pretraining with its probes, its checkpoints probed
-and fine-tuned: the probes' dev scores beside the fine-tuned dev scores of the same checkpoints,
-their Spearman rank correlation, and what probing cost the run.
+"""Is the probe worth watching? The probes' dev scores beside the fine-tuned ones of the same checkpoints.
 
     python benchmarks/probes.py [--out=/tmp/wyjax-probes] [--seeds=punc=3,tlc=1] [--package=chinese-poetry/package]
 
-1. derives the demo's two tasks from chinese-poetry (wyjax/tasks/builders/poetry.py) into OUT/tasks;
-2. runs the demo's pretraining (`python -m wyjax.pretrain --config=pretrain/deberta_tiny.py`)
-   into OUT/pretrain, keeping a checkpoint every --checkpoint_every steps (which changes nothing
-   it trains); its step 0 (the run's initial parameters, drawn as it draws them) is written to
-   OUT/step0; then times the same pretraining as the demo runs it, with its probes at their
-   default cadence (step 0 and every evaluation; OUT/timed_probes[_N]) and without
-   (OUT/timed_no_probes[_N]), wall and CPU seconds, in --cost_pairs pairs back to back (pair N
-   runs the one without probes first when N is odd);
-3. probes every checkpoint with the probe command's code (wyjax.train.probes.probe_model), and
-   fine-tunes it on both tasks with the demo's recipe (wyjax/demo.py: PUNC 300 steps, TLC 750,
-   batch 32, the model's learning rate; --seeds seeds per task, their mean) into OUT/finetune/<step>/;
-4. prints a markdown table: step, validation MLM loss, each task's probe and fine-tuned dev score,
-   the Spearman correlation over checkpoints, the in-run probes against the command's on the
-   same checkpoints, and per pair what probing cost: the probes' own seconds, the runs' wall
-   and CPU difference, and the difference outside the steady steps (a run's wall less its
-   training intervals that hold no evaluation, where probes cost nothing but whose time varies
-   by seconds between runs of either kind).
+1. Derives the demo's two tasks from chinese-poetry into OUT/tasks.
+2. Runs the demo's pretraining into OUT/pretrain, a checkpoint every --checkpoint_every steps,
+   its step 0 written to OUT/step0; then times it with its probes and without
+   (OUT/timed_probes[_N], OUT/timed_no_probes[_N]), in --cost_pairs pairs back to back.
+3. Probes every checkpoint (wyjax.train.probes.probe_model) and fine-tunes it on both tasks with
+   the demo's recipe, --seeds seeds per task, into OUT/finetune/<step>/.
+4. Prints a markdown table: each checkpoint's validation MLM loss, probe and fine-tuned dev scores,
+   their Spearman rank correlation, the in-run probes against the command's, and what probing cost.
 
-Every stage is kept in OUT and reused by a rerun (results.json holds what was measured), so an
-interrupted run resumes where it stopped. Results go in docs/benchmarks.md.
+Every stage is kept in OUT (results.json holds what was measured): a rerun resumes where it stopped.
 """
 
 import argparse
@@ -58,10 +46,12 @@ def records(path: pathlib.Path) -> list[dict]:
 
 
 def pretrain(out: pathlib.Path, name: str, options: list[str]) -> dict:
-  """Runs the demo's pretraining into OUT/name with `options` (a finished one is kept: its timing
-  is in OUT/<name>_timing.json) and returns its wall and CPU seconds and its probes' seconds. Each
-  run compiles into a compilation cache of its own, empty at its start: both timed runs compile
-  every program, as a first run does (a shared cache gave the second run the first one's train step)."""
+  """Runs the demo's pretraining into OUT/name with `options`; returns its wall, CPU and probes' seconds.
+
+  A finished run is kept: its timing is in OUT/<name>_timing.json. Each run compiles into a
+  compilation cache of its own, empty at its start, so every timed run compiles every program, as a
+  first run does.
+  """
   workdir, timing = out / name, out / f"{name}_timing.json"
   if timing.exists():
     return storage.read_json(timing)
@@ -91,8 +81,10 @@ def pretrain(out: pathlib.Path, name: str, options: list[str]) -> dict:
 
 
 def write_step0(out: pathlib.Path, config) -> pathlib.Path:
-  """The run's parameters before its first step, as a workdir (model.json, tokenizer, checkpoint 0):
-  the state pretraining.build's program initialises from config.seed."""
+  """The run's parameters before its first step, as a workdir (model.json, tokenizer, checkpoint 0).
+
+  They are the state pretraining.build's program initialises from config.seed.
+  """
   workdir = out / "step0"
   if (workdir / "checkpoints" / "0").exists():
     return workdir
@@ -111,9 +103,11 @@ def write_step0(out: pathlib.Path, config) -> pathlib.Path:
 
 
 def cost_pairs(out: pathlib.Path, spec: str, count: int) -> list[tuple[str, str]]:
-  """Times `count` pairs of the demo's pretraining, with the probes of `spec` and without, back to
-  back, pair N without probes first when N is odd (so a drift of the machine falls on both);
-  returns their run names [(with, without)]."""
+  """Times `count` pairs of the demo's pretraining, with the probes of `spec` and without, back to back.
+
+  Pair N runs without probes first when N is odd, so a drift of the machine falls on both.
+  Returns their run names [(with, without)].
+  """
   pairs = []
   for n in range(1, count + 1):
     suffix = "" if n == 1 else f"_{n}"
@@ -125,8 +119,10 @@ def cost_pairs(out: pathlib.Path, spec: str, count: int) -> list[tuple[str, str]
 
 
 def steady_seconds(workdir: pathlib.Path) -> float:
-  """The run's logged training intervals that hold no evaluation: an evaluation at step s (s = 0
-  too) runs after the step-s log, so in the interval that ends at the next one."""
+  """The seconds of the run's logged training intervals that hold no evaluation.
+
+  An evaluation at step s (s = 0 too) runs after the step-s log, so in the interval that ends at the next one.
+  """
   metrics = records(workdir / "metrics.jsonl")
   evaluated = {0} | {r["step"] for r in metrics if "valid_loss" in r}
   logged = [(r["step"], r["step_seconds"]) for r in metrics if "step_seconds" in r]
@@ -135,8 +131,10 @@ def steady_seconds(workdir: pathlib.Path) -> float:
 
 
 def print_cost(out: pathlib.Path, pairs: list[tuple[str, str]]) -> None:
-  """A markdown table of what probing cost each pair, and the means (as shares of the mean wall
-  time of the runs with probes)."""
+  """Prints a markdown table of what probing cost each pair, and the means.
+
+  The means are shares of the mean wall time of the runs with probes.
+  """
   print(
     "\n| pair | with probes: wall, CPU | the probes' own seconds (each evaluation) | their share of the wall | "
     "without: wall, CPU | the runs' difference | outside the steady steps |"

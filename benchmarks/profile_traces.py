@@ -1,15 +1,11 @@
-"""Where the time went, read from the traces `benchmarks/gpu.py --profile=DIR` writes: a table of
-the top kernels by total time in each trace, so that one GPU call brings the traces back and
-the rest is read on any machine.
+"""The top kernels by total time in each trace `benchmarks/gpu.py --profile=DIR` writes, as a table.
 
     python benchmarks/profile_traces.py DIR
 
-Both profilers write Chrome trace JSON: jax's (jax.profiler.trace) as
-DIR/<name>/plugins/profile/<run>/<host>.trace.json.gz (the same events in perfetto_trace.json.gz
-with create_perfetto_trace), torch's (torch.profiler) as DIR/<name>/trace.json. On a GPU a kernel
-is an event on the device's streams (jax) or of category "kernel" or a memory copy or set
-(torch); on a CPU, where no device kernels run (--smoke), the ops XLA's executor threads ran
-(jax) and torch's CPU ops (inclusive of the ops they call).
+It reads jax's traces (DIR/<name>/plugins/profile/<run>/<host>.trace.json.gz) and torch's
+(DIR/<name>/trace.json) on any machine. A kernel is, on a GPU, an event on the device's streams
+(jax) or of category "kernel" or a memory copy or set (torch); on a CPU (--smoke), an op of XLA's
+executor threads (jax) or a torch CPU op (inclusive of the ops it calls).
 """
 
 import collections
@@ -32,9 +28,11 @@ def traces(root) -> dict[str, pathlib.Path]:
 
 
 def events(path: pathlib.Path) -> tuple[str, list[tuple[str, str, float]]]:
-  """(what was counted: "GPU kernels" or "CPU ops", [(name, HLO op, µs)] of every one in one
-  trace). The HLO op is what jax's trace names the instruction that launched a kernel (its
-  "hlo_op" argument), "" where it names none."""
+  """(what was counted: "GPU kernels" or "CPU ops", [(name, HLO op, µs)] of every one) in one trace.
+
+  The HLO op is the instruction that launched a kernel, as jax's trace names it (its "hlo_op"
+  argument); "" where it names none.
+  """
   opener = gzip.open if path.suffix == ".gz" else open
   with opener(path, "rt", encoding="utf-8") as f:
     trace = json.load(f)

@@ -1,10 +1,10 @@
-"""Characters/s of corpus tokenisation on real classical text (the shared Daizhige sample and
-WYWEB files, repeated): `Tokenizer.encode_ids` (the corpus path) against the generic
-`encode` through the Rust BERT pipeline.
+"""Characters/s of corpus tokenisation on real classical text: `Tokenizer.encode_ids` against the generic path.
 
     python benchmarks/tokenizer_throughput.py --data=../shared/data [--megachars=50] [--lowercase]
 
-3.3B characters (full Daizhige) / measured rate = the time to tokenise the corpus on one process.
+The text: the .txt and .tsv files under --data, repeated. `encode_ids` is the corpus path,
+`encode_batch` the Rust BERT pipeline; the time to tokenise the full Daizhige (3.3 B characters) on
+one process is printed too.
 """
 
 import argparse

@@ -82,13 +82,12 @@ def _tiny_export(folder, vocab_texts, seed: int):
 
 
 def test_a_workdir_that_is_a_project_folder_keeps_the_users_files(tlc, tmp_path, monkeypatch):
-  """`--workdir=.` in a project folder: --fresh_start moved the user's data/, notes.txt and
-  thesis/ into previous-<time>/ with the old run (and the same command then failed: "data: no such
-  task folder"); only what fine-tuning writes is set aside now, and a folder holding the user's
-  own entries under those names (a `submission/`) is refused before the first run writes there. The data folder spelled otherwise
-  (absolute, a trailing slash) was "another config" ("would mix two trainings"); it is the same
-  folder. The --config.init model replaced under the same path was taken as the same init, its
-  old scores kept: its weights are recorded by content, and a rerun over another is refused."""
+  """`--workdir=.` in a project folder keeps the user's files: --fresh_start sets aside only what
+  fine-tuning writes (not the user's data/, notes.txt and thesis/), and a folder holding the user's
+  own entries under those names (a `submission/`) is refused before the first run writes there.
+  The data folder spelled otherwise (absolute, a trailing slash) is the same folder, not another
+  config. A --config.init model replaced under the same path is not the same init: its weights are
+  recorded by content, and a rerun over another is refused."""
   project = tmp_path / "project"
   shutil.copytree(tlc, project / "data")
   (project / "notes.txt").write_text("my notes\n")

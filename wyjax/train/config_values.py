@@ -1,13 +1,11 @@
-"""The values a run's config may hold, checked in one place, where a loop reads its config
-(fine-tuning, pretraining and their --compile_only; the benchmark and the demo go through them):
-a value out of its range is one error naming the key and the range, before anything is read,
-built or written, not a ZeroDivisionError deep in the loop, nor a run that trains nonsense.
+"""The values a run's config may hold, checked where fine-tuning and pretraining read their config.
 
-Three checks, each where what it needs is known: `check`, each key's range (a step's counters,
-seeds and sizes fit int32; every float anywhere in the config is finite), and ranges that join
-keys; `check_data`, the ranges the task's data sets (a batch no larger than the train split, a
-sort window of at most an epoch, every feature within max_length), before anything is
-compiled; memory, by the compiled steps themselves (wyjax.core.host_memory.admit).
+A value out of its range is one ValueError naming the key and the range, before anything is read,
+built or written. Each check runs where what it needs is known:
+- `check`: each key's range (counters, seeds and sizes fit int32; every float is finite) and the
+  ranges that join keys;
+- `check_data`: the ranges the task's data sets, before anything is compiled;
+- memory: by the compiled steps themselves (wyjax.core.host_memory.admit).
 """
 
 import logging
@@ -174,9 +172,12 @@ def _floats(config, prefix: str = ""):
 
 
 def check(config, allowed: dict[str, Allowed]) -> None:
-  """Raises ValueError naming every key of `allowed` whose value in `config` (an
-  ml_collections.ConfigDict; a dotted key reads a nested one) is out of its range, every float
-  that is not finite, and every joint range of keys in `allowed` that their values leave."""
+  """Checks `config` (an ml_collections.ConfigDict) against `allowed` (a dotted key reads a nested one).
+
+  Raises:
+    ValueError: naming every key out of its range, every float that is not finite, and every joint
+      range of keys in `allowed` that their values leave.
+  """
   values = {}
   for key in allowed:
     try:
@@ -198,12 +199,19 @@ def check(config, allowed: dict[str, Allowed]) -> None:
 
 
 def check_decided(config, decided: dict, by: str, typed=()) -> None:
-  """Checks the config's values of what the data or a checkpoint decides (`decided`: {dotted key:
-  its value}; `by`: whose, for the message: the corpus's vocabulary, an init checkpoint's
-  architecture). A value typed on the command line (`typed`: the keys of its --config.<key>
-  overrides) that differs is a ValueError naming the flag: the run would use another, silently.
-  One a config file holds (a plan, as a --compile_only without data uses) is stated, and the
-  decided value used."""
+  """Checks the config's values of what the data or a checkpoint decides.
+
+  A differing value from a config file (a plan, as a --compile_only without data uses) is logged,
+  and the decided value used.
+
+  Args:
+    decided: {dotted key: its value}.
+    by: whose decision, for the message (the corpus's vocabulary, an init checkpoint's architecture).
+    typed: the keys of the command line's --config.<key> overrides.
+
+  Raises:
+    ValueError: naming each typed flag whose value differs (the run would silently use another).
+  """
   refused = []
   for key, value in decided.items():
     try:
@@ -223,9 +231,17 @@ def check_decided(config, decided: dict, by: str, typed=()) -> None:
 
 
 def check_data(config, *, train_examples: int, longest: int, max_length: int) -> None:
-  """Raises ValueError naming the keys whose values the task's data cannot honour: `longest`,
-  the most tokens of any featurized example (the task's own layout may need more than a small
-  max_length gives: [CLS], separators, a question and a window), `max_length` the run's."""
+  """Checks the keys whose values the task's data must honour.
+
+  Args:
+    train_examples: the train split's size (a batch no larger; a sort window of at most an epoch).
+    longest: the most tokens of any featurized example (its layout may need more than a small
+      max_length gives: [CLS], separators, a question and a window).
+    max_length: the run's.
+
+  Raises:
+    ValueError: naming each key the data cannot honour.
+  """
   wrong = []
   if longest > max_length:
     wrong.append(

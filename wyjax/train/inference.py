@@ -1,19 +1,9 @@
-"""A fine-tuned model applied to a user's raw inputs (`wyjax.predict`): lines streamed in chunks,
-each chunk featurized by its task, predicted in batches sorted by length by the same jitted
-step as evaluation (TaskModel's), and written back in input order.
+"""A fine-tuned model applied to a user's raw input lines (`wyjax.predict`), its outputs in input order.
 
-A character-tagging task (`Task.long_text`) takes texts of any length: cut into overlapping
-windows of the model's length, every character decided once, from the window where it has
-most context (tasks/long_texts.py). Its windows are cut and predicted a chunk's worth of tokens
-at a time (CHUNK_CHARACTERS), their rows stitched into the text's logits as they come: a long
-text holds its characters' features and logits (about 70 bytes a character), never all its
-windows'. Other inputs longer than the model's length are cut as the task's featurize cuts them,
-and the characters cut are counted.
-
-The steps' scratch is given back to the system after each step (host_memory.give_back_large_blocks):
-the host's own work between steps (featurizing, batching, stitching) fragments an arena that
-keeps everything, and a predict grew by about half a step's scratch per batch (5.5 GB for a
-2 MB line at 512 tokens, and as much for a file of short lines; given back, 1.5).
+Lines are read in chunks, featurized by their task and predicted in batches sorted by length, by
+the same jitted step as evaluation (TaskModel's). A character-tagging task (`Task.long_text`) takes
+texts of any length, cut into overlapping windows (tasks/long_texts.py); other inputs longer than
+the model's length are cut as the task's featurize cuts them, and the characters cut are counted.
 """
 
 import dataclasses
@@ -28,7 +18,7 @@ import numpy as np
 from wyjax.core import host_memory
 from wyjax.tasks import long_texts, user_inputs
 from wyjax.tasks.files import FormatError
-from wyjax.train import finetuning
+from wyjax.train import finetuning, translation
 from wyjax.train.task_model import TaskModel
 
 CHUNK_CHARACTERS = 1 << 20  # characters read before a chunk is predicted, and tokens predicted at once
@@ -90,11 +80,13 @@ class Predictor:
       example=example_features,
     )
     self._params = jax.device_put(self.fine_tuned.params, self._model.program.params_sharding)
-    host_memory.give_back_large_blocks()  # (the module's docstring)
+    # The steps' scratch goes back to the system after each step: the host's work between steps
+    # (featurizing, batching, stitching) fragments an arena that keeps everything, and a predict grew
+    # by about half a step's scratch per batch.
+    host_memory.give_back_large_blocks()
 
   def _featurized(self, text: str, path, line: int):
-    """(example, its features, or for a long text (its whole text's features, its windows' starts))
-    of one input line."""
+    """(example, features) of one input line; a long text's features: (the whole text's, its windows' starts)."""
     example = user_inputs.example(self.task, text, path, line)
     if self.task.unmarked and not self.keep_marks:
       field = self.task.inputs[0]
@@ -124,10 +116,12 @@ class Predictor:
       features = [f for _, f in featurized]
       logits = list(self._logits(features))
       if self._model.head.generates:
-        texts = self._model.translate(self._params, examples, self.beam_size)
-        return [(self.task.decode(e, f, t), f, l) for e, f, l, t in zip(examples, features, logits, texts)]
-      return [(self.task.decode(e, f, l), f, l) for e, f, l in zip(examples, features, logits)]
+        texts = translation.translate(self._model, self._params, examples, self.beam_size)
+        return [(self.task.decode(e, f, t), f, lg) for e, f, lg, t in zip(examples, features, logits, texts)]
+      return [(self.task.decode(e, f, lg), f, lg) for e, f, lg in zip(examples, features, logits)]
     room = self.max_length - 2
+    # A chunk's worth of windows at a time, stitched into each text's logits as they come: a long text
+    # holds its characters' features and logits (about 70 bytes a character), never all its windows'.
     windows = self._logits(
       long_texts.cut(features, start, room) for _, (features, starts) in featurized for start in starts
     )

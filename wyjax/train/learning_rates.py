@@ -1,31 +1,9 @@
 """Fine-tuning's learning rate from the size of the model, and a warning when the loss stays flat.
 
-A task config carries its source's rate (WYWEB's Table 15, CLUE's README, ...) as
-`base_learning_rate`: the rate for a base-sized model. `learning_rate` None (base_config's
-default) means the rate is chosen from the size of the model being fine-tuned (`resolved`); an
-explicit `--config.learning_rate` always wins, 0 included.
-
-The rule (`rate_for`). A model's size is its encoder's layer parameters (`layer_parameters`:
-attention, feed-forward and their norms, L × (4H² + 2HI + 9H + I); not the embeddings, whose
-size follows the vocabulary rather than the depth and width). Two anchors:
-
-  TINY_SIZE = 264,960 (the embedded default, configs/pretrain/deberta_tiny.py: 2 layers of
-      128 / 256)  → TINY_LEARNING_RATE = 1e-3, the best of benchmarks/learning_rate_sweep.py's
-      2e-5 … 3e-3 on TLC (dev 36.8 against 32.6 at 3e-4 and 33.9 at 3e-3) and CCPM's Match (69.0
-      against 65.3 and 66.8), 300 steps (docs/benchmarks.md, "Fine-tuning learning rate and
-      model size");
-  BASE_SIZE = 85,054,464 (BERT-base, DeBERTa-base: 12 layers of 768 / 3072) → the config's
-      base_learning_rate, the value its source published for such a model.
-
-A model at most tiny gets TINY_LEARNING_RATE, one at least base-sized base_learning_rate (no
-extrapolation either way); in between the rate is log-linear in the size,
-  log r = log r_tiny + t · (log r_base − log r_tiny),  t = log(N / N_tiny) / log(N_base / N_tiny),
-rounded to two significant digits (so logs and run_config.json read 1.4e-04, not 1.4142…e-04).
-With TLC's 2e-5 the tiny model learns nothing in 300 steps (dev 16.6, the majority class 14.8;
-the loss stays at ln 7), which is what this replaces.
-
-`LossWatch` warns once, with the numbers, when the training loss has not fallen by
-CHECK_SHARE of a run's steps.
+A task config's `base_learning_rate` is its source's rate for a base-sized model. With
+`learning_rate` None (base_config's default) `resolved` chooses the rate from the size of the model
+being fine-tuned (`rate_for`); an explicit `--config.learning_rate` always wins, 0 included.
+`LossWatch` warns once when the training loss has not fallen by CHECK_SHARE of a run's steps.
 """
 
 import logging
@@ -35,20 +13,29 @@ import ml_collections
 
 from wyjax.models import EncoderConfig
 
+# The embedded default (configs/pretrain/deberta_tiny.py: 2 layers of 128 / 256), and the best rate of
+# benchmarks/learning_rate_sweep.py on TLC and CCPM's Match (docs/benchmarks.md).
 TINY_SIZE, TINY_LEARNING_RATE = 264_960, 1e-3
-BASE_SIZE = 85_054_464
+BASE_SIZE = 85_054_464  # BERT-base, DeBERTa-base: 12 layers of 768 / 3072
 
 
 def layer_parameters(model: EncoderConfig) -> int:
-  """The encoder's transformer-layer parameters: per layer Q, K, V and output projections with
-  biases (4H² + 4H), the feed-forward pair (2HI + I + H) and two layer norms (4H)."""
+  """The encoder's transformer-layer parameters, L × (4H² + 2HI + 9H + I): not the embeddings.
+
+  Per layer: Q, K, V and output projections with biases (4H² + 4H), the feed-forward pair
+  (2HI + I + H) and two layer norms (4H).
+  """
   h, i = model.hidden_size, model.intermediate_size
   return model.num_hidden_layers * (4 * h * h + 2 * h * i + 9 * h + i)
 
 
 def rate_for(size: int, base_learning_rate: float) -> float:
-  """The learning rate for a model of `size` layer parameters whose base-sized rate is
-  base_learning_rate (the module docstring's rule)."""
+  """The learning rate for a model of `size` layer parameters whose base-sized rate is base_learning_rate.
+
+  TINY_LEARNING_RATE at most TINY_SIZE, base_learning_rate at least BASE_SIZE; in between
+  log-linear in the size, log r = log r_tiny + t · (log r_base − log r_tiny) with
+  t = log(N / N_tiny) / log(N_base / N_tiny), rounded to two significant digits.
+  """
   if size >= BASE_SIZE:
     return base_learning_rate
   if size <= TINY_SIZE:
@@ -63,8 +50,7 @@ def describe(size: int) -> str:
 
 
 def resolved(config: ml_collections.ConfigDict, model: EncoderConfig) -> ml_collections.ConfigDict:
-  """config (a copy) with learning_rate set: the config's own when it has one, else chosen
-  from the model's size (rate_for); logged either way."""
+  """A copy of config with learning_rate set, logged: the config's own, else chosen by the model's size (rate_for)."""
   config = ml_collections.ConfigDict(config.to_dict())
   size = layer_parameters(model)
   if config.learning_rate is None:
@@ -88,9 +74,11 @@ LATEST = 3  # logged losses averaged (the first one apart)
 
 
 class LossWatch:
-  """Warns once when the training loss has not fallen: at the first log point at or past
-  CHECK_SHARE of `total_steps` (with two losses logged), the mean of the LATEST logged losses
-  after the first against the first."""
+  """Warns once when the training loss has not fallen.
+
+  The check is at the first log point at or past CHECK_SHARE of `total_steps` (with two losses
+  logged): the mean of the LATEST logged losses after the first, against the first.
+  """
 
   def __init__(self, total_steps: int, learning_rate: float, model: EncoderConfig):
     self.check_at = CHECK_SHARE * total_steps

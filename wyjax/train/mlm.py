@@ -82,8 +82,10 @@ def mask_tokens(
 
 
 def max_predictions(length: int, rate: float) -> int:
-  """Scored positions per sequence: 1.5× the expected masked count (BERT's
-  max_predictions_per_seq); masked tokens beyond it stay masked but are not scored."""
+  """Scored positions per sequence: 1.5× the expected masked count (BERT's max_predictions_per_seq).
+
+  Masked tokens beyond it stay masked but are not scored.
+  """
   return min(length, int(np.ceil(1.5 * rate * length)))
 
 
@@ -94,12 +96,14 @@ def prediction_positions(weights, k: int):
 
 
 def loss_sums(logits, targets, weights) -> dict:
-  """Summed (not averaged) cross-entropy and correct predictions over weighted positions, so
-  that micro-batches and devices can be summed before dividing."""
+  """Summed (not averaged) cross-entropy and correct predictions over weighted positions.
+
+  Micro-batches and devices sum them before dividing.
+  """
   logits = logits.astype(jnp.float32)
   # The target's logit picked by comparing with the vocabulary's iota: its gradient is a one-hot
   # fused with the softmax's, where take_along_axis's is a scatter-add into a [batch, k, vocab]
-  # array of zeros (0.25 ms of BERT-base's step on an H200, predicted).
+  # array of zeros.
   is_target = jnp.arange(logits.shape[-1]) == targets[..., None]
   nll = jax.nn.logsumexp(logits, axis=-1) - jnp.sum(jnp.where(is_target, logits, 0.0), axis=-1)
   correct = (jnp.argmax(logits, -1) == targets).astype(jnp.float32)
@@ -107,8 +111,10 @@ def loss_sums(logits, targets, weights) -> dict:
 
 
 def unigram_entropy(batches, tokenizer) -> float:
-  """Entropy (nats) of the token distribution of the evaluation batches themselves: the loss
-  of the best predictor that ignores context, the floor a useful MLM must beat."""
+  """Entropy (nats) of the evaluation batches' own token distribution: the floor a useful MLM must beat.
+
+  It is the loss of the best predictor that ignores context.
+  """
   ids = np.concatenate([b.ravel() for b in batches])
   ids = ids[~np.isin(ids, [tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id])]
   p = np.bincount(ids) / len(ids)

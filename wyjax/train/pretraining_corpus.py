@@ -1,5 +1,4 @@
-"""The prepared corpus a pretraining run reads: where it lies, preparing it when the run may,
-and its fingerprint (what a resume compares)."""
+"""The prepared corpus a pretraining run reads: where it lies, its preparing, and its fingerprint."""
 
 import hashlib
 import json
@@ -17,17 +16,25 @@ from wyjax.data.corpus import source_place
 
 
 def corpus_dir(config) -> epath.Path:
-  """Where the prepared corpus is or goes: config.data_dir, else <cache>/corpora/<source>-<length>
-  (the source as its place: one folder spelled two ways is one corpus)."""
+  """Where the prepared corpus is or goes: config.data_dir, else <cache>/corpora/<source>-<length>.
+
+  The source is named by its place: one folder spelled two ways is one corpus.
+  """
   name = f"{source_place(config.corpus.source).replace(':', '-').replace('/', '_')}-{config.corpus.sequence_length}"
   return epath.Path(config.data_dir or cache_dir() / "corpora" / name)
 
 
 def prepared_data_dir(config, *, prepare_corpus: bool = False) -> epath.Path:
-  """config.data_dir when it holds a prepared corpus (used as is); otherwise config.corpus is
-  prepared, by process 0, into the cache's corpus folder (wyjax's own, rebuilt when the options
-  change) or, when `prepare_corpus` says so, into data_dir. A data_dir that holds no finished
-  corpus (a mistyped path, an interrupted build) is otherwise an error, never filled silently."""
+  """The folder of the prepared corpus, prepared there first (by process 0) when it must be.
+
+  config.data_dir when it holds a prepared corpus (used as is); otherwise config.corpus is prepared
+  into the cache's corpus folder (wyjax's own, rebuilt when the options change) or, when
+  `prepare_corpus` says so, into data_dir.
+
+  Raises:
+    guards.RunError: data_dir holds no finished corpus (a mistyped path, an interrupted build) and
+      `prepare_corpus` is False.
+  """
   corpus = config.corpus
   data_dir = corpus_dir(config)
   if config.data_dir and (data_dir / prepare.MANIFEST).exists():
@@ -64,11 +71,13 @@ def prepared_data_dir(config, *, prepare_corpus: bool = False) -> epath.Path:
 
 
 def corpus_fingerprint(data_dir, manifest: dict) -> dict:
-  """The prepared corpus as run_config.check_data compares data: its manifest (the bytes of its
-  sequences and a SHA-256 of what it says was built: source, options, vocabulary, sequences and
-  shards per split; not its timings), and each shard's bytes and the SHA-256 the manifest records
-  of it (none for a manifest from before wyjax recorded them), so a corpus rebuilt under the same
-  path, even with the same counts, is seen and its changed shards named."""
+  """The prepared corpus as run_config.check_data compares data, which a resume checks.
+
+  The manifest: the bytes of its sequences and a SHA-256 of what it says was built (source,
+  options, vocabulary, sequences and shards per split; not its timings). Each shard: its bytes and
+  the SHA-256 the manifest records (none in an older manifest). A corpus rebuilt under the same
+  path is seen, and its changed shards named.
+  """
   built = {k: manifest[k] for k in ("source", "fingerprint", "vocab_hash", "sequences", "tokens", "shards")}
   sequence_bytes = manifest["sequence_length"] * np.dtype(manifest["dtype"]).itemsize
   shards = {

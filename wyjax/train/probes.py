@@ -1,25 +1,11 @@
-"""Linear probes of a frozen encoder on fine-tuning tasks: an evaluation of a pretraining run
-(`--config.probes=tlc:DIR,punc:DIR`, at step 0 and at each evaluation) and of any checkpoint
-(`python -m wyjax.probe`), as big_vision's few-shot evaluators are of its runs.
+"""Linear probes of a frozen encoder on fine-tuning tasks: an evaluation of a pretraining run or any checkpoint.
 
-For each task: the encoder (no dropout) encodes up to `examples` training examples and the dev
-split in one jitted program over the mesh; a ridge regression onto one-hot labels is fitted in
-closed form on the host, on pooled features for a head with one output per example or on each
-token's for a tagging head (the head's `probe`); its strength, and how much a row counts by its
-label's frequency (BALANCES), are chosen by the task's main metric on every HELD_OUT-th of those
-training examples, then it is refitted on all of them; dev is decoded and scored by the task
-itself (Task.predictions, Task.score). The probe knows no task: any registered task whose head
-has a probe is probed by its own reader, features and metric.
-
-Everything but the parameters is fixed once: the examples drawn (a fixed seed), their packed
-batches (on the devices), the program. A probe is a pure function of the encoder's parameters,
-so the same checkpoint scores the same in its run and from the command.
-
-Examples are packed, not padded: each row of a batch holds as many as fit its length (the
-longest example of the run's probes), each attending to itself alone and counting its positions
-from its own first token, so it encodes as it would alone (to float rounding). One program then
-serves every task and evaluation: padding to bucketed lengths compiled 16 for the demo's two
-tasks (8 lengths each), which took 9 of step 0's 15 s of probing on 2 cores.
+- `--config.probes=tlc:DIR,punc:DIR` probes a pretraining run at step 0 and at each evaluation;
+  `python -m wyjax.probe` probes any checkpoint (`probe_model`).
+- Any registered task whose head has a probe is probed: a ridge regression onto one-hot labels,
+  fitted in closed form on the encoder's features (`fit_and_score`), its dev split scored by the task.
+- A probe is a pure function of the encoder's parameters: the same checkpoint scores the same in
+  its run and from the command.
 """
 
 import concurrent.futures
@@ -71,8 +57,12 @@ def metric_key(task: str, metric: str) -> str:
 
 
 def parse(spec: str, flag: str = "--config.probes") -> list[tuple[str, str]]:
-  """'tlc:DIR,punc:DIR' as [(task, folder)]; a task unknown, without a probe or named twice, a
-  folder missing, is one error naming `flag`, before any work."""
+  """'tlc:DIR,punc:DIR' as [(task, folder)], checked before any work.
+
+  Raises:
+    ValueError: naming `flag`, for a task unknown, without a probe or named twice.
+    FileNotFoundError: naming `flag`, for a folder missing.
+  """
   out = []
   for entry in filter(None, (e.strip() for e in spec.split(","))):
     name, colon, folder = entry.partition(":")
@@ -103,8 +93,10 @@ def check_probed(task: Task, flag: str) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class TaskProbe:
-  """One task's examples and features, read once: `parts` fit, held_out (training examples)
-  and dev, each (examples, features)."""
+  """One task's examples and features, read once: parts {fit, held_out, dev}, each (examples, features).
+
+  fit and held_out are drawn training examples.
+  """
 
   task: Task
   per_token: bool
@@ -112,9 +104,11 @@ class TaskProbe:
 
 
 def load(config, tokenizer, model_config: EncoderConfig, examples: int) -> TaskProbe:
-  """The probe of the task config `config` (its task, data_dir, max_length and options, as
-  fine-tuning reads them) for a model of `model_config` and `tokenizer`: up to `examples`
-  training examples (drawn with SEED) and the dev split, featurized."""
+  """The probe of the task config `config` for a model of `model_config` and `tokenizer`.
+
+  The config's task, data_dir, max_length and options are read as fine-tuning reads them; up to
+  `examples` training examples (drawn with SEED) and the dev split are featurized.
+  """
   task = TASKS[config.task]
   check_probed(task, "--config.task")
   splits = datasets.load_splits(task.files, config.data_dir)
@@ -139,9 +133,11 @@ def load(config, tokenizer, model_config: EncoderConfig, examples: int) -> TaskP
 
 @dataclasses.dataclass(frozen=True)
 class Encoder:
-  """The encoder's features as one jitted program over a mesh: (encoder params, a
-  `packed_batches` batch) → the last hidden state [rows, length, hidden], each token's from the
-  tokens of its own example; deterministic (no dropout), float32, replicated for the host."""
+  """The encoder's features as one jitted program over a mesh, deterministic (no dropout).
+
+  (encoder params, a `packed_batches` batch) → the last hidden state [rows, length, hidden] in
+  float32, replicated for the host; each token's from the tokens of its own example alone.
+  """
 
   mesh: Mesh
   params_sharding: dict
@@ -189,8 +185,10 @@ class Encoder:
 
 
 def pack(lengths: list[int], row_length: int) -> list[list[int]]:
-  """The examples of these token counts in rows of row_length tokens: each, longest first, into
-  the row it fills most tightly (best-fit decreasing; ties by index, so a packing is fixed)."""
+  """The examples of these token counts in rows of row_length tokens, by best-fit decreasing.
+
+  Each, longest first, goes into the row it fills most tightly; ties by index, so a packing is fixed.
+  """
   rows, by_room = [], [[] for _ in range(row_length + 1)]  # by_room[r]: the rows with r tokens free
   for i in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
     room = next((r for r in range(lengths[i], row_length + 1) if by_room[r]), None)
@@ -205,10 +203,14 @@ def pack(lengths: list[int], row_length: int) -> list[list[int]]:
 
 
 def packed_batches(features: list[dict], *, rows: int, row_length: int, pad_id: int) -> list[tuple[list, dict]]:
-  """[(placements, batch)]: the features `pack`ed, `rows` rows a batch. A placement is (feature
-  index, its row, its first token's column); a batch holds input_ids, token_type_ids, positions
-  (from 0 at each example's first token) and segments (1, 2, … for a row's examples, 0 padding),
-  each [rows, row_length] int32."""
+  """[(placements, batch)]: the features `pack`ed, `rows` rows a batch.
+
+  A placement is (feature index, its row, its first token's column). A batch holds input_ids,
+  token_type_ids, positions (from 0 at each example's first token) and segments (1, 2, … for a
+  row's examples, 0 padding), each [rows, row_length] int32.
+  """
+  # Packed, not padded: each example attends to itself alone from its own positions, so it encodes as
+  # it would alone (to float rounding), and one program serves every task and evaluation.
   lengths = [f["input_ids"].shape[-1] for f in features]
   packed = pack(lengths, row_length)
   out = []
@@ -233,9 +235,11 @@ def packed_batches(features: list[dict], *, rows: int, row_length: int, pad_id: 
 
 
 class Probes:
-  """A run's probes: their batches packed and placed on the mesh once, their program compiled in
-  the background from here to the first evaluation (on 2 cores it compiled in 0.9 s of a run's
-  step-0 probing, 3 s), scored by `evaluate`."""
+  """A run's probes, scored by `evaluate`.
+
+  Their batches are packed and placed on the mesh once; their program compiles in the background
+  from here to the first evaluation.
+  """
 
   def __init__(self, probes: list[TaskProbe], encoder: Encoder, encoder_params):
     """encoder_params: the parameters the program will take, or their ShapeDtypeStructs."""
@@ -261,9 +265,13 @@ class Probes:
     return bool(self.probes)
 
   def evaluate(self, encoder_params, signal_at: Callable[[int], int] = lambda count: 0) -> tuple[dict | None, int]:
-    """({probe/<task>/<metric>: score, probe_seconds: the time they took}, 0) ({} without
-    probes), or (None, the signal) when signal_at(count), asked before each batch (count: the
-    batches so far), says to stop."""
+    """The probes' scores for `encoder_params`, or the signal that stopped them.
+
+    Returns:
+      ({probe/<task>/<metric>: score, probe_seconds: the time they took}, 0), ({}, 0) without probes,
+      or (None, the signal) when signal_at(count), asked before each batch (count: the batches so
+      far), says to stop.
+    """
     if not self.probes:
       return {}, 0
     start, scores, count = time.perf_counter(), {}, 0
@@ -299,10 +307,11 @@ def _store(features: list, lengths: list[int], per_token: bool, placements, out)
 
 
 def fit_and_score(probe: TaskProbe, features: list[np.ndarray]) -> dict:
-  """The task's dev metrics of a ridge probe on `features` (one per example of probe.parts, in
-  order): fitted on the fit part at each balance and strength; the pair whose held_out
-  predictions score best by the task's main metric (ties: the first), refitted on fit and
-  held_out together, predicts dev."""
+  """The task's dev metrics of a ridge probe on `features` (one per example of probe.parts, in order).
+
+  Fitted on the fit part at each balance and strength; the pair whose held_out predictions score
+  best by the task's main metric (ties: the first), refitted on fit and held_out together, predicts dev.
+  """
   task, classes = probe.task, len(probe.task.labels)
   (fit_e, fit_f), (held_e, held_f), (dev_e, dev_f) = probe.parts.values()
   fit_x, held_x, dev_x = (
@@ -341,8 +350,10 @@ def fit_and_score(probe: TaskProbe, features: list[np.ndarray]) -> dict:
 
 
 def class_moments(x: np.ndarray, y: np.ndarray, classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """Each label's rows [classes], sum of x [classes, features] and XᵀX [classes, features,
-  features], in float64: all that ridge needs at any balance, and summable over parts."""
+  """Each label's rows [classes], sum of x [classes, features] and XᵀX [classes, features, features].
+
+  In float64: all that ridge needs at any balance, and summable over parts.
+  """
   counts = np.bincount(y, minlength=classes).astype(np.float64)
   sums, grams = np.zeros((classes, x.shape[1])), np.zeros((classes, x.shape[1], x.shape[1]))
   for label in np.flatnonzero(counts):
@@ -352,10 +363,12 @@ def class_moments(x: np.ndarray, y: np.ndarray, classes: int) -> tuple[np.ndarra
 
 
 def ridge(moments: tuple, balance: float = 0.0, strengths=STRENGTHS) -> list[tuple[np.ndarray, np.ndarray]]:
-  """(weights [features, classes], bias [classes]) of ridge regression from rows x onto their
-  labels one-hot, given their class_moments, each row weighted by its label's frequency to the
-  power −balance, at each strength (× the mean eigenvalue of the weighted, centred XᵀX), the bias
-  unpenalized: one eigendecomposition for all."""
+  """(weights [features, classes], bias [classes]) of ridge regression at each strength, from class_moments.
+
+  Rows x regress onto their labels one-hot, each row weighted by its label's frequency to the power
+  −balance; a strength is × the mean eigenvalue of the weighted, centred XᵀX; the bias is
+  unpenalized. One eigendecomposition serves every strength.
+  """
   counts, sums, grams = moments
   label_weights = np.zeros_like(counts)  # a label without rows weighs nothing
   label_weights[counts > 0] = (counts[counts > 0] / counts.sum()) ** -balance
@@ -380,8 +393,10 @@ def task_scores(scores: dict, task: str) -> dict:
 
 
 def probe_model(path, configs: list, examples: int) -> dict:
-  """{task: its dev metrics} of probing the model at `path` (wyjax.hf.load: a transformers folder,
-  a wyjax workdir, export or checkpoint step) on each task config, over the first config's mesh."""
+  """{task: its dev metrics} of probing the model at `path` on each task config, over the first config's mesh.
+
+  path: what wyjax.hf.load reads (a transformers folder, a wyjax workdir, export or checkpoint step).
+  """
   model = loading.load(path)
   if model.tokenizer is None:
     raise FileNotFoundError(f"{path}: no tokenizer (vocab.txt) beside the model")
@@ -396,9 +411,10 @@ def probe_model(path, configs: list, examples: int) -> dict:
 
 
 def read(config, tokenizer, model_config: EncoderConfig) -> list[TaskProbe]:
-  """The tasks config.probes names, each at its packaged config (wyjax.train.suite.task_config)
-  with config.probe_examples training examples: no jax, so pretraining reads them while its
-  steps compile (on 2 cores the demo's two took 1.5 s of its start, the steps 8-10 s)."""
+  """The probes of the tasks config.probes names, at their packaged configs with config.probe_examples examples.
+
+  No jax: pretraining reads them while its steps compile.
+  """
   names = parse(config.probes)
   if not names:
     return []

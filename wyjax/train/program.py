@@ -1,7 +1,9 @@
-"""What pretraining and fine-tuning both compile: a model's train state sharded over a named
-(data, fsdp, tensor) mesh, its AdamW optimizer, and jitted steps with explicit shardings. A
-loop writes its pure step functions and jits them here, so a run and its `--compile_only`
-report compile the same program."""
+"""What pretraining and fine-tuning both compile: a model's sharded train state, optimizer and jitted steps.
+
+The train state is sharded over a named (data, fsdp, tensor) mesh and the steps have explicit
+shardings. A loop writes its pure step functions and jits them here, so a run and its
+`--compile_only` report compile the same program.
+"""
 
 import dataclasses
 import functools
@@ -33,11 +35,12 @@ class Program:
   trainable: Callable[[tuple[str, ...]], bool] | None = None
 
   def apply_gradients(self, state: dict, grads, loss) -> tuple[dict, dict]:
-    """The optimizer's update, inside a train step; skipped (state kept) when the loss or the
-    gradients' norm is not finite (guards.skip_if_not_finite). The norm is reduced once, in a few
-    kernels (optimizer.global_norm), for the clip, the guard and the metric; in the frozen first
-    steps it leaves out the frozen params' gradients (optimizer.without_frozen). Returns (state,
-    {grad_norm, learning_rate, finite})."""
+    """The optimizer's update inside a train step: (state, {grad_norm, learning_rate, finite}).
+
+    Skipped (state kept) when the loss or the gradients' norm is not finite
+    (guards.skip_if_not_finite). The norm is reduced once (optimizer.global_norm), for the clip,
+    the guard and the metric; in the frozen first steps it leaves out the frozen params' gradients.
+    """
     if self.frozen_steps:
       grads = optimizer.without_frozen(grads, state["step"] < self.frozen_steps, self.trainable)
     grad_norm = optimizer.global_norm(grads)
@@ -97,10 +100,13 @@ def build(
   frozen_steps: int = 0,
   trainable=None,
 ) -> Program:
-  """The program of `model` over config.mesh of `devices` (default: all of them): shapes from
-  model.init(**init_inputs), AdamW from config (learning_rate, b1, b2, eps, weight_decay,
-  max_grad_norm; `frozen_steps` training only the params whose path `trainable` accepts first:
-  optimizer.adamw), parameters and optimizer state placed by config.logical_axis_rules."""
+  """The program of `model` over config.mesh of `devices` (default: all of them).
+
+  Shapes come from model.init(**init_inputs); AdamW from config (learning_rate, b1, b2, eps,
+  weight_decay, max_grad_norm; optimizer.adamw), training only the params whose path `trainable`
+  accepts for the first `frozen_steps`; params and optimizer state are placed by
+  config.logical_axis_rules.
+  """
   mesh = partitioning.make_mesh(config.mesh.to_dict(), devices)
   logical_rules = partitioning.rules(config.logical_axis_rules)
   tx, schedule = optimizer.adamw(

@@ -1,5 +1,7 @@
-"""One model on many tasks: fine-tune each task that has data, then leaderboard and plots
-(wyjax/benchmark.py is its command line; the demo calls it too)."""
+"""One model on many tasks: each task that has data fine-tuned, then a leaderboard and plots.
+
+wyjax/benchmark.py is its command line; the demo calls it too.
+"""
 
 import logging
 import pathlib
@@ -11,8 +13,7 @@ from wyjax.train import config_values, finetuning
 
 
 def task_names(entries) -> list[str]:
-  """Task names and boards (wyweb, classical, clue: each its tasks, in the leaderboard's order)
-  as the tasks they name."""
+  """The tasks of `entries`: a task name as itself, a board (wyweb, classical, clue) as its tasks in order."""
   groups = boards()
   return [t for entry in entries for t in groups.get(entry, [entry])]
 
@@ -106,8 +107,10 @@ def finetune_all(
   label: str = "",
   **common,
 ) -> tuple[dict, dict]:
-  """({task: results.json}, {task: error}) of fine-tuning each task of overrides_of ({task: its
-  overrides}, to which `common` adds) that has data into out/<task>/."""
+  """({task: results.json}, {task: error}) of fine-tuning into out/<task>/ each task of overrides_of that has data.
+
+  overrides_of: {task: its config overrides}, to which `common` adds.
+  """
   results, failed = {}, {}
   for task in sorted(overrides_of, key=lambda t: TASKS[t].from_other_runs is not None):
     folder = data_root / TASKS[task].files.name

@@ -1,8 +1,8 @@
-"""A task's model over the mesh and what the fine-tuning loops do with it: the init (a
-pretrained model or a fresh tiny one), featurized splits, the jitted train and predict steps
-(built once per task, so every seed reuses the compiled steps), evaluation and translation.
+"""A task's model over the mesh, and what the fine-tuning loops do with it.
 
-Batches are global: on several processes each one puts its own rows on its devices.
+The init (a pretrained model or a fresh tiny one), the featurized splits, the jitted train and
+predict steps (built once per task: every seed reuses them), evaluation and translation. Batches
+are global: on several processes each one puts its own rows on its devices.
 """
 
 import dataclasses
@@ -10,19 +10,17 @@ import logging
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
 
 from wyjax.core import guards, host_memory
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.hf import loading
-from wyjax.models import EncoderConfig, prefix_lm, stack_layers
+from wyjax.models import EncoderConfig, stack_layers
 from wyjax.models.task_heads import HEADS
 from wyjax.tasks import batching, datasets
 from wyjax.tasks.tagging import IGNORE
 from wyjax.tasks.task import Task
-from wyjax.train import config_values, learning_rates, program
+from wyjax.train import config_values, learning_rates, program, task_steps, translation
 
 # The model used when no --config.init is given: the embedded default's architecture.
 FRESH_TINY_MODEL = dict(
@@ -56,9 +54,10 @@ def example_texts(example):
 def load_init(
   init: str, train_examples, inserted_text: str = ""
 ) -> tuple[EncoderConfig, dict, tokenizer_lib.Tokenizer]:
-  """(encoder config, pretrained params, tokenizer) from `init`, or a fresh tiny model
-  with a vocabulary of the train split's characters and the task's inserted_text (and no
-  pretrained params)."""
+  """(encoder config, pretrained params, tokenizer) of `init`, or of a fresh tiny model.
+
+  A fresh model has no pretrained params and a vocabulary of the train split's and inserted_text's characters.
+  """
   if init:
     model = loading.load(init)
     if model.tokenizer is None:
@@ -98,12 +97,19 @@ def load_task_data(task: Task, config, tokenizer, model_config: EncoderConfig, s
 
 
 def graft(params: dict, pretrained: dict) -> dict:
-  """The model's freshly initialised params with the pretrained parts put in: the encoder
-  always (a second encoder, CCPM Match's candidate_encoder, starts from it too), the pooler,
-  classifier and MLM head when the model has them in the same shapes (the MLM head: the
-  prefix LM's; pooler and classifier: continuing a run of the same task); a new task's head
-  starts fresh. The pretrained encoder is per layer (wyjax.hf.Model's), stacked for a
-  scan_layers model. `params`: the model's shapes (jax.ShapeDtypeStruct); the fresh ones stay so."""
+  """The model's params with the pretrained parts put in.
+
+  The encoder always goes in (a second encoder, CCPM Match's candidate_encoder, starts from it
+  too); the pooler, classifier and MLM head (the prefix LM's) when the model has them in the same
+  shapes; a new task's head stays fresh.
+
+  Args:
+    params: the model's shapes (jax.ShapeDtypeStruct); those left fresh stay so.
+    pretrained: per layer (wyjax.hf.Model's); stacked here for a scan_layers model.
+
+  Raises:
+    ValueError: the pretrained encoder does not fit the model's.
+  """
   params = jax.tree_util.tree_map(lambda leaf: leaf, params)  # a copy to graft into
   target = params["scorer"] if "scorer" in params else params
   if "candidate_encoder" in target and "encoder" in pretrained:
@@ -143,50 +149,6 @@ def _init_inputs(inputs: dict) -> dict:
   }
 
 
-def make_steps(prog: program.Program, head, pad_id: int):
-  """The pure train step (state, inputs, labels, rng) → (state, metrics) and the prediction
-  step (params, inputs) → logits (a generating head's: the argmax token at every position).
-
-  rng is the seed's key: step n (the state's step counter + 1) drops out with fold_in(rng, n),
-  inside the step, so the loop neither dispatches nor transfers anything for it."""
-
-  def logits_of(params, inputs, rng=None):
-    ids = inputs["input_ids"]
-    mask = (ids != pad_id).astype(jnp.int32)
-    if head.attention_mask:
-      mask = head.attention_mask(inputs["token_type_ids"], mask)
-    kwargs = {"span_mask": inputs["span_mask"]} if "span_mask" in inputs else {}
-    return prog.model.apply(
-      {"params": params},
-      ids,
-      mask,
-      inputs.get("token_type_ids"),
-      deterministic=rng is None,
-      rngs=None if rng is None else {"dropout": rng},
-      **kwargs,
-    )
-
-  def train_step(state, inputs, labels, rng):
-    rng = jax.random.fold_in(rng, state["step"] + 1)
-
-    def loss_fn(params):
-      valid = labels != IGNORE
-      losses = optax.softmax_cross_entropy_with_integer_labels(
-        logits_of(params, inputs, rng), jnp.where(valid, labels, 0)
-      )
-      return jnp.sum(losses * valid) / jnp.maximum(jnp.sum(valid), 1)
-
-    loss, grads = jax.value_and_grad(loss_fn)(state["params"])
-    new_state, update_metrics = prog.apply_gradients(state, grads, loss)
-    return new_state, {"loss": loss, **update_metrics}
-
-  def predict_step(params, inputs):
-    logits = logits_of(params, inputs)
-    return jnp.argmax(logits, -1) if head.generates else logits
-
-  return train_step, predict_step
-
-
 class TaskModel:
   """The jitted train and predict steps of one task and model over the mesh."""
 
@@ -223,7 +185,7 @@ class TaskModel:
         f"multiples of the {shards} data shards of the mesh {dict(self.program.mesh.shape)}"
       )
     self.bucket_count = bucket_count(config, self.program.mesh.devices.flat[0].platform)
-    train_step, predict_step = make_steps(self.program, self.head, self.pad_id)
+    train_step, predict_step = task_steps.make_steps(self.program, self.head, self.pad_id)
     data = self.program.data_sharding
     self.jit_train = self.program.jit_train(train_step, data, data, self.program.replicated)
     self.jit_eval = self.program.jit_eval(predict_step, data)
@@ -236,11 +198,9 @@ class TaskModel:
     return [leaf for leaf, is_fresh in zip(params, fresh) if is_fresh]
 
   def init_params(self, pretrained: dict, seed: int) -> dict:
-    """Fresh head params for `seed` with the pretrained ones grafted in, placed on the mesh. Only
-    the fresh ones are drawn: on a CPU the encoder's initializers, discarded by the graft, took
-    a second of compiling."""
+    """Fresh head params for `seed` with the pretrained ones grafted in, placed on the mesh."""
     params, treedef = jax.tree_util.tree_flatten(graft(self.program.abstract_state["params"], pretrained))
-    fresh = tuple(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in params)
+    fresh = tuple(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in params)  # only these are drawn
     drawn = iter(self._init_fresh(self.seed_key(seed), fresh))
     params = [next(drawn) if is_fresh else leaf for leaf, is_fresh in zip(params, fresh)]
     return jax.device_put(jax.tree_util.tree_unflatten(treedef, params), self.program.params_sharding)
@@ -249,9 +209,11 @@ class TaskModel:
     return self.program.place(self.init_params(pretrained, seed))
 
   def global_batch(self, batch: dict) -> dict:
-    """Global arrays from a batch every process holds whole: each puts its own rows. The one
-    transfer a step makes, allowed under the loop's guard (on several processes jax counts it
-    as implicit)."""
+    """Global arrays from a batch every process holds whole: each puts its own rows.
+
+    The one transfer a step makes, allowed under the loop's guard (on several processes jax counts
+    it as implicit).
+    """
     count, index = jax.process_count(), jax.process_index()
 
     def put(x):
@@ -264,12 +226,14 @@ class TaskModel:
       return jax.tree_util.tree_map(put, batch)
 
   def seed_key(self, seed: int) -> jax.Array:
-    """The seed's key on the mesh: the init draws the head from it, each train step its dropout
-    (make_steps). Made there by one program (every process makes the same), moved by no step."""
+    """The seed's key on the mesh: the init draws the head from it, each train step its dropout.
+
+    Made there by one program (every process makes the same); no step moves it.
+    """
     return self._key(np.uint32(seed))
 
   def train_step(self, state, batch, rng):
-    """One step on a host batch; rng: the seed's key (seed_key, make_steps)."""
+    """One step on a host batch; rng: the seed's key (seed_key)."""
     return self.jit_train(state, self.global_batch(model_inputs(batch)), self.global_batch(labels_of(batch)), rng)
 
   def fit(self, pretrained: dict, features: list[dict], *, steps: int, seed: int) -> dict:
@@ -290,16 +254,17 @@ class TaskModel:
     return state["params"]
 
   def eval_batch_size(self, features: list[dict]) -> int:
-    """Examples per evaluation batch: config.eval_batch_size sequences, an example counting as
-    its most rows (options, windows) of any, and no more than the power of two per shard that
-    `features` fill (a huge eval_batch_size is not a huge program; inputs of any size, few programs)."""
+    """Examples per evaluation batch: config.eval_batch_size sequences, within what `features` fill.
+
+    An example counts as the most rows (options, windows) of any; a batch holds no more than the
+    power of two per shard that `features` fill, so a huge eval_batch_size makes no huge program.
+    """
     rows = max(f["input_ids"].shape[0] if f["input_ids"].ndim == 2 else 1 for f in features)
     per_shard = -(-len(features) // self.shards)
     return max(1, min(self.config.eval_batch_size // rows, self.shards << (per_shard - 1).bit_length()))
 
   def predict(self, params, features: list[dict]) -> list[np.ndarray]:
-    """Logits of each example (a generating head's: argmax tokens), cut by its head to its own
-    rows and tokens. A batch's logits come to the host while the next batch computes."""
+    """Logits of each example (a generating head's: argmax tokens), cut by its head to its own rows and tokens."""
     out = [None] * len(features)
 
     def fetch(indices, logits):
@@ -318,7 +283,8 @@ class TaskModel:
       )
     ):
       guards.honour_stop(count)
-      logits = self.jit_eval(params, self.global_batch(model_inputs(batch)))  # dispatched, not awaited
+      # dispatched, not awaited: a batch's logits come to the host while the next batch computes
+      logits = self.jit_eval(params, self.global_batch(model_inputs(batch)))
       if pending:
         fetch(*pending)
       pending = indices, logits
@@ -326,9 +292,11 @@ class TaskModel:
     return out
 
   def largest_programs(self, data: dict) -> list[host_memory.Program]:
-    """The train and predict steps at the largest batches this run can draw
-    (batching.largest_batch), compiled before the first step: their memory is known before any
-    runs, and jit's cache serves them to the steps that draw those shapes."""
+    """The train and predict steps compiled at the largest batches this run can draw (batching.largest_batch).
+
+    Compiled before the first step, their memory is known before any runs; jit's cache serves them
+    to the steps that draw those shapes.
+    """
     config, prog = self.config, self.program
     spec = lambda x, sharding=prog.data_sharding: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding)
     train = data["train"][1]
@@ -374,49 +342,17 @@ class TaskModel:
     )
     return batching.largest_batch(features, batch_size=size, lengths=lengths, pad_id=self.pad_id)
 
-  def translate(self, params, examples, beam_size: int) -> list[str]:
-    """Generated target text for each example's source (the task's `decoding` options). The
-    source alone is encoded, never cut to make room for the reference: only one longer than
-    max_length − 4 (room for one target token) loses its tail, with a warning."""
-    room = self.max_length - 4
-    sources = [self.tokenizer.encode_chars(e.source)[0] for e in examples]
-    cut = sum(max(0, len(s) - room) for s in sources)
-    if cut:
-      logging.warning("sources longer than %d tokens lose %d characters before decoding", room, cut)
-    decoding, batch_size = self.config.decoding, max(1, self.config.eval_batch_size // beam_size)
-    order = np.argsort([min(len(s), room) for s in sources], kind="stable")  # prefix_lm.translate's batches
-    targets = [None] * len(sources)
-    for count, start in enumerate(range(0, len(order), batch_size)):  # one at a time: a stop is honoured between
-      guards.honour_stop(count)
-      indices = order[start : start + batch_size]
-      batch = prefix_lm.translate(
-        self.program.model,
-        params,
-        self.tokenizer,
-        [sources[i][:room] for i in indices],
-        max_length=self.max_length,
-        max_ratio=decoding.max_ratio,
-        max_extra=decoding.max_extra,
-        batch_size=batch_size,
-        beam_size=beam_size,
-        length_penalty=decoding.length_penalty,
-      )
-      for i, target in zip(indices, batch):
-        targets[i] = target
-    return [self.tokenizer.decode(t) for t in targets]
-
   def evaluate(self, params, examples, features, *, beam_size: int = 1) -> tuple[dict | None, list, np.ndarray]:
-    """(metrics, predictions, confusion matrix [gold, predicted] over the head's classes);
-    metrics None for a split without gold labels.
+    """(metrics, predictions, confusion matrix [gold, predicted] over the head's classes) of a split.
 
-    A generating head's predictions are generated (beam_size 1: greedy) and scored; the task's
-    forced_scores of its argmax tokens join them.
+    metrics is None for a split without gold labels. A generating head's predictions are generated
+    (beam_size 1: greedy) and scored; the task's forced_scores of its argmax tokens join them.
     """
     task = self.task
     logits = self.predict(params, features)
     no_classes = np.zeros((0, 0), np.int64)
     if self.head.generates:
-      texts = self.translate(params, examples, beam_size)
+      texts = translation.translate(self, params, examples, beam_size)
       predictions = [task.decode(e, f, t) for e, f, t in zip(examples, features, texts)]
       scores = task.score(examples, predictions)
       if task.forced_scores:
@@ -428,9 +364,9 @@ class TaskModel:
     if not task.labels:  # extractive answers: no classes to confuse
       return task.score(examples, predictions), predictions, no_classes
     confusion = np.zeros((len(task.labels),) * 2, np.int64)
-    for f, l in zip(features, logits):
-      gold = np.atleast_1d(labels_of(f))
-      predicted = np.atleast_1d(np.argmax(l, -1))
+    for feature, example_logits in zip(features, logits):
+      gold = np.atleast_1d(labels_of(feature))
+      predicted = np.atleast_1d(np.argmax(example_logits, -1))
       np.add.at(confusion, (gold[gold != IGNORE], predicted[gold != IGNORE]), 1)
     return task.score(examples, predictions), predictions, confusion
 
@@ -448,13 +384,15 @@ def _smaller(fits: float, batch_key: str, batch_size: int, max_length: int) -> s
 
 
 def bucket_count(config, platform: str) -> int | None:
-  """How many padded lengths a run's train batches (and its evaluation's) take, each a program
-  compiled: config.length_buckets, else by platform. On the CPU as many as pay (None: each pads
-  batching.MIN_SAVING fewer tokens), placed to pad least: a compile takes seconds there, a padded
-  token real time. On a GPU or TPU one: every program compiles and autotunes for seconds to a minute (DeBERTa-base's
-  pretraining step: 58.8 s on an H200), while a padded token costs little."""
+  """How many padded lengths, each a compiled program, a run's train and eval batches take.
+
+  config.length_buckets, else by platform: on the CPU as many as pay (None: each pads
+  batching.MIN_SAVING fewer tokens), on a GPU or TPU one.
+  """
   if config.length_buckets:
     return config.length_buckets
+  # A compile takes seconds on the CPU, a padded token real time; on a GPU or TPU a program compiles
+  # and autotunes for seconds to a minute, while a padded token costs little.
   return None if platform == "cpu" else 1
 
 
@@ -464,10 +402,12 @@ def total_steps(config, data: dict) -> int:
 
 
 def setup(task: Task, config, init: str, splits: dict, devices=None):
-  """(TaskModel, pretrained params, load_task_data's data) of `init` on the task's splits; the
-  model's config (TaskModel.config) has its learning rate resolved for the model's size
+  """(TaskModel, pretrained params, load_task_data's data) of `init` on the task's splits.
+
+  The model's config (TaskModel.config) has its learning rate resolved for the model's size
   (wyjax.train.learning_rates). For a run on this machine (no `devices`), its largest steps are
-  compiled first and admitted (host_memory.admit): one that cannot fit is refused before any runs."""
+  compiled first and admitted (host_memory.admit): one that cannot fit is refused before any runs.
+  """
   model_config, pretrained, tokenizer = load_init(init, splits["train"], task.inserted_text)
   if config.init_weights == "random":  # the unpretrained twin: init's architecture and vocabulary only
     if not init:
