@@ -1,6 +1,6 @@
 """Continued pretraining against pretraining from scratch, on this CPU.
 
-    python benchmarks/continue_pretraining.py --clue=../shared/data/clue --out=/tmp/continue [--seeds=3]
+    python benchmarks/continue_pretraining.py --clue=DATA/clue --out=/tmp/continue [--seeds=3]
 
 1. A "modern" tiny encoder, standing in for RoBERTa-wwm-ext: the demo's architecture and recipe
    (configs/pretrain/deberta_tiny.py) pretrained on the CLUE files' modern-Chinese texts, exported.
@@ -126,7 +126,9 @@ def _cell(values: list[float]) -> str:
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--clue", type=pathlib.Path, required=True, help="The CLUE files (shared/data/clue).")
+  parser.add_argument(
+    "--clue", type=pathlib.Path, required=True, help="The CLUE files: a folder per task in its released format."
+  )
   parser.add_argument("--out", type=pathlib.Path, required=True)
   parser.add_argument("--seeds", type=int, default=3)
   parser.add_argument("--frozen", type=int, default=300, help="Frozen-encoder steps of (ii).")

@@ -1,10 +1,10 @@
 """Fine-tuning, wyjax vs transformers (PyTorch), on the same exported model and task files.
 
-    JAX_PLATFORMS=cpu python benchmarks/finetune_step.py --tlc=../shared/data/wyweb/tlc --punc=DIR
+    JAX_PLATFORMS=cpu python benchmarks/finetune_step.py --tlc=WYWEB/tlc --punc=DIR
         [--init=~/.cache/wyjax/demo/pretrain] [--steps=300] [--torch_device=cpu|cuda]
 
 DIR is PUNC built from the Daizhige sample with a dev split:
-`python -m wyjax.tasks build-punc --daizhige=../shared/data/daizhige_sample --out=DIR
+`python -m wyjax.tasks build-punc --daizhige=DAIZHIGE --out=DIR
 --collections=史藏,子藏,集藏,经藏,医藏,诗藏,道藏,佛藏,易藏,艺藏,儒藏 --dev_fraction=0.2 --test_fraction=0`.
 
 - Both sides fine-tune --init (default: the demo's tiny DeBERTa), exported once, with a fresh head

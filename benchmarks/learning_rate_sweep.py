@@ -1,6 +1,6 @@
 """Fine-tuning learning rate on the tiny model: the sweep behind learning_rates.TINY_LEARNING_RATE.
 
-    python benchmarks/learning_rate_sweep.py --tlc=../shared/data/wyweb/tlc [--ccpm=../shared/data/ccpm]
+    python benchmarks/learning_rate_sweep.py --tlc=WYWEB/tlc [--ccpm=DATA/ccpm]
         [--ccpm_tasks=ccpm,ccpm_match_shared] [--init=~/.cache/wyjax/demo/pretrain]
         [--rates=2e-5,1e-4,3e-4,1e-3,3e-3] [--steps=300]
 

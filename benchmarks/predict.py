@@ -1,6 +1,6 @@
 """Punctuating a 1-million-character text: `wyjax.predict`'s Predictor against transformers' pipeline.
 
-    JAX_PLATFORMS=cpu python benchmarks/predict.py --daizhige=../shared/data/daizhige_sample
+    JAX_PLATFORMS=cpu python benchmarks/predict.py --daizhige=DAIZHIGE
 
 Both sides run one export of a PUNC model of the embedded default's size
 (wyjax.train.task_model.FRESH_TINY_MODEL, random weights), batch size 32, on the Daizhige tree's

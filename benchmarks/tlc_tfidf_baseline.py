@@ -1,6 +1,6 @@
 """The TLC reference baseline: character 1–3-gram TF-IDF + logistic regression (C=10).
 
-    python benchmarks/tlc_tfidf_baseline.py --data=../shared/data/wyweb/tlc
+    python benchmarks/tlc_tfidf_baseline.py --data=WYWEB/tlc
 
 Prints dev accuracy for periods and dynasties, to sit beside the fine-tuned models' numbers in
 docs/benchmarks.md (results.json's linear_baseline is wyjax's own, over the model's tokens).

@@ -1,6 +1,6 @@
 """Characters/s of corpus tokenisation on real classical text: `Tokenizer.encode_ids` against the generic path.
 
-    python benchmarks/tokenizer_throughput.py --data=../shared/data [--megachars=50] [--lowercase]
+    python benchmarks/tokenizer_throughput.py --data=DATA [--megachars=50] [--lowercase]
 
 The text: the .txt and .tsv files under --data, repeated. `encode_ids` is the corpus path,
 `encode_batch` the Rust BERT pipeline; the time to tokenise the full Daizhige (3.3 B characters) on
@@ -17,7 +17,7 @@ from wyjax.data.normalize import to_simplified
 
 def main():
   parser = argparse.ArgumentParser()
-  parser.add_argument("--data", default="../shared/data")
+  parser.add_argument("--data", required=True, help="A folder whose .txt and .tsv files are tokenized.")
   parser.add_argument("--megachars", type=float, default=50)
   parser.add_argument(
     "--lowercase",
