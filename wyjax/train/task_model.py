@@ -59,7 +59,7 @@ def load_init(
   A fresh model has no pretrained params and a vocabulary of the train split's and inserted_text's characters.
   """
   if init:
-    model = loading.load(init)
+    model = loading.read(init)  # on the host: the params are grafted into the task model
     if model.tokenizer is None:
       raise FileNotFoundError(f"{init}: no tokenizer (vocab.txt) beside the model")
     params = model.params.get("scorer", model.params)  # a multiple-choice run keeps its model under 'scorer'
