@@ -2,6 +2,8 @@
 
 import json
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ from safetensors.numpy import load_file, save_file
 import wyjax.hf
 from tests import checkpoint_files
 from tests.hf import parity_test, tiny_models
+from tests.train.conftest import REPO_ROOT, pretrain_env
 from wyjax.core.storage import FormatError
 from wyjax.data import tokenizer as tk
 from wyjax.hf import configs, export_folder, task_models, weights
@@ -263,3 +266,112 @@ def test_a_vocabulary_in_another_order_is_refused_by_every_loader(exported, tmp_
       wyjax.hf.loading.PartsError, match=re.escape(f"{vocab_file} is not the vocabulary {records} records (its ")
     ):
       load(path)
+
+
+def _tensors(folder):
+  """The exported folder's weights as a state dict of torch tensors (what pytorch_model.bin holds)."""
+  import torch
+
+  return {k: torch.from_numpy(v.copy()) for k, v in load_file(folder / "model.safetensors").items()}
+
+
+def _pytorch_file(kind: str, tensors: dict, file) -> None:
+  """Writes `file` as a pytorch_model.bin damaged as `kind` says (issue 84's cases: cut short, foreign objects)."""
+  import datetime
+
+  import torch
+
+  if kind == "cut short":
+    torch.save(tensors, file)
+    file.write_bytes(file.read_bytes()[: file.stat().st_size // 2])
+  elif kind == "empty":
+    file.write_bytes(b"")
+  elif kind == "not a checkpoint":
+    file.write_bytes(b"PK\x03\x04" + bytes(range(256)) * 4)
+  elif kind == "a pickled object":  # weights_only refuses it, advising to turn itself off
+    torch.save({**tensors, "saved_on": datetime.date(2026, 12, 3)}, file)
+  elif kind == "a dict of strings":
+    torch.save({"model": "deberta", "step": "10"}, file)
+  elif kind == "a bare tensor":
+    torch.save(next(iter(tensors.values())), file)
+
+
+PYTORCH_DAMAGE = {
+  "cut short": r"not a readable PyTorch checkpoint, cut short or damaged \(.+\); export or download it again$",
+  "empty": r"not a readable PyTorch checkpoint, cut short or damaged \(EOFError\); export or download it again$",
+  "not a checkpoint": r"not a readable PyTorch checkpoint, cut short or damaged \(RuntimeError: .*\); export or "
+  r"download it again$",
+  "a pickled object": r"holds a pickled datetime\.date, not only tensors, and wyjax runs no code from a file; save "
+  r"the model's state_dict\(\) or model\.safetensors in its place, or download it again$",
+  "a dict of strings": r"holds no state dict of tensors \('model' is of type str\); save the model's state_dict\(\)",
+  "a bare tensor": r"holds no state dict of tensors \(its content is of type Tensor\); save the model's",
+}
+
+
+@pytest.mark.parametrize("kind", list(PYTORCH_DAMAGE))
+def test_a_damaged_or_foreign_pytorch_file_is_one_line_naming_it_and_what_to_do(exported, kind, tmp_path):
+  """Issue 84: a pytorch_model.bin cut short, or holding objects other than tensors, was a traceback (40–53
+  lines) ending, for a pickled object, with torch's advice to load it with weights_only=False. Each is one line
+  naming the file, what is wrong and what to do; no safety is ever advised off (weights_only=True stays)."""
+  folder = _copy(exported, tmp_path)
+  tensors = _tensors(folder)
+  (folder / "model.safetensors").unlink()
+  file = folder / "pytorch_model.bin"
+  _pytorch_file(kind, tensors, file)
+  with pytest.raises(weights.WeightsError) as error:
+    wyjax.hf.loading.read_state_dict(folder)
+  message = str(error.value)
+  assert re.match(re.escape(f"{file}: ") + PYTORCH_DAMAGE[kind], message), message
+  assert "\n" not in message and "weights_only" not in message and error.value.__cause__ is None
+
+
+def test_pytorch_and_bfloat16_files_are_read_and_a_safetensors_file_cut_short_is_one_line(exported, tmp_path):
+  """A pytorch_model.bin of tensors is read as saved; a model.safetensors of bfloat16 tensors (no numpy dtype) too,
+  through torch (it was a KeyError traceback: safetensors' numpy reader raises KeyError for BF16); one cut short
+  names itself."""
+  import torch
+  from safetensors.torch import save_file as save_torch_file
+
+  folder = _copy(exported, tmp_path)
+  tensors = _tensors(folder)
+  file = folder / "model.safetensors"
+  file.unlink()
+  torch.save(tensors, folder / "pytorch_model.bin")
+  state_dict, source = wyjax.hf.loading.read_state_dict(folder)
+  assert source == str(folder / "pytorch_model.bin")
+  assert state_dict.keys() == tensors.keys() and all(np.array_equal(state_dict[k], v) for k, v in tensors.items())
+  save_torch_file({k: v.to(torch.bfloat16) for k, v in tensors.items()}, file)
+  state_dict, source = wyjax.hf.loading.read_state_dict(folder)
+  assert source == str(file)
+  assert all(np.array_equal(state_dict[k], v.to(torch.bfloat16).float().numpy()) for k, v in tensors.items())
+  file.write_bytes(file.read_bytes()[:-10])
+  with pytest.raises(
+    weights.WeightsError, match=re.escape(f"{file}: not a readable safetensors file (") + r".*; export or download"
+  ):
+    wyjax.hf.loading.read_state_dict(folder)
+
+
+def test_a_pickled_object_in_pytorch_model_bin_ends_export_in_one_line(exported, tmp_path):
+  """The same reader serves pretraining's and fine-tuning's --config.init, probe --model and export --checkpoint:
+  export, run as a user runs it, ends in one line, exit 1, no traceback and none of torch's advice."""
+  folder = _copy(exported, tmp_path)
+  tensors = _tensors(folder)
+  (folder / "model.safetensors").unlink()
+  _pytorch_file("a pickled object", tensors, folder / "pytorch_model.bin")
+  result = subprocess.run(
+    [sys.executable, "-m", "wyjax.export", f"--checkpoint={folder}", f"--out={tmp_path / 'out'}"],
+    env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")),
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert result.returncode == 1, result.stderr[-3000:]
+  errors = [line for line in result.stderr.splitlines() if line.startswith("wyjax: error: ")]
+  assert errors == [
+    f"wyjax: error: {folder / 'pytorch_model.bin'}: holds a pickled datetime.date, not only tensors, "
+    "and wyjax runs no code from a file; save the model's state_dict() or model.safetensors in its "
+    "place, or download it again"
+  ], result.stderr[-3000:]
+  assert "Traceback" not in result.stderr and "weights_only" not in result.stderr, result.stderr[-3000:]
+  assert result.stderr.splitlines()[-1] == errors[0]

@@ -1,13 +1,16 @@
-"""A local HTTP server speaking the part of the Hugging Face Hub API that uploads use.
+"""A local HTTP server speaking the part of the Hugging Face Hub API that uploads use, and one that never answers.
 
 It answers create-repo, model-card YAML validation, pre-upload (every file "regular", i.e. inline base64, never LFS) and
 commit, and keeps the files each commit carried, so a test can compare them byte for byte.
 """
 
 import base64
+import contextlib
 import http.server
 import json
+import socket
 import threading
+import time
 
 import yaml
 
@@ -84,3 +87,35 @@ class FakeHub:
   def __exit__(self, *exc):
     self.server.shutdown()
     self.server.server_close()
+
+
+class StalledHub:
+  """An endpoint that accepts every connection and never answers (a stalled proxy), for `seconds` at most.
+
+  Leaving the `with` block, or the time running out, closes the connections and the listening socket.
+  """
+
+  def __init__(self, seconds: float = 30):
+    self._listener = socket.create_server(("127.0.0.1", 0))
+    self._listener.settimeout(0.1)
+    self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+    self.connections: list[socket.socket] = []
+    self._deadline = time.monotonic() + seconds
+    self._done = threading.Event()
+    self._thread = threading.Thread(target=self._hold, daemon=True)
+
+  def _hold(self):
+    while not self._done.is_set() and time.monotonic() < self._deadline:
+      with contextlib.suppress(TimeoutError):
+        self.connections.append(self._listener.accept()[0])
+    for connection in self.connections:
+      connection.close()
+    self._listener.close()
+
+  def __enter__(self):
+    self._thread.start()
+    return self
+
+  def __exit__(self, *exc):
+    self._done.set()
+    self._thread.join()

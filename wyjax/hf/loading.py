@@ -5,6 +5,8 @@
 """
 
 import logging
+import pickle
+import re
 from typing import NamedTuple
 
 import flax.linen as nn
@@ -180,37 +182,75 @@ def check_parts(
 def read_state_dict(folder: epath.Path) -> tuple[dict[str, np.ndarray], str]:
   """A folder's model.safetensors, else pytorch_model.bin (needs torch), as float32 numpy arrays, and its path.
 
-  Each file is read whole (the folder may be in a bucket).
+  Each file is read whole (the folder may be in a bucket). Raises WeightsError, naming the file, for one cut
+  short, damaged, or holding anything but tensors.
   """
   safetensors_file = folder / "model.safetensors"
   if safetensors_file.exists():
-    from safetensors import SafetensorError
-    from safetensors.numpy import load
-
-    data = safetensors_file.read_bytes()
-    try:
-      return load(data), str(safetensors_file)
-    except TypeError:  # bfloat16 tensors have no numpy dtype: go through torch.
-      pass
-    except SafetensorError as e:  # truncated or overwritten
-      raise weights.WeightsError(
-        f"{safetensors_file}: not a readable safetensors file ({e}); export or download it again"
-      ) from None
+    return _read_safetensors(safetensors_file), str(safetensors_file)
   torch_file = folder / "pytorch_model.bin"
-  if not safetensors_file.exists() and not torch_file.exists():
+  if not torch_file.exists():
     raise FileNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin")
+  return _read_pytorch(torch_file), str(torch_file)
+
+
+def _torch(file: epath.Path):
+  """The torch module, which reading `file` needs; raises ImportError naming it without."""
   try:
     import torch
   except ImportError as e:
-    raise ImportError(f"reading {torch_file} needs PyTorch (pip install torch==2.13.0)") from e
-  if safetensors_file.exists():
+    raise ImportError(f"reading {file} needs PyTorch (pip install torch==2.13.0)") from e
+  return torch
+
+
+def _read_safetensors(file: epath.Path) -> dict[str, np.ndarray]:
+  """model.safetensors' tensors as numpy; bfloat16 ones (no numpy dtype) widened to float32 through torch."""
+  from safetensors import SafetensorError
+  from safetensors.numpy import load
+
+  data = file.read_bytes()
+  try:
+    return load(data)
+  except (TypeError, KeyError):  # bfloat16 tensors have no numpy dtype: go through torch.
+    _torch(file)
     from safetensors.torch import load as torch_load
 
-    tensors, source = torch_load(data), safetensors_file
-  else:
-    with torch_file.open("rb") as f:
-      tensors, source = torch.load(f, map_location="cpu", weights_only=True), torch_file
-  return {k: v.float().numpy() for k, v in tensors.items()}, str(source)
+    return {k: v.float().numpy() for k, v in torch_load(data).items()}
+  except SafetensorError as e:  # truncated or overwritten
+    raise weights.WeightsError(f"{file}: not a readable safetensors file ({e}); export or download it again") from None
+
+
+def _read_pytorch(file: epath.Path) -> dict[str, np.ndarray]:
+  """pytorch_model.bin's state dict, unpickled with weights_only=True: no code in it runs, nothing but tensors loads."""
+  torch = _torch(file)
+  replace = "save the model's state_dict() or model.safetensors in its place, or download it again"
+  with file.open("rb") as f:  # a file that cannot be opened is an OSError naming it
+    try:
+      state_dict = torch.load(f, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:  # weights_only's refusal; its advice to turn it off is dropped
+      if found := re.search(r"Unsupported global: GLOBAL (\S+)", str(e)):
+        raise weights.WeightsError(
+          f"{file}: holds a pickled {found[1]}, not only tensors, and wyjax runs no code from a file; {replace}"
+        ) from None
+      raise weights.WeightsError(
+        f"{file}: not a PyTorch checkpoint (damaged, or another kind of file); export or download it again"
+      ) from None
+    except Exception as e:  # torch's parser on damaged bytes: RuntimeError, EOFError, OSError, KeyError, …
+      first = str(e).split(". ")[0].strip()
+      raise weights.WeightsError(
+        f"{file}: not a readable PyTorch checkpoint, cut short or damaged "
+        f"({type(e).__name__}{': ' if first else ''}{first}); export or download it again"
+      ) from None
+  if not isinstance(state_dict, dict):
+    raise weights.WeightsError(
+      f"{file}: holds no state dict of tensors (its content is of type {type(state_dict).__name__}); {replace}"
+    )
+  for key, value in state_dict.items():
+    if not isinstance(value, torch.Tensor):
+      raise weights.WeightsError(
+        f"{file}: holds no state dict of tensors ({key!r} is of type {type(value).__name__}); {replace}"
+      )
+  return {k: v.float().numpy() for k, v in state_dict.items()}
 
 
 def files(path) -> list[epath.Path]:
