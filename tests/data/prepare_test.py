@@ -474,19 +474,19 @@ def test_prepare_never_deletes_what_it_did_not_make(tmp_path):
   assert [p.name for p in out.iterdir()] == ["notes.txt"]
   prepare.prepare_corpus(out, options, workers=1, progress=False, overwrite=True, log=lambda *_: None)
   assert (out / "notes.txt").read_text() == "mine" and (out / "manifest.json").exists()
-  with pytest.raises(FileExistsError, match="is a file, not a folder"):
+  with pytest.raises(guards.RunError, match="is a file, not a folder"):
     prepare.prepare_corpus(out / "notes.txt", options, workers=1, progress=False)
 
 
 def test_no_validation_sequences_is_an_error_and_the_rerun_with_other_options_works(tmp_path):
   """Pretraining evaluates on the validation split: an empty one is refused here, not when
-  pretraining starts. The failed build's leftovers do not refuse a rerun with other options,
-  unless the folder holds something else."""
+  pretraining starts, and leaves nothing; a folder that holds something else is refused."""
   texts, out = _write_texts(tmp_path / "texts"), tmp_path / "out"  # two documents, at fractions 0.38 and 0.15
   few = prepare.Options(source=f"text:{texts}", sequence_length=16, valid_fraction=0.1)
   with pytest.raises(guards.RunError, match=r"no validation sequences: none of its 2 documents .*\(valid_fraction 0.1"):
     prepare.prepare_corpus(out, few, workers=1, progress=False, log=lambda *_: None)
-  assert not (out / "manifest.json").exists()
+  assert not out.exists()
+  out.mkdir()
   (out / "notes.txt").write_text("mine")
   more = prepare.Options(source=f"text:{texts}", sequence_length=16, valid_fraction=0.2)
   with pytest.raises(guards.RunError, match="holds files that are not this corpus"):

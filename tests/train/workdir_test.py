@@ -18,6 +18,7 @@ from tests.train.conftest import CONFIG, REPO_ROOT, pretrain_env
 from wyjax.core import config_files, guards, locks, run_config, storage
 from wyjax.data import prepare
 from wyjax.data import tokenizer as tk
+from wyjax.data.corpus import source_place
 from wyjax.hf import export_folder, loading
 from wyjax.models import EncoderConfig
 from wyjax.train import finetuning, pretraining, pretraining_corpus, suite, task_model
@@ -200,9 +201,8 @@ def test_pretraining_never_fills_a_data_dir_that_holds_no_corpus(tmp_path, share
   texts = tmp_path / "texts"
   texts.mkdir()
   (texts / "a.txt").write_text("學而時習之\n", encoding="utf-8")
-  (texts / "gbk.txt").write_bytes("國家".encode("gbk"))  # the build stops here, as an interrupted one does
-  with pytest.raises(ValueError, match="not valid UTF-8"):
-    prepare.prepare_corpus(tmp_path / "corpus", prepare.Options(source=f"text:{texts}"), workers=1, log=print)
+  (tmp_path / "corpus").mkdir()  # what a build killed (SIGKILL: no cleaning up) leaves: its record
+  (tmp_path / "corpus" / prepare.BUILDING).write_text(json.dumps({"source": source_place(f"text:{texts}")}))
   config.data_dir = str(tmp_path / "corpus")
   unfinished = f"holds an unfinished build of text:{texts} \\(preparing.json, no manifest.json\\): interrupted"
   with pytest.raises(guards.RunError, match=f"--config.data_dir {config.data_dir} {unfinished}"):

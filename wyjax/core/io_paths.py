@@ -2,12 +2,14 @@
 
 Each command names the paths it reads and writes by the flags the user typed; it refuses
 - an output that is an input or lies inside one (`predict --output=MODEL/vocab.txt`);
-- an input inside what it writes in its output folder (`finetune --config.init=WORKDIR/seed_0`).
+- an input inside what it writes in its output folder (`finetune --config.init=WORKDIR/seed_0`);
+- an output folder that is a file or a link to nothing, or lies under a file (check_folder).
 
 Paths compare by what they name (storage.place: links, `..`, a trailing slash). Standard output
 redirected to a file (`> M/vocab.txt`) is that file.
 """
 
+import errno
 import fnmatch
 import os
 
@@ -64,3 +66,29 @@ def check_not_written(folder_flag: str, folder, written, inputs: dict, command: 
         f"{flag} {read} lies inside {entry} of {folder_flag} {folder}, which {command} writes (and "
         f"replaces): copy it outside {folder}, or choose another {folder_flag}"
       )
+
+
+def check_folder(flag: str, folder) -> None:
+  """Refuses an output folder (the value of `flag`) that exists as no folder, or lies under a file; one line, named."""
+  folder = os.fspath(folder)
+  if not storage.is_local(folder):
+    return
+  place = os.path.normpath(folder)  # then the nearest of its parents that exists (or is a link)
+  while not os.path.lexists(place) and os.path.dirname(place) not in ("", place):
+    place = os.path.dirname(place)
+  if os.path.isdir(place) or not os.path.lexists(place):  # a folder, or one to be made
+    return
+  which = f"{flag} {folder}" if place == os.path.normpath(folder) else f"{flag} {folder} lies under {place}, which"
+  raise guards.RunError(f"{which} {_not_a_folder(place)}; choose a folder, or a name that is free")
+
+
+def _not_a_folder(path: str) -> str:
+  """What `path`, there (or a link) and no folder, is, for a message."""
+  if not os.path.islink(path) or os.path.exists(path):
+    return "is a file, not a folder"
+  try:
+    os.stat(path)
+  except OSError as e:
+    if e.errno == errno.ELOOP:
+      return "is a symbolic link in a loop"
+  return f"is a symbolic link to {os.readlink(path)}, which does not exist"

@@ -3,12 +3,14 @@
 - WORKDIR/run_config.json holds the run's config. A rerun whose config differs in what changes the
   training (model, data, batch size, steps, learning rate, ...) is refused, listing the differences,
   unless accepted (then appended to config_changes.jsonl). How a run executes or is observed (the mesh,
-  intervals) may change; paths compare by the folder they name.
+  intervals) may change; paths compare by the folder they name, a relative one as typed in the
+  working directory run_config.json records.
 - WORKDIR/data_files.json holds the size and SHA-256 of every data file the runs read: a rerun over
   changed files is refused, naming them. `set_aside` moves the old runs aside for a fresh start.
 - `trim_metrics` drops the records of the steps a resumed run recomputes.
 """
 
+import contextlib
 import datetime
 import fnmatch
 import json
@@ -23,6 +25,7 @@ from jax.experimental import multihost_utils
 from wyjax.core import guards, io_paths, storage
 
 CONFIG = "run_config.json"  # not config.json: that name marks a transformers folder
+WORKING_DIRECTORY = "working_directory"  # run_config.json's one key that is no config's: where its paths were typed
 CHANGES = "config_changes.jsonl"
 DATA = "data_files.json"
 PREVIOUS = "previous-"  # WORKDIR/previous-<time>/: runs set aside for a fresh start
@@ -61,13 +64,15 @@ def check_config(
   workdir = epath.Path(workdir)
   if not (workdir / CONFIG).exists():
     return {}
-  stored = {**(flatten(defaults.to_dict()) if defaults else {}), **flatten(storage.read_json(workdir / CONFIG))}
+  record = storage.read_json(workdir / CONFIG)
+  typed_in = record.pop(WORKING_DIRECTORY, None)
+  stored = {**(flatten(defaults.to_dict()) if defaults else {}), **flatten(record)}
   current = flatten(config.to_dict())
   place = lambda key, value: (places or {}).get(key, lambda v: v)(value)
   changes = {}
   for key in sorted(set(stored) | set(current)):
     old, new = stored.get(key, "<absent>"), current.get(key, "<absent>")
-    if not _ignored(key, ignore) and place(key, old) != place(key, new):
+    if not _ignored(key, ignore) and _stored_place(typed_in, lambda: place(key, old)) != place(key, new):
       changes[key] = (old, new)
   if changes:
     listing = "\n".join(f"  {k}: {old!r} -> {new!r}" for k, (old, new) in changes.items())
@@ -81,8 +86,22 @@ def check_config(
   return changes
 
 
+def _stored_place(typed_in: str | None, place):
+  """place() of a stored value, as in the working directory it was typed in (when that still is one).
+
+  A relative path names the place it named there, whichever folder the rerun starts from.
+  """
+  if not typed_in or typed_in == os.getcwd() or not os.path.isdir(typed_in):
+    return place()
+  with contextlib.chdir(typed_in):  # (a place function may resolve links, or ask whether a path exists)
+    return place()
+
+
 def store_config(workdir, config: ml_collections.ConfigDict, changes: dict, data: dict | None = None) -> None:
-  """Writes run_config.json, appends `changes` to config_changes.jsonl, and writes `data` to data_files.json."""
+  """Writes run_config.json (the config, and the working directory its paths were typed in) and the records.
+
+  `changes` are appended to config_changes.jsonl, and `data` written to data_files.json.
+  """
   workdir = epath.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   if changes:
@@ -93,7 +112,7 @@ def store_config(workdir, config: ml_collections.ConfigDict, changes: dict, data
     logged = (workdir / CHANGES).read_text() if (workdir / CHANGES).exists() else ""  # no appending in a bucket
     with storage.written_whole(workdir / CHANGES, encoding="utf-8") as f:  # the history, never cut short
       f.write(logged + json.dumps(record, ensure_ascii=False) + "\n")
-  storage.write_json(workdir / CONFIG, config.to_dict())
+  storage.write_json(workdir / CONFIG, {**config.to_dict(), WORKING_DIRECTORY: os.getcwd()})
   if data is not None:
     storage.write_json(workdir / DATA, data)
 
@@ -170,11 +189,12 @@ def check_unclaimed(workdir, written: tuple[str, ...]) -> None:
 
 
 def check_reads(workdir, written: tuple[str, ...], reads: dict, command: str) -> None:
-  """Refuses a --workdir that is or lies in a path the run reads, and a read path inside what it writes there.
+  """Refuses a --workdir that is no folder, is or lies in a path the run reads, or holds a read path it writes.
 
   `reads`: {flag as typed: path}. What the run writes: the records store_config writes, and `written`
   (fnmatch patterns).
   """
+  io_paths.check_folder("--workdir", workdir)
   io_paths.check_apart({"--workdir": workdir}, reads, command)
   io_paths.check_not_written("--workdir", workdir, (CONFIG, CHANGES, DATA, *written), reads, command)
 

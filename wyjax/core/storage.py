@@ -36,6 +36,12 @@ def place(path):
   return os.path.realpath(path) if is_local(path) else path.rstrip("/")
 
 
+def hub_id(value) -> str | None:
+  """`value` when it names a Hub model (ORG/NAME) rather than a local path or a bucket's; else None."""
+  looks_like_id = isinstance(value, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", value)
+  return value if looks_like_id and not epath.Path(value).exists() else None
+
+
 def upload(local_dir, remote_dir, *, last: str | None = None) -> None:
   """Copies every file under local_dir to remote_dir (overwriting); `last` (a file name) goes after all others."""
   local_dir, remote_dir = pathlib.Path(local_dir), epath.Path(remote_dir)

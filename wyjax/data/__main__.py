@@ -1,13 +1,13 @@
 """Pretraining data (the WYWEB tasks built from Daizhige: python -m wyjax.tasks).
 
     python -m wyjax.data prepare-corpus --source=daizhige:DIR|poetry|text:PATH --out=DIR
-        [--sequence_length=512] [--vocab=TOKENIZER_DIR [--extend_vocab]] [--valid_fraction=0.01] [--workers=N]
+        [--sequence_length=512] [--vocab=PATH [--extend_vocab]] [--valid_fraction=0.01] [--workers=N]
         [--no_t2s] [--char_filter=none|no_ascii_alnum|no_private_use] [--min_count=1] [--max_vocab=N]
         [--overwrite]
 
 A folder already holding the same corpus is left as is; any other non-empty --out is refused
 unless --overwrite (which replaces the corpus files there and keeps the rest), and an --out inside
-the source always.
+the source always. A refused or failed build leaves --out as it was (but for what --overwrite replaced).
 """
 
 import os
@@ -26,7 +26,10 @@ _SEQUENCE_LENGTH = flags.DEFINE_integer(
   "sequence_length", 512, "Tokens per packed sequence.", lower_bound=8, upper_bound=1 << 20
 )
 _VOCAB = flags.DEFINE_string(
-  "vocab", None, "Reuse this tokenizer folder (a model's, to continue it) instead of building a vocabulary."
+  "vocab",
+  None,
+  "Reuse this vocabulary (a model's, to continue it) instead of building one: a folder holding vocab.txt or "
+  "tokenizer.json (a tokenizer's, an export's, a transformers model's), that file, or a wyjax run's folder.",
 )
 _EXTEND_VOCAB = flags.DEFINE_bool(
   "extend_vocab",

@@ -11,7 +11,8 @@ Output folder:
 
 Paragraphs are de-duplicated exactly; a document goes whole to one split. A finished folder of the same
 build (source content, options, vocabulary) is left as is; another non-empty folder is refused unless
-`overwrite`, and an --out inside its source or --vocab always. One command writes a folder at a time.
+`overwrite`, and an --out inside its source or --vocab always. One command writes a folder at a time;
+a refused or failed build removes what it wrote there.
 """
 
 import collections
@@ -29,7 +30,7 @@ import numpy as np
 from etils import epath
 
 from wyjax.core import guards, io_paths, locks, storage
-from wyjax.data import corpus, corpus_workers, packing, vocab_map, worker_pool
+from wyjax.data import corpus, corpus_vocab, corpus_workers, packing, worker_pool
 from wyjax.data import tokenizer as tokenizer_lib
 
 SPLITS = ("train", "valid")
@@ -163,10 +164,10 @@ def _prepared_otherwise(manifest: dict, build: dict) -> str:
   return "holds a corpus prepared with other options"
 
 
-def _claim(out: epath.Path, build: dict, overwrite: bool, flags: Flags) -> None:
-  """Makes `out` (locked, so it exists) ready for this build, and records the build there.
+def _check_free(out: epath.Path, build: dict, overwrite: bool, flags: Flags) -> None:
+  """Refuses an `out` (locked, so it exists) holding anything but an unfinished build this one replaces.
 
-  `out` may be empty, hold an unfinished build, or (with overwrite) anything: its corpus files are removed.
+  With `overwrite`, any `out` is free: _claim removes its corpus files, and keeps the rest.
   """
   if _entries(out) and not (overwrite or _unfinished_build(out, build)):
     other_source = not _same_source(_build_record(out) or {}, build)
@@ -183,10 +184,33 @@ def _claim(out: epath.Path, build: dict, overwrite: bool, flags: Flags) -> None:
       else "or let `python -m wyjax.data prepare-corpus --overwrite` replace"
     )
     raise guards.RunError(f"{flags.out} {out} {held}; choose an empty or new folder, {replace} the corpus files there")
+
+
+def _claim(out: epath.Path, build: dict) -> None:
+  """Removes the corpus files in `out` (_check_free passed), and records the build there."""
   for stale in _entries(out):
     if _made_by_a_build(stale.name) and stale.name != BUILDING:
-      stale.rmtree() if stale.is_dir() else stale.unlink()
+      _remove(stale)
   (out / BUILDING).write_text(json.dumps(build, ensure_ascii=False))
+
+
+def _remove(path: epath.Path) -> None:
+  path.rmtree() if path.is_dir() else path.unlink()
+
+
+@contextlib.contextmanager
+def _removed_on_failure(out: epath.Path):
+  """Removes the corpus files in `out` (all the claimed build's: _claim) when the block fails or is stopped.
+
+  A refused or failed build leaves `out` as it was before it, but for the corpus files `overwrite` replaced.
+  """
+  try:
+    yield
+  except BaseException:
+    for made in _entries(out):
+      if _made_by_a_build(made.name):
+        _remove(made)
+    raise
 
 
 def prepare_corpus(
@@ -206,8 +230,7 @@ def prepare_corpus(
   meanwhile is refused (locks.held); a finished corpus on a read-only disk is read without the lock.
   """
   out = epath.Path(out)
-  if out.exists() and not out.is_dir():
-    raise FileExistsError(f"{flags.out} {out} is a file, not a folder")
+  io_paths.check_folder(flags.out, out)
   if options.extend_vocab and not vocab_dir:
     raise ValueError(f"extend_vocab extends the vocabulary {flags.vocab} gives: set {flags.vocab}")
   kind, _, arg = options.source.partition(":")
@@ -216,7 +239,7 @@ def prepare_corpus(
   reader = corpus.reader_for(source)  # a source that does not read fails here, before `out` is touched
   io_paths.check_apart({flags.out: out}, {flags.source: arg, flags.vocab: vocab_dir}, flags.command)
   units = reader.units()
-  given = tokenizer_lib.Tokenizer.load(vocab_dir) if vocab_dir else None
+  given = corpus_vocab.given(vocab_dir, flags.vocab) if vocab_dir else None
   content = corpus.content_sha256(reader, units)
   build = {
     "fingerprint": _fingerprint(kind, content, options, given.vocab if given else None, _casing(given)),
@@ -233,16 +256,23 @@ def prepare_corpus(
     if (manifest := _finished(out, build)) is not None:
       log(f"{out}: already prepared ({manifest['sequences']} sequences); nothing to do")
       return manifest
-    _claim(out, build, overwrite, flags)
-    if storage.is_local(out):
-      manifest = _build(out, options, source, reader, units, build, given, workers=workers, progress=progress, log=log)
-    else:  # ArrayRecord writes local files: build them here, then upload
-      with tempfile.TemporaryDirectory() as local:
-        manifest = _build(
-          epath.Path(local), options, source, reader, units, build, given, workers=workers, progress=progress, log=log
-        )
+    _check_free(out, build, overwrite, flags)
+    start = time.perf_counter()
+    workers = workers or multiprocessing.cpu_count()
+    progress = sys.stderr.isatty() if progress is None else progress
+    _log_left_out(options.source, reader, log)
+    # A vocabulary refused ([UNK]) refuses the build before `out` changes.
+    vocab = corpus_vocab.vocabulary(options, source, units, given, workers=workers, progress=progress, log=log)
+    _claim(out, build)
+    with _removed_on_failure(out), tempfile.TemporaryDirectory() as local:
+      # ArrayRecord writes local files: a corpus for a bucket is built in `local`, then uploaded.
+      folder = out if storage.is_local(out) else epath.Path(local)
+      manifest = _build(
+        folder, options, source, reader, units, build, given, vocab, start, workers=workers, progress=progress, log=log
+      )
+      if folder != out:
         storage.upload(local, out, last=MANIFEST)
-      log(f"uploaded to {out}")
+        log(f"uploaded to {out}")
     (out / BUILDING).unlink()
     return manifest
 
@@ -264,6 +294,20 @@ def _casing(tokenizer: tokenizer_lib.Tokenizer | None) -> dict:
   return {"lowercase": tokenizer.lowercase, "strip_accents": tokenizer.strip_accents} if tokenizer else {}
 
 
+def _log_left_out(source: str, reader, log) -> None:
+  """Logs the files of `source` that are no text: special files, tokenizer vocabularies."""
+  if reader.special:
+    log(
+      f"{source}: skipped {len(reader.special)} special files (FIFOs, devices, sockets: never opened), "
+      f"e.g. {reader.special[0]}"
+    )
+  if reader.vocabularies:
+    log(
+      f"{source}: left out {len(reader.vocabularies)} tokenizer vocabularies (a prepared corpus's or a "
+      f"model's: no text), e.g. {reader.vocabularies[0]}"
+    )
+
+
 def _build(
   out: epath.Path,
   options: Options,
@@ -272,47 +316,17 @@ def _build(
   units: list[str],
   build: dict,
   given: tokenizer_lib.Tokenizer | None,
+  vocab: list[str],
+  start: float,
   *,
-  workers,
-  progress,
+  workers: int,
+  progress: bool,
   log,
 ) -> dict:
-  """Builds the corpus `build` records into the local folder `out`; returns its manifest, written last.
+  """Builds the corpus `build` records, of vocabulary `vocab`, into the local folder `out`; returns its manifest.
 
-  The vocabulary is `given`'s (extended with options.extend_vocab), or built from the text of `units`.
+  The manifest is written last; its timings count from `start` (perf_counter), its vocabulary's reading included.
   """
-  progress = sys.stderr.isatty() if progress is None else progress
-  start = time.perf_counter()
-  if reader.special:
-    log(
-      f"{options.source}: skipped {len(reader.special)} special files (FIFOs, devices, sockets: never opened), "
-      f"e.g. {reader.special[0]}"
-    )
-  if reader.vocabularies:
-    log(
-      f"{options.source}: left out {len(reader.vocabularies)} tokenizer vocabularies (a prepared corpus's or a "
-      f"model's: no text), e.g. {reader.vocabularies[0]}"
-    )
-  workers = workers or multiprocessing.cpu_count()
-  given_vocab = given.vocab if given else None
-  vocab = given_vocab
-  if given_vocab is None or options.extend_vocab:
-    counts = collections.Counter()
-    initargs = (source, options.t2s, options.char_filter, None, {})
-    with worker_pool.processes(workers, corpus_workers.start, initargs) as pool:
-      for unit_counts in worker_pool.ordered_map(
-        pool, corpus_workers.count_unit, units, progress, "counting characters"
-      ):
-        counts.update(unit_counts)
-    if given:  # "A" extends nothing where the model reads it as "a"
-      counts = given.folded_counts(counts)
-    built = tokenizer_lib.build_vocab(counts=counts, min_count=options.min_count, max_size=options.max_vocab, t2s=False)
-    vocab = vocab_map.extended(given_vocab, built) if given_vocab else built
-    if given_vocab:
-      log(
-        f"{options.source}: the given vocabulary's {len(given_vocab):,} tokens extended by the "
-        f"{len(vocab) - len(given_vocab):,} of the corpus's it lacks"
-      )
   tokenizer = tokenizer_lib.Tokenizer(
     vocab, t2s=options.t2s, model_max_length=options.sequence_length, **_casing(given)
   )
@@ -366,7 +380,7 @@ def _build(
       f"validation split (valid_fraction {options.valid_fraction}; a document, e.g. a file, goes whole to one "
       "split, by a hash of its name), and pretraining evaluates on it; add documents or raise valid_fraction"
     )
-  if given_vocab:  # another model's vocabulary may lack much of the text
+  if given:  # another model's vocabulary may lack much of the text
     tokenizer_lib.unknown_share(
       stats["unk_tokens"],
       stats["text_tokens"],

@@ -82,13 +82,16 @@ def build_vocab(
   min_count: int = 1,
   max_size: int | None = None,
   t2s: bool = True,
+  extends: Sequence[str] = (),
 ) -> list[str]:
   """Special tokens, then characters by descending count (ties by code point), then the word characters' `##c` twins.
 
-  max_size bounds the whole vocabulary, twins and special tokens included.
+  max_size bounds the whole vocabulary, twins and special tokens included. `extends`: the vocabulary the
+  built one is appended to (vocab_map.extended), whose characters count as known.
 
   Raises:
-    ValueError: the vocabulary leaves most of the text's characters [UNK] (max_size or min_count keep too few).
+    ValueError: the vocabulary (with `extends`) leaves most of the text's characters [UNK] (max_size or
+      min_count keep too few).
   """
   if counts is None:
     counts = count_characters(texts, t2s=t2s)
@@ -102,21 +105,21 @@ def build_vocab(
     vocab.append(c)
     if needed == 2:
       twins.append("##" + c)
-  _check_coverage(counts, candidates, len(vocab) - len(SPECIAL_TOKENS), min_count, max_size)
+  _check_coverage(counts, candidates, {*vocab, *extends}, min_count, max_size)
   return vocab + twins
 
 
 def _check_coverage(
-  counts: collections.Counter, candidates: list[str], kept: int, min_count: int, max_size: int | None
+  counts: collections.Counter, candidates: list[str], known: set[str], min_count: int, max_size: int | None
 ) -> None:
-  """Refuses (or warns of) a vocabulary whose `kept` most frequent candidates leave too many occurrences [UNK]."""
+  """Refuses (or warns of) a vocabulary whose `known` tokens leave too many of the candidates' occurrences [UNK]."""
   total = sum(counts[c] for c in candidates)
-  unknown = total - sum(sorted((counts[c] for c in candidates), reverse=True)[:kept])
+  unknown = sum(counts[c] for c in candidates if c not in known)
   if not total or unknown <= SOME_UNKNOWN * total:
     return
   message = (
-    f"a vocabulary of {kept:,} characters (max_vocab {max_size}, min_count {min_count}) leaves "
-    f"{unknown / total:.2%} of the text's {total:,} characters [UNK]"
+    f"a vocabulary of {sum(c in known for c in candidates):,} characters (max_vocab {max_size}, min_count "
+    f"{min_count}) leaves {unknown / total:.2%} of the text's {total:,} characters [UNK]"
   )
   if unknown > MOST_UNKNOWN * total:
     raise ValueError(f"{message}; raise max_vocab (at least {len(SPECIAL_TOKENS) + 1}) or lower min_count")
@@ -328,7 +331,7 @@ class Tokenizer:
 
   @classmethod
   def load(cls, directory) -> "Tokenizer":
-    """The tokenizer saved in `directory`.
+    """The tokenizer saved in `directory`: its vocab.txt, else the WordPiece vocabulary of its tokenizer.json.
 
     It lower-cases unless tokenizer_config.json says do_lower_case false, as transformers' BertTokenizer does.
     A byte-order mark before vocab.txt's first token is ignored.
@@ -338,9 +341,13 @@ class Tokenizer:
     """
     directory = epath.Path(directory)
     vocab_file = directory / "vocab.txt"
-    vocab = vocab_file.read_text(encoding="utf-8").removeprefix("\ufeff").split("\n")
-    if vocab and vocab[-1] == "":
-      vocab.pop()
+    if vocab_file.exists() or not (directory / "tokenizer.json").exists():
+      vocab = vocab_file.read_text(encoding="utf-8").removeprefix("\ufeff").split("\n")
+      if vocab and vocab[-1] == "":
+        vocab.pop()
+    else:  # a fast tokenizer's folder without vocab.txt
+      vocab_file = directory / "tokenizer.json"
+      vocab = _wordpiece_vocab(vocab_file)
     config_file = directory / "tokenizer_config.json"
     config = read_json(config_file) if config_file.exists() else {}
     if "do_lower_case" not in config:
@@ -363,3 +370,17 @@ class Tokenizer:
       )
     except ValueError as e:
       raise ValueError(f"{vocab_file}: {e}") from None
+
+
+def _wordpiece_vocab(path: epath.Path) -> list[str]:
+  """The tokens, in id order, of the WordPiece model (BERT's) in a tokenizer.json."""
+  model = read_json(path).get("model") or {}
+  if model.get("type") != "WordPiece" or model.get("continuing_subword_prefix", "##") != "##":
+    raise ValueError(
+      f"{path}: its model is {model.get('type', 'of no type')}, not BERT's WordPiece: wyjax's tokenizer is "
+      "BERT's, character by character; pass a BERT vocabulary (vocab.txt)"
+    )
+  ids = {i: token for token, i in model.get("vocab", {}).items()}
+  if sorted(ids) != list(range(len(model.get("vocab", {})))):
+    raise ValueError(f"{path}: its WordPiece vocabulary's ids are not 0, 1, 2, … each once")
+  return [ids[i] for i in range(len(ids))]

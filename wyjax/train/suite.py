@@ -28,7 +28,8 @@ def task_config(task: str, **overrides):
 
 
 def check_out(init: str, data_root, out) -> None:
-  """Refuses an `out` that is, holds or lies inside what the benchmark reads."""
+  """Refuses an `out` that is no folder, or is, holds or lies inside what the benchmark reads."""
+  io_paths.check_folder("--out", out)
   io_paths.check_apart({"--out": out}, {"--init": init, "--data_root": data_root}, "the benchmark")
 
 
