@@ -30,7 +30,7 @@ setup(
   ],
   package_dir={"wyjax.configs": "configs"},
   # Data the GPU step prediction reads: XLA's measured GEMM table and the fitted calibration.
-  package_data={"wyjax.core": ["*.json"]},
+  package_data={"wyjax.aot": ["*.json"]},
   python_requires=">=3.12",  # as jax 0.11 and later
   # Lower bounds: the releases CI tests (constraints.txt has the exact set), older where another
   # tested set runs too (jax 0.11 with flax 0.12.8); upper bounds: the next release line, where

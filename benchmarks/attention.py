@@ -1,40 +1,21 @@
-"""Attention implementations of DeBERTa-v2-base, bf16, 16,384 tokens per batch.
-
-Encoders: forward and forward+backward, one layer and the full 12-layer encoder, at L = 128,
-512, 2048, 8192.
+"""Attention implementations of DeBERTa-v2-base, bf16, 16,384 tokens per batch: measured, or predicted compile-only.
 
     python benchmarks/attention.py > attention.jsonl          # measured, on this machine's accelerator
-    JAX_PLATFORMS=cpu python benchmarks/attention.py --predict=v5p:2x2x1 > predicted.jsonl  # compile-only, one v5p chip
+    JAX_PLATFORMS=cpu python benchmarks/attention.py --predict=v5p:2x2x1 > predicted.jsonl  # one v5p chip
     python benchmarks/attention.py --table=attention.jsonl    # the markdown table
-
-Measured: median wall time of --repeats runs and the device's peak memory, for wyjax "xla" and,
-on a TPU or GPU, "pallas" (the fused kernels; on a CPU they run interpreted, a correctness tool,
-left out); on a GPU also transformers' DebertaV2Model (PyTorch, bf16, eager) and, when
-installed, the Triton packages `disentangled-flash` and `flashdeberta` on the same shapes and
-inputs (a "layer" is a 1-layer encoder for all of them). Predicted: the XLA TPU compiler's FLOPs,
-bytes accessed and temporaries of each program for one chip, and the roofline time
-max(FLOPs / peak, bytes / bandwidth); these are predictions, not measurements. One JSON line per
-cell on stdout; results in docs/benchmarks.md.
-
-The attention alone (`gpu_rows`, what benchmarks/gpu.py runs): markdown rows as they are measured.
-
-    python benchmarks/attention.py --alone [--budget_s=600]   # on a GPU
+    python benchmarks/attention.py --alone [--budget_s=600]   # the attention alone, on a GPU
     JAX_PLATFORMS=cpu python benchmarks/attention.py --alone --smoke
 
-On a GPU, at L = 512, 4096, 1024, 2048 (the issue's targets first, training before inference:
-ALONE_CELLS): wyjax's DisentangledAttention (projections, attention, output projection) with the
-GPU kernel ("pallas"), with cuDNN (the relative terms as its bias: "auto" without attention
-dropout, in the training cells below attention.GPU_KERNEL_TRAINS_FROM keys, where "auto" picks
-it), transformers' DebertaV2Attention (the same, plus its output LayerNorm and residual: one
-LayerNorm more), eager, and wyjax's XLA path; forward in inference mode, forward+backward in
-training mode (attention dropout 0.1, as configs/pretrain/deberta_large.py; the cuDNN side
-without it, as deberta_base pretrains). Time: the median of --repeats runs after a warm-up. Peak memory: for wyjax the bytes XLA's buffer assignment gives the
-compiled program (arguments, outputs, temporaries), for transformers torch's peak allocation
-over the run (its inputs and parameters included). Before the
-timings, the GPU kernel against the XLA path on a small padded batch, rows with the largest
-relative error of the output and of the gradients (of q, k, v, pos_key, pos_query):
-`kernel_errors`, which tests/models/attention_gpu_test.py runs in more layouts; --smoke: that
-row alone, the kernel interpreted on the CPU.
+- Encoders (one layer and the full 12), forward and forward+backward, at L = 128, 512, 2048, 8192.
+  Measured: the median wall time of --repeats runs and the device's peak memory, for wyjax "xla"
+  and, on a TPU or GPU, "pallas"; on a GPU also transformers' DebertaV2Model (eager) and, when
+  installed, the Triton packages `disentangled-flash` and `flashdeberta`. Predicted: the XLA TPU
+  compiler's FLOPs, bytes accessed and temporaries for one chip, and the roofline time. One JSON
+  line per cell on stdout.
+- The attention alone (`gpu_rows`, what benchmarks/gpu.py runs): markdown rows as they are
+  measured, at the lengths of ALONE_CELLS, for each of ALONE_SIDES; first the GPU kernel's
+  largest relative errors against the XLA path (`kernel_errors`; --smoke: that row alone, the
+  kernel interpreted on the CPU).
 """
 
 import argparse
@@ -48,7 +29,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from wyjax.core import aot
+from wyjax.aot import targets
+from wyjax.aot.accelerators import ACCELERATORS, chip_of
+from wyjax.core.host_memory import buffer_bytes
 from wyjax.models import DebertaV2, EncoderConfig, attention, deberta_v2, layers
 
 LENGTHS = (128, 512, 2048, 8192)
@@ -91,9 +74,10 @@ def programs(depth: int, length: int, choice: str):
 
 
 def predict(topology: str, layer_counts, lengths):
-  devices = aot.devices(topology)[:1]
-  chip = aot.chip_of(topology, devices[0])
-  spec = aot.CHIPS[chip]
+  """The compile-only cells: each program's FLOPs, bytes and roofline on one chip of a TPU topology."""
+  devices = targets.devices(topology)[:1]
+  chip = chip_of(topology, devices[0])
+  spec = ACCELERATORS[chip]
   mesh = jax.sharding.Mesh(np.array(devices), ("data",))
   replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
   for depth in layer_counts:
@@ -272,8 +256,7 @@ ALONE_HEADER = "| part | measurement | by | result | peak memory | notes |\n|---
 
 
 def gpu_rows(smoke: bool, budget_s: float = float("inf"), repeats: int = 5) -> Iterator[str]:
-  """The attention alone, as rows of benchmarks/gpu.py's table (part "attention"), each yielded
-  when measured.
+  """The attention alone, as rows of benchmarks/gpu.py's table (part "attention"), each yielded when measured.
 
   First the kernel's correctness, `kernel_errors` in fp32: DeBERTa-tiny's position layout (on a
   CPU interpreted; smoke: this row alone) and, on a GPU, DeBERTa-base's at L = 512. Then the
@@ -362,7 +345,7 @@ def _measure_jax_attention(side: str, length: int, name: str, repeats: int):
     )
   compiled = jax.jit(fn).lower(params, x, rel, mask).compile()
   memory = compiled.memory_analysis()
-  peak = aot.buffer_bytes(memory)
+  peak = buffer_bytes(memory)
   return _median_seconds(lambda: jax.block_until_ready(compiled(params, x, rel, mask)), repeats), peak
 
 
@@ -376,38 +359,43 @@ def _measure_torch_attention(side: str, length: int, name: str, repeats: int):
   x, rel = (torch.from_numpy(a).to("cuda", torch.bfloat16) for a in _alone_inputs(_alone_config(), length, np.float32))
   mask = torch.ones(x.shape[:2], dtype=torch.bool, device="cuda")
   mask = mask[:, None, None, :] & mask[:, None, :, None]  # as DebertaV2Encoder.get_attention_mask builds it
+
+  def forward(module, x, mask, rel):
+    with torch.no_grad():
+      module(x, mask, rel_embeddings=rel)
+
+  def forward_backward(module, x, mask, rel):
+    module(x, mask, rel_embeddings=rel)[0].float().sum().backward()
+
   if name == "forward":
     module.eval()
-
-    def run():
-      with torch.no_grad():
-        module(x, mask, rel_embeddings=rel)
+    run = forward
   else:
     module.train()
     x.requires_grad_(True)
     rel.requires_grad_(True)
-
-    def run():
-      module(x, mask, rel_embeddings=rel)[0].float().sum().backward()
-
+    run = forward_backward
+  held = [module, x, mask, rel]  # the run's only references once the names below are deleted
+  del module, x, rel, mask
   try:
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    seconds = _median_seconds(lambda: (run(), torch.cuda.synchronize()), repeats)
+    seconds = _median_seconds(lambda: (run(*held), torch.cuda.synchronize()), repeats)
     return seconds, torch.cuda.max_memory_allocated()
   finally:  # out of memory too: the next cell starts with the GPU's memory free
-    del module, x, rel, mask
+    held.clear()
     torch.cuda.empty_cache()
 
 
 def kernel_errors(
   config: EncoderConfig, length: int, dtype: str = "float32", prefix: bool = False, wrap=lambda f: f, **jit_kwargs
 ) -> dict[str, float]:
-  """The GPU kernel through attention.fused_attention (interpreted on a CPU) against the XLA path
-  as deberta_v2 and bert run it, on random inputs: the largest error of the output (at the real
-  queries) and of the gradient of each input ("dq", …, "dpos_query") of sum(output · weights),
-  each relative to the XLA path's largest entry. Used by --smoke and
-  tests/models/attention_gpu_test.py.
+  """The GPU kernel's largest errors against the XLA path, relative to the XLA path's largest entry.
+
+  The kernel runs through attention.fused_attention (interpreted on a CPU), the XLA path as
+  deberta_v2 and bert run it, on random inputs: the errors of the output (at the real queries) and
+  of the gradient of each input ("dq", …, "dpos_query") of sum(output · weights). Used by --smoke
+  and tests/models/attention_gpu_test.py.
 
   Two rows of `length` tokens: q, k, v and the relative projections config's pos_att_type uses
   ([2S, heads, d]), N(0, 1) in dtype; a prefix-LM mask (a causal target after a bidirectional
@@ -456,8 +444,10 @@ def kernel_errors(
       return layers.masked_softmax_attention(scores, mask, v, dropout_rate=0.0, deterministic=True, dtype=q.dtype)
 
   def output_and_grads(attend, wrap=lambda f: f, **jit_kwargs):
-    """{"output": at the real queries, "d<input>": gradient}, from one jitted program, its float32
-    products exact on a GPU too (the XLA path's default there is TF32, the Triton kernel's IEEE)."""
+    """{"output": at the real queries, "d<input>": gradient}, from one jitted program.
+
+    Its float32 products are exact on a GPU too (the XLA path's default there is TF32, the Triton kernel's IEEE).
+    """
 
     def loss(inputs):
       output = attend(**inputs).astype(jnp.float32)

@@ -1,8 +1,8 @@
-"""Compile time and memory of every shipped config's programs on this CPU: its train and
-evaluation steps at its own batch size and sequence length, as `--compile_only=local` compiles
-them (the tiny fresh model where a config names no init; a pretraining config's vocabulary
-size), with XLA's buffers for each and the compile's peak resident memory above what the
-process held before it.
+"""Compile time and memory of every shipped config's programs on this CPU, as `--compile_only=local` compiles them.
+
+Each config's train and evaluation steps at its own batch size and sequence length (the tiny
+fresh model where a config names no init; a pretraining config's vocabulary size), with XLA's
+buffers for each and the compile's peak resident memory above what the process held before it.
 
     python benchmarks/config_memory.py --data_root=DIR [--configs=tlc,clue/cmrc2018,pretrain/deberta_base]
 
@@ -22,9 +22,10 @@ import time
 
 import jax
 
-from wyjax.core import aot, config_files
+from wyjax.core import config_files
+from wyjax.core.host_memory import GiB
 from wyjax.tasks.registry import TASKS
-from wyjax.train import finetuning, pretraining, suite
+from wyjax.train import finetuning, pretraining_compile, suite
 
 
 def _status_kib(field: str) -> int:
@@ -46,13 +47,15 @@ def shipped_configs() -> list[str]:
 
 
 def measure(name: str, data_root: pathlib.Path) -> dict:
-  """One config's --compile_only=local: its compile seconds (the programs its setup builds
-  too), the peak resident bytes above the start (its data read and featurized too), both
-  steps' buffers."""
+  """One config's --compile_only=local: its compile seconds, peak resident bytes and both steps' buffers.
+
+  The compile seconds count the programs its setup builds too; the peak resident bytes above the
+  start count its data read and featurized too.
+  """
   if name.startswith("pretrain/"):
     config = config_files.load(name)
     config.data_dir = tempfile.mkdtemp()  # no prepared corpus: the config's own vocabulary size
-    compile_only = pretraining.compile_only
+    compile_only = pretraining_compile.compile_only
   else:
     task = next(t for t in TASKS.values() if t.config_name == name)
     config = suite.task_config(task.name, data_dir=str(data_root / task.files.name))
@@ -94,8 +97,8 @@ def main():
   for row in rows:
     print(
       f"| {row['config']} | {row['tokens_per_step']:,} | {row['compile_seconds']} | {row['seconds']} | "
-      f"{row['compile_peak_bytes'] / aot.GiB:.2f} | {row['train_bytes'] / aot.GiB:.2f} | "
-      f"{row['evaluation_bytes'] / aot.GiB:.2f} |"
+      f"{row['compile_peak_bytes'] / GiB:.2f} | {row['train_bytes'] / GiB:.2f} | "
+      f"{row['evaluation_bytes'] / GiB:.2f} |"
     )
 
 

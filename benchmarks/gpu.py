@@ -1,52 +1,38 @@
 """wyjax on a GPU beside transformers on the same GPU: one command, one markdown table.
 
-    bash .gpu/device.sh python3 benchmarks/gpu.py --data=.gpu/data    # a GPU machine (docs/benchmarks.md, "GPU")
-    JAX_PLATFORMS=cpu python benchmarks/gpu.py --smoke                # every part with tiny sizes, on the CPU
+On your own GPU, from a clone: install torch and wyjax with the CUDA extra that matches your
+driver (or, on an image that ships jax and torch, wyjax alone), then run it with your data
+folder; on the CPU, --smoke runs every part with tiny sizes (a test):
 
-Each part runs in a process of its own under its own time budget (--budgets, about 10 minutes in
-all); one that overruns or fails prints a row saying why, and the next part runs. Rows print as
-they are measured; a row of wyjax's rate over transformers' (above 1: wyjax is faster) follows each pair.
+    pip install torch==2.13.0 && pip install -c constraints.txt -e '.[cuda13]'   # or '.[cuda12]'
+    pip install --no-deps -e .                     # instead, beside a GPU image's jax and torch
+    python benchmarks/gpu.py --data=DATA [--profile=TRACES]
+    JAX_PLATFORMS=cpu python benchmarks/gpu.py --smoke --data=DATA
 
-  pretrain   steps of DeBERTa-base (with each --attentions: by default "auto" with the config's
-             attention dropout, 0: cuDNN, and with 0.1, the XLA path) and BERT-base (each
-             --bert_attentions, "auto"), 32 × 512 (--length: 16,384 tokens in sequences of it), bf16:
-             wyjax's train step (configs/pretrain/*_base.py: its masking, loss, clipping and AdamW)
-             vs transformers' *ForMaskedLM under autocast bf16 with fused AdamW (SDPA attention for
-             BERT; DeBERTa has only eager): tokens/s, MFU (wyjax's FLOP count of the step over the
-             chip's dense bf16 peak, the same count for both), memory (wyjax: the compiled step's
-             buffers; transformers: torch's peak allocation), wyjax's compile time; and beside each
-             wyjax step its predicted time, every kernel of that compile costed (a "wyjax,
-             predicted" row, wyjax.core.gpu_step_time: the check of the predictor every GPU run
-             makes; a dump taken elsewhere is costed by `python -m wyjax.core.gpu_step_time DUMP`).
-  finetune   TLC (--data/wyweb/tlc): wyjax's whole command (`python -m wyjax.finetune`) vs the
-             PyTorch loop of benchmarks/finetune_step.py, on the same exported model: the demo's tiny
-             model (--init, else random weights of its architecture) for 300 steps, with an empty and
-             then a warm compilation cache, and a random DeBERTa-base for 150: wall time, seconds per
-             step after the first 10, dev accuracy. --smoke: the tiny model, 12 steps, once.
-  predict    punctuating --chars characters of the Daizhige sample (--data/daizhige_sample):
-             wyjax.predict's Predictor vs transformers' token-classification pipeline, both batch 32,
-             on the same exported tiny model (benchmarks/predict.py): characters/s.
-  attention  DeBERTa's disentangled attention alone (benchmarks/attention.py's gpu_rows): wyjax's
-             GPU kernel, cuDNN route and XLA path vs transformers' eager DebertaV2Attention, forward and
-             forward+backward at L = 512 … 4096, as far as its budget goes; --smoke: the kernel
-             (interpreted) against the XLA path, the largest relative errors.
+DATA holds wyweb/tlc/ (the WYWEB TLC task's files) and daizhige_sample/ (text to punctuate); the
+pretrain and attention parts read nothing. Each part runs in a process of its own under its own
+time budget (--budgets, about 10 minutes in all); one that overruns or fails prints a row saying
+why, and the next part runs. A row of wyjax's rate over transformers' (above 1: wyjax is faster)
+follows each pair.
 
-Random weights cost what trained ones do, so timings hold for any checkpoint; dev scores of random
-models say nothing. JAX processes run with XLA_PYTHON_CLIENT_PREALLOCATE=false, so a part's peak
-memory is what it used and PyTorch can allocate beside it. Results go in docs/benchmarks.md.
+  pretrain   DeBERTa-base (each --attentions) and BERT-base (each --bert_attentions) steps, 32 ×
+             512 (--length), bf16: wyjax's train step vs transformers' *ForMaskedLM under
+             autocast bf16 with fused AdamW: tokens/s, MFU (wyjax's FLOP count over the chip's
+             peak, for both), memory, wyjax's compile time; beside each wyjax step its predicted
+             time from the same compile (a "wyjax, predicted" row, wyjax.aot.gpu_step_time).
+  finetune   TLC: wyjax's whole command (`python -m wyjax.finetune`) vs the PyTorch loop of
+             benchmarks/finetune_step.py on the same exported model (the demo's tiny model, --init,
+             else random weights of its architecture, then a random DeBERTa-base): wall time,
+             seconds per step, dev accuracy.
+  predict    punctuating --chars characters: wyjax.predict's Predictor vs transformers'
+             token-classification pipeline, on the same exported tiny model: characters/s.
+  attention  DeBERTa's disentangled attention alone (benchmarks/attention.py's gpu_rows).
 
---profile=DIR: after its timed steps, each side of the pretrain and predict parts runs two more
-steps (predict: a few batches) under its profiler, jax's (jax.profiler.trace) or torch's
-(torch.profiler), into DIR/<part>-<model>-<side>/, and the end of the run prints a table of each
-trace's top kernels by time (benchmarks/profile_traces.py, which reads them on any machine
-later); on a GPU each wyjax pretraining trace gets the prediction of the compile it timed beside
-it (prediction.json), its profiled steps run that step compiled without CUDA graphs (whose
-kernels a trace names by graph, not by HLO op), and the run ends with both joined, kernel by
-kernel (benchmarks/profile_vs_prediction.py). The pretrain part times and profiles every wyjax
-step before any transformers step (pretrain_part says why). Timings are never taken under a
-profiler. Not profiled: finetune (whole commands, each in its own process) and attention (timed
-inside benchmarks/attention.py; the pretraining traces hold the same attention kernels within the
-step).
+Random weights cost what trained ones do, so timings hold for any checkpoint. --profile=DIR
+profiles two more steps of each side of the pretrain and predict parts (never the timed ones)
+into DIR/<part>-<model>-<side>/, then prints each trace's top kernels
+(benchmarks/profile_traces.py) and, on a GPU, each wyjax step's profile against its prediction
+(benchmarks/profile_vs_prediction.py).
 """
 
 import argparse
@@ -64,7 +50,6 @@ import threading
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
-REPO = HERE.parent
 # Seconds, 9.5 minutes in all. On an H200 (docs/benchmarks.md, "GPU") DeBERTa-base's step compiled in
 # about 60 s per attention and BERT-base's in 35; the attention part reached L = 1024 in 80 s.
 BUDGETS = "pretrain=240,finetune=220,predict=30,attention=80"
@@ -73,7 +58,7 @@ TOKENS = 16_384  # a pretraining step's: 32 × 512, or 4 × 4,096 with --length=
 PROFILED_STEPS = 2  # --profile: the steps each profiled side runs under its profiler
 # --profile: a GPU step is profiled from a compile without command buffers (CUDA graphs): a kernel
 # a graph launches is named in jax's trace by its graph ("command_buffer_59"), not by its HLO op,
-# so the H200 run of 2026-11-28 could not join cuBLAS's kernels with their prediction.
+# where the join with its prediction needs the op.
 PROFILED_COMPILE = {"xla_gpu_enable_command_buffer": ""}
 GiB = 2**30
 
@@ -110,9 +95,11 @@ def versions() -> str:
 
 
 def relay(part: str, budget: float, argv: list[str]) -> None:
-  """Runs `part` in a child process, printing its rows as they come; past `budget` seconds (or on
-  a failure) the child and its own children are stopped and a row says why, with the child's
-  last error line (its whole stderr: $TMPDIR/wyjax-gpu-<part>.log)."""
+  """Runs `part` in a child process, printing its rows as they come.
+
+  Past `budget` seconds (or on a failure) the child and its own children are stopped and a row says
+  why, with the child's last error line (its whole stderr: $TMPDIR/wyjax-gpu-<part>.log).
+  """
   env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "PYTHONUNBUFFERED": "1"}
   with open(pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"wyjax-gpu-{part}.log", "w+") as stderr:
     child = subprocess.Popen(
@@ -172,17 +159,20 @@ def _last_error(log) -> str:
 
 
 def pretrain_part(args) -> None:
-  """Every wyjax step first, then every transformers step: torch's profiler holds CUPTI to the end
-  of the process, so a jax trace taken after it has no GPU kernels (on the H200, 2026-11-28:
-  CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, and BERT-base's wyjax trace held CPU ops only)."""
+  """Times every wyjax step first, then every transformers step.
+
+  torch's profiler holds CUPTI to the end of the process, so a jax trace taken after it has no GPU
+  kernels (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED).
+  """
   import numpy as np
 
-  from wyjax.core import config_files, run_metrics
+  from wyjax.aot.accelerators import peak_flops_per_device
+  from wyjax.core import config_files
 
   tokens, steps = (256, 2) if args.smoke else (TOKENS, 10)
   length = args.length or (64 if args.smoke else 512)
   batch = max(1, tokens // length)
-  peak = run_metrics.peak_flops_per_device()
+  peak = peak_flops_per_device()
   models = [
     (name, config_name, attentions)
     for name, config_name, attentions in (
@@ -226,7 +216,7 @@ def pretrain_part(args) -> None:
           _throughput(batch * length, predicted.seconds, flops, peak),
           notes=f"attention={attention}: measured ÷ predicted **{seconds[attention] / predicted.seconds:.2f}**; "
           f"band {low * 1e3:.1f}–{high * 1e3:.1f} ms, uncalibrated {predicted.uncalibrated * 1e3:.1f} ms "
-          "(wyjax.core.gpu_step_time.predict on this compile)",
+          "(wyjax.aot.gpu_step_time.predict on this compile)",
         )
         if args.profile:  # for benchmarks/profile_vs_prediction.py
           (pathlib.Path(args.profile) / trace).mkdir(parents=True, exist_ok=True)
@@ -273,18 +263,21 @@ def _memory(size: int | None) -> str:
 
 
 def wyjax_pretrain(config, ids, steps: int, profile=None):
-  """(seconds per step, FLOPs per step, memory or None, compile seconds, predicted seconds or
-  None) of the pretraining run's own jitted step (wyjax.train.pretraining.build), on `ids` every
-  step, after one warm-up step. Memory: what XLA's buffer assignment gives the compiled step
-  (state, batch, temporaries; the donated state counted once), since the device's peak does not
-  reset between models. Predicted: on a GPU aot knows, the step this compile built, every kernel
-  costed and calibrated (a wyjax.core.gpu_step_time.Prediction; reading XLA's dump adds seconds to
-  the compile's). Then, under `profile` (a context), PROFILED_STEPS more steps; on a GPU those of
-  the step compiled again with PROFILED_COMPILE, whose kernels are the timed compile's by name
-  (XLA forms its graphs after fusion; the in-process autotuning results are reused)."""
+  """Times the pretraining run's own jitted step (wyjax.train.pretraining.build) on `ids`, after a warm-up step.
+
+  Returns (seconds per step, FLOPs per step, memory or None, compile seconds, prediction or None).
+  Memory: what XLA's buffer assignment gives the compiled step (state, batch, temporaries; the
+  donated state counted once), since the device's peak does not reset between models. Prediction:
+  on a GPU card wyjax.aot knows, the step this compile built, every kernel costed and calibrated
+  (a wyjax.aot.gpu_step_time.Prediction). Then, under `profile` (a context), PROFILED_STEPS more
+  steps; on a GPU those of the step compiled again with PROFILED_COMPILE, whose kernels are the
+  timed compile's by name (XLA forms its graphs after fusion; the autotuning results are reused).
+  """
   import jax
 
-  from wyjax.core import aot, gpu_cards, gpu_step_time
+  from wyjax.aot import gpu_step_time, report
+  from wyjax.aot.accelerators import GPU_CARDS, chip_of
+  from wyjax.core.host_memory import buffer_bytes
   from wyjax.data import tokenizer as tokenizer_lib
   from wyjax.train import pretraining
 
@@ -292,14 +285,14 @@ def wyjax_pretrain(config, ids, steps: int, profile=None):
   state = run.program.init_state(jax.random.key(0))
   batch = jax.device_put(ids, run.program.data_sharding)
   start = time.perf_counter()
-  compiled = aot.compile_step(run.train_step, state, batch, topology="local")
+  compiled = report.compile_step(run.train_step, state, batch, topology="local")
   compile_seconds = time.perf_counter() - start
   step = compiled.compiled
-  chip = aot.chip_of("local", jax.devices()[0])
-  predicted = gpu_step_time.predict(compiled.gpu, gpu_cards.CARDS[chip]) if compiled.gpu else None
+  chip = chip_of("local", jax.devices()[0])
+  predicted = gpu_step_time.predict(compiled.gpu, GPU_CARDS[chip]) if compiled.gpu else None
   memory = step.memory_analysis()
   if memory is not None:
-    memory = aot.buffer_bytes(memory)
+    memory = buffer_bytes(memory)
   state, out = step(state, batch)
   jax.block_until_ready(out)
   start = time.perf_counter()
@@ -320,9 +313,12 @@ def wyjax_pretrain(config, ids, steps: int, profile=None):
   return seconds, run.train_flops_per_step, memory, compile_seconds, predicted
 
 
-def torch_pretrain(config, ids, steps: int, device_name: str, profile=contextlib.nullcontext()):
-  """(seconds per step, peak memory or None) of transformers' *ForMaskedLM of the same
-  architecture: autocast bf16, fused AdamW, 15% of the positions predicted."""
+def torch_pretrain(config, ids, steps: int, device_name: str, profile):
+  """(seconds per step, peak memory or None) of transformers' *ForMaskedLM of the same architecture.
+
+  Autocast bf16, fused AdamW, 15% of the positions predicted; then PROFILED_STEPS more steps under
+  `profile` (a context).
+  """
   import torch
   import transformers
 
@@ -546,7 +542,12 @@ PARTS = {"pretrain": pretrain_part, "finetune": finetune_part, "predict": predic
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--data", type=pathlib.Path, default=REPO.parent / "shared" / "data")
+  parser.add_argument(
+    "--data",
+    type=pathlib.Path,
+    help="your data folder: wyweb/tlc/ (the TLC task's files) and daizhige_sample/ (text to punctuate), "
+    "for the finetune and predict parts",
+  )
   parser.add_argument("--smoke", action="store_true", help="every part with tiny sizes (on the CPU: a test)")
   parser.add_argument("--parts", default=",".join(PARTS), help="which parts, in order")
   parser.add_argument(
@@ -603,6 +604,8 @@ def main():
     sys.path.insert(0, str(HERE))
     return PARTS[args.part](args)
 
+  if args.data is None and {"finetune", "predict"} & set(args.parts.split(",")):
+    parser.error("--data=DIR is required for the finetune and predict parts (or choose --parts)")
   budgets = args.budgets or (SMOKE_BUDGETS if args.smoke else BUDGETS)
   budgets = {name: float(seconds) for name, seconds in (item.split("=") for item in budgets.split(","))}
   print(f"# {versions()}{' (smoke: tiny sizes)' if args.smoke else ''}\n")

@@ -1,27 +1,18 @@
-"""The predicted GPU step (wyjax.core.gpu_step_time) against every GPU figure measured so far, and
-the calibration fitted on them.
+"""The predicted GPU step (wyjax.aot.gpu_step_time) against every GPU figure measured so far, and the calibration.
 
-    JAX_PLATFORMS=cpu python benchmarks/gpu_predictions.py              # about 12 minutes on 2 cores
-    JAX_PLATFORMS=cpu python benchmarks/gpu_predictions.py --table_only # fit and table from the records
-    python benchmarks/gpu_predictions.py --measured=DIR --commit=C      # add the steps gpu.py --profile=DIR measured
+    JAX_PLATFORMS=cpu python benchmarks/gpu_predictions.py --calibration=FIT.json   # about 12 minutes on 2 cores
+    JAX_PLATFORMS=cpu python benchmarks/gpu_predictions.py --table_only --calibration=FIT.json  # from the records
+    python benchmarks/gpu_predictions.py --measured=DIR --commit=C   # add the steps gpu.py --profile=DIR measured
 
-Each program docs/benchmarks.md ("GPU") measured on one H200 is compiled as it was measured: its
-commit's tree checked out in a git worktree (--worktrees), its own code building the step or the
-attention part (benchmarks/pretrain_step.py at 09f05b7, benchmarks/gpu.py and
-benchmarks/attention.py at c147d65: the same configs, batch, length and attention route), lowered
-for an H200 on this CPU (jax's compile-only CUDA devices, the card described by this tree's
-gpu_cards.target) and dumped with XLA's estimates. This tree's predictor costs each dump (kept in
---dumps, so that a rerun only costs them again), uncalibrated, by kernel kind. One JSON line per
-program goes to benchmarks/gpu_predictions.jsonl. The steps `benchmarks/gpu.py --profile=DIR`
-measured join them (--measured): each is costed as the GPU compiled it, from the prediction.json
-beside its trace, and joined with its trace kernel by kernel (profile_vs_prediction.join): its
-measured seconds by kind. The factors are then fitted on FIT (the split below, written down
-before its fit) and written to wyjax/core/gpu_calibration.json with the error on both halves, and
-docs/benchmarks.md's table is rewritten from both.
-
-The measured figures were taken with jax 0.11.2 on the GPU, autotuned; the compiles here use this
-machine's jax and no autotuning: the same model code, XLA's heuristics where the GPU's compile
-measured tilings.
+Each program docs/benchmarks.md measured on one H200 (POINTS) is compiled as it was measured: its
+commit's tree checked out in a git worktree (--worktrees), its own code building the step, lowered
+for an H200 on this CPU and dumped with XLA's estimates (kept in --dumps, so that a rerun only costs
+them again). This tree's predictor costs each dump, uncalibrated, by kernel kind: one JSON line per
+program in benchmarks/gpu_predictions.jsonl. The steps `benchmarks/gpu.py --profile=DIR` measured
+join them (--measured), each joined with its trace kernel by kernel (profile_vs_prediction.join).
+The factors are then fitted on FIT, with the error on both halves, and written to --calibration;
+docs/benchmarks.md's table is rewritten from both. wyjax ships the calibration in
+wyjax/aot/gpu_calibration.json: a developer copies the fit there in a clone and commits it.
 """
 
 import argparse
@@ -40,15 +31,16 @@ import profile_vs_prediction
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "gpu_predictions.jsonl"
-CALIBRATION = REPO / "wyjax" / "core" / "gpu_calibration.json"
 DOC = REPO / "docs" / "benchmarks.md"
+SHIPPED = "wyjax/aot/gpu_calibration.json"  # where wyjax reads the calibration from
 PREDICTOR = (
-  "wyjax/core/gpu_step_time.py",
-  "wyjax/core/gpu_program.py",
-  "wyjax/core/triton_ir.py",
-  "wyjax/core/gemm_table.py",
-  "wyjax/core/xla_gemm_sm90.json",
-  "wyjax/core/gpu_cards.py",
+  "wyjax/aot/gpu_step_time.py",
+  "wyjax/aot/gpu_program.py",
+  "wyjax/aot/optimized_hlo.py",
+  "wyjax/aot/triton_ir.py",
+  "wyjax/aot/gemm_table.py",
+  "wyjax/aot/xla_gemm_sm90.json",
+  "wyjax/aot/accelerators.py",
 )
 BEGIN, END = "<!-- gpu predictions table -->", "<!-- end gpu predictions table -->"
 CARD = "h200"
@@ -62,11 +54,12 @@ class Point:
   name: str  # as docs/benchmarks.md's rows name it
   commit: str  # the tree that was measured
   program: tuple  # ("step", config, attention) or ("attention", length, pass, "kernel" | "xla")
-  measured: float  # seconds, one H200, 2026-11-26 (docs/benchmarks.md, "GPU")
+  measured: float  # seconds, one H200 (docs/benchmarks.md, "GPU")
   route: str  # the attention it ran: "xla" or "kernel" (wyjax's Pallas/Triton GPU kernel)
 
   @property
   def slug(self) -> str:
+    """The point's dump folder's name."""
     return "-".join(str(part).replace("/", "_").replace("+", "_") for part in (self.commit, *self.program))
 
 
@@ -113,47 +106,17 @@ POINTS = (
   _attention(1024, "forward+backward", "xla", 10.55),
 )
 ALL_KINDS = None  # a FIT step whose every kernel kind is fitted on
-# The split and the model, written down and committed before their fit (2026-11-29, the fourth;
-# issue #62, item 5: the first GPU's measurements of today's programs fit, the older validate).
-# Fit points: the kernels of the three steps of main 5f2479d that benchmarks/gpu.py measured and
-# profiled on one H200 (BERT-base and DeBERTa-base through cuDNN, DeBERTa-base with attention
-# dropout through the XLA path: the programs a user runs today, DeBERTa's relative products
-# distance-minor since f3249f5): every measured kernel of the three traces joined with its
-# predicted uncalibrated cost of the GPU's own compile by profile_vs_prediction.join (the kind of
-# a kernel the join cannot match is the kind its name says, else "unmatched"). The model, as in
-# the third split: a factor per kernel kind (gpu_program's kinds; cuDNN's attention is its own,
-# "cudnn"), each the ratio of sums over the fit steps, Σ measured ÷ Σ uncalibrated of that kind's
-# kernels (not least squares on kernel times, which the longest kernels would decide: the ratio
-# of sums makes each kind's time over the fit steps exact, what a step's sum needs). A kernel's
-# uncalibrated cost keeps XLA's 1 µs a launch and the factor scales it whole: no time between
-# kernels is fitted or added, since the profiled kernels' durations sum to within 3% of the timed
-# steps (29.37 against 29.47 ms, 74.41 against 72.47, 70.56 against 69.84; the timed steps run
-# from CUDA graphs, the profiled without), leaving no gap to fit. A kind with no measured
-# kernel in the traces (the Pallas kernel, "triton kernel"; "random bits") takes the pooled
-# factor, Σ measured ÷ Σ uncalibrated over every kernel of the fit traces; a collective stays as
-# costed (no fit point has one). Held out, never fitted on, as whole steps from their
-# uncalibrated seconds by kind: every program measured before (1fe8d02's and a000c01's two steps,
-# 254118f's one, e7dca87's three, the 14 of 2026-11-26). The fit's error is that of the three
-# 5f2479d whole steps (their measured step times, whose kernels were fitted on). A point is its
-# commit and its name: the same step measured at two commits is two points. Measured since and
-# held out, not refitted on: dcc430c's two steps (DeBERTa-base through the Pallas GPU kernel,
-# BERT-base again; the same H200, 2026-11-29). Since 2026-12-01 a Pallas kernel whose Triton IR
-# adds atomically is a kind of its own (gpu_program.ATOMICS); no fit step measured one, so it takes
-# the pooled factor, as the rest of that kernel does: the figures are the fourth split's. A fifth
-# split that fitted it on dcc430c's Pallas step, written down before its fit, held out worse and is
-# not shipped (docs/benchmarks.md, "A fifth split, tried").
-#
-# The sixth split (2026-12-02), written down before its fit, and after the fifth's results were
-# seen: the fourth's three steps fit every kind as before; dcc430c's DeBERTa-base step through the
-# Pallas kernel, the one profile that measured it, fits the kernel's two kinds and nothing else
-# ("triton kernel", its forward, and gpu_program.ATOMICS, its backward), so that its XLA kernels,
-# which the fourth's steps already fit, do not move their factors (in the fifth they did, on one
-# mispriced fusion). Since 2026-12-02 the kernel's backward is costed as it runs: each tile pair
-# adds its B² score gradients, or its B row sums where its distances all fall in one relative row
-# (disentangled_attention_gpu.branch_scope; at 512 tokens no pair, at 1,024 22%, at 4,096 75%),
-# where both branches counted before. c147d65's kernel programs are compiled under the scope its
-# kernel predates. The pooled factor (kinds no fit profile measured) is over every kernel fitted
-# on. dcc430c's step is then a fit point; everything else is held out as before.
+# The split and the model, written down before their fit.
+# Fit: the kernels of the three steps of 5f2479d that benchmarks/gpu.py measured and profiled on one
+# H200, every kind (each measured kernel joined with its predicted uncalibrated cost by
+# profile_vs_prediction.join; a kernel the join cannot match is the kind its name says, else
+# "unmatched"); and dcc430c's DeBERTa-base step through the Pallas kernel for the kernel's two kinds
+# only ("triton kernel", its forward, and gpu_program.ATOMICS, its backward). Each kind's factor is
+# the ratio of sums over the steps that fit it, Σ measured ÷ Σ uncalibrated (least squares on kernel
+# times would let the longest kernels decide); the launch overhead stays in each kernel's cost and
+# no time between kernels is fitted (the profiled kernels sum to within 3% of the timed steps). A
+# kind no fit step measured takes the pooled factor of every kernel fitted on; a collective stays as
+# costed. Everything else is held out, never fitted on. A point is its commit and its name.
 FIT = {
   ("5f2479d", "BERT-base step, 32 × 512, attention=auto"): ALL_KINDS,
   ("5f2479d", "DeBERTa-base step, 32 × 512, attention=auto"): ALL_KINDS,
@@ -176,11 +139,12 @@ def label(r: dict) -> str:
 
 
 def compile_in_tree(point: Point, dump: str, target: str, scope: str | None) -> None:
-  """Lowers the point's program with the measured tree's code for the card `target` describes and
-  compiles it into `dump` with XLA's estimates. scope: the branch scope this tree's kernel puts
-  its calls under (disentangled_attention_gpu.branch_scope), for a tree whose kernel predates it
-  (c147d65's): its attention's calls are wrapped in it, which names their ops and changes nothing
-  compiled."""
+  """Compiles the point's program, built by the measured tree's code, for the card `target` describes into `dump`.
+
+  With XLA's estimates. scope: the branch scope this tree's kernel puts its calls under
+  (disentangled_attention_gpu.branch_scope), for a tree whose kernel predates it (c147d65's): its
+  attention's calls are wrapped in it, which names their ops and changes nothing compiled.
+  """
   import jax  # pylint: disable=g-import-not-at-top
   from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
 
@@ -200,8 +164,10 @@ def compile_in_tree(point: Point, dump: str, target: str, scope: str | None) -> 
 
 
 def _step(devices, config_name: str, attention: str):
-  """The pretraining step as benchmarks/gpu.py (c147d65) and pretrain_step.py (09f05b7) built it:
-  the config's model and recipe, batch 32 × 512, a placeholder vocabulary of the config's size."""
+  """The pretraining step as benchmarks/gpu.py (c147d65) and pretrain_step.py (09f05b7) built it, lowered.
+
+  The config's model and recipe, batch 32 × 512, a placeholder vocabulary of the config's size.
+  """
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
 
@@ -217,8 +183,10 @@ def _step(devices, config_name: str, attention: str):
 
 
 def _attention_part(devices, length: int, passes: str, side: str):
-  """The attention part's program as benchmarks/attention.py (c147d65) measured it: DeBERTa-base's
-  DisentangledAttention alone, bf16, forward in inference or forward+backward in training."""
+  """The attention part's program as benchmarks/attention.py (c147d65) measured it, lowered.
+
+  DeBERTa-base's DisentangledAttention alone, bf16, forward in inference or forward+backward in training.
+  """
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
@@ -274,7 +242,7 @@ def dumped(point: Point, args) -> tuple[pathlib.Path, float]:
   dump = args.dumps / point.slug
   if list(dump.glob("*thunk_sequence.txt")):
     return dump, 0.0
-  from wyjax.core import gpu_cards  # pylint: disable=g-import-not-at-top
+  from wyjax.aot import targets  # pylint: disable=g-import-not-at-top
 
   tree = worktree(point.commit, args.worktrees)
   start = time.perf_counter()
@@ -286,7 +254,7 @@ def dumped(point: Point, args) -> tuple[pathlib.Path, float]:
       __file__,
       f"--child={POINTS.index(point)}",
       f"--dump={dump}",
-      f"--target={gpu_cards.target(CARD)}",
+      f"--target={targets.target(CARD)}",
       *scope,
     ],
     cwd=tree,
@@ -297,12 +265,14 @@ def dumped(point: Point, args) -> tuple[pathlib.Path, float]:
 
 
 def branch_scope(point: Point, tree: pathlib.Path) -> str | None:
-  """The name of the scope this tree's kernel would give the point's attention: the relative rows
-  of its model (DeBERTa-base's: the attention part's benchmarks/attention.py BASE, a step's config
-  in the measured tree) at its length, in the kernel's tiles; None without relative terms (BERT)."""
+  """The name of the scope this tree's kernel would give the point's attention; None without relative terms (BERT).
+
+  The scope counts the relative rows of its model (DeBERTa-base's: the attention part's
+  benchmarks/attention.py BASE, a step's config in the measured tree) at its length, in the kernel's tiles.
+  """
   import attention  # pylint: disable=g-import-not-at-top  (benchmarks/, beside this file)
 
-  from wyjax.core import config_files, triton_ir  # pylint: disable=g-import-not-at-top
+  from wyjax.core import config_files  # pylint: disable=g-import-not-at-top
   from wyjax.kernels import attention_common  # pylint: disable=g-import-not-at-top
   from wyjax.kernels import disentangled_attention_gpu as gpu
   from wyjax.models import EncoderConfig, deberta_v2  # pylint: disable=g-import-not-at-top
@@ -318,22 +288,25 @@ def branch_scope(point: Point, tree: pathlib.Path) -> str | None:
   spec = attention_common.Spec(
     length=length, block=gpu.BLOCK, scale=1.0, c2p=True, p2c=True, dropout_rate=0.0, interpret=False
   )
-  return triton_ir.taken_scope(gpu.one_row_pairs(lambda distance: deberta_v2.relative_rows(distance, config), spec))
+  return gpu.taken_scope(gpu.one_row_pairs(lambda distance: deberta_v2.relative_rows(distance, config), spec))
 
 
 def record(point: Point, dump: pathlib.Path, compile_seconds: float) -> dict:
-  """The uncalibrated prediction for the point's dump beside its measured time, by kernel kind
-  (what the factors calibrate); and the roofline (XLA's own FLOPs and bytes of the module at the card's peak and bandwidth; custom
-  calls count none)."""
+  """The point's record: the uncalibrated prediction for its dump beside its measured time, by kernel kind.
+
+  By kind is what the factors calibrate. The roofline: XLA's own FLOPs and bytes of the module at
+  the card's peak and bandwidth (custom calls count none).
+  """
   import jax  # pylint: disable=g-import-not-at-top
 
-  from wyjax.core import gpu_cards, gpu_program, gpu_step_time  # pylint: disable=g-import-not-at-top
+  from wyjax.aot import gpu_program, gpu_step_time  # pylint: disable=g-import-not-at-top
+  from wyjax.aot.accelerators import GPU_CARDS  # pylint: disable=g-import-not-at-top
 
   program, hlo = gpu_program.read_dump(dump)
-  card = gpu_cards.CARDS[CARD]
+  card = GPU_CARDS[CARD]
   prediction = gpu_step_time.predict(program, card, uncalibrated())
   cost = gpu_program.cost_analysis(hlo) or {}
-  roofline = max(cost.get("flops", 0.0) / card.matmul_flops, cost.get("bytes accessed", 0.0) / card.hbm_bandwidth)
+  roofline = max(cost.get("flops", 0.0) / card.peak_flops, cost.get("bytes accessed", 0.0) / card.hbm_bandwidth)
   return {
     "name": point.name,
     "commit": point.commit,
@@ -352,10 +325,12 @@ def record(point: Point, dump: pathlib.Path, compile_seconds: float) -> dict:
 
 
 def measured_record(folder: pathlib.Path, commit: str) -> dict:
-  """A step `benchmarks/gpu.py --profile` measured on a GPU at `commit`, as a record: costed from
-  the prediction.json beside its trace (every kernel of the GPU's own, autotuned compile,
-  uncalibrated, with its kind), joined with the trace kernel by kernel (the measured seconds and
-  launches a step by kind, what fit() fits on) and dated by its trace."""
+  """A step `benchmarks/gpu.py --profile` measured on a GPU at `commit`, as a record.
+
+  It is costed from the prediction.json beside its trace (every kernel of the GPU's own, autotuned
+  compile, uncalibrated, with its kind), joined with the trace kernel by kernel (the measured
+  seconds and launches a step by kind, what fit() fits on) and dated by its trace.
+  """
   prediction = json.loads((folder / "prediction.json").read_text())
   trace = profile_traces.traces(folder.parent)[folder.name]
   _, kernels = profile_vs_prediction.join(profile_traces.events(trace)[1], prediction)
@@ -390,7 +365,7 @@ def measured_record(folder: pathlib.Path, commit: str) -> dict:
 
 def uncalibrated():
   """Factors of one: the kernels as costed."""
-  from wyjax.core import gpu_step_time  # pylint: disable=g-import-not-at-top
+  from wyjax.aot import gpu_step_time  # pylint: disable=g-import-not-at-top
 
   return gpu_step_time.Calibration({}, 1.0, (1.0, 1.0), "uncalibrated")
 
@@ -406,13 +381,14 @@ def is_step(r: dict) -> bool:
 
 
 def fit(records: list[dict]) -> dict:
-  """The factor of each kernel kind the FIT steps' profiles measured: Σ measured ÷ Σ uncalibrated
-  seconds of its kernels over those steps that fit it (the ratio of sums, which makes each kind's
-  time over them exact); a kind they measured no kernel of, the pooled factor of every kernel
-  fitted on. Then the
-  error on both halves, whole programs by their uncalibrated seconds by kind: gpu_calibration.json's
-  contents."""
-  from wyjax.core import gpu_step_time  # pylint: disable=g-import-not-at-top
+  """The calibration fitted on the FIT steps' profiles, with its error on both halves: gpu_calibration.json's contents.
+
+  Each kernel kind's factor is Σ measured ÷ Σ uncalibrated seconds of its kernels over the steps that
+  fit it (the ratio of sums, which makes each kind's time over them exact); a kind they measured no
+  kernel of takes the pooled factor of every kernel fitted on. The error is that of whole programs,
+  from their uncalibrated seconds by kind.
+  """
+  from wyjax.aot import gpu_step_time  # pylint: disable=g-import-not-at-top
 
   fitted_on = [r for r in records if key(r) in FIT]
   measured, costed, kernels = collections.Counter(), collections.Counter(), collections.Counter()
@@ -458,7 +434,7 @@ def fit(records: list[dict]) -> dict:
 
 
 def _calibration(fitted: dict):
-  from wyjax.core import gpu_step_time  # pylint: disable=g-import-not-at-top
+  from wyjax.aot import gpu_step_time  # pylint: disable=g-import-not-at-top
 
   return gpu_step_time.Calibration(
     fitted["factors"], fitted["default_factor"], tuple(fitted["held_out_band"]), fitted["summary"]
@@ -466,6 +442,7 @@ def _calibration(fitted: dict):
 
 
 def table(records: list[dict], fitted: dict) -> str:
+  """docs/benchmarks.md's table of every record, predicted by the fitted calibration."""
   rows, calibration = [], _calibration(fitted)
   for r in records:
     prediction = calibrated(r, calibration)
@@ -494,17 +471,21 @@ def _ms(seconds: float) -> str:
 
 
 def merged(records: list[dict], measured: list[dict]) -> list[dict]:
-  """`records` with `measured` after them, each replacing the record of its commit and name only:
-  a step measured again at another commit is another point."""
+  """`records` with `measured` after them, each replacing the record of its commit and name only.
+
+  A step measured again at another commit is another point.
+  """
   new = {key(r) for r in measured}
   return [r for r in records if key(r) not in new] + measured
 
 
 def read() -> list[dict]:
+  """The records benchmarks/gpu_predictions.jsonl holds."""
   return [json.loads(line) for line in RESULTS.read_text().splitlines()] if RESULTS.exists() else []
 
 
 def write(records: list[dict]) -> None:
+  """Replaces benchmarks/gpu_predictions.jsonl's records."""
   RESULTS.write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
@@ -548,7 +529,12 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--worktrees", type=pathlib.Path, default=pathlib.Path("/tmp/wyjax-worktrees"))
   parser.add_argument("--dumps", type=pathlib.Path, default=pathlib.Path("/tmp/wyjax-gpu-predictions"))
-  parser.add_argument("--table_only", action="store_true")
+  parser.add_argument("--table_only", action="store_true", help="fit and table from the records, compiling nothing")
+  parser.add_argument(
+    "--calibration",
+    type=pathlib.Path,
+    help=f"where to write the fitted calibration (JSON); wyjax ships it as {SHIPPED} (a developer copies it there)",
+  )
   parser.add_argument(
     "--measured",
     type=pathlib.Path,
@@ -584,9 +570,15 @@ def main():
   )
   write(records)
   fitted = fit(records)
-  CALIBRATION.write_text(json.dumps(fitted, indent=2, ensure_ascii=False) + "\n")
   print(table(records, fitted))
   print(write_doc(records, fitted))
+  if args.calibration:
+    args.calibration.write_text(json.dumps(fitted, indent=2, ensure_ascii=False) + "\n")
+    print(
+      f"The fitted calibration is in {args.calibration}; to ship it, copy it into {SHIPPED} in a clone and commit it."
+    )
+  else:
+    print("The fitted calibration is not written: --calibration=PATH writes it.")
 
 
 if __name__ == "__main__":

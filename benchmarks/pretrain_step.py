@@ -1,5 +1,6 @@
-"""Pretraining step time and tokens/s (and MFU where the device's peak is known) for a config,
-on synthetic batches through the real jitted train step (masking, loss, AdamW, donation).
+"""Pretraining step time and tokens/s (and MFU where the device's peak is known) for a config.
+
+Synthetic batches go through the real jitted train step (masking, loss, AdamW, donation).
 
     python benchmarks/pretrain_step.py --config=pretrain/deberta_tiny.py [--batch=32] [--steps=5]
     python benchmarks/pretrain_step.py --config=pretrain/deberta_base.py --batch=8 --dtype=float32
@@ -14,7 +15,8 @@ import time
 import jax
 import numpy as np
 
-from wyjax.core import config_files, run_metrics
+from wyjax.aot.accelerators import peak_flops_per_device
+from wyjax.core import config_files
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.train import pretraining
 
@@ -57,7 +59,7 @@ def main():
   seconds = (time.perf_counter() - start) / args.steps
   tokens = config.batch_size * length
   flops = run.train_flops_per_step
-  peak = run_metrics.peak_flops_per_device()
+  peak = peak_flops_per_device()
   n_params = sum(x.size for x in jax.tree_util.tree_leaves(state["params"]))
   line = (
     f"{args.config}: {n_params / 1e6:.1f} M params, batch {config.batch_size} × {length}, {config.dtype}, "

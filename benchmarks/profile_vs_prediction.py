@@ -1,23 +1,16 @@
-"""Where the predicted GPU step is wrong, kernel by kernel: each profiled wyjax step of
-`benchmarks/gpu.py --profile=DIR` against the prediction of the same compile.
+"""Where the predicted GPU step is wrong, kernel by kernel: each profiled step of `benchmarks/gpu.py --profile=DIR`.
 
     python benchmarks/profile_vs_prediction.py DIR
 
-gpu.py writes, beside each wyjax trace it takes on a GPU, prediction.json: every kernel of the
-compile it timed as wyjax.core.gpu_step_time costed it (calibrated and not, with its kind), the
-step's measured time and how many steps the trace holds; the traced steps ran the same program
-compiled without CUDA graphs (gpu.PROFILED_COMPILE). This joins the two and prints, per trace,
-the measured and predicted milliseconds a step by kernel kind with their ratio, then the 20
-kernels with the largest absolute error. A measured kernel is matched to the predicted one
-by the HLO op jax's trace names it by, else by its kernel name (XLA names a fusion's kernel after
-it; identical fusions share one); a kernel matched by neither (a library's own, such as cuBLAS's
-or cuDNN's, where the trace names no op) is counted under the kind its name says, or "unmatched".
-A kernel launched from a CUDA graph is named by its graph ("command_buffer_59"), not its HLO op:
-the report counts those, which only their kernel name can match. On a CPU (`--smoke`) the trace
-holds CPU ops and no prediction is written: traces without one are listed as such. A
-prediction.json holds what a refit of wyjax/core/gpu_calibration.json needs of that step: its
-measured time, each kernel's uncalibrated cost and kind; benchmarks/gpu_predictions.py --measured
-fits the factors on this join.
+Beside each wyjax trace it takes on a GPU, gpu.py writes prediction.json: every kernel of the
+compile it timed as wyjax.aot.gpu_step_time costed it (calibrated and not, with its kind), the
+step's measured time and how many steps the trace holds. This joins the two and prints, per
+trace, the measured and predicted milliseconds a step by kernel kind with their ratio, then the
+20 kernels with the largest absolute error. A measured kernel is matched to the predicted one by
+the HLO op jax's trace names it by, else by its kernel name; a kernel matched by neither (a
+library's own, where the trace names no op) is counted under the kind its name says, or
+"unmatched". Traces without a prediction (on a CPU, `--smoke`) are listed as such.
+benchmarks/gpu_predictions.py --measured fits the calibration's factors on this join.
 """
 
 import collections
@@ -46,9 +39,11 @@ def _key(name: str) -> str:
 
 
 def join(events: list[tuple[str, str, float]], prediction: dict) -> tuple[dict, list[dict]]:
-  """({kind: [measured, predicted, uncalibrated] seconds a step}, every kernel as
-  {kernel, kind, measured, predicted, launches}: seconds and measured launches a step) of a
-  trace's events and a prediction's kernels."""
+  """A trace's events joined with a prediction's kernels: (by kind, every kernel).
+
+  By kind: {kind: [measured, predicted, uncalibrated] seconds a step}; every kernel:
+  {kernel, kind, measured, predicted, launches}, seconds and measured launches a step.
+  """
   steps = prediction["steps"]
   kinds = collections.defaultdict(lambda: [0.0, 0.0, 0.0])
   kernels = {}  # kernel name → its row

@@ -15,7 +15,7 @@ benchmarks/scaling_gpu.jsonl: each base or large model at its sequences per chip
 an H200, and at twice as many on the H100, from which the largest batch that fits jax's default
 share of the card (XLA_PYTHON_CLIENT_MEM_FRACTION, 75%) is extrapolated, memory being affine in
 the batch below the card's size. Each row gives the predicted step (every kernel costed and
-calibrated on measured programs, wyjax.core.gpu_step_time) with the band of its held-out error,
+calibrated on measured programs, wyjax.aot.gpu_step_time) with the band of its held-out error,
 then the uncalibrated sum and the roofline, bounds below it.
 """
 
@@ -106,8 +106,10 @@ def read(path: pathlib.Path = RESULTS) -> list[dict]:
 
 
 def run_gpus(models) -> None:
-  """Each model on one H100 and one H200 at its sequences per chip, and on the H100 at twice
-  as many (the largest batch's extrapolation); no remat, the configs' own attention."""
+  """Compiles each model on one H100 and one H200 at its sequences per chip, and on the H100 at twice as many.
+
+  The H100's two batches give the largest batch's extrapolation; no remat, the configs' own attention.
+  """
   done = {(r["model"], r["topology"], r["global_batch"]) for r in read(GPU_RESULTS)}
   cells = [
     (model, topology, MODELS[model] * k) for model in models for topology, k in (("h100", 1), ("h200", 1), ("h100", 2))
@@ -138,8 +140,7 @@ def run_gpus(models) -> None:
 
 
 def largest_batch(one: dict, two: dict, capacity: float) -> int:
-  """The batch whose memory, affine in the batch through the two compiled ones, reaches jax's
-  default share of `capacity`."""
+  """The batch whose memory reaches jax's default share of `capacity`, affine through the two compiled ones."""
   per_sequence = (two["hbm_bytes_per_chip"] - one["hbm_bytes_per_chip"]) / (two["global_batch"] - one["global_batch"])
   fixed = one["hbm_bytes_per_chip"] - per_sequence * one["global_batch"]
   return int((JAX_MEMORY_FRACTION * capacity - fixed) // per_sequence)

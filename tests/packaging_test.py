@@ -55,7 +55,7 @@ def test_the_wheel_installs_and_runs_from_outside_the_repository(shared_data, tm
   assert built.returncode == 0, built.stderr[-3000:]
   (wheel,) = (tmp_path / "dist").glob("wyjax-*.whl")
   shipped = set(zipfile.ZipFile(wheel).namelist())  # the GPU step prediction's data: XLA's GEMM table, the factors
-  assert {"wyjax/core/xla_gemm_sm90.json", "wyjax/core/gpu_calibration.json"} <= shipped
+  assert {"wyjax/aot/xla_gemm_sm90.json", "wyjax/aot/gpu_calibration.json"} <= shipped
   # The venv's Python, installing too, sees neither this one's environment nor a checkout on
   # PYTHONPATH: with one there, pip took wyjax as installed and installed nothing.
   env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "PYTHON", "VIRTUAL_ENV"))}

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from tests.train.conftest import REPO_ROOT
-from wyjax.core import aot
+from wyjax.aot import targets
 
 # Two steps profiled; per step: XLA's kernel loop_add_fusion_3 twice (two identical fusions share
 # it) at 15 µs, a cuBLAS GEMM whose trace names its HLO op at 100 µs, a cuDNN kernel naming none
@@ -188,7 +188,7 @@ def test_the_profiled_compile_has_no_command_buffers():
   sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
   import gpu  # pylint: disable=g-import-not-at-top
 
-  device = jax.sharding.SingleDeviceSharding(aot.devices("h200")[0])
+  device = jax.sharding.SingleDeviceSharding(targets.devices("h200")[0])
   lowered = jax.jit(lambda x: sum(jnp.tanh(x @ x * i).sum(0) for i in range(4))).lower(
     jax.ShapeDtypeStruct((256, 256), jnp.float32, sharding=device)
   )

@@ -20,7 +20,8 @@ import sys
 
 from absl import flags
 
-from wyjax.core import aot, cli, logs
+from wyjax.core import cli, logs
+from wyjax.core.compilation_cache import use_compilation_cache
 from wyjax.core.ranges import INT32
 from wyjax.train import suite
 
@@ -64,7 +65,7 @@ def main(argv):
   suite.check_out(_INIT.value, _DATA_ROOT.value, _OUT.value)  # before its log goes there: a refused --out gets no file
   logs.to_file(_OUT.value, "benchmark")
   name = _NAME.value or (pathlib.Path(_INIT.value).name if _INIT.value else "fresh tiny model")
-  aot.use_compilation_cache()
+  use_compilation_cache()
   board = suite.run(
     init=_INIT.value,
     data_root=_DATA_ROOT.value,

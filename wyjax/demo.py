@@ -1,4 +1,4 @@
-"""The embedded default, end to end on one machine with no user data:
+"""The embedded default, end to end on one machine with no user data.
 
     python -m wyjax.demo [--workdir=DIR] [--seeds=5]
 
@@ -30,7 +30,8 @@ import time
 
 from absl import flags
 
-from wyjax.core import aot, checkpoints, cli, config_files, guards, io_paths, logs, storage
+from wyjax.core import checkpoints, cli, config_files, guards, io_paths, logs, storage
+from wyjax.core.compilation_cache import use_compilation_cache
 from wyjax.core.ranges import INT32
 from wyjax.data import corpus, prepare
 from wyjax.hf import export_folder, loading, task_models
@@ -81,11 +82,13 @@ _ACCEPT = flags.DEFINE_bool(
 
 
 def pretrained(config, workdir: pathlib.Path, accept_config_change: bool, derive_tasks, typed=()) -> pathlib.Path:
-  """The finished pretraining run in workdir, running (or resuming) it when needed. A finished
-  run is checked as wyjax.pretrain checks a rerun (pretraining.check_resume): made with another
-  config, or from another corpus, it is refused, not reused; an accepted change goes through
-  wyjax.pretrain's own path, which logs it. derive_tasks() runs after that check, before any
-  training: the run probes the tasks."""
+  """The finished pretraining run in workdir, running (or resuming) it when needed.
+
+  A finished run is checked as wyjax.pretrain checks a rerun (pretraining.check_resume): made with
+  another config, or from another corpus, it is refused, not reused; an accepted change goes
+  through wyjax.pretrain's own path, which logs it. derive_tasks() runs after that check, before
+  any training: the run probes the tasks.
+  """
   done = changes = False
   if (workdir / "checkpoints").is_dir():
     with checkpoints.manager(workdir, read_only=True) as mngr:
@@ -107,7 +110,7 @@ def pretrained(config, workdir: pathlib.Path, accept_config_change: bool, derive
 
 def main(argv):
   del argv
-  aot.use_compilation_cache()
+  use_compilation_cache()
   run_demo()
 
 

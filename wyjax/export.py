@@ -130,8 +130,10 @@ def _export(path, task):
 
 
 def _encoder(path, legacy, name):
-  """A pretrained (or random) encoder as *ForMaskedLM: (its writer (out, overwrite) → folder, its
-  --verify check, what it is)."""
+  """A pretrained (or random) encoder as *ForMaskedLM: (its writer, its --verify check, what it is).
+
+  The writer takes (out, overwrite) and returns the folder.
+  """
   model = random_model(_RANDOM_INIT.value) if path is None else loading.load(path)
   training, results = (None, None) if path is None else export_folder.run_info(path)
   if _RESULTS.value:
@@ -183,8 +185,10 @@ def _check_verify_can_run() -> None:
 
 
 def _verify(write, check) -> None:
-  """Verifies the export in a temporary folder, before --out is written: a failed verification
-  leaves --out as it was, and the rerun needs no --overwrite."""
+  """Verifies the export in a temporary folder, before --out is written.
+
+  A failed verification leaves --out as it was, and the rerun needs no --overwrite.
+  """
   with tempfile.TemporaryDirectory() as tmp:
     diff = check(write(f"{tmp}/export", False))
   print(f"transformers reload: max |logit difference| = {diff:.2e}")

@@ -18,7 +18,9 @@ import json
 
 from absl import app, flags
 
-from wyjax.core import aot, cli, config_files, logs
+from wyjax.aot import report
+from wyjax.core import cli, config_files, logs
+from wyjax.core.compilation_cache import use_compilation_cache
 from wyjax.train import finetuning
 
 _CONFIG = config_files.DEFINE_config(
@@ -48,9 +50,9 @@ def main(argv):
   if _WORKDIR.value:  # before its log goes there (with --compile_only too): a refused workdir gets no file
     finetuning.check_workdir(finetuning.with_options(_CONFIG.value), _WORKDIR.value)
   logs.to_file(_WORKDIR.value, "finetune")
-  aot.use_compilation_cache(_COMPILE_ONLY.value)
+  use_compilation_cache(_COMPILE_ONLY.value)
   if _COMPILE_ONLY.value:
-    aot.print_report(finetuning.compile_only(_CONFIG.value, _COMPILE_ONLY.value))
+    report.print_report(finetuning.compile_only(_CONFIG.value, _COMPILE_ONLY.value))
     return
   if not _WORKDIR.value:
     raise app.UsageError("--workdir is required (except with --compile_only)")

@@ -32,7 +32,8 @@ import tqdm
 from absl import flags
 from etils import epath
 
-from wyjax.core import aot, cli, guards, io_paths, logs, storage
+from wyjax.core import cli, guards, io_paths, logs, storage
+from wyjax.core.compilation_cache import use_compilation_cache
 from wyjax.hf import task_models
 from wyjax.tasks import user_inputs
 from wyjax.train import inference
@@ -54,10 +55,12 @@ _OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace an existing --output
 
 
 def _check_output(source: str, output: str, overwrite: bool) -> None:
-  """Refuses an --output file that exists (a local one or in a bucket) unless `overwrite`, and
-  always an output that is the input file (the same device and inode: the same path, a link to
-  it, a hard link, or the file on standard input, `< in.txt`, or output, `> in.txt`). A pipe or
-  a device (/dev/null) is written as a stream, as stdout is."""
+  """Refuses an --output file that exists unless `overwrite`, and always an output that is the input file.
+
+  An existing file is a local one or one in a bucket. The input file is the same device and inode:
+  the same path, a link to it, a hard link, or the file on standard input, `< in.txt`, or output,
+  `> in.txt`. A pipe or a device (/dev/null) is written as a stream, as stdout is.
+  """
   if storage.same_file(source, output):
     written = f"--output {output}" if output != "-" else "standard output"
     read = f"the input file {source}" if source != "-" else "the file on standard input"
@@ -72,7 +75,7 @@ def _check_output(source: str, output: str, overwrite: bool) -> None:
 def main(argv):
   del argv
   logs.to_file(None, "predict")
-  aot.use_compilation_cache()  # a second run loads its programs (on a GPU, its autotuning too)
+  use_compilation_cache()  # a second run loads its programs (on a GPU, its autotuning too)
   _check_output(_INPUT.value, _OUTPUT.value, _OVERWRITE.value)
   io_paths.check_apart({"--output": _OUTPUT.value}, {"--model": _MODEL.value}, "predict")
   task_models.check_fine_tuned(_MODEL.value, "--model")

@@ -31,8 +31,10 @@ corpus's is refused: the corpus decides the vocabulary.
 
 from absl import app, flags
 
-from wyjax.core import aot, cli, config_files, logs, run_config
-from wyjax.train import pretraining, probes
+from wyjax.aot import report
+from wyjax.core import cli, config_files, logs, run_config
+from wyjax.core.compilation_cache import use_compilation_cache
+from wyjax.train import pretraining, pretraining_compile, probes
 
 _CONFIG = config_files.DEFINE_config(
   "config", None, "Pretraining config: a name (pretrain/deberta_base.py) or a file.", lock_config=True
@@ -70,10 +72,10 @@ def main(argv):
     }
     run_config.check_reads(_WORKDIR.value, (), read, "pretraining")
   logs.to_file(_WORKDIR.value, "pretrain")
-  aot.use_compilation_cache(_COMPILE_ONLY.value)
+  use_compilation_cache(_COMPILE_ONLY.value)
   typed = config_files.typed(_CONFIG)
   if _COMPILE_ONLY.value:
-    aot.print_report(pretraining.compile_only(config, _COMPILE_ONLY.value, typed))
+    report.print_report(pretraining_compile.compile_only(config, _COMPILE_ONLY.value, typed))
     return
   if not _WORKDIR.value:
     raise app.UsageError("--workdir is required (except with --compile_only)")

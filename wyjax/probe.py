@@ -1,5 +1,6 @@
-"""Linear probes of any encoder on fine-tuning tasks: a cheap comparison of encoders, and of a
-run's checkpoints, without fine-tuning (wyjax/train/probes.py says what a probe is).
+"""Linear probes of any encoder on fine-tuning tasks: a cheap comparison of encoders and checkpoints.
+
+No fine-tuning: wyjax/train/probes.py says what a probe is.
 
     python -m wyjax.probe --model=MODEL [--model=OTHER ...] --config=tlc.py --config.data_dir=WYWEB/tlc
     python -m wyjax.probe --model=MODEL --probes=tlc:WYWEB/tlc,punc:WYWEB/punc
@@ -14,7 +15,8 @@ task folder it reads (wyjax.core.io_paths). It is the probe a pretraining run's
 
 from absl import app, flags
 
-from wyjax.core import aot, cli, config_files, io_paths, logs
+from wyjax.core import cli, config_files, io_paths, logs
+from wyjax.core.compilation_cache import use_compilation_cache
 from wyjax.core.ranges import INT32
 from wyjax.core.run_metrics import brief
 from wyjax.tasks.registry import TASKS
@@ -52,7 +54,7 @@ def task_configs() -> list:
 def main(argv):
   del argv
   logs.to_file(None, "probe")
-  aot.use_compilation_cache()
+  use_compilation_cache()
   configs = task_configs()
   reads = {
     ("--config.data_dir" if i == 0 and _CONFIG.value is not None else f"--probes' {c.task}"): c.data_dir

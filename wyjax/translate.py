@@ -66,8 +66,10 @@ def _memory_bytes() -> int:
 
 
 def _check_decoding_fits(model: loading.Model, max_length: int) -> None:
-  """Refuses a --beam × --batch_size whose key/value cache (every layer's keys and values of
-  each beam's max_length tokens) cannot fit: XLA would fail deep in the first batch's compile."""
+  """Refuses a --beam × --batch_size whose key/value cache cannot fit, before XLA fails in the first compile.
+
+  The cache holds every layer's keys and values of each beam's max_length tokens.
+  """
   config, rows = model.config, _BEAM.value * _BATCH_SIZE.value
   cache = 2 * config.num_hidden_layers * rows * max_length * config.hidden_size * 4
   logits = 4 * rows * config.vocab_size * 4  # a step's logits, log-probabilities and their top candidates

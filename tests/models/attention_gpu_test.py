@@ -264,7 +264,7 @@ def test_cudnn_dropout_lowers_to_cudnns_dropout_kernels(kind, kernel):
   this CPU host (compile-only devices), calls cuDNN's fused attention with dropout forward and
   backward (padding as sequence lengths; DeBERTa's relative terms as its bias); "auto" on the
   same model calls no cuDNN attention."""
-  from wyjax.core import aot
+  from wyjax.aot import targets
 
   dropout = {"dtype": "bfloat16", "attention_probs_dropout_prob": 0.1}
   config = (
@@ -272,7 +272,7 @@ def test_cudnn_dropout_lowers_to_cudnns_dropout_kernels(kind, kernel):
     if kind == "bert"
     else _deberta(4, 32, position_buckets=16, max_relative_positions=64, pos_att_type="p2c|c2p", **dropout)
   )
-  mesh = jax.sharding.Mesh(np.array(aot.devices("h100")), ("data",))
+  mesh = jax.sharding.Mesh(np.array(targets.devices("h100")), ("data",))
   replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
   ids = jax.ShapeDtypeStruct((2, 128), jnp.int32, sharding=replicated)
 

@@ -9,7 +9,7 @@ import jax
 import numpy as np
 import pytest
 
-from wyjax.core import aot
+from wyjax.aot import targets
 from wyjax.models import attention
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -37,7 +37,7 @@ WITNESSES = [
 
 @pytest.fixture(scope="module")
 def meshes(h100_mesh):
-  tpu = jax.sharding.Mesh(np.array(aot.devices("v5p:2x2x1")[:1]), ("data",)).abstract_mesh
+  tpu = jax.sharding.Mesh(np.array(targets.devices("v5p:2x2x1")[:1]), ("data",)).abstract_mesh
   return {"gpu": h100_mesh, "tpu": tpu, "cpu": jax.sharding.AbstractMesh((), ())}
 
 

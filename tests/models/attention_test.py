@@ -16,7 +16,8 @@ import pytest
 from jax.experimental.pallas import triton as pltriton
 
 from tests.train.conftest import pretrain_env
-from wyjax.core import aot, partitioning
+from wyjax.aot import targets
+from wyjax.core import partitioning
 from wyjax.kernels import attention_common as common
 from wyjax.kernels import disentangled_attention as kernel
 from wyjax.models import Bert, DebertaV2, EncoderConfig, attention
@@ -247,7 +248,7 @@ def test_kernels_compile_for_tpu_with_their_declared_cost():
   backward, XLA's rowsum of dO * O)."""
   spec = kernel.Spec(length=256, block=128, scale=8.0, c2p=True, p2c=True, dropout_rate=0.1, interpret=False)
   batch, heads, d = 2, 2, 64
-  mesh = jax.sharding.Mesh(np.array(aot.devices("v5p:2x2x1")[:1]), ("data",))
+  mesh = jax.sharding.Mesh(np.array(targets.devices("v5p:2x2x1")[:1]), ("data",))
   on_chip = lambda shape, dtype: jax.ShapeDtypeStruct(
     shape, dtype, sharding=jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
   )
@@ -483,7 +484,7 @@ def test_auto_is_xla_on_cpu_and_pallas_on_a_tpu_mesh():
   training = dict(relative=True, training=True, dropout=True, length=512)
   assert attention.implementation("auto", **training) == "xla"
   assert attention.implementation("pallas", **training) == "pallas"
-  mesh = jax.sharding.Mesh(np.array(aot.devices("v5p:2x2x1")[:1]), ("data",))
+  mesh = jax.sharding.Mesh(np.array(targets.devices("v5p:2x2x1")[:1]), ("data",))
   with jax.sharding.use_abstract_mesh(mesh.abstract_mesh):
     assert attention.implementation("auto", **training) == "pallas"
     assert attention.implementation("xla", **training) == "xla"

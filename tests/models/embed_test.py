@@ -15,7 +15,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from tests.train.conftest import pretrain_env
-from wyjax.core import aot, partitioning
+from wyjax.aot import targets
+from wyjax.core import partitioning
 from wyjax.models import EncoderConfig, bert, layers
 
 VOCAB, WIDTH = 50, 8
@@ -100,7 +101,7 @@ def test_the_h200_program_scatters_sorted_float32_and_the_cpu_program_is_autodif
   on this CPU: every scatter into a table is float32 with its ids sorted (bf16 scatters in token
   order took 29.7 ms of DeBERTa-base's step); lowered for the CPU, autodiff's: no sort."""
   rows, params = _bert_embeddings()
-  replicated = NamedSharding(Mesh(np.array(aot.devices("h200")), ("data",)), PartitionSpec())
+  replicated = NamedSharding(Mesh(np.array(targets.devices("h200")), ("data",)), PartitionSpec())
   abstract = jax.tree_util.tree_map(
     lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated),
     (params, jax.ShapeDtypeStruct((4, 128), jnp.int32)),
@@ -151,7 +152,7 @@ def test_on_eight_gpus_no_token_row_crosses_devices():
   are float32 all-reduces of the gradients, at most one of each parameter. One sort of every
   device's tokens had XLA all-reduce each table's bf16 gradient rows, [tokens of all 8, width]."""
   rows, params = _bert_embeddings()
-  mesh = partitioning.make_mesh({"data": 8, "fsdp": 1, "tensor": 1}, aot.devices("h100:8"))
+  mesh = partitioning.make_mesh({"data": 8, "fsdp": 1, "tensor": 1}, targets.devices("h100:8"))
   abstract = jax.tree_util.tree_map(
     lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, PartitionSpec())), params
   )

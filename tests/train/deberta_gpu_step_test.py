@@ -1,5 +1,5 @@
 """DeBERTa's pretraining step as XLA builds it for H100s, compiled on this CPU
-(aot.devices("h100"), wyjax.core.gpu_program): without attention dropout, "auto" trains its
+(targets.devices("h100"), wyjax.aot.gpu_program): without attention dropout, "auto" trains its
 attention through cuDNN's flash attention, the relative terms (by distance and skew) its bias.
 
 Six narrow layers (width 256), bf16, 8 × 512 per GPU: what is asserted (the custom calls, the
@@ -11,7 +11,8 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from wyjax.core import aot, config_files, gpu_program
+from wyjax.aot import gpu_program, targets
+from wyjax.core import config_files
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.train import pretraining
 
@@ -28,7 +29,7 @@ def _lowered(topology: str, gpus: int):
     attention_probs_dropout_prob=0.0,
   )
   config.batch_size, config.dtype = PER_GPU * gpus, "bfloat16"
-  run = pretraining.build(config, tokenizer_lib.placeholder(config.model.vocab_size), LENGTH, aot.devices(topology))
+  run = pretraining.build(config, tokenizer_lib.placeholder(config.model.vocab_size), LENGTH, targets.devices(topology))
   batch = jax.ShapeDtypeStruct((config.batch_size, LENGTH), jnp.int32, sharding=run.program.data_sharding)
   return config, run.train_step.lower(run.program.abstract_state, batch)
 

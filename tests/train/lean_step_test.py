@@ -1,5 +1,5 @@
 """Base-size BERT and DeBERTa pretraining steps as XLA builds them for an H100, compiled on this
-CPU (aot.devices("h100"), wyjax.core.gpu_program), whole, at batch 32 × 512: kernels per step,
+CPU (targets.devices("h100"), wyjax.aot.gpu_program), whole, at batch 32 × 512: kernels per step,
 the attention each runs (cuDNN forward and backward), the buffers each holds. Predictions of
 the programs (#48, #49), not measurements of a GPU."""
 
@@ -9,7 +9,10 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from wyjax.core import aot, config_files, gpu_cards, gpu_program, gpu_step_time
+from wyjax.aot import gpu_program, gpu_step_time, targets
+from wyjax.aot.accelerators import GPU_CARDS
+from wyjax.core import config_files
+from wyjax.core.host_memory import buffer_bytes
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.train import pretraining
 
@@ -23,10 +26,10 @@ def _compiled(model: str):
   batch 32 × 512, compiled for one H100 (about a minute on 2 cores)."""
   config = config_files.load(f"pretrain/{model}_base.py")
   config.batch_size = 32
-  run = pretraining.build(config, tokenizer_lib.placeholder(config.model.vocab_size), LENGTH, aot.devices("h100"))
+  run = pretraining.build(config, tokenizer_lib.placeholder(config.model.vocab_size), LENGTH, targets.devices("h100"))
   batch = jax.ShapeDtypeStruct((32, LENGTH), jnp.int32, sharding=run.program.data_sharding)
   compiled, program, _ = gpu_program.compile(run.train_step.lower(run.program.abstract_state, batch))
-  return program, aot.buffer_bytes(compiled.memory_analysis())
+  return program, buffer_bytes(compiled.memory_analysis())
 
 
 @pytest.mark.parametrize(
@@ -78,7 +81,7 @@ def test_bert_s_projections_are_costed_at_xla_s_measured_rate():
   (m clamps to 4,096, k and n lie halfway between 512 and 1,024), 37% of the bf16 peak, where a
   flat 75% made them twice as fast."""
   program, _ = _compiled("bert")
-  prediction = gpu_step_time.predict(program, gpu_cards.CARDS["h100"])
+  prediction = gpu_step_time.predict(program, GPU_CARDS["h100"])
   projections = [k for k in prediction.kernels if k.launch.gemms == ((1, 16384, 768, 768),)]
   assert sum(k.launch.repeats for k in projections) == 60
   # tensorflow/tensorflow 9bebee8e, third_party/xla/xla/service/gpu/model/matmul_interpolator_data.h,

@@ -7,7 +7,8 @@ import jax
 import jax.numpy as jnp
 
 from tests.train.conftest import REPO_ROOT
-from wyjax.core import aot, partitioning
+from wyjax.aot import targets
+from wyjax.core import partitioning
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.train import pretraining
 
@@ -26,7 +27,7 @@ def test_activation_constraints_split_heads_and_mlp_over_the_tensor_axis():
   config = _tiny_config()
   config.mesh.data, config.mesh.fsdp, config.mesh.tensor = 2, 2, 2
   config.attention = "xla"  # the reference path: its scores are constrained too (the kernel's shard_map pins its own)
-  devices = aot.devices("v5p:2x2x2")
+  devices = targets.devices("v5p:2x2x2")
 
   def constraints(rules) -> collections.Counter:
     config.logical_axis_rules = rules

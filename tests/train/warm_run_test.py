@@ -1,4 +1,4 @@
-"""A second run of the same command compiles nothing (wyjax.core.aot.use_compilation_cache): its
+"""A second run of the same command compiles nothing (wyjax.core.compilation_cache.use_compilation_cache): its
 programs come from the persistent compilation cache under the wyjax cache, and on a GPU XLA's
 autotuning results from beside it."""
 
@@ -10,8 +10,8 @@ from tests.train.conftest import REPO_ROOT, pretrain_env
 AUTOTUNE_DIR = """
 import jax
 from jax._src import compiler
-from wyjax.core import aot
-aot.use_compilation_cache()
+from wyjax.core.compilation_cache import use_compilation_cache
+use_compilation_cache()
 options = compiler.get_compile_options(num_replicas=1, num_partitions=1)
 print(options.executable_build_options.debug_options.xla_gpu_per_fusion_autotune_cache_dir)
 """

@@ -1,19 +1,10 @@
-"""The machine's memory, for the programs XLA runs on a CPU.
+"""The machine's memory, for the programs XLA runs on a CPU: refusing what cannot fit, and how glibc serves it.
 
 XLA takes a CPU step's scratch (its temporaries) from malloc at every step and frees it after.
-How glibc serves that is chosen here, by the size of the run's largest program:
-- Small scratch is kept for the next step (`keep_freed_memory`, every entry point's start):
-  mapped afresh, each of its pages was faulted in and zeroed at every step, a quarter of the
-  tiny model's TLC step on 2 cores (0.14 s against 0.10 at 104 tokens, docs/benchmarks.md).
-- Large scratch is mapped and given back (`give_back_large_blocks`): an arena that keeps
-  everything fragments when programs of several sizes take turns, the free holes of one too
-  small for the next. CMRC 2018's fine-tuning (steps of 1 to 5 windows of 512 tokens, at most
-  6.8 GiB of scratch) grew to 16 GB resident in two steps, and was killed at 22–24 GB in
-  twenty; given back, 9 GB. Its faults cost little beside a step that needs that much (about
-  0.3 s per GiB here; CMRC's largest step computes for 26 s).
 A run compiles its largest programs before its first step and passes them to `admit`, which
 refuses one that cannot fit the memory the machine has free, in one line naming what to change,
-and chooses between the two.
+and chooses how glibc serves their scratch: kept for the next step (`keep_freed_memory`, every
+entry point's start) or, for large scratch, mapped and given back (`give_back_large_blocks`).
 """
 
 import ctypes
@@ -24,14 +15,32 @@ from collections.abc import Callable
 
 import jax
 
-from wyjax.core import aot
+from wyjax.core import guards
 
-# Programs whose scratch is at most this keep it between steps; a larger one's is given back.
+GiB = 2**30
+# Programs whose scratch is at most this keep it between steps; a larger one's is given back. Small
+# scratch mapped afresh has each of its pages faulted in and zeroed at every step (a quarter of the tiny
+# model's TLC step on 2 cores); an arena that keeps large scratch fragments when programs of several
+# sizes take turns (CMRC 2018's fine-tuning grew to 16 GB resident in two steps, 9 GB given back).
 KEEP_AT_MOST = 2**30
 # glibc's mallopt parameters (malloc.h) and its largest mmap threshold on a 64-bit machine.
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_MMAP_MAX, _M_ARENA_MAX = -1, -3, -4, -8
 _LARGEST_MMAP_THRESHOLD = 32 * 2**20
 _GLIBC_MMAP_MAX = 65536
+
+
+class DoesNotFit(guards.RunError):
+  """A program needs more memory than the machine (or, compiled for other hardware, one chip) has."""
+
+
+def buffer_bytes(memory) -> int:
+  """Bytes of the buffers a compiled program holds on one device, from its memory_analysis().
+
+  Its arguments, its outputs less those aliased to arguments (a donated state), its temporaries.
+  """
+  return (
+    memory.argument_size_in_bytes + memory.output_size_in_bytes - memory.alias_size_in_bytes + memory.temp_size_in_bytes
+  )
 
 
 def _mallopt(*settings: tuple[int, int]) -> None:
@@ -51,8 +60,10 @@ def keep_freed_memory() -> None:
 
 
 def give_back_large_blocks() -> None:
-  """Blocks of 32 MiB and more mapped on their own and unmapped when freed (glibc's way, with
-  its threshold fixed at its largest); smaller ones still kept in the arena."""
+  """Maps blocks of 32 MiB and more on their own and unmaps them when freed; smaller ones stay in the arena.
+
+  glibc's way, with its threshold fixed at its largest.
+  """
   _mallopt((_M_MMAP_THRESHOLD, _LARGEST_MMAP_THRESHOLD), (_M_MMAP_MAX, _GLIBC_MMAP_MAX))
 
 
@@ -65,8 +76,10 @@ def _read_int(path: pathlib.Path) -> int | None:
 
 
 def available_bytes() -> int:
-  """Memory a new allocation can take: the kernel's MemAvailable, less where this process's
-  control group (a container) has a lower limit."""
+  """Memory a new allocation can take: the kernel's MemAvailable, less where a control group limits it lower.
+
+  The control group is this process's (a container's).
+  """
   meminfo = dict(line.split(":", 1) for line in pathlib.Path("/proc/meminfo").read_text().splitlines())
   available = int(meminfo["MemAvailable"].split()[0]) * 1024
   cgroup = pathlib.Path("/sys/fs/cgroup")
@@ -94,7 +107,7 @@ class Program:
   def new_bytes(self) -> int:
     """Memory it takes beyond its arguments (which are already held): outputs and scratch."""
     memory = self.compiled.memory_analysis()
-    return aot.buffer_bytes(memory) - memory.argument_size_in_bytes
+    return buffer_bytes(memory) - memory.argument_size_in_bytes
 
   @property
   def scratch_bytes(self) -> int:
@@ -102,18 +115,20 @@ class Program:
 
 
 def admit(programs: list[Program]) -> None:
-  """Refuses (aot.DoesNotFit, one line) a program that needs more memory than the machine has
-  free, else chooses how glibc serves their scratch (the module's docstring). CPU programs only:
-  an accelerator's memory is its own (--compile_only reports it)."""
+  """Refuses (DoesNotFit, one line) a program that needs more memory than the machine has free.
+
+  Else chooses how glibc serves their scratch (the module's docstring). CPU programs only: an
+  accelerator's memory is its own (--compile_only reports it).
+  """
   programs = [p for p in programs if _on_cpu(p.compiled)]
   if not programs:
     return
   free = available_bytes()
   for program in programs:
     if program.new_bytes > free:
-      raise aot.DoesNotFit(
-        f"{program.name} needs {program.new_bytes / aot.GiB:.1f} GiB of memory and this machine has "
-        f"{free / aot.GiB:.1f} GiB free: {program.advice(free / program.new_bytes)}"
+      raise DoesNotFit(
+        f"{program.name} needs {program.new_bytes / GiB:.1f} GiB of memory and this machine has "
+        f"{free / GiB:.1f} GiB free: {program.advice(free / program.new_bytes)}"
       )
   if max(p.scratch_bytes for p in programs) > KEEP_AT_MOST:
     give_back_large_blocks()

@@ -1,29 +1,21 @@
-"""metrics.jsonl + TensorBoard, and the device peak behind MFU."""
+"""metrics.jsonl and TensorBoard: the metrics a run writes."""
 
 import functools
 import json
 import sys
 
-import jax
 from etils import epath
 
-from wyjax.core import aot, storage
-
-
-def peak_flops_per_device(override: float | None = None) -> float | None:
-  """Dense bf16 peak FLOP/s of this machine's accelerator (wyjax.core.aot.CHIPS), for MFU;
-  None on a CPU. `override`: config.peak_flops_per_device."""
-  if override:
-    return override
-  chip = aot.chip_of("local", jax.devices()[0])
-  return aot.CHIPS[chip].peak_flops if chip else None
+from wyjax.core import storage
 
 
 @functools.cache
 def _summary_writer() -> type:
-  """tensorboardX's SummaryWriter, imported without torch. tensorboardX imports torch wherever it
-  is installed, only to accept torch tensors (wyjax writes floats): 1.6 s of every training
-  command's start and exit on 2 CPU cores. torch stays importable afterwards."""
+  """tensorboardX's SummaryWriter, imported without torch; torch stays importable afterwards.
+
+  tensorboardX imports torch wherever it is installed, only to accept torch tensors (wyjax writes
+  floats), which slows every training command's start and exit.
+  """
   if "torch" in sys.modules:
     from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
 

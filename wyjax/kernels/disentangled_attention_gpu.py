@@ -1,36 +1,19 @@
-"""DeBERTa's disentangled attention as flash-style Pallas kernels for NVIDIA GPUs (Triton;
-interpret mode anywhere): a program per (query or key tile, batch row, head) loops over the other
-axis's tiles with an online softmax, and no [L, L] tensor reaches HBM.
+"""DeBERTa's disentangled attention as flash-style Pallas kernels for NVIDIA GPUs (Triton; interpreted anywhere).
 
-Scores, for query i and key j, with r(i - j) the relative row (the log bucket) of their distance:
+A program per (query or key tile, batch row, head) loops over the other axis's tiles with an
+online softmax, and no [L, L] tensor reaches HBM. Scores, for query i and key j, with r(i - j) the
+relative row (the log bucket) of their distance:
 
     s[i, j] = (q_i·k_j + c2p[i, r(i - j)] + p2c[j, r(i - j)]) / scale
     c2p = q · pos_keyᵀ,  p2c = k · pos_queryᵀ      [batch, heads, Lp, 2S], once per layer (XLA)
 
-A tile reads r from a [2Lp] table of distances and gathers its relative scores from the two
-score tables (FlashDeBERTa's scheme): they grow with L·2S (2S = 256 for the pretraining configs'
-128 buckets), not L². The backward recomputes each tile's probabilities from the saved
-log-sum-exp: one kernel for dq, one for dk and dv, each also adding the tile's score gradients
-into dc2p (at its queries' rows) or dp2c (its keys' rows) at the places the forward gathered
-from, atomically, as keys in one bucket share a place (a tile pair whose distances all fall in
-one bucket adds its B row sums, not B² entries). XLA's matmuls (the VJP of the score tables)
-turn those into the gradients of q, k, pos_key and pos_query. The atomics' order varies from
-run to run, so these gradients are not bitwise reproducible, and XLA's
+A tile reads r from a [2Lp] table of distances and gathers its relative scores from the two score
+tables (FlashDeBERTa's scheme). The backward recomputes each tile's probabilities from the saved
+log-sum-exp (one kernel for dq, one for dk and dv), each adding the tile's score gradients into
+dc2p or dp2c atomically: these gradients are not bitwise reproducible, and XLA's
 --xla_gpu_deterministic_ops cannot change that (attention.py takes the XLA path under it).
 Attention dropout hashes attention_common's counters, so the three kernels see one mask that is
-never stored. Without c2p and p2c this is plain flash attention (BERT with dropout, or with a
-prefix-LM mask), with no atomics.
-
-Why Triton and not Mosaic GPU: on sm_90, Mosaic GPU (jax 0.11 and 0.12) can express neither way
-of lining a tile's relative scores up with its keys. It has no per-element gather, in registers
-or from memory (TMA's gather4 is Blackwell's, and gathers rows). And the relative shift through
-shared memory that the TPU kernel does with a strided roll (store a tile's [B, 2B] window
-scores, reload them through a view whose row pitch is 2B - 1) is refused by its layout system:
-a WGMMA-layout transfer needs strides that are multiples of its tiles and vectors ("Stride 127
-is not divisible by 64"), and the one vector-length-1 layout that could read such a view
-(_WGMMA_ACC_32BIT) has no relayout to WGMMA's. Pallas's Triton backend gathers by pointer
-arithmetic and scatter-adds with atomics. It is deprecated in favour of Mosaic GPU; the kernel
-can move when Mosaic GPU gathers.
+never stored. Without c2p and p2c this is plain flash attention, with no atomics.
 """
 
 import contextlib
@@ -43,18 +26,25 @@ import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
 
-from wyjax.core import triton_ir
 from wyjax.kernels import attention_common as common
 from wyjax.kernels.attention_common import MASKED, Spec
 
+# Pallas's Triton backend, not Mosaic GPU: on sm_90 Mosaic GPU cannot gather per element, which the relative
+# scores need.
 BLOCK = 64  # queries and keys per tile; untuned (an H200 measured 64 only): FlashDeBERTa finds small tiles best
 HEAD_DIMS = (16, 32, 64, 128)  # Triton's tiles are powers of two, its matmuls 16 deep at least
+# The prefix of the name scope (`taken_scope`) that tells the GPU step's predictor how often the
+# kernels' conditionals take lax.cond's true branch: XLA keeps it in the custom call's op_name.
+TAKEN_SCOPE = "cond_taken_"
 
 
 class Tables(NamedTuple):
-  """The relative terms' inputs, None without them: pos_key and pos_query [heads, 2S, d] (None
-  without c2p, p2c) and rows [heads, 2Lp] int32, the relative row of distance t - (Lp - 1), the
-  same for every head (a heads axis so that shard_map splits it as the projections)."""
+  """The relative terms' inputs, None without them.
+
+  pos_key and pos_query [heads, 2S, d] (None without c2p, p2c) and rows [heads, 2Lp] int32, the
+  relative row of distance t - (Lp - 1), the same for every head (a heads axis so that shard_map
+  splits it as the projections).
+  """
 
   pos_key: jax.Array | None = None
   pos_query: jax.Array | None = None
@@ -62,8 +52,10 @@ class Tables(NamedTuple):
 
 
 def distance_tables(pos_key, pos_query, relative_index, padded_length: int) -> Tables:
-  """[2S, heads, d] relative projections (or None) → `Tables`: the projections, and the row of
-  every distance; relative_index maps distances i - j (numpy) to rows of the projections."""
+  """[2S, heads, d] relative projections (or None) → `Tables`: the projections, and the row of every distance.
+
+  relative_index maps distances i - j (numpy) to rows of the projections.
+  """
   if pos_key is None and pos_query is None:
     return Tables()
   heads = (pos_key if pos_key is not None else pos_query).shape[1]
@@ -73,9 +65,11 @@ def distance_tables(pos_key, pos_query, relative_index, padded_length: int) -> T
 
 
 def one_row_pairs(relative_index, spec: Spec) -> float:
-  """The fraction of (query tile, key tile) pairs whose distances all fall in one relative row,
-  the pairs whose score gradients `_add_score_gradients` adds as row sums; relative_index: numpy
-  distances → rows, as `distance_tables` takes it."""
+  """The fraction of (query tile, key tile) pairs whose distances all fall in one relative row.
+
+  Those are the pairs whose score gradients `_add_score_gradients` adds as row sums.
+  relative_index: numpy distances → rows, as `distance_tables` takes it.
+  """
   tiles, block = spec.padded_length // spec.block, spec.block
   offsets = np.arange(1 - tiles, tiles)  # query tile − key tile: tiles − |offset| pairs each
   rows = relative_index(offsets[:, None] * block + np.arange(1 - block, block))  # each offset's distances
@@ -83,19 +77,28 @@ def one_row_pairs(relative_index, spec: Spec) -> float:
   return float(np.sum((tiles - np.abs(offsets)) * one_row) / tiles**2)
 
 
+def taken_scope(fraction: float) -> str:
+  """The name of the scope saying that `fraction` of a kernel's conditional runs take lax.cond's true branch."""
+  return f"{TAKEN_SCOPE}{fraction:.4f}"
+
+
 def branch_scope(relative_index, spec: Spec):
-  """A name scope saying how often the backward kernels take `_add_score_gradients`' one-row
-  branch (`one_row_pairs`), which the distance table decides before they run: the GPU step's
-  predictor costs their branches by it (wyjax.core.triton_ir). It names ops, and changes nothing
-  they compute."""
+  """A name scope saying how often the backward kernels take `_add_score_gradients`' one-row branch.
+
+  The distance table decides that fraction (`one_row_pairs`) before they run; the GPU step's
+  predictor (wyjax.aot.triton_ir) costs their branches by it. It names ops, and changes nothing
+  they compute.
+  """
   if not (spec.c2p or spec.p2c):
     return contextlib.nullcontext()
-  return jax.named_scope(triton_ir.taken_scope(one_row_pairs(relative_index, spec)))
+  return jax.named_scope(taken_scope(one_row_pairs(relative_index, spec)))
 
 
 def score_tables(q, k, pos_key, pos_query):
-  """c2p = q·pos_keyᵀ and p2c = k·pos_queryᵀ, [batch, heads, Lp, 2S] in the compute dtype, as the
-  XLA path computes them (None without the term)."""
+  """c2p = q·pos_keyᵀ and p2c = k·pos_queryᵀ, [batch, heads, Lp, 2S] in the compute dtype (None without the term).
+
+  As the XLA path computes them.
+  """
   c2p = None if pos_key is None else jnp.einsum("bhqd,hrd->bhqr", q, pos_key)
   p2c = None if pos_query is None else jnp.einsum("bhkd,hrd->bhkr", k, pos_query)
   return c2p, p2c
@@ -111,16 +114,21 @@ def _iota(shape, axis):
 
 
 def _relative_rows(spec: Spec, r: common.Refs, rows, cols):
-  """The relative rows of queries at positions `rows` ([B, 1]) × keys at `cols` ([1, B]), for
-  c2p, and of the same pairs key-major ([B_keys, B_queries]) for p2c (None without the term)."""
+  """The relative rows of queries at positions `rows` ([B, 1]) × keys at `cols` ([1, B]), for c2p and p2c.
+
+  p2c's are of the same pairs key-major ([B_keys, B_queries]); None without the term.
+  """
   at = lambda queries, keys: r.rows[queries - keys + (spec.padded_length - 1)]
   return at(rows, cols) if spec.c2p else None, at(rows.T, cols.T) if spec.p2c else None
 
 
 def _scores(spec: Spec, r: common.Refs, q, k, mask, cols, relative, c2p_rows, p2c_rows):
-  """Masked float32 scores of a tile; relative: `_relative_rows`; c2p_rows ([B, 1], queries) and
-  p2c_rows ([B, 1], keys) index the program's blocks of the score tables. p2c is gathered
-  key-major and transposed, so that neighbouring threads read neighbouring entries of a row."""
+  """Masked float32 scores of a tile.
+
+  relative: `_relative_rows`; c2p_rows ([B, 1], queries) and p2c_rows ([B, 1], keys) index the
+  program's blocks of the score tables. p2c is gathered key-major and transposed, so that
+  neighbouring threads read neighbouring entries of a row.
+  """
   s = common.dot_nt(q, k)
   c2p_relative, p2c_relative = relative
   if spec.c2p:
@@ -131,11 +139,12 @@ def _scores(spec: Spec, r: common.Refs, q, k, mask, cols, relative, c2p_rows, p2
 
 
 def _add_score_gradients(table, rows, relative, ds):
-  """table[rows, relative] += ds, atomically: a tile's score gradients [B, B] at the relative
-  rows its scores were gathered from (rows [B, 1]: the tile's rows of the table). Where a tile
-  pair's distances all fall in one relative row (distant tiles, under log buckets or clipping),
-  the B² adds would contend for B places: their sums are added instead, B adds to B places
-  (`branch_scope` gives the fraction of tile pairs that do)."""
+  """table[rows, relative] += ds, atomically: a tile's score gradients [B, B] at the rows they were gathered from.
+
+  rows [B, 1]: the tile's rows of the table. Where a tile pair's distances all fall in one relative
+  row (distant tiles, under log buckets or clipping), the B² adds would contend for B places: their
+  sums are added instead, B adds to B places (`branch_scope` gives the fraction of tile pairs that do).
+  """
   lowest = jnp.min(relative)
   jax.lax.cond(
     lowest == jnp.max(relative),
@@ -146,7 +155,9 @@ def _add_score_gradients(table, rows, relative, ds):
 
 def _dropout_stream(r: common.Refs):
   """(seed, batch row · heads + head) of the program's dropout; the grid is (tile, batch, head).
-  Read outside the loops: interpret mode finds program ids only at the kernel's top level."""
+
+  Read outside the loops: interpret mode finds program ids only at the kernel's top level.
+  """
   return r.seed[0], pl.program_id(1) * pl.num_programs(2) + pl.program_id(2)
 
 
@@ -163,23 +174,23 @@ def _forward_kernel(spec: Spec, *refs):
   q, stream = r.q[...], _dropout_stream(r)
 
   def step(key_tile, carry):
-    m, l, acc = carry
+    m, total, acc = carry
     keys = pl.ds(key_tile * block, block)
     cols = key_tile * block + _iota((1, block), 1)
     relative = _relative_rows(spec, r, rows, cols)
     s = _scores(spec, r, q, r.k[keys, :], r.mask[:, keys], cols, relative, local, cols.T)
-    m, l, p, correction = common.softmax_step(s, m, l)
+    m, total, p, correction = common.softmax_step(s, m, total)
     p = _dropout(spec, stream, rows, cols)(p)
-    return m, l, correction * acc + common.dot(p.astype(r.v.dtype), r.v[keys, :])
+    return m, total, correction * acc + common.dot(p.astype(r.v.dtype), r.v[keys, :])
 
   init = (
     jnp.full((block, 1), MASKED, jnp.float32),
     jnp.zeros((block, 1), jnp.float32),
     jnp.zeros(q.shape, jnp.float32),
   )
-  m, l, acc = jax.lax.fori_loop(0, spec.padded_length // block, step, init)
-  r.o[...] = (acc / l).astype(r.o.dtype)
-  r.lse[...] = (m + jnp.log(l))[:, 0]
+  m, total, acc = jax.lax.fori_loop(0, spec.padded_length // block, step, init)
+  r.o[...] = (acc / total).astype(r.o.dtype)
+  r.lse[...] = (m + jnp.log(total))[:, 0]
 
 
 def _dq_kernel(spec: Spec, *refs):
@@ -253,8 +264,10 @@ def _whole(spec: Spec, width: int):
 
 
 def _in_specs(spec: Spec, mask_rows: int, d: int, width: int, key_major: bool, backward: bool):
-  """Block specs of `_input_names`: the own tile of the major axis, the whole sequence of the
-  other; width: 2S, the score tables' last axis."""
+  """Block specs of `_input_names`: the own tile of the major axis, the whole sequence of the other.
+
+  width: 2S, the score tables' last axis.
+  """
   lp, block = spec.padded_length, spec.block
   query, key = (_whole, _own) if key_major else (_own, _whole)
   if mask_rows == 1:
@@ -284,9 +297,11 @@ def _in_specs(spec: Spec, mask_rows: int, d: int, width: int, key_major: bool, b
 
 
 def _call(kernel, spec: Spec, q, grid, in_specs, out_shape, out_specs, aliases=None):
-  """pallas_call. Eight warps for d = 128; the loop's loads double-buffered unless a row of q is
-  over 256 bytes (float32, d = 128), where two stages would pass the 227 KiB of shared memory
-  an H100 block may have."""
+  """The pallas_call of a kernel: eight warps for d = 128, the loop's loads double-buffered where they fit.
+
+  Not double-buffered where a row of q is over 256 bytes (float32, d = 128): two stages would pass
+  the 227 KiB of shared memory an H100 block may have.
+  """
   row_bytes = q.shape[-1] * q.dtype.itemsize
   return pl.pallas_call(
     kernel,

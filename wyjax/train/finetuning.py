@@ -1,7 +1,8 @@
-"""Fine-tuning one task: train, evaluate on dev every N steps and at each epoch's end, keep one
-checkpoint with orbax (`keep_checkpoint`: the best-dev parameters, or the last evaluation's),
-stop after `patience` evaluations without improvement (0: never, the fixed number of epochs or
-steps), then restore the kept parameters and predict test (dev: the kept evaluation's).
+"""Fine-tuning one task: train, evaluate on dev, keep one checkpoint, then predict dev and test with it.
+
+Dev is evaluated every N steps and at each epoch's end; one checkpoint is kept with orbax
+(`keep_checkpoint`: the best-dev parameters, or the last evaluation's); training stops after
+`patience` evaluations without improvement (0: never, the fixed number of epochs or steps).
 
     workdir/
       run_config.json         the config the runs were made with (a rerun must match it)
@@ -30,7 +31,9 @@ import orbax.checkpoint as ocp
 import tqdm
 from etils import epath
 
-from wyjax.core import aot, checkpoints, distributed, guards, locks, partitioning, run_config, run_metrics, storage
+from wyjax.aot import report, targets
+from wyjax.core import checkpoints, distributed, guards, locks, partitioning, run_config, run_metrics, storage
+from wyjax.core.host_memory import buffer_bytes
 from wyjax.hf import loading
 from wyjax.tasks import batching, datasets, linear_baseline
 from wyjax.tasks.registry import TASKS, majority_baseline
@@ -39,8 +42,10 @@ from wyjax.train import config_values, learning_rates, task_model
 
 
 def base_config(task: str = "") -> ml_collections.ConfigDict:
-  """The WYWEB paper's Table 15 defaults, and the task's own options (Task.options) with their
-  defaults; configs/<task>.py set the task and its sizes."""
+  """The WYWEB paper's Table 15 defaults, and the task's own options (Task.options) with their defaults.
+
+  configs/<task>.py set the task and its sizes.
+  """
   c = ml_collections.ConfigDict()
   c.task = task
   c.data_dir = ""  # the task folder, as its benchmark publishes it
@@ -85,8 +90,10 @@ def _task(name: str) -> Task:
 
 
 def with_options(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """config (a copy) with every option its task reads: a config built on base_config() without
-  the task's name still gets them, at their defaults."""
+  """A copy of config with every option its task reads, at their defaults where it has none.
+
+  A config built on base_config() without the task's name still gets them.
+  """
   options = _task(config.task).options
   merged = ml_collections.ConfigDict(config.to_dict())
   merged.update({key: value for key, value in options.items() if key not in merged})
@@ -277,8 +284,11 @@ def train_one(
 
 
 def _prepare(config, devices=None, *, with_test: bool = True):
-  """(task, splits, featurized data, model, pretrained params) of config.task; the test split
-  left out unless with_test (a compile needs none, and C-CLUE's triples take it from another run)."""
+  """(task, splits, featurized data, model, pretrained params) of config.task.
+
+  The test split is left out unless with_test (a compile needs none, and C-CLUE's triples take it
+  from another run).
+  """
   if not config.data_dir:
     raise ValueError("set --config.data_dir to the task folder (its benchmark's files as released)")
   task = _task(config.task)
@@ -293,13 +303,15 @@ def _prepare(config, devices=None, *, with_test: bool = True):
 
 
 def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
-  """Compiles the task's train step for `topology` (see wyjax.core.aot) at config.batch_size
-  examples of the most rows (options, windows) any train example has, at max_length, without
-  running it; returns aot.report's figures, and for "local" the buffers of the evaluation step at
-  config.eval_batch_size sequences of that length (evaluation_bytes_per_chip)."""
+  """Compiles the task's train step for `topology` (targets.devices) without running it: report.report's figures.
+
+  The step takes config.batch_size examples of the most rows (options, windows) any train example
+  has, at max_length. For "local" the figures add the buffers of the evaluation step at
+  config.eval_batch_size sequences of that length (evaluation_bytes_per_chip).
+  """
   config = with_options(config)
   config_values.check(config, config_values.FINETUNING)
-  devices = aot.devices(topology)
+  devices = targets.devices(topology)
   _, _, data, model, _ = _prepare(config, devices, with_test=False)
   prog = model.program
   features = data["train"][1]
@@ -309,11 +321,11 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
   inputs = jax.tree_util.tree_map(abstract, task_model.model_inputs(batch))
   labels = abstract(np.asarray(task_model.labels_of(batch)))
   rng = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=prog.replicated)
-  step = aot.compile_step(model.jit_train, prog.abstract_state, inputs, labels, rng, topology=topology)
+  step = report.compile_step(model.jit_train, prog.abstract_state, inputs, labels, rng, topology=topology)
   tokens = int(np.prod(batch["input_ids"].shape))
   lm_fraction = 1.0 if model.head.generates else 0.0  # other heads are small beside the encoder
   flops = 3 * model.model_config.forward_flops_per_token(data["max_length"], lm_fraction) * tokens
-  result = aot.report(
+  result = report.report(
     step,
     topology=topology,
     devs=devices,
@@ -329,8 +341,8 @@ def compile_only(config: ml_collections.ConfigDict, topology: str) -> dict:
     evaluation = model.jit_eval.lower(
       prog.abstract_state["params"], jax.tree_util.tree_map(abstract, task_model.model_inputs(eval_batch))
     ).compile()
-    result["evaluation_bytes_per_chip"] = aot.buffer_bytes(evaluation.memory_analysis())
-  aot.check_fits(result)
+    result["evaluation_bytes_per_chip"] = buffer_bytes(evaluation.memory_analysis())
+  report.check_fits(result)
   return result
 
 
@@ -341,9 +353,12 @@ def check_workdir(config: ml_collections.ConfigDict, workdir) -> None:
 
 
 def finetune(config: ml_collections.ConfigDict, workdir, *, accept_config_change=False, fresh_start=False) -> dict:
-  """Fine-tunes config.task for config.seeds seeds; returns (and writes) results.json (AC-EVAL's by its
-  own protocol, Task.run). A rerun keeps finished seeds and continues the others; a changed config is
-  refused unless accept_config_change, changed data or init files unless fresh_start (run_config.set_aside)."""
+  """Fine-tunes config.task for config.seeds seeds; returns (and writes) results.json.
+
+  AC-EVAL's by its own protocol (Task.run). A rerun keeps finished seeds and continues the others;
+  a changed config is refused unless accept_config_change, changed data or init files unless
+  fresh_start (run_config.set_aside).
+  """
   config = with_options(config)
   config_values.check(config, config_values.FINETUNING)
   check_workdir(config, workdir)

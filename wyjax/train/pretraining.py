@@ -21,75 +21,17 @@ import orbax.checkpoint as ocp
 import tqdm
 from etils import epath
 
-from wyjax.core import aot, checkpoints, distributed, guards, host_memory, locks, partitioning, run_config, run_metrics
-from wyjax.core.storage import place
+from wyjax.aot.accelerators import peak_flops_per_device
+from wyjax.core import checkpoints, distributed, guards, host_memory, locks, run_config, run_metrics
 from wyjax.data import pipeline, prepare
 from wyjax.data import tokenizer as tokenizer_lib
-from wyjax.data.corpus import source_place
-from wyjax.hf.export_folder import hub_id
 from wyjax.models import EncoderConfig, MaskedLM
 from wyjax.train import config_values, continuing, mlm, probes, program
-from wyjax.train.pretraining_corpus import corpus_dir, corpus_fingerprint, prepared_data_dir
+from wyjax.train.pretraining_config import PLACES, RESUMABLE_CHANGES, base_config
+from wyjax.train.pretraining_corpus import corpus_fingerprint, prepared_data_dir
 from wyjax.train.program import Program
 
 DATA_ITER = "data_iter"
-
-
-def base_config() -> ml_collections.ConfigDict:
-  """Training defaults shared by configs/pretrain/*.py (which set model, corpus and sizes)."""
-  c = ml_collections.ConfigDict()
-  c.seed = 0
-  c.model = ml_collections.ConfigDict()  # EncoderConfig fields; vocab_size comes from the corpus
-  # A checkpoint to continue (wyjax.train.continuing): a transformers folder, a wyjax pretraining
-  # workdir or export, or a Hub id. Its architecture replaces `model`; "": random weights.
-  c.init = ""
-  c.freeze_encoder_steps = 0  # steps that train only the embeddings and the MLM head, before all
-  c.corpus = ml_collections.ConfigDict(
-    dict(
-      source="poetry",
-      sequence_length=128,
-      valid_fraction=0.01,
-      t2s=True,
-      char_filter="none",
-      min_count=1,
-      max_vocab=0,
-      vocab="",
-      extend_vocab=False,
-      workers=0,
-    )
-  )
-  # Prepared corpus folder; empty: <cache>/corpora/<source>-<sequence_length>.
-  c.data_dir = ""
-  c.masking = ml_collections.ConfigDict(
-    dict(rate=0.15, max_ngram=3, ngram_distribution="harmonic", mask_prob=0.8, random_prob=0.1)
-  )
-  c.batch_size = 64  # global, in sequences
-  c.grad_accum_steps = 1
-  c.num_train_steps = 1000
-  c.warmup_steps = 100
-  c.learning_rate = 1e-4
-  c.weight_decay = 0.01
-  c.b1, c.b2, c.eps = 0.9, 0.999, 1e-6
-  c.max_grad_norm = 1.0
-  c.dtype = "float32"  # activations; "bfloat16" on accelerators
-  c.remat = "none"  # per layer: "none", "full" (recompute it in the backward pass), "dots" (keep matmul outputs)
-  c.scan_layers = False  # nn.scan over the layers: one compiled layer, params stacked (model.json records it)
-  c.scan_unroll = 1  # scanned layers per loop iteration; ≥ the layers: no loop, params still stacked
-  c.attention = "auto"  # "auto", "xla", "pallas" (fused kernels) or "cudnn_dropout" (wyjax.models.attention)
-  c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))
-  c.logical_axis_rules = partitioning.LOGICAL_AXIS_RULES  # params' and activations' logical axes → mesh
-  c.log_every = 50
-  c.eval_every = 500
-  c.eval_batches = 20
-  c.probes = ""  # "TASK:FOLDER,…": linear probes of those tasks at step 0 and each evaluation (wyjax.train.probes)
-  c.probe_examples = 1024  # training examples each probe fits
-  c.checkpoint_every = 1000
-  c.keep_checkpoints = 3
-  c.async_checkpointing = True
-  c.peak_flops_per_device = 0.0  # 0: from the device kind (none on CPU: no MFU)
-  c.max_nonfinite_steps = 10  # non-finite steps in a row (each skipped) before the run stops
-  c.stop_check_every = 10  # steps between the processes' agreement on a stop signal (multi-host)
-  return c
 
 
 def masking(config, tokenizer) -> dict:
@@ -107,9 +49,10 @@ def masking(config, tokenizer) -> dict:
 
 
 def make_steps(program: Program, config, tokenizer, length: int):
-  """The pure train step (state, batch) → (state, metrics) and the evaluation step (params,
-  batch, index) → loss sums; masking and dropout randomness is fold_in(seed, step), an
-  evaluation batch's fold_in(seed + 1, index)."""
+  """The pure train step (state, batch) → (state, metrics) and evaluation step (params, batch, index) → loss sums.
+
+  Masking and dropout randomness is fold_in(seed, step), an evaluation batch's fold_in(seed + 1, index).
+  """
   model = program.model
   mask_kwargs = masking(config, tokenizer)
 
@@ -165,29 +108,6 @@ def make_steps(program: Program, config, tokenizer, length: int):
   return train_step, eval_step
 
 
-# Keys that change how a run executes or is observed, not what it trains: a resumed run may
-# change them freely (wyjax.core.run_config).
-RESUMABLE_CHANGES = (
-  "mesh",
-  "logical_axis_rules",
-  "log_every",
-  "eval_every",
-  "eval_batches",
-  "checkpoint_every",
-  "keep_checkpoints",
-  "async_checkpointing",
-  "peak_flops_per_device",
-  "corpus.workers",
-  "stop_check_every",
-  "max_nonfinite_steps",
-  "remat",
-  "scan_unroll",
-  "attention",
-  "probes",
-  "probe_examples",
-)
-
-
 def _restore_data_iterator(mngr, step: int, train_iter) -> None:
   try:
     mngr.restore(step, args=ocp.args.Composite(**{DATA_ITER: grain.checkpoint.CheckpointRestore(train_iter)}))
@@ -198,9 +118,11 @@ def _restore_data_iterator(mngr, step: int, train_iter) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class Pretraining:
-  """What a pretraining run compiles: the program and its jitted steps. The run and
-  `compile_only` build it the same way, so the step compiled ahead of time is the step the run
-  executes."""
+  """What a pretraining run compiles: the program and its jitted steps.
+
+  The run and pretraining_compile.compile_only build it the same way, so the step compiled ahead
+  of time is the step the run executes.
+  """
 
   program: Program
   model_config: EncoderConfig
@@ -214,8 +136,10 @@ def build(
   config: ml_collections.ConfigDict, tokenizer, length: int, devices=None, architecture: dict | None = None
 ) -> Pretraining:
   """The model, mesh and jitted steps of `config` over `devices` (default: all of them).
+
   architecture: the encoder's fields, config.model's by default (a continued run's are its
-  checkpoint's: continuing.architecture); the vocabulary, and with it the pad id, is `tokenizer`'s."""
+  checkpoint's: continuing.architecture); the vocabulary, and with it the pad id, is `tokenizer`'s.
+  """
   model_config = EncoderConfig(
     **{
       **(architecture or config.model.to_dict()),
@@ -262,8 +186,10 @@ def build(
 
 
 def compile_steps(run: Pretraining, config) -> tuple[jax.stages.Compiled, jax.stages.Compiled]:
-  """The run's train and evaluation steps compiled for this machine, admitted by its memory
-  (host_memory.admit: a step that cannot fit is refused in one line)."""
+  """The run's train and evaluation steps compiled for this machine, admitted by its memory.
+
+  host_memory.admit refuses a step that cannot fit, in one line.
+  """
   prog = run.program
   batch = jax.ShapeDtypeStruct((config.batch_size, run.length), jnp.int32, sharding=prog.data_sharding)
   train_step = run.train_step.lower(prog.abstract_state, batch).compile()
@@ -287,59 +213,6 @@ def compile_steps(run: Pretraining, config) -> tuple[jax.stages.Compiled, jax.st
   return train_step, eval_step
 
 
-def compile_only(config: ml_collections.ConfigDict, topology: str, typed=()) -> dict:
-  """Compiles the run's train step for `topology` ("local" or a TPU one such as "v5p:2x2x1")
-  without running it; returns aot.report's figures, and for "local" the evaluation step's buffers
-  (evaluation_bytes_per_chip). Uses the prepared corpus's tokenizer when there is one, else a
-  vocabulary of config.model.vocab_size (config.init's size) and config.corpus's length. Raises
-  aot.DoesNotFit when the step needs more memory than the chips have. typed: see train_and_evaluate."""
-  config_values.check(config, config_values.PRETRAINING)
-  devices = aot.devices(topology)
-  data_dir = corpus_dir(config)
-  architecture = continuing.architecture(continuing.local_init(config.init), config, typed) if config.init else None
-  if (data_dir / prepare.MANIFEST).exists():
-    tokenizer = tokenizer_lib.Tokenizer.load(data_dir / "tokenizer")
-    length = prepare.read_manifest(data_dir)["sequence_length"]
-    config_values.check_decided(config, {"model.vocab_size": len(tokenizer)}, f"the corpus {data_dir}", typed)
-  elif architecture:  # the checkpoint's own vocabulary
-    tokenizer, length = tokenizer_lib.placeholder(architecture["vocab_size"]), config.corpus.sequence_length
-  else:
-    if not config.model.get("vocab_size"):
-      raise guards.RunError("no prepared corpus: set --config.model.vocab_size (or --config.data_dir) to compile")
-    if not len(tokenizer_lib.SPECIAL_TOKENS) <= config.model.vocab_size <= tokenizer_lib.MAX_VOCAB_SIZE:
-      raise guards.RunError(
-        f"--config.model.vocab_size={config.model.vocab_size}: a character-level vocabulary "
-        f"holds {len(tokenizer_lib.SPECIAL_TOKENS)} to {tokenizer_lib.MAX_VOCAB_SIZE:,} tokens"
-      )
-    tokenizer, length = tokenizer_lib.placeholder(config.model.vocab_size), config.corpus.sequence_length
-  run = build(config, tokenizer, length, devices, architecture)
-  batch = jax.ShapeDtypeStruct((config.batch_size, length), jnp.int32, sharding=run.program.data_sharding)
-  step = aot.compile_step(run.train_step, run.program.abstract_state, batch, topology=topology)
-  result = aot.report(
-    step,
-    topology=topology,
-    devs=devices,
-    mesh=run.program.mesh,
-    abstract_state=run.program.abstract_state,
-    analytic_flops_per_step=run.train_flops_per_step,
-    tokens_per_step=config.batch_size * length,
-  )
-  if topology == "local":  # the run's other program (other hardware: the train step alone)
-    evaluation = run.eval_step.lower(run.program.abstract_state["params"], batch, 0).compile()
-    result["evaluation_bytes_per_chip"] = aot.buffer_bytes(evaluation.memory_analysis())
-  aot.check_fits(result)
-  return result
-
-
-# Keys that name files or folders: one place, however spelled, is no change (run_config.check_config).
-PLACES = {
-  "data_dir": place,
-  "corpus.vocab": place,
-  "corpus.source": source_place,
-  "init": lambda init: init if hub_id(init) else place(init),
-}
-
-
 def data_fingerprint(data_dir, manifest: dict, init: str) -> dict:
   """What the run is made from, by content (data_files.json): its corpus, and its init's files."""
   return {**corpus_fingerprint(data_dir, manifest), **(continuing.fingerprint(init) if init else {})}
@@ -348,10 +221,13 @@ def data_fingerprint(data_dir, manifest: dict, init: str) -> dict:
 def check_resume(
   config, workdir, data_dir, manifest: dict, init: str = "", *, accept_config_change: bool = False
 ) -> dict:
-  """The config changes that continuing `workdir`'s checkpoints with `config` brings (refused,
-  run_config.ConfigChanged, unless accepted), after checking that the corpus in `data_dir` and the
-  `init` (config.init's local folder) are the ones they were made from (their data iterator points
-  into the corpus): their record (data_files.json), and the shards' bytes against their manifest."""
+  """The config changes that continuing `workdir`'s checkpoints with `config` brings.
+
+  They are refused (run_config.ConfigChanged) unless accepted. First the corpus in `data_dir` and
+  the `init` (config.init's local folder) must be the ones the checkpoints were made from (their
+  data iterator points into the corpus): their record (data_files.json), and the shards' bytes
+  against their manifest.
+  """
   changes = run_config.check_config(
     workdir, config, ignore=RESUMABLE_CHANGES, defaults=base_config(), accept=accept_config_change, places=PLACES
   )
@@ -471,8 +347,10 @@ def _train_and_evaluate(
   eval_arrays = [global_batch(b) for b in eval_batches]  # on device once, reused at every evaluation
 
   def evaluate(params, stop: guards.StopRequest) -> tuple[dict | None, int]:
-    """(the validation metrics, 0), or (None, the signal) when a stop request came first, agreed
-    between batches as the steps agree it; the loop then checkpoints and stops."""
+    """(the validation metrics, 0), or (None, the signal) when a stop request came first.
+
+    The request is agreed between batches as the steps agree it; the loop then checkpoints and stops.
+    """
     totals = {"loss_sum": 0.0, "correct": 0.0, "weight": 0.0}
     for i, batch in enumerate(eval_arrays):
       if signum := stop.signal_at(i):
@@ -494,7 +372,7 @@ def _train_and_evaluate(
   saves = checkpoints.Writer(mngr)
   nonfinite = guards.NonFiniteSteps(config.max_nonfinite_steps)
   tokens_per_step = config.batch_size * length
-  peak = run_metrics.peak_flops_per_device(config.peak_flops_per_device or None)
+  peak = peak_flops_per_device(config.peak_flops_per_device or None)
   train_flops_per_step = run.train_flops_per_step
   batch = global_batch(next(train_iter)) if start_step < config.num_train_steps else None
   if batch is not None:

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from tests.train.conftest import REPO_ROOT, pretrain_env
-from wyjax.core import aot
+from wyjax.aot import accelerators
+from wyjax.aot.report import LARGEST_BUFFERS, check_fits
+from wyjax.core.host_memory import DoesNotFit
 from wyjax.models import EncoderConfig, MaskedLM
 
 TINY = REPO_ROOT / "configs" / "pretrain" / "deberta_tiny.py"
@@ -131,7 +133,7 @@ def test_unknown_topology_is_refused(tmp_path):
 )
 def test_device_kinds_name_their_chip(kind, chip):
   device = type("Device", (), {"device_kind": kind})()
-  assert aot.chip_of("local", device) == chip
+  assert accelerators.chip_of("local", device) == chip
 
 
 # H100 SXM5 (NVIDIA's datasheet): bf16 dense peak, HBM bandwidth; 80 GiB of HBM3 stacks.
@@ -158,7 +160,7 @@ def test_pretraining_step_compiled_for_an_h100_shows_its_gpu_program(tmp_path):
   assert 0 < report["hbm_bytes_per_chip"] < 2**30
   assert report["kernels_per_step"] == sum(report["kernels_by_kind"].values()) > 50
   assert {"gemm", "reduction", "elementwise"} <= set(report["kernels_by_kind"])
-  assert len(report["largest_buffers"]) == aot.LARGEST_BUFFERS
+  assert len(report["largest_buffers"]) == LARGEST_BUFFERS
   # XLA's FLOPs come from its cost analysis of the optimized GPU module (custom calls count none).
   assert report["flops_per_step_per_chip"] == pytest.approx(report["analytic_flops_per_step_per_chip"], rel=0.25)
   flops = max(report["flops_per_step_per_chip"], report["analytic_flops_per_step_per_chip"])
@@ -176,8 +178,8 @@ def test_pretraining_step_compiled_for_an_h100_shows_its_gpu_program(tmp_path):
   assert not any(line.startswith("  roofline") for line in lines), lines
   # Compiled, a step whose buffers outgrow the card is refused by them (the state alone is refused before compiling).
   smaller_card = {**report, "hbm_capacity_bytes": report["hbm_bytes_per_chip"] - 2**30}
-  with pytest.raises(aot.DoesNotFit, match=r"^the step needs [\d.]+ GiB per chip, 1\.0 GiB more than one h100 has"):
-    aot.check_fits(smaller_card)
+  with pytest.raises(DoesNotFit, match=r"^the step needs [\d.]+ GiB per chip, 1\.0 GiB more than one h100 has"):
+    check_fits(smaller_card)
 
 
 def test_a_step_too_big_for_an_a100_is_refused(tmp_path):

@@ -1,18 +1,14 @@
-"""What XLA built for a GPU: the kernels a step launches, each with its FLOPs and bytes.
+"""What XLA built for a GPU: the kernels a step launches, each with its FLOPs and bytes, and its buffers.
 
-XLA:GPU compiles for a card it cannot see (aot.devices("h100")), and with --xla_dump_to it
-writes what it built: the thunk sequence (every kernel the step launches, in order, and
-thunk_metadata: the HLO instruction each runs), the optimized HLO (fusions, custom calls such as
-cuDNN's attention) and the buffer assignment (every array the step holds). `compile()` compiles
-a step with a dump of its own and reads those, so a CPU can answer what a GPU step is made of:
-which attention runs, how many kernels, whether a float32 [batch, heads, L, L] array exists, and
-(wyjax.core.gpu_step_time) how long it will take. The dump's formats are XLA's, read by name;
-each reader below says what it expects.
+`compile()` compiles a step lowered for GPU devices (targets.devices("h100") on any host) with
+--xla_dump_to and reads what XLA wrote: the thunk sequence (every kernel the step launches, in
+order; thunk_metadata: the HLO instruction each runs), the optimized HLO (optimized_hlo) and the
+buffer assignment (every array the step holds). The dump's formats are XLA's, read by name; each
+reader below says what it expects.
 """
 
 import collections
 import dataclasses
-import json
 import math
 import re
 import tempfile
@@ -21,7 +17,20 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from wyjax.core import triton_ir
+from wyjax.aot import triton_ir
+from wyjax.aot.optimized_hlo import (
+  Instruction,
+  arrays,
+  computations,
+  dots,
+  gemm_shape,
+  io_bytes,
+  matmul_precision,
+  operand_shape,
+  read_hlo,
+  shape_bytes,
+  xla_estimate,
+)
 
 # FLOPs of cuDNN's flash attention: two [L, L] matmuls forward, five backward (the scores
 # recomputed, then dV, dP, dQ, dK: FlashAttention-2, Dao 2023, its Algorithm 2).
@@ -60,191 +69,9 @@ _KINDS = (
   ("copy", r"copy|dynamic.update.slice|concatenate|slice"),
 )
 ATOMICS = "triton kernel, atomics"  # a Pallas kernel that adds atomically: the DeBERTa kernel's backward
-_BYTES = {
-  "pred": 1,
-  "s8": 1,
-  "u8": 1,
-  "s16": 2,
-  "u16": 2,
-  "f16": 2,
-  "bf16": 2,
-  "s32": 4,
-  "u32": 4,
-  "f32": 4,
-  "s64": 8,
-  "u64": 8,
-  "f64": 8,
-  "c64": 8,
-  "c128": 16,
-  "f8e4m3fn": 1,
-  "f8e5m2": 1,
-  "s4": 0.5,
-  "u4": 0.5,
-}
-_ARRAY = re.compile(r"(\w+)\[([\d,]*)\]")
-_HEAD = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = ")
-_COMPUTATION = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) ")
 _THUNK = re.compile(r"^(\s*)(\d+): (k\w+)\s+\[[^]]*\]\s*(\S*)(?:.*grid: \[(\d+), (\d+), (\d+)\])?")
 _ANNOTATION = re.compile(r'profile_annotation: "([^"]+)"\s*thunk_id: (\d+)')
 _VALUE = re.compile(r"^ value: <\d+ \S+ @\d+> \(size=(\d+),offset=\d+\): (\w+)\[([\d,]*)\]")
-
-
-# --- The optimized HLO --------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Instruction:
-  name: str
-  shape: str  # XLA's text: "bf16[32,512]{1,0}", or a tuple "(f32[8]{0}, s32[])"
-  opcode: str
-  operands: tuple[str, ...]  # names; "name#1" is element 1 of name's tuple
-  attributes: str  # the rest of the line: calls=, custom_call_target=, backend_config=...
-  computation: str
-
-  @property
-  def backend_kind(self) -> str:
-    """A fusion's backend kind ("__triton_gemm", "__triton", "__cudnn$fusion"; "" for XLA's own)."""
-    found = re.search(r'"kind":"(__[^"]+)"', self.attributes)
-    return found.group(1) if found else ""
-
-  @property
-  def target(self) -> str:
-    found = re.search(r'custom_call_target="([^"]+)"', self.attributes)
-    return found.group(1) if found else ""
-
-
-def arrays(shape: str) -> list[tuple[str, tuple[int, ...]]]:
-  """(dtype, dims) of each array in an HLO shape's text."""
-  return [
-    (dtype, tuple(int(d) for d in dims.split(",") if d)) for dtype, dims in _ARRAY.findall(shape) if dtype in _BYTES
-  ]
-
-
-def shape_bytes(shape: str) -> float:
-  return sum(_BYTES[dtype] * math.prod(dims) for dtype, dims in arrays(shape))
-
-
-def _closing(text: str, start: int) -> int:
-  """The index of the bracket closing the one at text[start]."""
-  depth = 0
-  for i in range(start, len(text)):
-    depth += text[i] in "([{"
-    depth -= text[i] in ")]}"
-    if not depth:
-      return i
-  return len(text) - 1
-
-
-def read_hlo(text: str) -> dict[str, Instruction]:
-  """Every instruction of an optimized HLO module's text, by name (names are unique in a module):
-  `[ROOT ]%name = shape opcode(%a, %b#1, /*index=5*/%c), attributes` inside `%computation (...) {`."""
-  instructions, computation = {}, ""
-  for line in text.splitlines():
-    if line and not line[0].isspace() and line.rstrip().endswith("{"):
-      found = _COMPUTATION.match(line)
-      computation = found.group(1) if found else ""
-      continue
-    head = _HEAD.match(line)
-    if not head:
-      continue
-    rest = line[head.end() :]
-    if rest.startswith("("):
-      end = _closing(rest, 0)
-      shape, rest = rest[: end + 1], rest[end + 2 :]
-    else:
-      shape, _, rest = rest.partition(" ")
-    opcode, _, rest = rest.partition("(")
-    end = _closing("(" + rest, 0) - 1
-    operands = tuple(o.strip().lstrip("%") for o in re.sub(r"/\*.*?\*/", "", rest[:end]).split(",") if o.strip())
-    instructions[head.group(1)] = Instruction(head.group(1), shape, opcode, operands, rest[end + 1 :], computation)
-  return instructions
-
-
-def _elements(shape: str) -> list[str]:
-  """The elements of a tuple shape's text, "(f32[8]{0}, (s32[], bf16[2,3]{1,0}))", each whole."""
-  inner, elements, depth, start = shape[1 : _closing(shape, 0)], [], 0, 0
-  for i, char in enumerate(inner):
-    depth += char in "([{"
-    depth -= char in ")]}"
-    if char == "," and not depth:
-      elements.append(inner[start:i].strip())
-      start = i + 1
-  return elements + [inner[start:].strip()]
-
-
-def operand_shape(hlo: dict, operand: str) -> str:
-  """An operand's shape: "name#1#0" is element 0 of element 1 of name's (nested) tuple."""
-  name, *path = operand.split("#")
-  shape = hlo[name].shape if name in hlo else ""
-  for index in map(int, path):
-    elements = _elements(shape) if shape.startswith("(") else []
-    shape = elements[index] if index < len(elements) else ""
-  return shape
-
-
-def io_bytes(hlo: dict, instruction: Instruction) -> float:
-  """What an instruction reads and writes: its operands and its result, each once."""
-  return shape_bytes(instruction.shape) + sum(shape_bytes(operand_shape(hlo, o)) for o in instruction.operands)
-
-
-def xla_estimate(instruction: Instruction) -> float | None:
-  """Seconds of XLA's own estimate of a fusion (GpuPerformanceModel: the reification_cost entry
-  without a name, which --xla_gpu_collect_cost_model_stats=true writes), or None."""
-  found = re.search(r'"reification_cost":(\[.*?\])', instruction.attributes)
-  if not found:
-    return None
-  estimates = {entry.get("name", ""): entry for entry in json.loads(found.group(1))}
-  seconds = estimates.get("", {}).get("exec_time_us", math.nan) * 1e-6
-  return seconds if math.isfinite(seconds) and seconds >= 0 else None
-
-
-def _members(hlo: dict) -> dict[str, list]:
-  members = collections.defaultdict(list)
-  for instruction in hlo.values():
-    members[instruction.computation].append(instruction)
-  return members
-
-
-def _dims(attributes: str, name: str) -> list[int]:
-  """A dot's dimension numbers, in HLO's spelling (lhs_contracting_dims={1,2}) or a backend
-  config's ("lhs_contracting_dimensions":["1","2"])."""
-  found = re.search(rf"{name}_dims=\{{([\d,]*)\}}", attributes) or re.search(
-    rf'"{name}_dimensions":\[([^]]*)\]', attributes
-  )
-  return [int(d.strip('" ')) for d in found.group(1).split(",") if d.strip('" ')] if found else []
-
-
-def gemm_shape(lhs: tuple[int, ...], rhs: tuple[int, ...], attributes: str) -> tuple[int, int, int, int]:
-  """(b, m, n, k) of a dot: its batch, the left operand's free size, the right one's, the contracted size."""
-  batch, contracting = _dims(attributes, "lhs_batch"), _dims(attributes, "lhs_contracting")
-  rhs_batch, rhs_contracting = _dims(attributes, "rhs_batch"), _dims(attributes, "rhs_contracting")
-  free = lambda dims, taken: math.prod(d for i, d in enumerate(dims) if i not in taken)
-  return (
-    math.prod(lhs[i] for i in batch),
-    free(lhs, batch + contracting),
-    free(rhs, rhs_batch + rhs_contracting),
-    math.prod(lhs[i] for i in contracting),
-  )
-
-
-def _precision(dtype: str, attributes: str) -> str:
-  """A matmul's: "bf16" (of any narrower type), "tf32" (float32 at XLA's default) or "f32" (precision HIGHEST)."""
-  return "bf16" if dtype != "f32" else "f32" if "highest" in attributes.lower() else "tf32"
-
-
-def dots(hlo: dict, computation: str, members: dict) -> tuple[list[tuple[int, int, int, int]], str]:
-  """((b, m, n, k) of every dot in a fused computation and the computations it calls, their precision)."""
-  shapes, precision = [], "bf16"
-  for instruction in members.get(computation, ()):
-    if instruction.opcode == "dot":
-      (dtype, lhs), (_, rhs) = (arrays(operand_shape(hlo, o))[0] for o in instruction.operands[:2])
-      shapes.append(gemm_shape(lhs, rhs, instruction.attributes))
-      precision = _precision(dtype, instruction.attributes)
-    for called in re.findall(r"calls=%?([\w.\-]+)", instruction.attributes):
-      inner, inner_precision = dots(hlo, called, members)
-      shapes += inner
-      precision = inner_precision if inner else precision
-  return shapes, precision
 
 
 # --- The launches ------------------------------------------------------------------------------
@@ -269,8 +96,11 @@ class Launch:
 
 
 def kind(thunk: str, name: str, fusions: dict[str, str]) -> str:
-  """A launch's kind: cuDNN, cuBLAS and collectives by their thunk; a kernel XLA did not make (a Pallas kernel's Triton
-  call) as "triton kernel" (ATOMICS where its IR adds atomically); XLA's fusions by their backend kind or name."""
+  """A launch's kind, as kernels_by_kind counts it.
+
+  cuDNN, cuBLAS and collectives by their thunk; a kernel XLA did not make (a Pallas kernel's
+  Triton call) as "triton kernel"; XLA's fusions by their backend kind or name.
+  """
   if thunk == "kCuDnn":
     return "cudnn"
   if thunk in ("kGemm", "kCublasLtMatmul"):
@@ -300,14 +130,17 @@ def _trip_count(instruction: Instruction | None) -> int:
 
 
 def read_launches(thunks: str, metadata: str, hlo: dict) -> tuple[tuple[Launch, ...], int]:
-  """(every launch, while loops) of a `*thunk_sequence.txt`: one line per thunk, `NNN: kKind
-  [prev/next] kernel grid: [x, y, z] ...`, a loop's thunks indented under its kWhile. The
-  instruction each runs is thunk_metadata's profile_annotation for its id (the sequence names
-  XLA's deduplicated kernel, which identical fusions share), else the sequence's name."""
+  """(every launch, the number of while loops) of a `*thunk_sequence.txt`.
+
+  The sequence has one line per thunk, `NNN: kKind [prev/next] kernel grid: [x, y, z] ...`, a
+  loop's thunks indented under its kWhile. The instruction each runs is thunk_metadata's
+  profile_annotation for its id (the sequence names XLA's deduplicated kernel, which identical
+  fusions share), else the sequence's name.
+  """
   annotations = {int(i): name for name, i in _ANNOTATION.findall(metadata)}
   by_kernel_name = {name.replace(".", "_"): i for name, i in hlo.items()}
   fusions = {name: i.backend_kind for name, i in by_kernel_name.items()}
-  members = _members(hlo)
+  members = computations(hlo)
   launches, loops, stack = [], 0, []  # stack: (indent of a kWhile, its repeats)
   for line in thunks.splitlines():
     found = _THUNK.match(line)
@@ -353,7 +186,8 @@ def _launch(
     return Launch(**common, flops=_attention_flops(instruction, hlo))
   if instruction.target.startswith("__cublas"):
     (dtype, lhs), (_, rhs) = (arrays(operand_shape(hlo, o))[0] for o in instruction.operands[:2])
-    return _gemms(common, [gemm_shape(lhs, rhs, instruction.attributes)], _precision(dtype, instruction.attributes))
+    precision = matmul_precision(dtype, instruction.attributes)
+    return _gemms(common, [gemm_shape(lhs, rhs, instruction.attributes)], precision)
   if instruction.target == "__gpu$xla.gpu.triton":
     flops, moved, atomic = triton_ir.counts(instruction.attributes)
     common.update(kind=ATOMICS if atomic else launch_kind, bytes=moved or common["bytes"])
@@ -365,8 +199,10 @@ def _launch(
 
 
 def _attention_flops(instruction: Instruction, hlo: dict) -> float:
-  """cuDNN's flash attention: ATTENTION_MATMULS products of [batch, heads, Lq, Lk] scores (its
-  backend config's intermediate_tensor_shape) with the head dimension, 2 FLOPs each."""
+  """FLOPs of cuDNN's flash attention: ATTENTION_MATMULS products of its scores with the head dimension.
+
+  The scores are [batch, heads, Lq, Lk] (its backend config's intermediate_tensor_shape); 2 FLOPs a product.
+  """
   scores = re.search(
     r'"intermediate_tensor_shape":\{"dimensions":\["(\d+)","(\d+)","(\d+)","(\d+)"\]', instruction.attributes
   )
@@ -385,8 +221,11 @@ def _gemms(common: dict, shapes: list[tuple[int, int, int, int]], precision: str
 
 
 def _collective(instruction: Instruction, hlo: dict, common: dict) -> Launch:
-  """A collective: its operands' bytes and the size of its replica groups, in any of XLA's three
-  spellings: {{0,1},{2,3}}, [2,2]<=[4] (groups of 2), mesh['x'=2,'y'=4] {'y'} (groups of 4)."""
+  """A collective's launch: its operands' bytes and the size of its replica groups.
+
+  The groups in any of XLA's three spellings: {{0,1},{2,3}}, [2,2]<=[4] (groups of 2),
+  mesh['x'=2,'y'=4] {'y'} (groups of 4).
+  """
   operation = re.sub(r"-(start|done)$", "", instruction.opcode)
   listed = re.search(r"replica_groups=\{\{([\d,]*)\}", instruction.attributes)
   iota = re.search(r"replica_groups=\[\d+,(\d+)\]<=", instruction.attributes)
@@ -409,6 +248,8 @@ def _collective(instruction: Instruction, hlo: dict, common: dict) -> Launch:
 
 @dataclasses.dataclass(frozen=True)
 class Buffer:
+  """An array the step's buffer assignment places."""
+
   dtype: str  # XLA's element type: f32, bf16, s32, pred, ...
   shape: tuple[int, ...]
   bytes: int
@@ -416,6 +257,8 @@ class Buffer:
 
 @dataclasses.dataclass(frozen=True)
 class GpuProgram:
+  """What XLA built for a step: its launches by kind, custom calls and buffers."""
+
   kernels: collections.Counter  # kind → launches per step (loop bodies counted once)
   custom_calls: collections.Counter  # custom-call target → count in the optimized HLO
   buffers: tuple[Buffer, ...]  # every array value the buffer assignment places
@@ -424,11 +267,14 @@ class GpuProgram:
 
   @property
   def kernel_count(self) -> int:
+    """Launches per step (loop bodies counted once)."""
     return sum(self.kernels.values())
 
   def buffers_of(self, dtype: str, rank: int, min_trailing: int) -> list[Buffer]:
-    """Buffers of `dtype` and `rank` whose last two dimensions are both ≥ min_trailing: for
-    attention, the [batch, heads, L, L] scores and probabilities a fused path never holds."""
+    """Buffers of `dtype` and `rank` whose last two dimensions are both ≥ min_trailing.
+
+    For attention: the [batch, heads, L, L] scores and probabilities a fused path never holds.
+    """
     return [
       b
       for b in self.buffers
@@ -436,6 +282,7 @@ class GpuProgram:
     ]
 
   def summary(self) -> dict:
+    """The figures a compile-only report carries of the program."""
     return {
       "kernels_per_step": self.kernel_count,
       "kernels_by_kind": dict(self.kernels.most_common()),
@@ -445,8 +292,10 @@ class GpuProgram:
 
 
 def read_buffers(text: str) -> tuple[Buffer, ...]:
-  """Array values of a `*buffer-assignment.txt` (` value: <id name @0> (size=N,offset=M):
-  f32[2,4,128]{...}`); tuples and zero-size values are left out."""
+  """Array values of a `*buffer-assignment.txt`; tuples and zero-size values are left out.
+
+  A value's line: ` value: <id name @0> (size=N,offset=M): f32[2,4,128]{...}`.
+  """
   buffers = []
   for line in text.splitlines():
     match = _VALUE.match(line)
@@ -457,8 +306,10 @@ def read_buffers(text: str) -> tuple[Buffer, ...]:
 
 
 def read_dump(folder: Path, module: str = "") -> tuple[GpuProgram, str]:
-  """The program of a compiled GPU module in `folder` (the one whose name contains `module`, the
-  largest where several do) and its optimized HLO text."""
+  """(the program, its optimized HLO text) of a compiled GPU module in the dump folder `folder`.
+
+  The module is the one whose name contains `module`, the largest where several do.
+  """
   candidates = [p for p in sorted(folder.glob("*thunk_sequence.txt")) if module in p.name]
   if not candidates:
     raise RuntimeError(
@@ -494,9 +345,11 @@ DUMP_OPTIONS, DEVICELESS_OPTIONS = {"xla_gpu_collect_cost_model_stats": True}, {
 
 
 def compile(lowered, estimates: bool = True) -> tuple:
-  """(compiled, GpuProgram, XLA's cost analysis or None) of a step lowered for GPU devices. estimates: XLA
-  writes its estimate of every fusion; it has a cost model for Hopper only (jax 0.12 fails an A100's compile
-  with "Cannot find key: sm_80"), elsewhere fusions are costed from their bytes."""
+  """(compiled, GpuProgram, XLA's cost analysis or None) of a step lowered for GPU devices.
+
+  estimates: XLA writes its estimate of every fusion. It has a cost model for Hopper only (jax 0.12
+  fails an A100's compile with "Cannot find key: sm_80"); elsewhere fusions are costed from their bytes.
+  """
   options = {**(DUMP_OPTIONS if estimates else {}), **(DEVICELESS_OPTIONS if jax.default_backend() != "gpu" else {})}
   with tempfile.TemporaryDirectory(prefix="wyjax-gpu-program-") as folder:
     compiled = lowered.compile(compiler_options={"xla_dump_to": folder, **options})
@@ -505,9 +358,11 @@ def compile(lowered, estimates: bool = True) -> tuple:
 
 
 def cost_analysis(hlo: str) -> dict | None:
-  """XLA's HloCostAnalysis of the optimized GPU module, through the CPU client (an executable compiled without a
-  GPU has none: `cost_analysis()` returns None). Its FLOPs and bytes are per device; custom calls (cuDNN's
-  attention) count nothing. None where this jaxlib lacks the private entry points it needs."""
+  """XLA's HloCostAnalysis of the optimized GPU module, through the CPU client; None where this jaxlib cannot.
+
+  An executable compiled without a GPU has none of its own (`cost_analysis()` returns None). Its
+  FLOPs and bytes are per device; custom calls (cuDNN's attention) count nothing.
+  """
   try:
     from jax._src.lib import xla_client  # pylint: disable=g-import-not-at-top
     from jaxlib import _hlo  # pylint: disable=g-import-not-at-top

@@ -1,5 +1,5 @@
 """What XLA builds for an H100 from wyjax's encoders, compiled on this CPU and read from its dump
-(wyjax.core.gpu_program): the attention each runs in training and in inference is the one
+(wyjax.aot.gpu_program): the attention each runs in training and in inference is the one
 `attention.implementation` names (a cuDNN custom call for "cudnn", Triton kernels for "pallas",
 XLA's own fusions for "xla"), a fused path holds no float32 [batch, heads, L, L] array, and the
 kernels per pass stay near what they are today (a change that moves BERT's training off cuDNN, or
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from wyjax.core import aot, gpu_program
+from wyjax.aot import gpu_program, optimized_hlo, targets
 from wyjax.models import Bert, DebertaV2, EncoderConfig, attention
 
 BATCH, LENGTH, HEADS = 2, 128, 2
@@ -70,7 +70,7 @@ def lowered_pass(model: str, training: bool, attention_dropout: float = 0.1):
   """(attention.implementation's choice, the lowered pass) of compiled_pass."""
   config = _config(model, attention_dropout)
   encoder = (Bert if model == "bert" else DebertaV2)(config)
-  mesh = Mesh(np.array(aot.devices("h100")), ("data",))
+  mesh = Mesh(np.array(targets.devices("h100")), ("data",))
   replicated = NamedSharding(mesh, PartitionSpec())
   params = jax.tree_util.tree_map(
     lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated),
@@ -171,13 +171,13 @@ condition:
     006: kCuDnn        [source | sink] kCuDnn
 007: kCustomKernel [prev=003 (1) | next=008 (1)] _forward_kernel grid: [2, 2, 2] threads: [128, 1, 1]  shared_memory: 57600 bytes
 008: kCustomKernel [prev=007 (1) | sink        ] input_reduce_fusion_1 grid: [32, 1, 1] threads: [256, 1, 1]  shared_memory: 0 bytes
-"""
+"""  # noqa: E501 (XLA's lines, verbatim)
   hlo = """  %gemm_fusion_dot.4 = bf16[256,384]{1,0} fusion(%a, %b), kind=kCustom, calls=%c, backend_config={"fusion_backend_config":{"block_level_fusion_config":{"num_warps":"2"},"kind":"__triton_nested_gemm_fusion"}}
   %loop_compare_fusion = pred[] fusion(%i), kind=kLoop, calls=%d
   %fusion.104 = bf16[2,128]{1,0} fusion(%x), kind=kCustom, calls=%e, backend_config={"fusion_backend_config":{"kind":"__triton"}}
   ROOT %input_reduce_fusion.1 = f32[] fusion(%y), kind=kInput, calls=%f
-"""
-  launches, loops = gpu_program.read_launches(thunks, "", gpu_program.read_hlo(hlo))
+"""  # noqa: E501
+  launches, loops = gpu_program.read_launches(thunks, "", optimized_hlo.read_hlo(hlo))
   assert loops == 1
   assert collections.Counter(launch.kind for launch in launches) == {
     "device copy": 1,

@@ -1,25 +1,17 @@
-"""How long a GPU step will take: every kernel of a compiled program (gpu_program's launches)
-costed on a card (gpu_cards.CARDS), then corrected by factors fitted on measured programs.
+"""How long a GPU step will take: every kernel of a compiled program costed on a card, then calibrated.
 
-Each launch costs, at the card's figures: a GEMM its FLOPs at the rate XLA measured for its shape
-on an H100 (gemm_table), cuDNN's attention and a Pallas kernel's dots theirs at a figure below,
-other kernels XLA's own estimate where it wrote a sane one, else their bytes at the bandwidth
-their grid can draw; each the longer of that and its bytes, plus a launch overhead. Their sum is
-the uncalibrated step: what the kernels take at the figures the card and XLA publish, a bound the
-programs measured on a GPU all took longer than. The predicted step is the calibrated one: each
-kernel's uncalibrated time (its launch included) times the factor of its kind, fitted on the
-kernels of profiled steps (gpu_calibration.json, written by benchmarks/gpu_predictions.py with its
-split, its fit error and the error on the programs held out of the fit, which is the band every
-report gives).
-Any dump folder of a GPU compile can be costed, taken with
+Each launch (gpu_program) costs, at the card's figures (accelerators.GPU_CARDS): a GEMM its FLOPs
+at the rate XLA measured for its shape (gemm_table), cuDNN's attention and a Pallas kernel's dots
+theirs at a figure below, other kernels XLA's own estimate where it wrote a sane one, else their
+bytes; each the longer of that and its bytes, plus a launch. Their sum is the uncalibrated step.
+The predicted step multiplies each kernel's time by the factor of its kind, fitted on profiled
+steps (gpu_calibration.json, with the error on programs held out of the fit: every report's band).
+Any dump folder of a GPU compile can be costed:
 
     XLA_FLAGS="--xla_dump_to=DIR --xla_gpu_collect_cost_model_stats=true"
-    python -m wyjax.core.gpu_step_time DIR --card=h200 [--tokens=16384] [--module=train_step]
+    python -m wyjax.aot.gpu_step_time DIR --card=h200 [--tokens=16384] [--module=train_step]
 
-(the second flag writes XLA's estimates; without it every fusion is bounded by its bytes). A step
-compiled on a real GPU is autotuned: GEMMs may become cuBLAS calls instead of the Triton fusions
-chosen here by heuristics, which is why a GEMM is costed from its shape, never from XLA's
-estimate of the tiling a GPU replaces.
+(the second flag writes XLA's estimates; without it every fusion is bounded by its bytes).
 """
 
 import argparse
@@ -30,7 +22,8 @@ import json
 import pathlib
 import sys
 
-from wyjax.core import gemm_table, gpu_cards, gpu_program
+from wyjax.aot import gemm_table, gpu_program
+from wyjax.aot.accelerators import GPU_CARDS, GpuCard
 
 # Every constant of the uncalibrated cost, with its source.
 # A launch's stream time besides its work: XLA's own figure (GpuPerformanceModelBase::
@@ -62,10 +55,11 @@ RING_SHARE = {
   "all-gather": lambda n: n - 1.0,
   "collective-permute": lambda n: 1.0,
 }
+# The shipped factors; benchmarks/gpu_predictions.py fits new ones.
 CALIBRATION = pathlib.Path(__file__).with_name("gpu_calibration.json")
 
 
-def seconds(launch: gpu_program.Launch, card: gpu_cards.GpuCard) -> tuple[float, str]:
+def seconds(launch: gpu_program.Launch, card: GpuCard) -> tuple[float, str]:
   """(seconds of one run of a launch on `card`, uncalibrated, and what they came from)."""
   if launch.collective:
     share = RING_SHARE.get(launch.collective, lambda n: 1.0)(launch.peers)
@@ -73,7 +67,7 @@ def seconds(launch: gpu_program.Launch, card: gpu_cards.GpuCard) -> tuple[float,
   occupied = min(launch.blocks, card.sms) / card.sms if launch.blocks else 1.0
   memory = launch.bytes / (card.hbm_bandwidth * occupied)
   rate = card.matmul_rate(launch.precision)
-  if launch.gemms:
+  if launch.gemms:  # from its shape, never from XLA's estimate of the tiling a GPU's autotuning replaces
     matmul = sum(
       2.0 * b * m * n * k / (rate * gemm_table.fraction_of_peak(b, m, n, k, launch.precision))
       for b, m, n, k in launch.gemms
@@ -89,8 +83,11 @@ def seconds(launch: gpu_program.Launch, card: gpu_cards.GpuCard) -> tuple[float,
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
-  """Factors fitted on measured kernels: a kernel takes `factors[its kind]` times its uncalibrated
-  time (a kind the fit measured no kernel of, `default`), a collective its time as costed."""
+  """Factors fitted on measured kernels, by kernel kind.
+
+  A kernel takes `factors[its kind]` times its uncalibrated time (a kind the fit measured no kernel
+  of, `default`), a collective its time as costed.
+  """
 
   factors: dict[str, float]
   default: float
@@ -98,9 +95,11 @@ class Calibration:
   summary: str  # what it was fitted on and how it did, in a line
 
   def factor(self, kind: str) -> float:
+    """The factor of a kernel kind."""
     return 1.0 if kind == "collective" else self.factors.get(kind, self.default)
 
   def apply(self, launch: gpu_program.Launch, uncalibrated: float) -> float:
+    """A launch's calibrated seconds from its uncalibrated ones."""
     return self.factor(launch.kind) * uncalibrated
 
 
@@ -113,6 +112,8 @@ def calibration() -> Calibration:
 
 @dataclasses.dataclass(frozen=True)
 class Timed:
+  """A launch with its predicted time."""
+
   launch: gpu_program.Launch
   uncalibrated: float  # all its repeats, at the card's figures
   seconds: float  # all its repeats, calibrated
@@ -121,7 +122,9 @@ class Timed:
 
 @dataclasses.dataclass(frozen=True)
 class Prediction:
-  card: gpu_cards.GpuCard
+  """A program's every kernel, timed on a card."""
+
+  card: GpuCard
   kernels: tuple[Timed, ...]
   calibration: Calibration
 
@@ -132,11 +135,14 @@ class Prediction:
 
   @property
   def uncalibrated(self) -> float:
+    """The step at the card's and XLA's figures, every kernel as costed."""
     return sum(k.uncalibrated for k in self.kernels)
 
   def band(self) -> tuple[float, float]:
-    """The step's range by the held-out error: its prediction times the lowest and highest
-    measured ÷ calibrated of the programs held out of the fit."""
+    """The step's range by the held-out error.
+
+    Its prediction times the lowest and highest measured ÷ calibrated of the programs held out of the fit.
+    """
     low, high = self.calibration.band
     return self.seconds * low, self.seconds * high
 
@@ -176,8 +182,10 @@ class Prediction:
     return result
 
   def kernel_records(self) -> list[dict]:
-    """Every launch's prediction, for joining with a profile of the same compile
-    (benchmarks/profile_vs_prediction.py) and refitting the factors on it."""
+    """Every launch's prediction, for joining with a profile of the same compile and refitting on it.
+
+    The join: benchmarks/profile_vs_prediction.py.
+    """
     return [
       {
         "name": k.launch.name,
@@ -191,9 +199,11 @@ class Prediction:
     ]
 
 
-def predict(program: gpu_program.GpuProgram, card: gpu_cards.GpuCard, fitted: Calibration | None = None) -> Prediction:
-  """Every launch of `program` costed on `card` and calibrated (by gpu_calibration.json's factors
-  unless `fitted` is given); their sum is the predicted step."""
+def predict(program: gpu_program.GpuProgram, card: GpuCard, fitted: Calibration | None = None) -> Prediction:
+  """Every launch of `program` costed on `card` and calibrated; their sum is the predicted step.
+
+  fitted: the factors; gpu_calibration.json's by default.
+  """
   fitted = fitted or calibration()
   timed = []
   for launch in program.launches:
@@ -207,12 +217,15 @@ def _ms(seconds: float) -> str:
 
 
 def describe(result: dict) -> list[str]:
-  """A report's predicted step as readable lines: the calibrated step with its band, the bounds
-  below it (the uncalibrated sum, the roofline where the report has one), where the time goes by
-  kind, and the ten most expensive kernels."""
+  """A report's predicted step as readable lines.
+
+  The calibrated step with its band, the bounds below it (the uncalibrated sum, the roofline where
+  the report has one), where the time goes by kind, and the ten most expensive kernels.
+  """
   step, (low, high) = result["predicted_step_seconds"], result["predicted_step_band_seconds"]
   rate = f", {result['predicted_tokens_per_second']:,.0f} tokens/s" if "predicted_tokens_per_second" in result else ""
-  bounds = f"every kernel at the card's and XLA's figures (uncalibrated) {_ms(result['predicted_uncalibrated_step_seconds'])} ms"
+  uncalibrated = _ms(result["predicted_uncalibrated_step_seconds"])
+  bounds = f"every kernel at the card's and XLA's figures (uncalibrated) {uncalibrated} ms"
   if "roofline_step_seconds" in result:
     bounds += (
       f", the roofline {_ms(result['roofline_step_seconds'])} ms ({result['bound']}-bound, "
@@ -235,19 +248,20 @@ def describe(result: dict) -> list[str]:
 
 
 def main(argv=None) -> None:
+  """Prints the predicted step of a dump folder: its readable lines, then one JSON line."""
   parser = argparse.ArgumentParser(
     description="The predicted step time of a GPU compile's XLA dump folder, "
     "kernel by kernel (see this module's docstring for the flags to dump with)."
   )
   parser.add_argument("dump", type=pathlib.Path, help="the folder XLA_FLAGS=--xla_dump_to=DIR wrote")
-  parser.add_argument("--card", default="h100", help=f"one of {sorted(gpu_cards.CARDS)}")
+  parser.add_argument("--card", default="h100", help=f"one of {sorted(GPU_CARDS)}")
   parser.add_argument("--module", default="", help="the module whose name contains this (default: the largest)")
   parser.add_argument("--tokens", type=int, default=0, help="tokens per step, for tokens/s")
   args = parser.parse_args(argv)
-  if args.card not in gpu_cards.CARDS:
-    sys.exit(f"--card={args.card}: expected one of {sorted(gpu_cards.CARDS)}")
+  if args.card not in GPU_CARDS:
+    sys.exit(f"--card={args.card}: expected one of {sorted(GPU_CARDS)}")
   program, _ = gpu_program.read_dump(args.dump, args.module)
-  result = {**program.summary(), **predict(program, gpu_cards.CARDS[args.card]).report(args.tokens or None)}
+  result = {**program.summary(), **predict(program, GPU_CARDS[args.card]).report(args.tokens or None)}
   print(f"{args.dump}: {program.kernel_count:,} kernels")
   print("\n".join(describe(result)))
   print(json.dumps(result))

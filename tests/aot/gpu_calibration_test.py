@@ -1,7 +1,7 @@
-"""The calibrated GPU step (wyjax.core.gpu_step_time): each kernel takes the factor of its kind, by
+"""The calibrated GPU step (wyjax.aot.gpu_step_time): each kernel takes the factor of its kind, by
 hand on launches written here; the fit (benchmarks/gpu_predictions.py) on kernel points with
 known answers, and on a profile joined kernel by kernel; and the shipped factors
-(wyjax/core/gpu_calibration.json) are the ratio of sums of the split's fit steps' kernels only,
+(wyjax/aot/gpu_calibration.json) are the ratio of sums of the split's fit steps' kernels only,
 with the error each half reports."""
 
 import collections
@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from wyjax.core import gpu_cards, gpu_program, gpu_step_time
+from wyjax.aot import gpu_program, gpu_step_time
+from wyjax.aot.accelerators import GPU_CARDS
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 H100_PEAK, H100_BANDWIDTH = 989e12, 3.35e12
@@ -33,10 +34,10 @@ def test_each_kind_takes_its_factor_launch_included():
     gpu_program.Launch("all-reduce", "collective", bytes=MIB4, collective="all-reduce", peers=2),
   )
   program = gpu_program.GpuProgram(
-    collections.Counter(l.kind for l in launches), collections.Counter(), (), 1, launches
+    collections.Counter(launch.kind for launch in launches), collections.Counter(), (), 1, launches
   )
   fitted = gpu_step_time.Calibration({"gemm": 0.5, "elementwise": 2.0, "cudnn": 3.0}, 1.5, (0.9, 1.2), "test")
-  prediction = gpu_step_time.predict(program, gpu_cards.CARDS["h100"], fitted)
+  prediction = gpu_step_time.predict(program, GPU_CARDS["h100"], fitted)
   gemm = 2 * 2048 * 4096 * 4096 / GEMM_2048_4096_4096
   memory = MIB4 / H100_BANDWIDTH
   pallas = max(1e9 / H100_PEAK, memory)

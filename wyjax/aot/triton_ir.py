@@ -1,14 +1,16 @@
-"""A Triton kernel's FLOPs and bytes, counted from the IR in its custom call's backend config:
-what a Pallas kernel on a GPU does, for gpu_program's launches (XLA gives it no cost of its own).
+"""A Triton kernel's FLOPs and bytes, counted from the IR in its custom call's backend config.
 
-Which branch of a conditional runs depends on the kernel's inputs, which the IR does not hold. A
-kernel that knows, when it is traced, how often its conditionals take lax.cond's true branch says
-so in a name scope, `jax.named_scope(taken_scope(fraction))`, which XLA keeps in the custom call's
-metadata (its op_name), the backward pass's included; `counts` weights the branches by it."""
+That is what a Pallas kernel on a GPU does, for gpu_program's launches (XLA gives it no cost of its
+own). Which branch of a conditional runs depends on the kernel's inputs, which the IR does not
+hold: a kernel that knows how often its conditionals take lax.cond's true branch says so in a name
+scope (disentangled_attention_gpu.taken_scope), which XLA keeps in the custom call's metadata.
+"""
 
 import math
 import re
 from typing import NamedTuple
+
+from wyjax.kernels.disentangled_attention_gpu import TAKEN_SCOPE
 
 _TRITON_ELEMENT = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
 _FOLD = {
@@ -24,29 +26,26 @@ _FOLD = {
 
 
 class Counts(NamedTuple):
+  """What a kernel does: its FLOPs and the bytes it moves."""
+
   flops: float
   bytes: float  # loads, stores and atomics (an atomic's tile read and written)
   atomic_bytes: float  # the atomics' share of `bytes` (gpu_program gives a kernel with any a kind of its own)
 
 
 NOTHING = Counts(0.0, 0.0, 0.0)
-_TAKEN = re.compile(r'op_name="[^"]*\bcond_taken_(\d\.\d+)\b')
-
-
-def taken_scope(fraction: float) -> str:
-  """The name scope that tells `counts` the fraction of a kernel's conditional runs that take
-  lax.cond's true branch."""
-  return f"cond_taken_{fraction:.4f}"
+_TAKEN = re.compile(rf'op_name="[^"]*\b{re.escape(TAKEN_SCOPE)}(\d\.\d+)\b')
 
 
 def counts(attributes: str) -> Counts:
-  """The FLOPs and bytes of a Triton custom call (a Pallas kernel; attributes: its HLO line's
-  backend config and metadata): each tt.dot's 2·M·N·K and each load's, store's and atomic's tile
-  bytes, times the trip counts of the loops around it (constant bounds; a loop whose bound is
-  computed at run time counts once), times the grid. A conditional's branches count at the
-  fractions of its runs that the kernel's `taken_scope` gives them; without one, both count whole,
-  as the IR cannot say which runs. NOTHING where this jaxlib cannot read Triton's IR. Loads count
-  as HBM traffic even where L2 serves them."""
+  """The FLOPs and bytes of a Triton custom call (a Pallas kernel); NOTHING where this jaxlib cannot read its IR.
+
+  attributes: its HLO line's backend config and metadata. Each tt.dot counts 2·M·N·K and each
+  load, store and atomic its tile's bytes, times the trip counts of the loops around it (constant
+  bounds; a loop whose bound is computed at run time counts once), times the grid. A conditional's
+  branches count at the fractions of its runs that the kernel's taken scope gives them; without
+  one, both count whole. Loads count as HBM traffic even where L2 serves them.
+  """
   taken = _TAKEN.search(attributes)
   grid = [re.search(rf"grid_{axis} = (\d+)", attributes) for axis in "xyz"]
   ir_text = re.search(r'ir = "((?:[^"\\]|\\.)*)"', attributes)
@@ -85,8 +84,10 @@ def _unescape(text: str) -> bytes:
 
 
 def _tile(value_type) -> tuple[int, int]:
-  """(elements, bytes per element) of a Triton value's type: tensor<64x64xbf16>, of pointers
-  tensor<64x!tt.ptr<f32>>, or a scalar."""
+  """(elements, bytes per element) of a Triton value's type.
+
+  The type: tensor<64x64xbf16>, of pointers tensor<64x!tt.ptr<f32>>, or a scalar.
+  """
   found = re.match(r"tensor<((?:\d+x)*)(?:!tt\.ptr<)?(\w+)>+$", str(value_type))
   if not found:
     return 1, _TRITON_ELEMENT.get(str(value_type), 4)
@@ -94,6 +95,7 @@ def _tile(value_type) -> tuple[int, int]:
 
 
 def _constant(value) -> int | None:
+  """A value's integer when its operation is a constant, or arithmetic on constants; else None."""
   operation = value.owner
   name = getattr(getattr(operation, "operation", None), "name", "")
   if name == "arith.constant":
@@ -108,8 +110,11 @@ def _constant(value) -> int | None:
 
 
 def _walk(block, trips: float, taken: float | None) -> Counts:
-  """Counts of a block run `trips` times. Pallas lowers lax.cond(p, true, false) to an scf.if whose
-  then-region is the false branch (jax's branches[0]): that region runs 1 - taken of the times."""
+  """Counts of a block run `trips` times.
+
+  Pallas lowers lax.cond(p, true, false) to an scf.if whose then-region is the false branch (jax's
+  branches[0]): that region runs 1 - taken of the times.
+  """
   flops = moved = atomic = 0.0
   for operation in block.operations:
     name = operation.operation.name

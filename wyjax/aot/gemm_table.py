@@ -1,15 +1,9 @@
-"""How fast a GEMM runs on a GPU, from XLA's own measurements on an H100.
+"""How fast a GEMM runs on a GPU, from XLA's own measurements on an H100 (xla_gemm_sm90.json).
 
-xla_gemm_sm90.json (beside this module; its source and commit inside) holds the FLOP/s XLA's
-authors measured for batched GEMMs [b, m, k] · [b, k, n] on an H100 at every b in {1, 2, 4} and
-m, n, k in {256, 512, ..., 4096}, in bf16 and in float32 (TF32). A shape between those points is
-interpolated as XLA's MatmulInterpolator does (xla/service/gpu/model/matmul_interpolator.cc):
-in each dimension of (b, m, k, n) the powers of two below and above the shape's, clamped to the
-table's range, give 16 corners, averaged with weights 1 / (1 + the squared distance from the
-shape to the corner, in elements). So a dimension past 4,096 runs at the 4,096 one's rate, a
-batch past 4 at a batch of 4's (pessimistic: a large batch fills the SMs), and a dimension below
-256 at the 256 one's (optimistic: small tiles run slower). BERT-base's 16,384 × 768 × 768
-projections reach 37% of the bf16 peak by it, not the 75% a tuned large GEMM reaches.
+The table (its source and commit inside) holds the FLOP/s XLA's authors measured for batched
+GEMMs [b, m, k] · [b, k, n] at every b in {1, 2, 4} and m, n, k in {256, 512, ..., 4096}, in bf16
+and in float32 (TF32). A shape between those points is interpolated as XLA's MatmulInterpolator
+does, so a dimension past the table's range runs at its edge's rate.
 """
 
 import functools
@@ -17,7 +11,7 @@ import itertools
 import json
 import pathlib
 
-from wyjax.core import gpu_cards
+from wyjax.aot.accelerators import GPU_CARDS
 
 TABLE = pathlib.Path(__file__).with_name("xla_gemm_sm90.json")
 LOWEST = (1, 256, 256, 256)  # (b, m, k, n): the table's smallest and largest dimensions
@@ -37,17 +31,23 @@ def _table() -> tuple[str, dict[str, dict[tuple[int, int, int, int], float]]]:
   return data["card"], table
 
 
-def _below(x: int) -> int:
+def _below(x: int) -> int:  # the power of two at or below x
   return 1 << (x.bit_length() - 1)
 
 
-def _above(x: int) -> int:
+def _above(x: int) -> int:  # the power of two at or above x
   return 1 << (x - 1).bit_length()
 
 
 def measured_flops(b: int, m: int, n: int, k: int, precision: str = "bf16") -> float:
-  """FLOP/s of a [b, m, k] · [b, k, n] GEMM on the table's card, interpolated: "bf16" or "tf32"
-  (float32 at XLA's default precision)."""
+  """FLOP/s of a [b, m, k] · [b, k, n] GEMM on the table's card, interpolated; precision "bf16" or "tf32".
+
+  As XLA's MatmulInterpolator (xla/service/gpu/model/matmul_interpolator.cc): in each dimension of
+  (b, m, k, n) the powers of two below and above the shape's, clamped to the table's range, give 16
+  corners, averaged with weights 1 / (1 + the squared distance from the shape to the corner, in
+  elements). A batch past 4 runs at a batch of 4's rate (pessimistic: a large batch fills the SMs),
+  a dimension below 256 at the 256 one's (optimistic: small tiles run slower).
+  """
   point = (max(b, 1), max(m, 1), max(k, 1), max(n, 1))
   table = _table()[1][precision]
   sides = [
@@ -62,9 +62,11 @@ def measured_flops(b: int, m: int, n: int, k: int, precision: str = "bf16") -> f
 
 
 def fraction_of_peak(b: int, m: int, n: int, k: int, precision: str = "bf16") -> float:
-  """The share of the card's peak at `precision` such a GEMM reached: "bf16", "tf32", or "f32"
-  (precision HIGHEST, on the CUDA cores, which the table did not measure: TF32's share taken).
-  Another card's GEMMs are taken to reach the same share of its own peak."""
+  """The share of the card's peak at `precision` such a GEMM reached: "bf16", "tf32" or "f32".
+
+  "f32" (precision HIGHEST, on the CUDA cores, which the table did not measure) takes TF32's share.
+  Another card's GEMMs are taken to reach the same share of its own peak.
+  """
   column = "bf16" if precision == "bf16" else "tf32"
-  card = gpu_cards.CARDS[_table()[0]]
+  card = GPU_CARDS[_table()[0]]
   return measured_flops(b, m, n, k, column) / card.matmul_rate(column)

@@ -1,11 +1,11 @@
-"""A GEMM's rate from XLA's measured H100 table (wyjax.core.gemm_table), against figures read
+"""A GEMM's rate from XLA's measured H100 table (wyjax.aot.gemm_table), against figures read
 here from the table's source (tensorflow/tensorflow 9bebee8e, third_party/xla/xla/service/gpu/
 model/matmul_interpolator_data.h, kDefaultMatmulPTable "sm_90") and averaged by hand as XLA's
 MatmulInterpolator weighs them: 1 / (1 + squared distance) over the power-of-two corners."""
 
 import pytest
 
-from wyjax.core import gemm_table
+from wyjax.aot import gemm_table
 
 H100_BF16, H100_TF32 = 989e12, 494.5e12
 # (b, m, n, k) → (BF16xBF16->BF16, F32xF32->F32) FLOP/s, as the source writes them.

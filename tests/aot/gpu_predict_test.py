@@ -1,4 +1,4 @@
-"""The predicted GPU step (wyjax.core.gpu_step_time.predict) on small programs, against times worked
+"""The predicted GPU step (wyjax.aot.gpu_step_time.predict) on small programs, against times worked
 out here by hand from an H100's datasheet figures and XLA's measured GEMM table: a lone GEMM, a
 chain of elementwise fusions, a fusion whose XLA estimate is absurd, cuDNN's attention and a
 Pallas (Triton) kernel, one that adds atomically, one whose branches run as its scope says, a
@@ -21,7 +21,9 @@ import pytest
 from jax.experimental import pallas as pl
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from wyjax.core import aot, gpu_cards, gpu_program, gpu_step_time, triton_ir
+from wyjax.aot import gpu_program, gpu_step_time, optimized_hlo, targets
+from wyjax.aot.accelerators import GPU_CARDS
+from wyjax.kernels.disentangled_attention_gpu import taken_scope
 
 # NVIDIA H100 SXM5 datasheet: dense bf16 989 TFLOP/s, HBM3 3.35 TB/s, 132 SMs; NVLink 4 900 GB/s
 # both ways together. The predictor's constants: cuDNN's attention reaches 75% of the peak
@@ -38,7 +40,7 @@ AS_COSTED = gpu_step_time.Calibration({}, 1.0, (1.0, 1.0), "as costed")
 def _compiled(fn, *shapes, mesh=None):
   """The GpuProgram of fn compiled for one H100 (or `mesh`, the shapes sharded over it)."""
   if mesh is None:
-    mesh = Mesh(np.array(aot.devices("h100")), ("x",))
+    mesh = Mesh(np.array(targets.devices("h100")), ("x",))
     shapes = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=NamedSharding(mesh, PartitionSpec())) for s in shapes]
   with jax.sharding.set_mesh(mesh):
     lowered = jax.jit(fn).lower(*shapes)
@@ -46,7 +48,7 @@ def _compiled(fn, *shapes, mesh=None):
 
 
 def _predicted(program, card="h100", fitted=AS_COSTED):
-  return gpu_step_time.predict(program, gpu_cards.CARDS[card], fitted)
+  return gpu_step_time.predict(program, GPU_CARDS[card], fitted)
 
 
 def test_a_lone_gemm_costs_its_flops_at_the_rate_xla_measured_for_its_shape():
@@ -152,7 +154,7 @@ def test_a_conditional_costs_its_branches_at_the_fractions_its_scope_gives():
   )
 
   def scoped(x):
-    with jax.named_scope(triton_ir.taken_scope(0.25)):
+    with jax.named_scope(taken_scope(0.25)):
       return add(x)
 
   tile, sums = block * block * 4, block * 4
@@ -166,7 +168,7 @@ def test_a_conditional_costs_its_branches_at_the_fractions_its_scope_gives():
 def test_an_all_reduce_over_two_cards_costs_its_bytes_at_nvlink():
   """The gradient of a data-parallel step over an h100:2 host: a ring all-reduce of the f32
   [1024, 1024] gradient sends 2(n−1)/n of its 4 MiB over NVLink (450 GB/s each way), plus 5 µs."""
-  mesh = Mesh(np.array(aot.devices("h100:2")), ("x",))
+  mesh = Mesh(np.array(targets.devices("h100:2")), ("x",))
   w = jax.ShapeDtypeStruct((1024, 1024), jnp.float32, sharding=NamedSharding(mesh, PartitionSpec()))
   x = jax.ShapeDtypeStruct((256, 1024), jnp.bfloat16, sharding=NamedSharding(mesh, PartitionSpec("x")))
   program = _compiled(lambda w, x: jax.grad(lambda w: jnp.sum(jnp.tanh(x @ w)))(w), w, x, mesh=mesh)
@@ -290,7 +292,7 @@ def test_a_loops_kernels_cost_its_trip_count(tmp_path):
 
 
 def test_the_command_costs_a_dump_folder_and_leads_with_the_calibrated_step(tmp_path):
-  """`python -m wyjax.core.gpu_step_time DIR --card=h100 --tokens=N`: the calibrated step first,
+  """`python -m wyjax.aot.gpu_step_time DIR --card=h100 --tokens=N`: the calibrated step first,
   with its held-out band, the uncalibrated sum below it, then a JSON line whose
   predicted_step_seconds is the calibrated step: each kernel, launch included, times the shipped
   factor of its kind (an elementwise loop fusion and a Triton fusion)."""
@@ -302,7 +304,7 @@ def test_the_command_costs_a_dump_folder_and_leads_with_the_calibrated_step(tmp_
     names,
   )
   result = subprocess.run(
-    [sys.executable, "-m", "wyjax.core.gpu_step_time", str(tmp_path), "--card=h100", "--tokens=1000"],
+    [sys.executable, "-m", "wyjax.aot.gpu_step_time", str(tmp_path), "--card=h100", "--tokens=1000"],
     capture_output=True,
     text=True,
     env={**os.environ, "JAX_PLATFORMS": "cpu"},
@@ -327,10 +329,10 @@ def test_the_command_costs_a_dump_folder_and_leads_with_the_calibrated_step(tmp_
 
 def test_an_operand_of_a_nested_tuple_counts_its_own_bytes():
   """`%a#0#1` is element 1 of element 0 of a's tuple: an s32[32,116] operand, 14,848 bytes."""
-  hlo = gpu_program.read_hlo(
+  hlo = optimized_hlo.read_hlo(
     "ENTRY %main () -> f32[32,116] {\n"
     "  %a = ((f32[32,116]{1,0}, s32[32,116]{1,0}), f32[8]{0}) custom-call(), custom_call_target=\"x\"\n"
     "  ROOT %b = f32[32,116]{1,0} fusion(%a#0#1, %a#1), kind=kLoop, calls=%f\n}\n"
   )
-  assert gpu_program.operand_shape(hlo, "a#0#1") == "s32[32,116]{1,0}"
-  assert gpu_program.io_bytes(hlo, hlo["b"]) == 32 * 116 * 4 + 32 * 116 * 4 + 8 * 4
+  assert optimized_hlo.operand_shape(hlo, "a#0#1") == "s32[32,116]{1,0}"
+  assert optimized_hlo.io_bytes(hlo, hlo["b"]) == 32 * 116 * 4 + 32 * 116 * 4 + 8 * 4
