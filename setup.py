@@ -77,6 +77,7 @@ setup(
       "torch==2.13.0",
       "triton==3.7.1",
       "pytest>=9,<10",
+      "ruff==0.17.6",
       "pytest-xdist>=3.8,<4",
       "hypothesis>=6.155,<7",
       "seqeval==1.2.2",

@@ -123,6 +123,7 @@ def run_demo():
     "--pretrain_config.init": config.init,
     "--pretrain_config.corpus.vocab": config.corpus.vocab,
   }
+  io_paths.check_folder("--workdir", workdir)
   io_paths.check_apart({"--workdir": workdir}, reads, "the demo")
   io_paths.check_not_written("--workdir", workdir, WRITTEN, reads, "the demo")
   workdir.mkdir(parents=True, exist_ok=True)  # a file there is refused now, not after a minute of deriving tasks

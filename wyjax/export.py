@@ -105,6 +105,7 @@ def main(argv):
     raise guards.RunError(reason)
   if task and (_RESULTS.value or _TASK_DATA.value):
     raise app.UsageError("--results and --task_data are for encoders; a fine-tuned model's card has its run's scores")
+  io_paths.check_folder("--out", _OUT.value)
   io_paths.check_apart({"--out": _OUT.value}, {"--checkpoint" if _CHECKPOINT.value else "--workdir": path}, "export")
   with locks.held(_OUT.value, "export"):  # one command writes a folder
     _export(path, task)

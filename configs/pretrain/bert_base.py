@@ -17,7 +17,7 @@ HBM per chip, 26 ms per step (memory-bound), 2.49 M tokens/s and an MFU ceiling 
         --compile_only=v5p:2x2x1 --config.batch_size=128
 """
 
-from wyjax.train.pretraining import base_config
+from wyjax.train.pretraining_config import base_config
 
 
 def get_config():

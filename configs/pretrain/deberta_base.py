@@ -25,7 +25,7 @@ The same file describes the architecture for a randomly initialised export:
     python -m wyjax.export --random_init=pretrain/deberta_base.py --out=/tmp/deberta-base --verify
 """
 
-from wyjax.train.pretraining import base_config
+from wyjax.train.pretraining_config import base_config
 
 
 def get_config():

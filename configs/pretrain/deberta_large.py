@@ -15,7 +15,7 @@ of 88.5, 3.1 s per step, memory-bound on the relative-attention gathers (170 k t
         --compile_only=v5p:4x4x4 --config.batch_size=1024
 """
 
-from wyjax.train.pretraining import base_config
+from wyjax.train.pretraining_config import base_config
 
 
 def get_config():

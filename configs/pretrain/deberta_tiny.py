@@ -18,7 +18,7 @@ On a pod, compiled on a CPU (predictions, not measurements; docs/scaling.md): 0.
         --compile_only=v5p:2x2x1 --config.batch_size=256
 """
 
-from wyjax.train.pretraining import base_config
+from wyjax.train.pretraining_config import base_config
 
 
 def get_config():

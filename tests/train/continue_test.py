@@ -29,7 +29,7 @@ from wyjax.core import checkpoints
 from wyjax.data import prepare, vocab_map
 from wyjax.data import tokenizer as tk
 from wyjax.models import EncoderConfig, stack_layers, unstack_layers
-from wyjax.train import continuing, mlm, pretraining, program
+from wyjax.train import continuing, mlm, pretraining, pretraining_config, program
 
 FAMILIES = ("bert", "roberta", "deberta")
 
@@ -327,7 +327,7 @@ def test_a_transplant_starts_far_below_random_weights_and_its_frozen_stage_keeps
 def test_the_frozen_stage_clips_by_the_norm_of_what_learns():
   """In the frozen first steps the gradient norm (the clip's, the guard's, the logged one) leaves
   the frozen params' gradients out; from the first step after them it holds all."""
-  config = pretraining.base_config()
+  config = pretraining_config.base_config()
   prog = program.build(
     flax.linen.Dense(2),
     {"inputs": jnp.zeros((1, 3))},

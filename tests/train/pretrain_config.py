@@ -1,6 +1,6 @@
 """A tiny pretraining config for the tests (fast to compile, fp32, logs every step)."""
 
-from wyjax.train.pretraining import base_config
+from wyjax.train.pretraining_config import base_config
 
 
 def get_config():
