@@ -63,7 +63,7 @@ def test_a_config_without_model_type_is_read_by_its_architectures_or_refused(tmp
     configs.UnsupportedConfigError,
     match=re.escape(
       f"{folder / 'config.json'} names no model_type: add the family its weights were saved from, \"model_type\": "
-      "one of 'deberta-v2', 'bert', 'roberta' (hfl's RoBERTa-wwm-ext models are 'bert')"
+      "one of 'deberta-v2', 'bert', 'roberta', 'electra' (hfl's RoBERTa-wwm-ext models are 'bert')"
     ),
   ):
     wyjax.hf.load(folder)

@@ -22,7 +22,7 @@ CASES = [
   for layout in tiny_models.DEBERTA_LAYOUTS
   for legacy in ((True,) if layout == "embed_proj" else (True, False))
 ]
-CASES += [("bert", None, True), ("roberta", None, True)]
+CASES += [("bert", None, True), ("roberta", None, True), ("electra", None, True)]
 
 
 def _hf_model(family, layout, legacy):

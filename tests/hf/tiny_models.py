@@ -94,6 +94,20 @@ def roberta(seed: int = 0):
   return _randomize(transformers.RobertaForMaskedLM(config).eval(), seed)
 
 
+def electra(seed: int = 0, embedding_size: int = 24):
+  """A random ElectraForMaskedLM (a generator), its embeddings projected to hidden_size."""
+  torch.manual_seed(seed)
+  config = transformers.ElectraConfig(**TINY, embedding_size=embedding_size, type_vocab_size=2)
+  return _randomize(transformers.ElectraForMaskedLM(config).eval(), seed)
+
+
+def electra_discriminator(embedding_size: int = 24, seed: int = 0):
+  """A random ElectraForPreTraining (a discriminator and its head); embedding_size 32 has no projection."""
+  torch.manual_seed(seed)
+  config = transformers.ElectraConfig(**TINY, embedding_size=embedding_size, type_vocab_size=2)
+  return _randomize(transformers.ElectraForPreTraining(config).eval(), seed)
+
+
 def _randomize(model, seed):
   """Non-trivial LayerNorm and bias values, so a swapped or dropped tensor shows."""
   gen = torch.Generator().manual_seed(seed + 1)

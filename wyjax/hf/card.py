@@ -14,6 +14,7 @@ from wyjax.tasks.task import Task
 
 # Pretraining corpus sources (`corpus.source` before the colon) as dataset names; `text:` files have none.
 CORPORA = {"daizhige": "daizhige", "poetry": "chinese-poetry"}
+DISCRIMINATOR = "ElectraForPreTraining"  # the architecture of a replaced-token detector; other exports are *ForMaskedLM
 
 
 def model_card(
@@ -64,12 +65,13 @@ def card_data(
   if results:
     datasets += [_task(task, task_data)[1] for task in results["tasks"]]
   datasets = list(dict.fromkeys(d for d in datasets if d))
+  tag = "replaced-token-detection" if hf_config["architectures"][0] == DISCRIMINATOR else "fill-mask"
   return ModelCardData(
     language=["lzh", "zh"],
     license=license,
     library_name="transformers",
-    pipeline_tag="fill-mask",
-    tags=["wyjax", "classical-chinese", "wenyanwen", hf_config["model_type"], "fill-mask"],
+    pipeline_tag=tag if tag == "fill-mask" else None,
+    tags=["wyjax", "classical-chinese", "wenyanwen", hf_config["model_type"], tag],
     datasets=datasets or None,
     base_model=base_model or None,
     model_name=name,
@@ -142,9 +144,10 @@ def _about(hf_config: dict, name: str, training: dict | None, base_model: str | 
   if training:
     origin.append(f"pretrained on {_corpus(training['config'])} for {training['step']} steps")
   history = f" It was {', then '.join(origin)}." if origin else ""
+  head = "replaced-token-detection" if hf_config["architectures"][0] == DISCRIMINATOR else "masked-language-model"
   return f"""# {name}
 
-A classical Chinese (文言文) `{hf_config['model_type']}` encoder with its masked-language-model head
+A classical Chinese (文言文) `{hf_config['model_type']}` encoder with its {head} head
 ({size}), exported by wyjax (JAX/Flax).{history}
 """
 
@@ -158,18 +161,23 @@ def _usage(hf_config: dict, tokenizer: Tokenizer, name: str) -> str:
     if tokenizer.t2s
     else "The tokenizer applies no traditional→simplified conversion."
   )
+  imports, model_class, outputs = "AutoModelForMaskedLM, AutoTokenizer, pipeline", "AutoModelForMaskedLM", "mlm"
+  run = f'fill_mask = pipeline("fill-mask", model=model, tokenizer=tokenizer)\nprint(fill_mask("{text}"))'
+  if hf_config["architectures"][0] == DISCRIMINATOR:  # a text as it is: no [MASK] to fill
+    text = text.replace("[MASK]", "习" if tokenizer.t2s else "習")
+    imports, model_class, outputs = "AutoTokenizer, ElectraForPreTraining", DISCRIMINATOR, "rtd"
+    run = f'print(model(**tokenizer("{text}", return_tensors="pt")).logits)  # > 0: a token looks replaced'
   return f"""
 ## Usage
 
 In `transformers` (PyTorch), without custom code:
 
 ```python
-from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
+from transformers import {imports}
 
 tokenizer = AutoTokenizer.from_pretrained({repo})
-model = AutoModelForMaskedLM.from_pretrained({repo})  # {hf_config['architectures'][0]}
-fill_mask = pipeline("fill-mask", model=model, tokenizer=tokenizer)
-print(fill_mask("{text}"))
+model = {model_class}.from_pretrained({repo})  # {hf_config['architectures'][0]}
+{run}
 ```
 
 In wyjax (JAX), from a local copy of this folder (`huggingface_hub.snapshot_download` fetches one):
@@ -179,7 +187,7 @@ import wyjax.hf
 
 model = wyjax.hf.load({repo})
 ids = model.tokenizer.encode("{text}").ids
-logits = model.mlm_logits([ids])  # [1, length, vocabulary]
+logits = model.{outputs}_logits([ids])  # {"[1, length, vocabulary]" if outputs == "mlm" else "[1, length]"}
 ```
 
 The tokenizer is a character-level `BertTokenizer`: every Chinese character and punctuation

@@ -7,13 +7,14 @@ error rather than a silently different model.
 from wyjax.models.config import MODEL_TYPES, EncoderConfig
 
 # transformers' model class names: <prefix><task model suffix>, e.g. DebertaV2ForTokenClassification.
-CLASS_PREFIXES = {"deberta-v2": "DebertaV2", "bert": "Bert", "roberta": "Roberta"}
+CLASS_PREFIXES = {"deberta-v2": "DebertaV2", "bert": "Bert", "roberta": "Roberta", "electra": "Electra"}
 ARCHITECTURES = {model_type: f"{prefix}ForMaskedLM" for model_type, prefix in CLASS_PREFIXES.items()}
 # transformers' per-model defaults where they differ from EncoderConfig's.
 _DEFAULTS = {
   "deberta-v2": dict(type_vocab_size=0, layer_norm_eps=1e-7, pad_token_id=0),
   "bert": dict(type_vocab_size=2, layer_norm_eps=1e-12, pad_token_id=0),
   "roberta": dict(type_vocab_size=2, layer_norm_eps=1e-12, pad_token_id=1),
+  "electra": dict(type_vocab_size=2, layer_norm_eps=1e-12, pad_token_id=0, embedding_size=128),
 }
 _SHARED_FIELDS = (
   "vocab_size",
@@ -101,8 +102,6 @@ def from_hf(hf: dict, source: str = "config.json") -> EncoderConfig:
         f"{source}: attention_head_size={head_size} × num_attention_heads != hidden_size is not supported"
       )
     fields.update({k: hf[k] for k in _DEBERTA_FIELDS if hf.get(k) is not None})
-    if fields.get("embedding_size") == fields.get("hidden_size", 768):
-      fields["embedding_size"] = None
   else:
     position_type = hf.get("position_embedding_type", "absolute")
     if position_type != "absolute":
@@ -110,6 +109,10 @@ def from_hf(hf: dict, source: str = "config.json") -> EncoderConfig:
         f"{source}: position_embedding_type={position_type!r} is not supported (only 'absolute')"
       )
     fields.update(relative_attention=False, position_biased_input=True)
+    if model_type == "electra" and hf.get("embedding_size") is not None:
+      fields["embedding_size"] = hf["embedding_size"]
+  if fields.get("embedding_size") == fields["hidden_size"]:
+    fields["embedding_size"] = None
   try:
     return EncoderConfig(**fields)
   except ValueError as e:
@@ -152,6 +155,10 @@ def to_hf(config: EncoderConfig, *, legacy: bool | None = None, task_model: str 
       )
   else:
     hf["position_embedding_type"] = "absolute"
+    if config.model_type == "electra":
+      hf["embedding_size"] = config.embed_dim
+    elif config.embed_dim != config.hidden_size:
+      raise ValueError(f"embedding_size != hidden_size needs model_type 'electra' (a {config.model_type} has none)")
   return hf
 
 

@@ -148,6 +148,8 @@ def export(
 ) -> epath.Path:
   """Writes `out`; the folder loads with transformers.AutoModelForMaskedLM unchanged.
 
+  A model with ELECTRA's discriminator head ('rtd_head') and no MLM head, of model_type electra or bert
+  (the same numerics), is written as an ElectraForPreTraining folder instead.
   The model card (README.md, wyjax.hf.card) says what is known.
 
   Args:
@@ -159,11 +161,18 @@ def export(
     overwrite: see `write`.
   """
   check_out(out, overwrite)
-  if not model.has_mlm:
+  config, task_model = model.config.replace(dtype="float32"), "ForMaskedLM"
+  if not model.has_mlm and model.has_rtd:
+    if config.model_type not in ("bert", "electra"):
+      raise ValueError(
+        f"export writes a discriminator head as ElectraForPreTraining, a BERT-family model; this one is "
+        f"{config.model_type}"
+      )
+    config, task_model = config.replace(model_type="electra"), "ForPreTraining"
+  elif not model.has_mlm:
     raise ValueError("export writes *ForMaskedLM folders; this model has no MLM head")
   check_tokenizer(model.tokenizer, model.config)
-  config = model.config.replace(dtype="float32")
-  hf_config = configs.to_hf(config, legacy=legacy)
+  hf_config = configs.to_hf(config, legacy=legacy, task_model=task_model)
   readme = card.model_card(
     hf_config,
     model.tokenizer,

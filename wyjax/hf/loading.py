@@ -18,7 +18,16 @@ from etils import epath
 from wyjax.core import checkpoints, storage
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.hf import configs, weights
-from wyjax.models import EncoderConfig, MaskedLM, Pooler, encoder_class, stack_layers, unstack_layers
+from wyjax.models import (
+  DiscriminatorHead,
+  EncoderConfig,
+  MaskedLM,
+  Pooler,
+  ReplacedTokenDetector,
+  encoder_class,
+  stack_layers,
+  unstack_layers,
+)
 
 log = logging.getLogger(__name__)
 
@@ -27,23 +36,30 @@ log = logging.getLogger(__name__)
 VOCAB_KEY = "wyjax_vocab_sha256"
 
 
-def init_params(config: EncoderConfig, rng: jax.Array, *, mlm: bool = True, pooler: bool = False) -> dict:
-  """Randomly initialised params (unboxed), {'encoder': ...[, 'mlm_head': ...][, 'pooler': ...]}."""
+def init_params(
+  config: EncoderConfig, rng: jax.Array, *, mlm: bool = True, pooler: bool = False, rtd: bool = False
+) -> dict:
+  """Randomly initialised params (unboxed), {'encoder': ...[, 'mlm_head': ...][, 'pooler': ...][, 'rtd_head': ...]}.
+
+  rtd: ELECTRA's discriminator head (wyjax.models.DiscriminatorHead).
+  """
   ids = jnp.zeros((1, 8), jnp.int32)
   encoder_rng, pooler_rng = jax.random.split(rng)
   if mlm:
     params = nn.unbox(MaskedLM(config).init(encoder_rng, ids)["params"])
   else:
     params = {"encoder": nn.unbox(encoder_class(config)(config).init(encoder_rng, ids)["params"])}
+  hidden = jnp.zeros((1, 8, config.hidden_size), jnp.float32)
   if pooler:
-    hidden = jnp.zeros((1, 8, config.hidden_size), jnp.float32)
     params["pooler"] = nn.unbox(Pooler(config).init(pooler_rng, hidden)["params"])
+  if rtd:
+    params["rtd_head"] = nn.unbox(DiscriminatorHead(config).init(jax.random.fold_in(pooler_rng, 1), hidden)["params"])
   return params
 
 
-def param_shapes(config: EncoderConfig, *, mlm: bool, pooler: bool = False) -> dict:
+def param_shapes(config: EncoderConfig, *, mlm: bool, pooler: bool = False, rtd: bool = False) -> dict:
   """The shape of each of init_params' params, traced (no program built, nothing on a device)."""
-  shapes = jax.eval_shape(lambda: init_params(config, jax.random.key(0), mlm=mlm, pooler=pooler))
+  shapes = jax.eval_shape(lambda: init_params(config, jax.random.key(0), mlm=mlm, pooler=pooler, rtd=rtd))
   return jax.tree_util.tree_map(lambda s: s.shape, shapes)
 
 
@@ -64,7 +80,7 @@ def _each_encoder(convert, params: dict) -> dict:
 
 
 class Model:
-  """An encoder (and MLM head, when the checkpoint has one) with numpy in, numpy out.
+  """An encoder (and MLM or discriminator head, when the checkpoint has one) with numpy in, numpy out.
 
   Its params are per layer, as transformers' are, whatever layout the checkpoint was trained in.
   """
@@ -78,10 +94,18 @@ class Model:
     encoder = encoder_class(config)(config)
     self._encode = jax.jit(lambda p, ids, mask, types: encoder.apply({"params": p}, ids, mask, types))
     self._mlm = jax.jit(lambda p, ids, mask, types: MaskedLM(config).apply({"params": p}, ids, mask, types))
+    self._rtd = jax.jit(
+      lambda p, ids, mask, types: ReplacedTokenDetector(config).apply({"params": p}, ids, mask, types)
+    )
 
   @property
   def has_mlm(self) -> bool:
     return "mlm_head" in self.params
+
+  @property
+  def has_rtd(self) -> bool:
+    """Whether it has ELECTRA's discriminator head ('rtd_head')."""
+    return "rtd_head" in self.params
 
   @staticmethod
   def _inputs(input_ids, attention_mask, token_type_ids):
@@ -107,6 +131,13 @@ class Model:
     if not self.has_mlm:
       raise ValueError("this checkpoint has no MLM head")
     return np.asarray(self._mlm(self.params, *self._inputs(input_ids, attention_mask, token_type_ids)))
+
+  def rtd_logits(self, input_ids, attention_mask=None, token_type_ids=None) -> np.ndarray:
+    """The discriminator's logits [batch, length] that each token was replaced."""
+    if not self.has_rtd:
+      raise ValueError("this checkpoint has no discriminator head")
+    params = {"encoder": self.params["encoder"], "rtd_head": self.params["rtd_head"]}
+    return np.asarray(self._rtd(params, *self._inputs(input_ids, attention_mask, token_type_ids)))
 
 
 class PartsError(ValueError):
@@ -284,7 +315,7 @@ class Checkpoint(NamedTuple):
 
 
 def read(path, *, scan_layers: bool = False) -> Checkpoint:
-  """A transformers folder (deberta-v2, bert, roberta) or wyjax checkpoint read to wyjax's layout and checked.
+  """A transformers folder (deberta-v2, bert, roberta, electra) or wyjax checkpoint read to wyjax's layout and checked.
 
   Host numpy only: no model is built and nothing goes to a device.
 
@@ -327,7 +358,9 @@ def _read_hf(folder: epath.Path) -> Checkpoint:
     hf.get(VOCAB_KEY),
   )
   has_mlm = weights.detect_mlm_layout(state_dict) is not None
-  shapes = param_shapes(config, mlm=has_mlm, pooler=weights.has_pooler(config, state_dict))
+  shapes = param_shapes(
+    config, mlm=has_mlm, pooler=weights.has_pooler(config, state_dict), rtd=weights.RTD_KEY in state_dict
+  )
   params, unused = weights.from_hf(state_dict, config, shapes, source=source)
   if unused:
     log.warning("%s: %d tensors not used by wyjax: %s", source, len(unused), ", ".join(unused[:10]))

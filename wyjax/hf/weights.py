@@ -12,12 +12,15 @@ import numpy as np
 
 from wyjax.models.config import EncoderConfig
 
-PREFIXES = {"deberta-v2": "deberta.", "bert": "bert.", "roberta": "roberta."}
+PREFIXES = {"deberta-v2": "deberta.", "bert": "bert.", "roberta": "roberta.", "electra": "electra."}
+# ELECTRA's discriminator head (ElectraForPreTraining), found by this key.
+RTD_KEY = "discriminator_predictions.dense_prediction.weight"
 # Which MLM head layout a state dict carries, found by its bias key.
 MLM_LAYOUTS = {
   "cls.predictions.bias": "cls",
   "lm_predictions.lm_head.bias": "lm_predictions",
   "lm_head.bias": "lm_head",
+  "generator_lm_head.bias": "generator",
 }
 
 # (transformers key, wyjax param path, number of input axes of a kernel or None for a copy)
@@ -67,6 +70,8 @@ def encoder_entries(config: EncoderConfig, prefix: str) -> Iterator[Entry]:
   if deberta and config.embed_dim != config.hidden_size:
     yield from _dense(f"{p}embeddings.embed_proj", e + ("embeddings", "embed_proj"), bias=False)
   yield from _norm(f"{p}embeddings.LayerNorm", e + ("embeddings", "norm"))
+  if not deberta and config.embed_dim != config.hidden_size:
+    yield from _dense(f"{p}embeddings_project", e + ("embeddings_project",))
   if deberta and config.relative_attention:
     yield from _embed(f"{p}encoder.rel_embeddings", e + ("rel_embeddings",))
     if config.layer_norm_rel_embeddings:
@@ -90,12 +95,24 @@ def encoder_entries(config: EncoderConfig, prefix: str) -> Iterator[Entry]:
 
 
 def mlm_entries(layout: str) -> Iterator[Entry]:
+  """The MLM head's entries; ELECTRA's generator splits it into generator_predictions and generator_lm_head."""
   h = ("mlm_head",)
+  if layout == "generator":
+    yield from _dense("generator_predictions.dense", h + ("dense",))
+    yield from _norm("generator_predictions.LayerNorm", h + ("norm",))
+    yield "generator_lm_head.bias", h + ("bias",), None
+    return
   hf = {"cls": "cls.predictions", "lm_predictions": "lm_predictions.lm_head", "lm_head": "lm_head"}[layout]
   transform = f"{hf}.transform" if layout == "cls" else hf
   yield from _dense(f"{transform}.dense", h + ("dense",))
   yield from _norm(f"{transform}.{'layer_norm' if layout == 'lm_head' else 'LayerNorm'}", h + ("norm",))
   yield f"{hf}.bias", h + ("bias",), None
+
+
+def rtd_entries() -> Iterator[Entry]:
+  """ELECTRA's discriminator head: discriminator_predictions.{dense,dense_prediction} ↔ rtd_head."""
+  for name in ("dense", "dense_prediction"):
+    yield from _dense(f"discriminator_predictions.{name}", ("rtd_head", name))
 
 
 def pooler_entries(config: EncoderConfig, prefix: str) -> Iterator[Entry]:
@@ -106,8 +123,8 @@ def pooler_entries(config: EncoderConfig, prefix: str) -> Iterator[Entry]:
 def head_entries(config: EncoderConfig, prefix: str, names, *, classification_head: bool = False) -> Iterator[Entry]:
   """A task model's head, for the params of it among `names` (pooler, classifier, qa_outputs).
 
-  classification_head: RoBERTa's *ForSequenceClassification, whose RobertaClassificationHead is our
-  pooler and classifier (token 0 → dense → tanh → out_proj) named classifier.dense and
+  classification_head: RoBERTa's and ELECTRA's *ForSequenceClassification, whose classification head is
+  our pooler and classifier (token 0 → dense → tanh, ELECTRA's gelu → out_proj) named classifier.dense and
   classifier.out_proj; its base model has no pooler.
   """
   if classification_head:
@@ -125,6 +142,8 @@ def mlm_layout(config: EncoderConfig, legacy: bool) -> str:
   """The head layout transformers' *ForMaskedLM of this model type expects."""
   if config.model_type == "roberta":
     return "lm_head"
+  if config.model_type == "electra":
+    return "generator"
   if config.model_type == "deberta-v2" and not legacy:
     return "lm_predictions"
   return "cls"
@@ -188,6 +207,8 @@ def from_hf(
     target_shapes,
     classification_head="classifier.out_proj.weight" in keys and "pooler" in target_shapes,
   )
+  if "rtd_head" in target_shapes:
+    entries += rtd_entries()
   if "mlm_head" in target_shapes:
     layout = detect_mlm_layout(keys)
     if layout is None:
@@ -218,6 +239,7 @@ def _check_tied(state_dict: Mapping, entries: list[Entry], source: str) -> set[s
   for layout_key in ("cls.predictions", "lm_head"):
     tied[f"{layout_key}.decoder.weight"] = word
     tied[f"{layout_key}.decoder.bias"] = f"{layout_key}.bias"
+  tied["generator_lm_head.weight"] = word
   checked = set()
   for alias, original in tied.items():
     if alias in state_dict and original in state_dict:
@@ -233,20 +255,23 @@ def _check_tied(state_dict: Mapping, entries: list[Entry], source: str) -> set[s
 def to_hf(params: Mapping, config: EncoderConfig, *, legacy: bool = False) -> dict[str, np.ndarray]:
   """The transformers state dict of the model `params` make.
 
-  That is *ForMaskedLM (an MLM head), a task model (a classifier or qa_outputs; a multiple-choice
-  model's under 'scorer'), else a base model (encoder and pooler: *ForMaskedLM has no pooler).
+  That is *ForMaskedLM (an MLM head), ElectraForPreTraining (a discriminator head, 'rtd_head'), a task
+  model (a classifier or qa_outputs; a multiple-choice model's under 'scorer'), else a base model (encoder
+  and pooler: *ForMaskedLM has no pooler).
   """
   multiple_choice = "scorer" in params
   params = params["scorer"] if multiple_choice else params
-  task_model = multiple_choice or any(name in params for name in ("mlm_head", "classifier", "qa_outputs"))
+  task_model = multiple_choice or any(name in params for name in ("mlm_head", "rtd_head", "classifier", "qa_outputs"))
   prefix = PREFIXES[config.model_type] if task_model else ""
   entries = list(encoder_entries(config, prefix))
   if "mlm_head" in params:
     entries += mlm_entries(mlm_layout(config, legacy))
+  elif "rtd_head" in params:
+    entries += rtd_entries()
   else:
     sequence_classifier = not multiple_choice and "pooler" in params and "classifier" in params
     entries += head_entries(
-      config, prefix, params, classification_head=sequence_classifier and config.model_type == "roberta"
+      config, prefix, params, classification_head=sequence_classifier and config.model_type in ("roberta", "electra")
     )
   state_dict = {}
   for key, path, n_in in entries:

@@ -1,7 +1,8 @@
-"""BERT and RoBERTa encoders (absolute positions, token types, tanh pooler).
+"""BERT, RoBERTa and ELECTRA encoders (absolute positions, token types).
 
 RoBERTa differs only in its position ids: they count non-pad tokens and start after
-`pad_token_id` (transformers' `create_position_ids_from_input_ids`).
+`pad_token_id` (transformers' `create_position_ids_from_input_ids`). ELECTRA's embeddings may be
+narrower than its layers (`embedding_size`): a dense layer with bias projects them (`embeddings_project`).
 """
 
 import flax.linen as nn
@@ -22,15 +23,13 @@ class Embeddings(nn.Module):
 
   def setup(self):
     cfg = self.config
-    self.word_embeddings = layers.embed(
-      cfg, cfg.vocab_size, cfg.hidden_size, ("vocab", "embed"), name="word_embeddings"
-    )
+    self.word_embeddings = layers.embed(cfg, cfg.vocab_size, cfg.embed_dim, ("vocab", "embed"), name="word_embeddings")
     self.position_embeddings = layers.embed(
-      cfg, cfg.max_position_embeddings, cfg.hidden_size, (None, "embed"), name="position_embeddings"
+      cfg, cfg.max_position_embeddings, cfg.embed_dim, (None, "embed"), name="position_embeddings"
     )
     if cfg.type_vocab_size > 0:
       self.token_type_embeddings = layers.embed(
-        cfg, cfg.type_vocab_size, cfg.hidden_size, (None, "embed"), name="token_type_embeddings"
+        cfg, cfg.type_vocab_size, cfg.embed_dim, (None, "embed"), name="token_type_embeddings"
       )
     self.norm = layers.LayerNorm(cfg)
     self.dropout = layers.Dropout(cfg.hidden_dropout_prob)
@@ -112,12 +111,15 @@ class Layer(nn.Module):
 
 
 class Bert(nn.Module):
-  """BERT or RoBERTa (by `config.model_type`); returns the last hidden state."""
+  """BERT, RoBERTa or ELECTRA (by `config.model_type`); returns the last hidden state."""
 
   config: EncoderConfig
 
   def setup(self):
-    self.embeddings = Embeddings(self.config)
+    cfg = self.config
+    self.embeddings = Embeddings(cfg)
+    if cfg.embed_dim != cfg.hidden_size:
+      self.embeddings_project = layers.dense(cfg, cfg.hidden_size, (None, "embed"), name="embeddings_project")
     self.layers = layers.layer_stack(Layer, self.config, static_argnums=(3, 4))
 
   def __call__(
@@ -153,7 +155,10 @@ class Bert(nn.Module):
       else:
         start = 0 if cache_start is None else cache_start
         position_ids = jnp.broadcast_to(start + jnp.arange(input_ids.shape[-1]), input_ids.shape)
-    x = layers.constrain(self.embeddings(input_ids, token_type_ids, position_ids, deterministic), layers.HIDDEN)
+    x = self.embeddings(input_ids, token_type_ids, position_ids, deterministic)
+    if cfg.embed_dim != cfg.hidden_size:
+      x = self.embeddings_project(x)
+    x = layers.constrain(x, layers.HIDDEN)
     return layers.apply_layers(self.layers, cfg, x, layers.expand_mask(attention_mask), deterministic, cache_start)
 
   def word_embedding_table(self) -> jax.Array:

@@ -9,7 +9,7 @@ import numbers
 
 from wyjax.core.ranges import BOOLEAN, INT32, POSITIVE, Allowed, integer, number, one_of, or_none, wrong
 
-MODEL_TYPES = ("deberta-v2", "bert", "roberta")
+MODEL_TYPES = ("deberta-v2", "bert", "roberta", "electra")
 POS_ATT_TYPES = ("c2p", "p2c")
 REMAT_MODES = ("none", "full", "dots")
 ATTENTION_IMPLEMENTATIONS = ("auto", "xla", "pallas", "cudnn_dropout")
@@ -62,10 +62,11 @@ JOINT = (
 
 @dataclasses.dataclass(frozen=True)
 class EncoderConfig:
-  """Architecture of a DeBERTa-v2, BERT or RoBERTa encoder.
+  """Architecture of a DeBERTa-v2, BERT, RoBERTa or ELECTRA encoder.
 
+  ELECTRA is BERT whose embeddings of `embedding_size` are projected to hidden_size, with no pooler.
   The DeBERTa-only fields (`relative_attention` … `position_biased_input`) are ignored by
-  BERT and RoBERTa, which always add absolute positions.
+  BERT, RoBERTa and ELECTRA, which always add absolute positions.
   """
 
   vocab_size: int
@@ -82,7 +83,8 @@ class EncoderConfig:
   layer_norm_eps: float = 1e-7
   pad_token_id: int = 0
   initializer_range: float = 0.02
-  # Width of the token embeddings; None means hidden_size (no embed_proj).
+  # Width of the token embeddings; None means hidden_size (no projection: DeBERTa's embed_proj,
+  # ELECTRA's embeddings_project).
   embedding_size: int | None = None
   relative_attention: bool = False
   # < 1 means max_position_embeddings.

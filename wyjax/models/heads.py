@@ -1,4 +1,4 @@
-"""Heads that sit on an encoder: the MLM head, the pooler and the fine-tuning tasks' heads."""
+"""Heads that sit on an encoder: the MLM head, ELECTRA's discriminator, the pooler and the fine-tuning tasks' heads."""
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -12,16 +12,16 @@ ABSENT = -1e9  # the logit of a choice or position that is only padding: never p
 
 
 def encoder_class(config: EncoderConfig) -> type[nn.Module]:
-  """The encoder module of `config.model_type`: DebertaV2, or Bert for BERT and RoBERTa."""
+  """The encoder module of `config.model_type`: DebertaV2, or Bert for BERT, RoBERTa and ELECTRA."""
   return DebertaV2 if config.model_type == "deberta-v2" else Bert
 
 
 class MlmHead(nn.Module):
   """dense → act → LayerNorm → tied word embeddings + bias.
 
-  One module for all four transformers layouts: DeBERTa-v2 `cls.predictions` (legacy) and
-  `lm_predictions.lm_head`, BERT `cls.predictions`, RoBERTa `lm_head` (which always uses
-  exact gelu, whatever hidden_act says).
+  One module for all five transformers layouts: DeBERTa-v2 `cls.predictions` (legacy) and
+  `lm_predictions.lm_head`, BERT `cls.predictions`, RoBERTa `lm_head` and ELECTRA's generator
+  `generator_predictions` (the last two always use exact gelu, whatever hidden_act says).
   """
 
   config: EncoderConfig
@@ -29,7 +29,7 @@ class MlmHead(nn.Module):
   @nn.compact
   def __call__(self, hidden, word_embeddings):
     cfg = self.config
-    act = "gelu" if cfg.model_type == "roberta" else cfg.hidden_act
+    act = "gelu" if cfg.model_type in ("roberta", "electra") else cfg.hidden_act
     x = layers.dense(cfg, cfg.embed_dim, ("embed", None), name="dense")(hidden)
     x = layers.LayerNorm(cfg, axis_name=None, name="norm")(layers.activation(act)(x))
     bias = self.param(
@@ -72,6 +72,37 @@ class MaskedLM(nn.Module):
     return self.mlm_head(hidden, self.encoder.word_embedding_table())
 
 
+class DiscriminatorHead(nn.Module):
+  """dense → hidden_act → dense to one logit per token: ELECTRA's `discriminator_predictions`.
+
+  Returns [batch, length] float32 logits that a token was replaced. Params: {'dense', 'dense_prediction'}.
+  """
+
+  config: EncoderConfig
+
+  @nn.compact
+  def __call__(self, hidden):
+    cfg = self.config
+    x = layers.dense(cfg, cfg.hidden_size, ("embed", None), name="dense")(hidden)
+    x = layers.activation(cfg.hidden_act)(x)
+    return layers.dense(cfg, 1, ("embed", None), name="dense_prediction")(x)[..., 0].astype(jnp.float32)
+
+
+class ReplacedTokenDetector(nn.Module):
+  """Encoder + DiscriminatorHead (transformers' ElectraForPreTraining); params are {'encoder', 'rtd_head'}."""
+
+  config: EncoderConfig
+
+  def setup(self):
+    self.encoder = encoder_class(self.config)(self.config)
+    self.rtd_head = DiscriminatorHead(self.config)
+
+  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, *, deterministic: bool = True):
+    """Returns each token's logit [batch, length] that it was replaced."""
+    hidden = self.encoder(input_ids, attention_mask, token_type_ids, deterministic=deterministic)
+    return self.rtd_head(hidden)
+
+
 class Pooler(nn.Module):
   """First token → dropout → dense → activation.
 
@@ -91,8 +122,8 @@ class Pooler(nn.Module):
 
 
 def pooler_activation(config: EncoderConfig) -> str:
-  """BERT and RoBERTa pool with tanh; DeBERTa's ContextPooler uses pooler_hidden_act (= hidden_act)."""
-  return config.hidden_act if config.model_type == "deberta-v2" else "tanh"
+  """The pooler's activation: BERT's and RoBERTa's tanh, ELECTRA's gelu, DeBERTa's pooler_hidden_act (hidden_act)."""
+  return {"deberta-v2": config.hidden_act, "electra": "gelu"}.get(config.model_type, "tanh")
 
 
 class SequenceClassifier(nn.Module):
