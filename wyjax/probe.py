@@ -43,7 +43,15 @@ def task_configs() -> list:
   configs = [] if _CONFIG.value is None else [finetuning.with_options(_CONFIG.value)]
   if configs and not configs[0].data_dir:
     raise app.UsageError("--config needs its task folder: --config.data_dir=DIR")
-  configs += [suite.task_config(name, data_dir=folder) for name, folder in probes.parse(_PROBES.value, "--probes")]
+  if configs:
+    probes.check_probed(TASKS[configs[0].task], "--config")
+  named = probes.parse(_PROBES.value, "--probes")
+  if configs and (folder := dict(named).get(configs[0].task)) is not None:
+    raise app.UsageError(
+      f"--config.data_dir={configs[0].data_dir} and --probes' {configs[0].task}:{folder} both probe "
+      f"{configs[0].task}: name it once"
+    )
+  configs += [suite.task_config(name, data_dir=folder) for name, folder in named]
   if not configs:
     raise app.UsageError("name the tasks to probe: --config=TASK.py --config.data_dir=DIR, or --probes=TASK:DIR,…")
   for config in configs:

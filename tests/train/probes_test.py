@@ -1,7 +1,8 @@
 """Linear probes (wyjax/train/probes.py): in a pretraining run at step 0 and each evaluation,
-stopped between batches and resumed without a record repeated; from `python -m wyjax.probe` on
+stopped between batches and resumed without a record repeated or lost; from `python -m wyjax.probe` on
 every kind of model it names, scoring a checkpoint as its run did."""
 
+import concurrent.futures
 import json
 import re
 import signal
@@ -89,12 +90,12 @@ def test_probes_run_at_step_0_and_each_evaluation_and_a_stop_between_batches_res
   assert (second.step, second_fits) == (2, ["tlc", "punc", "tlc"])
   assert not any("valid_loss" in r or "probe_seconds" in r for r in after_second if r["step"] == 2)
   assert sorted(p.name for p in (workdir / "checkpoints").iterdir() if p.name.isdigit()) == ["2", "4"]
-  # Resumed: step 0's probes once (the fresh rerun after the first stop redid them), none at step 2.
+  # Resumed: step 0's probes once (the fresh rerun after the first stop redid them), step 2's evaluation redone.
   records = _records(workdir)
   keyed = [(r["step"], key) for r in records for key in r if key != "step"]
   assert len(keyed) == len(set(keyed)), "a step's metric recorded twice"
   evaluated = {r["step"]: r for r in records if "probe_seconds" in r}
-  assert sorted(evaluated) == [0, STEPS]
+  assert sorted(evaluated) == [0, 2, STEPS]
   for record in evaluated.values():
     assert {
       "valid_loss",
@@ -309,3 +310,34 @@ def test_ridge_solves_the_weighted_regularised_least_squares(balance):
     solved = np.linalg.lstsq(rows, np.vstack([np.eye(3)[y] * root, np.zeros((6, 3))]), rcond=None)[0]
     np.testing.assert_allclose(weights, solved[:6], rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(bias, solved[6], rtol=1e-7, atol=1e-9)
+
+
+def test_the_probe_command_refuses_a_task_named_twice_and_a_task_without_a_probe_naming_the_flags_typed(
+  task_folders, tmp_path
+):
+  """`--config=tlc.py --config.data_dir=A --probes=tlc:B` printed one tlc line, scored on B (A's result
+  dropped); `--config=ccpm.py` blamed --config.task, a key not typed. Both are one line naming what was typed."""
+  other = tlc_folder(tmp_path / "other_tlc", {"train": 8, "dev": 4})
+  commands = {
+    "twice": ["--config=tlc.py", f"--config.data_dir={task_folders['tlc']}", f"--probes=tlc:{other}"],
+    "no probe": ["--config=ccpm.py", f"--config.data_dir={task_folders['tlc']}"],
+  }
+  run = lambda arguments: subprocess.run(
+    [sys.executable, "-m", "wyjax.probe", f"--model={tmp_path / 'model'}", *arguments],
+    cwd=REPO_ROOT,
+    env=pretrain_env(WYJAX_CACHE=str(tmp_path / "cache")),
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  error = lambda result: next(line for line in result.stderr.splitlines() if line.startswith("wyjax: error:"))
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    results = dict(zip(commands, pool.map(run, commands.values())))
+  twice = results["twice"]
+  assert twice.returncode == 2 and error(twice) == (
+    f"wyjax: error: --config.data_dir={task_folders['tlc']} and --probes' tlc:{other} both probe tlc: name it once"
+  ), twice.stderr[-3000:]
+  no_probe = results["no probe"]
+  assert no_probe.returncode == 1 and error(no_probe).startswith(
+    "wyjax: error: --config: ccpm has no linear probe: its head (binary_choice) predicts neither one label"
+  ), no_probe.stderr[-3000:]

@@ -23,12 +23,19 @@ class RunError(Exception):
 
 
 class Interrupted(Exception):
-  """The loop checkpointed and stopped because of a signal (step None: between steps); rerunning resumes."""
+  """The loop stopped because of a signal at `step`, checkpointed (None: between steps); rerunning resumes.
+
+  Step 0, before any training, has no checkpoint: the rerun starts again.
+  """
 
   def __init__(self, signum: int, step: int | None = None):
     self.signum, self.step = signum, step
-    where = f"at step {step} after checkpointing" if step is not None else "between steps (its last checkpoint kept)"
-    super().__init__(f"stopped by {signal.Signals(signum).name} {where}; rerun the same command to resume")
+    if step == 0:
+      where, rerun = "at step 0, before any checkpoint", "start again"
+    else:
+      where = f"at step {step} after checkpointing" if step is not None else "between steps (its last checkpoint kept)"
+      rerun = "resume"
+    super().__init__(f"stopped by {signal.Signals(signum).name} {where}; rerun the same command to {rerun}")
 
   def __reduce__(self):  # rebuilt from its arguments, not its message (pickle's default)
     return type(self), (self.signum, self.step), self.__dict__
@@ -118,7 +125,7 @@ class StopRequest:
 
   def _handle(self, signum, frame):
     del frame
-    logging.warning("received %s: checkpointing and stopping", signal.Signals(signum).name)
+    logging.warning("received %s: stopping at the next step or batch", signal.Signals(signum).name)
     self.received = signum
 
   def signal_at(self, step: int) -> int:

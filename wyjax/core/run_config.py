@@ -223,6 +223,20 @@ def set_aside(workdir, written: tuple[str, ...]) -> None:
     multihost_utils.sync_global_devices("earlier runs set aside")
 
 
+def metric_keys(workdir, step: int) -> set[str]:
+  """The metrics WORKDIR/metrics.jsonl records of `step` (a line cut off by a kill skipped)."""
+  path = epath.Path(workdir) / "metrics.jsonl"
+  keys = set()
+  for line in path.read_text().splitlines() if path.exists() else ():
+    try:
+      record = json.loads(line)
+    except ValueError:
+      continue
+    if record.get("step") == step:
+      keys |= record.keys() - {"step"}
+  return keys
+
+
 def trim_metrics(workdir, last_step: int) -> None:
   """Drops the records of steps after `last_step` from WORKDIR/metrics.jsonl, and a line cut off by a kill."""
   path = epath.Path(workdir) / "metrics.jsonl"

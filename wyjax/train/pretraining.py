@@ -16,7 +16,6 @@ import grain
 import jax
 import jax.numpy as jnp
 import ml_collections
-import numpy as np
 import orbax.checkpoint as ocp
 import tqdm
 from etils import epath
@@ -26,7 +25,7 @@ from wyjax.core import checkpoints, distributed, guards, host_memory, locks, run
 from wyjax.data import pipeline, prepare
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.models import EncoderConfig, MaskedLM
-from wyjax.train import config_values, continuing, mlm, probes, program
+from wyjax.train import config_values, continuing, mlm, pretraining_evaluation, probes, program
 from wyjax.train.pretraining_config import PLACES, RESUMABLE_CHANGES, base_config
 from wyjax.train.pretraining_corpus import corpus_fingerprint, prepared_data_dir
 from wyjax.train.program import Program
@@ -338,34 +337,11 @@ def _train_and_evaluate(
     run_config.trim_metrics(workdir, start_step if restored else -1)  # a fresh start records step 0 again
 
   # --- steps ------------------------------------------------------------------------------------
-  jit_eval = run.eval_step  # jit's cache holds its program, compiled with the train step
-
   def global_batch(local):
     return jax.make_array_from_process_local_data(run.program.data_sharding, local)
 
-  entropy = mlm.unigram_entropy(eval_batches, tokenizer)
-  eval_arrays = [global_batch(b) for b in eval_batches]  # on device once, reused at every evaluation
-
-  def evaluate(params, stop: guards.StopRequest) -> tuple[dict | None, int]:
-    """(the validation metrics, 0), or (None, the signal) when a stop request came first.
-
-    The request is agreed between batches as the steps agree it; the loop then checkpoints and stops.
-    """
-    totals = {"loss_sum": 0.0, "correct": 0.0, "weight": 0.0}
-    for i, batch in enumerate(eval_arrays):
-      if signum := stop.signal_at(i):
-        return None, signum
-      sums = jax.device_get(jit_eval(params, batch, i))
-      totals = {k: totals[k] + float(sums[k]) for k in totals}
-    loss = totals["loss_sum"] / max(totals["weight"], 1.0)
-    probed, signum = run_probes.evaluate(params["encoder"], lambda count: stop.signal_at(len(eval_arrays) + count))
-    return None if signum else {
-      "valid_loss": loss,
-      "valid_accuracy": totals["correct"] / max(totals["weight"], 1.0),
-      "valid_perplexity": float(np.exp(loss)),
-      "valid_unigram_entropy": entropy,
-      **probed,
-    }, signum
+  # run.eval_step: jit's cache holds its program, compiled with the train step; the batches go on the devices once.
+  evaluate = pretraining_evaluation.Evaluation(run.eval_step, eval_batches, tokenizer, global_batch, run_probes)
 
   # --- loop ---------------------------------------------------------------------------------------
   writer = run_metrics.MetricWriter(workdir, enabled=is_main)
@@ -388,11 +364,12 @@ def _train_and_evaluate(
   step = start_step
   try:
     with guards.stop_signals(config.stop_check_every) as stop:
-      if step == 0:  # where the run starts: a checkpoint continued (its transplant), or random weights
+      # Step 0 (a checkpoint continued, or random weights), or a resumed step whose evaluation a stop cut short.
+      if pretraining_evaluation.due(step, config) and not pretraining_evaluation.recorded(workdir, step):
         last_eval, signum = evaluate(state["params"], stop)
         if signum:
-          raise guards.Interrupted(signum, 0)
-        writer.write(0, last_eval)
+          raise guards.Interrupted(signum, step)  # (a resumed step's checkpoint was written before)
+        writer.write(step, last_eval)
       while step < config.num_train_steps:
         state, step_metrics = train_step(state, batch)
         step += 1
@@ -416,7 +393,7 @@ def _train_and_evaluate(
           last_time, last_step = time.perf_counter(), step
         nonfinite.check()
         evaluation, signum = None, 0
-        if step % config.eval_every == 0 or step == config.num_train_steps:
+        if pretraining_evaluation.due(step, config):
           evaluation, signum = evaluate(state["params"], stop)
         if evaluation:
           last_eval = evaluation

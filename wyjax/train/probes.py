@@ -104,13 +104,12 @@ class TaskProbe:
 
 
 def load(config, tokenizer, model_config: EncoderConfig, examples: int) -> TaskProbe:
-  """The probe of the task config `config` for a model of `model_config` and `tokenizer`.
+  """The probe of the task config `config` (a task with a probe: check_probed) for a model of `model_config`.
 
   The config's task, data_dir, max_length and options are read as fine-tuning reads them; up to
   `examples` training examples (drawn with SEED) and the dev split are featurized.
   """
   task = TASKS[config.task]
-  check_probed(task, "--config.task")
   splits = datasets.load_splits(task.files, config.data_dir)
   task, splits = task.prepare(task, splits, config)
   if "dev" not in splits:
