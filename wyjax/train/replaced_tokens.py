@@ -1,0 +1,308 @@
+"""Replaced-token detection (ELECTRA, DeBERTa-v3): a generator trained by MLM, a discriminator over every token.
+
+The pair's params are {"generator": MaskedLM params, "discriminator": ReplacedTokenDetector params, and for
+"gdes" "embedding_delta"}. With "shared" or "gdes" embedding sharing the discriminator stores no word-embedding
+table of its own: `discriminator_view` builds it from the generator's (in the step), `merged_discriminator`
+(for export, probes and fine-tuning). Loss sums add across micro-batches and devices; `total_loss` divides.
+"""
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+from wyjax.models import EncoderConfig, MaskedLM, ReplacedTokenDetector
+from wyjax.train import mlm
+
+SHARINGS = ("gdes", "shared", "separate")
+GENERATOR_INITS = ("first_layers", "fresh")
+TABLE = ("encoder", "embeddings", "word_embeddings", "embedding")  # the word-embedding table's path in params
+# The sums `loss_sums` returns: what micro-batches and devices add before `total_loss` and `metrics` divide.
+SUMS = (
+  "generator_loss_sum",
+  "generator_correct",
+  "generator_weight",  # the masked positions scored, each given a sample
+  "discriminator_loss_sum",
+  "discriminator_correct",
+  "tokens",  # non-padding positions, each judged by the discriminator
+  "replaced",  # tokens whose sample differs from the original
+  "predicted_replaced",
+  "true_positives",  # replaced tokens predicted replaced
+)
+
+
+def defaults() -> ml_collections.ConfigDict:
+  """config.rtd: the generator's size and start, the discriminator's weight λ and the embedding sharing."""
+  return ml_collections.ConfigDict(
+    dict(
+      generator_layers=0,  # 0: half the discriminator's depth (DeBERTa-v3)
+      generator_hidden_size=0,  # 0: the discriminator's width
+      discriminator_weight=50.0,  # ELECTRA's λ
+      embedding_sharing="gdes",  # one of SHARINGS
+      generator_init="first_layers",  # one of GENERATOR_INITS
+    )
+  )
+
+
+def _check(rtd_config) -> None:
+  if rtd_config.embedding_sharing not in SHARINGS:
+    raise ValueError(f"config.rtd.embedding_sharing is {rtd_config.embedding_sharing!r}; allowed: {SHARINGS}")
+  if rtd_config.generator_init not in GENERATOR_INITS:
+    raise ValueError(f"config.rtd.generator_init is {rtd_config.generator_init!r}; allowed: {GENERATOR_INITS}")
+
+
+def _heads(hidden_size: int) -> int:
+  """ELECTRA's heads for a width (hidden/64), made a divisor of it: the largest divisor at most that."""
+  target = max(1, round(hidden_size / 64))
+  return max(h for h in range(1, target + 1) if hidden_size % h == 0)
+
+
+def generator_config(discriminator_config: EncoderConfig, rtd_config) -> EncoderConfig:
+  """The generator's encoder: fewer layers, perhaps narrower, the discriminator's vocabulary and embedding width.
+
+  A narrower generator reads the shared table through an embedding projection (embedding_size); its heads
+  are hidden/64 and its feed-forward 4 × hidden, as ELECTRA's.
+  """
+  _check(rtd_config)
+  depth = rtd_config.generator_layers or max(1, discriminator_config.num_hidden_layers // 2)
+  width = rtd_config.generator_hidden_size or discriminator_config.hidden_size
+  if depth < 0 or width < 0:
+    raise ValueError(
+      f"config.rtd.generator_layers is {depth} and config.rtd.generator_hidden_size {width}; "
+      "each must be 0 (the default) or positive"
+    )
+  if width == discriminator_config.hidden_size:
+    return discriminator_config.replace(num_hidden_layers=depth)
+  embed_dim = discriminator_config.embed_dim
+  return discriminator_config.replace(
+    num_hidden_layers=depth,
+    hidden_size=width,
+    num_attention_heads=_heads(width),
+    intermediate_size=4 * width,
+    embedding_size=None if embed_dim == width else embed_dim,
+  )
+
+
+def models(discriminator_config: EncoderConfig, rtd_config) -> tuple[MaskedLM, ReplacedTokenDetector]:
+  """The generator and the discriminator modules."""
+  return MaskedLM(generator_config(discriminator_config, rtd_config)), ReplacedTokenDetector(discriminator_config)
+
+
+def _get(tree, path):
+  for key in path:
+    tree = tree[key]
+  return tree
+
+
+def _with(tree, path, value):
+  """`tree` with the leaf at `path` set to `value` (or removed when value is None); `tree` is not changed."""
+  if len(path) == 1:
+    rest = {k: v for k, v in tree.items() if k != path[0]}
+    return rest if value is None else {**rest, path[0]: value}
+  return {**tree, path[0]: _with(tree[path[0]], path[1:], value)}
+
+
+def init_params(rng, discriminator_config: EncoderConfig, rtd_config) -> dict:
+  """Fresh pair params as model.init returns them (leaves boxed with their logical axes: nn.unbox for values).
+
+  For "shared" and "gdes" the discriminator's table is not stored; "gdes" adds a zero embedding_delta.
+  """
+  generator, discriminator = models(discriminator_config, rtd_config)
+  gen_rng, disc_rng = jax.random.split(rng)
+  ids = jnp.zeros((1, 8), jnp.int32)
+  params = {
+    "generator": generator.init(gen_rng, ids, predict_positions=jnp.zeros((1, 1), jnp.int32))["params"],
+    "discriminator": discriminator.init(disc_rng, ids)["params"],
+  }
+  return _stored(params, rtd_config.embedding_sharing)
+
+
+def _stored(params: dict, sharing: str) -> dict:
+  """A pair whose discriminator holds its own table, stored as `sharing` keeps it."""
+  if sharing == "separate":
+    return params
+  stored = {**params, "discriminator": _with(params["discriminator"], TABLE, None)}
+  if sharing == "gdes":
+    table = _get(params["generator"], TABLE)
+    boxed = isinstance(table, nn.Partitioned)
+    stored["embedding_delta"] = table.replace_boxed(jnp.zeros_like(table.value)) if boxed else jnp.zeros_like(table)
+  return stored
+
+
+def _discriminator(params: dict, sharing: str, through) -> dict:
+  if sharing == "separate":
+    return params["discriminator"]
+  table = _get(params["generator"], TABLE)
+  if sharing == "gdes":
+    table = through(table) + params["embedding_delta"]
+  return _with(params["discriminator"], TABLE, table)
+
+
+def discriminator_view(params: dict, sharing: str) -> dict:
+  """The discriminator's params for the step, its table built from the generator's.
+
+  "shared": the generator's table (both losses reach it); "gdes": stop_gradient(the generator's table)
+  + embedding_delta (the discriminator's loss reaches only the delta); "separate": its own.
+  """
+  return _discriminator(params, sharing, jax.lax.stop_gradient)
+
+
+def merged_discriminator(params: dict, sharing: str) -> dict:
+  """Plain ReplacedTokenDetector params, the GDES delta merged: for export, probes and fine-tuning.
+
+  Works on numpy arrays (a checkpoint read on the host) as on jax arrays.
+  """
+  return _discriminator(params, sharing, lambda table: table)
+
+
+def from_discriminator(
+  discriminator_params: dict, fresh: dict, discriminator_config: EncoderConfig, rtd_config
+) -> dict:
+  """A pair whose discriminator starts from `discriminator_params` (a checkpoint's or an ELECTRA folder's).
+
+  fresh: init_params's values (unboxed), for what the checkpoint does not hold. The word-embedding table is
+  the checkpoint's (the generator's under "shared" and "gdes", the delta zero); with generator_init
+  "first_layers" the generator's other encoder params are the discriminator's and its layers its first ones
+  (a generator as wide as the discriminator only), with "fresh" they are `fresh`'s.
+
+  Raises:
+    ValueError: "first_layers" for a generator narrower or deeper than the discriminator.
+  """
+  sharing = rtd_config.embedding_sharing
+  generator = fresh["generator"]
+  if rtd_config.generator_init == "first_layers":
+    config = generator_config(discriminator_config, rtd_config)
+    if config.hidden_size != discriminator_config.hidden_size:
+      raise ValueError(
+        f"config.rtd.generator_init='first_layers' needs a generator as wide as the discriminator "
+        f"({discriminator_config.hidden_size}); config.rtd.generator_hidden_size is {config.hidden_size}: "
+        "set config.rtd.generator_init='fresh' or generator_hidden_size=0"
+      )
+    if config.num_hidden_layers > discriminator_config.num_hidden_layers:
+      raise ValueError(
+        f"config.rtd.generator_init='first_layers' needs a generator no deeper than the discriminator "
+        f"({discriminator_config.num_hidden_layers} layers); config.rtd.generator_layers is "
+        f"{config.num_hidden_layers}: set config.rtd.generator_init='fresh' or fewer generator_layers"
+      )
+    generator = {**generator, "encoder": _first_layers(discriminator_params["encoder"], config.num_hidden_layers)}
+  if sharing != "separate":
+    generator = _with(generator, TABLE, _get(discriminator_params, TABLE))
+  return _stored({**fresh, "generator": generator, "discriminator": discriminator_params}, sharing)
+
+
+def _first_layers(encoder: dict, depth: int) -> dict:
+  """An encoder's params with only its first `depth` layers, in the layout it has (per layer or stacked)."""
+  if "layers" in encoder:
+    return {**encoder, "layers": jax.tree_util.tree_map(lambda x: x[:depth], encoder["layers"])}
+  names = {f"layer_{i}" for i in range(depth)}
+  return {k: v for k, v in encoder.items() if not k.startswith("layer_") or k in names}
+
+
+def detection_sums(logits, labels, mask) -> dict:
+  """The discriminator's summed binary cross-entropy and counts over the positions where mask is 1.
+
+  logits, labels and mask are [batch, length]; labels are 1 where a token was replaced.
+  """
+  logits = logits.astype(jnp.float32)
+  labels, mask = labels.astype(jnp.float32), mask.astype(jnp.float32)
+  bce = jnp.logaddexp(0.0, logits) - labels * logits
+  predicted = (logits > 0).astype(jnp.float32)
+  return {
+    "discriminator_loss_sum": jnp.sum(bce * mask),
+    "discriminator_correct": jnp.sum((predicted == labels) * mask),
+    "tokens": jnp.sum(mask),
+    "replaced": jnp.sum(labels * mask),
+    "predicted_replaced": jnp.sum(predicted * mask),
+    "true_positives": jnp.sum(predicted * labels * mask),
+  }
+
+
+def loss_sums(
+  generator: MaskedLM,
+  discriminator: ReplacedTokenDetector,
+  params: dict,
+  inputs,
+  targets,
+  weights,
+  attention_mask,
+  sample_rng,
+  *,
+  k: int,
+  sharing: str,
+  dropout_rng=None,
+) -> dict:
+  """The SUMS of one (micro-)batch: the generator's MLM on the masked positions, the discriminator's on all.
+
+  inputs, targets, weights: mlm.mask_tokens's; the generator scores the first k masked positions of each row
+  (mlm.prediction_positions), as the MLM objective does. Replacements are sampled from its distribution there,
+  with no gradient through the sampling; a sample equal to the original is original. The discriminator reads
+  the original tokens with the samples in place and judges every position where attention_mask is 1.
+  dropout_rng None: deterministic (no dropout). Give each micro-batch its own sample_rng and dropout_rng.
+  """
+  positions, scored = mlm.prediction_positions(weights, k)
+  originals = jnp.take_along_axis(targets, positions, axis=-1)
+  deterministic = dropout_rng is None
+  gen_rngs, disc_rngs = ({}, {}) if deterministic else [{"dropout": r} for r in jax.random.split(dropout_rng)]
+  gen_logits = generator.apply(
+    {"params": params["generator"]},
+    inputs,
+    attention_mask,
+    predict_positions=positions,
+    deterministic=deterministic,
+    rngs=gen_rngs,
+  )
+  gen = mlm.loss_sums(gen_logits, originals, scored)
+  samples = jax.random.categorical(sample_rng, jax.lax.stop_gradient(gen_logits))
+  samples = jnp.where(scored > 0, samples, originals).astype(targets.dtype)
+  rows = jnp.arange(targets.shape[0])[:, None]
+  corrupted = targets.at[rows, positions].set(samples)  # prediction_positions' positions are distinct per row
+  disc_logits = discriminator.apply(
+    {"params": discriminator_view(params, sharing)},
+    corrupted,
+    attention_mask,
+    deterministic=deterministic,
+    rngs=disc_rngs,
+  )
+  disc = detection_sums(disc_logits, corrupted != targets, attention_mask)
+  return {
+    "generator_loss_sum": gen["loss_sum"],
+    "generator_correct": gen["correct"],
+    "generator_weight": gen["weight"],
+    **disc,
+  }
+
+
+def denominators(weights, attention_mask, k: int) -> dict:
+  """The whole batch's scored masked positions and tokens: what `total_loss` divides a micro-batch's sums by."""
+  return {
+    "generator_weight": jnp.sum(mlm.prediction_positions(weights, k)[1]),
+    "tokens": jnp.sum(attention_mask.astype(jnp.float32)),
+  }
+
+
+def total_loss(sums: dict, discriminator_weight: float, denominators: dict | None = None) -> jax.Array:
+  """ELECTRA's loss: the generator's mean MLM loss + λ × the discriminator's mean loss per token.
+
+  denominators: the whole batch's (`denominators`), so that micro-batches' losses and gradients add up to the
+  batch's; None: the sums' own.
+  """
+  denominators = sums if denominators is None else denominators
+  generator = sums["generator_loss_sum"] / jnp.maximum(denominators["generator_weight"], 1.0)
+  return generator + discriminator_weight * sums["discriminator_loss_sum"] / jnp.maximum(denominators["tokens"], 1.0)
+
+
+def metrics(sums: dict) -> dict:
+  """Means of the sums: the generator's MLM loss and accuracy, the discriminator's loss, accuracy, precision and recall.
+
+  replaced_fraction: the share of the scored masked positions whose sample differs from the original.
+  """
+  ratio = lambda a, b: sums[a] / jnp.maximum(sums[b], 1.0)
+  return {
+    "generator_loss": ratio("generator_loss_sum", "generator_weight"),
+    "generator_accuracy": ratio("generator_correct", "generator_weight"),
+    "discriminator_loss": ratio("discriminator_loss_sum", "tokens"),
+    "discriminator_accuracy": ratio("discriminator_correct", "tokens"),
+    "discriminator_precision": ratio("true_positives", "predicted_replaced"),
+    "discriminator_recall": ratio("true_positives", "replaced"),
+    "replaced_fraction": ratio("replaced", "generator_weight"),
+  }
