@@ -65,7 +65,7 @@ def card_data(
   if results:
     datasets += [_task(task, task_data)[1] for task in results["tasks"]]
   datasets = list(dict.fromkeys(d for d in datasets if d))
-  tag = "replaced-token-detection" if hf_config["architectures"][0] == DISCRIMINATOR else "fill-mask"
+  tag = "replaced-token-detection" if DISCRIMINATOR in hf_config.get("architectures", ()) else "fill-mask"
   return ModelCardData(
     language=["lzh", "zh"],
     license=license,
@@ -144,7 +144,7 @@ def _about(hf_config: dict, name: str, training: dict | None, base_model: str | 
   if training:
     origin.append(f"pretrained on {_corpus(training['config'])} for {training['step']} steps")
   history = f" It was {', then '.join(origin)}." if origin else ""
-  head = "replaced-token-detection" if hf_config["architectures"][0] == DISCRIMINATOR else "masked-language-model"
+  head = "replaced-token-detection" if DISCRIMINATOR in hf_config.get("architectures", ()) else "masked-language-model"
   return f"""# {name}
 
 A classical Chinese (文言文) `{hf_config['model_type']}` encoder with its {head} head
@@ -163,7 +163,7 @@ def _usage(hf_config: dict, tokenizer: Tokenizer, name: str) -> str:
   )
   imports, model_class, outputs = "AutoModelForMaskedLM, AutoTokenizer, pipeline", "AutoModelForMaskedLM", "mlm"
   run = f'fill_mask = pipeline("fill-mask", model=model, tokenizer=tokenizer)\nprint(fill_mask("{text}"))'
-  if hf_config["architectures"][0] == DISCRIMINATOR:  # a text as it is: no [MASK] to fill
+  if DISCRIMINATOR in hf_config.get("architectures", ()):  # a text as it is: no [MASK] to fill
     text = text.replace("[MASK]", "习" if tokenizer.t2s else "習")
     imports, model_class, outputs = "AutoTokenizer, ElectraForPreTraining", DISCRIMINATOR, "rtd"
     run = f'print(model(**tokenizer("{text}", return_tensors="pt")).logits)  # > 0: a token looks replaced'
