@@ -139,7 +139,7 @@ def _encoder(path, legacy, name):
   training, results = (None, None) if path is None else export_folder.run_info(path)
   if _RESULTS.value:
     results = storage.read_json(_RESULTS.value)
-  base_model = _BASE_MODEL.value or (export_folder.hub_id(training["config"].get("init")) if training else None)
+  base_model = _BASE_MODEL.value or (storage.hub_id(training["config"].get("init")) if training else None)
   write = lambda out, overwrite: export_folder.export(
     model,
     out,

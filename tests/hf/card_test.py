@@ -13,6 +13,7 @@ from huggingface_hub.repocard_data import model_index_to_eval_results
 
 from tests import checkpoint_files
 from tests.hf import parity_test, tiny_models
+from wyjax.core import storage
 from wyjax.hf import export_folder
 
 NAME = "wyjax-test/tiny-deberta"
@@ -182,6 +183,6 @@ def test_run_info_reads_the_run_config_step_and_leaderboard(model, tmp_path):
     training, results = export_folder.run_info(path)
     assert training["step"] == 10 and training["config"]["corpus"] == RUN_CONFIG["corpus"]
     assert results == LEADERBOARD
-  assert export_folder.hub_id("bozhou/DeBERTa-base") == "bozhou/DeBERTa-base"
-  assert export_folder.hub_id(str(workdir)) is None and export_folder.hub_id("gs://bucket/run") is None
-  assert export_folder.hub_id("") is None
+  assert storage.hub_id("bozhou/DeBERTa-base") == "bozhou/DeBERTa-base"
+  assert storage.hub_id(str(workdir)) is None and storage.hub_id("gs://bucket/run") is None
+  assert storage.hub_id("") is None

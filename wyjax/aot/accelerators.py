@@ -49,6 +49,27 @@ class GpuCard(Accelerator):
     return {"bf16": self.peak_flops, "tf32": self.peak_flops / 2, "f32": self.fp32_flops}[precision]
 
 
+# NVIDIA H100 SXM5 datasheet: 989 TFLOP/s dense bf16; HBM3 80 GB (80 GiB of stacks; the device
+# reports 79.1 GiB to CUDA), 3.35 TB/s. H100 Tensor Core GPU architecture whitepaper: 132 SMs,
+# 1.98 GHz boost, 50 MB L2, 228 KB shared memory per SM (227 KB per block), 128 FP32 cores per
+# SM, sm_90; NVLink 4: 900 GB/s both ways together.
+H100 = GpuCard(
+  peak_flops=989e12,
+  hbm_bytes=80 * GiB,
+  hbm_bandwidth=3350 * GB,
+  name="h100",
+  device_kind="NVIDIA H100 80GB HBM3",
+  link_bandwidth=450 * GB,
+  sms=132,
+  boost_clock_ghz=1.98,
+  l2_bytes=50 * 2**20,
+  shared_memory_per_sm=228 * 2**10,
+  shared_memory_per_block=227 * 2**10,
+  fp32_units_per_sm=128,
+  compute_capability=(9, 0),
+  accelerated_features=True,
+)
+
 ACCELERATORS = {
   # cloud.google.com/tpu/docs/v4: 275 TFLOP/s bf16; HBM2 32 GiB, 1,200 GB/s
   "v4": Accelerator(275e12, 32 * GiB, 1200 * GB),
@@ -58,43 +79,11 @@ ACCELERATORS = {
   "v5p": Accelerator(459e12, 95 * GB, 2765 * GB),
   # cloud.google.com/tpu/docs/v6e: 918 TFLOP/s bf16; HBM 32 GB, 1,640 GB/s
   "v6e": Accelerator(918e12, 32 * GB, 1640 * GB),
-  # NVIDIA H100 SXM5 datasheet: 989 TFLOP/s dense bf16; HBM3 80 GB (80 GiB of stacks; the device
-  # reports 79.1 GiB to CUDA), 3.35 TB/s. H100 Tensor Core GPU architecture whitepaper: 132 SMs,
-  # 1.98 GHz boost, 50 MB L2, 228 KB shared memory per SM (227 KB per block), 128 FP32 cores per
-  # SM, sm_90; NVLink 4: 900 GB/s both ways together.
-  "h100": GpuCard(
-    peak_flops=989e12,
-    hbm_bytes=80 * GiB,
-    hbm_bandwidth=3350 * GB,
-    name="h100",
-    device_kind="NVIDIA H100 80GB HBM3",
-    link_bandwidth=450 * GB,
-    sms=132,
-    boost_clock_ghz=1.98,
-    l2_bytes=50 * 2**20,
-    shared_memory_per_sm=228 * 2**10,
-    shared_memory_per_block=227 * 2**10,
-    fp32_units_per_sm=128,
-    compute_capability=(9, 0),
-    accelerated_features=True,
-  ),
+  "h100": H100,
   # NVIDIA H200 SXM datasheet: the H100's GH100 with HBM3e 141 GB (the device reports 141 GiB),
   # 4.8 TB/s; 989 TFLOP/s dense bf16, NVLink 900 GB/s.
-  "h200": GpuCard(
-    peak_flops=989e12,
-    hbm_bytes=141 * GiB,
-    hbm_bandwidth=4800 * GB,
-    name="h200",
-    device_kind="NVIDIA H200",
-    link_bandwidth=450 * GB,
-    sms=132,
-    boost_clock_ghz=1.98,
-    l2_bytes=50 * 2**20,
-    shared_memory_per_sm=228 * 2**10,
-    shared_memory_per_block=227 * 2**10,
-    fp32_units_per_sm=128,
-    compute_capability=(9, 0),
-    accelerated_features=True,
+  "h200": dataclasses.replace(
+    H100, name="h200", device_kind="NVIDIA H200", hbm_bytes=141 * GiB, hbm_bandwidth=4800 * GB
   ),
   # NVIDIA A100 SXM 80GB datasheet: 312 TFLOP/s dense bf16; HBM2e 80 GB (80 GiB of stacks),
   # 2,039 GB/s. A100 Tensor Core GPU architecture whitepaper: 108 SMs, 1.41 GHz boost, 40 MB L2,

@@ -1,7 +1,6 @@
 """Write a transformers folder: config.json, model.safetensors, tokenizer files, model card."""
 
 import json
-import re
 
 from etils import epath
 from safetensors.numpy import save
@@ -90,12 +89,6 @@ def run_info(path) -> tuple[dict | None, dict | None]:
     training = {"config": storage.read_json(folder / run_config.CONFIG), "step": step}
   leaderboard = folder / LEADERBOARD
   return training, storage.read_json(leaderboard) if leaderboard.exists() else None
-
-
-def hub_id(init) -> str | None:
-  """A run config's init when it names a Hub model (ORG/NAME), not a local folder or a bucket."""
-  looks_like_id = isinstance(init, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", init)
-  return init if looks_like_id and not epath.Path(init).exists() else None
 
 
 def check_tokenizer(tokenizer: Tokenizer | None, config: EncoderConfig) -> None:

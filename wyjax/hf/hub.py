@@ -11,7 +11,7 @@ import pathlib
 import httpx2
 import huggingface_hub
 
-from wyjax.core import guards
+from wyjax.core import guards, storage
 from wyjax.hf import export_folder
 
 TIMEOUT_VARIABLE = "WYJAX_HUB_TIMEOUT"
@@ -92,7 +92,7 @@ def fetch(init: str) -> str:
   A Hub model id (ORG/NAME naming no local path) goes into huggingface_hub's cache, from HF_ENDPOINT when
   set, with its progress shown; raises RunError when the Hub does not give it.
   """
-  if not export_folder.hub_id(init):
+  if not storage.hub_id(init):
     return init
   api = _client(os.environ.get("HF_TOKEN"))
   try:

@@ -265,7 +265,7 @@ def export(
     max_length=model.max_length,
     run=_json(run) if run and run.exists() else None,
     run_config=training,
-    base_model=base_model or (export_folder.hub_id(training.get("init")) if training else None),
+    base_model=base_model or (storage.hub_id(training.get("init")) if training else None),
   )
   return export_folder.write(
     out, config, model.params, model.model_config, model.tokenizer, readme, overwrite=overwrite

@@ -15,9 +15,9 @@ import jax
 import numpy as np
 from etils import epath
 
-from wyjax.core import guards, run_config
+from wyjax.core import guards, run_config, storage
 from wyjax.data import vocab_map
-from wyjax.hf import export_folder, loading
+from wyjax.hf import loading
 from wyjax.models import EncoderConfig
 
 # Model fields a run may set over the checkpoint's: how it trains, not what the weights mean.
@@ -26,7 +26,7 @@ TRAINING_CHOICES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 
 def local_init(init: str) -> str:
   """config.init as a local path (a Hub id is downloaded: wyjax.hf.hub.fetch); one naming nothing is refused."""
-  if export_folder.hub_id(init):
+  if storage.hub_id(init):
     from wyjax.hf import hub  # huggingface_hub's HTTP stack only for a Hub id: a GPU image may lack it
 
     init = hub.fetch(init)

@@ -3,9 +3,8 @@
 import ml_collections
 
 from wyjax.core import partitioning
-from wyjax.core.storage import place
+from wyjax.core.storage import hub_id, place
 from wyjax.data.corpus import source_place
-from wyjax.hf.export_folder import hub_id
 
 
 def base_config() -> ml_collections.ConfigDict:
