@@ -133,6 +133,7 @@ def test_sigterm_during_the_final_test_predictions_stops_at_once(tmp_path):
     time.sleep(0.02)
   stderr = _stopped(process, signal.SIGTERM, within=3)
   assert stderr.splitlines()[-1] == (
-    "wyjax: stopped by SIGTERM between steps (its last checkpoint kept); rerun the same command to resume"
+    "wyjax: stopped by SIGTERM in seed_0's final predictions, its training done and checkpointed; rerun the same "
+    "command to predict again"
   ), stderr[-3000:]
   assert not list((workdir / "seed_0").glob("test_predictions*")) and not (workdir / "seed_0" / "run.json").exists()

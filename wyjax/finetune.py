@@ -49,6 +49,11 @@ def main(argv):
   del argv
   if _WORKDIR.value:  # before its log goes there (with --compile_only too): a refused workdir gets no file
     finetuning.check_workdir(finetuning.with_options(_CONFIG.value), _WORKDIR.value)
+  with cli.nothing_left_if_refused(_WORKDIR.value, "finetune.log"):
+    _run()
+
+
+def _run():
   logs.to_file(_WORKDIR.value, "finetune")
   use_compilation_cache(_COMPILE_ONLY.value)
   if _COMPILE_ONLY.value:

@@ -71,6 +71,11 @@ def main(argv):
       **{f"--config.probes' {task}": folder for task, folder in probes.parse(config.probes)},
     }
     run_config.check_reads(_WORKDIR.value, (), read, "pretraining")
+  with cli.nothing_left_if_refused(_WORKDIR.value, "pretrain.log"):
+    _run(config)
+
+
+def _run(config):
   logs.to_file(_WORKDIR.value, "pretrain")
   use_compilation_cache(_COMPILE_ONLY.value)
   typed = config_files.typed(_CONFIG)

@@ -192,5 +192,17 @@ def test_finetuning_stopped_anywhere_resumes_to_the_same_rows_and_results(tlc, t
   workdir = tmp_path / "stopped"
   interrupted = _stopped_runs(finetune(workdir), stops)
   assert [e.step for _, e in interrupted] == [None, 3, None, 4, None, None]
+  # Each says what was kept and what the rerun does (a stop in step 2's evaluation said "its last checkpoint
+  # kept", though there was none).
+  rerun = "; rerun the same command to "
+  predicting = f"in seed_0's final predictions, its training done and checkpointed{rerun}predict again"
+  assert [str(e).removeprefix("stopped by SIGINT ") for _, e in interrupted] == [
+    f"in seed_0's dev evaluation at step 2, before its first checkpoint{rerun}start seed_0 again",
+    f"at step 3 after checkpointing{rerun}resume",
+    f"in seed_0's dev evaluation at step 4{rerun}resume from its checkpoint of step 3",
+    f"at step 4 after checkpointing{rerun}resume",
+    predicting,
+    predicting,
+  ]
   assert _rows(workdir / "seed_0") == _rows(tmp_path / "straight" / "seed_0")
   assert _results(workdir) == _results(tmp_path / "straight")

@@ -334,7 +334,7 @@ def vocab_sha256(workdir) -> str | None:
 
 
 def _model_info(workdir) -> dict:
-  info_file = _workdir_of(epath.Path(workdir)) / "model.json"
+  info_file = _model_workdir(epath.Path(workdir)) / "model.json"
   if not info_file.exists():
     raise FileNotFoundError(
       f"{workdir} is neither a transformers folder (config.json) nor a wyjax workdir (model.json)"
@@ -362,34 +362,67 @@ def _workdir_of(path: epath.Path) -> epath.Path:
   return path
 
 
+def _model_workdir(path: epath.Path) -> epath.Path:
+  """_workdir_of(path), refusing a fine-tuning workdir (one model per seed) by naming what holds one model."""
+  workdir = _workdir_of(path)
+  if not (workdir / "model.json").exists() and (path / "results.json").exists():
+    raise FileNotFoundError(
+      f"{path} is a fine-tuning workdir, which holds one model per seed: name one of its seed runs, "
+      f"{best_run(path)} (its best), or its export (python -m wyjax.export --checkpoint={path} --out=DIR, "
+      "then that folder)"
+    )
+  return workdir
+
+
 def _step_dir(path) -> tuple[epath.Path, epath.Path]:
   """(workdir, the step folder a model is read from): `path` itself if it is a step's folder, else the latest."""
   path = epath.Path(path)
-  workdir = _workdir_of(path)
+  workdir = _model_workdir(path)
   step = int(path.name) if path.name.isdigit() and path.parent.name == "checkpoints" else None
   with manager(workdir, max_to_keep=None, read_only=True) as mngr:
-    step = mngr.latest_step() if step is None else step
-    if step is None:
+    if step is None and (step := mngr.latest_step()) is None:
       raise FileNotFoundError(f"{workdir / 'checkpoints'}: no checkpoint")
+    if step not in mngr.all_steps():
+      raise FileNotFoundError(f"{path}: no such checkpoint; {workdir / 'checkpoints'} holds steps {mngr.all_steps()}")
     return workdir, epath.Path(mngr.directory) / str(step)
 
 
 def restore_model(path) -> tuple[dict, dict]:
-  """(the encoder's config fields, params as numpy) from a workdir (latest step) or one step's folder."""
+  """(the encoder's config fields, params as numpy) from a workdir (latest step) or one step's folder.
+
+  A step that fails its checksums, or cannot be read, is one line (ValueError) naming its folder, what
+  is wrong and an earlier step's folder to name instead.
+  """
   config, _ = read_model_info(path)
   workdir, step_dir = _step_dir(path)
   step = int(step_dir.name)
   with manager(workdir, max_to_keep=None, read_only=True) as mngr:
     problem = integrity_problem(step_dir)
+    if problem is None:
+      try:
+        params = _restored_params(mngr, step)
+      except Exception as e:  # orbax raises many types for files cut short, damaged or missing
+        cause = str(e).split(" [tensorstore_spec=")[0].splitlines()[0][:300]  # (tensorstore appends its spec)
+        unsealed = "" if (step_dir / CHECKSUMS).exists() else f", and it has no {CHECKSUMS} to tell which file"
+        problem = f"it cannot be read ({type(e).__name__}: {cause}){unsealed}"
     if problem:
-      raise ValueError(f"{step_dir} is corrupt: {problem}")
-    metadata = mngr.item_metadata(step)[STATE]
-    params_meta = {"params": metadata.tree["params"]}
-    restore_args = jax.tree_util.tree_map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), params_meta)
-    restored = mngr.restore(
-      step,
-      args=ocp.args.Composite(
-        state=ocp.args.PyTreeRestore(item=params_meta, restore_args=restore_args, partial_restore=True)
-      ),
-    )
-  return config, restored[STATE]["params"]
+      earlier = [s for s in mngr.all_steps() if s < step]
+      instead = f"name an earlier step's folder, {step_dir.parent / str(max(earlier))}, or " if earlier else ""
+      raise ValueError(f"{step_dir} is corrupt: {problem}; {instead}copy {workdir} again from where it was made")
+  return config, params
+
+
+def _restored_params(mngr: ocp.CheckpointManager, step: int) -> dict:
+  """The params (numpy) of step's state."""
+  metadata = mngr.item_metadata(step)[STATE]
+  if metadata is None:  # (orbax reads a missing _METADATA as no metadata)
+    raise FileNotFoundError(f"{STATE}/_METADATA is missing")
+  params_meta = {"params": metadata.tree["params"]}
+  restore_args = jax.tree_util.tree_map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), params_meta)
+  restored = mngr.restore(
+    step,
+    args=ocp.args.Composite(
+      state=ocp.args.PyTreeRestore(item=params_meta, restore_args=restore_args, partial_restore=True)
+    ),
+  )
+  return restored[STATE]["params"]

@@ -10,13 +10,16 @@
 """
 
 import atexit
+import contextlib
 import gc
 import glob
 import importlib.metadata
 import importlib.util
 import math
 import os
+import pathlib
 import re
+import shutil
 import signal
 import sys
 
@@ -24,9 +27,43 @@ import jax
 from absl import app, flags
 from jax._src import xla_bridge
 
-from wyjax.core import guards, host_memory, logs
+from wyjax.core import guards, host_memory, logs, storage
 
 USER_ERRORS = (guards.RunError, ValueError, OSError)
+
+
+@contextlib.contextmanager
+def nothing_left_if_refused(folder, log_name: str):
+  """Runs the block; a refusal in it (a user error) removes what it created in `folder` if that is only a log.
+
+  What it created must be `log_name` and empty folders (orbax's checkpoints/); `folder` goes too, with its
+  parents, if the block made them: a refused command leaves nothing behind. A block that wrote anything else
+  there (a run that started work, then failed) keeps it all, its log included, to diagnose it. A folder in a
+  bucket is not watched (its log is in the cache: logs.to_file).
+  """
+  if not folder or not storage.is_local(folder):
+    yield
+    return
+  folder = pathlib.Path(folder)
+  made = [p for p in (folder, *folder.parents) if not os.path.lexists(p)]  # innermost first
+  entries = lambda: set(os.listdir(folder)) if folder.is_dir() else set()
+  before = entries()
+  try:
+    yield
+  except USER_ERRORS:
+    new = [folder / name for name in entries() - before]
+    if all(p.name == log_name and p.is_file() or _empty_tree(p) for p in new):
+      for path in new:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+      for path in made:
+        if path.is_dir() and not any(path.iterdir()):
+          path.rmdir()
+    raise
+
+
+def _empty_tree(path: pathlib.Path) -> bool:
+  """Whether `path` is a folder holding nothing but (empty) folders."""
+  return path.is_dir() and not path.is_symlink() and all(_empty_tree(p) for p in path.iterdir())
 
 
 def _fail(message: str, code: int, hint: str | None = None):

@@ -25,20 +25,21 @@ class RunError(Exception):
 class Interrupted(Exception):
   """The loop stopped because of a signal at `step`, checkpointed (None: between steps); rerunning resumes.
 
-  Step 0, before any training, has no checkpoint: the rerun starts again.
+  Step 0, before any training, has no checkpoint: the rerun starts again. `where`, when given, replaces that
+  account: where the loop stopped, what it kept and what the rerun does.
   """
 
-  def __init__(self, signum: int, step: int | None = None):
-    self.signum, self.step = signum, step
-    if step == 0:
-      where, rerun = "at step 0, before any checkpoint", "start again"
-    else:
+  def __init__(self, signum: int, step: int | None = None, where: str | None = None):
+    self.signum, self.step, self.where = signum, step, where
+    if where is None and step == 0:
+      where = "at step 0, before any checkpoint; rerun the same command to start again"
+    elif where is None:
       where = f"at step {step} after checkpointing" if step is not None else "between steps (its last checkpoint kept)"
-      rerun = "resume"
-    super().__init__(f"stopped by {signal.Signals(signum).name} {where}; rerun the same command to {rerun}")
+      where += "; rerun the same command to resume"
+    super().__init__(f"stopped by {signal.Signals(signum).name} {where}")
 
   def __reduce__(self):  # rebuilt from its arguments, not its message (pickle's default)
-    return type(self), (self.signum, self.step), self.__dict__
+    return type(self), (self.signum, self.step, self.where), self.__dict__
 
   @property
   def exit_code(self) -> int:

@@ -254,6 +254,13 @@ def train_one(
         if not evaluation:
           save_resume(step)
         raise guards.Interrupted(signum, step)
+  except guards.Interrupted as e:  # in step's dev evaluation (guards.honour_stop): the rerun trains again
+    if e.step is not None:
+      raise
+    last = resume_checkpoints.mngr.latest_step()
+    rerun = f"resume from its checkpoint of step {last}" if last else f"start {workdir.name} again"
+    where = f"in {workdir.name}'s dev evaluation at step {step}" + ("" if last else ", before its first checkpoint")
+    raise guards.Interrupted(e.signum, where=f"{where}; rerun the same command to {rerun}") from None
   finally:
     for opened in (bar, writer, best_checkpoints, resume_checkpoints):
       opened.close()
@@ -263,19 +270,23 @@ def train_one(
   # Checkpoints are chosen on greedy translations; the final ones use the configured beam. Dev
   # scored with the kept parameters already (greedy) is not scored again.
   beam_size = config.decoding.beam_size if model.head.generates else 1
-  dev, predictions, confusion = (
-    kept_evaluation
-    if kept_evaluation and beam_size == 1
-    else model.evaluate(params, dev_examples, dev_features, beam_size=beam_size)
-  )
-  if is_main:
-    task.write_predictions(workdir / f"dev_predictions.{task.submission_format}", dev_examples, predictions)
-  test = None
-  if "test" in data:
-    test_examples, test_features = data["test"]
-    test, predictions, _ = model.evaluate(params, test_examples, test_features, beam_size=beam_size)
+  try:
+    dev, predictions, confusion = (
+      kept_evaluation
+      if kept_evaluation and beam_size == 1
+      else model.evaluate(params, dev_examples, dev_features, beam_size=beam_size)
+    )
     if is_main:
-      task.write_predictions(workdir / f"test_predictions.{task.submission_format}", test_examples, predictions)
+      task.write_predictions(workdir / f"dev_predictions.{task.submission_format}", dev_examples, predictions)
+    test = None
+    if "test" in data:
+      test_examples, test_features = data["test"]
+      test, predictions, _ = model.evaluate(params, test_examples, test_features, beam_size=beam_size)
+      if is_main:
+        task.write_predictions(workdir / f"test_predictions.{task.submission_format}", test_examples, predictions)
+  except guards.Interrupted as e:  # (guards.honour_stop: between prediction batches)
+    where = f"in {workdir.name}'s final predictions, its training done and checkpointed"
+    raise guards.Interrupted(e.signum, where=f"{where}; rerun the same command to predict again") from None
   run = Run(seed, workdir, progress["best_step"], dev, test, progress["stopped_early"], confusion.tolist())
   if is_main:
     storage.write_json(workdir / RUN_FILE, {**dataclasses.asdict(run), "workdir": str(workdir)})
@@ -382,7 +393,6 @@ def _finetune(config: ml_collections.ConfigDict, workdir, accept_config_change: 
   run_config.check_unclaimed(workdir, WRITTEN)  # (before a fresh start: what it would take for its own)
   if fresh_start:
     run_config.set_aside(workdir, WRITTEN)
-  places = dict.fromkeys(("data_dir", "init"), storage.place)
   changes = (
     run_config.check_config(
       workdir,
@@ -390,7 +400,7 @@ def _finetune(config: ml_collections.ConfigDict, workdir, accept_config_change: 
       ignore=RESUMABLE_CHANGES,
       defaults=base_config(config.task),
       accept=accept_config_change,
-      places=places,
+      places=dict.fromkeys(("data_dir", "init"), storage.place),
     )
     if any(workdir.glob("seed_*"))
     else {}
