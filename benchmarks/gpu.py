@@ -177,6 +177,7 @@ def pretrain_part(args) -> None:
     (name, config_name, attentions)
     for name, config_name, attentions in (
       ("DeBERTa-base", "pretrain/deberta_base.py", args.attentions),
+      ("DeBERTa-v3-base", "pretrain/deberta_v3_base.py", args.rtd_attentions),
       ("BERT-base", "pretrain/bert_base.py", args.bert_attentions),
     )
     if attentions
@@ -234,6 +235,8 @@ def pretrain_part(args) -> None:
           )
     measured.append((name, measurement, config, ids, flops, seconds))
   for name, measurement, config, ids, flops, seconds in measured:
+    if config.objective != "mlm":  # transformers has no replaced-token detection step
+      continue
     theirs, memory = torch_pretrain(
       config, ids, steps, args.torch_device, torch_profile(args, f"pretrain-{name}-transformers")
     )
@@ -561,6 +564,13 @@ def main():
     "without attention dropout through cuDNN (the relative terms as its bias), with it through XLA, "
     "\"pallas\" through the GPU kernel (measured on an H200: slower than XLA, docs/benchmarks.md); "
     "empty: no DeBERTa-base step",
+  )
+  parser.add_argument(
+    "--rtd_attentions",
+    default="",
+    help="configs/pretrain/deberta_v3_base.py's (DeBERTa-base trained by replaced-token detection: its "
+    "6-layer generator and 12-layer discriminator in one step), the same way; no transformers row; "
+    "empty (the default): no such step",
   )
   parser.add_argument(
     "--bert_attentions",

@@ -4,7 +4,10 @@
     python -m wyjax.export --checkpoint=FINETUNING_RUN --out=HF_DIR --verify
     python -m wyjax.export --random_init=pretrain/deberta_base.py --out=HF_DIR --verify
 
-A pretraining workdir (or a transformers folder) becomes transformers' *ForMaskedLM. Its model
+A pretraining workdir (or a transformers folder) becomes transformers' *ForMaskedLM; a replaced-token
+detection run's (--config.objective=rtd) its discriminator, as deberta-v3-base is: a DeBERTa-v2 one
+DebertaV2Model (what AutoModel and the task classes load), a BERT one ElectraForPreTraining (its
+discriminator head kept); --part=generator its generator as *ForMaskedLM. Its model
 card tells how it was trained (its run_config.json and the step exported) and, from --results
 or a leaderboard.json in the checkpoint's folder, its benchmark scores as a Hub model-index.
 
@@ -16,9 +19,9 @@ from one) becomes the transformers task model its head computes (*ForSequenceCla
 head transformers has no class for (XuCi's, CCPM's pair and match heads) is refused with the
 reason, before anything is written.
 
---verify reloads the folder with transformers (PyTorch) and compares its logits with wyjax's
-on a padded batch. --push_to_hub reads HF_TOKEN (and HF_ENDPOINT) from the environment. Every
-path may be a bucket (gs://…): the export is then fetched to a temporary folder for --verify
+--verify reloads the folder with transformers (PyTorch) and compares its logits (a base model's
+hidden states) with wyjax's on a padded batch. --push_to_hub reads HF_TOKEN (and HF_ENDPOINT) from
+the environment. Every path may be a bucket (gs://…): the export is then fetched to a temporary folder for --verify
 and --push_to_hub. A non-empty --out is refused unless --overwrite, and without it no file is
 replaced, not even one that appeared meanwhile; an --out that is the folder read, or lies inside
 it, is always refused.
@@ -30,10 +33,11 @@ import tempfile
 import jax
 import numpy as np
 from absl import app, flags
+from etils import epath
 
 from wyjax.core import cli, config_files, guards, io_paths, locks, logs, storage
 from wyjax.data import tokenizer as tokenizer_lib
-from wyjax.hf import export_folder, hub, loading, task_models
+from wyjax.hf import card, export_folder, hub, loading, task_models
 from wyjax.models import EncoderConfig
 
 _CHECKPOINT = flags.DEFINE_string("checkpoint", None, "wyjax workdir (or one step) or transformers folder.")
@@ -64,6 +68,9 @@ _TASK_DATA = flags.DEFINE_string(
 _BASE_MODEL = flags.DEFINE_string(
   "base_model", None, "Hub id of the model the run started from (default: the run config's init when it is a Hub id)."
 )
+_PART = flags.DEFINE_enum(
+  "part", "encoder", ["encoder", "generator"], "A replaced-token detection run's part: its encoder or its generator."
+)
 _VERIFY = flags.DEFINE_bool("verify", False, "Reload with transformers and compare logits.")
 _PUSH = flags.DEFINE_string("push_to_hub", None, "Upload to this Hub repo (ORG/NAME).")
 _PRIVATE = flags.DEFINE_bool("private", False, "Create the Hub repo as private.")
@@ -78,18 +85,28 @@ def random_model(config) -> loading.Model:
 
 
 def verify(model: loading.Model, folder) -> float:
-  """Max |logit difference| between wyjax and transformers on a padded batch of real tokens."""
+  """Max |difference| between wyjax's and transformers' outputs on a padded batch of real tokens.
+
+  The outputs of the folder's architecture: MLM logits, the discriminator's logits, or a base model's
+  hidden states.
+  """
   import torch
   import transformers
 
-  hf_model = transformers.AutoModelForMaskedLM.from_pretrained(str(folder)).eval()
+  (architecture,) = storage.read_json(epath.Path(folder) / "config.json")["architectures"]
+  if architecture.endswith("ForMaskedLM"):
+    hf_class, output, ours_of = transformers.AutoModelForMaskedLM, "logits", model.mlm_logits
+  elif architecture == card.DISCRIMINATOR:
+    hf_class, output, ours_of = transformers.ElectraForPreTraining, "logits", model.rtd_logits
+  else:
+    hf_class, output, ours_of = transformers.AutoModel, "last_hidden_state", model.encode
+  hf_model = hf_class.from_pretrained(str(folder)).eval()
   tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
   batch = tokenizer(["學而時習之，不亦說乎？", "有朋自遠方來"], padding=True, return_tensors="np")
   with torch.no_grad():
-    theirs = hf_model(
-      input_ids=torch.tensor(batch["input_ids"]), attention_mask=torch.tensor(batch["attention_mask"])
-    ).logits.numpy()
-  ours = model.mlm_logits(batch["input_ids"], batch["attention_mask"])
+    outputs = hf_model(input_ids=torch.tensor(batch["input_ids"]), attention_mask=torch.tensor(batch["attention_mask"]))
+  theirs = outputs[output].numpy()
+  ours = ours_of(batch["input_ids"], batch["attention_mask"])
   real = batch["attention_mask"].astype(bool)
   return float(np.abs(theirs[real] - ours[real]).max())
 
@@ -103,6 +120,8 @@ def main(argv):
   task = task_models.task_of(path) if path else None
   if task and (reason := task_models.unexportable(task)):
     raise guards.RunError(reason)
+  if _PART.value == "generator" and (path is None or task):
+    raise app.UsageError("--part=generator exports a replaced-token detection run's generator: give its --checkpoint")
   if task and (_RESULTS.value or _TASK_DATA.value):
     raise app.UsageError("--results and --task_data are for encoders; a fine-tuned model's card has its run's scores")
   io_paths.check_folder("--out", _OUT.value)
@@ -135,7 +154,7 @@ def _encoder(path, legacy, name):
 
   The writer takes (out, overwrite) and returns the folder.
   """
-  model = random_model(_RANDOM_INIT.value) if path is None else loading.load(path)
+  model = random_model(_RANDOM_INIT.value) if path is None else loading.load(path, generator=_PART.value == "generator")
   training, results = (None, None) if path is None else export_folder.run_info(path)
   if _RESULTS.value:
     results = storage.read_json(_RESULTS.value)

@@ -2,6 +2,7 @@
 a GPU through XLA:GPU, on this CPU; its report checked against figures computed here
 independently."""
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -19,6 +20,20 @@ from wyjax.core.host_memory import DoesNotFit
 from wyjax.models import EncoderConfig, MaskedLM
 
 TINY = REPO_ROOT / "configs" / "pretrain" / "deberta_tiny.py"
+TINY_MODEL = EncoderConfig(  # deberta_tiny's, written out
+  vocab_size=6000,
+  hidden_size=128,
+  num_hidden_layers=2,
+  num_attention_heads=4,
+  intermediate_size=256,
+  max_position_embeddings=128,
+  relative_attention=True,
+  position_buckets=32,
+  pos_att_type="p2c|c2p",
+  share_att_key=True,
+  norm_rel_ebd="layer_norm",
+  position_biased_input=False,
+)
 # v5p per chip (cloud.google.com/tpu/docs/v5p-training): bf16 peak, HBM bandwidth and capacity.
 V5P_PEAK, V5P_BANDWIDTH, V5P_HBM = 459e12, 2765e9, 95e9
 
@@ -54,22 +69,7 @@ def test_tiny_pretraining_step_compiled_for_v5p(tmp_path):
   assert report["mesh"] == {"data": 1, "fsdp": 4, "tensor": 1}
 
   # Parameter bytes of the model, counted here: fsdp shards each over the 4 chips.
-  model = MaskedLM(
-    EncoderConfig(
-      vocab_size=6000,
-      hidden_size=128,
-      num_hidden_layers=2,
-      num_attention_heads=4,
-      intermediate_size=256,
-      max_position_embeddings=128,
-      relative_attention=True,
-      position_buckets=32,
-      pos_att_type="p2c|c2p",
-      share_att_key=True,
-      norm_rel_ebd="layer_norm",
-      position_biased_input=False,
-    )
-  )
+  model = MaskedLM(TINY_MODEL)
   params = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((1, 128), jnp.int32)))
   total = sum(np.prod(x.shape) * 4 for x in jax.tree_util.tree_leaves(params))
   assert report["params_bytes_per_chip"] == pytest.approx(total / 4, rel=0.05)
@@ -89,12 +89,48 @@ def test_tiny_pretraining_step_compiled_for_v5p(tmp_path):
   assert 0 < report["mfu_ceiling"] < 1
 
 
+def _tiny_layer_flops() -> float:
+  """One deberta_tiny layer's forward FLOPs per token at 64 tokens, written out (2 per multiply-add)."""
+  h, i, length, span = 128, 256, 64, 32
+  return 8 * h * h + 4 * h * i + 4 * length * h + 2 * (4 * span * h + 2 * 2 * span * h * h / length)
+
+
 def tiny_step_flops() -> float:
-  """deberta_tiny's training FLOPs per step, written out: 3 × forward, 2 per multiply-add."""
-  h, i, v, length, batch, span = 128, 256, 6000, 64, 32, 32
-  layer = 8 * h * h + 4 * h * i + 4 * length * h + 2 * (4 * span * h + 2 * 2 * span * h * h / length)
+  """deberta_tiny's training FLOPs per step, written out: 3 × forward."""
+  h, v, length, batch = 128, 6000, 64, 32
   predicted = 29 / length  # the MLM head scores ceil(1.5 × 0.3 × 64) = 29 positions per sequence
-  return 3 * batch * length * (2 * layer + predicted * (2 * h * h + 2 * h * v))
+  return 3 * batch * length * (2 * _tiny_layer_flops() + predicted * (2 * h * h + 2 * h * v))
+
+
+def test_replaced_token_detections_step_compiled_for_v5p_holds_both_models(tmp_path):
+  """The pair's params (GDES: the generator's table, a delta of its shape, no second table; the
+  discriminator's head, no MLM head of its own) and FLOPs (the 1-layer generator's MLM, the
+  2-layer discriminator over every token and its head), counted here."""
+  code, report, stderr = compile_only(
+    tmp_path,
+    "v5p:2x2x1",
+    "--config.objective=rtd",
+    "--config.mesh.data=1",
+    "--config.mesh.fsdp=4",
+    "--config.model.hidden_dropout_prob=0",
+    "--config.model.attention_probs_dropout_prob=0",
+    "--config.attention=xla",
+  )
+  assert code == 0, stderr[-3000:]
+  h, layer_flops = 128, _tiny_layer_flops()
+  sizes = {}
+  for depth in (1, 2):
+    config = dataclasses.replace(TINY_MODEL, num_hidden_layers=depth)
+    params = jax.eval_shape(lambda c=config: MaskedLM(c).init(jax.random.key(0), jnp.zeros((1, 128), jnp.int32)))
+    count = lambda tree: sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(tree))
+    sizes[depth] = (count(params), count(params["params"]["mlm_head"]))
+  rtd_head = h * h + h + h + 1  # dense H→H, dense_prediction H→1
+  total = 4 * (sizes[1][0] + sizes[2][0] - sizes[2][1] + rtd_head)
+  assert report["params_bytes_per_chip"] == pytest.approx(total / 4, rel=0.05)
+  predicted, v = 29 / 64, 6000
+  flops = 3 * 32 * 64 * (3 * layer_flops + predicted * (2 * h * h + 2 * h * v) + 2 * h * (h + 1))
+  assert report["analytic_flops_per_step_per_chip"] == pytest.approx(flops / 4, rel=1e-6)
+  assert report["flops_per_step_per_chip"] == pytest.approx(report["analytic_flops_per_step_per_chip"], rel=0.15)
 
 
 def test_a_step_too_big_for_the_chip_exits_with_what_to_change(tmp_path):

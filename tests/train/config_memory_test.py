@@ -59,7 +59,12 @@ PINNED = {
   "pretrain/deberta_tiny": (127, 68, 303),
 }
 # Pretraining configs sized for accelerators (the module's docstring says where they are pinned).
-ACCELERATOR_CONFIGS = {"pretrain/bert_base", "pretrain/deberta_base", "pretrain/deberta_large"}
+ACCELERATOR_CONFIGS = {
+  "pretrain/bert_base",
+  "pretrain/deberta_base",
+  "pretrain/deberta_v3_base",
+  "pretrain/deberta_large",
+}
 # Buffers are the compiler's own figures; a compile's peak varies by up to ~100 MiB between runs.
 SLACK, PEAK_NOISE = 1.5, 64
 

@@ -29,7 +29,7 @@ from wyjax.core import checkpoints
 from wyjax.data import prepare, vocab_map
 from wyjax.data import tokenizer as tk
 from wyjax.models import EncoderConfig, stack_layers, unstack_layers
-from wyjax.train import continuing, mlm, pretraining, pretraining_config, program
+from wyjax.train import continuing, mlm, pretraining, pretraining_config, pretraining_steps, program
 
 FAMILIES = ("bert", "roberta", "deberta")
 
@@ -77,10 +77,12 @@ def test_the_loss_at_step_zero_is_the_checkpoints_in_transformers(family, vocabu
   assert rows.endswith(f"{len(vocab)} rows copied, 0 mapped by OpenCC (simplified/traditional), 0 new"), rows
   ids, attention = tiny_models.padded_batch(len(vocab), lengths=(64, 40, 17), pad_id=tokenizer.pad_id)
   ids[:, 0] = tokenizer.cls_id
-  sums = jax.device_get(run.eval_step(run.program.place(params)["params"], ids.astype(np.int32), 0))
+  sums = jax.device_get(
+    run.eval_step(run.program.place(run.from_checkpoint(params))["params"], ids.astype(np.int32), 0)
+  )
 
   key = jax.random.fold_in(jax.random.key(config.seed + 1), 0)  # the evaluation's masks, drawn as the step draws them
-  inputs, targets, weights = map(np.asarray, mlm.mask_tokens(key, ids, **pretraining.masking(config, tokenizer)))
+  inputs, targets, weights = map(np.asarray, mlm.mask_tokens(key, ids, **pretraining_steps.masking(config, tokenizer)))
   scored = (weights > 0) & (np.cumsum(weights, -1) <= mlm.max_predictions(64, config.masking.rate))
   old_id = np.array([checkpoint_vocab.index(token) for token in vocab])
   with torch.no_grad():
@@ -329,8 +331,7 @@ def test_the_frozen_stage_clips_by_the_norm_of_what_learns():
   the frozen params' gradients out; from the first step after them it holds all."""
   config = pretraining_config.base_config()
   prog = program.build(
-    flax.linen.Dense(2),
-    {"inputs": jnp.zeros((1, 3))},
+    lambda rng: flax.linen.Dense(2).init(rng, jnp.zeros((1, 3)))["params"],
     config,
     warmup_steps=0,
     total_steps=4,

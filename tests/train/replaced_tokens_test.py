@@ -6,8 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from wyjax.core import guards
 from wyjax.models import EncoderConfig, ReplacedTokenDetector
-from wyjax.train import mlm
+from wyjax.train import config_values, continuing, mlm, pretraining_config
 from wyjax.train import replaced_tokens as rt
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
@@ -194,8 +195,22 @@ def test_generator_config():
   assert rt.generator_config(base, _rtd(generator_hidden_size=200)).num_attention_heads == 2  # 3 does not divide 200
   electra = base.replace(model_type="electra", embedding_size=128, hidden_size=256, num_attention_heads=4)
   assert rt.generator_config(electra, _rtd(generator_hidden_size=128)).embedding_size is None
-  with pytest.raises(ValueError, match="config.rtd.embedding_sharing"):
-    rt.generator_config(base, _rtd(embedding_sharing="tied"))
+
+
+def test_the_config_is_checked_and_the_frozen_stage_trains_each_models_embeddings_and_heads():
+  config = pretraining_config.base_config()
+  config.rtd.embedding_sharing = "tied"
+  with pytest.raises(ValueError, match="rtd.embedding_sharing"):
+    config_values.check(config, config_values.PRETRAINING)
+  trained = [
+    ("generator", "encoder", "embeddings", "word_embeddings", "embedding"),
+    ("generator", "mlm_head", "bias"),
+    ("discriminator", "encoder", "embeddings", "norm", "scale"),
+    ("discriminator", "rtd_head", "dense", "kernel"),
+    ("embedding_delta",),
+  ]
+  frozen = [("generator", "encoder", "layer_0", "attention"), ("discriminator", "encoder", "layers", "mlp")]
+  assert [continuing.trains_first(path) for path in trained + frozen] == [True] * 5 + [False] * 2
 
 
 def test_sums_add_across_micro_batches():
@@ -218,12 +233,12 @@ def test_sums_add_across_micro_batches():
 
 
 @pytest.mark.parametrize("scan_layers", [False, True])
-def test_from_discriminator_round_trips_through_the_merge(scan_layers):
+def test_from_checkpoint_round_trips_through_the_merge(scan_layers):
   config = BERT.replace(scan_layers=scan_layers)
   rtd_config = _rtd(generator_layers=1)
   fresh = nn.unbox(rt.init_params(jax.random.key(4), config, rtd_config))
   checkpoint = nn.unbox(ReplacedTokenDetector(config).init(jax.random.key(5), jnp.zeros((1, 4), jnp.int32))["params"])
-  pair = rt.from_discriminator(checkpoint, fresh, config, rtd_config)
+  pair = rt.from_checkpoint(checkpoint, fresh, config, rtd_config)
   shapes = lambda tree: jax.tree_util.tree_map(jnp.shape, tree)
   assert shapes(pair) == shapes(fresh)
   merged = rt.merged_discriminator(pair, "gdes")
@@ -234,7 +249,12 @@ def test_from_discriminator_round_trips_through_the_merge(scan_layers):
   np.testing.assert_array_equal(
     first(jax.tree_util.tree_leaves(layer(encoder))[0]), first(jax.tree_util.tree_leaves(layer(source))[0])
   )
-  with pytest.raises(ValueError, match="config.rtd.generator_hidden_size"):
-    rt.from_discriminator(checkpoint, fresh, config, _rtd(generator_hidden_size=8))
-  with pytest.raises(ValueError, match="config.rtd.generator_layers"):
-    rt.from_discriminator(checkpoint, fresh, config, _rtd(generator_layers=3))
+  assert rt.generator_of(pair, config) == (rt.generator_config(config, rtd_config), pair["generator"])
+  head = jax.tree_util.tree_map(lambda x: x + 1.0, fresh["generator"]["mlm_head"])  # an MLM checkpoint's head
+  assert (
+    rt.from_checkpoint({**checkpoint, "mlm_head": head}, fresh, config, rtd_config)["generator"]["mlm_head"] is head
+  )
+  with pytest.raises(guards.RunError, match="config.rtd.generator_hidden_size"):
+    rt.from_checkpoint(checkpoint, fresh, config, _rtd(generator_hidden_size=8))
+  with pytest.raises(guards.RunError, match="config.rtd.generator_layers"):
+    rt.from_checkpoint(checkpoint, fresh, config, _rtd(generator_layers=3))

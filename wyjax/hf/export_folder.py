@@ -141,8 +141,9 @@ def export(
 ) -> epath.Path:
   """Writes `out`; the folder loads with transformers.AutoModelForMaskedLM unchanged.
 
-  A model with ELECTRA's discriminator head ('rtd_head') and no MLM head, of model_type electra or bert
-  (the same numerics), is written as an ElectraForPreTraining folder instead.
+  A replaced-token detector (a discriminator head, 'rtd_head', and no MLM head) of model_type bert or
+  electra (the same numerics) is written as ElectraForPreTraining; one of deberta-v2 or roberta as its
+  encoder alone, as deberta-v3-base is (DebertaV2Model: what AutoModel and the task classes load).
   The model card (README.md, wyjax.hf.card) says what is known.
 
   Args:
@@ -154,14 +155,11 @@ def export(
     overwrite: see `write`.
   """
   check_out(out, overwrite)
-  config, task_model = model.config.replace(dtype="float32"), "ForMaskedLM"
-  if not model.has_mlm and model.has_rtd:
-    if config.model_type not in ("bert", "electra"):
-      raise ValueError(
-        f"export writes a discriminator head as ElectraForPreTraining, a BERT-family model; this one is "
-        f"{config.model_type}"
-      )
+  config, task_model, params = model.config.replace(dtype="float32"), "ForMaskedLM", model.params
+  if not model.has_mlm and model.has_rtd and config.model_type in ("bert", "electra"):
     config, task_model = config.replace(model_type="electra"), "ForPreTraining"
+  elif not model.has_mlm and model.has_rtd:  # as deberta-v3-base: the encoder, no head
+    task_model, params = "Model", {"encoder": params["encoder"]}
   elif not model.has_mlm:
     raise ValueError("export writes *ForMaskedLM folders; this model has no MLM head")
   check_tokenizer(model.tokenizer, model.config)
@@ -176,4 +174,4 @@ def export(
     base_model=base_model,
     task_data=task_data,
   )
-  return write(out, hf_config, model.params, config, model.tokenizer, readme, overwrite=overwrite)
+  return write(out, hf_config, params, config, model.tokenizer, readme, overwrite=overwrite)

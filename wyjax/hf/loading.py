@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from etils import epath
 
-from wyjax.core import checkpoints, storage
+from wyjax.core import checkpoints, guards, storage
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.hf import configs, weights
 from wyjax.models import (
@@ -28,6 +28,7 @@ from wyjax.models import (
   stack_layers,
   unstack_layers,
 )
+from wyjax.train import replaced_tokens
 
 log = logging.getLogger(__name__)
 
@@ -314,7 +315,7 @@ class Checkpoint(NamedTuple):
   tokenizer: Tokenizer | None
 
 
-def read(path, *, scan_layers: bool = False) -> Checkpoint:
+def read(path, *, scan_layers: bool = False, generator: bool = False) -> Checkpoint:
   """A transformers folder (deberta-v2, bert, roberta, electra) or wyjax checkpoint read to wyjax's layout and checked.
 
   Host numpy only: no model is built and nothing goes to a device.
@@ -324,22 +325,27 @@ def read(path, *, scan_layers: bool = False) -> Checkpoint:
       wyjax workdir, its checkpoints folder or one step's folder (model.json).
     scan_layers: each encoder's layers stacked (the scan_layers layout), else per layer, as
       transformers' are; the returned config says which.
+    generator: a replaced-token detection run's generator (a MaskedLM) rather than its discriminator.
 
   Raises:
     weights.WeightsError: a tensor missing, misshapen, or holding NaN or Inf.
     PartsError: a config, weights and tokenizer that were not saved together.
+    guards.RunError: a generator asked of what is no replaced-token detection run.
   """
   path = epath.Path(path)
-  config, params, tokenizer = _read_hf(path) if (path / "config.json").exists() else _read_workdir(path)
+  hf = (path / "config.json").exists()
+  if generator and hf:
+    raise guards.RunError(f"{path}: a transformers folder holds no generator; give the wyjax run that trained it")
+  config, params, tokenizer = _read_hf(path) if hf else _read_workdir(path, generator)
   if config.scan_layers != scan_layers:
     convert = stack_layers if scan_layers else unstack_layers
     config, params = config.replace(scan_layers=scan_layers), _each_encoder(convert, params)
   return Checkpoint(config, params, tokenizer)
 
 
-def load(path) -> Model:
+def load(path, *, generator: bool = False) -> Model:
   """The model `read` reads from `path`, its params per layer on the device."""
-  return Model(*read(path))
+  return Model(*read(path, generator=generator))
 
 
 def _read_hf(folder: epath.Path) -> Checkpoint:
@@ -368,10 +374,16 @@ def _read_hf(folder: epath.Path) -> Checkpoint:
   return Checkpoint(config, params, tokenizer)
 
 
-def _read_workdir(path: epath.Path) -> Checkpoint:
+def _read_workdir(path: epath.Path, generator: bool = False) -> Checkpoint:
   config, params = checkpoints.restore_model(path)
   weights.check_finite(params, path)
   config = EncoderConfig.from_dict(config)
+  if generator and "generator" not in params:
+    raise guards.RunError(f"{path}: holds no generator: not a replaced-token detection run (--config.objective=rtd)")
+  if generator:
+    config, params = replaced_tokens.generator_of(params, config)
+  elif "discriminator" in params:  # replaced-token detection's pair: the model is its discriminator
+    params = replaced_tokens.merged_discriminator(params, replaced_tokens.sharing_of(params))
   tokenizer_dir = checkpoints.tokenizer_dir(path)  # <workdir>/tokenizer, beside model.json
   tokenizer = Tokenizer.load(tokenizer_dir) if (tokenizer_dir / "vocab.txt").exists() else None
   check_parts(

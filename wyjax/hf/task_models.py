@@ -17,7 +17,7 @@ from etils import epath
 from wyjax.core import checkpoints, run_config, storage
 from wyjax.data.normalize import to_simplified
 from wyjax.data.tokenizer import Tokenizer
-from wyjax.hf import card, configs, export_folder, loading, weights
+from wyjax.hf import configs, export_folder, loading, task_card, weights
 from wyjax.models import EncoderConfig
 from wyjax.models.task_heads import HEADS, Head
 from wyjax.tasks.registry import TASKS
@@ -255,7 +255,7 @@ def export(
   config = hf_config(model, legacy)
   run = model.run_dir / RUN if model.run_dir else None
   training = _json(model.run_dir.parent / run_config.CONFIG) if model.run_dir else None
-  readme = card.task_model_card(
+  readme = task_card.task_model_card(
     config,
     model.tokenizer,
     model.task,

@@ -18,6 +18,8 @@ from wyjax.data.corpus import CHAR_FILTERS
 from wyjax.models import config as model_config
 from wyjax.models.config import ATTENTION_IMPLEMENTATIONS, DTYPES, REMAT_MODES
 from wyjax.models.layers import ACTIVATIONS
+from wyjax.train import replaced_tokens
+from wyjax.train.pretraining_steps import OBJECTIVES
 
 # Padded lengths a fine-tuning run may ask for: each is a program compiled (seconds each on a CPU,
 # up to a minute on a GPU), and more cannot pad less than one per multiple of 8 up to 512.
@@ -127,6 +129,12 @@ PRETRAINING = {
   "init": Allowed(lambda v: isinstance(v, str), "a path or a Hub id, or '' (random weights)"),
   "freeze_encoder_steps": integer(0),
   "corpus.extend_vocab": BOOLEAN,
+  "objective": one_of(*OBJECTIVES),
+  "rtd.generator_layers": integer(0),
+  "rtd.generator_hidden_size": integer(0),
+  "rtd.discriminator_weight": number(0, above=True),
+  "rtd.embedding_sharing": one_of(*replaced_tokens.SHARINGS),
+  "rtd.generator_init": one_of(*replaced_tokens.GENERATOR_INITS),
 }
 
 

@@ -68,17 +68,22 @@ def fingerprint(init: str) -> dict:
 
 
 def trains_first(path: tuple[str, ...]) -> bool:
-  """Whether a frozen first stage trains the param at `path`: the embeddings and the MLM head do.
+  """Whether a frozen first stage trains the param at `path`: the embeddings and the heads do.
 
   The layers do not, nor does DeBERTa's relative-position table, which belongs to their attention.
+  In replaced-token detection's pair, the same holds for the generator and the discriminator, and
+  the GDES embedding delta trains.
   """
-  return path[0] == "mlm_head" or path[:2] == ("encoder", "embeddings")
+  if path[0] in ("generator", "discriminator"):
+    path = path[1:]
+  return path[0] in ("mlm_head", "rtd_head", "embedding_delta") or path[:2] == ("encoder", "embeddings")
 
 
 def initial_params(init: str, model_config: EncoderConfig, vocab: list[str], seed: int) -> tuple[dict, str]:
-  """The run's params at step 0 (numpy, in `model_config`'s layout) and a line counting rows copied, mapped, new.
+  """The checkpoint's parts for step 0 (numpy, in `model_config`'s layout) and a line counting rows copied, mapped, new.
 
-  The params are the checkpoint's encoder and MLM head (a fresh head when it has none), read on the
+  The parts are the checkpoint's encoder, its MLM head (a fresh head when it has none) and its
+  replaced-token head where it has one (an ELECTRA discriminator's), read on the
   host (loading.read), with every vocabulary row carried over as vocab_map.row_sources says, and
   RoBERTa's positions moved with its pad id (the model's pad id is its vocabulary's [PAD]).
   """
@@ -91,7 +96,8 @@ def initial_params(init: str, model_config: EncoderConfig, vocab: list[str], see
   else:
     logging.warning("%s has no MLM head: the run starts one afresh", init)
     head = loading.init_params(model_config.replace(scan_layers=False), jax.random.key(seed))["mlm_head"]
-  params = jax.tree_util.tree_map(np.asarray, {"encoder": checkpoint.params["encoder"], "mlm_head": head})
+  heads = {"mlm_head": head, **{k: v for k, v in checkpoint.params.items() if k == "rtd_head"}}
+  params = jax.tree_util.tree_map(np.asarray, {"encoder": checkpoint.params["encoder"], **heads})
   sources = vocab_map.row_sources(checkpoint.tokenizer.vocab, vocab)
   embeddings = params["encoder"]["embeddings"]
   table = embeddings["word_embeddings"]["embedding"]

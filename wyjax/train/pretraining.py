@@ -1,4 +1,4 @@
-"""MLM pretraining: one jitted, donated step over a (data, fsdp, tensor) mesh.
+"""Pretraining, by MLM or replaced-token detection: one jitted, donated step over a (data, fsdp, tensor) mesh.
 
 `train_and_evaluate(config, workdir)` is the whole run: prepare (or find) the corpus, build
 the sharded state, resume from the workdir's latest readable checkpoint, train, evaluate,
@@ -7,6 +7,7 @@ checkpoint every N steps, at the end and on SIGTERM/SIGINT.
 
 import concurrent.futures
 import dataclasses
+import functools
 import logging
 import sys
 import time
@@ -25,86 +26,14 @@ from wyjax.core import checkpoints, distributed, guards, host_memory, locks, run
 from wyjax.data import pipeline, prepare
 from wyjax.data import tokenizer as tokenizer_lib
 from wyjax.models import EncoderConfig, MaskedLM
-from wyjax.train import config_values, continuing, mlm, pretraining_evaluation, probes, program
+from wyjax.train import config_values, continuing, mlm, pretraining_evaluation, pretraining_steps, probes, program
+from wyjax.train import replaced_tokens as rtd
 from wyjax.train.pretraining_config import PLACES, RESUMABLE_CHANGES, base_config
 from wyjax.train.pretraining_corpus import corpus_fingerprint, prepared_data_dir
 from wyjax.train.program import Program
 
 DATA_ITER = "data_iter"
-
-
-def masking(config, tokenizer) -> dict:
-  """mlm.mask_tokens's arguments but the key and the batch: config.masking over `tokenizer`."""
-  return dict(
-    mask_id=tokenizer.mask_id,
-    vocab_size=len(tokenizer),
-    special_ids=(tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id, tokenizer.unk_id),
-    rate=config.masking.rate,
-    max_ngram=config.masking.max_ngram,
-    ngram_distribution=config.masking.ngram_distribution,
-    mask_prob=config.masking.mask_prob,
-    random_prob=config.masking.random_prob,
-  )
-
-
-def make_steps(program: Program, config, tokenizer, length: int):
-  """The pure train step (state, batch) → (state, metrics) and evaluation step (params, batch, index) → loss sums.
-
-  Masking and dropout randomness is fold_in(seed, step), an evaluation batch's fold_in(seed + 1, index).
-  """
-  model = program.model
-  mask_kwargs = masking(config, tokenizer)
-
-  k = mlm.max_predictions(length, config.masking.rate)
-
-  def predict(params, inputs, targets, weights, attention_mask, **kwargs):
-    positions, weights = mlm.prediction_positions(weights, k)
-    logits = model.apply({"params": params}, inputs, attention_mask, predict_positions=positions, **kwargs)
-    return mlm.loss_sums(logits, jnp.take_along_axis(targets, positions, axis=-1), weights)
-
-  def loss_fn(params, inputs, targets, weights, attention_mask, rng):
-    sums = predict(params, inputs, targets, weights, attention_mask, deterministic=False, rngs={"dropout": rng})
-    return sums["loss_sum"], sums
-
-  def train_step(state, batch):
-    step = state["step"]
-    mask_rng, dropout_rng = jax.random.split(jax.random.fold_in(jax.random.key(config.seed), step))
-    inputs, targets, weights = mlm.mask_tokens(mask_rng, batch, **mask_kwargs)
-    attention_mask = (batch != tokenizer.pad_id).astype(jnp.int32)
-    grad_fn = jax.grad(loss_fn, has_aux=True)
-    accum = config.grad_accum_steps
-    if accum == 1:
-      grads, sums = grad_fn(state["params"], inputs, targets, weights, attention_mask, dropout_rng)
-    else:
-      micro = jax.tree_util.tree_map(
-        lambda x: x.reshape(accum, x.shape[0] // accum, *x.shape[1:]), (inputs, targets, weights, attention_mask)
-      )
-
-      def accumulate(carry, xs):
-        i, micro_batch = xs
-        g, s = grad_fn(state["params"], *micro_batch, jax.random.fold_in(dropout_rng, i))
-        return jax.tree_util.tree_map(jnp.add, carry, (g, s)), None
-
-      zeros = jax.tree_util.tree_map(jnp.zeros_like, state["params"])
-      zero_sums = {"loss_sum": 0.0, "correct": 0.0, "weight": 0.0}
-      (grads, sums), _ = jax.lax.scan(accumulate, (zeros, zero_sums), (jnp.arange(accum), micro))
-    weight = jnp.maximum(sums["weight"], 1.0)
-    grads = jax.tree_util.tree_map(lambda g: g / weight, grads)
-    new_state, update_metrics = program.apply_gradients(state, grads, sums["loss_sum"])
-    return new_state, {
-      "loss": sums["loss_sum"] / weight,
-      "mlm_accuracy": sums["correct"] / weight,
-      "masked_fraction": jnp.sum(weights) / jnp.sum(attention_mask),
-      **update_metrics,
-    }
-
-  def eval_step(params, batch, index):
-    inputs, targets, weights = mlm.mask_tokens(
-      jax.random.fold_in(jax.random.key(config.seed + 1), index), batch, **mask_kwargs
-    )
-    return predict(params, inputs, targets, weights, (batch != tokenizer.pad_id).astype(jnp.int32))
-
-  return train_step, eval_step
+HEADS = {"mlm": "mlm_head", "rtd": "rtd_head"}  # model.json's head: the one its export keeps
 
 
 def _restore_data_iterator(mngr, step: int, train_iter) -> None:
@@ -129,6 +58,10 @@ class Pretraining:
   eval_step: Callable  # jitted (params, batch, index) → loss sums
   length: int
   train_flops_per_step: float  # 3 × forward (EncoderConfig.forward_flops_per_token), MLM head on predicted positions
+  # The encoder the run makes (RTD's discriminator): from the params, and its part of a tree shaped as them.
+  encoder_params: Callable[[dict], dict]
+  encoder_layout: Callable[[dict], dict]
+  from_checkpoint: Callable[[dict], dict]  # continuing.initial_params's parts (host) → the run's params at step 0
 
 
 def build(
@@ -159,9 +92,14 @@ def build(
       f"have no embedding (the loss would be NaN); prepare a corpus of at most {model_config.max_tokens} tokens a "
       "sequence" + ("" if config.init else f", or set --config.model.max_position_embeddings={length}")
     )
+  if config.objective == "rtd":
+    generator, discriminator = rtd.models(model_config, config.rtd)
+    init = functools.partial(rtd.init_params, discriminator_config=model_config, rtd_config=config.rtd)
+  else:
+    model = MaskedLM(model_config)
+    init = lambda rng: model.init(rng, jnp.zeros((1, length), jnp.int32))["params"]
   prog = program.build(
-    MaskedLM(model_config),
-    {"input_ids": jnp.zeros((1, length), jnp.int32)},
+    init,
     config,
     warmup_steps=config.warmup_steps,
     total_steps=config.num_train_steps,
@@ -169,19 +107,41 @@ def build(
     frozen_steps=config.freeze_encoder_steps,
     trainable=continuing.trains_first,
   )
-  train_step, eval_step = make_steps(prog, config, tokenizer, length)
-  predicted_fraction = mlm.max_predictions(length, config.masking.rate) / length
+  if config.objective == "rtd":
+    train_step, eval_step = pretraining_steps.rtd_steps(generator, discriminator, prog, config, tokenizer, length)
+    sharing = config.rtd.embedding_sharing
+    encoder_params = lambda params: rtd.merged_discriminator(params, sharing)["encoder"]
+    encoder_layout = lambda tree: rtd.discriminator_layout(tree, sharing)["encoder"]
+
+    def from_checkpoint(parts):
+      fresh = jax.device_get(prog.init_state(jax.random.key(config.seed))["params"])
+      return rtd.from_checkpoint(parts, fresh, model_config, config.rtd)
+  else:
+    train_step, eval_step = pretraining_steps.mlm_steps(model, prog, config, tokenizer, length)
+    encoder_params = encoder_layout = lambda tree: tree["encoder"]
+    from_checkpoint = lambda parts: {"encoder": parts["encoder"], "mlm_head": parts["mlm_head"]}
   return Pretraining(
     program=prog,
     model_config=model_config,
     length=length,
     train_step=prog.jit_train(train_step, prog.data_sharding),
     eval_step=prog.jit_eval(eval_step, prog.data_sharding, None),
-    train_flops_per_step=3
-    * model_config.forward_flops_per_token(length, predicted_fraction)
-    * config.batch_size
-    * length,
+    train_flops_per_step=3 * config.batch_size * length * _forward_flops_per_token(config, model_config, length),
+    encoder_params=encoder_params,
+    encoder_layout=encoder_layout,
+    from_checkpoint=from_checkpoint,
   )
+
+
+def _forward_flops_per_token(config, model_config: EncoderConfig, length: int) -> float:
+  """The forward pass's FLOPs per token: MLM's model, or RTD's generator and discriminator with its head (H→H→1)."""
+  predicted_fraction = mlm.max_predictions(length, config.masking.rate) / length
+  if config.objective != "rtd":
+    return model_config.forward_flops_per_token(length, predicted_fraction)
+  generator = rtd.generator_config(model_config, config.rtd)
+  h = model_config.hidden_size
+  discriminator = model_config.forward_flops_per_token(length, predicted_fraction=0) + 2 * h * (h + 1)
+  return generator.forward_flops_per_token(length, predicted_fraction) + discriminator
 
 
 def compile_steps(run: Pretraining, config) -> tuple[jax.stages.Compiled, jax.stages.Compiled]:
@@ -323,7 +283,7 @@ def _train_and_evaluate(
     params, rows = continuing.initial_params(init, model_config, tokenizer.vocab, config.seed)
     if is_main:
       print(f"continuing {config.init}: {rows}", flush=True)
-    state = run.program.place(params)
+    state = run.program.place(run.from_checkpoint(params))
   elif state is None:
     state = run.program.init_state(jax.random.key(config.seed))
   else:
@@ -332,7 +292,10 @@ def _train_and_evaluate(
   if is_main:  # only now: a refused resume leaves the workdir as it was
     run_config.store_config(workdir, config, changes, data_fingerprint(data_dir, manifest, init))
     checkpoints.write_model_info(
-      workdir, model_config.without_run_choices().replace(dtype="float32").to_dict(), ["mlm_head"], tokenizer
+      workdir,
+      model_config.without_run_choices().replace(dtype="float32").to_dict(),
+      [HEADS[config.objective]],
+      tokenizer,
     )
     run_config.trim_metrics(workdir, start_step if restored else -1)  # a fresh start records step 0 again
 
@@ -341,7 +304,7 @@ def _train_and_evaluate(
     return jax.make_array_from_process_local_data(run.program.data_sharding, local)
 
   # run.eval_step: jit's cache holds its program, compiled with the train step; the batches go on the devices once.
-  evaluate = pretraining_evaluation.Evaluation(run.eval_step, eval_batches, tokenizer, global_batch, run_probes)
+  evaluate = pretraining_evaluation.Evaluation(run, config, eval_batches, tokenizer, global_batch, run_probes)
 
   # --- loop ---------------------------------------------------------------------------------------
   writer = run_metrics.MetricWriter(workdir, enabled=is_main)

@@ -5,6 +5,7 @@ import ml_collections
 from wyjax.core import partitioning
 from wyjax.core.storage import hub_id, place
 from wyjax.data.corpus import source_place
+from wyjax.train import replaced_tokens
 
 
 def base_config() -> ml_collections.ConfigDict:
@@ -15,7 +16,11 @@ def base_config() -> ml_collections.ConfigDict:
   # A checkpoint to continue (wyjax.train.continuing): a transformers folder, a wyjax pretraining
   # workdir or export, or a Hub id. Its architecture replaces `model`; "": random weights.
   c.init = ""
-  c.freeze_encoder_steps = 0  # steps that train only the embeddings and the MLM head, before all
+  c.freeze_encoder_steps = 0  # steps that train only the embeddings and the heads, before all
+  # "mlm": masked-language modelling; "rtd": replaced-token detection (ELECTRA, DeBERTa-v3): a generator
+  # trained by MLM replaces masked tokens, the encoder kept learns to tell which (wyjax.train.replaced_tokens).
+  c.objective = "mlm"
+  c.rtd = replaced_tokens.defaults()  # the generator's size and start, λ, the embedding sharing
   c.corpus = ml_collections.ConfigDict(
     dict(
       source="poetry",

@@ -1,4 +1,4 @@
-"""A pretraining run's evaluation: the validation batches' MLM loss and the probes' scores.
+"""A pretraining run's evaluation: the validation batches' loss (the objective's) and the probes' scores.
 
 It is due at step 0, every eval_every steps and at the last step (`due`). An evaluation a stop cut
 short is redone when the run resumes at its step: metrics.jsonl holds no record of it (`recorded`).
@@ -9,7 +9,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 
 from wyjax.core import guards, run_config
-from wyjax.train import mlm
+from wyjax.train import mlm, pretraining_steps
 
 KEY = "valid_loss"  # in every evaluation's record
 
@@ -30,9 +30,9 @@ def recorded(workdir, step: int) -> bool:
 class Evaluation:
   """The evaluation of a run's params: its validation batches, on the devices once, and its probes."""
 
-  def __init__(self, eval_step, eval_batches: list, tokenizer, global_batch, run_probes):
-    """eval_step: the jitted (params, batch, index) → loss sums; global_batch: a host batch → a global array."""
-    self.eval_step, self.probes = eval_step, run_probes
+  def __init__(self, run, config, eval_batches: list, tokenizer, global_batch, run_probes):
+    """run: the pretraining.Pretraining whose eval_step sums; global_batch: a host batch → a global array."""
+    self.run, self.config, self.probes = run, config, run_probes
     self.entropy = mlm.unigram_entropy(eval_batches, tokenizer)
     self.eval_arrays = [global_batch(b) for b in eval_batches]
 
@@ -41,21 +41,20 @@ class Evaluation:
 
     The request is agreed between batches as the steps agree it; the loop then checkpoints and stops.
     """
-    totals = {"loss_sum": 0.0, "correct": 0.0, "weight": 0.0}
+    totals = {}
     for i, batch in enumerate(self.eval_arrays):
       if signum := stop.signal_at(i):
         return None, signum
-      sums = jax.device_get(self.eval_step(params, batch, i))
-      totals = {k: totals[k] + float(sums[k]) for k in totals}
-    loss = totals["loss_sum"] / max(totals["weight"], 1.0)
+      sums = jax.device_get(self.run.eval_step(params, batch, i))
+      totals = {k: totals.get(k, 0.0) + float(v) for k, v in sums.items()}
     count = len(self.eval_arrays)
-    probed, signum = self.probes.evaluate(params["encoder"], lambda probed: stop.signal_at(count + probed))
+    probed, signum = self.probes.evaluate(
+      self.run.encoder_params(params), lambda probed: stop.signal_at(count + probed)
+    )
     if signum:
       return None, signum
     return {
-      KEY: loss,
-      "valid_accuracy": totals["correct"] / max(totals["weight"], 1.0),
-      "valid_perplexity": float(np.exp(loss)),
+      **pretraining_steps.validation_metrics(self.config, totals),
       "valid_unigram_entropy": self.entropy,
       **probed,
     }, 0

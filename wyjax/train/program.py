@@ -20,7 +20,8 @@ from wyjax.core import guards, optimizer, partitioning
 
 @dataclasses.dataclass(frozen=True)
 class Program:
-  model: nn.Module
+  """A model's train state on a mesh: its optimizer, shardings, abstract state and fresh-state program."""
+
   mesh: Mesh
   logical_rules: tuple  # logical axis names → mesh axes
   tx: optax.GradientTransformation
@@ -90,8 +91,7 @@ def _state_at_zero(params, tx: optax.GradientTransformation) -> dict:
 
 
 def build(
-  model: nn.Module,
-  init_inputs: dict,
+  init: Callable[[jax.Array], dict],
   config,
   *,
   warmup_steps: int,
@@ -100,9 +100,10 @@ def build(
   frozen_steps: int = 0,
   trainable=None,
 ) -> Program:
-  """The program of `model` over config.mesh of `devices` (default: all of them).
+  """The program of the params `init` makes over config.mesh of `devices` (default: all of them).
 
-  Shapes come from model.init(**init_inputs); AdamW from config (learning_rate, b1, b2, eps,
+  init: a key → the params as a module's init returns them, boxed with their logical axes (shapes and
+  placement come from it: jax.eval_shape, no program). AdamW from config (learning_rate, b1, b2, eps,
   weight_decay, max_grad_norm; optimizer.adamw), training only the params whose path `trainable`
   accepts for the first `frozen_steps`; params and optimizer state are placed by
   config.logical_axis_rules.
@@ -123,9 +124,9 @@ def build(
   )
 
   def init_state(rng):
-    return _state_at_zero(nn.unbox(model.init(rng, **init_inputs)["params"]), tx)
+    return _state_at_zero(nn.unbox(init(rng)), tx)
 
-  boxed_params = jax.eval_shape(lambda: model.init(jax.random.key(0), **init_inputs)["params"])
+  boxed_params = jax.eval_shape(lambda: init(jax.random.key(0)))
   abstract = jax.eval_shape(lambda: init_state(jax.random.key(0)))  # the key traced: no program
   params_sharding = partitioning.param_shardings(boxed_params, mesh, logical_rules)
   state_sharding = partitioning.state_shardings(abstract, params_sharding, tx, mesh)
@@ -133,7 +134,6 @@ def build(
     lambda a, sharding: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding), abstract, state_sharding
   )
   return Program(
-    model=model,
     mesh=mesh,
     logical_rules=logical_rules,
     tx=tx,
@@ -147,3 +147,25 @@ def build(
     frozen_steps=frozen_steps,
     trainable=trainable,
   )
+
+
+def accumulate(grad_fn: Callable, params, batch: tuple, steps: int, rng) -> tuple:
+  """grad_fn(params, *batch, rng) → (grads, sums) over a batch split into `steps` micro-batches, added up.
+
+  Micro-batch i draws its randomness from fold_in(rng, i); one step is the whole batch with rng itself.
+  Whatever grad_fn returns must add across micro-batches (sums, or gradients of whole-batch means).
+  """
+  if steps == 1:
+    return grad_fn(params, *batch, rng)
+  micro = jax.tree_util.tree_map(lambda x: x.reshape(steps, x.shape[0] // steps, *x.shape[1:]), batch)
+
+  def add(carry, xs):
+    i, micro_batch = xs
+    return jax.tree_util.tree_map(jnp.add, carry, grad_fn(params, *micro_batch, jax.random.fold_in(rng, i))), None
+
+  first = jax.tree_util.tree_map(lambda x: x[0], micro)
+  zeros = jax.tree_util.tree_map(
+    lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(lambda: grad_fn(params, *first, rng))
+  )
+  total, _ = jax.lax.scan(add, zeros, (jnp.arange(steps), micro))
+  return total

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
+from wyjax.core import guards
 from wyjax.models import EncoderConfig, MaskedLM, ReplacedTokenDetector
 from wyjax.train import mlm
 
@@ -38,17 +39,10 @@ def defaults() -> ml_collections.ConfigDict:
       generator_layers=0,  # 0: half the discriminator's depth (DeBERTa-v3)
       generator_hidden_size=0,  # 0: the discriminator's width
       discriminator_weight=50.0,  # ELECTRA's λ
-      embedding_sharing="gdes",  # one of SHARINGS
+      embedding_sharing="gdes",  # one of SHARINGS (config_values checks it)
       generator_init="first_layers",  # one of GENERATOR_INITS
     )
   )
-
-
-def _check(rtd_config) -> None:
-  if rtd_config.embedding_sharing not in SHARINGS:
-    raise ValueError(f"config.rtd.embedding_sharing is {rtd_config.embedding_sharing!r}; allowed: {SHARINGS}")
-  if rtd_config.generator_init not in GENERATOR_INITS:
-    raise ValueError(f"config.rtd.generator_init is {rtd_config.generator_init!r}; allowed: {GENERATOR_INITS}")
 
 
 def _heads(hidden_size: int) -> int:
@@ -63,7 +57,6 @@ def generator_config(discriminator_config: EncoderConfig, rtd_config) -> Encoder
   A narrower generator reads the shared table through an embedding projection (embedding_size); its heads
   are hidden/64 and its feed-forward 4 × hidden, as ELECTRA's.
   """
-  _check(rtd_config)
   depth = rtd_config.generator_layers or max(1, discriminator_config.num_hidden_layers // 2)
   width = rtd_config.generator_hidden_size or discriminator_config.hidden_size
   if depth < 0 or width < 0:
@@ -129,12 +122,13 @@ def _stored(params: dict, sharing: str) -> dict:
   return stored
 
 
-def _discriminator(params: dict, sharing: str, through) -> dict:
+def _discriminator(params: dict, sharing: str, combine) -> dict:
+  """params["discriminator"] with its word-embedding table: combine(the generator's table, the delta) for "gdes"."""
   if sharing == "separate":
     return params["discriminator"]
   table = _get(params["generator"], TABLE)
   if sharing == "gdes":
-    table = through(table) + params["embedding_delta"]
+    table = combine(table, params["embedding_delta"])
   return _with(params["discriminator"], TABLE, table)
 
 
@@ -144,7 +138,7 @@ def discriminator_view(params: dict, sharing: str) -> dict:
   "shared": the generator's table (both losses reach it); "gdes": stop_gradient(the generator's table)
   + embedding_delta (the discriminator's loss reaches only the delta); "separate": its own.
   """
-  return _discriminator(params, sharing, jax.lax.stop_gradient)
+  return _discriminator(params, sharing, lambda table, delta: jax.lax.stop_gradient(table) + delta)
 
 
 def merged_discriminator(params: dict, sharing: str) -> dict:
@@ -152,42 +146,77 @@ def merged_discriminator(params: dict, sharing: str) -> dict:
 
   Works on numpy arrays (a checkpoint read on the host) as on jax arrays.
   """
-  return _discriminator(params, sharing, lambda table: table)
+  return _discriminator(params, sharing, lambda table, delta: table + delta)
 
 
-def from_discriminator(
-  discriminator_params: dict, fresh: dict, discriminator_config: EncoderConfig, rtd_config
-) -> dict:
-  """A pair whose discriminator starts from `discriminator_params` (a checkpoint's or an ELECTRA folder's).
+def discriminator_layout(tree: dict, sharing: str) -> dict:
+  """The discriminator's part of a tree shaped as the pair's params (shardings, shapes): the generator's table."""
+  return _discriminator(tree, sharing, lambda table, delta: table)
 
-  fresh: init_params's values (unboxed), for what the checkpoint does not hold. The word-embedding table is
-  the checkpoint's (the generator's under "shared" and "gdes", the delta zero); with generator_init
-  "first_layers" the generator's other encoder params are the discriminator's and its layers its first ones
-  (a generator as wide as the discriminator only), with "fresh" they are `fresh`'s.
+
+def sharing_of(params: dict) -> str:
+  """The embedding sharing a pair's params were stored with, read from which tables they hold."""
+  if "embedding_delta" in params:
+    return "gdes"
+  try:
+    _get(params["discriminator"], TABLE)
+  except KeyError:
+    return "shared"
+  return "separate"
+
+
+def from_checkpoint(checkpoint: dict, fresh: dict, discriminator_config: EncoderConfig, rtd_config) -> dict:
+  """A pair whose discriminator starts from a checkpoint's encoder (a wyjax run's, a transformers folder's).
+
+  checkpoint: {"encoder", and perhaps "rtd_head" (an ELECTRA discriminator's) and "mlm_head"}; fresh:
+  init_params's values (unboxed), for what the checkpoint does not hold. The word-embedding table is the
+  checkpoint's (the generator's under "shared" and "gdes", the delta zero). With generator_init
+  "first_layers" the generator's encoder is the checkpoint's first layers and its MLM head the checkpoint's
+  where it has one (a generator as wide as the discriminator only); with "fresh" they are `fresh`'s.
 
   Raises:
-    ValueError: "first_layers" for a generator narrower or deeper than the discriminator.
+    guards.RunError: "first_layers" for a generator narrower or deeper than the discriminator.
   """
   sharing = rtd_config.embedding_sharing
+  discriminator = {
+    "encoder": checkpoint["encoder"],
+    "rtd_head": checkpoint.get("rtd_head", fresh["discriminator"]["rtd_head"]),
+  }
   generator = fresh["generator"]
   if rtd_config.generator_init == "first_layers":
     config = generator_config(discriminator_config, rtd_config)
     if config.hidden_size != discriminator_config.hidden_size:
-      raise ValueError(
+      raise guards.RunError(
         f"config.rtd.generator_init='first_layers' needs a generator as wide as the discriminator "
         f"({discriminator_config.hidden_size}); config.rtd.generator_hidden_size is {config.hidden_size}: "
         "set config.rtd.generator_init='fresh' or generator_hidden_size=0"
       )
     if config.num_hidden_layers > discriminator_config.num_hidden_layers:
-      raise ValueError(
+      raise guards.RunError(
         f"config.rtd.generator_init='first_layers' needs a generator no deeper than the discriminator "
         f"({discriminator_config.num_hidden_layers} layers); config.rtd.generator_layers is "
         f"{config.num_hidden_layers}: set config.rtd.generator_init='fresh' or fewer generator_layers"
       )
-    generator = {**generator, "encoder": _first_layers(discriminator_params["encoder"], config.num_hidden_layers)}
+    generator = {
+      "encoder": _first_layers(checkpoint["encoder"], config.num_hidden_layers),
+      "mlm_head": checkpoint.get("mlm_head", generator["mlm_head"]),
+    }
   if sharing != "separate":
-    generator = _with(generator, TABLE, _get(discriminator_params, TABLE))
-  return _stored({**fresh, "generator": generator, "discriminator": discriminator_params}, sharing)
+    generator = _with(generator, TABLE, _get(checkpoint, TABLE))
+  return _stored({**fresh, "generator": generator, "discriminator": discriminator}, sharing)
+
+
+def generator_of(params: dict, discriminator_config: EncoderConfig) -> tuple[EncoderConfig, dict]:
+  """The generator's config and MaskedLM params of a pair's params, its depth and width read from them."""
+  generator = params["generator"]
+  encoder = generator["encoder"]
+  if "layers" in encoder:  # stacked: the leading axis
+    depth = jax.tree_util.tree_leaves(encoder["layers"])[0].shape[0]
+  else:
+    depth = sum(name.startswith("layer_") for name in encoder)
+  width = generator["mlm_head"]["dense"]["kernel"].shape[0]  # [hidden, embedding]
+  sizes = ml_collections.ConfigDict(dict(generator_layers=depth, generator_hidden_size=width))
+  return generator_config(discriminator_config, sizes), generator
 
 
 def _first_layers(encoder: dict, depth: int) -> dict:
@@ -215,6 +244,17 @@ def detection_sums(logits, labels, mask) -> dict:
     "predicted_replaced": jnp.sum(predicted * mask),
     "true_positives": jnp.sum(predicted * labels * mask),
   }
+
+
+def sample(rng, logits) -> jax.Array:
+  """One token per position from softmax(logits) [..., vocab], by inverting the cumulative distribution.
+
+  One uniform number per position, where jax.random.categorical's Gumbel-max draws one per vocabulary entry:
+  on a CPU that was half of a tiny model's step.
+  """
+  cumulative = jnp.cumsum(jax.nn.softmax(logits.astype(jnp.float32), axis=-1), axis=-1)
+  uniform = jax.random.uniform(rng, (*logits.shape[:-1], 1)) * cumulative[..., -1:]
+  return jnp.minimum(jnp.sum(cumulative <= uniform, axis=-1), logits.shape[-1] - 1)
 
 
 def loss_sums(
@@ -252,7 +292,7 @@ def loss_sums(
     rngs=gen_rngs,
   )
   gen = mlm.loss_sums(gen_logits, originals, scored)
-  samples = jax.random.categorical(sample_rng, jax.lax.stop_gradient(gen_logits))
+  samples = sample(sample_rng, jax.lax.stop_gradient(gen_logits))
   samples = jnp.where(scored > 0, samples, originals).astype(targets.dtype)
   rows = jnp.arange(targets.shape[0])[:, None]
   corrupted = targets.at[rows, positions].set(samples)  # prediction_positions' positions are distinct per row

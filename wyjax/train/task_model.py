@@ -169,10 +169,10 @@ class TaskModel:
     self.model_config = model_config
     self.head = HEADS[task.head]
     batch = batching.collate([example], batch_size=1, lengths=(example["input_ids"].shape[-1],), pad_id=self.pad_id)
+    self.module = self.head.build(model_config, len(task.labels))
     self._init_inputs = _init_inputs(model_inputs(batch))  # numpy: shapes for the init, no program
     self.program = program.build(
-      self.head.build(model_config, len(task.labels)),
-      self._init_inputs,
+      self._boxed_params,
       config,
       warmup_steps=int(config.warmup_fraction * total_steps),
       total_steps=total_steps,
@@ -185,16 +185,19 @@ class TaskModel:
         f"multiples of the {shards} data shards of the mesh {dict(self.program.mesh.shape)}"
       )
     self.bucket_count = bucket_count(config, self.program.mesh.devices.flat[0].platform)
-    train_step, predict_step = task_steps.make_steps(self.program, self.head, self.pad_id)
+    train_step, predict_step = task_steps.make_steps(self.program, self.module, self.head, self.pad_id)
     data = self.program.data_sharding
     self.jit_train = self.program.jit_train(train_step, data, data, self.program.replicated)
     self.jit_eval = self.program.jit_eval(predict_step, data)
     self._init_fresh = jax.jit(self._fresh_params, static_argnums=1)  # one program, not one per op
     self._key = jax.jit(jax.random.key, out_shardings=self.program.replicated)
 
+  def _boxed_params(self, key) -> dict:
+    return self.module.init(key, **self._init_inputs)["params"]
+
   def _fresh_params(self, key, fresh: tuple[bool, ...]) -> list:
     """The initialised params that `fresh` marks, in leaf order: XLA drops the other initializers."""
-    params = jax.tree_util.tree_leaves(nn.unbox(self.program.model.init(key, **self._init_inputs)["params"]))
+    params = jax.tree_util.tree_leaves(nn.unbox(self._boxed_params(key)))
     return [leaf for leaf, is_fresh in zip(params, fresh) if is_fresh]
 
   def init_params(self, pretrained: dict, seed: int) -> dict:

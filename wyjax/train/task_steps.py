@@ -8,8 +8,8 @@ from wyjax.tasks.tagging import IGNORE
 from wyjax.train import program
 
 
-def make_steps(prog: program.Program, head, pad_id: int):
-  """The train step and the prediction step of `prog`'s model under `head`.
+def make_steps(prog: program.Program, module, head, pad_id: int):
+  """The train step and the prediction step of the task's `module` (its encoder under `head`), trained by `prog`.
 
   Returns:
     train_step(state, inputs, labels, rng) → (state, metrics): rng is the seed's key; step n (the
@@ -24,7 +24,7 @@ def make_steps(prog: program.Program, head, pad_id: int):
     if head.attention_mask:
       mask = head.attention_mask(inputs["token_type_ids"], mask)
     kwargs = {"span_mask": inputs["span_mask"]} if "span_mask" in inputs else {}
-    return prog.model.apply(
+    return module.apply(
       {"params": params},
       ids,
       mask,

@@ -26,7 +26,7 @@ def translate(model, params, examples, beam_size: int) -> list[str]:
     guards.honour_stop(count)
     indices = order[start : start + batch_size]
     batch = prefix_lm.translate(
-      model.program.model,
+      model.module,
       params,
       model.tokenizer,
       [sources[i][:room] for i in indices],
