@@ -258,3 +258,11 @@ def test_from_checkpoint_round_trips_through_the_merge(scan_layers):
     rt.from_checkpoint(checkpoint, fresh, config, _rtd(generator_hidden_size=8))
   with pytest.raises(guards.RunError, match="config.rtd.generator_layers"):
     rt.from_checkpoint(checkpoint, fresh, config, _rtd(generator_layers=3))
+
+
+def test_samples_follow_the_generators_distribution():
+  probabilities = np.array([0.0, 0.2, 0.5, 0.3, 0.0])
+  logits = jnp.log(jnp.asarray(probabilities) + 1e-30)
+  samples = rt.sample(jax.random.key(0), jnp.broadcast_to(logits, (20_000, 5)))
+  frequencies = np.bincount(np.asarray(samples), minlength=5) / 20_000
+  np.testing.assert_allclose(frequencies, probabilities, atol=0.015)  # ~4.5 standard errors of the largest
