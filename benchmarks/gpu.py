@@ -15,10 +15,12 @@ time budget (--budgets, about 10 minutes in all); one that overruns or fails pri
 why, and the next part runs. A row of wyjax's rate over transformers' (above 1: wyjax is faster)
 follows each pair.
 
-  pretrain   DeBERTa-base (each --attentions) and BERT-base (each --bert_attentions) steps, 32 ×
-             512 (--length), bf16: wyjax's train step vs transformers' *ForMaskedLM under
-             autocast bf16 with fused AdamW: tokens/s, MFU (wyjax's FLOP count over the chip's
-             peak, for both), memory, wyjax's compile time; beside each wyjax step its predicted
+  pretrain   DeBERTa-base (each --attentions), DeBERTa-v3-base's replaced-token detection (each
+             --rtd_attentions: no transformers step to compare) and BERT-base (each
+             --bert_attentions) steps, 32 × 512 (--length), bf16: wyjax's train step vs
+             transformers' *ForMaskedLM under autocast bf16 with fused AdamW: tokens/s, MFU
+             (wyjax's FLOP count over the chip's peak, for both), memory, wyjax's compile time;
+             beside each wyjax step its predicted
              time from the same compile (a "wyjax, predicted" row, wyjax.aot.gpu_step_time).
   finetune   TLC: wyjax's whole command (`python -m wyjax.finetune`) vs the PyTorch loop of
              benchmarks/finetune_step.py on the same exported model (the demo's tiny model, --init,
@@ -603,8 +605,8 @@ def main():
   parser.add_argument("--part", help="internal: run this part here")
   parser.add_argument("--budget_s", type=float, help="internal: the part's budget")
   args = parser.parse_args()
-  args.attentions, args.bert_attentions = (
-    [a for a in value.split(",") if a] for value in (args.attentions, args.bert_attentions)
+  args.attentions, args.rtd_attentions, args.bert_attentions = (
+    [a for a in value.split(",") if a] for value in (args.attentions, args.rtd_attentions, args.bert_attentions)
   )
   if args.part:
     import torch

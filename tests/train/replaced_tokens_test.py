@@ -1,4 +1,4 @@
-"""Replaced-token detection's building blocks on tiny models: sharing, labels, sums, metrics, configs."""
+"""Replaced-token detection's building blocks on tiny models: the pair's params, labels, sums, metrics, configs."""
 
 import flax.linen as nn
 import jax
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from wyjax.core import guards
-from wyjax.models import EncoderConfig, ReplacedTokenDetector
+from wyjax.models import EncoderConfig, ReplacedTokenDetector, rtd_pair
 from wyjax.train import config_values, continuing, mlm, pretraining_config
 from wyjax.train import replaced_tokens as rt
 
@@ -86,13 +86,13 @@ def _nonzero(tree):
   return any(bool(jnp.any(x != 0)) for x in jax.tree_util.tree_leaves(tree))
 
 
-@pytest.mark.parametrize("sharing", rt.SHARINGS)
+@pytest.mark.parametrize("sharing", rtd_pair.SHARINGS)
 def test_the_discriminators_gradient_reaches_the_tables_its_sharing_says(sharing):
   generator, discriminator, params = _pair(sharing)
   batch = _batch()
   grads = jax.grad(lambda p: _sums(generator, discriminator, p, batch, sharing)["discriminator_loss_sum"])(params)
-  table_grad = rt._get(grads["generator"], rt.TABLE)
-  others = rt._with(grads["generator"], rt.TABLE, None)
+  table_grad = rtd_pair.get(grads["generator"], rtd_pair.TABLE)
+  others = rtd_pair.with_leaf(grads["generator"], rtd_pair.TABLE, None)
   assert not _nonzero(others), "no gradient through the sampling"
   if sharing == "shared":
     assert _nonzero(table_grad)
@@ -103,10 +103,10 @@ def test_the_discriminators_gradient_reaches_the_tables_its_sharing_says(sharing
     np.testing.assert_array_equal(params["embedding_delta"], 0.0)
     assert _nonzero(grads["embedding_delta"])
   if sharing == "separate":
-    assert _nonzero(rt._get(grads["discriminator"], rt.TABLE))
+    assert _nonzero(rtd_pair.get(grads["discriminator"], rtd_pair.TABLE))
   else:
     with pytest.raises(KeyError):  # no duplicate of the generator's table
-      rt._get(params["discriminator"], rt.TABLE)
+      rtd_pair.get(params["discriminator"], rtd_pair.TABLE)
 
 
 @pytest.mark.parametrize("shift", [0, 3])
@@ -171,30 +171,32 @@ def test_metrics_on_a_hand_made_case():
 def test_the_merged_discriminator_is_the_view():
   _, _, params = _pair("gdes")
   params["embedding_delta"] = 0.1 * jax.random.normal(jax.random.key(3), params["embedding_delta"].shape)
-  merged = rt.merged_discriminator(params, "gdes")
-  view = rt.discriminator_view(params, "gdes")
-  table = rt._get(params["generator"], rt.TABLE) + params["embedding_delta"]
-  np.testing.assert_array_equal(rt._get(merged, rt.TABLE), table)
-  np.testing.assert_array_equal(rt._get(view, rt.TABLE), table)
+  merged = rtd_pair.merged_discriminator(params, "gdes")
+  view = rtd_pair.discriminator_view(params, "gdes")
+  table = rtd_pair.get(params["generator"], rtd_pair.TABLE) + params["embedding_delta"]
+  np.testing.assert_array_equal(rtd_pair.get(merged, rtd_pair.TABLE), table)
+  np.testing.assert_array_equal(rtd_pair.get(view, rtd_pair.TABLE), table)
   inputs, _, _, attention_mask = _batch()
   model = ReplacedTokenDetector(BERT)
   np.testing.assert_array_equal(
     model.apply({"params": merged}, inputs, attention_mask), model.apply({"params": view}, inputs, attention_mask)
   )
   host = jax.tree_util.tree_map(np.asarray, params)  # a checkpoint read on the host merges the same
-  np.testing.assert_allclose(rt._get(rt.merged_discriminator(host, "gdes"), rt.TABLE), table)
+  np.testing.assert_allclose(rtd_pair.get(rtd_pair.merged_discriminator(host, "gdes"), rtd_pair.TABLE), table)
 
 
 def test_generator_config():
   base = EncoderConfig(vocab_size=100, model_type="bert")
-  same = rt.generator_config(base, rt.defaults())
+  same = rtd_pair.generator_config(base, rt.defaults())
   assert same == base.replace(num_hidden_layers=6)
-  narrow = rt.generator_config(base, _rtd(generator_layers=3, generator_hidden_size=256))
+  narrow = rtd_pair.generator_config(base, _rtd(generator_layers=3, generator_hidden_size=256))
   assert (narrow.num_hidden_layers, narrow.hidden_size, narrow.num_attention_heads) == (3, 256, 4)
   assert (narrow.intermediate_size, narrow.embed_dim, narrow.vocab_size) == (1024, 768, 100)
-  assert rt.generator_config(base, _rtd(generator_hidden_size=200)).num_attention_heads == 2  # 3 does not divide 200
+  assert (
+    rtd_pair.generator_config(base, _rtd(generator_hidden_size=200)).num_attention_heads == 2
+  )  # 3 does not divide 200
   electra = base.replace(model_type="electra", embedding_size=128, hidden_size=256, num_attention_heads=4)
-  assert rt.generator_config(electra, _rtd(generator_hidden_size=128)).embedding_size is None
+  assert rtd_pair.generator_config(electra, _rtd(generator_hidden_size=128)).embedding_size is None
 
 
 def test_the_config_is_checked_and_the_frozen_stage_trains_each_models_embeddings_and_heads():
@@ -241,7 +243,7 @@ def test_from_checkpoint_round_trips_through_the_merge(scan_layers):
   pair = rt.from_checkpoint(checkpoint, fresh, config, rtd_config)
   shapes = lambda tree: jax.tree_util.tree_map(jnp.shape, tree)
   assert shapes(pair) == shapes(fresh)
-  merged = rt.merged_discriminator(pair, "gdes")
+  merged = rtd_pair.merged_discriminator(pair, "gdes")
   assert jax.tree_util.tree_all(jax.tree_util.tree_map(lambda a, b: bool(jnp.all(a == b)), merged, checkpoint))
   encoder, source = pair["generator"]["encoder"], checkpoint["encoder"]
   first = (lambda x: x[0]) if scan_layers else (lambda x: x)
@@ -249,7 +251,7 @@ def test_from_checkpoint_round_trips_through_the_merge(scan_layers):
   np.testing.assert_array_equal(
     first(jax.tree_util.tree_leaves(layer(encoder))[0]), first(jax.tree_util.tree_leaves(layer(source))[0])
   )
-  assert rt.generator_of(pair, config) == (rt.generator_config(config, rtd_config), pair["generator"])
+  assert rtd_pair.generator_of(pair, config) == (rtd_pair.generator_config(config, rtd_config), pair["generator"])
   head = jax.tree_util.tree_map(lambda x: x + 1.0, fresh["generator"]["mlm_head"])  # an MLM checkpoint's head
   assert (
     rt.from_checkpoint({**checkpoint, "mlm_head": head}, fresh, config, rtd_config)["generator"]["mlm_head"] is head

@@ -25,10 +25,10 @@ from wyjax.models import (
   Pooler,
   ReplacedTokenDetector,
   encoder_class,
+  rtd_pair,
   stack_layers,
   unstack_layers,
 )
-from wyjax.train import replaced_tokens
 
 log = logging.getLogger(__name__)
 
@@ -381,9 +381,9 @@ def _read_workdir(path: epath.Path, generator: bool = False) -> Checkpoint:
   if generator and "generator" not in params:
     raise guards.RunError(f"{path}: holds no generator: not a replaced-token detection run (--config.objective=rtd)")
   if generator:
-    config, params = replaced_tokens.generator_of(params, config)
+    config, params = rtd_pair.generator_of(params, config)
   elif "discriminator" in params:  # replaced-token detection's pair: the model is its discriminator
-    params = replaced_tokens.merged_discriminator(params, replaced_tokens.sharing_of(params))
+    params = rtd_pair.merged_discriminator(params, rtd_pair.sharing_of(params))
   tokenizer_dir = checkpoints.tokenizer_dir(path)  # <workdir>/tokenizer, beside model.json
   tokenizer = Tokenizer.load(tokenizer_dir) if (tokenizer_dir / "vocab.txt").exists() else None
   check_parts(

@@ -18,6 +18,7 @@ from wyjax.data.corpus import CHAR_FILTERS
 from wyjax.models import config as model_config
 from wyjax.models.config import ATTENTION_IMPLEMENTATIONS, DTYPES, REMAT_MODES
 from wyjax.models.layers import ACTIVATIONS
+from wyjax.models.rtd_pair import SHARINGS
 from wyjax.train import replaced_tokens
 from wyjax.train.pretraining_steps import OBJECTIVES
 
@@ -133,7 +134,7 @@ PRETRAINING = {
   "rtd.generator_layers": integer(0),
   "rtd.generator_hidden_size": integer(0),
   "rtd.discriminator_weight": number(0, above=True),
-  "rtd.embedding_sharing": one_of(*replaced_tokens.SHARINGS),
+  "rtd.embedding_sharing": one_of(*SHARINGS),
   "rtd.generator_init": one_of(*replaced_tokens.GENERATOR_INITS),
 }
 

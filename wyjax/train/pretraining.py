@@ -25,7 +25,7 @@ from wyjax.aot.accelerators import peak_flops_per_device
 from wyjax.core import checkpoints, distributed, guards, host_memory, locks, run_config, run_metrics
 from wyjax.data import pipeline, prepare
 from wyjax.data import tokenizer as tokenizer_lib
-from wyjax.models import EncoderConfig, MaskedLM
+from wyjax.models import EncoderConfig, MaskedLM, rtd_pair
 from wyjax.train import config_values, continuing, mlm, pretraining_evaluation, pretraining_steps, probes, program
 from wyjax.train import replaced_tokens as rtd
 from wyjax.train.pretraining_config import PLACES, RESUMABLE_CHANGES, base_config
@@ -110,8 +110,8 @@ def build(
   if config.objective == "rtd":
     train_step, eval_step = pretraining_steps.rtd_steps(generator, discriminator, prog, config, tokenizer, length)
     sharing = config.rtd.embedding_sharing
-    encoder_params = lambda params: rtd.merged_discriminator(params, sharing)["encoder"]
-    encoder_layout = lambda tree: rtd.discriminator_layout(tree, sharing)["encoder"]
+    encoder_params = lambda params: rtd_pair.merged_discriminator(params, sharing)["encoder"]
+    encoder_layout = lambda tree: rtd_pair.discriminator_layout(tree, sharing)["encoder"]
 
     def from_checkpoint(parts):
       fresh = jax.device_get(prog.init_state(jax.random.key(config.seed))["params"])
@@ -138,7 +138,7 @@ def _forward_flops_per_token(config, model_config: EncoderConfig, length: int) -
   predicted_fraction = mlm.max_predictions(length, config.masking.rate) / length
   if config.objective != "rtd":
     return model_config.forward_flops_per_token(length, predicted_fraction)
-  generator = rtd.generator_config(model_config, config.rtd)
+  generator = rtd_pair.generator_config(model_config, config.rtd)
   h = model_config.hidden_size
   discriminator = model_config.forward_flops_per_token(length, predicted_fraction=0) + 2 * h * (h + 1)
   return generator.forward_flops_per_token(length, predicted_fraction) + discriminator

@@ -1,23 +1,20 @@
 """Replaced-token detection (ELECTRA, DeBERTa-v3): a generator trained by MLM, a discriminator over every token.
 
-The pair's params are {"generator": MaskedLM params, "discriminator": ReplacedTokenDetector params, and for
-"gdes" "embedding_delta"}. With "shared" or "gdes" embedding sharing the discriminator stores no word-embedding
-table of its own: `discriminator_view` builds it from the generator's (in the step), `merged_discriminator`
-(for export, probes and fine-tuning). Loss sums add across micro-batches and devices; `total_loss` divides.
+The pair's params and their parts are wyjax.models.rtd_pair's. Here: the config, the pair's fresh or
+continued params, sampled replacements and the losses. Loss sums add across micro-batches and devices;
+`total_loss` divides.
 """
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
 
 from wyjax.core import guards
 from wyjax.models import EncoderConfig, MaskedLM, ReplacedTokenDetector
+from wyjax.models import rtd_pair as pair
 from wyjax.train import mlm
 
-SHARINGS = ("gdes", "shared", "separate")
 GENERATOR_INITS = ("first_layers", "fresh")
-TABLE = ("encoder", "embeddings", "word_embeddings", "embedding")  # the word-embedding table's path in params
 # The sums `loss_sums` returns: what micro-batches and devices add before `total_loss` and `metrics` divide.
 SUMS = (
   "generator_loss_sum",
@@ -45,54 +42,9 @@ def defaults() -> ml_collections.ConfigDict:
   )
 
 
-def _heads(hidden_size: int) -> int:
-  """ELECTRA's heads for a width (hidden/64), made a divisor of it: the largest divisor at most that."""
-  target = max(1, round(hidden_size / 64))
-  return max(h for h in range(1, target + 1) if hidden_size % h == 0)
-
-
-def generator_config(discriminator_config: EncoderConfig, rtd_config) -> EncoderConfig:
-  """The generator's encoder: fewer layers, perhaps narrower, the discriminator's vocabulary and embedding width.
-
-  A narrower generator reads the shared table through an embedding projection (embedding_size); its heads
-  are hidden/64 and its feed-forward 4 × hidden, as ELECTRA's.
-  """
-  depth = rtd_config.generator_layers or max(1, discriminator_config.num_hidden_layers // 2)
-  width = rtd_config.generator_hidden_size or discriminator_config.hidden_size
-  if depth < 0 or width < 0:
-    raise ValueError(
-      f"config.rtd.generator_layers is {depth} and config.rtd.generator_hidden_size {width}; "
-      "each must be 0 (the default) or positive"
-    )
-  if width == discriminator_config.hidden_size:
-    return discriminator_config.replace(num_hidden_layers=depth)
-  embed_dim = discriminator_config.embed_dim
-  return discriminator_config.replace(
-    num_hidden_layers=depth,
-    hidden_size=width,
-    num_attention_heads=_heads(width),
-    intermediate_size=4 * width,
-    embedding_size=None if embed_dim == width else embed_dim,
-  )
-
-
 def models(discriminator_config: EncoderConfig, rtd_config) -> tuple[MaskedLM, ReplacedTokenDetector]:
   """The generator and the discriminator modules."""
-  return MaskedLM(generator_config(discriminator_config, rtd_config)), ReplacedTokenDetector(discriminator_config)
-
-
-def _get(tree, path):
-  for key in path:
-    tree = tree[key]
-  return tree
-
-
-def _with(tree, path, value):
-  """`tree` with the leaf at `path` set to `value` (or removed when value is None); `tree` is not changed."""
-  if len(path) == 1:
-    rest = {k: v for k, v in tree.items() if k != path[0]}
-    return rest if value is None else {**rest, path[0]: value}
-  return {**tree, path[0]: _with(tree[path[0]], path[1:], value)}
+  return MaskedLM(pair.generator_config(discriminator_config, rtd_config)), ReplacedTokenDetector(discriminator_config)
 
 
 def init_params(rng, discriminator_config: EncoderConfig, rtd_config) -> dict:
@@ -107,62 +59,7 @@ def init_params(rng, discriminator_config: EncoderConfig, rtd_config) -> dict:
     "generator": generator.init(gen_rng, ids, predict_positions=jnp.zeros((1, 1), jnp.int32))["params"],
     "discriminator": discriminator.init(disc_rng, ids)["params"],
   }
-  return _stored(params, rtd_config.embedding_sharing)
-
-
-def _stored(params: dict, sharing: str) -> dict:
-  """A pair whose discriminator holds its own table, stored as `sharing` keeps it."""
-  if sharing == "separate":
-    return params
-  stored = {**params, "discriminator": _with(params["discriminator"], TABLE, None)}
-  if sharing == "gdes":
-    table = _get(params["generator"], TABLE)
-    boxed = isinstance(table, nn.Partitioned)
-    stored["embedding_delta"] = table.replace_boxed(jnp.zeros_like(table.value)) if boxed else jnp.zeros_like(table)
-  return stored
-
-
-def _discriminator(params: dict, sharing: str, combine) -> dict:
-  """params["discriminator"] with its word-embedding table: combine(the generator's table, the delta) for "gdes"."""
-  if sharing == "separate":
-    return params["discriminator"]
-  table = _get(params["generator"], TABLE)
-  if sharing == "gdes":
-    table = combine(table, params["embedding_delta"])
-  return _with(params["discriminator"], TABLE, table)
-
-
-def discriminator_view(params: dict, sharing: str) -> dict:
-  """The discriminator's params for the step, its table built from the generator's.
-
-  "shared": the generator's table (both losses reach it); "gdes": stop_gradient(the generator's table)
-  + embedding_delta (the discriminator's loss reaches only the delta); "separate": its own.
-  """
-  return _discriminator(params, sharing, lambda table, delta: jax.lax.stop_gradient(table) + delta)
-
-
-def merged_discriminator(params: dict, sharing: str) -> dict:
-  """Plain ReplacedTokenDetector params, the GDES delta merged: for export, probes and fine-tuning.
-
-  Works on numpy arrays (a checkpoint read on the host) as on jax arrays.
-  """
-  return _discriminator(params, sharing, lambda table, delta: table + delta)
-
-
-def discriminator_layout(tree: dict, sharing: str) -> dict:
-  """The discriminator's part of a tree shaped as the pair's params (shardings, shapes): the generator's table."""
-  return _discriminator(tree, sharing, lambda table, delta: table)
-
-
-def sharing_of(params: dict) -> str:
-  """The embedding sharing a pair's params were stored with, read from which tables they hold."""
-  if "embedding_delta" in params:
-    return "gdes"
-  try:
-    _get(params["discriminator"], TABLE)
-  except KeyError:
-    return "shared"
-  return "separate"
+  return pair.stored(params, rtd_config.embedding_sharing)
 
 
 def from_checkpoint(checkpoint: dict, fresh: dict, discriminator_config: EncoderConfig, rtd_config) -> dict:
@@ -184,7 +81,7 @@ def from_checkpoint(checkpoint: dict, fresh: dict, discriminator_config: Encoder
   }
   generator = fresh["generator"]
   if rtd_config.generator_init == "first_layers":
-    config = generator_config(discriminator_config, rtd_config)
+    config = pair.generator_config(discriminator_config, rtd_config)
     if config.hidden_size != discriminator_config.hidden_size:
       raise guards.RunError(
         f"config.rtd.generator_init='first_layers' needs a generator as wide as the discriminator "
@@ -202,21 +99,8 @@ def from_checkpoint(checkpoint: dict, fresh: dict, discriminator_config: Encoder
       "mlm_head": checkpoint.get("mlm_head", generator["mlm_head"]),
     }
   if sharing != "separate":
-    generator = _with(generator, TABLE, _get(checkpoint, TABLE))
-  return _stored({**fresh, "generator": generator, "discriminator": discriminator}, sharing)
-
-
-def generator_of(params: dict, discriminator_config: EncoderConfig) -> tuple[EncoderConfig, dict]:
-  """The generator's config and MaskedLM params of a pair's params, its depth and width read from them."""
-  generator = params["generator"]
-  encoder = generator["encoder"]
-  if "layers" in encoder:  # stacked: the leading axis
-    depth = jax.tree_util.tree_leaves(encoder["layers"])[0].shape[0]
-  else:
-    depth = sum(name.startswith("layer_") for name in encoder)
-  width = generator["mlm_head"]["dense"]["kernel"].shape[0]  # [hidden, embedding]
-  sizes = ml_collections.ConfigDict(dict(generator_layers=depth, generator_hidden_size=width))
-  return generator_config(discriminator_config, sizes), generator
+    generator = pair.with_leaf(generator, pair.TABLE, pair.get(checkpoint, pair.TABLE))
+  return pair.stored({**fresh, "generator": generator, "discriminator": discriminator}, sharing)
 
 
 def _first_layers(encoder: dict, depth: int) -> dict:
@@ -297,7 +181,7 @@ def loss_sums(
   rows = jnp.arange(targets.shape[0])[:, None]
   corrupted = targets.at[rows, positions].set(samples)  # prediction_positions' positions are distinct per row
   disc_logits = discriminator.apply(
-    {"params": discriminator_view(params, sharing)},
+    {"params": pair.discriminator_view(params, sharing)},
     corrupted,
     attention_mask,
     deterministic=deterministic,
