@@ -138,8 +138,9 @@ def _cell(values: list[float]) -> str:
 def table(rows: dict) -> str:
   """The markdown table of the runs' results: the last evaluation, the probes and the fine-tuned scores."""
   lines = [
-    "| pretraining | steps | valid generator MLM loss | last PUNC probe F1 | last TLC probe accuracy | PUNC dev F1 | "
-    "PUNC test F1 | TLC dev accuracy | TLC test accuracy | PUNC test F1 per seed |",
+    "| pretraining, last evaluation | steps | valid MLM loss (RTD: its generator's) | last PUNC probe F1 | "
+    "last TLC probe accuracy | PUNC dev F1 | PUNC test F1 | TLC dev accuracy | TLC test accuracy | "
+    "PUNC test F1 per seed |",
     "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
   ]
   for name, runs in rows.items():
