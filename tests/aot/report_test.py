@@ -18,22 +18,10 @@ from wyjax.aot import accelerators
 from wyjax.aot.report import LARGEST_BUFFERS, check_fits
 from wyjax.core.host_memory import DoesNotFit
 from wyjax.models import EncoderConfig, MaskedLM
+from wyjax.train import task_model
 
 TINY = REPO_ROOT / "configs" / "pretrain" / "deberta_tiny.py"
-TINY_MODEL = EncoderConfig(  # deberta_tiny's, written out
-  vocab_size=6000,
-  hidden_size=128,
-  num_hidden_layers=2,
-  num_attention_heads=4,
-  intermediate_size=256,
-  max_position_embeddings=128,
-  relative_attention=True,
-  position_buckets=32,
-  pos_att_type="p2c|c2p",
-  share_att_key=True,
-  norm_rel_ebd="layer_norm",
-  position_biased_input=False,
-)
+TINY_MODEL = EncoderConfig(**task_model.FRESH_TINY_MODEL, vocab_size=6000)  # deberta_tiny's architecture
 # v5p per chip (cloud.google.com/tpu/docs/v5p-training): bf16 peak, HBM bandwidth and capacity.
 V5P_PEAK, V5P_BANDWIDTH, V5P_HBM = 459e12, 2765e9, 95e9
 

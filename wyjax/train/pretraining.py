@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 
+import flax.linen as nn
 import grain
 import jax
 import jax.numpy as jnp
@@ -114,7 +115,8 @@ def build(
     encoder_layout = lambda tree: rtd_pair.discriminator_layout(tree, sharing)["encoder"]
 
     def from_checkpoint(parts):
-      fresh = jax.device_get(prog.init_state(jax.random.key(config.seed))["params"])
+      fresh_params = jax.jit(lambda key: nn.unbox(init(key)), out_shardings=prog.params_sharding)  # no optimizer
+      fresh = jax.device_get(fresh_params(jax.random.key(config.seed)))
       return rtd.from_checkpoint(parts, fresh, model_config, config.rtd)
   else:
     train_step, eval_step = pretraining_steps.mlm_steps(model, prog, config, tokenizer, length)
