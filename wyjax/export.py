@@ -84,11 +84,11 @@ def random_model(config) -> loading.Model:
   return loading.Model(model_config, params, tokenizer_lib.placeholder(model_config.vocab_size))
 
 
-def verify(model: loading.Model, folder) -> float:
-  """Max |difference| between wyjax's and transformers' outputs on a padded batch of real tokens.
+def verify(model: loading.Model, folder) -> tuple[float, str]:
+  """(max |difference|, what was compared) of wyjax's and transformers' outputs on a padded batch of real tokens.
 
-  The outputs of the folder's architecture: MLM logits, the discriminator's logits, or a base model's
-  hidden states.
+  The outputs of the folder's architecture: MLM logits, the discriminator's logits ("logit"), or a base
+  model's hidden states ("hidden state").
   """
   import torch
   import transformers
@@ -108,7 +108,8 @@ def verify(model: loading.Model, folder) -> float:
   theirs = outputs[output].numpy()
   ours = ours_of(batch["input_ids"], batch["attention_mask"])
   real = batch["attention_mask"].astype(bool)
-  return float(np.abs(theirs[real] - ours[real]).max())
+  compared = "hidden state" if output == "last_hidden_state" else "logit"
+  return float(np.abs(theirs[real] - ours[real]).max()), compared
 
 
 def main(argv):
@@ -186,7 +187,7 @@ def _fine_tuned(path, legacy, name):
   )
   return (
     write,
-    lambda local: task_models.verify(model, local),
+    lambda local: (task_models.verify(model, local), "logit"),
     f"{model.task.name} as {task_models.hf_config(model, legacy)['architectures'][0]} "
     f"({model.model_config.num_hidden_layers} layers, hidden {model.model_config.hidden_size})",
   )
@@ -210,10 +211,12 @@ def _verify(write, check) -> None:
   A failed verification leaves --out as it was, and the rerun needs no --overwrite.
   """
   with tempfile.TemporaryDirectory() as tmp:
-    diff = check(write(f"{tmp}/export", False))
-  print(f"transformers reload: max |logit difference| = {diff:.2e}")
+    diff, compared = check(write(f"{tmp}/export", False))
+  print(f"transformers reload: max |{compared} difference| = {diff:.2e}")
   if diff > 1e-4:
-    raise guards.RunError(f"verification failed: logits differ by {diff:.2e} (> 1e-4); nothing written to {_OUT.value}")
+    raise guards.RunError(
+      f"verification failed: {compared}s differ by {diff:.2e} (> 1e-4); nothing written to {_OUT.value}"
+    )
 
 
 def _push(out) -> None:

@@ -20,6 +20,9 @@ the step half as long again as MLM's:
 
     JAX_PLATFORMS=cpu python -m wyjax.pretrain --config=pretrain/deberta_v3_base.py --compile_only=h200 \\
         --config.batch_size=32
+
+Measured on one H200 (docs/benchmarks.md, 2026-12-04): 109.6 ms a step, 149,517 tokens/s, 9.8 GiB
+(MLM's step in the same call: 72.3 ms, 226,621 tokens/s), by `python benchmarks/gpu.py --rtd_attentions=auto`.
 """
 
 from wyjax.core import config_files
