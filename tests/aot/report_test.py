@@ -90,21 +90,25 @@ def tiny_step_flops() -> float:
   return 3 * batch * length * (2 * _tiny_layer_flops() + predicted * (2 * h * h + 2 * h * v))
 
 
-def test_replaced_token_detections_step_compiled_for_v5p_holds_both_models(tmp_path):
+@pytest.mark.parametrize(
+  "topology, chips, mesh",
+  [("v5p:2x2x1", 4, ("--config.mesh.data=1", "--config.mesh.fsdp=4")), ("h200", 1, ())],
+)
+def test_replaced_token_detections_step_compiled_holds_both_models(tmp_path, topology, chips, mesh):
   """The pair's params (GDES: the generator's table, a delta of its shape, no second table; the
   discriminator's head, no MLM head of its own) and FLOPs (the 1-layer generator's MLM, the
-  2-layer discriminator over every token and its head), counted here."""
+  2-layer discriminator over every token and its head), counted here; on a GPU, its calibrated step."""
   code, report, stderr = compile_only(
     tmp_path,
-    "v5p:2x2x1",
+    topology,
     "--config.objective=rtd",
-    "--config.mesh.data=1",
-    "--config.mesh.fsdp=4",
+    *mesh,
     "--config.model.hidden_dropout_prob=0",
     "--config.model.attention_probs_dropout_prob=0",
     "--config.attention=xla",
   )
   assert code == 0, stderr[-3000:]
+  assert report["chips"] == chips
   h, layer_flops = 128, _tiny_layer_flops()
   sizes = {}
   for depth in (1, 2):
@@ -114,11 +118,16 @@ def test_replaced_token_detections_step_compiled_for_v5p_holds_both_models(tmp_p
     sizes[depth] = (count(params), count(params["params"]["mlm_head"]))
   rtd_head = h * h + h + h + 1  # dense H→H, dense_prediction H→1
   total = 4 * (sizes[1][0] + sizes[2][0] - sizes[2][1] + rtd_head)
-  assert report["params_bytes_per_chip"] == pytest.approx(total / 4, rel=0.05)
+  assert report["params_bytes_per_chip"] == pytest.approx(total / chips, rel=0.05)
   predicted, v = 29 / 64, 6000
   flops = 3 * 32 * 64 * (3 * layer_flops + predicted * (2 * h * h + 2 * h * v) + 2 * h * (h + 1))
-  assert report["analytic_flops_per_step_per_chip"] == pytest.approx(flops / 4, rel=1e-6)
+  assert report["analytic_flops_per_step_per_chip"] == pytest.approx(flops / chips, rel=1e-6)
   assert report["flops_per_step_per_chip"] == pytest.approx(report["analytic_flops_per_step_per_chip"], rel=0.15)
+  if chips == 1:  # the GPU: its program, and the step every kernel of it predicts
+    low, high = report["predicted_step_band_seconds"]
+    assert low < report["predicted_step_seconds"] < high
+    assert report["roofline_step_seconds"] < report["predicted_uncalibrated_step_seconds"]
+    assert report["kernels_per_step"] == sum(report["kernels_by_kind"].values()) > 100
 
 
 def test_a_step_too_big_for_the_chip_exits_with_what_to_change(tmp_path):
