@@ -13,7 +13,6 @@ import sys
 import time
 from collections.abc import Callable
 
-import flax.linen as nn
 import grain
 import jax
 import jax.numpy as jnp
@@ -26,9 +25,8 @@ from wyjax.aot.accelerators import peak_flops_per_device
 from wyjax.core import checkpoints, distributed, guards, host_memory, locks, run_config, run_metrics
 from wyjax.data import pipeline, prepare
 from wyjax.data import tokenizer as tokenizer_lib
-from wyjax.models import EncoderConfig, MaskedLM, rtd_pair
-from wyjax.train import config_values, continuing, mlm, pretraining_evaluation, pretraining_steps, probes, program
-from wyjax.train import replaced_tokens as rtd
+from wyjax.models import EncoderConfig
+from wyjax.train import config_values, continuing, pretraining_evaluation, pretraining_steps, probes, program
 from wyjax.train.pretraining_config import PLACES, RESUMABLE_CHANGES, base_config
 from wyjax.train.pretraining_corpus import corpus_fingerprint, prepared_data_dir
 from wyjax.train.program import Program
@@ -58,7 +56,7 @@ class Pretraining:
   train_step: Callable  # jitted (state, batch) → (state, metrics); the state is donated
   eval_step: Callable  # jitted (params, batch, index) → loss sums
   length: int
-  train_flops_per_step: float  # 3 × forward (EncoderConfig.forward_flops_per_token), MLM head on predicted positions
+  train_flops_per_step: float  # 3 × the objective's forward FLOPs (pretraining_steps.Objective)
   # The encoder the run makes (RTD's discriminator): from the params, and its part of a tree shaped as them.
   encoder_params: Callable[[dict], dict]
   encoder_layout: Callable[[dict], dict]
@@ -93,14 +91,9 @@ def build(
       f"have no embedding (the loss would be NaN); prepare a corpus of at most {model_config.max_tokens} tokens a "
       "sequence" + ("" if config.init else f", or set --config.model.max_position_embeddings={length}")
     )
-  if config.objective == "rtd":
-    generator, discriminator = rtd.models(model_config, config.rtd)
-    init = functools.partial(rtd.init_params, discriminator_config=model_config, rtd_config=config.rtd)
-  else:
-    model = MaskedLM(model_config)
-    init = lambda rng: model.init(rng, jnp.zeros((1, length), jnp.int32))["params"]
+  objective = pretraining_steps.OBJECTIVES[config.objective](config, model_config, tokenizer, length)
   prog = program.build(
-    init,
+    objective.init,
     config,
     warmup_steps=config.warmup_steps,
     total_steps=config.num_train_steps,
@@ -108,42 +101,18 @@ def build(
     frozen_steps=config.freeze_encoder_steps,
     trainable=continuing.trains_first,
   )
-  if config.objective == "rtd":
-    train_step, eval_step = pretraining_steps.rtd_steps(generator, discriminator, prog, config, tokenizer, length)
-    sharing = config.rtd.embedding_sharing
-    encoder_params = lambda params: rtd_pair.merged_discriminator(params, sharing)["encoder"]
-    encoder_layout = lambda tree: rtd_pair.discriminator_layout(tree, sharing)["encoder"]
-
-    def from_checkpoint(parts):
-      fresh_params = jax.jit(lambda key: nn.unbox(init(key)), out_shardings=prog.params_sharding)  # no optimizer
-      fresh = jax.device_get(fresh_params(jax.random.key(config.seed)))
-      return rtd.from_checkpoint(parts, fresh, model_config, config.rtd)
-  else:
-    train_step, eval_step = pretraining_steps.mlm_steps(model, prog, config, tokenizer, length)
-    encoder_params = encoder_layout = lambda tree: tree["encoder"]
-    from_checkpoint = lambda parts: {"encoder": parts["encoder"], "mlm_head": parts["mlm_head"]}
+  train_step, eval_step = objective.steps(prog)
   return Pretraining(
     program=prog,
     model_config=model_config,
     length=length,
     train_step=prog.jit_train(train_step, prog.data_sharding),
     eval_step=prog.jit_eval(eval_step, prog.data_sharding, None),
-    train_flops_per_step=3 * config.batch_size * length * _forward_flops_per_token(config, model_config, length),
-    encoder_params=encoder_params,
-    encoder_layout=encoder_layout,
-    from_checkpoint=from_checkpoint,
+    train_flops_per_step=3 * config.batch_size * length * objective.forward_flops_per_token,
+    encoder_params=objective.encoder_params,
+    encoder_layout=objective.encoder_layout,
+    from_checkpoint=functools.partial(objective.from_checkpoint, prog=prog),
   )
-
-
-def _forward_flops_per_token(config, model_config: EncoderConfig, length: int) -> float:
-  """The forward pass's FLOPs per token: MLM's model, or RTD's generator and discriminator with its head (H→H→1)."""
-  predicted_fraction = mlm.max_predictions(length, config.masking.rate) / length
-  if config.objective != "rtd":
-    return model_config.forward_flops_per_token(length, predicted_fraction)
-  generator = rtd_pair.generator_config(model_config, config.rtd)
-  h = model_config.hidden_size
-  discriminator = model_config.forward_flops_per_token(length, predicted_fraction=0) + 2 * h * (h + 1)
-  return generator.forward_flops_per_token(length, predicted_fraction) + discriminator
 
 
 def compile_steps(run: Pretraining, config) -> tuple[jax.stages.Compiled, jax.stages.Compiled]:

@@ -1,19 +1,84 @@
-"""The pure train and evaluation steps of pretraining's objectives: MLM, and replaced-token detection.
+"""Pretraining's objectives, MLM and replaced-token detection: each one's params, pure steps and encoder.
 
 Masking, sampling and dropout randomness is fold_in(seed, step), an evaluation batch's fold_in(seed + 1,
 index): a step is deterministic in (seed, step) however the batch is sharded, split or resumed.
 """
 
+import dataclasses
+import functools
+from collections.abc import Callable
+
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from wyjax.models import MaskedLM
+from wyjax.models import EncoderConfig, MaskedLM, rtd_pair
 from wyjax.train import mlm, program
 from wyjax.train import replaced_tokens as rtd
 from wyjax.train.program import Program
 
-OBJECTIVES = ("mlm", "rtd")
+
+@dataclasses.dataclass(frozen=True)
+class Objective:
+  """What pretraining by one objective builds on an encoder: its params, its steps and the encoder it makes."""
+
+  init: Callable[[jax.Array], dict]  # rng → the params, boxed with their logical axes
+  steps: Callable[[Program], tuple[Callable, Callable]]  # → (train step, evaluation step), not yet jitted
+  forward_flops_per_token: float  # the models' forward pass, their heads on the positions they score
+  # The encoder the run makes (RTD's discriminator): from the params, and its part of a tree shaped as them.
+  encoder_params: Callable[[dict], dict]
+  encoder_layout: Callable[[dict], dict]
+  from_checkpoint: Callable[[dict, Program], dict]  # continuing.initial_params's parts (host) → params at step 0
+
+
+def masked_language_modelling(config, model_config: EncoderConfig, tokenizer, length: int) -> Objective:
+  """MLM: the encoder and its head predict the masked tokens."""
+  model = MaskedLM(model_config)
+  predicted_fraction = mlm.max_predictions(length, config.masking.rate) / length
+  encoder = lambda tree: tree["encoder"]
+  return Objective(
+    init=lambda rng: model.init(rng, jnp.zeros((1, length), jnp.int32))["params"],
+    steps=lambda prog: mlm_steps(model, prog, config, tokenizer, length),
+    forward_flops_per_token=model_config.forward_flops_per_token(length, predicted_fraction),
+    encoder_params=encoder,
+    encoder_layout=encoder,
+    from_checkpoint=lambda parts, prog: {"encoder": parts["encoder"], "mlm_head": parts["mlm_head"]},
+  )
+
+
+def replaced_token_detection(config, model_config: EncoderConfig, tokenizer, length: int) -> Objective:
+  """RTD: a generator learns MLM; the encoder, its discriminator, tells which tokens the generator's samples replaced.
+
+  The FLOPs: the generator's, its MLM head on the scored positions, and the discriminator's over every
+  token with its head (H→H→1).
+  """
+  generator, discriminator = rtd.models(model_config, config.rtd)
+  init = functools.partial(rtd.init_params, discriminator_config=model_config, rtd_config=config.rtd)
+  sharing = config.rtd.embedding_sharing
+  predicted_fraction = mlm.max_predictions(length, config.masking.rate) / length
+  h = model_config.hidden_size
+
+  def from_checkpoint(parts, prog):
+    fresh_params = jax.jit(lambda key: nn.unbox(init(key)), out_shardings=prog.params_sharding)  # no optimizer
+    fresh = jax.device_get(fresh_params(jax.random.key(config.seed)))
+    return rtd.from_checkpoint(parts, fresh, model_config, config.rtd)
+
+  return Objective(
+    init=init,
+    steps=lambda prog: rtd_steps(generator, discriminator, prog, config, tokenizer, length),
+    forward_flops_per_token=rtd_pair.generator_config(model_config, config.rtd).forward_flops_per_token(
+      length, predicted_fraction
+    )
+    + model_config.forward_flops_per_token(length, predicted_fraction=0)
+    + 2 * h * (h + 1),
+    encoder_params=lambda params: rtd_pair.merged_discriminator(params, sharing)["encoder"],
+    encoder_layout=lambda tree: rtd_pair.discriminator_layout(tree, sharing)["encoder"],
+    from_checkpoint=from_checkpoint,
+  )
+
+
+OBJECTIVES = {"mlm": masked_language_modelling, "rtd": replaced_token_detection}  # config.objective's values
 
 
 def masking(config, tokenizer) -> dict:
