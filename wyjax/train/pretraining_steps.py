@@ -57,7 +57,10 @@ def replaced_token_detection(config, model_config: EncoderConfig, tokenizer, len
   init = functools.partial(rtd.init_params, discriminator_config=model_config, rtd_config=config.rtd)
   sharing = config.rtd.embedding_sharing
   predicted_fraction = mlm.max_predictions(length, config.masking.rate) / length
+  generator_config = rtd_pair.generator_config(model_config, config.rtd)
+  generator_flops = generator_config.forward_flops_per_token(length, predicted_fraction)
   h = model_config.hidden_size
+  discriminator_flops = model_config.forward_flops_per_token(length, predicted_fraction=0) + 2 * h * (h + 1)
 
   def from_checkpoint(parts, prog):
     fresh_params = jax.jit(lambda key: nn.unbox(init(key)), out_shardings=prog.params_sharding)  # no optimizer
@@ -67,11 +70,7 @@ def replaced_token_detection(config, model_config: EncoderConfig, tokenizer, len
   return Objective(
     init=init,
     steps=lambda prog: rtd_steps(generator, discriminator, prog, config, tokenizer, length),
-    forward_flops_per_token=rtd_pair.generator_config(model_config, config.rtd).forward_flops_per_token(
-      length, predicted_fraction
-    )
-    + model_config.forward_flops_per_token(length, predicted_fraction=0)
-    + 2 * h * (h + 1),
+    forward_flops_per_token=generator_flops + discriminator_flops,
     encoder_params=lambda params: rtd_pair.merged_discriminator(params, sharing)["encoder"],
     encoder_layout=lambda tree: rtd_pair.discriminator_layout(tree, sharing)["encoder"],
     from_checkpoint=from_checkpoint,
