@@ -19,11 +19,9 @@ import argparse
 import json
 import pathlib
 import platform
-import subprocess
-import sys
 import time
 
-import numpy as np
+from commands import command, mean_std  # benchmarks/, beside this file
 
 from wyjax.tasks import leaderboard
 from wyjax.tasks.builders import poetry
@@ -90,20 +88,6 @@ def modern_texts(clue: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
   return out
 
 
-def command(log: pathlib.Path, *args: str) -> str:
-  """Runs `python -m args…`, its output appended to `log`; returns its standard output."""
-  start = time.perf_counter()
-  result = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True)
-  with log.open("a", encoding="utf-8") as f:
-    f.write(
-      f"$ python -m {' '.join(args)}\n{result.stdout}{result.stderr}[{time.perf_counter() - start:.0f} s, "
-      f"exit {result.returncode}]\n"
-    )
-  if result.returncode:
-    sys.exit(f"failed: python -m {' '.join(args)}\n{result.stderr[-3000:]}")
-  return result.stdout
-
-
 def valid_losses(workdir: pathlib.Path) -> tuple[float, float]:
   """The validation MLM loss at step 0 and at the last evaluation."""
   records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
@@ -118,10 +102,6 @@ def scores(results_dir: pathlib.Path) -> dict:
     result = json.loads((results_dir / task / "results.json").read_text())
     out[task] = {split: [s[task] for s in leaderboard.per_seed({task: result}, split)] for split in ("dev", "test")}
   return out
-
-
-def _cell(values: list[float]) -> str:
-  return f"{100 * np.mean(values):.2f} ± {100 * np.std(values):.2f}"
 
 
 def main():
@@ -206,7 +186,7 @@ def main():
     s = row["scores"]
     lines.append(
       f"| {name} | {row['valid_loss'][0]:.2f} → {row['valid_loss'][1]:.2f} | "
-      + " | ".join(_cell(s[t][split]) for t in (poetry.PUNCTUATION, poetry.DYNASTY) for split in ("dev", "test"))
+      + " | ".join(mean_std(s[t][split]) for t in (poetry.PUNCTUATION, poetry.DYNASTY) for split in ("dev", "test"))
       + " |"
     )
   print("\n".join(lines))

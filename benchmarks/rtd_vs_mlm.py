@@ -23,12 +23,11 @@ import json
 import math
 import pathlib
 import platform
-import subprocess
-import sys
 import time
 
 import jax
 import numpy as np
+from commands import command, mean_std  # benchmarks/, beside this file
 
 from wyjax.core import config_files
 from wyjax.data import tokenizer as tokenizer_lib
@@ -70,17 +69,6 @@ def step_seconds(overrides: list[dict], *, repeats: int = 6, steps: int = 10) ->
       jax.block_until_ready(metrics)
       seconds.append((time.perf_counter() - start) / steps)
   return [float(np.median(t)) for t in times]
-
-
-def command(log: pathlib.Path, *args: str) -> None:
-  """Runs `python -m args…`, its output appended to `log`; exits on failure."""
-  start = time.perf_counter()
-  result = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True)
-  with log.open("a", encoding="utf-8") as f:
-    f.write(f"$ python -m {' '.join(args)}\n{result.stdout}{result.stderr}")
-    f.write(f"[{time.perf_counter() - start:.0f} s, exit {result.returncode}]\n")
-  if result.returncode:
-    sys.exit(f"failed: python -m {' '.join(args)}\n{result.stderr[-3000:]}")
 
 
 def pretrain(log, workdir: pathlib.Path, tasks: pathlib.Path, seed: int, steps: int, overrides: dict) -> None:
@@ -131,10 +119,6 @@ def finetuned_scores(workdir: pathlib.Path, tasks: pathlib.Path, out: pathlib.Pa
   return scores
 
 
-def _cell(values: list[float]) -> str:
-  return f"{100 * np.mean(values):.2f} ± {100 * np.std(values):.2f}"
-
-
 def table(rows: dict) -> str:
   """The markdown table of the runs' results: the last evaluation, the probes and the fine-tuned scores."""
   lines = [
@@ -146,12 +130,12 @@ def table(rows: dict) -> str:
   for name, runs in rows.items():
     last = [run["evaluations"][-1] for run in runs]
     mlm_loss = [e.get("valid_generator_loss", e["valid_loss"]) for e in last]
-    probe = lambda task, metric: _cell([e[f"probe/{task}/{metric}"] for e in last])
+    probe = lambda task, metric: mean_std([e[f"probe/{task}/{metric}"] for e in last])
     score = lambda task, split: [run["scores"][task][split] for run in runs]
     lines.append(
       f"| {name} | {runs[0]['steps']:,} | {np.mean(mlm_loss):.3f} | {probe('punc', 'f1')} | "
-      f"{probe('tlc', 'accuracy')} | {_cell(score('punc', 'dev'))} | {_cell(score('punc', 'test'))} | "
-      f"{_cell(score('tlc', 'dev'))} | {_cell(score('tlc', 'test'))} | "
+      f"{probe('tlc', 'accuracy')} | {mean_std(score('punc', 'dev'))} | {mean_std(score('punc', 'test'))} | "
+      f"{mean_std(score('tlc', 'dev'))} | {mean_std(score('tlc', 'test'))} | "
       + ", ".join(f"{100 * s:.2f}" for s in score("punc", "test"))
       + " |"
     )

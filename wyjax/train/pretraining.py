@@ -32,7 +32,6 @@ from wyjax.train.pretraining_corpus import corpus_fingerprint, prepared_data_dir
 from wyjax.train.program import Program
 
 DATA_ITER = "data_iter"
-HEADS = {"mlm": "mlm_head", "rtd": "rtd_head"}  # model.json's head: the one its export keeps
 
 
 def _restore_data_iterator(mngr, step: int, train_iter) -> None:
@@ -61,6 +60,8 @@ class Pretraining:
   encoder_params: Callable[[dict], dict]
   encoder_layout: Callable[[dict], dict]
   from_checkpoint: Callable[[dict], dict]  # continuing.initial_params's parts (host) → the run's params at step 0
+  validation_metrics: Callable[[dict], dict]  # an evaluation's summed eval_step outputs → its metrics
+  head: str  # the head model.json names: the one an export of the encoder keeps
 
 
 def build(
@@ -112,6 +113,8 @@ def build(
     encoder_params=objective.encoder_params,
     encoder_layout=objective.encoder_layout,
     from_checkpoint=functools.partial(objective.from_checkpoint, prog=prog),
+    validation_metrics=objective.validation_metrics,
+    head=objective.head,
   )
 
 
@@ -265,7 +268,7 @@ def _train_and_evaluate(
     checkpoints.write_model_info(
       workdir,
       model_config.without_run_choices().replace(dtype="float32").to_dict(),
-      [HEADS[config.objective]],
+      [run.head],
       tokenizer,
     )
     run_config.trim_metrics(workdir, start_step if restored else -1)  # a fresh start records step 0 again
@@ -275,7 +278,7 @@ def _train_and_evaluate(
     return jax.make_array_from_process_local_data(run.program.data_sharding, local)
 
   # run.eval_step: jit's cache holds its program, compiled with the train step; the batches go on the devices once.
-  evaluate = pretraining_evaluation.Evaluation(run, config, eval_batches, tokenizer, global_batch, run_probes)
+  evaluate = pretraining_evaluation.Evaluation(run, eval_batches, tokenizer, global_batch, run_probes)
 
   # --- loop ---------------------------------------------------------------------------------------
   writer = run_metrics.MetricWriter(workdir, enabled=is_main)

@@ -9,7 +9,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 
 from wyjax.core import guards, run_config
-from wyjax.train import mlm, pretraining_steps
+from wyjax.train import mlm
 
 KEY = "valid_loss"  # in every evaluation's record
 
@@ -30,9 +30,9 @@ def recorded(workdir, step: int) -> bool:
 class Evaluation:
   """The evaluation of a run's params: its validation batches, on the devices once, and its probes."""
 
-  def __init__(self, run, config, eval_batches: list, tokenizer, global_batch, run_probes):
+  def __init__(self, run, eval_batches: list, tokenizer, global_batch, run_probes):
     """run: the pretraining.Pretraining whose eval_step sums; global_batch: a host batch → a global array."""
-    self.run, self.config, self.probes = run, config, run_probes
+    self.run, self.probes = run, run_probes
     self.entropy = mlm.unigram_entropy(eval_batches, tokenizer)
     self.eval_arrays = [global_batch(b) for b in eval_batches]
 
@@ -54,7 +54,7 @@ class Evaluation:
     if signum:
       return None, signum
     return {
-      **pretraining_steps.validation_metrics(self.config, totals),
+      **self.run.validation_metrics(totals),
       "valid_unigram_entropy": self.entropy,
       **probed,
     }, 0

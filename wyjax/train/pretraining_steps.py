@@ -30,6 +30,8 @@ class Objective:
   encoder_params: Callable[[dict], dict]
   encoder_layout: Callable[[dict], dict]
   from_checkpoint: Callable[[dict, Program], dict]  # continuing.initial_params's parts (host) → params at step 0
+  validation_metrics: Callable[[dict], dict]  # an evaluation's summed eval_step outputs → its metrics (valid_loss…)
+  head: str  # the head model.json names: the one an export of the encoder keeps
 
 
 def masked_language_modelling(config, model_config: EncoderConfig, tokenizer, length: int) -> Objective:
@@ -44,6 +46,8 @@ def masked_language_modelling(config, model_config: EncoderConfig, tokenizer, le
     encoder_params=encoder,
     encoder_layout=encoder,
     from_checkpoint=lambda parts, prog: {"encoder": parts["encoder"], "mlm_head": parts["mlm_head"]},
+    validation_metrics=mlm_validation_metrics,
+    head="mlm_head",
   )
 
 
@@ -74,6 +78,8 @@ def replaced_token_detection(config, model_config: EncoderConfig, tokenizer, len
     encoder_params=lambda params: rtd_pair.merged_discriminator(params, sharing)["encoder"],
     encoder_layout=lambda tree: rtd_pair.discriminator_layout(tree, sharing)["encoder"],
     from_checkpoint=from_checkpoint,
+    validation_metrics=functools.partial(rtd_validation_metrics, weight=config.rtd.discriminator_weight),
+    head="rtd_head",
   )
 
 
@@ -191,14 +197,17 @@ def rtd_steps(generator, discriminator, prog: Program, config, tokenizer, length
   return train_step, eval_step
 
 
-def validation_metrics(config, totals: dict) -> dict:
-  """An evaluation's metrics from its batches' summed eval_step outputs (valid_loss: the objective's loss)."""
-  if config.objective == "rtd":
-    loss = rtd.total_loss(totals, config.rtd.discriminator_weight)
-    return {"valid_loss": float(loss), **{f"valid_{k}": float(v) for k, v in rtd.metrics(totals).items()}}
+def mlm_validation_metrics(totals: dict) -> dict:
+  """MLM's evaluation metrics from its batches' summed mlm_steps eval_step outputs."""
   loss = totals["loss_sum"] / max(totals["weight"], 1.0)
   return {
     "valid_loss": loss,
     "valid_accuracy": totals["correct"] / max(totals["weight"], 1.0),
     "valid_perplexity": float(np.exp(loss)),
   }
+
+
+def rtd_validation_metrics(totals: dict, weight: float) -> dict:
+  """RTD's evaluation metrics from its batches' summed rtd_steps eval_step outputs (valid_loss: rtd.total_loss)."""
+  loss = rtd.total_loss(totals, weight)
+  return {"valid_loss": float(loss), **{f"valid_{k}": float(v) for k, v in rtd.metrics(totals).items()}}
