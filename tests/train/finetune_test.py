@@ -2,6 +2,7 @@
 and best-checkpoint restore, pretrained encoders grafted into every head."""
 
 import collections
+import functools
 import json
 import re
 import shutil
@@ -16,7 +17,7 @@ import pytest
 
 from tests import checkpoint_files
 from tests.train.conftest import REPO_ROOT, pretrain_env, tiny_checkpoint
-from wyjax.core import checkpoints, guards, run_config, storage
+from wyjax.core import checkpoints, guards, run_config, run_metrics, storage
 from wyjax.data.tokenizer import Tokenizer, build_vocab
 from wyjax.hf import loading
 from wyjax.models import EncoderConfig, unstack_layers
@@ -164,6 +165,7 @@ def test_early_stopping_restores_the_best_dev_checkpoint(trained, tmp_path, monk
     num_train_steps=30,
     eval_every=1,
     patience=3,
+    log_every=1,
     learning_rate=0.5,
     warmup_fraction=0.0,
     batch_size=16,
@@ -177,6 +179,8 @@ def test_early_stopping_restores_the_best_dev_checkpoint(trained, tmp_path, monk
     return evaluate(self, params, examples, *args, **kwargs)
 
   monkeypatch.setattr(task_model.TaskModel, "evaluate", counted)
+  clock = lambda: time.perf_counter() + 1000 * len(evaluated)  # each evaluation takes 1,000 s more by the step clock
+  monkeypatch.setattr(run_metrics, "StepClock", functools.partial(run_metrics.StepClock, clock=clock))
   results = finetuning.finetune(config, tmp_path / "run")
   # Per seed, dev at steps 1-4 and test once: step 1's dev scores, kept, are not computed again.
   assert evaluated == [160] * 4 + [64] + [160] * 4 + [64]
@@ -188,6 +192,7 @@ def test_early_stopping_restores_the_best_dev_checkpoint(trained, tmp_path, monk
     assert evaluations[0] == (1, trained_results["dev"]["accuracy"])  # the init, grafted head included
     assert all(accuracy < evaluations[0][1] for _, accuracy in evaluations[1:])
     assert run["stopped_early"] and [s for s, _ in evaluations] == [1, 2, 3, 4]
+    assert [r["step_seconds"] < 1000 for r in records if "step_seconds" in r] == [True] * 4  # timed without them
     assert run["best_step"] == 1 and run["dev"]["accuracy"] == evaluations[0][1]  # restored for test
     saved = sorted(p.name for p in (tmp_path / "run" / f"seed_{run['seed']}" / "checkpoints").iterdir())
     assert saved == ["1"]  # only the best checkpoint is kept

@@ -3,11 +3,13 @@ stopped between batches and resumed without a record repeated or lost; from `pyt
 every kind of model it names, scoring a checkpoint as its run did."""
 
 import concurrent.futures
+import functools
 import json
 import re
 import signal
 import subprocess
 import sys
+import time
 
 import jax
 import numpy as np
@@ -16,7 +18,7 @@ import pytest
 from tests.stops_test import tlc_folder
 from tests.train import pretrain_config
 from tests.train.conftest import REPO_ROOT, pretrain_env
-from wyjax.core import guards, partitioning
+from wyjax.core import guards, partitioning, run_metrics
 from wyjax.data.tokenizer import Tokenizer
 from wyjax.hf import export_folder, loading
 from wyjax.models import EncoderConfig, encoder_class
@@ -77,7 +79,13 @@ def probed_run(tiny_corpus, task_folders, tmp_path_factory):
         pretraining.train_and_evaluate(config, workdir)
     stops.append((stopped.value, fits))
     records.append(_records(workdir))
-  pretraining.train_and_evaluate(config, workdir)
+  # The rerun's step clock sees every probe fit take 1,000 s more than it did: no step is timed with them.
+  fitted = []
+  clock = lambda: time.perf_counter() + 1000 * len(fitted)
+  with pytest.MonkeyPatch.context() as patch:
+    patch.setattr(probes, "fit_and_score", lambda probe, features: fitted.append(1) or fit_and_score(probe, features))
+    patch.setattr(run_metrics, "StepClock", functools.partial(run_metrics.StepClock, clock=clock))
+    pretraining.train_and_evaluate(config, workdir)
   return workdir, stops, records
 
 
@@ -105,6 +113,8 @@ def test_probes_run_at_step_0_and_each_evaluation_and_a_stop_between_batches_res
       "probe/punc/precision",
     } <= set(record)
     assert all(0 <= v <= 1 for k, v in record.items() if k.startswith("probe/"))
+  # The rerun's evaluations (step 2's, redone, before step 3) lasted 2,000 s more by its step clock.
+  assert [r["step_seconds"] < 1000 for r in records if "step_seconds" in r] == [True] * STEPS
 
 
 def _exported(tokenizer, folder, **architecture):

@@ -1,8 +1,10 @@
 """metrics.jsonl and TensorBoard: the metrics a run writes."""
 
+import contextlib
 import functools
 import json
 import sys
+import time
 
 from etils import epath
 
@@ -66,6 +68,33 @@ class MetricWriter:
       if self._local:
         self._file.close()
       self._tb.close()
+
+
+class StepClock:
+  """The seconds a run's training steps took between two logs, the time of its evaluations set apart.
+
+  Checkpoint writes stay in: they are part of what a run's steps cost.
+  """
+
+  def __init__(self, clock=time.perf_counter):
+    self._clock = clock
+    self._start, self._apart = clock(), 0.0
+
+  @contextlib.contextmanager
+  def set_apart(self):
+    """Time spent in the block is not the steps'."""
+    start = self._clock()
+    try:
+      yield
+    finally:
+      self._apart += self._clock() - start
+
+  def lap(self) -> float:
+    """The steps' seconds since the last lap (or the clock's start); the next lap starts now."""
+    now = self._clock()
+    seconds = now - self._start - self._apart
+    self._start, self._apart = now, 0.0
+    return seconds
 
 
 def brief(scores: dict) -> str:

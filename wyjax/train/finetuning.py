@@ -21,7 +21,6 @@ position and the early-stopping counters), removed once the seed has finished.
 import dataclasses
 import logging
 import sys
-import time
 
 import grain
 import jax
@@ -212,7 +211,7 @@ def train_one(
   rng = model.seed_key(seed)
   bar = tqdm.tqdm(total=last_step, initial=start_step, disable=not sys.stderr.isatty(), file=sys.stderr, unit="step")
   loss_watch = learning_rates.LossWatch(last_step, config.learning_rate, model.model_config)  # warns on a flat loss
-  last_time = time.perf_counter()
+  clock, last_logged = run_metrics.StepClock(), start_step
   try:
     for step in range(start_step + 1, last_step + 1):
       if progress["stopped_early"]:
@@ -224,16 +223,17 @@ def train_one(
       if step % config.log_every == 0:
         nonfinite.flush()
         step_metrics = {k: float(v) for k, v in jax.device_get(step_metrics).items()}
-        step_metrics["step_seconds"] = (time.perf_counter() - last_time) / config.log_every
+        step_metrics["step_seconds"] = clock.lap() / (step - last_logged)
         step_metrics["nonfinite_steps"] = nonfinite.take_skipped()
         writer.write(step, step_metrics)
         loss_watch.push(step, step_metrics["loss"])
         bar.set_postfix(loss=f"{step_metrics['loss']:.3f}")
-        last_time = time.perf_counter()
+        last_logged = step
       nonfinite.check()
       evaluation = step % config.eval_every == 0 or step % steps_per_epoch == 0 or step == last_step
       if evaluation:
-        scores, predictions, confusion = model.evaluate(state["params"], dev_examples, dev_features)
+        with clock.set_apart():
+          scores, predictions, confusion = model.evaluate(state["params"], dev_examples, dev_features)
         writer.write(step, {f"dev_{k}": v for k, v in scores.items()} | {"epoch": step / steps_per_epoch})
         logging.info("seed %d step %d: dev %s", seed, step, run_metrics.brief(scores))
         improved = progress["best"] is None or scores[task.main_metric] > progress["best"]

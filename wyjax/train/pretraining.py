@@ -297,13 +297,14 @@ def _train_and_evaluate(
     file=sys.stderr,
     unit="step",
   )
-  last_eval, last_time, last_step = {}, time.perf_counter(), start_step
+  last_eval, clock, last_step = {}, run_metrics.StepClock(), start_step
   step = start_step
   try:
     with guards.stop_signals(config.stop_check_every) as stop:
       # Step 0 (a checkpoint continued, or random weights), or a resumed step whose evaluation a stop cut short.
       if pretraining_evaluation.due(step, config) and not pretraining_evaluation.recorded(workdir, step):
-        last_eval, signum = evaluate(state["params"], stop)
+        with clock.set_apart():
+          last_eval, signum = evaluate(state["params"], stop)
         if signum:
           raise guards.Interrupted(signum, step)  # (a resumed step's checkpoint was written before)
         writer.write(step, last_eval)
@@ -316,7 +317,7 @@ def _train_and_evaluate(
         if step % config.log_every == 0 or step == config.num_train_steps:
           nonfinite.flush()
           step_metrics = {k: float(v) for k, v in jax.device_get(step_metrics).items()}
-          elapsed = time.perf_counter() - last_time
+          elapsed = clock.lap()
           steps = step - last_step
           step_metrics.update(
             step_seconds=elapsed / steps,
@@ -327,11 +328,12 @@ def _train_and_evaluate(
             step_metrics["mfu"] = steps * train_flops_per_step / elapsed / (peak * jax.device_count())
           writer.write(step, step_metrics)
           bar.set_postfix(loss=f"{step_metrics['loss']:.3f}")
-          last_time, last_step = time.perf_counter(), step
+          last_step = step
         nonfinite.check()
         evaluation, signum = None, 0
         if pretraining_evaluation.due(step, config):
-          evaluation, signum = evaluate(state["params"], stop)
+          with clock.set_apart():
+            evaluation, signum = evaluate(state["params"], stop)
         if evaluation:
           last_eval = evaluation
           writer.write(step, last_eval)
