@@ -77,9 +77,8 @@ def test_the_loss_at_step_zero_is_the_checkpoints_in_transformers(family, vocabu
   assert rows.endswith(f"{len(vocab)} rows copied, 0 mapped by OpenCC (simplified/traditional), 0 new"), rows
   ids, attention = tiny_models.padded_batch(len(vocab), lengths=(64, 40, 17), pad_id=tokenizer.pad_id)
   ids[:, 0] = tokenizer.cls_id
-  sums = jax.device_get(
-    run.eval_step(run.program.place(run.from_checkpoint(params))["params"], ids.astype(np.int32), 0)
-  )
+  state = run.program.place(run.objective.from_checkpoint(params, run.program))
+  sums = jax.device_get(run.eval_step(state["params"], ids.astype(np.int32), 0))
 
   key = jax.random.fold_in(jax.random.key(config.seed + 1), 0)  # the evaluation's masks, drawn as the step draws them
   inputs, targets, weights = map(np.asarray, mlm.mask_tokens(key, ids, **pretraining_steps.masking(config, tokenizer)))

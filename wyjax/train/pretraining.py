@@ -7,7 +7,6 @@ checkpoint every N steps, at the end and on SIGTERM/SIGINT.
 
 import concurrent.futures
 import dataclasses
-import functools
 import logging
 import sys
 import time
@@ -55,13 +54,8 @@ class Pretraining:
   train_step: Callable  # jitted (state, batch) → (state, metrics); the state is donated
   eval_step: Callable  # jitted (params, batch, index) → loss sums
   length: int
-  train_flops_per_step: float  # 3 × the objective's forward FLOPs (pretraining_steps.Objective)
-  # The encoder the run makes (RTD's discriminator): from the params, and its part of a tree shaped as them.
-  encoder_params: Callable[[dict], dict]
-  encoder_layout: Callable[[dict], dict]
-  from_checkpoint: Callable[[dict], dict]  # continuing.initial_params's parts (host) → the run's params at step 0
-  validation_metrics: Callable[[dict], dict]  # an evaluation's summed eval_step outputs → its metrics
-  head: str  # the head model.json names: the one an export of the encoder keeps
+  train_flops_per_step: float  # 3 × the objective's forward FLOPs
+  objective: pretraining_steps.Objective  # its encoder, start from a checkpoint, validation metrics and head
 
 
 def build(
@@ -110,11 +104,7 @@ def build(
     train_step=prog.jit_train(train_step, prog.data_sharding),
     eval_step=prog.jit_eval(eval_step, prog.data_sharding, None),
     train_flops_per_step=3 * config.batch_size * length * objective.forward_flops_per_token,
-    encoder_params=objective.encoder_params,
-    encoder_layout=objective.encoder_layout,
-    from_checkpoint=functools.partial(objective.from_checkpoint, prog=prog),
-    validation_metrics=objective.validation_metrics,
-    head=objective.head,
+    objective=objective,
   )
 
 
@@ -257,7 +247,7 @@ def _train_and_evaluate(
     params, rows = continuing.initial_params(init, model_config, tokenizer.vocab, config.seed)
     if is_main:
       print(f"continuing {config.init}: {rows}", flush=True)
-    state = run.program.place(run.from_checkpoint(params))
+    state = run.program.place(run.objective.from_checkpoint(params, run.program))
   elif state is None:
     state = run.program.init_state(jax.random.key(config.seed))
   else:
@@ -268,7 +258,7 @@ def _train_and_evaluate(
     checkpoints.write_model_info(
       workdir,
       model_config.without_run_choices().replace(dtype="float32").to_dict(),
-      [run.head],
+      [run.objective.head],
       tokenizer,
     )
     run_config.trim_metrics(workdir, start_step if restored else -1)  # a fresh start records step 0 again

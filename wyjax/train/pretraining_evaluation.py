@@ -49,12 +49,12 @@ class Evaluation:
       totals = {k: totals.get(k, 0.0) + float(v) for k, v in sums.items()}
     count = len(self.eval_arrays)
     probed, signum = self.probes.evaluate(
-      self.run.encoder_params(params), lambda probed: stop.signal_at(count + probed)
+      self.run.objective.encoder_params(params), lambda probed: stop.signal_at(count + probed)
     )
     if signum:
       return None, signum
     return {
-      **self.run.validation_metrics(totals),
+      **self.run.objective.validation_metrics(totals),
       "valid_unigram_entropy": self.entropy,
       **probed,
     }, 0

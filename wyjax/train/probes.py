@@ -429,6 +429,6 @@ def read(config, tokenizer, model_config: EncoderConfig) -> list[TaskProbe]:
 def for_pretraining(run, task_probes: list[TaskProbe], pad_id: int) -> Probes:
   """The probes of the pretraining `run` (its mesh, its params' shardings): none without task_probes."""
   prog = run.program
-  sharding = run.encoder_layout(prog.params_sharding)
+  sharding = run.objective.encoder_layout(prog.params_sharding)
   encoder = Encoder.build(run.model_config, prog.mesh, prog.logical_rules, sharding, pad_id)
-  return Probes(task_probes, encoder, run.encoder_layout(prog.abstract_state["params"]))
+  return Probes(task_probes, encoder, run.objective.encoder_layout(prog.abstract_state["params"]))
